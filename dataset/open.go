@@ -1,0 +1,196 @@
+package dataset
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+//go:embed embedded/digits.csv.gz
+var digitsCSV []byte
+
+// DefaultFashionMNISTDir is where Debian's dataset-fashion-mnist package puts
+// the Fashion-MNIST IDX files.
+const DefaultFashionMNISTDir = "/usr/share/datasets/fashion-mnist"
+
+// DataDirEnv names the environment variable that, when set, is searched
+// first for named datasets (e.g. $GOSSIPD_DATA_DIR/fashion-mnist or the
+// directory itself).
+const DataDirEnv = "GOSSIPD_DATA_DIR"
+
+// Names lists the named datasets Open knows.
+var Names = []string{"digits", "fashion-mnist"}
+
+// OpenOptions configures Open. The zero value is valid.
+type OpenOptions struct {
+	// Format forces the file format of a path: "csv", "libsvm" or "idx"
+	// (a directory with MNIST-style IDX files). Empty: by extension.
+	Format string
+	// CSV and LIBSVM options for paths of those formats.
+	CSV    CSVOptions
+	LIBSVM LIBSVMOptions
+	// TestFraction is the fraction held out as the test set when the source
+	// has no test split of its own. Default 0.2.
+	TestFraction float64
+	// Seed drives the held-out split. Same seed, same split.
+	Seed uint64
+	// DataDir overrides $GOSSIPD_DATA_DIR.
+	DataDir string
+}
+
+// Open loads a named dataset ("digits", "fashion-mnist") or a path and
+// returns its training and test sets. Sources without a test split of their
+// own (digits, a single CSV or LIBSVM file) are split, stratified by class,
+// with opts.TestFraction and opts.Seed. A path may also name a directory of
+// MNIST-style IDX files (train-images-idx3-ubyte[.gz] and friends).
+func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
+	if opts.TestFraction == 0 {
+		opts.TestFraction = 0.2
+	}
+	if opts.TestFraction <= 0 || opts.TestFraction >= 1 {
+		return nil, nil, fmt.Errorf("dataset: test fraction %v not in (0,1)", opts.TestFraction)
+	}
+	var all *Dataset
+	switch spec {
+	case "digits":
+		opts.CSV.Classes = 10
+		all, err = ReadCSV(bytes.NewReader(digitsCSV), "digits", opts.CSV)
+		if err != nil {
+			return nil, nil, err
+		}
+		all.Name = "digits"
+	case "fashion-mnist", "fashion_mnist", "fashionmnist":
+		dir, err := findFashionMNIST(opts.DataDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		train, test, err = LoadIDXDir(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		train.Name, test.Name = "fashion-mnist", "fashion-mnist/test"
+		return train, test, nil
+	default:
+		all, train, test, err = openPath(spec, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if train != nil {
+			return train, test, nil
+		}
+	}
+	if err := all.Validate(); err != nil {
+		return nil, nil, err
+	}
+	train, test = StratifiedSplit(all, opts.TestFraction, opts.Seed)
+	return train, test, nil
+}
+
+func openPath(path string, opts OpenOptions) (all, train, test *Dataset, err error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !strings.ContainsAny(path, "/.") {
+			return nil, nil, nil, fmt.Errorf("%w %q: not a named dataset (%s) nor an existing path", ErrUnknown, path, strings.Join(Names, ", "))
+		}
+		return nil, nil, nil, fmt.Errorf("dataset: %w", err)
+	}
+	format := opts.Format
+	if format == "" {
+		format = formatOf(path, st.IsDir())
+	}
+	switch format {
+	case "idx":
+		train, test, err = LoadIDXDir(path)
+		return nil, train, test, err
+	case "csv":
+		all, err = ReadCSVFile(path, opts.CSV)
+	case "libsvm":
+		all, err = ReadLIBSVMFile(path, opts.LIBSVM)
+	default:
+		return nil, nil, nil, fmt.Errorf("%s: %w: format %q, want csv|libsvm|idx", path, ErrFormat, format)
+	}
+	return all, nil, nil, err
+}
+
+func formatOf(path string, dir bool) string {
+	if dir {
+		return "idx"
+	}
+	p := strings.TrimSuffix(strings.ToLower(path), ".gz")
+	switch filepath.Ext(p) {
+	case ".libsvm", ".svm", ".svmlight", ".txt":
+		return "libsvm"
+	}
+	return "csv"
+}
+
+func findFashionMNIST(override string) (string, error) {
+	var tried []string
+	for _, base := range []string{override, os.Getenv(DataDirEnv)} {
+		if base == "" {
+			continue
+		}
+		for _, d := range []string{filepath.Join(base, "fashion-mnist"), base} {
+			tried = append(tried, d)
+			if hasIDX(d) {
+				return d, nil
+			}
+		}
+	}
+	tried = append(tried, DefaultFashionMNISTDir)
+	if hasIDX(DefaultFashionMNISTDir) {
+		return DefaultFashionMNISTDir, nil
+	}
+	return "", fmt.Errorf("%w: fashion-mnist not found (looked in %s); install Debian's dataset-fashion-mnist or set $%s",
+		ErrUnknown, strings.Join(tried, ", "), DataDirEnv)
+}
+
+func hasIDX(dir string) bool {
+	_, err := idxFile(dir, "train-images-idx3-ubyte")
+	return err == nil
+}
+
+// idxFile finds base or base.gz in dir.
+func idxFile(dir, base string) (string, error) {
+	for _, name := range []string{base + ".gz", base, strings.Replace(base, "-idx", ".idx", 1)} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w: no %s[.gz]", dir, fs.ErrNotExist, base)
+}
+
+// LoadIDXDir loads the MNIST-style train and test sets from a directory
+// holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
+// t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each raw or .gz).
+func LoadIDXDir(dir string) (train, test *Dataset, err error) {
+	load := func(images, labels string) (*Dataset, error) {
+		ip, err := idxFile(dir, images)
+		if err != nil {
+			return nil, fmt.Errorf("dataset: %w", err)
+		}
+		lp, err := idxFile(dir, labels)
+		if err != nil {
+			return nil, fmt.Errorf("dataset: %w", err)
+		}
+		return LoadIDX(ip, lp)
+	}
+	if train, err = load("train-images-idx3-ubyte", "train-labels-idx1-ubyte"); err != nil {
+		return nil, nil, err
+	}
+	if test, err = load("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"); err != nil {
+		return nil, nil, err
+	}
+	if train.D != test.D {
+		return nil, nil, fmt.Errorf("%s: %w: train has %d features, test %d", dir, ErrShape, train.D, test.D)
+	}
+	k := max(train.Classes, test.Classes)
+	train.Classes, test.Classes = k, k
+	return train, test, nil
+}

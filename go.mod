@@ -1,0 +1,3 @@
+module github.com/gossipd/gossipd
+
+go 1.26
