@@ -1,0 +1,43 @@
+// Package compute holds gossipd's numeric backends: the float32 matrix
+// multiply and the fused element-wise kernels that training needs, behind a
+// small Backend interface so that a GPU backend can be added later.
+//
+// The CPU backend is pure Go by default with an AVX2/FMA assembly micro-kernel
+// on amd64; building with the noasm tag (or running on a CPU without AVX2 and
+// FMA) uses the pure-Go kernel instead. Matrices are row-major float32 with
+// explicit leading dimensions, in the style of BLAS and gonum: functions are
+// destination-first and panic only on programmer error (bad shapes).
+package compute
+
+// Backend computes the numeric kernels of training and inference. A Backend
+// is safe for concurrent use by several goroutines unless it says otherwise.
+type Backend interface {
+	// Name says which backend and kernel run, e.g. "cpu/avx2-fma".
+	Name() string
+
+	// Gemm computes C = alpha·op(A)·op(B) + beta·C where op(A) is m×k,
+	// op(B) is k×n and C is m×n, all row-major; op(X) is Xᵀ when the
+	// corresponding trans flag is set. lda, ldb, ldc are the row strides of
+	// A, B and C as stored.
+	Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+
+	// BroadcastRows sets every row of the m×n matrix dst to v.
+	BroadcastRows(dst []float32, m, n int, v []float32)
+	// ReLU applies max(x, 0) in place.
+	ReLU(x []float32)
+	// ReLUBackward zeroes grad where the pre-activation z is not positive.
+	ReLUBackward(grad, z []float32)
+	// ColumnSums sets dst[j] = Σ_i src[i·n+j] over m rows.
+	ColumnSums(dst, src []float32, m, n int)
+
+	// SoftmaxCrossEntropy takes m×n logits and labels y. It writes the
+	// softmax probabilities to probs (may alias logits) and, when grad is not
+	// nil, scale·(probs − onehot(y)) to grad. It returns the summed
+	// cross-entropy loss and the number of rows whose arg-max equals y.
+	SoftmaxCrossEntropy(probs, grad, logits []float32, y []int32, m, n int, scale float32) (loss float64, correct int)
+	// HingeOneVsRest takes m×n scores and labels y and, for each class c,
+	// the binary label t = +1 if y = c else −1. It returns the summed hinge
+	// loss Σ max(0, 1 − t·s) and the number of rows whose arg-max equals y;
+	// when grad is not nil it writes scale·(−t·[t·s < 1]) to grad.
+	HingeOneVsRest(grad, scores []float32, y []int32, m, n int, scale float32) (loss float64, correct int)
+}
