@@ -1,0 +1,113 @@
+// Command gossipd is the gossip learning daemon and its tools: centralized
+// training (train), benchmarks (bench) and, in later versions, the simulator
+// (simulate) and the daemon (run).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"train", "train a model centrally on one machine", runTrain},
+		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// errUsage marks errors caused by bad command-line input (exit status 2).
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(mainExit(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, stdout, stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "gossipd: %v\n", err)
+		return 2
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "gossipd: interrupted")
+		return 130
+	default:
+		fmt.Fprintf(stderr, "gossipd: %v\n", err)
+		return 1
+	}
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		usage(stderr)
+		return fmt.Errorf("%w: no command given", errUsage)
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		if len(args) > 1 {
+			return dispatch(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	usage(stderr)
+	return fmt.Errorf("%w: unknown command %q", errUsage, name)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "gossipd — peer-to-peer gossip learning\n\nUsage: gossipd <command> [flags]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'gossipd <command> --help' for a command's flags.\n")
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting and
+// prints its usage to stderr.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gossipd %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, turning a parse error into a usage error and
+// rejecting stray positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %s: %v", errUsage, fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: %s: unexpected argument %q", errUsage, fs.Name(), fs.Arg(0))
+	}
+	return nil
+}

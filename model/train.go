@@ -1,0 +1,157 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+)
+
+// TrainConfig configures Train. Zero values take the documented defaults.
+type TrainConfig struct {
+	// Epochs over the data (default 1).
+	Epochs int
+	// Batch is the minibatch size (default 32). The last batch of an epoch
+	// may be smaller.
+	Batch int
+	// Seed drives the shuffling. Same seed, same order.
+	Seed uint64
+}
+
+// Validate checks the config and fills defaults.
+func (c *TrainConfig) Validate() error {
+	if c.Epochs == 0 {
+		c.Epochs = 1
+	}
+	if c.Batch == 0 {
+		c.Batch = 32
+	}
+	if c.Epochs < 0 || c.Batch < 0 {
+		return fmt.Errorf("model: epochs %d and batch %d must be positive", c.Epochs, c.Batch)
+	}
+	return nil
+}
+
+// Progress reports where training is.
+type Progress struct {
+	Epoch, Epochs int
+	// Step counts minibatches within the epoch; Steps is their number.
+	Step, Steps int
+	// Loss is the mean training loss of the epoch so far.
+	Loss float64
+}
+
+// TrainResult summarises a Train call.
+type TrainResult struct {
+	Epochs, Steps, Samples int
+	// Loss is the mean training loss of the last epoch.
+	Loss float64
+}
+
+// Train runs minibatch training of m with opt on n examples (x is n×Inputs,
+// y the labels), reshuffling each epoch. progress, if not nil, is called
+// after every step. It stops early with ctx's error when ctx is done.
+func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32, n int, cfg TrainConfig, progress func(Progress)) (TrainResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return TrainResult{}, err
+	}
+	if n <= 0 {
+		return TrainResult{}, fmt.Errorf("model: no training examples")
+	}
+	m.check(x, y, n)
+	d := m.spec.Inputs
+	bs := min(cfg.Batch, n)
+	xb := make([]float32, bs*d)
+	yb := make([]int32, bs)
+	grad := make([]float32, m.NumParams())
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x747261696e))
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	steps := (n + bs - 1) / bs
+	var res TrainResult
+	for ep := 0; ep < cfg.Epochs; ep++ {
+		rng.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		var sum float64
+		for s := 0; s < steps; s++ {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			lo, hi := s*bs, min(n, (s+1)*bs)
+			k := hi - lo
+			for r, i := range perm[lo:hi] {
+				copy(xb[r*d:(r+1)*d], x[i*d:(i+1)*d])
+				yb[r] = y[i]
+			}
+			loss := m.Gradient(grad, xb[:k*d], yb[:k], k)
+			opt.Step(m.params, grad)
+			sum += loss * float64(k)
+			res.Steps++
+			res.Samples += k
+			if progress != nil {
+				progress(Progress{Epoch: ep + 1, Epochs: cfg.Epochs, Step: s + 1, Steps: steps, Loss: sum / float64(hi)})
+			}
+		}
+		res.Epochs++
+		res.Loss = sum / float64(n)
+	}
+	return res, nil
+}
+
+// Metrics are a model's results on labelled data.
+type Metrics struct {
+	N        int     `json:"n"`
+	Accuracy float64 `json:"accuracy"`
+	// Loss is the mean data loss (cross-entropy, or hinge for the SVM).
+	Loss float64 `json:"loss"`
+	// Confusion[t][p] counts examples of true class t predicted as p.
+	Confusion [][]int `json:"confusion"`
+}
+
+// Evaluate measures m on n examples.
+func (m *Model) Evaluate(x []float32, y []int32, n int) Metrics {
+	m.check(x, y, n)
+	C := m.spec.Classes
+	out := Metrics{N: n, Confusion: make([][]int, C)}
+	for i := range out.Confusion {
+		out.Confusion[i] = make([]int, C)
+	}
+	if n == 0 {
+		return out
+	}
+	const chunk = 512
+	probs := make([]float32, min(chunk, n)*C)
+	var loss float64
+	correct := 0
+	for lo := 0; lo < n; lo += chunk {
+		k := min(chunk, n-lo)
+		m.forward(x[lo*m.spec.Inputs:], k)
+		z := m.ws.z[len(m.layers)-1][:k*C]
+		var l float64
+		var c int
+		if m.spec.Kind == SVM {
+			l, c = m.backend.HingeOneVsRest(nil, z, y[lo:lo+k], k, C, 0)
+			copy(probs, z)
+		} else {
+			l, c = m.backend.SoftmaxCrossEntropy(probs, nil, z, y[lo:lo+k], k, C, 0)
+		}
+		loss += l
+		correct += c
+		for r := 0; r < k; r++ {
+			out.Confusion[y[lo+r]][argmax(probs[r*C:(r+1)*C])]++
+		}
+	}
+	out.Accuracy = float64(correct) / float64(n)
+	out.Loss = loss / float64(n)
+	return out
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}
