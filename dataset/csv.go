@@ -19,8 +19,8 @@ type CSVOptions struct {
 	// (negative counts from the end). Empty means the last column.
 	LabelColumn string
 	// Header forces header detection: "auto" (default, also ""), "yes", "no".
-	// Auto treats the first row as a header when any of its fields is not a
-	// number.
+	// Auto treats the first row as a header when some column holds text
+	// there but a number in the second row.
 	Header string
 	// Comma is the field delimiter; 0 means ','.
 	Comma rune
@@ -53,7 +53,6 @@ func ReadCSV(r io.Reader, name string, opts CSVOptions) (*Dataset, error) {
 	if opts.Comma != 0 {
 		cr.Comma = opts.Comma
 	}
-	cr.ReuseRecord = true
 	cr.TrimLeadingSpace = true
 	cr.Comment = '#'
 
@@ -65,15 +64,17 @@ func ReadCSV(r io.Reader, name string, opts CSVOptions) (*Dataset, error) {
 		return nil, csvErr(name, err)
 	}
 	first = slices.Clone(first)
+	cr.FieldsPerRecord = -1
+	second, err := cr.Read()
+	if err != nil && err != io.EOF {
+		return nil, csvErr(name, err)
+	}
+	secondLine, _ := cr.FieldPos(0)
+	second = slices.Clone(second)
 	hasHeader := false
 	switch strings.ToLower(opts.Header) {
 	case "", "auto":
-		for _, f := range first {
-			if _, err := strconv.ParseFloat(strings.TrimSpace(f), 64); err != nil {
-				hasHeader = true
-				break
-			}
-		}
+		hasHeader = looksLikeHeader(first, second)
 	case "yes", "true":
 		hasHeader = true
 	case "no", "false":
@@ -116,18 +117,22 @@ func ReadCSV(r io.Reader, name string, opts CSVOptions) (*Dataset, error) {
 			return nil, err
 		}
 	}
-	cr.FieldsPerRecord = -1
-	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, csvErr(name, err)
-		}
-		line, _ := cr.FieldPos(0)
-		if err := addRow(rec, line); err != nil {
+	if second != nil {
+		if err := addRow(second, secondLine); err != nil {
 			return nil, err
+		}
+		for {
+			rec, err := cr.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, csvErr(name, err)
+			}
+			line, _ := cr.FieldPos(0)
+			if err := addRow(rec, line); err != nil {
+				return nil, err
+			}
 		}
 	}
 	ds.N = len(labels)
@@ -138,6 +143,25 @@ func ReadCSV(r io.Reader, name string, opts CSVOptions) (*Dataset, error) {
 		return nil, err
 	}
 	return ds, nil
+}
+
+// looksLikeHeader guesses whether first is a header row: some column holds
+// text in the first row but a number in the second (so a text label column
+// alone does not make a header). With a single row, any text makes it one.
+func looksLikeHeader(first, second []string) bool {
+	isNum := func(f string) bool {
+		_, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		return err == nil
+	}
+	for j, f := range first {
+		if isNum(f) {
+			continue
+		}
+		if second == nil || (j < len(second) && isNum(second[j])) {
+			return true
+		}
+	}
+	return false
 }
 
 // setLabels converts label texts to class indices. lines[i] is the line of

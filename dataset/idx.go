@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"bufio"
+	"errors"
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
@@ -99,6 +100,9 @@ func ReadIDX(r io.Reader, name string) (*IDXArray, error) {
 		k := min(len(buf), need-len(raw))
 		n, err := io.ReadFull(rd, buf[:k])
 		raw = append(raw, buf[:n]...)
+		if errors.Is(err, ErrFormat) {
+			return nil, fmt.Errorf("%s: byte %d: %w", name, start+len(raw), err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: byte %d: %w: truncated IDX data: header announces %d elements of %d bytes, stream ends after %d bytes of data",
 				name, start+len(raw), ErrFormat, total, size, len(raw))

@@ -1,0 +1,376 @@
+package dataset
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// idxBytes encodes an IDX array of uint8 values.
+func idxBytes(dims []int, data []byte) []byte {
+	var b bytes.Buffer
+	b.Write([]byte{0, 0, idxUint8, byte(len(dims))})
+	for _, d := range dims {
+		binary.Write(&b, binary.BigEndian, uint32(d))
+	}
+	b.Write(data)
+	return b.Bytes()
+}
+
+func gz(b []byte) []byte {
+	var out bytes.Buffer
+	w := gzip.NewWriter(&out)
+	w.Write(b)
+	w.Close()
+	return out.Bytes()
+}
+
+func TestIDXRoundTrip(t *testing.T) {
+	img := idxBytes([]int{3, 2, 2}, []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 255})
+	lab := idxBytes([]int{3}, []byte{2, 0, 1})
+	for _, enc := range []func([]byte) []byte{func(b []byte) []byte { return b }, gz} {
+		a, err := ReadIDX(bytes.NewReader(enc(img)), "img")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ReadIDX(bytes.NewReader(enc(lab)), "lab")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := FromIDX(a, l, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds.N != 3 || ds.D != 4 || ds.Classes != 3 || ds.X[11] != 255 || !slices.Equal(ds.Y, []int32{2, 0, 1}) {
+			t.Fatalf("decoded %+v", ds)
+		}
+		if err := ds.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestIDXErrors(t *testing.T) {
+	good := idxBytes([]int{2, 3}, []byte{1, 2, 3, 4, 5, 6})
+	cases := map[string]struct {
+		in   []byte
+		want string
+	}{
+		"empty":        {nil, "byte 0"},
+		"bad magic":    {append([]byte{1}, good[1:]...), "bad IDX magic"},
+		"bad type":     {append([]byte{0, 0, 0x42}, good[3:]...), "byte 2"},
+		"no dims":      {[]byte{0, 0, 8, 0}, "0 dimensions"},
+		"short header": {good[:6], "byte 4: "},
+		"zero dim":     {idxBytes([]int{0, 3}, nil), "dimension 0 is 0"},
+		"truncated":    {good[:len(good)-2], "byte 16: "},
+		"trailing":     {append(slices.Clone(good), 9), "trailing data"},
+		"huge header":  {idxBytes([]int{1 << 20, 1 << 20}, nil), "more than"},
+		"corrupt gzip": {append(gz(good)[:20], 0xff, 0xff, 0xff), "gzip"},
+	}
+	for name, c := range cases {
+		_, err := ReadIDX(bytes.NewReader(c.in), "f.idx")
+		if err == nil || !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "f.idx: ") {
+			t.Errorf("%s: error %v, want ErrFormat mentioning %q and the file", name, err, c.want)
+		}
+	}
+	a, _ := ReadIDX(bytes.NewReader(good), "a")
+	l, _ := ReadIDX(bytes.NewReader(idxBytes([]int{3}, []byte{0, 1, 2})), "l")
+	if _, err := FromIDX(a, l, "pair"); !errors.Is(err, ErrShape) {
+		t.Errorf("2 images, 3 labels: %v", err)
+	}
+}
+
+func TestCSV(t *testing.T) {
+	in := "a,b,label\n1,2,0\n3,4.5,2\n# comment\n5,6,1\n"
+	ds, err := ReadCSV(strings.NewReader(in), "t.csv", CSVOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.N != 3 || ds.D != 2 || ds.Classes != 3 || ds.X[3] != 4.5 || !slices.Equal(ds.Y, []int32{0, 2, 1}) {
+		t.Fatalf("%+v", ds)
+	}
+	// Label by name and by index, in the first column; no header.
+	ds, err = ReadCSV(strings.NewReader("y,f\n1,0.5\n0,0.25\n"), "t.csv", CSVOptions{LabelColumn: "y"})
+	if err != nil || ds.D != 1 || ds.X[1] != 0.25 || ds.Y[0] != 1 {
+		t.Fatalf("by name: %+v %v", ds, err)
+	}
+	ds, err = ReadCSV(strings.NewReader("1,0.5\n0,0.25\n"), "t.csv", CSVOptions{LabelColumn: "0"})
+	if err != nil || ds.N != 2 || ds.X[0] != 0.5 || ds.Y[0] != 1 {
+		t.Fatalf("by index: %+v %v", ds, err)
+	}
+	// Text labels become classes in sorted order.
+	ds, err = ReadCSV(strings.NewReader("1,2,setosa\n3,4,virginica\n5,6,setosa\n"), "iris.csv", CSVOptions{})
+	if err != nil || ds.Classes != 2 || !slices.Equal(ds.ClassNames, []string{"setosa", "virginica"}) || !slices.Equal(ds.Y, []int32{0, 1, 0}) {
+		t.Fatalf("text labels: %+v %v", ds, err)
+	}
+	// Semicolons.
+	if ds, err := ReadCSV(strings.NewReader("1;2;0\n3;4;1\n"), "t.csv", CSVOptions{Comma: ';'}); err != nil || ds.N != 2 {
+		t.Fatalf("semicolons: %v", err)
+	}
+}
+
+func TestCSVErrors(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		opts CSVOptions
+		want string
+		is   error
+	}{
+		"ragged":         {"1,2,0\n3,4\n", CSVOptions{}, "line 2: ", ErrFormat},
+		"non-numeric":    {"a,b,y\n1,2,0\n1,x,1\n", CSVOptions{}, "line 3, column 2", ErrFormat},
+		"nan":            {"1,NaN,0\n", CSVOptions{}, "line 1, column 2", ErrFormat},
+		"negative label": {"1,2,0\n1,2,-1\n", CSVOptions{}, "line 2: dataset: label out of range: label -1", ErrLabelRange},
+		"label >= k":     {"1,2,0\n1,2,10\n", CSVOptions{Classes: 10}, "line 2", ErrLabelRange},
+		"text label k":   {"1,2,0\n1,2,cat\n", CSVOptions{Classes: 10}, "line 2", ErrLabelRange},
+		"one column":     {"1\n2\n", CSVOptions{}, "1 column", ErrFormat},
+		"empty":          {"", CSVOptions{}, "t.csv", ErrEmpty},
+		"header only":    {"a,b\n", CSVOptions{}, "header only", ErrEmpty},
+		"no such column": {"a,b\n1,2\n", CSVOptions{LabelColumn: "c"}, `no column named "c"`, ErrFormat},
+		"bad index":      {"1,2\n", CSVOptions{LabelColumn: "5"}, "out of range", ErrFormat},
+		"quote":          {"1,\"2,0\n", CSVOptions{}, "line 1", ErrFormat},
+	}
+	for name, c := range cases {
+		_, err := ReadCSV(strings.NewReader(c.in), "t.csv", c.opts)
+		if err == nil || !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "t.csv") {
+			t.Errorf("%s: error %v, want %v mentioning %q", name, err, c.is, c.want)
+		}
+	}
+}
+
+func TestLIBSVM(t *testing.T) {
+	in := "+1 1:0.5 3:2 # comment\n-1 2:1\n\n+1 qid:3 1:1\n"
+	ds, err := ReadLIBSVM(strings.NewReader(in), "t.svm", LIBSVMOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.N != 3 || ds.D != 3 || ds.Classes != 2 || !slices.Equal(ds.Y, []int32{1, 0, 1}) || !slices.Equal(ds.X[:3], []float32{0.5, 0, 2}) {
+		t.Fatalf("%+v", ds)
+	}
+	ds, err = ReadLIBSVM(strings.NewReader("2 0:1 4:2\n0 1:3\n1 0:1\n"), "t.svm", LIBSVMOptions{Features: 6})
+	if err != nil || ds.D != 6 || ds.X[4] != 2 || ds.Classes != 3 || ds.Y[0] != 2 {
+		t.Fatalf("0-based: %+v %v", ds, err)
+	}
+	for name, c := range map[string]struct{ in, want string }{
+		"bad token":  {"1 1:2 x\n", "line 1"},
+		"bad index":  {"1 1:2\n1 -3:1\n", "line 2"},
+		"decreasing": {"1 3:2 2:1\n", "indices must increase"},
+		"bad value":  {"1 1:nan\n", "line 1"},
+		"bad label":  {"x 1:1\n", "label"},
+		"empty":      {"\n\n", "no examples"},
+	} {
+		if _, err := ReadLIBSVM(strings.NewReader(c.in), "t.svm", LIBSVMOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want mention of %q", name, err, c.want)
+		}
+	}
+	if _, err := ReadLIBSVM(strings.NewReader("1 0:1\n"), "t.svm", LIBSVMOptions{ZeroBased: "1"}); err == nil {
+		t.Error("index 0 accepted as 1-based")
+	}
+}
+
+func TestOpenDigits(t *testing.T) {
+	tr, te, err := Open("digits", OpenOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.N+te.N != 1797 || tr.D != 64 || tr.Classes != 10 || te.Classes != 10 {
+		t.Fatalf("digits: %d+%d rows, %d features, %d classes", tr.N, te.N, tr.D, tr.Classes)
+	}
+	if math.Abs(float64(te.N)/1797-0.2) > 0.01 {
+		t.Fatalf("test fraction %d/1797", te.N)
+	}
+	for _, c := range te.ClassCounts() { // stratified: every class is in the test set
+		if c < 30 {
+			t.Fatalf("test class counts %v", te.ClassCounts())
+		}
+	}
+	tr2, _, _ := Open("digits", OpenOptions{Seed: 1})
+	tr3, _, _ := Open("digits", OpenOptions{Seed: 2})
+	if !slices.Equal(tr.Y, tr2.Y) || slices.Equal(tr.Y, tr3.Y) {
+		t.Fatal("split is not a function of the seed")
+	}
+	if _, _, err := Open("no-such-dataset", OpenOptions{}); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "digits") {
+		t.Fatalf("unknown name: %v", err)
+	}
+	if _, _, err := Open("/no/such/file.csv", OpenOptions{}); err == nil || !strings.Contains(err.Error(), "/no/such/file.csv") {
+		t.Fatalf("missing path: %v", err)
+	}
+}
+
+// TestOpenFashionMNIST needs Debian's dataset-fashion-mnist (installed by
+// .ci/run) or $GOSSIPD_DATA_DIR.
+func TestOpenFashionMNIST(t *testing.T) {
+	tr, te, err := Open("fashion-mnist", OpenOptions{})
+	if err != nil {
+		t.Fatalf("%v (apt-get install dataset-fashion-mnist)", err)
+	}
+	if tr.N != 60000 || te.N != 10000 || tr.D != 784 || tr.Classes != 10 {
+		t.Fatalf("fashion-mnist: %d/%d rows, %d features, %d classes", tr.N, te.N, tr.D, tr.Classes)
+	}
+	for _, c := range tr.ClassCounts() {
+		if c != 6000 {
+			t.Fatalf("class counts %v, want 6000 each", tr.ClassCounts())
+		}
+	}
+	// The same files read through a directory path and $GOSSIPD_DATA_DIR.
+	dir := t.TempDir()
+	src, _ := findFashionMNIST("")
+	for _, f := range []string{"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"} {
+		b, err := os.ReadFile(filepath.Join(src, f+".gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f+".gz"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(DataDirEnv, dir)
+	if got, err := findFashionMNIST(""); err != nil || got != dir {
+		t.Fatalf("$%s: found %q, %v", DataDirEnv, got, err)
+	}
+	_, te2, err := Open(dir, OpenOptions{})
+	if err != nil || !slices.Equal(te2.Y, te.Y) {
+		t.Fatalf("as a directory: %v", err)
+	}
+}
+
+func TestScaler(t *testing.T) {
+	ds := &Dataset{N: 3, D: 2, Classes: 2, X: []float32{0, 5, 10, 5, 20, 5}, Y: []int32{0, 1, 0}}
+	mm, _ := FitScaler("minmax", ds)
+	c := *ds
+	c.X = slices.Clone(ds.X)
+	mm.Transform(&c)
+	if !slices.Equal(c.X, []float32{0, 0, 0.5, 0, 1, 0}) {
+		t.Fatalf("minmax: %v", c.X)
+	}
+	st, _ := FitScaler("standard", ds)
+	c.X = slices.Clone(ds.X)
+	st.Transform(&c)
+	var mean, sq float64
+	for i := 0; i < 3; i++ {
+		mean += float64(c.X[2*i])
+		sq += float64(c.X[2*i] * c.X[2*i])
+	}
+	if math.Abs(mean) > 1e-6 || math.Abs(sq/3-1) > 1e-5 || c.X[1] != 0 {
+		t.Fatalf("standard: %v", c.X)
+	}
+	if _, err := FitScaler("log", ds); err == nil {
+		t.Fatal("unknown scaling accepted")
+	}
+}
+
+func synthetic(n, classes int) *Dataset {
+	ds := &Dataset{Name: "synthetic", N: n, D: 1, Classes: classes, X: make([]float32, n), Y: make([]int32, n)}
+	for i := range ds.Y {
+		ds.Y[i] = int32(i % classes)
+		ds.X[i] = float32(i)
+	}
+	return ds
+}
+
+func TestPartitioners(t *testing.T) {
+	ds := synthetic(1000, 10)
+	for _, spec := range []string{"iid", "dirichlet:0.1", "dirichlet:100", "shards:2", "quantity:0.5"} {
+		p, err := ParsePartitioner(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.String() != spec {
+			t.Errorf("%s prints as %s", spec, p)
+		}
+		parts, err := p.Partition(ds, 20, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := make([]int, ds.N)
+		for k, part := range parts {
+			if len(part) == 0 {
+				t.Errorf("%s: node %d is empty", spec, k)
+			}
+			for _, i := range part {
+				seen[i]++
+			}
+		}
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("%s: example %d assigned %d times", spec, i, c)
+			}
+		}
+		again, _ := p.Partition(ds, 20, 7)
+		other, _ := p.Partition(ds, 20, 8)
+		if !equalParts(parts, again) || equalParts(parts, other) {
+			t.Errorf("%s: partition is not a function of the seed", spec)
+		}
+	}
+}
+
+func equalParts(a, b [][]int) bool {
+	return slices.EqualFunc(a, b, func(x, y []int) bool { return slices.Equal(x, y) })
+}
+
+// meanClassesPerNode counts distinct labels per node, averaged.
+func meanClassesPerNode(ds *Dataset, parts [][]int) float64 {
+	total := 0
+	for _, p := range parts {
+		seen := map[int32]bool{}
+		for _, i := range p {
+			seen[ds.Y[i]] = true
+		}
+		total += len(seen)
+	}
+	return float64(total) / float64(len(parts))
+}
+
+func TestPartitionSkew(t *testing.T) {
+	ds := synthetic(5000, 10)
+	iid, _ := IID{}.Partition(ds, 50, 1)
+	dirLow, _ := Dirichlet{Alpha: 0.05}.Partition(ds, 50, 1)
+	dirHigh, _ := Dirichlet{Alpha: 100}.Partition(ds, 50, 1)
+	shards, _ := Shards{PerNode: 2}.Partition(ds, 50, 1)
+	if c := meanClassesPerNode(ds, iid); c < 9.9 {
+		t.Errorf("iid: %.2f classes per node", c)
+	}
+	if c := meanClassesPerNode(ds, dirHigh); c < 9.5 {
+		t.Errorf("dirichlet:100: %.2f classes per node, want nearly all 10", c)
+	}
+	if c := meanClassesPerNode(ds, dirLow); c > 4 {
+		t.Errorf("dirichlet:0.05: %.2f classes per node, want strong skew", c)
+	}
+	if c := meanClassesPerNode(ds, shards); c > 2.01 {
+		t.Errorf("shards:2: %.2f classes per node, want at most 2", c)
+	}
+	for _, p := range iid {
+		if len(p) != 100 {
+			t.Fatalf("iid sizes differ: %d", len(p))
+		}
+	}
+	q, _ := QuantitySkew{Alpha: 0.3}.Partition(ds, 50, 1)
+	lo, hi := ds.N, 0
+	for _, p := range q {
+		lo, hi = min(lo, len(p)), max(hi, len(p))
+	}
+	if hi < 5*lo {
+		t.Errorf("quantity:0.3: sizes %d..%d, want strong skew", lo, hi)
+	}
+}
+
+func TestPartitionErrors(t *testing.T) {
+	for _, s := range []string{"", "iid:3", "dirichlet", "dirichlet:-1", "dirichlet:x", "shards:1.5", "zipf:1", "quantity:inf"} {
+		if _, err := ParsePartitioner(s); !errors.Is(err, ErrBadPartition) {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	ds := synthetic(10, 2)
+	if _, err := (IID{}).Partition(ds, 11, 1); !errors.Is(err, ErrBadPartition) {
+		t.Errorf("11 nodes for 10 examples: %v", err)
+	}
+	if _, err := (Shards{PerNode: 2}).Partition(ds, 6, 1); !errors.Is(err, ErrBadPartition) {
+		t.Errorf("12 shards of 10 examples: %v", err)
+	}
+}

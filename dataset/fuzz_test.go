@@ -1,0 +1,63 @@
+package dataset
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// Each decoder must return a dataset that validates or an error; never panic.
+
+func FuzzReadIDX(f *testing.F) {
+	f.Add(idxBytes([]int{2, 2}, []byte{1, 2, 3, 4}))
+	f.Add(gz(idxBytes([]int{3}, []byte{0, 1, 2})))
+	f.Add([]byte{0, 0, 0x0D, 1, 0, 0, 0, 1, 0x7f, 0xc0, 0, 0})
+	f.Add([]byte{0, 0, 0x0E, 2, 0, 0, 0, 1, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := ReadIDX(bytes.NewReader(b), "fuzz")
+		if err != nil {
+			return
+		}
+		total := 1
+		for _, d := range a.Dims {
+			total *= d
+		}
+		if total != len(a.Data) {
+			t.Fatalf("dims %v but %d values", a.Dims, len(a.Data))
+		}
+	})
+}
+
+func FuzzReadCSV(f *testing.F) {
+	f.Add("a,b,y\n1,2,0\n3,4,1\n", "")
+	f.Add("1,2,cat\n3,4,dog\n", "0")
+	f.Add("y;x\n1;2\n", "y")
+	f.Add("1,\"2\n", "")
+	f.Fuzz(func(t *testing.T, in, label string) {
+		ds, err := ReadCSV(strings.NewReader(in), "fuzz", CSVOptions{LabelColumn: label})
+		if err != nil {
+			return
+		}
+		if err := ds.Validate(); err != nil {
+			t.Fatalf("accepted an invalid dataset: %v", err)
+		}
+	})
+}
+
+func FuzzReadLIBSVM(f *testing.F) {
+	f.Add("+1 1:0.5 3:2\n-1 2:1\n")
+	f.Add("2 0:1 4:2 # c\n0 qid:1 1:3\n")
+	f.Add("1 16777215:1\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		if len(in) > 1<<12 {
+			return // keep dense outputs small
+		}
+		ds, err := ReadLIBSVM(strings.NewReader(in), "fuzz", LIBSVMOptions{})
+		if err != nil {
+			return
+		}
+		if err := ds.Validate(); err != nil {
+			t.Fatalf("accepted an invalid dataset: %v", err)
+		}
+	})
+}
