@@ -72,6 +72,7 @@ func TestIDXErrors(t *testing.T) {
 		"truncated":    {good[:len(good)-2], "byte 16: "},
 		"trailing":     {append(slices.Clone(good), 9), "trailing data"},
 		"huge header":  {idxBytes([]int{1 << 20, 1 << 20}, nil), "more than"},
+		"huge float64": {[]byte{0, 0, idxFloat64, 1, 0x10, 0, 0, 0}, "more than"},
 		"corrupt gzip": {append(gz(good)[:20], 0xff, 0xff, 0xff), "gzip"},
 	}
 	for name, c := range cases {

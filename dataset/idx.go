@@ -2,9 +2,9 @@ package dataset
 
 import (
 	"bufio"
-	"errors"
 	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -21,9 +21,10 @@ const (
 	idxFloat64 = 0x0E
 )
 
-// maxIDXElements bounds the size an IDX header may announce, so that a
-// hostile header cannot make the loader allocate without limit.
-const maxIDXElements = 1 << 31
+// maxIDXBytes bounds the data size an IDX header may announce, so that a
+// hostile header cannot make the loader allocate without limit. It fits an
+// int on 32-bit platforms too.
+const maxIDXBytes = 1 << 30
 
 // IDXArray is a decoded IDX file: its dimensions and its values as float32
 // (32-bit integers beyond 2^24 lose precision).
@@ -87,10 +88,10 @@ func ReadIDX(r io.Reader, name string) (*IDXArray, error) {
 		if dims[i] == 0 {
 			return nil, fmt.Errorf("%s: byte %d: %w: IDX dimension %d is 0", name, off, ErrFormat, i)
 		}
-		total *= dims[i]
-		if total > maxIDXElements {
-			return nil, fmt.Errorf("%s: byte %d: %w: IDX header announces more than %d elements", name, off, ErrFormat, maxIDXElements)
+		if int64(total)*int64(dims[i])*int64(size) > maxIDXBytes {
+			return nil, fmt.Errorf("%s: byte %d: %w: IDX header announces more than %d bytes of data", name, off, ErrFormat, maxIDXBytes)
 		}
+		total *= dims[i]
 	}
 	start := 4 + 4*nd
 	raw := make([]byte, 0, min(total*size, 1<<26))

@@ -130,7 +130,7 @@ func ReadLIBSVM(r io.Reader, name string, opts LIBSVMOptions) (*Dataset, error) 
 	if d <= 0 {
 		return nil, fmt.Errorf("%s: %w: no features", name, ErrShape)
 	}
-	if int64(d)*int64(len(rows)) > maxIDXElements {
+	if int64(d)*int64(len(rows))*4 > maxIDXBytes {
 		return nil, fmt.Errorf("%s: %w: %d rows × %d features is too large to hold densely", name, ErrShape, len(rows), d)
 	}
 	ds := &Dataset{Name: name, N: len(rows), D: d, X: make([]float32, len(rows)*d)}

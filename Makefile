@@ -1,0 +1,63 @@
+# gossipd — build, test, demo and benchmarks. See README.md.
+
+GO       ?= go
+BIN      := bin/gossipd
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+PKGS     := ./...
+FUZZTIME ?= 5s
+REFERENCE ?= ../shared/reference/torch_baseline.py
+
+export CGO_ENABLED ?= 0
+
+.PHONY: all build demo test vet fmt-check unit race noasm fuzz cross bench bench-go clean
+
+all: build
+
+build: ## build bin/gossipd (pure Go)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gossipd
+
+demo: build ## train softmax regression on the embedded digits dataset
+	$(BIN) train --dataset digits --model softmax --epochs 20 --scale standard
+
+# The full check that CI runs: static checks, the race-detector suite, the
+# pure-Go (noasm) kernels, brief fuzzing of every decoder and cross builds.
+test: vet fmt-check race noasm fuzz cross
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# The race detector needs cgo.
+race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
+
+unit:
+	$(GO) test -count=1 $(PKGS)
+
+noasm:
+	$(GO) test -count=1 -tags noasm ./model/...
+
+fuzz:
+	@for t in FuzzReadIDX FuzzReadCSV FuzzReadLIBSVM; do \
+		$(GO) test ./dataset -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
+
+cross:
+	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/gossipd
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -o /dev/null ./cmd/gossipd
+	GOOS=linux GOARCH=amd64 $(GO) build -tags noasm -o /dev/null ./cmd/gossipd
+
+# Benchmarks: Go micro-benchmarks, then gossipd against PyTorch in one run
+# (needs python3-torch and dataset-fashion-mnist).
+bench: build bench-go
+	$(BIN) bench --torch $(REFERENCE)
+
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchtime 1s ./model/...
+
+clean:
+	rm -rf bin

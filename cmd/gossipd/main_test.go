@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := mainExit(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestTrainJSONDigits(t *testing.T) {
+	code, out, errs := run(t, "train", "--dataset", "digits", "--model", "softmax", "--epochs", "20", "--scale", "standard", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"test_accuracy", "test_loss", "samples_per_second", "epochs", "model", "dataset"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	if acc := rep["test_accuracy"].(float64); acc < 0.93 {
+		t.Errorf("digits softmax test accuracy %.4f, want ≥ 0.93", acc)
+	}
+	if rep["model"] != "softmax" || rep["dataset"] != "digits" || rep["epochs"].(float64) != 20 {
+		t.Errorf("report %v", rep)
+	}
+}
+
+func TestTrainHumanOutputAndCSV(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("x1,x2,kind\n")
+	for i := 0; i < 60; i++ {
+		if i%2 == 0 {
+			b.WriteString("0.1,0.9,small\n")
+		} else {
+			b.WriteString("0.9,0.1,large\n")
+		}
+	}
+	p := filepath.Join(dir, "toy.csv")
+	os.WriteFile(p, []byte(b.String()), 0o644)
+	code, out, errs := run(t, "train", "--dataset", p, "--label-column", "kind", "--model", "mlp", "--hidden", "8", "--epochs", "30")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "accuracy 1.0000") || !strings.Contains(out, "mlp 2-8-2") || !strings.Contains(out, "confusion") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "no command"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"train", "--epochs", "x"}, 2, "invalid value"},
+		{[]string{"train", "--model", "tree"}, 2, `kind "tree"`},
+		{[]string{"train", "--hidden", "12,a", "--model", "mlp"}, 2, "--hidden"},
+		{[]string{"train", "--optimizer", "rmsprop"}, 2, "rmsprop"},
+		{[]string{"train", "--scale", "log"}, 2, "--scale"},
+		{[]string{"train", "stray"}, 2, `unexpected argument "stray"`},
+		{[]string{"train", "--dataset", "nonesuch"}, 1, "not a named dataset"},
+		{[]string{"bench", "--what", "disk"}, 2, "--what"},
+	} {
+		code, _, errs := run(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, out, _ := run(t, "help")
+	if code != 0 || !strings.Contains(out, "train") || !strings.Contains(out, "bench") {
+		t.Fatalf("help: %d %q", code, out)
+	}
+	for _, c := range []string{"train", "bench", "version"} {
+		code, _, errs := run(t, c, "--help")
+		if code != 0 || !strings.Contains(errs, "Usage: gossipd "+c) {
+			t.Errorf("%s --help: exit %d, %q", c, code, errs)
+		}
+	}
+	code, out, _ = run(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "gossipd ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}
