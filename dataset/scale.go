@@ -9,8 +9,9 @@ import (
 // data only and then applied to every split (and, later, to inputs at
 // prediction time).
 type Scaler struct {
-	// Kind is "none", "minmax" (to [0,1]) or "standard" (zero mean, unit
-	// variance).
+	// Kind is "none", "minmax" (each feature to [0,1]), "global" (all
+	// features by one range to [0,1], like dividing pixels by 255) or
+	// "standard" (each feature to zero mean, unit variance).
 	Kind  string
 	Shift []float32
 	Mul   []float32
@@ -44,6 +45,17 @@ func FitScaler(kind string, train *Dataset) (*Scaler, error) {
 				s.Mul[j] = 1 / (hi[j] - lo[j])
 			}
 		}
+	case "global":
+		lo, hi := train.X[0], train.X[0]
+		for _, v := range train.X {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		for j := range s.Mul {
+			s.Shift[j] = lo
+			if hi > lo {
+				s.Mul[j] = 1 / (hi - lo)
+			}
+		}
 	case "standard":
 		mean := make([]float64, d)
 		m2 := make([]float64, d)
@@ -68,7 +80,7 @@ func FitScaler(kind string, train *Dataset) (*Scaler, error) {
 			}
 		}
 	default:
-		return nil, fmt.Errorf("dataset: scaling %q, want none|minmax|standard", kind)
+		return nil, fmt.Errorf("dataset: scaling %q, want none|minmax|global|standard", kind)
 	}
 	return s, nil
 }

@@ -83,17 +83,23 @@ var torchLine = regexp.MustCompile(`(\d+) samples/s, test acc ([0-9.]+)`)
 
 func benchTrain(ctx context.Context, stdout, stderr io.Writer, ds string, threads int, torch, python string) error {
 	fmt.Fprintf(stdout, "training, 1 epoch of %s, batch 32, SGD lr 0.1 (samples/s, higher is better)\n", ds)
-	fmt.Fprintf(stdout, "%-14s %12s %9s %12s %9s %8s\n", "model", "gossipd", "acc", "pytorch", "acc", "ratio")
+	fmt.Fprintf(stdout, "%-14s %12s %9s %14s %12s %9s %8s\n", "model", "gossipd", "acc", "gossipd/purego", "pytorch", "acc", "ratio")
 	for _, mdl := range []struct{ name, kind, hidden, torch string }{
 		{"softmax", "softmax", "", "softmax"},
 		{"mlp 784-128-10", "mlp", "128", "mlp"},
 	} {
-		rep, err := train(ctx, trainConfig{Dataset: ds, Scale: "minmax", TestFraction: 0.2, Model: mdl.kind, Hidden: mdl.hidden,
-			Epochs: 1, Batch: 32, LR: 0.1, Optimizer: "sgd", Seed: 1, Threads: threads}, nil)
+		cfg := trainConfig{Dataset: ds, Scale: "minmax", TestFraction: 0.2, Model: mdl.kind, Hidden: mdl.hidden,
+			Epochs: 1, Batch: 32, LR: 0.1, Optimizer: "sgd", Seed: 1, Threads: threads}
+		rep, err := train(ctx, cfg, nil)
 		if err != nil {
 			return err
 		}
-		line := fmt.Sprintf("%-14s %12.0f %9.4f", mdl.name, rep.SamplesPerSecond, rep.TestAccuracy)
+		cfg.PureGo = true
+		slow, err := train(ctx, cfg, nil)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%-14s %12.0f %9.4f %14.0f", mdl.name, rep.SamplesPerSecond, rep.TestAccuracy, slow.SamplesPerSecond)
 		if torch != "" {
 			sps, acc, err := runTorch(ctx, python, torch, mdl.torch, threads)
 			if err != nil {

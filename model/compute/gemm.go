@@ -211,26 +211,43 @@ func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	need("C", c, m, n, ldc)
 }
 
-// kernelGo is the portable micro-kernel.
+// kernelGo is the portable micro-kernel. It walks the mr×nr tile in 2×4
+// sub-tiles whose eight accumulators, two A values and four B values fit in
+// registers (16 on amd64, 32 on arm64), so each k step does 16 flops per 6
+// loads instead of loading and storing C.
 func kernelGo(kc int, a, b, c []float32, ldc int) {
-	var acc [mr][nr]float32
 	a = a[:kc*mr]
 	b = b[:kc*nr]
-	for p := 0; p < kc; p++ {
-		bb := (*[nr]float32)(b[p*nr:])
-		aa := (*[mr]float32)(a[p*mr:])
-		for i := range mr {
-			ai := aa[i]
-			row := &acc[i]
-			for j := range nr {
-				row[j] += ai * bb[j]
+	for i := 0; i < mr; i += 2 {
+		for j := 0; j < nr; j += 4 {
+			var c00, c01, c02, c03, c10, c11, c12, c13 float32
+			ai, bj := i, j
+			for p := 0; p < kc; p++ {
+				aa := a[ai : ai+2 : ai+2]
+				bb := b[bj : bj+4 : bj+4]
+				a0, a1 := aa[0], aa[1]
+				b0, b1, b2, b3 := bb[0], bb[1], bb[2], bb[3]
+				c00 += a0 * b0
+				c01 += a0 * b1
+				c02 += a0 * b2
+				c03 += a0 * b3
+				c10 += a1 * b0
+				c11 += a1 * b1
+				c12 += a1 * b2
+				c13 += a1 * b3
+				ai += mr
+				bj += nr
 			}
-		}
-	}
-	for i := range mr {
-		crow := c[i*ldc : i*ldc+nr]
-		for j := range nr {
-			crow[j] += acc[i][j]
+			r0 := c[i*ldc+j : i*ldc+j+4 : i*ldc+j+4]
+			r1 := c[(i+1)*ldc+j : (i+1)*ldc+j+4 : (i+1)*ldc+j+4]
+			r0[0] += c00
+			r0[1] += c01
+			r0[2] += c02
+			r0[3] += c03
+			r1[0] += c10
+			r1[1] += c11
+			r1[2] += c12
+			r1[3] += c13
 		}
 	}
 }
