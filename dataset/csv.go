@@ -66,11 +66,14 @@ func ReadCSV(r io.Reader, name string, opts CSVOptions) (*Dataset, error) {
 	first = slices.Clone(first)
 	cr.FieldsPerRecord = -1
 	second, err := cr.Read()
-	if err != nil && err != io.EOF {
+	secondLine := 0
+	switch {
+	case err == nil:
+		secondLine, _ = cr.FieldPos(0)
+		second = slices.Clone(second)
+	case err != io.EOF:
 		return nil, csvErr(name, err)
 	}
-	secondLine, _ := cr.FieldPos(0)
-	second = slices.Clone(second)
 	hasHeader := false
 	switch strings.ToLower(opts.Header) {
 	case "", "auto":

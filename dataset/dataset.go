@@ -92,8 +92,8 @@ func (d *Dataset) ClassCounts() []int {
 	return c
 }
 
-// labelsFromInts checks raw integer labels and returns the class count
-// (max label + 1, or at least minClasses).
+// classCount returns the number of classes that labels y imply: the largest
+// label + 1, and at least minClasses.
 func classCount(y []int32, minClasses int) int {
 	k := minClasses
 	for _, v := range y {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -101,7 +100,7 @@ func benchTrain(ctx context.Context, stdout, stderr io.Writer, ds string, thread
 		}
 		line := fmt.Sprintf("%-14s %12.0f %9.4f %14.0f", mdl.name, rep.SamplesPerSecond, rep.TestAccuracy, slow.SamplesPerSecond)
 		if torch != "" {
-			sps, acc, err := runTorch(ctx, python, torch, mdl.torch, threads)
+			sps, acc, err := runTorch(ctx, stderr, python, torch, mdl.torch, threads)
 			if err != nil {
 				return err
 			}
@@ -114,12 +113,12 @@ func benchTrain(ctx context.Context, stdout, stderr io.Writer, ds string, thread
 
 // runTorch runs the PyTorch reference script for one epoch at batch 32 and
 // parses its samples/s and test accuracy.
-func runTorch(ctx context.Context, python, script, kind string, threads int) (float64, float64, error) {
+func runTorch(ctx context.Context, stderr io.Writer, python, script, kind string, threads int) (float64, float64, error) {
 	if threads <= 0 {
 		threads = compute.NewCPU().Threads()
 	}
 	cmd := exec.CommandContext(ctx, python, script, kind, "1", "32", strconv.Itoa(threads))
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench: PyTorch reference %s %s: %w", script, kind, err)

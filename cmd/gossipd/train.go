@@ -166,7 +166,7 @@ func train(ctx context.Context, c trainConfig, progress func(model.Progress)) (*
 		Epochs: res.Epochs, Batch: tcfg.Batch, Optimizer: opt.Name(), Seed: c.Seed, Backend: backend.Name(),
 		TrainLoss: res.Loss, TestAccuracy: met.Accuracy, TestLoss: met.Loss,
 		TrainSeconds: elapsed, SamplesPerSecond: float64(res.Samples) / elapsed,
-		Confusion: met.Confusion, Classes: trainSet.ClassNames, metrics: met,
+		Confusion: met.Confusion, Classes: trainSet.ClassNames,
 	}, nil
 }
 
