@@ -128,19 +128,27 @@ func tensorOf(m *Model, i int) string {
 	return "?"
 }
 
+// perturbedModel returns a model of spec with its initial parameters moved
+// randomly (so that the SVM is not at its all-zero start) and a random batch
+// of n examples; same seed, same model and batch.
+func perturbedModel(spec Spec, seed uint64, n int) (*Model, []float32, []int32) {
+	rng := rand.New(rand.NewPCG(seed, 9))
+	m, _ := New(spec, WithSeed(seed))
+	for i := range m.params {
+		m.params[i] += float32(rng.NormFloat64() * 0.1)
+	}
+	x, y := randBatch(rng, n, spec.Inputs, spec.Classes)
+	return m, x, y
+}
+
 // TestPerExampleGradientsAverageToMinibatch: the rows of
 // PerExampleGradients average to Gradient, and each row equals the gradient
 // of a batch of that one example.
 func TestPerExampleGradientsAverageToMinibatch(t *testing.T) {
 	for _, spec := range testSpecs {
 		t.Run(spec.String(), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(1, 9))
-			m, _ := New(spec, WithSeed(5))
-			for i := range m.params {
-				m.params[i] += float32(rng.NormFloat64() * 0.1)
-			}
 			n := 6
-			x, y := randBatch(rng, n, spec.Inputs, spec.Classes)
+			m, x, y := perturbedModel(spec, 1, n)
 			P := m.NumParams()
 			per := make([]float32, n*P)
 			m.PerExampleGradients(per, x, y, n)
@@ -173,13 +181,8 @@ func TestPerExampleGradientsAverageToMinibatch(t *testing.T) {
 func TestSufficientFactorsReconstruct(t *testing.T) {
 	for _, spec := range testSpecs {
 		t.Run(spec.String(), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(4, 4))
-			m, _ := New(spec, WithSeed(2))
-			for i := range m.params {
-				m.params[i] += float32(rng.NormFloat64() * 0.1)
-			}
 			n := 8
-			x, y := randBatch(rng, n, spec.Inputs, spec.Classes)
+			m, x, y := perturbedModel(spec, 4, n)
 			grad := make([]float32, m.NumParams())
 			lossG := m.Gradient(grad, x, y, n)
 			fs, lossF := m.SufficientFactors(x, y, n)
