@@ -320,6 +320,23 @@ func (m *Model) SufficientFactors(x []float32, y []int32, n int) ([]Factors, flo
 	return out, loss/float64(n) + m.regLoss()
 }
 
+// GradientWithFactors is Gradient that also returns the sufficient factors
+// of the weight tensors named in layers, from the same backward pass.
+func (m *Model) GradientWithFactors(grad, x []float32, y []int32, n int, layers []string) ([]Factors, float64) {
+	loss := m.Gradient(grad, x, y, n)
+	var out []Factors
+	for l, ly := range m.layers {
+		for _, name := range layers {
+			if name == ly.wName {
+				out = append(out, Factors{Weight: ly.wName, K: n, J: ly.out, D: ly.in,
+					U: append([]float32(nil), m.ws.dz[l][:n*ly.out]...),
+					V: append([]float32(nil), m.input(x, l)[:n*ly.in]...)})
+			}
+		}
+	}
+	return out, loss
+}
+
 // Reconstruct writes f's weight gradient Uᵀ·V into dst (J×D).
 func (f *Factors) Reconstruct(be compute.Backend, dst []float32) {
 	be.Gemm(true, false, f.J, f.D, f.K, 1, f.U, f.J, f.V, f.D, 0, dst, f.D)

@@ -24,6 +24,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"train", "train a model centrally on one machine", runTrain},
+		{"simulate", "simulate many peers of a protocol on virtual time", runSimulate},
 		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},
 		{"version", "print the version", runVersion},
 	}

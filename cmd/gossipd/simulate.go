@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/simulation"
+)
+
+// simSummary is summary.json.
+type simSummary struct {
+	Protocol  string  `json:"protocol"`
+	Peers     int     `json:"peers"`
+	Rounds    int     `json:"rounds"`
+	Model     string  `json:"model"`
+	Dataset   string  `json:"dataset"`
+	Partition string  `json:"partition"`
+	Seed      uint64  `json:"seed"`
+	WallSecs  float64 `json:"wall_seconds"`
+	PeakRSS   int64   `json:"peak_rss_bytes"`
+	// NodeRoundsPerSecond is peers·rounds / wall seconds.
+	NodeRoundsPerSecond float64 `json:"node_rounds_per_second"`
+	*simulation.Result
+}
+
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("simulate", "simulate [flags]\n\nRuns many peers of a protocol in one process on virtual time and records\nmetrics.csv and summary.json in --out.", stderr)
+	var c simulation.Config
+	var hidden, netsplits, tokens, scenario, out, topo string
+	var jsonOut, quiet bool
+	fs.StringVar(&scenario, "scenario", "", "YAML scenario file whose keys are these flags' names (flags given on the command line win)")
+	fs.IntVar(&c.Peers, "peers", 100, "number of peers")
+	fs.StringVar(&c.Protocol, "protocol", gossip.RandomWalk, "protocol: "+strings.Join(simulation.Protocols, "|"))
+	fs.StringVar(&c.Model, "model", "softmax", "model: "+strings.Join(model.Kinds, "|"))
+	fs.StringVar(&hidden, "hidden", "128", "MLP hidden layer widths (mlp only)")
+	fs.StringVar(&c.Dataset, "dataset", "digits", "dataset: digits, fashion-mnist or a path")
+	fs.StringVar(&c.Scale, "scale", "minmax", "feature scaling: minmax|global|standard|none")
+	fs.StringVar(&c.Partition, "partition", "iid", "data partition: iid|dirichlet:α|shards:k|quantity:α")
+	fs.IntVar(&c.Rounds, "rounds", 100, "rounds to simulate (a round is one Δ of virtual time)")
+	fs.DurationVar(&c.Delta, "delta", time.Second, "virtual length Δ of a round")
+	fs.Float64Var(&c.Jitter, "jitter", 0.1, "jitter of periodic actions, as a fraction of Δ")
+	fs.IntVar(&c.LocalEpochs, "local-epochs", 1, "local epochs per random-walk update or FedAvg client")
+	fs.IntVar(&c.Batch, "batch", 32, "minibatch size")
+	fs.Float64Var(&c.LR, "lr", 0.1, "learning rate")
+	fs.StringVar(&topo, "topology", "", "dpsgd/adpsgd/pushsum topology: ring|torus|regular:K|exponential|complete, or a file of edges \"i j\" (default ring; exponential for pushsum)")
+	fs.StringVar(&c.Latency, "latency", "0", "latency: 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
+	fs.Float64Var(&c.Bandwidth, "bandwidth", 0, "per-link bandwidth in bytes/s (0: unlimited)")
+	fs.Float64Var(&c.Drop, "drop", 0, "probability that a message is lost")
+	fs.Float64Var(&c.Churn, "churn", 0, "fraction of time peers are offline (exponential sessions)")
+	fs.DurationVar(&c.ChurnSession, "churn-session", 0, "mean online session (default 10·Δ)")
+	fs.StringVar(&netsplits, "netsplit", "", "partitions of the network: FROM-TO:GROUPS[,…] in rounds, e.g. 20-40:2")
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed of everything random")
+	fs.StringVar(&c.Variant, "variant", "mu", "random-walk variant: mu|rw|um")
+	fs.StringVar(&c.Sampling, "sampling", "newscast", "random-walk peer sampling: newscast|oracle")
+	fs.StringVar(&tokens, "tokens", "", "token-account flow control A:B (random walk; default off)")
+	fs.IntVar(&c.Staleness, "staleness", 0, "SFB staleness bound s (0: BSP)")
+	fs.IntVar(&c.Fanout, "fanout", 0, "SFB: peers per broadcast (0: all); pushsum: out-neighbours per step (0: one, cycling)")
+	fs.StringVar(&c.SFBMode, "sfb-mode", "auto", "SFB per-layer exchange: auto|factors|dense")
+	fs.Float64Var(&c.FedAvgFraction, "fedavg-fraction", 0.1, "FedAvg client fraction C per round")
+	fs.BoolVar(&c.Codec, "codec", false, "send every message through the real wire codec")
+	fs.IntVar(&c.EvalEvery, "eval-every", 1, "record a metrics row every N rounds")
+	fs.IntVar(&c.EvalPeers, "eval-peers", 20, "peers evaluated per metrics row")
+	fs.IntVar(&c.EvalExamples, "eval-examples", 1000, "test examples per metrics row")
+	fs.IntVar(&c.FinalEvalPeers, "final-eval-peers", 100, "peers evaluated on the full test set at the end (0: all)")
+	fs.StringVar(&out, "out", "out/sim", "directory for metrics.csv and summary.json")
+	fs.BoolVar(&jsonOut, "json", false, "print summary.json to stdout")
+	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if scenario != "" {
+		if err := applyScenario(fs, scenario); err != nil {
+			return err
+		}
+	}
+	var err error
+	if c.Model == model.MLP {
+		if c.Hidden, err = model.ParseHidden(hidden); err != nil {
+			return fmt.Errorf("%w: --hidden: %v", errUsage, err)
+		}
+	}
+	if c.Netsplits, err = parseNetsplits(netsplits); err != nil {
+		return err
+	}
+	if tokens != "" {
+		a, b, ok := strings.Cut(tokens, ":")
+		ai, err1 := strconv.Atoi(a)
+		bi, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("%w: --tokens %q, want A:B", errUsage, tokens)
+		}
+		c.Tokens = gossip.TokenConfig{A: ai, B: bi}
+	}
+	if topo != "" {
+		if st, err := os.Stat(topo); err == nil && !st.IsDir() {
+			if c.EdgeList, err = os.ReadFile(topo); err != nil {
+				return err
+			}
+		} else {
+			c.Topology = topo
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	bar := newProgressBar(stderr, !quiet)
+	start := time.Now()
+	res, err := simulation.Run(ctx, c, func(r simulation.Row) {
+		bar.update("simulate", r.Round, c.Rounds, fmt.Sprintf("acc %.4f msgs %d", r.MeanAcc, r.Messages))
+	})
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start).Seconds()
+	sum := simSummary{Protocol: c.Protocol, Peers: c.Peers, Rounds: c.Rounds, Model: c.Model, Dataset: c.Dataset,
+		Partition: c.Partition, Seed: c.Seed, WallSecs: wall, PeakRSS: peakRSS(),
+		NodeRoundsPerSecond: float64(c.Peers*c.Rounds) / wall, Result: res}
+	if err := writeSimOutputs(out, res, &sum); err != nil {
+		return err
+	}
+	if jsonOut {
+		return json.NewEncoder(stdout).Encode(sum)
+	}
+	fmt.Fprintf(stdout, "%s, %d peers, %d rounds of %s on %s (%s)\n", c.Protocol, c.Peers, c.Rounds, c.Model, c.Dataset, c.Partition)
+	fmt.Fprintf(stdout, "final accuracy %.4f (min %.4f, max %.4f over %d peers)\n", res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.EvaluatedPeers)
+	fmt.Fprintf(stdout, "messages %d, bytes %d, dropped %d, updates %d\n", res.Messages, res.Bytes, res.Dropped, res.Updates)
+	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20)
+	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "metrics.csv"), filepath.Join(out, "summary.json"))
+	return nil
+}
+
+func writeSimOutputs(dir string, res *simulation.Result, sum *simSummary) error {
+	f, err := os.Create(filepath.Join(dir, "metrics.csv"))
+	if err != nil {
+		return err
+	}
+	if err := simulation.WriteCSV(f, res.Rows); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+}
+
+// applyScenario sets every flag named in the YAML file that was not given on
+// the command line.
+func applyScenario(fs *flag.FlagSet, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	var kv map[string]any
+	if err := yaml.Unmarshal(b, &kv); err != nil {
+		return fmt.Errorf("%w: scenario %s: %v", errUsage, path, err)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if k == "scenario" || k == "json" || given[k] {
+			continue
+		}
+		if fs.Lookup(k) == nil {
+			return fmt.Errorf("%w: scenario %s: unknown key %q", errUsage, path, k)
+		}
+		v := kv[k]
+		var s string
+		switch x := v.(type) {
+		case []any:
+			parts := make([]string, len(x))
+			for i, e := range x {
+				parts[i] = fmt.Sprint(e)
+			}
+			s = strings.Join(parts, ",")
+		default:
+			s = fmt.Sprint(x)
+		}
+		if err := fs.Set(k, s); err != nil {
+			return fmt.Errorf("%w: scenario %s: %s: %v", errUsage, path, k, err)
+		}
+	}
+	return nil
+}
+
+func parseNetsplits(spec string) ([]simulation.Netsplit, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	var out []simulation.Netsplit
+	for _, part := range strings.Split(spec, ",") {
+		var ns simulation.Netsplit
+		if _, err := fmt.Sscanf(strings.TrimSpace(part), "%d-%d:%d", &ns.From, &ns.To, &ns.Groups); err != nil {
+			return nil, fmt.Errorf("%w: --netsplit %q, want FROM-TO:GROUPS", errUsage, part)
+		}
+		out = append(out, ns)
+	}
+	return out, nil
+}
+
+// peakRSS is the process's peak resident set size in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return int64(ru.Maxrss) * 1024 // Linux reports KiB
+}

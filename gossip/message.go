@@ -1,0 +1,82 @@
+package gossip
+
+import (
+	"time"
+
+	"github.com/gossipd/gossipd/model"
+)
+
+// PeerID identifies a peer. The daemon uses libp2p peer IDs, the simulator
+// short names; the core only compares and sorts them.
+type PeerID string
+
+// Kind is a message type.
+type Kind uint8
+
+// Message kinds.
+const (
+	// KindModel carries a whole model and its age (random-walk gossip).
+	KindModel Kind = iota + 1
+	// KindParams carries a D-PSGD round's parameters.
+	KindParams
+	// KindAvgRequest and KindAvgReply are AD-PSGD's pairwise averaging.
+	KindAvgRequest
+	KindAvgReply
+	// KindPushSum carries a push-sum share (x, w).
+	KindPushSum
+	// KindFactors carries an SFB update: sufficient factors of some layers and
+	// the dense remainder.
+	KindFactors
+	// KindViewPush and KindViewReply exchange peer-sampling views.
+	KindViewPush
+	KindViewReply
+)
+
+var kindNames = map[Kind]string{
+	KindModel: "model", KindParams: "params", KindAvgRequest: "avg-request", KindAvgReply: "avg-reply",
+	KindPushSum: "push-sum", KindFactors: "factors", KindViewPush: "view-push", KindViewReply: "view-reply",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return "unknown"
+}
+
+// Descriptor is an entry of a peer-sampling view: a peer and when it was
+// last heard of (the time of the node that created the entry).
+type Descriptor struct {
+	ID    PeerID
+	Stamp time.Duration
+}
+
+// Message is what cores exchange. Which fields are set depends on Kind.
+type Message struct {
+	Kind Kind
+	From PeerID
+	To   PeerID
+	// Round is the D-PSGD round or the SFB clock.
+	Round uint64
+	// Age is the number of examples a model has seen (random walk).
+	Age float64
+	// Weight is the push-sum weight.
+	Weight float64
+	// Params is a parameter vector (model, D-PSGD, AD-PSGD, push-sum share)
+	// or, for KindFactors, the dense part of the update in layout order
+	// (every tensor not sent as factors).
+	Params []float32
+	// Factors holds per-layer sufficient factors (KindFactors).
+	Factors []model.Factors
+	// View is a peer-sampling view.
+	View []Descriptor
+}
+
+// PayloadFloats is the number of float32 values the message carries.
+func (m *Message) PayloadFloats() int {
+	n := len(m.Params)
+	for _, f := range m.Factors {
+		n += len(f.U) + len(f.V)
+	}
+	return n
+}

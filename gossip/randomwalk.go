@@ -1,0 +1,193 @@
+package gossip
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gossipd/gossipd/merge"
+)
+
+// TokenConfig configures token-account flow control (Danner & Jelasity
+// 2018), randomized variant: every Δ a node sends proactively with
+// probability P(a) = clamp((a−A)/(B+1−A), 0, 1) and otherwise saves a token;
+// on a useful receive it sends ⌊U + a/A⌋ reactive messages (U uniform in
+// [0,1)), each spending a token. A = 0 turns flow control off: one proactive
+// send every Δ.
+type TokenConfig struct {
+	A, B int
+}
+
+func (t TokenConfig) enabled() bool { return t.A > 0 }
+
+func (t TokenConfig) validate() error {
+	if t.A < 0 || (t.A > 0 && t.B < t.A) {
+		return fmt.Errorf("%w: token account A=%d B=%d, want 0 < A ≤ B or A = 0", ErrConfig, t.A, t.B)
+	}
+	return nil
+}
+
+// proactive is P(a).
+func (t TokenConfig) proactive(a int) float64 {
+	return math.Min(1, math.Max(0, float64(a-t.A)/float64(t.B+1-t.A)))
+}
+
+// randomWalk is gossip learning (Ormándi, Hegedűs & Jelasity 2013; Hegedűs,
+// Danner & Jelasity 2019): models walk the network; each hop merges and/or
+// updates them on the receiver's data.
+type randomWalk struct {
+	cfg     *Config
+	next    time.Duration
+	pending *Message // the newest model received while training ran
+	// baseAge is the age of the model the running update started from.
+	baseAge float64
+	// UM keeps update(m) while update(current) runs.
+	umStage  int
+	umParams []float32
+	umAge    float64
+	tokens   int
+	reactive int
+	cache    []cached
+	cacheAt  int
+}
+
+type cached struct {
+	params []float32
+	age    float64
+}
+
+func newRandomWalk(cfg *Config) *randomWalk { return &randomWalk{cfg: cfg} }
+
+func (w *randomWalk) start(n *Node) {
+	// Spread the first sends over one period so nodes do not move in step.
+	w.next = n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
+}
+
+func (w *randomWalk) wake(n *Node) time.Duration { return w.next }
+
+func (w *randomWalk) tick(n *Node) {
+	if n.now < w.next {
+		return
+	}
+	w.next = n.now + n.jittered()
+	if t := w.cfg.Tokens; t.enabled() {
+		if n.rng.Float64() >= t.proactive(w.tokens) {
+			w.tokens++
+			return
+		}
+	}
+	w.sendModel(n)
+}
+
+func (w *randomWalk) sendModel(n *Node) {
+	p, ok := n.randomPeer()
+	if !ok {
+		n.trace("idle", "", "no peer to send to", 0)
+		return
+	}
+	n.send(Message{Kind: KindModel, To: p, Params: slices.Clone(n.params), Age: n.age})
+}
+
+func (w *randomWalk) step(n *Node, m *Message) {
+	w.remember(m)
+	if n.training {
+		if w.pending != nil {
+			n.trace("superseded", w.pending.From, "a newer model arrived while training", 0)
+		}
+		w.pending = m
+		return
+	}
+	w.process(n, m)
+}
+
+// remember keeps the received model for voting prediction.
+func (w *randomWalk) remember(m *Message) {
+	if w.cfg.CacheSize <= 0 {
+		return
+	}
+	c := cached{params: slices.Clone(m.Params), age: m.Age}
+	if len(w.cache) < w.cfg.CacheSize {
+		w.cache = append(w.cache, c)
+		return
+	}
+	w.cache[w.cacheAt] = c
+	w.cacheAt = (w.cacheAt + 1) % w.cfg.CacheSize
+}
+
+func (w *randomWalk) process(n *Node, m *Message) {
+	if t := w.cfg.Tokens; t.enabled() {
+		useful := m.Age >= n.age
+		r := 0.0
+		if useful {
+			r = float64(w.tokens) / float64(t.A)
+		}
+		w.reactive = min(w.tokens, int(math.Floor(n.rng.Float64()+r)))
+		w.tokens -= w.reactive
+	}
+	steps := w.cfg.LocalSteps
+	switch w.cfg.Variant {
+	case "rw":
+		w.baseAge = m.Age
+		n.train(OpUpdate, m.Params, steps, nil)
+	case "mu":
+		merged := make([]float32, len(n.params))
+		w.baseAge = merge.AgeWeighted(merged, n.params, n.age, m.Params, m.Age)
+		n.trace("merge", m.From, "", merge.AgeWeight(n.age, m.Age))
+		n.train(OpUpdate, merged, steps, nil)
+	case "um":
+		w.umStage = 1
+		w.baseAge = m.Age
+		n.train(OpUpdate, m.Params, steps, nil)
+	}
+}
+
+func (w *randomWalk) trainDone(n *Node, r *TrainResult) {
+	if len(r.Params) != len(n.params) || !merge.Finite(r.Params) {
+		n.trace("drop", "", "training returned bad parameters", 0)
+		w.umStage = 0
+		w.resume(n)
+		return
+	}
+	if w.umStage == 1 { // update(m) done; now update(current)
+		w.umParams, w.umAge = r.Params, w.baseAge+float64(r.Examples)
+		w.umStage = 2
+		w.baseAge = n.age
+		n.train(OpUpdate, n.params, w.cfg.LocalSteps, nil)
+		return
+	}
+	age := w.baseAge + float64(r.Examples)
+	if w.umStage == 2 {
+		w.umStage = 0
+		age = merge.AgeWeighted(r.Params, r.Params, age, w.umParams, w.umAge)
+		w.umParams = nil
+	}
+	n.params, n.age = r.Params, age
+	n.commit()
+	for ; w.reactive > 0; w.reactive-- {
+		w.sendModel(n)
+	}
+	w.resume(n)
+}
+
+// resume starts on the model that arrived during training, if any.
+func (w *randomWalk) resume(n *Node) {
+	if m := w.pending; m != nil {
+		w.pending = nil
+		w.process(n, m)
+	}
+}
+
+// Cache returns the models kept for voting prediction (random walk; nil
+// for other protocols). The slices must not be modified.
+func (n *Node) Cache() [][]float32 {
+	w, ok := n.proto.(*randomWalk)
+	if !ok {
+		return nil
+	}
+	out := make([][]float32, len(w.cache))
+	for i, c := range w.cache {
+		out[i] = c.params
+	}
+	return out
+}

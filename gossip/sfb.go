@@ -1,0 +1,238 @@
+package gossip
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// sfb is sufficient-factor broadcasting (Xie et al. 2016): every clock each
+// peer computes its minibatch update, broadcasts the rank-K factors (U, V) of
+// each fully connected layer where that is cheaper than the dense gradient
+// (the dense tensors and biases travel dense), and every replica applies
+// every peer's update: W ← W − (γ/P)·Σ_p U_pᵀ·V_p.
+//
+// Consistency: BSP (Staleness 0, Fanout 0) applies a clock's updates only
+// when all P have arrived, in peer-ID order, so all replicas stay equal; SSP
+// (Staleness s) applies updates as they arrive and lets a node start clock c
+// only once it has every peer's updates for clocks ≤ c−s−1; random partial
+// broadcast (Fanout Q) sends each update to Q random peers and never waits.
+// A peer silent past RoundTimeout is skipped, so a dead peer stalls no one.
+type sfb struct {
+	cfg     *Config
+	layout  *model.Layout
+	be      compute.Backend
+	peers   []PeerID // other peers, sorted
+	factors []string // weight tensors sent as factors
+	// active: own update computing; closed: the clock is done and the next
+	// one starts at next; neither: waiting for peers' updates.
+	active  bool
+	closed  bool
+	clockAt time.Duration
+	next    time.Duration
+	// updates[c][peer] is peer's update for clock c, until applied.
+	updates map[uint64]map[PeerID]*sfbUpdate
+	// heard[c] counts updates of clock c applied or skipped (SSP).
+	heard map[uint64]int
+}
+
+type sfbUpdate struct {
+	dense   []float32 // the tensors not sent as factors, in layout order
+	factors []model.Factors
+}
+
+func newSFB(cfg *Config, layout *model.Layout) *sfb {
+	s := &sfb{cfg: cfg, layout: layout, be: compute.NewCPU(compute.WithThreads(1)),
+		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}}
+	for _, nb := range cfg.Neighbors {
+		s.peers = append(s.peers, nb.ID)
+	}
+	slices.Sort(s.peers)
+	for _, t := range layout.Tensors {
+		if len(t.Shape) != 2 {
+			continue // biases travel dense
+		}
+		// ALGORITHMS.md compares SFB, 2·K·(J+D)·(P−1) per node, with a
+		// parameter server's 2·J·D. Here the dense alternative is broadcast
+		// to the same P−1 peers, so (P−1) cancels: factors when K·(J+D) < J·D.
+		if cfg.SFBMode == "factors" || (cfg.SFBMode == "auto" && merge.SFBCheaper(cfg.Batch, t.Shape[0], t.Shape[1])) {
+			s.factors = append(s.factors, t.Name)
+		}
+	}
+	return s
+}
+
+// bsp reports whether this is the strict BSP mode.
+func (s *sfb) bsp() bool { return s.cfg.Staleness == 0 && s.cfg.Fanout == 0 }
+
+func (s *sfb) start(n *Node) { s.begin(n) }
+
+func (s *sfb) begin(n *Node) {
+	s.active, s.closed, s.clockAt = true, false, n.now
+	n.train(OpFactors, n.params, 0, s.factors)
+}
+
+func (s *sfb) wake(n *Node) time.Duration {
+	switch {
+	case s.active:
+		return Never
+	case s.closed:
+		return s.next
+	}
+	return s.clockAt + s.cfg.RoundTimeout
+}
+
+func (s *sfb) tick(n *Node) {
+	if s.closed {
+		if n.now >= s.next {
+			s.begin(n)
+		}
+		return
+	}
+	s.advance(n)
+}
+
+func (s *sfb) store(c uint64, from PeerID, u *sfbUpdate) {
+	if s.updates[c] == nil {
+		s.updates[c] = map[PeerID]*sfbUpdate{}
+	}
+	s.updates[c][from] = u
+}
+
+func (s *sfb) trainDone(n *Node, r *TrainResult) {
+	if len(r.Grad) != len(n.params) || !merge.Finite(r.Grad) {
+		n.trace("drop", "", "training returned a bad gradient", 0)
+		r.Grad, r.Factors = make([]float32, len(n.params)), nil
+	}
+	u := &sfbUpdate{dense: s.densePart(r.Grad), factors: r.Factors}
+	c := n.round
+	targets := s.peers
+	if q := s.cfg.Fanout; q > 0 && q < len(s.peers) {
+		targets = slices.Clone(s.peers)
+		n.rng.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
+		targets = targets[:q]
+		slices.Sort(targets)
+	}
+	for _, p := range targets {
+		n.send(Message{Kind: KindFactors, To: p, Round: c, Params: u.dense, Factors: u.factors})
+	}
+	if s.bsp() {
+		s.store(c, n.cfg.ID, u)
+	} else {
+		s.apply(n, n.cfg.ID, u)
+		s.heard[c]++
+	}
+	s.active = false
+	s.advance(n)
+}
+
+func (s *sfb) step(n *Node, m *Message) {
+	if !slices.Contains(s.peers, m.From) {
+		n.trace("drop", m.From, "factors from a peer outside the job", 0)
+		return
+	}
+	for _, f := range m.Factors {
+		if !slices.Contains(s.factors, f.Weight) {
+			n.trace("drop", m.From, "factors for a layer this job sends dense", 0)
+			return
+		}
+	}
+	if len(m.Factors) != len(s.factors) {
+		n.trace("drop", m.From, fmt.Sprintf("%d factor layers, want %d", len(m.Factors), len(s.factors)), 0)
+		return
+	}
+	u := &sfbUpdate{dense: m.Params, factors: m.Factors}
+	switch {
+	case s.bsp() && m.Round >= n.round && m.Round <= n.round+futureRounds:
+		s.store(m.Round, m.From, u)
+	case !s.bsp() && m.Round+uint64(s.cfg.Staleness)+futureRounds >= n.round:
+		s.apply(n, m.From, u)
+		s.heard[m.Round]++
+	default:
+		n.trace("stale", m.From, fmt.Sprintf("clock %d at clock %d", m.Round, n.round), 0)
+		return
+	}
+	s.advance(n)
+}
+
+// advance closes the current clock when its conditions hold and starts the
+// next one on the Δ schedule.
+func (s *sfb) advance(n *Node) {
+	if s.active || s.closed {
+		return
+	}
+	c := n.round
+	late := n.now >= s.clockAt+s.cfg.RoundTimeout
+	if s.bsp() {
+		got := s.updates[c]
+		if _, own := got[n.cfg.ID]; !own {
+			return
+		}
+		if len(got) < len(s.peers)+1 && !late {
+			return
+		}
+		ids := make([]PeerID, 0, len(got))
+		for id := range got {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		scale := float32(-s.cfg.LR / float64(len(ids)))
+		for _, id := range ids {
+			s.applyScaled(n, got[id], scale)
+		}
+		if miss := len(s.peers) + 1 - len(ids); miss > 0 {
+			n.trace("missing", "", fmt.Sprintf("clock %d closed without %d peer(s)", c, miss), float64(miss))
+		}
+		delete(s.updates, c)
+	} else if s.cfg.Fanout == 0 && c >= uint64(s.cfg.Staleness) {
+		// SSP: clock c+1 needs everyone's updates for clocks ≤ c−s.
+		old := c - uint64(s.cfg.Staleness)
+		if s.heard[old] < len(s.peers)+1 && !late {
+			return
+		}
+		delete(s.heard, old)
+	}
+	n.round++
+	n.commit()
+	s.closed = true
+	s.next = max(n.now, s.clockAt+s.cfg.Delta)
+	if n.now >= s.next {
+		s.begin(n)
+	}
+}
+
+// apply adds one peer's update with step −γ/P (SSP and partial broadcast,
+// where updates are applied on arrival).
+func (s *sfb) apply(n *Node, from PeerID, u *sfbUpdate) {
+	s.applyScaled(n, u, float32(-s.cfg.LR/float64(len(s.peers)+1)))
+}
+
+func (s *sfb) applyScaled(n *Node, u *sfbUpdate, scale float32) {
+	off := 0
+	for _, t := range s.layout.Tensors {
+		w := n.params[t.Offset : t.Offset+t.Size()]
+		if i := slices.IndexFunc(u.factors, func(f model.Factors) bool { return f.Weight == t.Name }); i >= 0 {
+			if err := merge.ApplyFactors(s.be, w, &u.factors[i], scale); err != nil {
+				n.trace("drop", "", err.Error(), 0)
+			}
+			continue
+		}
+		merge.Axpy(w, scale, u.dense[off:off+t.Size()])
+		off += t.Size()
+	}
+}
+
+// densePart gathers the tensors not sent as factors, in layout order.
+func (s *sfb) densePart(grad []float32) []float32 {
+	var out []float32
+	for _, t := range s.layout.Tensors {
+		if !slices.Contains(s.factors, t.Name) {
+			out = append(out, grad[t.Offset:t.Offset+t.Size()]...)
+		}
+	}
+	return out
+}

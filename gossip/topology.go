@@ -1,0 +1,227 @@
+package gossip
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gossipd/gossipd/merge"
+)
+
+// Graph is a static topology over nodes 0..N-1. Out[i] lists i's
+// out-neighbours, sorted; an undirected graph has j ∈ Out[i] ⇔ i ∈ Out[j].
+type Graph struct {
+	N        int
+	Out      [][]int
+	Directed bool
+}
+
+// Topologies lists the topology specs ParseTopology accepts.
+var Topologies = []string{"ring", "torus", "regular:K", "exponential", "complete", "edges"}
+
+// ParseTopology builds a graph of n nodes: "ring", "torus" (2-D, the most
+// square r×c with r·c = n), "regular:K" (random K-regular, from rng),
+// "exponential" (directed, i → i+2^k mod n; SGP's graph), "complete".
+// Edge-list files are read by the shell and given to EdgeList.
+func ParseTopology(spec string, n int, rng *rand.Rand) (*Graph, error) {
+	if n < 2 {
+		return nil, fmt.Errorf("%w: topology of %d nodes", ErrConfig, n)
+	}
+	name, arg, _ := strings.Cut(spec, ":")
+	switch name {
+	case "ring":
+		return Ring(n), nil
+	case "torus":
+		return Torus(n), nil
+	case "complete":
+		return Complete(n), nil
+	case "exponential":
+		return Exponential(n), nil
+	case "regular":
+		k, err := strconv.Atoi(arg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: topology %q: degree %q", ErrConfig, spec, arg)
+		}
+		return RandomRegular(n, k, rng)
+	}
+	return nil, fmt.Errorf("%w: topology %q, want %s", ErrConfig, spec, strings.Join(Topologies, "|"))
+}
+
+func undirected(n int, edges func(add func(i, j int))) *Graph {
+	sets := make([]map[int]bool, n)
+	for i := range sets {
+		sets[i] = map[int]bool{}
+	}
+	edges(func(i, j int) {
+		if i != j {
+			sets[i][j], sets[j][i] = true, true
+		}
+	})
+	g := &Graph{N: n, Out: make([][]int, n)}
+	for i, s := range sets {
+		for j := range s {
+			g.Out[i] = append(g.Out[i], j)
+		}
+		slices.Sort(g.Out[i])
+	}
+	return g
+}
+
+// Ring connects i with i±1.
+func Ring(n int) *Graph {
+	return undirected(n, func(add func(i, j int)) {
+		for i := 0; i < n; i++ {
+			add(i, (i+1)%n)
+		}
+	})
+}
+
+// Torus is an r×c 2-D torus with r the largest divisor of n up to √n.
+func Torus(n int) *Graph {
+	r := int(math.Sqrt(float64(n)))
+	for n%r != 0 {
+		r--
+	}
+	c := n / r
+	return undirected(n, func(add func(i, j int)) {
+		for i := 0; i < n; i++ {
+			row, col := i/c, i%c
+			add(i, row*c+(col+1)%c)
+			add(i, ((row+1)%r)*c+col)
+		}
+	})
+}
+
+// Complete connects every pair.
+func Complete(n int) *Graph {
+	return undirected(n, func(add func(i, j int)) {
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				add(i, j)
+			}
+		}
+	})
+}
+
+// Exponential is the directed graph i → i+2^k mod n (k = 0..⌊log2(n−1)⌋).
+func Exponential(n int) *Graph {
+	g := &Graph{N: n, Out: make([][]int, n), Directed: true}
+	for i := 0; i < n; i++ {
+		for h := 1; h < n; h *= 2 {
+			g.Out[i] = append(g.Out[i], (i+h)%n)
+		}
+		slices.Sort(g.Out[i])
+		g.Out[i] = slices.Compact(g.Out[i])
+	}
+	return g
+}
+
+// RandomRegular draws a random k-regular simple graph (configuration model
+// with restarts).
+func RandomRegular(n, k int, rng *rand.Rand) (*Graph, error) {
+	if k < 1 || k >= n || n*k%2 != 0 {
+		return nil, fmt.Errorf("%w: no %d-regular graph on %d nodes", ErrConfig, k, n)
+	}
+	for try := 0; try < 1000; try++ {
+		stubs := make([]int, 0, n*k)
+		for i := 0; i < n; i++ {
+			for j := 0; j < k; j++ {
+				stubs = append(stubs, i)
+			}
+		}
+		rng.Shuffle(len(stubs), func(i, j int) { stubs[i], stubs[j] = stubs[j], stubs[i] })
+		ok := true
+		seen := map[[2]int]bool{}
+		for p := 0; p < len(stubs); p += 2 {
+			a, b := min(stubs[p], stubs[p+1]), max(stubs[p], stubs[p+1])
+			if a == b || seen[[2]int{a, b}] {
+				ok = false
+				break
+			}
+			seen[[2]int{a, b}] = true
+		}
+		if ok {
+			return undirected(n, func(add func(i, j int)) {
+				for p := 0; p < len(stubs); p += 2 {
+					add(stubs[p], stubs[p+1])
+				}
+			}), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: could not draw a %d-regular graph on %d nodes", ErrConfig, k, n)
+}
+
+// EdgeList reads an undirected graph of n nodes from lines "i j" (0-based;
+// '#' starts a comment).
+func EdgeList(data []byte, n int) (*Graph, error) {
+	var edges [][2]int
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	line := 0
+	for sc.Scan() {
+		line++
+		t := sc.Text()
+		if k := strings.IndexByte(t, '#'); k >= 0 {
+			t = t[:k]
+		}
+		f := strings.Fields(t)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%w: edge list line %d: want \"i j\"", ErrConfig, line)
+		}
+		i, err1 := strconv.Atoi(f[0])
+		j, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil || i < 0 || j < 0 || i >= n || j >= n || i == j {
+			return nil, fmt.Errorf("%w: edge list line %d: %q is not an edge of nodes in [0,%d)", ErrConfig, line, t, n)
+		}
+		edges = append(edges, [2]int{i, j})
+	}
+	g := undirected(n, func(add func(i, j int)) {
+		for _, e := range edges {
+			add(e[0], e[1])
+		}
+	})
+	for i, o := range g.Out {
+		if len(o) == 0 {
+			return nil, fmt.Errorf("%w: edge list leaves node %d isolated", ErrConfig, i)
+		}
+	}
+	return g, nil
+}
+
+// Undirected returns g with every edge made two-way (g itself if it is
+// undirected already).
+func (g *Graph) Undirected() *Graph {
+	if !g.Directed {
+		return g
+	}
+	return undirected(g.N, func(add func(i, j int)) {
+		for i, o := range g.Out {
+			for _, j := range o {
+				add(i, j)
+			}
+		}
+	})
+}
+
+// MHWeights returns node i's Metropolis–Hastings mixing weights for the
+// undirected version of g: each neighbour's weight and the self-weight
+// W_ii = 1 − Σ_j W_ij. The matrix they form is symmetric and doubly
+// stochastic.
+func (g *Graph) MHWeights(i int, name func(int) PeerID) ([]Neighbor, float64) {
+	u := g.Undirected()
+	self := 1.0
+	out := make([]Neighbor, len(u.Out[i]))
+	for k, j := range u.Out[i] {
+		w := merge.MetropolisHastings(len(u.Out[i]), len(u.Out[j]))
+		out[k] = Neighbor{ID: name(j), Weight: w}
+		self -= w
+	}
+	return out, self
+}

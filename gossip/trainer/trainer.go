@@ -1,0 +1,152 @@
+// Package trainer carries out the protocol core's training requests on a
+// node's local data: local SGD passes, minibatch gradients and sufficient
+// factors. The simulator and the daemon both use it, so neither
+// re-implements training; it is not part of the pure core because it runs
+// the compute backend (which may use several threads).
+package trainer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+)
+
+// Data is a node's local training data: rows Idx of the shared matrix X
+// (rows of D features) with labels Y. Sharing X lets a simulator hold
+// thousands of nodes without copying their data.
+type Data struct {
+	X   []float32
+	Y   []int32
+	D   int
+	Idx []int
+}
+
+// Len is the number of local examples.
+func (d *Data) Len() int { return len(d.Idx) }
+
+// Config configures a Trainer.
+type Config struct {
+	// Batch is the minibatch size (default 32; capped at the data size).
+	Batch int
+	// LR is the learning rate of local SGD updates (default 0.1).
+	LR float64
+}
+
+// Workspace is the model and the scratch buffers that trainers compute with.
+// Trainers that share a workspace must run on one goroutine; a simulator
+// shares one among thousands of nodes.
+type Workspace struct {
+	model *model.Model
+	xb    []float32
+	yb    []int32
+	grad  []float32
+}
+
+// NewWorkspace returns a workspace computing with m (whose parameters every
+// request overwrites).
+func NewWorkspace(m *model.Model) *Workspace {
+	return &Workspace{model: m, grad: make([]float32, m.NumParams())}
+}
+
+// Trainer runs requests for one node. It is not safe for concurrent use.
+type Trainer struct {
+	*Workspace
+	cfg    Config
+	data   *Data
+	rng    *rand.Rand
+	perm   []int
+	cursor int
+}
+
+// New returns a trainer over data computing in ws. rng drives minibatch
+// sampling.
+func New(ws *Workspace, data *Data, rng *rand.Rand, cfg Config) (*Trainer, error) {
+	m := ws.model
+	if cfg.Batch == 0 {
+		cfg.Batch = 32
+	}
+	if cfg.LR == 0 {
+		cfg.LR = 0.1
+	}
+	if cfg.Batch < 0 || cfg.LR < 0 {
+		return nil, fmt.Errorf("trainer: batch %d and lr %v must be positive", cfg.Batch, cfg.LR)
+	}
+	if data.Len() == 0 {
+		return nil, fmt.Errorf("trainer: no local data")
+	}
+	if data.D != m.Spec().Inputs {
+		return nil, fmt.Errorf("trainer: data has %d features, model %d inputs", data.D, m.Spec().Inputs)
+	}
+	t := &Trainer{Workspace: ws, cfg: cfg, data: data, rng: rng, perm: slices.Clone(data.Idx)}
+	t.cursor = len(t.perm) // shuffle before the first batch
+	return t, nil
+}
+
+// Run carries out one request.
+func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
+	if err := t.model.SetParams(req.Params); err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
+	res := &gossip.TrainResult{ID: req.ID}
+	switch req.Op {
+	case gossip.OpUpdate:
+		steps := req.Steps
+		if steps == 0 {
+			steps = (t.data.Len() + t.batchSize() - 1) / t.batchSize()
+		}
+		params := t.model.Params()
+		var lossSum float64
+		for s := 0; s < steps; s++ {
+			k := t.nextBatch()
+			loss := t.model.Gradient(t.grad, t.xb[:k*t.data.D], t.yb[:k], k)
+			lr := float32(t.cfg.LR)
+			for i, g := range t.grad {
+				params[i] -= lr * g
+			}
+			lossSum += loss * float64(k)
+			res.Examples += k
+		}
+		res.Loss = lossSum / float64(res.Examples)
+		res.Params = req.Params // the request owns this copy; reuse it
+		copy(res.Params, params)
+	case gossip.OpGradient, gossip.OpFactors:
+		k := t.nextBatch()
+		res.Grad = make([]float32, t.model.NumParams())
+		if req.Op == gossip.OpFactors {
+			res.Factors, res.Loss = t.model.GradientWithFactors(res.Grad, t.xb[:k*t.data.D], t.yb[:k], k, req.FactorLayers)
+		} else {
+			res.Loss = t.model.Gradient(res.Grad, t.xb[:k*t.data.D], t.yb[:k], k)
+		}
+		res.Examples = k
+	default:
+		return nil, fmt.Errorf("trainer: unknown op %d", req.Op)
+	}
+	return res, nil
+}
+
+func (t *Trainer) batchSize() int { return min(t.cfg.Batch, t.data.Len()) }
+
+// nextBatch gathers the next minibatch of a shuffled pass into xb, yb and
+// returns its size; passes reshuffle.
+func (t *Trainer) nextBatch() int {
+	bs := t.batchSize()
+	d := t.data.D
+	if len(t.yb) < bs {
+		t.xb = make([]float32, bs*d)
+		t.yb = make([]int32, bs)
+	}
+	for r := 0; r < bs; r++ {
+		if t.cursor == len(t.perm) {
+			t.rng.Shuffle(len(t.perm), func(i, j int) { t.perm[i], t.perm[j] = t.perm[j], t.perm[i] })
+			t.cursor = 0
+		}
+		i := t.perm[t.cursor]
+		t.cursor++
+		copy(t.xb[r*d:(r+1)*d], t.data.X[i*d:(i+1)*d])
+		t.yb[r] = t.data.Y[i]
+	}
+	return bs
+}

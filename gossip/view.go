@@ -1,0 +1,102 @@
+package gossip
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// view is a Newscast peer-sampling view (Jelasity et al. 2007): a small set of
+// descriptors refreshed by swapping views with a random member every Δ and
+// keeping the freshest entries. It lets random-walk gossip pick random peers
+// without global membership.
+type view struct {
+	self    PeerID
+	size    int
+	entries []Descriptor // sorted by ID
+	next    time.Duration
+	started bool
+}
+
+func newView(self PeerID, size int) *view { return &view{self: self, size: size} }
+
+// seed adds bootstrap peers not yet in the view.
+func (v *view) seed(peers []PeerID, now time.Duration) {
+	add := make([]Descriptor, 0, len(peers))
+	for _, p := range peers {
+		add = append(add, Descriptor{ID: p, Stamp: now})
+	}
+	v.merge(add)
+}
+
+// random returns a uniformly chosen view member.
+func (v *view) random(rng *rand.Rand) (PeerID, bool) {
+	if len(v.entries) == 0 {
+		return "", false
+	}
+	return v.entries[rng.IntN(len(v.entries))].ID, true
+}
+
+// tick starts a view exchange every Δ.
+func (v *view) tick(n *Node) {
+	if !v.started {
+		v.started = true
+		v.next = n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
+	}
+	if n.now < v.next {
+		return
+	}
+	v.next = n.now + n.jittered()
+	if p, ok := v.random(n.rng); ok {
+		n.send(Message{Kind: KindViewPush, To: p, View: v.outgoing(n.now)})
+	}
+}
+
+// outgoing is the view plus a fresh descriptor of this node.
+func (v *view) outgoing(now time.Duration) []Descriptor {
+	out := make([]Descriptor, 0, len(v.entries)+1)
+	out = append(out, v.entries...)
+	return append(out, Descriptor{ID: v.self, Stamp: now})
+}
+
+func (v *view) step(n *Node, m *Message) {
+	if m.Kind == KindViewPush {
+		n.send(Message{Kind: KindViewReply, To: m.From, View: v.outgoing(n.now)})
+	}
+	v.merge(m.View)
+}
+
+// merge unites the view with entries, keeps the freshest descriptor of each
+// peer, drops this node, and keeps the size freshest (ties by ID).
+func (v *view) merge(entries []Descriptor) {
+	all := append(slices.Clone(v.entries), entries...)
+	all = slices.DeleteFunc(all, func(d Descriptor) bool { return d.ID == v.self || d.ID == "" })
+	slices.SortFunc(all, func(a, b Descriptor) int {
+		if c := cmp.Compare(a.ID, b.ID); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Stamp, a.Stamp) // freshest first
+	})
+	all = slices.CompactFunc(all, func(a, b Descriptor) bool { return a.ID == b.ID })
+	if len(all) > v.size {
+		slices.SortFunc(all, func(a, b Descriptor) int {
+			if c := cmp.Compare(b.Stamp, a.Stamp); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.ID, b.ID)
+		})
+		all = all[:v.size]
+		slices.SortFunc(all, func(a, b Descriptor) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	v.entries = all
+}
+
+// Members returns the IDs in the view, sorted.
+func (n *Node) ViewMembers() []PeerID {
+	out := make([]PeerID, len(n.view.entries))
+	for i, d := range n.view.entries {
+		out[i] = d.ID
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package gossip
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"time"
+
+	"github.com/gossipd/gossipd/model"
+)
+
+// WireVersion is the version of the message encoding.
+const WireVersion = 1
+
+var wireMagic = [4]byte{'G', 'S', 'P', 'D'}
+
+// ErrWire marks undecodable input.
+var ErrWire = errors.New("gossip: bad wire message")
+
+// DecodeLimits bounds what Decode accepts. Zero fields take the defaults.
+type DecodeLimits struct {
+	// MaxBytes is the largest encoded message (default 256 MiB).
+	MaxBytes int
+}
+
+const defaultMaxBytes = 256 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// The encoding, little-endian:
+//
+//	magic "GSPD" | version u8 | kind u8 | round u64 | age f64 | weight f64
+//	from: u16 len + bytes
+//	params: u32 count + f32s
+//	factors: u16 count + each { name: u16 len + bytes; K, J, D u32; U f32s (K·J); V f32s (K·D) }
+//	view: u16 count + each { id: u16 len + bytes; stamp i64 ns }
+//	crc32c of everything before it, u32
+//
+// To is not encoded: the transport knows where a message goes.
+
+// EncodedSize returns the length of Encode(m) without encoding.
+func EncodedSize(m *Message) int {
+	n := 4 + 1 + 1 + 8 + 8 + 8 + 2 + len(m.From) + 4 + 4*len(m.Params) + 2
+	for _, f := range m.Factors {
+		n += 2 + len(f.Weight) + 12 + 4*(len(f.U)+len(f.V))
+	}
+	n += 2
+	for _, d := range m.View {
+		n += 2 + len(d.ID) + 8
+	}
+	return n + 4
+}
+
+// Encode serialises m.
+func Encode(m *Message) ([]byte, error) {
+	if len(m.From) > math.MaxUint16 || len(m.Factors) > math.MaxUint16 || len(m.View) > math.MaxUint16 || len(m.Params) > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: message too large to encode", ErrWire)
+	}
+	b := make([]byte, 0, EncodedSize(m))
+	b = append(b, wireMagic[:]...)
+	b = append(b, WireVersion, byte(m.Kind))
+	b = binary.LittleEndian.AppendUint64(b, m.Round)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Age))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Weight))
+	b = appendString(b, string(m.From))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.Params)))
+	b = appendFloats(b, m.Params)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(m.Factors)))
+	for _, f := range m.Factors {
+		if len(f.Weight) > math.MaxUint16 || len(f.U) != f.K*f.J || len(f.V) != f.K*f.D {
+			return nil, fmt.Errorf("%w: inconsistent factors for %q", ErrWire, f.Weight)
+		}
+		b = appendString(b, f.Weight)
+		b = binary.LittleEndian.AppendUint32(b, uint32(f.K))
+		b = binary.LittleEndian.AppendUint32(b, uint32(f.J))
+		b = binary.LittleEndian.AppendUint32(b, uint32(f.D))
+		b = appendFloats(b, f.U)
+		b = appendFloats(b, f.V)
+	}
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(m.View)))
+	for _, d := range m.View {
+		if len(d.ID) > math.MaxUint16 {
+			return nil, fmt.Errorf("%w: peer ID too long", ErrWire)
+		}
+		b = appendString(b, string(d.ID))
+		b = binary.LittleEndian.AppendUint64(b, uint64(d.Stamp))
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+func appendFloats(b []byte, v []float32) []byte {
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
+
+// decoder reads fields and remembers the first error with its offset.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: byte %d: truncated or malformed %s", ErrWire, d.off, what)
+	}
+}
+
+func (d *decoder) take(n int, what string) []byte {
+	if d.err != nil || n < 0 || n > len(d.b)-d.off {
+		d.fail(what)
+		return nil
+	}
+	s := d.b[d.off : d.off+n]
+	d.off += n
+	return s
+}
+
+func (d *decoder) u16(what string) int {
+	s := d.take(2, what)
+	if s == nil {
+		return 0
+	}
+	return int(binary.LittleEndian.Uint16(s))
+}
+
+func (d *decoder) u32(what string) int {
+	s := d.take(4, what)
+	if s == nil {
+		return 0
+	}
+	return int(binary.LittleEndian.Uint32(s))
+}
+
+func (d *decoder) u64(what string) uint64 {
+	s := d.take(8, what)
+	if s == nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(s)
+}
+
+func (d *decoder) str(what string) string { return string(d.take(d.u16(what), what)) }
+
+func (d *decoder) floats(n int, what string) []float32 {
+	if d.err != nil || n < 0 || n > (len(d.b)-d.off)/4 {
+		d.fail(what)
+		return nil
+	}
+	s := d.take(4*n, what)
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
+	}
+	return out
+}
+
+// Decode parses a message. It checks framing, version, checksum and sizes;
+// the core's Step checks the contents against the job.
+func Decode(b []byte, lim DecodeLimits) (*Message, error) {
+	maxBytes := lim.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = defaultMaxBytes
+	}
+	if len(b) > maxBytes {
+		return nil, fmt.Errorf("%w: %d bytes exceeds the %d-byte limit", ErrWire, len(b), maxBytes)
+	}
+	if len(b) < 4+2+4 {
+		return nil, fmt.Errorf("%w: %d bytes is too short", ErrWire, len(b))
+	}
+	if [4]byte(b[:4]) != wireMagic {
+		return nil, fmt.Errorf("%w: byte 0: bad magic %q", ErrWire, b[:4])
+	}
+	if b[4] != WireVersion {
+		return nil, fmt.Errorf("%w: byte 4: version %d, this node speaks %d", ErrWire, b[4], WireVersion)
+	}
+	body := b[:len(b)-4]
+	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, fmt.Errorf("%w: checksum mismatch (%08x, trailer says %08x)", ErrWire, got, want)
+	}
+	d := &decoder{b: body, off: 5}
+	m := &Message{}
+	m.Kind = Kind(d.take(1, "kind")[0])
+	if _, ok := kindNames[m.Kind]; !ok {
+		return nil, fmt.Errorf("%w: byte 5: unknown kind %d", ErrWire, m.Kind)
+	}
+	m.Round = d.u64("round")
+	m.Age = math.Float64frombits(d.u64("age"))
+	m.Weight = math.Float64frombits(d.u64("weight"))
+	m.From = PeerID(d.str("sender"))
+	m.Params = d.floats(d.u32("parameter count"), "parameters")
+	nf := d.u16("factor count")
+	for i := 0; i < nf && d.err == nil; i++ {
+		f := model.Factors{Weight: d.str("factor name")}
+		f.K, f.J, f.D = d.u32("factor K"), d.u32("factor J"), d.u32("factor D")
+		if int64(f.K)*int64(f.J+f.D)*4 > int64(len(d.b)) {
+			d.fail("factor shape")
+			break
+		}
+		f.U = d.floats(f.K*f.J, "factor U")
+		f.V = d.floats(f.K*f.D, "factor V")
+		m.Factors = append(m.Factors, f)
+	}
+	nv := d.u16("view count")
+	for i := 0; i < nv && d.err == nil; i++ {
+		id := PeerID(d.str("view entry"))
+		m.View = append(m.View, Descriptor{ID: id, Stamp: time.Duration(d.u64("view stamp"))})
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if d.off != len(body) {
+		return nil, fmt.Errorf("%w: byte %d: %d bytes of trailing data", ErrWire, d.off, len(body)-d.off)
+	}
+	return m, nil
+}

@@ -1,0 +1,196 @@
+// Package merge holds the pure math that combines parameter vectors: the
+// age-weighted merge of gossip learning, weighted averages with
+// Metropolis–Hastings weights (D-PSGD), push-sum shares, the application of
+// sufficient factors (SFB), and the Aggregator interface behind which robust
+// rules (median, trimmed mean, clipped gossip) plug in.
+//
+// Functions are destination-first in the style of gonum: they write into dst,
+// allocate nothing on the hot path, and panic only on programmer error
+// (slices of different lengths). Summation order is fixed, so results are
+// deterministic.
+package merge
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Sentinel errors.
+var (
+	ErrEmpty   = errors.New("merge: nothing to merge")
+	ErrWeights = errors.New("merge: bad weights")
+)
+
+func sameLen(dst []float32, xs ...[]float32) {
+	for _, x := range xs {
+		if len(x) != len(dst) {
+			panic(fmt.Sprintf("merge: length mismatch %d vs %d", len(x), len(dst)))
+		}
+	}
+}
+
+// AgeWeight is the weight ω = remoteAge/(localAge+remoteAge) that the
+// age-weighted merge gives the remote model; 0 when both ages are 0 (keep
+// the local model).
+func AgeWeight(localAge, remoteAge float64) float64 {
+	if localAge+remoteAge <= 0 {
+		return 0
+	}
+	return remoteAge / (localAge + remoteAge)
+}
+
+// AgeWeighted sets dst = (1−ω)·local + ω·remote with ω = AgeWeight(localAge,
+// remoteAge) (Ormándi, Hegedűs & Jelasity 2013) and returns the merged age,
+// max(localAge, remoteAge). dst may alias local or remote.
+func AgeWeighted(dst, local []float32, localAge float64, remote []float32, remoteAge float64) float64 {
+	sameLen(dst, local, remote)
+	w := float32(AgeWeight(localAge, remoteAge))
+	Interpolate(dst, local, remote, w)
+	return math.Max(localAge, remoteAge)
+}
+
+// Interpolate sets dst = (1−w)·a + w·b. dst may alias a or b.
+func Interpolate(dst, a, b []float32, w float32) {
+	sameLen(dst, a, b)
+	b = b[:len(a)]
+	dst = dst[:len(a)]
+	for i, av := range a {
+		dst[i] = av + w*(b[i]-av)
+	}
+}
+
+// Weighted sets dst = Σ_k w_k·x_k / Σ_k w_k: the weighted average,
+// renormalised over the vectors given (so a D-PSGD round that misses a
+// neighbour averages over what arrived). Weights must be non-negative with a
+// positive sum. dst must not alias any x_k but the first.
+func Weighted(dst []float32, xs [][]float32, ws []float64) error {
+	if len(xs) == 0 {
+		return ErrEmpty
+	}
+	if len(ws) != len(xs) {
+		return fmt.Errorf("%w: %d weights for %d vectors", ErrWeights, len(ws), len(xs))
+	}
+	var sum float64
+	for _, w := range ws {
+		if !(w >= 0) || math.IsInf(w, 0) {
+			return fmt.Errorf("%w: %v", ErrWeights, w)
+		}
+		sum += w
+	}
+	if sum <= 0 {
+		return fmt.Errorf("%w: weights sum to %v", ErrWeights, sum)
+	}
+	sameLen(dst, xs...)
+	w0 := float32(ws[0] / sum)
+	for i, v := range xs[0] {
+		dst[i] = w0 * v
+	}
+	for k := 1; k < len(xs); k++ {
+		Axpy(dst, float32(ws[k]/sum), xs[k])
+	}
+	return nil
+}
+
+// Axpy sets dst += a·x.
+func Axpy(dst []float32, a float32, x []float32) {
+	sameLen(dst, x)
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] += a * v
+	}
+}
+
+// Scale sets dst *= a.
+func Scale(dst []float32, a float32) {
+	for i := range dst {
+		dst[i] *= a
+	}
+}
+
+// MetropolisHastings is the weight of the edge between nodes of degrees di
+// and dj: 1/(1 + max(di, dj)) (Xiao & Boyd 2004). With self-weight
+// 1 − Σ_j W_ij, the weight matrix is symmetric and doubly stochastic.
+func MetropolisHastings(di, dj int) float64 {
+	return 1 / float64(1+max(di, dj))
+}
+
+// PushSumShare sets share = p·x and x = (1−p)·x, returning the weights
+// (p·w, (1−p)·w): one node's push to one out-neighbour in push-sum
+// (Kempe et al. 2003; SGP, Assran et al. 2019). Total mass x and weight w are
+// conserved.
+func PushSumShare(share, x []float32, w, p float64) (shareW, keepW float64) {
+	sameLen(share, x)
+	pf := float32(p)
+	for i, v := range x {
+		s := pf * v
+		share[i] = s
+		x[i] = v - s
+	}
+	return p * w, w - p*w
+}
+
+// DeBias sets z = x/w, the push-sum estimate.
+func DeBias(z, x []float32, w float64) {
+	sameLen(z, x)
+	inv := float32(1 / w)
+	for i, v := range x {
+		z[i] = v * inv
+	}
+}
+
+// SquaredDistance returns ‖a − b‖².
+func SquaredDistance(a, b []float32) float64 {
+	sameLen(a, b)
+	var s float64
+	for i, v := range a {
+		d := float64(v - b[i])
+		s += d * d
+	}
+	return s
+}
+
+// Mean sets dst to the unweighted mean of xs.
+func Mean(dst []float32, xs [][]float32) error {
+	if len(xs) == 0 {
+		return ErrEmpty
+	}
+	sameLen(dst, xs...)
+	clear(dst)
+	var acc = make([]float64, len(dst))
+	for _, x := range xs {
+		for i, v := range x {
+			acc[i] += float64(v)
+		}
+	}
+	inv := 1 / float64(len(xs))
+	for i, s := range acc {
+		dst[i] = float32(s * inv)
+	}
+	return nil
+}
+
+// ConsensusDistance returns (1/n)·Σ_i ‖x_i − x̄‖², the mean squared distance
+// of the vectors from their average: 0 when all replicas agree.
+func ConsensusDistance(xs [][]float32) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	mean := make([]float32, len(xs[0]))
+	Mean(mean, xs)
+	var s float64
+	for _, x := range xs {
+		s += SquaredDistance(x, mean)
+	}
+	return s / float64(len(xs))
+}
+
+// Finite reports whether every element of x is finite.
+func Finite(x []float32) bool {
+	for _, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return false
+		}
+	}
+	return true
+}

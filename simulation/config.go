@@ -1,0 +1,233 @@
+// Package simulation drives the gossip protocol cores on virtual time: a
+// discrete-event simulator with a network model (latency, bandwidth, drops,
+// churn, partitions) over real datasets partitioned among thousands of peers
+// that really train. It also runs the baselines (centralized SGD, FedAvg,
+// ring AllReduce) and records metrics. Same config and seed: the same
+// numbers, byte for byte.
+package simulation
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+)
+
+// Baseline protocols, run by the simulator itself rather than by cores.
+const (
+	Centralized = "centralized"
+	FedAvg      = "fedavg"
+	AllReduce   = "allreduce"
+)
+
+// Protocols lists every protocol Run accepts.
+var Protocols = append(slices.Clone(gossip.Protocols), FedAvg, AllReduce, Centralized)
+
+// ErrConfig marks invalid simulation settings.
+var ErrConfig = errors.New("simulation: invalid config")
+
+// Config is a simulation scenario. Zero values take the documented defaults.
+type Config struct {
+	// Peers is the number of simulated peers (default 100).
+	Peers int
+	// Protocol is one of Protocols (default randomwalk).
+	Protocol string
+	// Model is softmax, svm or mlp (default softmax); Hidden the MLP widths.
+	Model  string
+	Hidden []int
+	// Dataset is a dataset name or path (default digits).
+	Dataset string
+	// Scale is the feature scaling (default minmax).
+	Scale string
+	// Partition splits the training data among peers (default iid).
+	Partition string
+	// Rounds of virtual time Δ to simulate (default 100).
+	Rounds int
+	// Delta is the virtual length of a round (default 1s).
+	Delta time.Duration
+	// Jitter of periodic actions as a fraction of Δ (default 0.1).
+	Jitter float64
+	// LocalEpochs of a random-walk update or FedAvg client (default 1).
+	LocalEpochs int
+	// Batch is the minibatch size (default 32).
+	Batch int
+	// LR is the learning rate (default 0.1).
+	LR float64
+	// Topology for dpsgd, adpsgd and pushsum (default ring; exponential for
+	// pushsum). EdgeList, when set, overrides it.
+	Topology string
+	EdgeList []byte
+	// Latency: "0" (default), a duration ("50ms"), "uniform:MIN:MAX" or
+	// "lognormal:MEDIAN:SIGMA".
+	Latency string
+	// Bandwidth per link in bytes per second (0: unlimited).
+	Bandwidth float64
+	// Drop is the probability that a message is lost.
+	Drop float64
+	// Churn is the long-run fraction of time a peer is offline (0: none);
+	// sessions are exponential with mean ChurnSession online.
+	Churn        float64
+	ChurnSession time.Duration
+	// Netsplits are scheduled partitions of the network.
+	Netsplits []Netsplit
+	// Seed drives everything random.
+	Seed uint64
+	// Protocol knobs (see gossip.Config).
+	Variant   string
+	Sampling  string
+	Tokens    gossip.TokenConfig
+	Staleness int
+	Fanout    int
+	SFBMode   string
+	// FedAvgFraction is the fraction C of clients per FedAvg round
+	// (default 0.1, at least one).
+	FedAvgFraction float64
+	// Codec sends every message through the real wire codec.
+	Codec bool
+	// EvalEvery rounds a metrics row is recorded (default 1).
+	EvalEvery int
+	// EvalPeers is how many peers are evaluated per row (default 20),
+	// EvalExamples on how many test examples (default 1000).
+	EvalPeers    int
+	EvalExamples int
+	// FinalEvalPeers is how many peers are evaluated on the full test set at
+	// the end for final_accuracy (default 100; 0 after Validate means all).
+	FinalEvalPeers int
+}
+
+// Netsplit cuts the network into Groups groups (peer i in group i mod
+// Groups) from round From to round To.
+type Netsplit struct {
+	From, To, Groups int
+}
+
+// Validate checks the config and fills defaults.
+func (c *Config) Validate() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Peers, 100)
+	def(&c.Rounds, 100)
+	def(&c.LocalEpochs, 1)
+	def(&c.Batch, 32)
+	def(&c.EvalEvery, 1)
+	def(&c.EvalPeers, 20)
+	def(&c.EvalExamples, 1000)
+	def(&c.FinalEvalPeers, 100)
+	if c.Protocol == "" {
+		c.Protocol = gossip.RandomWalk
+	}
+	if !slices.Contains(Protocols, c.Protocol) {
+		return fmt.Errorf("%w: protocol %q, want %s", ErrConfig, c.Protocol, strings.Join(Protocols, "|"))
+	}
+	if c.Model == "" {
+		c.Model = "softmax"
+	}
+	if c.Dataset == "" {
+		c.Dataset = "digits"
+	}
+	if c.Scale == "" {
+		c.Scale = "minmax"
+	}
+	if c.Partition == "" {
+		c.Partition = "iid"
+	}
+	if c.Delta == 0 {
+		c.Delta = time.Second
+	}
+	if c.Jitter == 0 {
+		c.Jitter = 0.1
+	}
+	if c.LR == 0 {
+		c.LR = 0.1
+	}
+	if c.Topology == "" {
+		c.Topology = "ring"
+		if c.Protocol == gossip.PushSum {
+			c.Topology = "exponential"
+		}
+	}
+	if c.Latency == "" {
+		c.Latency = "0"
+	}
+	if c.ChurnSession == 0 {
+		c.ChurnSession = 10 * c.Delta
+	}
+	if c.FedAvgFraction == 0 {
+		c.FedAvgFraction = 0.1
+	}
+	switch {
+	case c.Peers < 1 || (c.Peers < 2 && c.Protocol != Centralized):
+		return fmt.Errorf("%w: %d peers", ErrConfig, c.Peers)
+	case c.Rounds < 0 || c.LocalEpochs < 0 || c.Batch < 0 || c.EvalEvery < 0 || c.EvalPeers < 0 || c.EvalExamples < 0 || c.FinalEvalPeers < 0:
+		return fmt.Errorf("%w: negative count", ErrConfig)
+	case c.Delta < 0 || !(c.LR > 0):
+		return fmt.Errorf("%w: delta %v, lr %v", ErrConfig, c.Delta, c.LR)
+	case c.Drop < 0 || c.Drop >= 1:
+		return fmt.Errorf("%w: drop probability %v not in [0,1)", ErrConfig, c.Drop)
+	case c.Churn < 0 || c.Churn >= 1:
+		return fmt.Errorf("%w: churn %v not in [0,1)", ErrConfig, c.Churn)
+	case c.Bandwidth < 0 || c.ChurnSession < 0:
+		return fmt.Errorf("%w: negative bandwidth or churn session", ErrConfig)
+	case c.FedAvgFraction <= 0 || c.FedAvgFraction > 1:
+		return fmt.Errorf("%w: fedavg fraction %v not in (0,1]", ErrConfig, c.FedAvgFraction)
+	}
+	for _, s := range c.Netsplits {
+		if s.Groups < 2 || s.From < 0 || s.To < s.From {
+			return fmt.Errorf("%w: netsplit %+v", ErrConfig, s)
+		}
+	}
+	if _, err := parseLatency(c.Latency); err != nil {
+		return err
+	}
+	return nil
+}
+
+// latency draws a one-way delay.
+type latency func(rng *rand.Rand) time.Duration
+
+func parseLatency(spec string) (latency, error) {
+	bad := func() (latency, error) {
+		return nil, fmt.Errorf("%w: latency %q, want 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA", ErrConfig, spec)
+	}
+	parts := strings.Split(spec, ":")
+	switch parts[0] {
+	case "0", "":
+		return func(*rand.Rand) time.Duration { return 0 }, nil
+	case "uniform":
+		if len(parts) != 3 {
+			return bad()
+		}
+		lo, err1 := time.ParseDuration(parts[1])
+		hi, err2 := time.ParseDuration(parts[2])
+		if err1 != nil || err2 != nil || lo < 0 || hi < lo {
+			return bad()
+		}
+		return func(r *rand.Rand) time.Duration { return lo + time.Duration(r.Float64()*float64(hi-lo)) }, nil
+	case "lognormal":
+		if len(parts) != 3 {
+			return bad()
+		}
+		med, err1 := time.ParseDuration(parts[1])
+		sigma, err2 := strconv.ParseFloat(parts[2], 64)
+		if err1 != nil || err2 != nil || med <= 0 || sigma < 0 {
+			return bad()
+		}
+		return func(r *rand.Rand) time.Duration {
+			return time.Duration(float64(med) * math.Exp(sigma*r.NormFloat64()))
+		}, nil
+	}
+	d, err := time.ParseDuration(spec)
+	if err != nil || d < 0 || len(parts) != 1 {
+		return bad()
+	}
+	return func(*rand.Rand) time.Duration { return d }, nil
+}

@@ -1,0 +1,68 @@
+package simulation
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+)
+
+type eventKind uint8
+
+const (
+	evTick eventKind = iota
+	evDeliver
+	evTrainDone
+	evChurn
+)
+
+// event is one thing that happens at a virtual time. Events at equal times
+// run in the order they were scheduled (seq), which makes runs reproducible.
+type event struct {
+	at     time.Duration
+	seq    uint64
+	kind   eventKind
+	peer   int
+	msg    *gossip.Message
+	result *gossip.TrainResult
+}
+
+type eventHeap []*event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(*event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
+
+// queue is the simulator's event queue.
+type queue struct {
+	h   eventHeap
+	seq uint64
+}
+
+func (q *queue) push(e *event) {
+	q.seq++
+	e.seq = q.seq
+	heap.Push(&q.h, e)
+}
+
+func (q *queue) pop() *event { return heap.Pop(&q.h).(*event) }
+
+func (q *queue) peek() *event {
+	if len(q.h) == 0 {
+		return nil
+	}
+	return q.h[0]
+}

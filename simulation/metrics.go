@@ -1,0 +1,111 @@
+package simulation
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/model"
+)
+
+// Row is one line of metrics.csv: the state of the network after a round.
+type Row struct {
+	Round int
+	// Time is virtual seconds.
+	Time float64
+	// Messages and Bytes are cumulative.
+	Messages, Bytes uint64
+	// Test accuracy and loss over the evaluated peers.
+	MeanAcc, MinAcc, MaxAcc    float64
+	MeanLoss, MinLoss, MaxLoss float64
+	// Consensus is (1/n)·Σ‖x_i − x̄‖² over all peers.
+	Consensus float64
+	Online    int
+}
+
+// CSVHeader is metrics.csv's first line.
+const CSVHeader = "round,time,messages,bytes,mean_accuracy,min_accuracy,max_accuracy,mean_loss,min_loss,max_loss,consensus_distance,online\n"
+
+// WriteCSV writes rows as metrics.csv.
+func WriteCSV(w io.Writer, rows []Row) error {
+	if _, err := io.WriteString(w, CSVHeader); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 8, 64) }
+	for _, r := range rows {
+		_, err := fmt.Fprintf(w, "%d,%s,%d,%d,%s,%s,%s,%s,%s,%s,%s,%d\n", r.Round, f(r.Time), r.Messages, r.Bytes,
+			f(r.MeanAcc), f(r.MinAcc), f(r.MaxAcc), f(r.MeanLoss), f(r.MinLoss), f(r.MaxLoss), f(r.Consensus), r.Online)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Config Config `json:"-"`
+	Rows   []Row  `json:"-"`
+	// FinalAccuracy is the mean test accuracy of the evaluated peers' models
+	// on the whole test set at the end.
+	FinalAccuracy    float64 `json:"final_accuracy"`
+	FinalMinAccuracy float64 `json:"final_min_accuracy"`
+	FinalMaxAccuracy float64 `json:"final_max_accuracy"`
+	FinalLoss        float64 `json:"final_loss"`
+	EvaluatedPeers   int     `json:"evaluated_peers"`
+	Stats
+}
+
+// evaluator measures peers' models on test data.
+type evaluator struct {
+	m          *model.Model
+	sub        *dataset.Dataset
+	roundPeers []int
+	finalPeers []int
+}
+
+func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config) (*evaluator, error) {
+	m, err := model.New(spec)
+	if err != nil {
+		return nil, err
+	}
+	rng := dataset.NewRand(cfg.Seed ^ 0x6576616c)
+	idx := rng.Perm(test.N)[:min(cfg.EvalExamples, test.N)]
+	slices.Sort(idx)
+	pick := func(k int) []int {
+		if k == 0 || k >= cfg.Peers {
+			out := make([]int, cfg.Peers)
+			for i := range out {
+				out[i] = i
+			}
+			return out
+		}
+		out := rng.Perm(cfg.Peers)[:k]
+		slices.Sort(out)
+		return out
+	}
+	return &evaluator{m: m, sub: test.Subset(idx), roundPeers: pick(cfg.EvalPeers), finalPeers: pick(cfg.FinalEvalPeers)}, nil
+}
+
+// row evaluates xs[i] for i in peers on ds (indices past len(xs) use the last
+// vector, so baselines with one model pass a single one).
+func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) Row {
+	r := Row{MinAcc: math.Inf(1), MinLoss: math.Inf(1), MaxAcc: math.Inf(-1), MaxLoss: math.Inf(-1)}
+	for _, i := range peers {
+		x := xs[min(i, len(xs)-1)]
+		if err := e.m.SetParams(x); err != nil {
+			panic(err) // every peer has the job's layout
+		}
+		met := e.m.Evaluate(ds.X, ds.Y, ds.N)
+		r.MeanAcc += met.Accuracy
+		r.MeanLoss += met.Loss
+		r.MinAcc, r.MaxAcc = math.Min(r.MinAcc, met.Accuracy), math.Max(r.MaxAcc, met.Accuracy)
+		r.MinLoss, r.MaxLoss = math.Min(r.MinLoss, met.Loss), math.Max(r.MaxLoss, met.Loss)
+	}
+	r.MeanAcc /= float64(len(peers))
+	r.MeanLoss /= float64(len(peers))
+	return r
+}
