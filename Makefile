@@ -41,9 +41,13 @@ unit:
 noasm:
 	$(GO) test -count=1 -tags noasm ./model/...
 
+# Every decoder has a fuzz target; CI runs each briefly.
+FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode
+
 fuzz:
-	@for t in FuzzReadIDX FuzzReadCSV FuzzReadLIBSVM; do \
-		$(GO) test ./dataset -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t#*:}; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
 
 cross:

@@ -157,6 +157,9 @@ func (d *decoder) floats(n int, what string) []float32 {
 		return nil
 	}
 	s := d.take(4*n, what)
+	if n == 0 {
+		return nil
+	}
 	out := make([]float32, n)
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))

@@ -101,3 +101,36 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("version: %d %q", code, out)
 	}
 }
+
+func TestSimulateJSONAndScenario(t *testing.T) {
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "s.yaml")
+	os.WriteFile(sc, []byte("peers: 6\nprotocol: dpsgd\nrounds: 5\ntopology: ring\neval-peers: 2\nfinal-eval-peers: 2\n"), 0o644)
+	code, out, errs := run(t, "simulate", "--scenario", sc, "--rounds", "4", "--out", dir, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	for _, k := range []string{"final_accuracy", "rounds", "peers", "messages", "bytes", "wall_seconds", "peak_rss_bytes"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary lacks %q", k)
+		}
+	}
+	if sum["peers"].(float64) != 6 || sum["rounds"].(float64) != 4 || sum["protocol"] != "dpsgd" {
+		t.Errorf("scenario/flag precedence wrong: %v", sum)
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "metrics.csv"))
+	if err != nil || strings.Count(string(csv), "\n") != 5 {
+		t.Fatalf("metrics.csv: %v\n%s", err, csv)
+	}
+	os.WriteFile(sc, []byte("pears: 6\n"), 0o644)
+	if code, _, errs := run(t, "simulate", "--scenario", sc); code != 2 || !strings.Contains(errs, `unknown key "pears"`) {
+		t.Errorf("bad scenario key: exit %d, %q", code, errs)
+	}
+	if code, _, errs := run(t, "simulate", "--protocol", "gossipsub"); code != 2 || !strings.Contains(errs, "gossipsub") {
+		t.Errorf("bad protocol: exit %d, %q", code, errs)
+	}
+}

@@ -1,0 +1,106 @@
+package gossip_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+)
+
+// harness drives cores in memory: messages are delivered in FIFO order as
+// soon as they are sent (or, with drop set, maybe lost), and training
+// requests are answered at once by train.
+type harness struct {
+	t      *testing.T
+	nodes  []*gossip.Node
+	byID   map[gossip.PeerID]int
+	now    time.Duration
+	queue  []gossip.Message
+	dead   map[int]bool
+	train  func(i int, req *gossip.TrainRequest) *gossip.TrainResult
+	drop   func(m *gossip.Message) bool
+	traces []gossip.TraceEvent
+	sent   int
+}
+
+func name(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("n%03d", i)) }
+
+var tinySpec = model.Spec{Kind: model.Softmax, Inputs: 3, Classes: 2} // 8 parameters
+
+func newHarness(t *testing.T, n int, mk func(i int, c *gossip.Config)) *harness {
+	h := &harness{t: t, byID: map[gossip.PeerID]int{}, dead: map[int]bool{}}
+	for i := 0; i < n; i++ {
+		c := gossip.Config{ID: name(i), Spec: tinySpec, Init: make([]float32, 8), Rand: rand.New(rand.NewPCG(uint64(i), 7)), Delta: time.Second}
+		mk(i, &c)
+		nd, err := gossip.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.nodes = append(h.nodes, nd)
+		h.byID[c.ID] = i
+	}
+	return h
+}
+
+// zeroGrad answers every request with a zero gradient (pure averaging).
+func zeroGrad(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+	return &gossip.TrainResult{ID: req.ID, Grad: make([]float32, len(req.Params)), Params: req.Params, Examples: 1}
+}
+
+func (h *harness) drain(i int) {
+	nd := h.nodes[i]
+	for nd.HasReady() {
+		rd := nd.Ready()
+		nd.Advance()
+		h.traces = append(h.traces, rd.Trace...)
+		for _, m := range rd.Messages {
+			h.sent++
+			if h.drop != nil && h.drop(&m) {
+				continue
+			}
+			h.queue = append(h.queue, m)
+		}
+		if rd.Train != nil {
+			nd.TrainDone(h.train(i, rd.Train))
+		}
+	}
+}
+
+func (h *harness) deliver() {
+	for len(h.queue) > 0 {
+		m := h.queue[0]
+		h.queue = h.queue[1:]
+		j := h.byID[m.To]
+		if h.dead[j] {
+			continue
+		}
+		h.nodes[j].Step(&m)
+		h.drain(j)
+	}
+}
+
+// run ticks every live node every step until the given time.
+func (h *harness) run(until, step time.Duration) {
+	for ; h.now <= until; h.now += step {
+		for i, nd := range h.nodes {
+			if h.dead[i] {
+				continue
+			}
+			nd.Tick(h.now)
+			h.drain(i)
+			h.deliver()
+		}
+	}
+}
+
+func (h *harness) params() [][]float32 {
+	out := make([][]float32, len(h.nodes))
+	for i, nd := range h.nodes {
+		out[i] = slices.Clone(nd.Params())
+	}
+	return out
+}

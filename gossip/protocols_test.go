@@ -1,0 +1,287 @@
+package gossip_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
+)
+
+// mhMatrix builds the dense Metropolis–Hastings matrix of g.
+func mhMatrix(g *gossip.Graph) *mat.SymDense {
+	w := mat.NewSymDense(g.N, nil)
+	for i := 0; i < g.N; i++ {
+		nbrs, self := g.MHWeights(i, name)
+		w.SetSym(i, i, self)
+		for _, nb := range nbrs {
+			var j int
+			for j = 0; name(j) != nb.ID; j++ {
+			}
+			if w.At(i, j) != 0 && w.At(i, j) != nb.Weight {
+				panic("asymmetric weights")
+			}
+			w.SetSym(i, j, nb.Weight)
+		}
+	}
+	return w
+}
+
+func eigen(t *testing.T, w *mat.SymDense) []float64 {
+	var es mat.EigenSym
+	if !es.Factorize(w, false) {
+		t.Fatal("eigendecomposition failed")
+	}
+	return es.Values(nil) // ascending
+}
+
+// TestMHWeights: doubly stochastic on every topology, and the ring's
+// spectrum matches the published values (1 + 2cos(2πk/n))/3.
+func TestMHWeights(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, spec := range []string{"ring", "torus", "regular:3", "regular:4", "exponential", "complete"} {
+		g, err := gossip.ParseTopology(spec, 16, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := mhMatrix(g)
+		for i := 0; i < g.N; i++ {
+			row := 0.0
+			for j := 0; j < g.N; j++ {
+				if w.At(i, j) < 0 {
+					t.Fatalf("%s: negative weight W[%d][%d]", spec, i, j)
+				}
+				row += w.At(i, j)
+			}
+			if math.Abs(row-1) > 1e-12 {
+				t.Fatalf("%s: row %d sums to %v", spec, i, row)
+			}
+		}
+	}
+	for _, c := range []struct {
+		n          int
+		lam2, lmin float64
+	}{{8, 0.80474, -1.0 / 3}, {16, 0.94925, -1.0 / 3}} {
+		ev := eigen(t, mhMatrix(gossip.Ring(c.n)))
+		if got := ev[len(ev)-2]; math.Abs(got-c.lam2) > 1e-5 {
+			t.Errorf("ring %d: λ2 = %.6f, published %.5f", c.n, got, c.lam2)
+		}
+		if math.Abs(ev[len(ev)-1]-1) > 1e-12 {
+			t.Errorf("ring %d: λ1 = %v", c.n, ev[len(ev)-1])
+		}
+		if math.Abs(ev[0]-c.lmin) > 1e-5 {
+			t.Errorf("ring %d: λmin = %.6f, want %.5f", c.n, ev[0], c.lmin)
+		}
+	}
+}
+
+// TestDPSGDConsensusRate: with zero gradients, D-PSGD on a 16-ring is
+// x ← W·x; started on W's second eigenvector, the consensus distance shrinks
+// by exactly λ2² each round.
+func TestDPSGDConsensusRate(t *testing.T) {
+	const n = 16
+	g := gossip.Ring(n)
+	lam2 := (1 + 2*math.Cos(2*math.Pi/n)) / 3
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol = gossip.DPSGD
+		c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
+		v := float32(math.Cos(2 * math.Pi * float64(i) / n)) // eigenvector of λ2
+		for k := range c.Init {
+			c.Init[k] = v * float32(k+1)
+		}
+	})
+	h.train = zeroGrad
+	prev := merge.ConsensusDistance(h.params())
+	for r := 1; r <= 20; r++ {
+		h.run(time.Duration(r)*time.Second-time.Millisecond, time.Second)
+		d := merge.ConsensusDistance(h.params())
+		if ratio := d / prev; math.Abs(ratio-lam2*lam2) > 1e-4 {
+			t.Fatalf("round %d: distance ratio %.6f, λ2² = %.6f", r, ratio, lam2*lam2)
+		}
+		prev = d
+	}
+	for _, nd := range h.nodes {
+		if nd.Round() != 20 {
+			t.Fatalf("%s at round %d, want 20", nd.ID(), nd.Round())
+		}
+	}
+}
+
+// TestDPSGDDeadPeer: a dead neighbour delays rounds by the deadline only;
+// the others keep averaging (renormalised) and converge among themselves.
+func TestDPSGDDeadPeer(t *testing.T) {
+	const n = 6
+	g := gossip.Ring(n)
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol = gossip.DPSGD
+		c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
+		c.RoundTimeout = 500 * time.Millisecond
+		for k := range c.Init {
+			c.Init[k] = float32(i)
+		}
+	})
+	h.train = zeroGrad
+	h.dead[3] = true
+	h.run(30*time.Second, 100*time.Millisecond)
+	var live [][]float32
+	for i, nd := range h.nodes {
+		if i == 3 {
+			continue
+		}
+		if nd.Round() < 29 {
+			t.Fatalf("%s stalled at round %d", nd.ID(), nd.Round())
+		}
+		live = append(live, nd.Params())
+	}
+	if d := merge.ConsensusDistance(live); d > 1e-3 {
+		t.Fatalf("live peers did not converge: consensus distance %v", d)
+	}
+	missing := 0
+	for _, tr := range h.traces {
+		if tr.Event == "missing" {
+			missing++
+		}
+	}
+	if missing == 0 {
+		t.Fatal("no round was traced as missing the dead neighbour")
+	}
+}
+
+// TestPushSumConservesAndAverages: with no drops, Σw (nodes plus messages in
+// flight, which the harness delivers at once) stays n, and every estimate
+// x/w converges to the average of the initial values on the directed
+// exponential graph.
+func TestPushSumConservesAndAverages(t *testing.T) {
+	const n = 12
+	g := gossip.Exponential(n)
+	var want float64
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol = gossip.PushSum
+		for _, j := range g.Out[i] {
+			c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(j), Weight: 1})
+		}
+		for k := range c.Init {
+			c.Init[k] = float32(i*i) + float32(k)
+		}
+		want += float64(i * i)
+	})
+	want /= n
+	h.train = zeroGrad
+	for s := 1; s <= 60; s++ {
+		h.run(time.Duration(s)*time.Second, time.Second)
+		total := 0.0
+		for _, nd := range h.nodes {
+			total += nd.PushSumWeight()
+		}
+		if math.Abs(total-n) > 1e-9 {
+			t.Fatalf("after %d s: total weight %v, want %d", s, total, n)
+		}
+	}
+	for _, nd := range h.nodes {
+		for k, v := range nd.Params() {
+			if math.Abs(float64(v)-(want+float64(k))) > 1e-3 {
+				t.Fatalf("%s coordinate %d: estimate %v, average %v", nd.ID(), k, v, want+float64(k))
+			}
+		}
+	}
+}
+
+// TestADPSGDNoDeadlock: with a dead peer and random message loss, every live
+// node keeps making updates, round after round.
+func TestADPSGDNoDeadlock(t *testing.T) {
+	const n = 8
+	g := gossip.Ring(n)
+	rng := rand.New(rand.NewPCG(3, 3))
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol = gossip.ADPSGD
+		c.Neighbors, _ = g.MHWeights(i, name)
+		c.Jitter = 0.5
+		for k := range c.Init {
+			c.Init[k] = float32(i)
+		}
+	})
+	h.train = zeroGrad
+	h.drop = func(*gossip.Message) bool { return rng.Float64() < 0.3 }
+	h.dead[5] = true
+	before := make([]uint64, n)
+	for window := 1; window <= 5; window++ {
+		h.run(time.Duration(window*10)*time.Second, 100*time.Millisecond)
+		for i, nd := range h.nodes {
+			if h.dead[i] {
+				continue
+			}
+			if nd.Updates() <= before[i] {
+				t.Fatalf("window %d: %s made no update (deadlock?)", window, nd.ID())
+			}
+			before[i] = nd.Updates()
+		}
+	}
+}
+
+// TestRandomWalkAgeWeighted: an MU receiver merges by ω = a_m/(a + a_m),
+// then updates; its age becomes max(age, a_m) + examples.
+func TestRandomWalkAgeWeighted(t *testing.T) {
+	h := newHarness(t, 2, func(i int, c *gossip.Config) {
+		c.Sampling = "oracle"
+		for k := range c.Init {
+			c.Init[k] = float32(10 * i)
+		}
+	})
+	var got []float32
+	h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+		got = append([]float32(nil), req.Params...)
+		return &gossip.TrainResult{ID: req.ID, Params: req.Params, Examples: 5}
+	}
+	for i, nd := range h.nodes {
+		nd.SetPeers([]gossip.PeerID{name(1 - i)})
+	}
+	// Node 1 has age 0: the first model it receives (age 0) keeps its own.
+	m := gossip.Message{Kind: gossip.KindModel, From: name(0), To: name(1), Params: []float32{1, 1, 1, 1, 1, 1, 1, 1}, Age: 15}
+	h.nodes[1].Tick(0)
+	h.nodes[1].Step(&m)
+	h.drain(1)
+	// age 0 vs 15: ω = 1, the merged model is the received one.
+	if got[0] != 1 || h.nodes[1].Age() != 20 {
+		t.Fatalf("merge with age 0: params %v, age %v", got, h.nodes[1].Age())
+	}
+	m2 := m
+	m2.Params = []float32{41, 41, 41, 41, 41, 41, 41, 41}
+	m2.Age = 60
+	h.nodes[1].Step(&m2)
+	h.drain(1)
+	// ω = 60/(20+60) = 0.75: 0.25·1 + 0.75·41 = 31; age max(20,60)+5.
+	if math.Abs(float64(got[3])-31) > 1e-5 || h.nodes[1].Age() != 65 {
+		t.Fatalf("merge: params %v, age %v; want 31s and age 65", got, h.nodes[1].Age())
+	}
+}
+
+// TestInvalidMessagesDropped: wrong kind, size or non-finite values are
+// traced as drops and change nothing.
+func TestInvalidMessagesDropped(t *testing.T) {
+	h := newHarness(t, 2, func(i int, c *gossip.Config) { c.Sampling = "oracle" })
+	h.train = zeroGrad
+	nd := h.nodes[0]
+	nd.Tick(0)
+	h.drain(0)
+	nan := float32(math.NaN())
+	for _, m := range []gossip.Message{
+		{Kind: gossip.KindModel, From: name(1), Params: make([]float32, 7)},
+		{Kind: gossip.KindModel, From: name(1), Params: []float32{0, 0, 0, nan, 0, 0, 0, 0}},
+		{Kind: gossip.KindModel, From: name(1), Params: make([]float32, 8), Age: -1},
+		{Kind: gossip.KindParams, From: name(1), Params: make([]float32, 8)},
+		{Kind: gossip.KindModel, From: "", Params: make([]float32, 8)},
+		{Kind: gossip.KindModel, From: name(0), Params: make([]float32, 8)},
+		{Kind: 99, From: name(1)},
+	} {
+		h.traces = nil
+		nd.Step(&m)
+		h.drain(0)
+		if len(h.traces) != 1 || h.traces[0].Event != "drop" || nd.Updates() != 0 || nd.Busy() {
+			t.Fatalf("message %+v: traces %+v, updates %d", m.Kind, h.traces, nd.Updates())
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package gossip_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/trainer"
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
+)
+
+// runSFB runs P SFB peers with real training on synthetic data for the
+// given clocks and returns every replica's parameters.
+func runSFB(t *testing.T, mode string, peers, clocks int) [][]float32 {
+	spec := model.Spec{Kind: model.MLP, Inputs: 20, Hidden: []int{16}, Classes: 4}
+	m, _ := model.New(spec, model.WithSeed(1))
+	init := append([]float32(nil), m.Params()...)
+	ws := trainer.NewWorkspace(m)
+	rng := rand.New(rand.NewPCG(9, 9))
+	N := 400
+	X := make([]float32, N*20)
+	Y := make([]int32, N)
+	for i := range Y {
+		Y[i] = int32(rng.IntN(4))
+		for j := 0; j < 20; j++ {
+			X[i*20+j] = float32(rng.NormFloat64()) + float32(Y[i]%2)*float32(j%3)
+		}
+	}
+	var trainers []*trainer.Trainer
+	h := newHarness(t, peers, func(i int, c *gossip.Config) {
+		c.Protocol, c.Spec, c.Init, c.SFBMode, c.Batch, c.LR = gossip.SFB, spec, init, mode, 8, 0.2
+		for j := 0; j < peers; j++ {
+			if j != i {
+				c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(j), Weight: 1})
+			}
+		}
+		var idx []int
+		for k := i; k < N; k += peers {
+			idx = append(idx, k)
+		}
+		tr, err := trainer.New(ws, &trainer.Data{X: X, Y: Y, D: 20, Idx: idx}, rand.New(rand.NewPCG(uint64(i), 1)), trainer.Config{Batch: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		trainers = append(trainers, tr)
+	})
+	h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+		r, err := trainers[i].Run(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	h.run(time.Duration(clocks)*time.Second-time.Millisecond, time.Second)
+	for _, nd := range h.nodes {
+		if nd.Round() != uint64(clocks) {
+			t.Fatalf("%s at clock %d, want %d", nd.ID(), nd.Round(), clocks)
+		}
+	}
+	return h.params()
+}
+
+// TestSFBEqualsDense: under BSP every replica is identical, and broadcasting
+// sufficient factors gives the same models (to float tolerance) as
+// broadcasting the dense updates.
+func TestSFBEqualsDense(t *testing.T) {
+	fac := runSFB(t, "factors", 4, 15)
+	den := runSFB(t, "dense", 4, 15)
+	if d := merge.ConsensusDistance(fac); d != 0 {
+		t.Fatalf("SFB replicas differ: consensus distance %v", d)
+	}
+	if d := merge.ConsensusDistance(den); d != 0 {
+		t.Fatalf("dense replicas differ: consensus distance %v", d)
+	}
+	moved := false
+	for k := range fac[0] {
+		if math.Abs(float64(fac[0][k]-den[0][k])) > 1e-4 {
+			t.Fatalf("parameter %d: %v with factors, %v dense", k, fac[0][k], den[0][k])
+		}
+		moved = moved || fac[0][k] != runInit(k)
+	}
+	if !moved {
+		t.Fatal("training did not move the parameters")
+	}
+}
+
+func runInit(k int) float32 {
+	m, _ := model.New(model.Spec{Kind: model.MLP, Inputs: 20, Hidden: []int{16}, Classes: 4}, model.WithSeed(1))
+	return m.Params()[k]
+}

@@ -1,0 +1,97 @@
+package merge
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+func TestAgeWeighted(t *testing.T) {
+	local := []float32{0, 10}
+	remote := []float32{4, 2}
+	dst := make([]float32, 2)
+	age := AgeWeighted(dst, local, 30, remote, 10) // ω = 10/40
+	if age != 30 || dst[0] != 1 || dst[1] != 8 {
+		t.Fatalf("got %v age %v, want [1 8] age 30", dst, age)
+	}
+	age = AgeWeighted(dst, local, 0, remote, 0) // both 0: keep local
+	if age != 0 || dst[0] != 0 || dst[1] != 10 {
+		t.Fatalf("ages 0: got %v", dst)
+	}
+	AgeWeighted(local, local, 1, remote, 3) // aliasing: ω = 0.75
+	if local[0] != 3 || local[1] != 4 {
+		t.Fatalf("aliased: %v", local)
+	}
+}
+
+func TestWeighted(t *testing.T) {
+	dst := make([]float32, 2)
+	if err := Weighted(dst, [][]float32{{1, 1}, {3, 5}}, []float64{1, 3}); err != nil || dst[0] != 2.5 || dst[1] != 4 {
+		t.Fatalf("%v %v", dst, err)
+	}
+	// Renormalised: weights 0.2 and 0.2 average like 1 and 1.
+	if err := Weighted(dst, [][]float32{{0, 2}, {2, 4}}, []float64{0.2, 0.2}); err != nil || math.Abs(float64(dst[0])-1) > 1e-6 {
+		t.Fatalf("%v %v", dst, err)
+	}
+	for _, ws := range [][]float64{{1}, {-1, 2}, {0, 0}, {math.NaN(), 1}} {
+		if err := Weighted(dst, [][]float32{{1, 1}, {2, 2}}, ws); !errors.Is(err, ErrWeights) {
+			t.Errorf("weights %v: %v", ws, err)
+		}
+	}
+	if err := Weighted(dst, nil, nil); !errors.Is(err, ErrEmpty) {
+		t.Errorf("empty: %v", err)
+	}
+}
+
+func TestPushSumShareConserves(t *testing.T) {
+	x := []float32{3, -6}
+	share := make([]float32, 2)
+	sw, kw := PushSumShare(share, x, 2, 0.25)
+	if sw+kw != 2 || share[0]+x[0] != 3 || share[1]+x[1] != -6 || sw != 0.5 {
+		t.Fatalf("share %v (w %v), kept %v (w %v)", share, sw, x, kw)
+	}
+	z := make([]float32, 2)
+	DeBias(z, x, kw)
+	if z[0] != 1.5 {
+		t.Fatalf("de-biased %v", z)
+	}
+}
+
+func TestMetropolisHastingsRing(t *testing.T) {
+	if w := MetropolisHastings(2, 2); w != 1.0/3 {
+		t.Fatalf("ring weight %v, want 1/3", w)
+	}
+}
+
+func TestApplyFactorsMatchesDense(t *testing.T) {
+	f := model.Factors{Weight: "w", K: 2, J: 2, D: 3, U: []float32{1, 2, 3, 4}, V: []float32{1, 0, 1, 0, 1, 1}}
+	w := make([]float32, 6)
+	if err := ApplyFactors(compute.NewCPU(), w, &f, -0.5); err != nil {
+		t.Fatal(err)
+	}
+	// Uᵀ·V = [[1,3],[2,4]]·[[1,0,1],[0,1,1]] = [[1,3,4],[2,4,6]].
+	want := []float32{-0.5, -1.5, -2, -1, -2, -3}
+	for i := range w {
+		if w[i] != want[i] {
+			t.Fatalf("W = %v, want %v", w, want)
+		}
+	}
+	if err := ApplyFactors(compute.NewCPU(), make([]float32, 5), &f, 1); !errors.Is(err, ErrWeights) {
+		t.Fatalf("bad shape: %v", err)
+	}
+	if !SFBCheaper(32, 128, 784) || SFBCheaper(32, 10, 784) {
+		t.Fatal("SFBCheaper")
+	}
+}
+
+func TestConsensusDistance(t *testing.T) {
+	if d := ConsensusDistance([][]float32{{1, 0}, {3, 0}}); d != 1 {
+		t.Fatalf("distance %v, want 1", d)
+	}
+	if !Finite([]float32{1, 2}) || Finite([]float32{float32(math.Inf(1))}) {
+		t.Fatal("Finite")
+	}
+}

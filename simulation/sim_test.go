@@ -1,0 +1,85 @@
+package simulation
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func csvOf(t *testing.T, c Config) (string, *Result) {
+	t.Helper()
+	res, err := Run(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteCSV(&b, res.Rows); err != nil {
+		t.Fatal(err)
+	}
+	return b.String(), res
+}
+
+// TestDeterministic: the same scenario and seed give byte-identical
+// metrics.csv, under latency, drops, churn and the wire codec; another seed
+// gives other numbers.
+func TestDeterministic(t *testing.T) {
+	for _, proto := range []string{"randomwalk", "dpsgd", "pushsum", "sfb", "adpsgd", "fedavg"} {
+		c := Config{Peers: 10, Protocol: proto, Rounds: 8, Latency: "uniform:10ms:300ms", Drop: 0.05, Churn: 0.2,
+			Codec: true, Seed: 3, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 4}
+		a, _ := csvOf(t, c)
+		b, _ := csvOf(t, c)
+		if a != b {
+			t.Fatalf("%s: two runs with seed 3 differ:\n%s\n%s", proto, a, b)
+		}
+		c.Seed = 4
+		if d, _ := csvOf(t, c); d == a {
+			t.Fatalf("%s: seeds 3 and 4 gave identical metrics", proto)
+		}
+		if strings.Count(a, "\n") != 9 || !strings.HasPrefix(a, CSVHeader) {
+			t.Fatalf("%s: metrics.csv:\n%s", proto, a)
+		}
+	}
+}
+
+// TestEveryProtocolLearns: on digits every protocol ends well above chance
+// (0.1) after a short run.
+func TestEveryProtocolLearns(t *testing.T) {
+	for _, proto := range Protocols {
+		_, res := csvOf(t, Config{Peers: 8, Protocol: proto, Rounds: 40, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8, LR: 0.5})
+		if res.FinalAccuracy < 0.7 {
+			t.Errorf("%s: final accuracy %.3f after 40 rounds", proto, res.FinalAccuracy)
+		}
+		if proto != Centralized && (res.Messages == 0 || res.Bytes == 0) {
+			t.Errorf("%s: no traffic counted", proto)
+		}
+	}
+}
+
+// TestChurnAndNetsplit: random walk keeps learning with half the peers
+// offline at any time, and a netsplit drops cross-group messages.
+func TestChurnAndNetsplit(t *testing.T) {
+	_, res := csvOf(t, Config{Peers: 20, Rounds: 60, Churn: 0.5, ChurnSession: 5 * time.Second, Seed: 2, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 20})
+	if res.FinalAccuracy < 0.8 || res.Dropped == 0 {
+		t.Fatalf("50%% churn: accuracy %.3f, %d dropped", res.FinalAccuracy, res.Dropped)
+	}
+	_, split := csvOf(t, Config{Peers: 10, Rounds: 10, Protocol: "dpsgd", Netsplits: []Netsplit{{From: 2, To: 8, Groups: 2}}, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 2})
+	if split.Dropped == 0 {
+		t.Fatal("netsplit dropped nothing")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []Config{
+		{Protocol: "gossipsub"}, {Drop: 1}, {Churn: -0.1}, {Latency: "fast"}, {Latency: "uniform:5ms"},
+		{Peers: 1}, {Netsplits: []Netsplit{{From: 3, To: 1, Groups: 2}}}, {LR: -1}, {FedAvgFraction: 2},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+	if _, err := Run(context.Background(), Config{Partition: "shards:x"}, nil); err == nil {
+		t.Error("bad partition accepted")
+	}
+}
