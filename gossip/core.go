@@ -305,11 +305,10 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := model.New(cfg.Spec)
+	layout, err := model.LayoutOf(cfg.Spec)
 	if err != nil {
 		return nil, err
 	}
-	layout := m.Layout()
 	if len(cfg.Init) != layout.Size {
 		return nil, fmt.Errorf("%w: initial parameters %d, layout %d", ErrConfig, len(cfg.Init), layout.Size)
 	}

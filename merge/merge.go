@@ -185,10 +185,11 @@ func ConsensusDistance(xs [][]float32) float64 {
 	return s / float64(len(xs))
 }
 
-// Finite reports whether every element of x is finite.
+// Finite reports whether every element of x is finite (neither NaN nor
+// ±Inf: the exponent bits are not all ones).
 func Finite(x []float32) bool {
 	for _, v := range x {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
 			return false
 		}
 	}

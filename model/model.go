@@ -61,6 +61,21 @@ func WithSeed(seed uint64) Option { return func(o *options) { o.seed = seed } }
 // WithBackend sets the compute backend (default: compute.NewCPU()).
 func WithBackend(b compute.Backend) Option { return func(o *options) { o.backend = b } }
 
+// LayoutOf returns the parameter layout of spec's model without building it.
+func LayoutOf(spec Spec) (*Layout, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	var l Layout
+	w := spec.widths()
+	for i := 0; i+1 < len(w); i++ {
+		name := fmt.Sprintf("fc%d", i+1)
+		l.add(name+".weight", w[i+1], w[i])
+		l.add(name+".bias", w[i+1])
+	}
+	return &l, nil
+}
+
 // New builds a model from spec. Weights and biases of the softmax and MLP
 // layers start uniform in ±1/√fan_in (PyTorch's nn.Linear default); the SVM
 // starts at zero, as Pegasos does.
@@ -75,15 +90,12 @@ func New(spec Spec, opts ...Option) (*Model, error) {
 	if o.backend == nil {
 		o.backend = compute.NewCPU()
 	}
-	m := &Model{spec: spec, backend: o.backend}
+	layout, _ := LayoutOf(spec)
+	m := &Model{spec: spec, backend: o.backend, layout: *layout}
 	m.spec.Hidden = append([]int(nil), spec.Hidden...)
-	w := spec.widths()
-	for l := 0; l+1 < len(w); l++ {
-		name := fmt.Sprintf("fc%d", l+1)
-		ly := layer{in: w[l], out: w[l+1], wName: name + ".weight"}
-		ly.wOff = m.layout.add(ly.wName, w[l+1], w[l])
-		ly.bOff = m.layout.add(name+".bias", w[l+1])
-		m.layers = append(m.layers, ly)
+	for l := 0; l < len(layout.Tensors); l += 2 {
+		w, b := layout.Tensors[l], layout.Tensors[l+1]
+		m.layers = append(m.layers, layer{in: w.Shape[1], out: w.Shape[0], wOff: w.Offset, bOff: b.Offset, wName: w.Name})
 	}
 	m.params = make([]float32, m.layout.Size)
 	if spec.Kind != SVM {

@@ -25,6 +25,7 @@ func commands() []command {
 	return []command{
 		{"train", "train a model centrally on one machine", runTrain},
 		{"simulate", "simulate many peers of a protocol on virtual time", runSimulate},
+		{"plot", "plot the accuracy curves of simulation runs", runPlot},
 		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},
 		{"version", "print the version", runVersion},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,10 +40,12 @@ type simSummary struct {
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("simulate", "simulate [flags]\n\nRuns many peers of a protocol in one process on virtual time and records\nmetrics.csv and summary.json in --out.", stderr)
+	fs := newFlagSet("simulate", "simulate [flags]\n\nRuns many peers of a protocol in one process on virtual time and writes\nmetrics.csv, summary.json and accuracy plots (PNG) to --out.", stderr)
 	var c simulation.Config
 	var hidden, netsplits, tokens, scenario, out, topo string
 	var jsonOut, quiet bool
+	var cpuProfile string
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	fs.StringVar(&scenario, "scenario", "", "YAML scenario file whose keys are these flags' names (flags given on the command line win)")
 	fs.IntVar(&c.Peers, "peers", 100, "number of peers")
 	fs.StringVar(&c.Protocol, "protocol", gossip.RandomWalk, "protocol: "+strings.Join(simulation.Protocols, "|"))
@@ -120,6 +124,17 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	bar := newProgressBar(stderr, !quiet)
 	start := time.Now()
 	res, err := simulation.Run(ctx, c, func(r simulation.Row) {
@@ -143,7 +158,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "final accuracy %.4f (min %.4f, max %.4f over %d peers)\n", res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.EvaluatedPeers)
 	fmt.Fprintf(stdout, "messages %d, bytes %d, dropped %d, updates %d\n", res.Messages, res.Bytes, res.Dropped, res.Updates)
 	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20)
-	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "metrics.csv"), filepath.Join(out, "summary.json"))
+	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", out)
 	return nil
 }
 
@@ -158,6 +173,16 @@ func writeSimOutputs(dir string, res *simulation.Result, sum *simSummary) error 
 	}
 	if err := f.Close(); err != nil {
 		return err
+	}
+	title := fmt.Sprintf("%s, %d peers, %s on %s (%s)", sum.Protocol, sum.Peers, sum.Model, sum.Dataset, sum.Partition)
+	for _, x := range []simulation.Axis{simulation.ByTime, simulation.ByBytes} {
+		var buf bytes.Buffer
+		if err := simulation.PlotAccuracy(&buf, title, x, []simulation.Series{{Label: sum.Protocol, Rows: res.Rows}}); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "accuracy_vs_"+string(x)+".png"), buf.Bytes(), 0o644); err != nil {
+			return err
+		}
 	}
 	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {

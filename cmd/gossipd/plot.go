@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gossipd/gossipd/simulation"
+)
+
+func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("plot", "plot [flags] LABEL=DIR ...\n\nDraws the mean test accuracy of several simulation runs (each DIR holding a\nmetrics.csv) on one PNG.", stderr)
+	out := fs.String("out", "accuracy.png", "PNG file to write")
+	x := fs.String("x", "time", "x axis: time|bytes")
+	title := fs.String("title", "", "plot title")
+	if err := fs.Parse(args); err != nil {
+		if err.Error() == "flag: help requested" {
+			return err
+		}
+		return fmt.Errorf("%w: plot: %v", errUsage, err)
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: plot: no runs given (LABEL=DIR ...)", errUsage)
+	}
+	var series []simulation.Series
+	for _, a := range fs.Args() {
+		label, dir, ok := strings.Cut(a, "=")
+		if !ok {
+			label, dir = filepath.Base(a), a
+		}
+		p := filepath.Join(dir, "metrics.csv")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rows, err := simulation.ReadCSV(bytes.NewReader(b), p)
+		if err != nil {
+			return err
+		}
+		series = append(series, simulation.Series{Label: label, Rows: rows})
+	}
+	var buf bytes.Buffer
+	if err := simulation.PlotAccuracy(&buf, *title, simulation.Axis(*x), series); err != nil {
+		return err
+	}
+	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	return nil
+}
