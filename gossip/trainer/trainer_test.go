@@ -1,0 +1,78 @@
+package trainer
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+)
+
+func setup(t *testing.T, n int) (*Trainer, *model.Model) {
+	spec := model.Spec{Kind: model.MLP, Inputs: 4, Hidden: []int{8}, Classes: 3}
+	m, err := model.New(spec, model.WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	X := make([]float32, 100*4)
+	Y := make([]int32, 100)
+	for i := range Y {
+		Y[i] = int32(i % 3)
+		for j := 0; j < 4; j++ {
+			X[i*4+j] = float32(rng.NormFloat64()) + float32(int(Y[i])*j)
+		}
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = 2 * i
+	}
+	tr, err := New(NewWorkspace(m), &Data{X: X, Y: Y, D: 4, Idx: idx}, rand.New(rand.NewPCG(5, 5)), Config{Batch: 8, LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, m
+}
+
+func TestUpdatePassAndLoss(t *testing.T) {
+	tr, m := setup(t, 30)
+	start := slices.Clone(m.Params())
+	first, err := tr.Run(&gossip.TrainRequest{ID: 1, Op: gossip.OpUpdate, Params: slices.Clone(start)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ID != 1 || first.Examples != 32 { // one pass: ⌈30/8⌉ = 4 batches of 8
+		t.Fatalf("one pass: id %d, %d examples", first.ID, first.Examples)
+	}
+	params := first.Params
+	var last *gossip.TrainResult
+	for k := 0; k < 30; k++ {
+		if last, err = tr.Run(&gossip.TrainRequest{ID: 2, Op: gossip.OpUpdate, Params: params, Steps: 3}); err != nil {
+			t.Fatal(err)
+		}
+		params = last.Params
+	}
+	if last.Examples != 24 || !(last.Loss < first.Loss) {
+		t.Fatalf("3 steps: %d examples; loss %v after training vs %v at first", last.Examples, last.Loss, first.Loss)
+	}
+}
+
+func TestGradientAndFactors(t *testing.T) {
+	tr, m := setup(t, 16)
+	p := slices.Clone(m.Params())
+	g, err := tr.Run(&gossip.TrainRequest{ID: 3, Op: gossip.OpGradient, Params: slices.Clone(p)})
+	if err != nil || len(g.Grad) != m.NumParams() || g.Examples != 8 {
+		t.Fatalf("gradient: %v, %d values, %d examples", err, len(g.Grad), g.Examples)
+	}
+	f, err := tr.Run(&gossip.TrainRequest{ID: 4, Op: gossip.OpFactors, Params: slices.Clone(p), FactorLayers: []string{"fc1.weight"}})
+	if err != nil || len(f.Factors) != 1 || f.Factors[0].Weight != "fc1.weight" || f.Factors[0].K != 8 {
+		t.Fatalf("factors: %v %+v", err, f.Factors)
+	}
+	if _, err := tr.Run(&gossip.TrainRequest{Op: gossip.OpUpdate, Params: make([]float32, 3)}); err == nil {
+		t.Fatal("wrong-size parameters accepted")
+	}
+	if _, err := New(NewWorkspace(m), &Data{D: 4}, nil, Config{}); err == nil {
+		t.Fatal("empty data accepted")
+	}
+}
