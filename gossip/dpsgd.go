@@ -92,6 +92,17 @@ func (d *dpsgd) step(n *Node, m *Message) {
 			d.future[m.Round] = map[PeerID][]float32{}
 		}
 		d.future[m.Round][m.From] = m.Params
+	case m.Round > n.round+futureRounds:
+		// This node fell behind (it was offline or partitioned): jump to the
+		// neighbour's round so that it mixes with the others again.
+		n.trace("catch-up", m.From, fmt.Sprintf("round %d → %d", n.round, m.Round), float64(m.Round-n.round))
+		n.round = m.Round
+		clear(d.future)
+		if d.active {
+			d.got = map[PeerID][]float32{m.From: m.Params}
+		} else {
+			d.future[m.Round] = map[PeerID][]float32{m.From: m.Params}
+		}
 	default:
 		n.trace("stale", m.From, fmt.Sprintf("round %d at round %d", m.Round, n.round), 0)
 	}

@@ -285,3 +285,30 @@ func TestInvalidMessagesDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestDPSGDRejoin: a peer that was down for many rounds catches up with its
+// neighbours' round when it returns and mixes with them again.
+func TestDPSGDRejoin(t *testing.T) {
+	const n = 6
+	g := gossip.Ring(n)
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol = gossip.DPSGD
+		c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
+		c.RoundTimeout = 500 * time.Millisecond
+		for k := range c.Init {
+			c.Init[k] = float32(i)
+		}
+	})
+	h.train = zeroGrad
+	h.dead[2] = true
+	h.run(20*time.Second, 100*time.Millisecond)
+	h.dead[2] = false
+	h.run(40*time.Second, 100*time.Millisecond)
+	r2, r1 := h.nodes[2].Round(), h.nodes[1].Round()
+	if r2+2 < r1 {
+		t.Fatalf("rejoined peer at round %d, its neighbour at %d", r2, r1)
+	}
+	if d := merge.ConsensusDistance(h.params()); d > 1e-3 {
+		t.Fatalf("rejoined peer did not mix back in: consensus distance %v", d)
+	}
+}

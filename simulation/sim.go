@@ -190,7 +190,6 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			s.schedule(i)
 		}
 	}
-	end := time.Duration(cfg.Rounds) * cfg.Delta
 	for r := 1; r <= cfg.Rounds; r++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -199,10 +198,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			return err
 		}
 		if r%cfg.EvalEvery == 0 || r == cfg.Rounds {
-			s.record(res, r, false)
+			s.record(res, r)
 		}
 	}
-	_ = end
 	s.final(res)
 	return nil
 }
@@ -374,7 +372,7 @@ func (s *sim) params() [][]float32 {
 	return out
 }
 
-func (s *sim) record(res *Result, round int, _ bool) {
+func (s *sim) record(res *Result, round int) {
 	xs := s.params()
 	row := s.eval.row(xs, s.eval.roundPeers, s.eval.sub)
 	row.Round = round
