@@ -111,10 +111,9 @@ func TestDPSGDConsensusRate(t *testing.T) {
 	}
 }
 
-// TestDPSGDDeadPeer: a dead neighbour delays rounds by the deadline only;
-// the others keep averaging (renormalised) and converge among themselves.
-func TestDPSGDDeadPeer(t *testing.T) {
-	const n = 6
+// ringDPSGD returns n D-PSGD peers on a ring with a 500 ms round deadline,
+// zero gradients, and node i starting at the vector of all i.
+func ringDPSGD(t *testing.T, n int) *harness {
 	g := gossip.Ring(n)
 	h := newHarness(t, n, func(i int, c *gossip.Config) {
 		c.Protocol = gossip.DPSGD
@@ -125,6 +124,13 @@ func TestDPSGDDeadPeer(t *testing.T) {
 		}
 	})
 	h.train = zeroGrad
+	return h
+}
+
+// TestDPSGDDeadPeer: a dead neighbour delays rounds by the deadline only;
+// the others keep averaging (renormalised) and converge among themselves.
+func TestDPSGDDeadPeer(t *testing.T) {
+	h := ringDPSGD(t, 6)
 	h.dead[3] = true
 	h.run(30*time.Second, 100*time.Millisecond)
 	var live [][]float32
@@ -289,17 +295,7 @@ func TestInvalidMessagesDropped(t *testing.T) {
 // TestDPSGDRejoin: a peer that was down for many rounds catches up with its
 // neighbours' round when it returns and mixes with them again.
 func TestDPSGDRejoin(t *testing.T) {
-	const n = 6
-	g := gossip.Ring(n)
-	h := newHarness(t, n, func(i int, c *gossip.Config) {
-		c.Protocol = gossip.DPSGD
-		c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
-		c.RoundTimeout = 500 * time.Millisecond
-		for k := range c.Init {
-			c.Init[k] = float32(i)
-		}
-	})
-	h.train = zeroGrad
+	h := ringDPSGD(t, 6)
 	h.dead[2] = true
 	h.run(20*time.Second, 100*time.Millisecond)
 	h.dead[2] = false

@@ -55,7 +55,7 @@ func EncodedSize(m *Message) int {
 
 // Encode serialises m.
 func Encode(m *Message) ([]byte, error) {
-	if len(m.From) > math.MaxUint16 || len(m.Factors) > math.MaxUint16 || len(m.View) > math.MaxUint16 || len(m.Params) > math.MaxUint32 {
+	if len(m.From) > math.MaxUint16 || len(m.Factors) > math.MaxUint16 || len(m.View) > math.MaxUint16 || uint64(len(m.Params)) > math.MaxUint32 {
 		return nil, fmt.Errorf("%w: message too large to encode", ErrWire)
 	}
 	b := make([]byte, 0, EncodedSize(m))

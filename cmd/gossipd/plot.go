@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +20,7 @@ func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	x := fs.String("x", "time", "x axis: time|bytes")
 	title := fs.String("title", "", "plot title")
 	if err := fs.Parse(args); err != nil {
-		if err.Error() == "flag: help requested" {
+		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return fmt.Errorf("%w: plot: %v", errUsage, err)
