@@ -71,6 +71,9 @@ type TrainRequest struct {
 	Params []float32
 	// Steps of local SGD for OpUpdate; 0 means one pass over the local data.
 	Steps int
+	// Age is the number of examples the starting model has seen (random
+	// walk); step sizes that decay with age (Pegasos) use it.
+	Age float64
 	// FactorLayers names the weight tensors to return as factors (OpFactors).
 	FactorLayers []string
 }
@@ -443,10 +446,11 @@ func (n *Node) send(m Message) {
 }
 
 // train queues a training request; the caller checks !n.training first.
-func (n *Node) train(op TrainOp, params []float32, steps int, layers []string) {
+func (n *Node) train(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
 	n.trainID++
 	n.training = true
-	n.rd.Train = &TrainRequest{ID: n.trainID, Op: op, Params: slices.Clone(params), Steps: steps, FactorLayers: layers}
+	n.rd.Train = &TrainRequest{ID: n.trainID, Op: op, Params: slices.Clone(params), Steps: steps, FactorLayers: layers, Age: n.age}
+	return n.rd.Train
 }
 
 // commit records a new model.

@@ -129,16 +129,16 @@ func (w *randomWalk) process(n *Node, m *Message) {
 	switch w.cfg.Variant {
 	case "rw":
 		w.baseAge = m.Age
-		n.train(OpUpdate, m.Params, steps, nil)
+		n.train(OpUpdate, m.Params, steps, nil).Age = w.baseAge
 	case "mu":
 		merged := make([]float32, len(n.params))
 		w.baseAge = merge.AgeWeighted(merged, n.params, n.age, m.Params, m.Age)
 		n.trace("merge", m.From, "", merge.AgeWeight(n.age, m.Age))
-		n.train(OpUpdate, merged, steps, nil)
+		n.train(OpUpdate, merged, steps, nil).Age = w.baseAge
 	case "um":
 		w.umStage = 1
 		w.baseAge = m.Age
-		n.train(OpUpdate, m.Params, steps, nil)
+		n.train(OpUpdate, m.Params, steps, nil).Age = w.baseAge
 	}
 }
 

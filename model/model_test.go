@@ -430,3 +430,19 @@ func TestOptimizers(t *testing.T) {
 		}
 	}
 }
+
+func TestVote(t *testing.T) {
+	m, _ := New(Spec{Kind: Softmax, Inputs: 1, Classes: 3})
+	// Three models that each always predict one class (through the bias).
+	sets := [][]float32{{0, 0, 0, 5, 0, 0}, {0, 0, 0, 0, 5, 0}, {0, 0, 0, 0, 5, 0}}
+	out := make([]int32, 2)
+	if err := m.Vote(out, sets, []float32{1, -1}, 2); err != nil || out[0] != 1 || out[1] != 1 {
+		t.Fatalf("majority: %v %v", out, err)
+	}
+	if err := m.Vote(out, sets[:2], []float32{1, -1}, 2); err != nil || out[0] != 0 {
+		t.Fatalf("tie goes to the lowest class: %v", out)
+	}
+	if err := m.Vote(out, [][]float32{{1}}, []float32{1, -1}, 2); err == nil {
+		t.Fatal("wrong-size vector accepted")
+	}
+}

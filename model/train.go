@@ -155,3 +155,33 @@ func argmax(v []float32) int {
 	}
 	return best
 }
+
+// Vote predicts by majority vote of several parameter vectors of m's layout
+// (the cache of models a gossip node received): each votes for its arg-max
+// class; ties go to the lowest class. It writes n predicted classes to out
+// and leaves m holding the last vector.
+func (m *Model) Vote(out []int32, sets [][]float32, x []float32, n int) error {
+	m.check(x, nil, n)
+	C := m.spec.Classes
+	votes := make([]int32, n*C)
+	probs := make([]float32, n*C)
+	for _, p := range sets {
+		if err := m.SetParams(p); err != nil {
+			return err
+		}
+		m.Predict(probs, x, n)
+		for i := 0; i < n; i++ {
+			votes[i*C+argmax(probs[i*C:(i+1)*C])]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		best := 0
+		for c := 1; c < C; c++ {
+			if votes[i*C+c] > votes[i*C+best] {
+				best = c
+			}
+		}
+		out[i] = int32(best)
+	}
+	return nil
+}

@@ -74,6 +74,10 @@ type Config struct {
 	// sessions are exponential with mean ChurnSession online.
 	Churn        float64
 	ChurnSession time.Duration
+	// ChurnTrace lists online intervals: a peer that appears in it is online
+	// only during its intervals; others are always online. It replaces
+	// Churn. ParseChurnTrace reads the file format.
+	ChurnTrace []Interval
 	// Netsplits are scheduled partitions of the network.
 	Netsplits []Netsplit
 	// Seed drives everything random.
@@ -85,6 +89,10 @@ type Config struct {
 	Staleness int
 	Fanout    int
 	SFBMode   string
+	// Voting keeps the last 10 received models at each random-walk peer and
+	// reports the accuracy of their majority vote (with the peer's own model)
+	// at the end.
+	Voting bool
 	// FedAvgFraction is the fraction C of clients per FedAvg round
 	// (default 0.1, at least one).
 	FedAvgFraction float64
@@ -99,6 +107,39 @@ type Config struct {
 	// FinalEvalPeers is how many peers are evaluated on the full test set at
 	// the end for final_accuracy (default 100; 0 after Validate means all).
 	FinalEvalPeers int
+}
+
+// Interval is a span of virtual time during which Peer is online.
+type Interval struct {
+	Peer       int
+	Start, End time.Duration
+}
+
+// ParseChurnTrace reads online intervals, one per line: "PEER START END" with
+// PEER a 0-based peer index and START, END in virtual seconds ('#' starts a
+// comment).
+func ParseChurnTrace(data []byte, name string) ([]Interval, error) {
+	var out []Interval
+	for ln, line := range strings.Split(string(data), "\n") {
+		if k := strings.IndexByte(line, '#'); k >= 0 {
+			line = line[:k]
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 3 {
+			return nil, fmt.Errorf("%w: %s: line %d: want \"PEER START END\"", ErrConfig, name, ln+1)
+		}
+		p, err1 := strconv.Atoi(f[0])
+		a, err2 := strconv.ParseFloat(f[1], 64)
+		b, err3 := strconv.ParseFloat(f[2], 64)
+		if err1 != nil || err2 != nil || err3 != nil || p < 0 || a < 0 || b < a || math.IsInf(b, 0) {
+			return nil, fmt.Errorf("%w: %s: line %d: %q is not a peer index and 0 ≤ START ≤ END seconds", ErrConfig, name, ln+1, line)
+		}
+		out = append(out, Interval{Peer: p, Start: time.Duration(a * float64(time.Second)), End: time.Duration(b * float64(time.Second))})
+	}
+	return out, nil
 }
 
 // Netsplit cuts the network into Groups groups (peer i in group i mod
@@ -179,6 +220,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: negative bandwidth or churn session", ErrConfig)
 	case c.FedAvgFraction <= 0 || c.FedAvgFraction > 1:
 		return fmt.Errorf("%w: fedavg fraction %v not in (0,1]", ErrConfig, c.FedAvgFraction)
+	}
+	for _, iv := range c.ChurnTrace {
+		if iv.Peer < 0 || iv.Peer >= c.Peers || iv.End < iv.Start || iv.Start < 0 {
+			return fmt.Errorf("%w: churn trace interval %+v for %d peers", ErrConfig, iv, c.Peers)
+		}
+	}
+	if len(c.ChurnTrace) > 0 && c.Churn > 0 {
+		return fmt.Errorf("%w: churn and a churn trace are exclusive", ErrConfig)
 	}
 	for _, s := range c.Netsplits {
 		if s.Groups < 2 || s.From < 0 || s.To < s.From {

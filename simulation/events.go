@@ -14,6 +14,8 @@ const (
 	evDeliver
 	evTrainDone
 	evChurn
+	evUp   // trace-driven: the peer comes online
+	evDown // trace-driven: the peer goes offline
 )
 
 // event is one thing that happens at a virtual time. Events at equal times

@@ -56,6 +56,9 @@ type Result struct {
 	FinalMaxAccuracy float64 `json:"final_max_accuracy"`
 	FinalLoss        float64 `json:"final_loss"`
 	EvaluatedPeers   int     `json:"evaluated_peers"`
+	// FinalVotingAccuracy is the mean accuracy of the evaluated peers'
+	// majority votes over their cached models (Config.Voting).
+	FinalVotingAccuracy float64 `json:"final_voting_accuracy,omitempty"`
 	Stats
 }
 
@@ -108,4 +111,19 @@ func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) Row {
 	r.MeanAcc /= float64(len(peers))
 	r.MeanLoss /= float64(len(peers))
 	return r
+}
+
+// voteAccuracy is the accuracy of the majority vote of sets on ds.
+func (e *evaluator) voteAccuracy(sets [][]float32, ds *dataset.Dataset) float64 {
+	pred := make([]int32, ds.N)
+	if err := e.m.Vote(pred, sets, ds.X, ds.N); err != nil {
+		panic(err) // every peer has the job's layout
+	}
+	ok := 0
+	for i, p := range pred {
+		if p == ds.Y[i] {
+			ok++
+		}
+	}
+	return float64(ok) / float64(ds.N)
 }

@@ -145,7 +145,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			ID: id, Protocol: cfg.Protocol, Spec: s.spec, Init: init,
 			Rand:  rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)),
 			Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: steps,
-			Variant: cfg.Variant, CacheSize: -1, Tokens: cfg.Tokens, Staleness: cfg.Staleness,
+			Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
 			Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
 		}
 		switch {
@@ -183,6 +183,19 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		for i, p := range s.peers {
 			p.online = s.rng.Float64() >= cfg.Churn
 			s.q.push(&event{at: s.session(p.online), kind: evChurn, peer: i})
+		}
+	}
+	if len(cfg.ChurnTrace) > 0 {
+		listed := make([]bool, cfg.Peers)
+		for _, iv := range cfg.ChurnTrace {
+			listed[iv.Peer] = true
+		}
+		for i, p := range s.peers {
+			p.online = !listed[i]
+		}
+		for _, iv := range cfg.ChurnTrace {
+			s.q.push(&event{at: iv.Start, kind: evUp, peer: iv.Peer})
+			s.q.push(&event{at: iv.End, kind: evDown, peer: iv.Peer})
 		}
 	}
 	for i, p := range s.peers {
@@ -274,6 +287,13 @@ func (s *sim) runUntil(t time.Duration) error {
 			if p.online {
 				p.node.Tick(s.now)
 			}
+		case evUp:
+			if !p.online {
+				p.online = true
+				p.node.Tick(s.now)
+			}
+		case evDown:
+			p.online = false
 		}
 		if err := s.drain(e.peer); err != nil {
 			return err
@@ -390,6 +410,15 @@ func (s *sim) record(res *Result, round int) {
 	}
 }
 
+// cacheSize turns the cores' model cache on only when voting is evaluated:
+// ten models per peer is too much memory for 10,000 peers otherwise.
+func cacheSize(voting bool) int {
+	if voting {
+		return 10
+	}
+	return -1
+}
+
 func (s *sim) final(res *Result) {
 	xs := s.params()
 	r := s.eval.row(xs, s.eval.finalPeers, s.test)
@@ -397,5 +426,13 @@ func (s *sim) final(res *Result) {
 	res.EvaluatedPeers = len(s.eval.finalPeers)
 	if math.IsNaN(res.FinalLoss) {
 		res.FinalLoss = math.Inf(1)
+	}
+	if s.cfg.Voting && s.cfg.Protocol == gossip.RandomWalk {
+		var sum float64
+		for _, i := range s.eval.finalPeers {
+			n := s.peers[i].node
+			sum += s.eval.voteAccuracy(append(n.Cache(), n.Params()), s.test)
+		}
+		res.FinalVotingAccuracy = sum / float64(len(s.eval.finalPeers))
 	}
 }

@@ -83,3 +83,36 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("bad partition accepted")
 	}
 }
+
+// TestChurnTrace: peers listed in a trace are online only in their
+// intervals; the online count in metrics.csv follows the trace.
+func TestChurnTrace(t *testing.T) {
+	trace, err := ParseChurnTrace([]byte("# peer start end\n0 0 3.5\n1 2 6\n1 8 20\n"), "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, res := csvOf(t, Config{Peers: 5, Rounds: 10, ChurnTrace: trace, Seed: 1, EvalPeers: 2, EvalExamples: 50, FinalEvalPeers: 2})
+	// Online at the end of round r (time r s): peers 2–4 always, 0 until
+	// 3.5 s, 1 in [2, 6) and [8, 20).
+	want := []int{4, 5, 5, 4, 4, 3, 3, 4, 4, 4}
+	for i, r := range res.Rows {
+		if r.Online != want[i] {
+			t.Fatalf("round %d: %d online, want %d", r.Round, r.Online, want[i])
+		}
+	}
+	for _, bad := range []string{"0 1", "x 0 1", "0 2 1", "0 -1 1"} {
+		if _, err := ParseChurnTrace([]byte(bad), "trace"); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if err := (&Config{Peers: 2, ChurnTrace: []Interval{{Peer: 5, End: 1}}}).Validate(); err == nil {
+		t.Error("interval for peer 5 of 2 accepted")
+	}
+}
+
+func TestVoting(t *testing.T) {
+	_, res := csvOf(t, Config{Peers: 20, Rounds: 30, Voting: true, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 5})
+	if res.FinalVotingAccuracy < 0.7 {
+		t.Fatalf("voting accuracy %v", res.FinalVotingAccuracy)
+	}
+}

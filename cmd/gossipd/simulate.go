@@ -44,7 +44,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var c simulation.Config
 	var hidden, netsplits, tokens, scenario, out, topo string
 	var jsonOut, quiet bool
-	var cpuProfile string
+	var cpuProfile, churnTrace string
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	fs.StringVar(&scenario, "scenario", "", "YAML scenario file whose keys are these flags' names (flags given on the command line win)")
 	fs.IntVar(&c.Peers, "peers", 100, "number of peers")
@@ -66,6 +66,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Float64Var(&c.Drop, "drop", 0, "probability that a message is lost")
 	fs.Float64Var(&c.Churn, "churn", 0, "fraction of time peers are offline (exponential sessions)")
 	fs.DurationVar(&c.ChurnSession, "churn-session", 0, "mean online session (default 10·Δ)")
+	fs.StringVar(&churnTrace, "churn-trace", "", "file of online intervals \"PEER START END\" (seconds); listed peers are online only then")
 	fs.StringVar(&netsplits, "netsplit", "", "partitions of the network: FROM-TO:GROUPS[,…] in rounds, e.g. 20-40:2")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of everything random")
 	fs.StringVar(&c.Variant, "variant", "mu", "random-walk variant: mu|rw|um")
@@ -74,6 +75,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&c.Staleness, "staleness", 0, "SFB staleness bound s (0: BSP)")
 	fs.IntVar(&c.Fanout, "fanout", 0, "SFB: peers per broadcast (0: all); pushsum: out-neighbours per step (0: one, cycling)")
 	fs.StringVar(&c.SFBMode, "sfb-mode", "auto", "SFB per-layer exchange: auto|factors|dense")
+	fs.BoolVar(&c.Voting, "voting", false, "random walk: also report the accuracy of voting over the last 10 received models")
 	fs.Float64Var(&c.FedAvgFraction, "fedavg-fraction", 0.1, "FedAvg client fraction C per round")
 	fs.BoolVar(&c.Codec, "codec", false, "send every message through the real wire codec")
 	fs.IntVar(&c.EvalEvery, "eval-every", 1, "record a metrics row every N rounds")
@@ -95,6 +97,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if c.Model == model.MLP {
 		if c.Hidden, err = model.ParseHidden(hidden); err != nil {
 			return fmt.Errorf("%w: --hidden: %v", errUsage, err)
+		}
+	}
+	if churnTrace != "" {
+		b, err := os.ReadFile(churnTrace)
+		if err != nil {
+			return err
+		}
+		if c.ChurnTrace, err = simulation.ParseChurnTrace(b, churnTrace); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 	}
 	if c.Netsplits, err = parseNetsplits(netsplits); err != nil {
@@ -156,6 +167,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "%s, %d peers, %d rounds of %s on %s (%s)\n", c.Protocol, c.Peers, c.Rounds, c.Model, c.Dataset, c.Partition)
 	fmt.Fprintf(stdout, "final accuracy %.4f (min %.4f, max %.4f over %d peers)\n", res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.EvaluatedPeers)
+	if res.FinalVotingAccuracy > 0 {
+		fmt.Fprintf(stdout, "voting accuracy %.4f (majority of the last 10 received models and the peer's own)\n", res.FinalVotingAccuracy)
+	}
 	fmt.Fprintf(stdout, "messages %d, bytes %d, dropped %d, updates %d\n", res.Messages, res.Bytes, res.Dropped, res.Updates)
 	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20)
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", out)

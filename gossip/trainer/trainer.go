@@ -7,6 +7,7 @@ package trainer
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -31,7 +32,8 @@ func (d *Data) Len() int { return len(d.Idx) }
 type Config struct {
 	// Batch is the minibatch size (default 32; capped at the data size).
 	Batch int
-	// LR is the learning rate of local SGD updates (default 0.1).
+	// LR is the learning rate of local SGD updates (default 0.1). The SVM
+	// ignores it and follows Pegasos' 1/(λ·t).
 	LR float64
 }
 
@@ -98,11 +100,18 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			steps = (t.data.Len() + t.batchSize() - 1) / t.batchSize()
 		}
 		params := t.model.Params()
+		spec := t.model.Spec()
+		// Pegasos (the SVM): η_t = 1/(λ·t), t counting minibatch steps,
+		// including those the model's age implies.
+		t0 := 1 + math.Floor(req.Age/float64(t.batchSize()))
 		var lossSum float64
 		for s := 0; s < steps; s++ {
 			k := t.nextBatch()
 			loss := t.model.Gradient(t.grad, t.xb[:k*t.data.D], t.yb[:k], k)
 			lr := float32(t.cfg.LR)
+			if spec.Kind == model.SVM {
+				lr = float32(1 / (spec.Lambda * (t0 + float64(s))))
+			}
 			for i, g := range t.grad {
 				params[i] -= lr * g
 			}

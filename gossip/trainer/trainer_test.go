@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -74,5 +75,32 @@ func TestGradientAndFactors(t *testing.T) {
 	}
 	if _, err := New(NewWorkspace(m), &Data{D: 4}, nil, Config{}); err == nil {
 		t.Fatal("empty data accepted")
+	}
+}
+
+// TestPegasosStepFollowsAge: the SVM's step is 1/(λ·t) with t from the
+// model's age, so an old model moves far less than a new one.
+func TestPegasosStepFollowsAge(t *testing.T) {
+	spec := model.Spec{Kind: model.SVM, Inputs: 2, Classes: 2, Lambda: 0.01}
+	m, _ := model.New(spec)
+	X := []float32{1, 0, 0, 1, 1, 1, -1, 0}
+	Y := []int32{0, 1, 1, 0}
+	tr, err := New(NewWorkspace(m), &Data{X: X, Y: Y, D: 2, Idx: []int{0, 1, 2, 3}}, rand.New(rand.NewPCG(1, 1)), Config{Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grad := make([]float32, m.NumParams())
+	m.Gradient(grad, X, Y, 4) // at w = 0 the gradient is the hinge part alone
+	for _, age := range []float64{0, 4000} {
+		r, err := tr.Run(&gossip.TrainRequest{ID: 1, Op: gossip.OpUpdate, Params: make([]float32, m.NumParams()), Steps: 1, Age: age})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eta := 1 / (0.01 * (1 + age/4))
+		for i, g := range grad {
+			if want := float32(-eta) * g; math.Abs(float64(r.Params[i]-want)) > 1e-3*math.Abs(float64(want))+1e-6 {
+				t.Fatalf("age %v: param %d = %v, want %v (η = %v)", age, i, r.Params[i], want, eta)
+			}
+		}
 	}
 }
