@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gossipd/gossipd/merge"
@@ -156,6 +158,13 @@ type Config struct {
 	// update), "rw" (update the received model) or "um" (update both, then
 	// merge).
 	Variant string
+	// Subsample, in (0,1), makes random walk send a random fraction of the
+	// coordinates (Hegedűs et al. 2019); receivers merge only those.
+	Subsample float64
+	// Partitions, when ≥ 2, splits the model into partitions (coordinate k in
+	// partition k mod Partitions), each with its own age, sent round-robin
+	// (random walk).
+	Partitions int
 	// CacheSize is how many received models are kept for voting prediction.
 	// Default 10; negative turns the cache off.
 	CacheSize int
@@ -260,6 +269,21 @@ func (c *Config) Validate() error {
 	if c.Staleness < 0 || c.Fanout < 0 || c.LocalSteps < 0 {
 		return fmt.Errorf("%w: negative staleness, fanout or local steps", ErrConfig)
 	}
+	if c.Subsample < 0 || c.Subsample > 1 || c.Partitions < 0 {
+		return fmt.Errorf("%w: subsample %v, partitions %d", ErrConfig, c.Subsample, c.Partitions)
+	}
+	if c.Subsample == 1 {
+		c.Subsample = 0
+	}
+	if c.Partitions == 1 {
+		c.Partitions = 0
+	}
+	if c.Subsample > 0 && c.Partitions > 0 {
+		return fmt.Errorf("%w: subsampling and partitioning are exclusive", ErrConfig)
+	}
+	if (c.Subsample > 0 || c.Partitions > 0) && c.Variant != "mu" {
+		return fmt.Errorf("%w: compression needs the mu variant (merge, then update)", ErrConfig)
+	}
 	if err := c.Tokens.validate(); err != nil {
 		return err
 	}
@@ -270,6 +294,29 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ParseCompression reads "none", "subsample:S" (0 < S < 1) or
+// "partition:P" (P ≥ 2) into Config's Subsample and Partitions.
+func ParseCompression(spec string) (subsample float64, partitions int, err error) {
+	name, arg, _ := strings.Cut(spec, ":")
+	switch name {
+	case "", "none":
+		return 0, 0, nil
+	case "subsample":
+		v, err := strconv.ParseFloat(arg, 64)
+		if err != nil || !(v > 0 && v < 1) {
+			return 0, 0, fmt.Errorf("%w: compression %q: fraction must be in (0,1)", ErrConfig, spec)
+		}
+		return v, 0, nil
+	case "partition":
+		v, err := strconv.Atoi(arg)
+		if err != nil || v < 2 {
+			return 0, 0, fmt.Errorf("%w: compression %q: partitions must be an integer ≥ 2", ErrConfig, spec)
+		}
+		return 0, v, nil
+	}
+	return 0, 0, fmt.Errorf("%w: compression %q, want none|subsample:S|partition:P", ErrConfig, spec)
 }
 
 // protocol is one learning protocol behind the Node.

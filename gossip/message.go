@@ -66,6 +66,12 @@ type Message struct {
 	// or, for KindFactors, the dense part of the update in layout order
 	// (every tensor not sent as factors).
 	Params []float32
+	// Indices, when set, lists (ascending) the coordinates a randomly
+	// subsampled model carries in Params.
+	Indices []uint32
+	// Partition is the partition a partitioned model's Params hold
+	// (coordinates Partition, Partition+P, …).
+	Partition uint32
 	// Factors holds per-layer sufficient factors (KindFactors).
 	Factors []model.Factors
 	// View is a peer-sampling view.
@@ -74,7 +80,7 @@ type Message struct {
 
 // PayloadFloats is the number of float32 values the message carries.
 func (m *Message) PayloadFloats() int {
-	n := len(m.Params)
+	n := len(m.Params) + len(m.Indices)
 	for _, f := range m.Factors {
 		n += len(f.U) + len(f.V)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
 )
 
 // mhMatrix builds the dense Metropolis–Hastings matrix of g.
@@ -306,5 +307,80 @@ func TestDPSGDRejoin(t *testing.T) {
 	}
 	if d := merge.ConsensusDistance(h.params()); d > 1e-3 {
 		t.Fatalf("rejoined peer did not mix back in: consensus distance %v", d)
+	}
+}
+
+// TestPartitionedMerge: a partition message merges only its coordinates,
+// with that partition's age, and updates that age.
+func TestPartitionedMerge(t *testing.T) {
+	h := newHarness(t, 2, func(i int, c *gossip.Config) {
+		c.Sampling, c.Partitions = "oracle", 4
+	})
+	var got []float32
+	h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+		got = append([]float32(nil), req.Params...)
+		return &gossip.TrainResult{ID: req.ID, Params: req.Params, Examples: 2}
+	}
+	nd := h.nodes[1]
+	nd.Tick(0)
+	h.drain(1)
+	// Partition 1 of 8 coordinates: 1 and 5. Local ages are 0: ω = 1.
+	nd.Step(&gossip.Message{Kind: gossip.KindModel, From: name(0), Params: []float32{4, 6}, Partition: 1, Age: 10})
+	h.drain(1)
+	want := []float32{0, 4, 0, 0, 0, 6, 0, 0}
+	for k := range want {
+		if got[k] != want[k] {
+			t.Fatalf("merged %v, want %v", got, want)
+		}
+	}
+	// Ages: partition 1 is max(0,10)+2, the others 0+2: mean 4.5.
+	if nd.Age() != 4.5 {
+		t.Fatalf("age %v, want 4.5", nd.Age())
+	}
+	for _, bad := range []gossip.Message{
+		{Kind: gossip.KindModel, From: name(0), Params: []float32{1, 2}, Partition: 4},
+		{Kind: gossip.KindModel, From: name(0), Params: []float32{1, 2, 3}, Partition: 1},
+		{Kind: gossip.KindModel, From: name(0), Params: make([]float32, 8)},
+		{Kind: gossip.KindModel, From: name(0), Params: []float32{1, 2}, Indices: []uint32{1, 5}, Partition: 1},
+	} {
+		h.traces = nil
+		nd.Step(&bad)
+		h.drain(1)
+		if len(h.traces) != 1 || h.traces[0].Event != "drop" {
+			t.Fatalf("%+v not dropped: %+v", bad, h.traces)
+		}
+	}
+}
+
+// TestSubsampledMessages: a subsampling node sends about the fraction asked
+// for, in ascending order, and rejects bad index lists.
+func TestSubsampledMessages(t *testing.T) {
+	h := newHarness(t, 2, func(i int, c *gossip.Config) {
+		c.Sampling, c.Subsample = "oracle", 0.5
+		c.Spec = model.Spec{Kind: model.Softmax, Inputs: 99, Classes: 2} // 200 parameters
+		c.Init = make([]float32, 200)
+	})
+	h.train = zeroGrad
+	for i, nd := range h.nodes {
+		nd.SetPeers([]gossip.PeerID{name(1 - i)})
+	}
+	h.run(20*time.Second, time.Second)
+	if h.sent == 0 {
+		t.Fatal("nothing sent")
+	}
+	nd := h.nodes[0]
+	for _, bad := range [][]uint32{{5, 3}, {1, 1}, {200}} {
+		h.traces = nil
+		nd.Step(&gossip.Message{Kind: gossip.KindModel, From: name(1), Params: make([]float32, len(bad)), Indices: bad})
+		h.drain(0)
+		if len(h.traces) != 1 || h.traces[0].Event != "drop" {
+			t.Fatalf("indices %v not dropped: %+v", bad, h.traces)
+		}
+	}
+	if _, _, err := gossip.ParseCompression("subsample:1.5"); err == nil {
+		t.Fatal("subsample:1.5 accepted")
+	}
+	if s, p, err := gossip.ParseCompression("partition:8"); err != nil || s != 0 || p != 8 {
+		t.Fatalf("partition:8 → %v %v %v", s, p, err)
 	}
 }

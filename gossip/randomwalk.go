@@ -3,6 +3,7 @@ package gossip
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -50,6 +51,9 @@ type randomWalk struct {
 	reactive int
 	cache    []cached
 	cacheAt  int
+	// Partitioned models: one age per partition, sent round-robin.
+	partAge  []float64
+	nextPart int
 }
 
 type cached struct {
@@ -57,7 +61,13 @@ type cached struct {
 	age    float64
 }
 
-func newRandomWalk(cfg *Config) *randomWalk { return &randomWalk{cfg: cfg} }
+func newRandomWalk(cfg *Config) *randomWalk {
+	w := &randomWalk{cfg: cfg}
+	if cfg.Partitions > 0 {
+		w.partAge = make([]float64, cfg.Partitions)
+	}
+	return w
+}
 
 func (w *randomWalk) start(n *Node) {
 	// Spread the first sends over one period so nodes do not move in step.
@@ -86,11 +96,41 @@ func (w *randomWalk) sendModel(n *Node) {
 		n.trace("idle", "", "no peer to send to", 0)
 		return
 	}
-	n.send(Message{Kind: KindModel, To: p, Params: slices.Clone(n.params), Age: n.age})
+	switch {
+	case w.cfg.Subsample > 0:
+		idx, vals := subsample(n.rng, n.params, w.cfg.Subsample)
+		n.send(Message{Kind: KindModel, To: p, Params: vals, Indices: idx, Age: n.age})
+	case w.cfg.Partitions > 0:
+		k := w.nextPart
+		w.nextPart = (k + 1) % w.cfg.Partitions
+		vals := merge.Strided(nil, n.params, k, w.cfg.Partitions)
+		n.send(Message{Kind: KindModel, To: p, Params: vals, Partition: uint32(k), Age: w.partAge[k]})
+	default:
+		n.send(Message{Kind: KindModel, To: p, Params: slices.Clone(n.params), Age: n.age})
+	}
+}
+
+// subsample draws each coordinate with probability s (geometric skips, so
+// O(s·len) work) and returns the ascending indices and their values.
+func subsample(rng *rand.Rand, x []float32, s float64) ([]uint32, []float32) {
+	idx := make([]uint32, 0, int(s*float64(len(x)))+8)
+	vals := make([]float32, 0, cap(idx))
+	logq := math.Log1p(-s)
+	for i := -1; ; {
+		i += 1 + int(math.Log(1-rng.Float64())/logq)
+		if i >= len(x) || i < 0 {
+			break
+		}
+		idx = append(idx, uint32(i))
+		vals = append(vals, x[i])
+	}
+	return idx, vals
 }
 
 func (w *randomWalk) step(n *Node, m *Message) {
-	w.remember(m)
+	if len(m.Params) == len(n.params) { // voting needs whole models
+		w.remember(m)
+	}
 	if n.training {
 		if w.pending != nil {
 			n.trace("superseded", w.pending.From, "a newer model arrived while training", 0)
@@ -132,8 +172,25 @@ func (w *randomWalk) process(n *Node, m *Message) {
 		n.train(OpUpdate, m.Params, steps, nil).Age = w.baseAge
 	case "mu":
 		merged := make([]float32, len(n.params))
-		w.baseAge = merge.AgeWeighted(merged, n.params, n.age, m.Params, m.Age)
-		n.trace("merge", m.From, "", merge.AgeWeight(n.age, m.Age))
+		var omega float64
+		switch {
+		case w.cfg.Subsample > 0:
+			copy(merged, n.params)
+			omega = merge.AgeWeight(n.age, m.Age)
+			merge.InterpolateAt(merged, m.Indices, m.Params, float32(omega))
+			w.baseAge = math.Max(n.age, m.Age)
+		case w.cfg.Partitions > 0:
+			copy(merged, n.params)
+			k := int(m.Partition)
+			omega = merge.AgeWeight(w.partAge[k], m.Age)
+			merge.InterpolateStrided(merged, k, w.cfg.Partitions, m.Params, float32(omega))
+			w.partAge[k] = math.Max(w.partAge[k], m.Age)
+			w.baseAge = n.age
+		default:
+			w.baseAge = merge.AgeWeighted(merged, n.params, n.age, m.Params, m.Age)
+			omega = merge.AgeWeight(n.age, m.Age)
+		}
+		n.trace("merge", m.From, "", omega)
 		n.train(OpUpdate, merged, steps, nil).Age = w.baseAge
 	case "um":
 		w.umStage = 1
@@ -163,6 +220,14 @@ func (w *randomWalk) trainDone(n *Node, r *TrainResult) {
 		w.umParams = nil
 	}
 	n.params, n.age = r.Params, age
+	if w.partAge != nil { // every partition saw the update's examples
+		var sum float64
+		for k := range w.partAge {
+			w.partAge[k] += float64(r.Examples)
+			sum += w.partAge[k]
+		}
+		n.age = sum / float64(len(w.partAge))
+	}
 	n.commit()
 	for ; w.reactive > 0; w.reactive-- {
 		w.sendModel(n)

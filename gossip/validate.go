@@ -52,6 +52,14 @@ func (n *Node) validate(m *Message) error {
 		return fmt.Errorf("%w: push-sum weight %v", ErrInvalid, m.Weight)
 	}
 	want := n.layout.Size
+	if m.Kind == KindModel {
+		var err error
+		if want, err = n.validateCompressed(m); err != nil {
+			return err
+		}
+	} else if len(m.Indices) > 0 || m.Partition != 0 {
+		return fmt.Errorf("%w: %s message with indices or a partition", ErrInvalid, m.Kind)
+	}
 	if m.Kind == KindFactors {
 		var err error
 		if want, err = n.validateFactors(m); err != nil {
@@ -89,6 +97,37 @@ func (n *Node) validateFactors(m *Message) (int, error) {
 	}
 	return dense, nil
 }
+
+// validateCompressed checks a model message against this job's compression
+// and returns how many values it must carry.
+func (n *Node) validateCompressed(m *Message) (int, error) {
+	size := n.layout.Size
+	switch {
+	case n.cfg.Subsample > 0:
+		if len(m.Indices) == 0 {
+			return 0, fmt.Errorf("%w: a job with subsampling received a model without indices", ErrInvalid)
+		}
+		for j, i := range m.Indices {
+			if int(i) >= size || (j > 0 && i <= m.Indices[j-1]) {
+				return 0, fmt.Errorf("%w: index %d at position %d is out of range or not ascending", ErrInvalid, i, j)
+			}
+		}
+		return len(m.Indices), nil
+	case n.cfg.Partitions > 0:
+		P := n.cfg.Partitions
+		if len(m.Indices) > 0 || int(m.Partition) >= P {
+			return 0, fmt.Errorf("%w: partition %d of %d", ErrInvalid, m.Partition, P)
+		}
+		return partitionSize(size, int(m.Partition), P), nil
+	}
+	if len(m.Indices) > 0 || m.Partition != 0 {
+		return 0, fmt.Errorf("%w: compressed model for a job without compression", ErrInvalid)
+	}
+	return size, nil
+}
+
+// partitionSize is the number of coordinates k < size with k mod P = p.
+func partitionSize(size, p, P int) int { return (size - p + P - 1) / P }
 
 // maxFactorRank bounds the minibatch size K of received factors.
 const maxFactorRank = 1 << 16

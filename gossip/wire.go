@@ -34,6 +34,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 //	magic "GSPD" | version u8 | kind u8 | round u64 | age f64 | weight f64
 //	from: u16 len + bytes
 //	params: u32 count + f32s
+//	indices: u32 count + u32s
+//	partition u32
 //	factors: u16 count + each { name: u16 len + bytes; K, J, D u32; U f32s (K·J); V f32s (K·D) }
 //	view: u16 count + each { id: u16 len + bytes; stamp i64 ns }
 //	crc32c of everything before it, u32
@@ -42,7 +44,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // EncodedSize returns the length of Encode(m) without encoding.
 func EncodedSize(m *Message) int {
-	n := 4 + 1 + 1 + 8 + 8 + 8 + 2 + len(m.From) + 4 + 4*len(m.Params) + 2
+	n := 4 + 1 + 1 + 8 + 8 + 8 + 2 + len(m.From) + 4 + 4*len(m.Params) + 4 + 4*len(m.Indices) + 4 + 2
 	for _, f := range m.Factors {
 		n += 2 + len(f.Weight) + 12 + 4*(len(f.U)+len(f.V))
 	}
@@ -55,7 +57,7 @@ func EncodedSize(m *Message) int {
 
 // Encode serialises m.
 func Encode(m *Message) ([]byte, error) {
-	if len(m.From) > math.MaxUint16 || len(m.Factors) > math.MaxUint16 || len(m.View) > math.MaxUint16 || uint64(len(m.Params)) > math.MaxUint32 {
+	if len(m.From) > math.MaxUint16 || len(m.Factors) > math.MaxUint16 || len(m.View) > math.MaxUint16 || uint64(len(m.Params)) > math.MaxUint32 || uint64(len(m.Indices)) > math.MaxUint32 {
 		return nil, fmt.Errorf("%w: message too large to encode", ErrWire)
 	}
 	b := make([]byte, 0, EncodedSize(m))
@@ -67,6 +69,11 @@ func Encode(m *Message) ([]byte, error) {
 	b = appendString(b, string(m.From))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.Params)))
 	b = appendFloats(b, m.Params)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.Indices)))
+	for _, i := range m.Indices {
+		b = binary.LittleEndian.AppendUint32(b, i)
+	}
+	b = binary.LittleEndian.AppendUint32(b, m.Partition)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(m.Factors)))
 	for _, f := range m.Factors {
 		if len(f.Weight) > math.MaxUint16 || len(f.U) != f.K*f.J || len(f.V) != f.K*f.D {
@@ -167,6 +174,22 @@ func (d *decoder) floats(n int, what string) []float32 {
 	return out
 }
 
+func (d *decoder) u32s(n int, what string) []uint32 {
+	if d.err != nil || n < 0 || n > (len(d.b)-d.off)/4 {
+		d.fail(what)
+		return nil
+	}
+	s := d.take(4*n, what)
+	if n == 0 {
+		return nil
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(s[4*i:])
+	}
+	return out
+}
+
 // Decode parses a message. It checks framing, version, checksum and sizes;
 // the core's Step checks the contents against the job.
 func Decode(b []byte, lim DecodeLimits) (*Message, error) {
@@ -201,6 +224,8 @@ func Decode(b []byte, lim DecodeLimits) (*Message, error) {
 	m.Weight = math.Float64frombits(d.u64("weight"))
 	m.From = PeerID(d.str("sender"))
 	m.Params = d.floats(d.u32("parameter count"), "parameters")
+	m.Indices = d.u32s(d.u32("index count"), "indices")
+	m.Partition = uint32(d.u32("partition"))
 	nf := d.u16("factor count")
 	for i := 0; i < nf && d.err == nil; i++ {
 		f := model.Factors{Weight: d.str("factor name")}

@@ -18,6 +18,8 @@ func sampleMessages() []gossip.Message {
 		{Kind: gossip.KindPushSum, From: "peer-b", Round: 7, Params: []float32{0.5}, Weight: 0.25},
 		{Kind: gossip.KindFactors, From: "c", Round: 3, Params: []float32{1, 2},
 			Factors: []model.Factors{{Weight: "fc1.weight", K: 2, J: 1, D: 3, U: []float32{1, 2}, V: []float32{1, 2, 3, 4, 5, 6}}}},
+		{Kind: gossip.KindModel, From: "e", Params: []float32{7, 8}, Indices: []uint32{3, 90}, Age: 1},
+		{Kind: gossip.KindModel, From: "f", Params: []float32{7, 8}, Partition: 3, Age: 2},
 		{Kind: gossip.KindViewPush, From: "d", View: []gossip.Descriptor{{ID: "x", Stamp: time.Second}, {ID: "y", Stamp: 3}}},
 	}
 }

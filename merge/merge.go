@@ -60,6 +60,37 @@ func Interpolate(dst, a, b []float32, w float32) {
 	}
 }
 
+// InterpolateAt sets dst[idx[j]] = (1−w)·dst[idx[j]] + w·vals[j]: the merge
+// of a randomly subsampled model, which carries some coordinates only.
+func InterpolateAt(dst []float32, idx []uint32, vals []float32, w float32) {
+	if len(idx) != len(vals) {
+		panic(fmt.Sprintf("merge: %d indices for %d values", len(idx), len(vals)))
+	}
+	for j, i := range idx {
+		dst[i] += w * (vals[j] - dst[i])
+	}
+}
+
+// InterpolateStrided sets dst[start+j·stride] = (1−w)·dst[…] + w·vals[j]:
+// the merge of one partition of a partitioned model (coordinate k belongs to
+// partition k mod stride).
+func InterpolateStrided(dst []float32, start, stride int, vals []float32, w float32) {
+	for j, v := range vals {
+		i := start + j*stride
+		dst[i] += w * (v - dst[i])
+	}
+}
+
+// Strided copies dst[j] = src[start+j·stride] and returns dst, sized to the
+// partition.
+func Strided(dst, src []float32, start, stride int) []float32 {
+	dst = dst[:0]
+	for i := start; i < len(src); i += stride {
+		dst = append(dst, src[i])
+	}
+	return dst
+}
+
 // Weighted sets dst = Σ_k w_k·x_k / Σ_k w_k: the weighted average,
 // renormalised over the vectors given (so a D-PSGD round that misses a
 // neighbour averages over what arrived). Weights must be non-negative with a

@@ -95,3 +95,19 @@ func TestConsensusDistance(t *testing.T) {
 		t.Fatal("Finite")
 	}
 }
+
+func TestSubsetAndStrided(t *testing.T) {
+	x := []float32{0, 10, 20, 30, 40}
+	InterpolateAt(x, []uint32{1, 4}, []float32{20, 0}, 0.5)
+	if x[1] != 15 || x[4] != 20 || x[0] != 0 {
+		t.Fatalf("InterpolateAt: %v", x)
+	}
+	y := []float32{0, 0, 0, 0, 0}
+	InterpolateStrided(y, 1, 2, []float32{4, 8}, 0.25)
+	if y[1] != 1 || y[3] != 2 || y[0] != 0 || y[2] != 0 {
+		t.Fatalf("InterpolateStrided: %v", y)
+	}
+	if s := Strided(nil, []float32{0, 1, 2, 3, 4}, 1, 2); len(s) != 2 || s[0] != 1 || s[1] != 3 {
+		t.Fatalf("Strided: %v", s)
+	}
+}

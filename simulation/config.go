@@ -89,6 +89,9 @@ type Config struct {
 	Staleness int
 	Fanout    int
 	SFBMode   string
+	// Compression of random-walk models: "none" (default), "subsample:S"
+	// or "partition:P" (see gossip.ParseCompression).
+	Compression string
 	// Voting keeps the last 10 received models at each random-walk peer and
 	// reports the accuracy of their majority vote (with the peer's own model)
 	// at the end.
@@ -233,6 +236,9 @@ func (c *Config) Validate() error {
 		if s.Groups < 2 || s.From < 0 || s.To < s.From {
 			return fmt.Errorf("%w: netsplit %+v", ErrConfig, s)
 		}
+	}
+	if _, _, err := gossip.ParseCompression(c.Compression); err != nil {
+		return err
 	}
 	if _, err := parseLatency(c.Latency); err != nil {
 		return err

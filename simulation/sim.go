@@ -134,6 +134,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		all[i] = peerName(i)
 	}
 	steps := 0
+	subsample, partitions, _ := gossip.ParseCompression(cfg.Compression)
 	s.peers = make([]*peer, cfg.Peers)
 	for i := range s.peers {
 		id := all[i]
@@ -147,6 +148,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: steps,
 			Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
 			Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
+			Subsample: subsample, Partitions: partitions,
 		}
 		switch {
 		case graph != nil && cfg.Protocol == gossip.PushSum:

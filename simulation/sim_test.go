@@ -116,3 +116,25 @@ func TestVoting(t *testing.T) {
 		t.Fatalf("voting accuracy %v", res.FinalVotingAccuracy)
 	}
 }
+
+// TestCompression: subsampling and partitioning cut the bytes sent and
+// random walk still learns.
+func TestCompression(t *testing.T) {
+	base := Config{Peers: 20, Rounds: 40, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 10, Sampling: "oracle"}
+	_, full := csvOf(t, base)
+	for _, c := range []struct {
+		spec string
+		frac float64 // expected bytes relative to full, roughly
+	}{{"subsample:0.25", 0.5}, {"partition:4", 0.25}} {
+		cfg := base
+		cfg.Compression = c.spec
+		_, res := csvOf(t, cfg)
+		ratio := float64(res.Bytes) / float64(full.Bytes)
+		if ratio > c.frac*1.3 || ratio < c.frac*0.7 {
+			t.Errorf("%s: %.2f of the full model's bytes, want about %.2f", c.spec, ratio, c.frac)
+		}
+		if res.FinalAccuracy < full.FinalAccuracy-0.1 {
+			t.Errorf("%s: accuracy %.3f, uncompressed %.3f", c.spec, res.FinalAccuracy, full.FinalAccuracy)
+		}
+	}
+}
