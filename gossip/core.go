@@ -432,10 +432,7 @@ func (n *Node) Tick(now time.Duration) {
 	if now > n.now {
 		n.now = now
 	}
-	if !n.started {
-		n.started = true
-		n.proto.start(n)
-	}
+	n.ensureStarted()
 	if n.cfg.Protocol == RandomWalk && n.cfg.Sampling == "newscast" {
 		n.view.tick(n)
 	}
@@ -449,12 +446,22 @@ func (n *Node) Step(m *Message) {
 		n.trace("drop", m.From, err.Error(), 0)
 		return
 	}
+	n.ensureStarted()
 	switch m.Kind {
 	case KindViewPush, KindViewReply:
 		n.view.step(n, m)
 		return
 	}
 	n.proto.step(n, m)
+}
+
+// ensureStarted starts the protocol at the node's first event, Tick or Step,
+// so that a message arriving before the first Tick finds it running.
+func (n *Node) ensureStarted() {
+	if !n.started {
+		n.started = true
+		n.proto.start(n)
+	}
 }
 
 // TrainDone hands the node the result of its outstanding training request.

@@ -123,7 +123,7 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 	if s.bsp() {
 		s.store(c, n.cfg.ID, u)
 	} else {
-		s.apply(n, n.cfg.ID, u)
+		s.apply(n, u)
 		s.heard[c]++
 	}
 	s.active = false
@@ -150,7 +150,7 @@ func (s *sfb) step(n *Node, m *Message) {
 	case s.bsp() && m.Round >= n.round && m.Round <= n.round+futureRounds:
 		s.store(m.Round, m.From, u)
 	case !s.bsp() && m.Round+uint64(s.cfg.Staleness)+futureRounds >= n.round:
-		s.apply(n, m.From, u)
+		s.apply(n, u)
 		s.heard[m.Round]++
 	default:
 		n.trace("stale", m.From, fmt.Sprintf("clock %d at clock %d", m.Round, n.round), 0)
@@ -207,7 +207,7 @@ func (s *sfb) advance(n *Node) {
 
 // apply adds one peer's update with step −γ/P (SSP and partial broadcast,
 // where updates are applied on arrival).
-func (s *sfb) apply(n *Node, from PeerID, u *sfbUpdate) {
+func (s *sfb) apply(n *Node, u *sfbUpdate) {
 	s.applyScaled(n, u, float32(-s.cfg.LR/float64(len(s.peers)+1)))
 }
 

@@ -14,7 +14,7 @@ import (
 
 // runSFB runs P SFB peers with real training on synthetic data for the
 // given clocks and returns every replica's parameters.
-func runSFB(t *testing.T, mode string, peers, clocks int) [][]float32 {
+func runSFB(t *testing.T, mode string, peers, clocks int, tweak func(*gossip.Config)) [][]float32 {
 	spec := model.Spec{Kind: model.MLP, Inputs: 20, Hidden: []int{16}, Classes: 4}
 	m, _ := model.New(spec, model.WithSeed(1))
 	init := append([]float32(nil), m.Params()...)
@@ -32,6 +32,9 @@ func runSFB(t *testing.T, mode string, peers, clocks int) [][]float32 {
 	var trainers []*trainer.Trainer
 	h := newHarness(t, peers, func(i int, c *gossip.Config) {
 		c.Protocol, c.Spec, c.Init, c.SFBMode, c.Batch, c.LR = gossip.SFB, spec, init, mode, 8, 0.2
+		if tweak != nil {
+			tweak(c)
+		}
 		for j := 0; j < peers; j++ {
 			if j != i {
 				c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(j), Weight: 1})
@@ -67,8 +70,8 @@ func runSFB(t *testing.T, mode string, peers, clocks int) [][]float32 {
 // sufficient factors gives the same models (to float tolerance) as
 // broadcasting the dense updates.
 func TestSFBEqualsDense(t *testing.T) {
-	fac := runSFB(t, "factors", 4, 15)
-	den := runSFB(t, "dense", 4, 15)
+	fac := runSFB(t, "factors", 4, 15, nil)
+	den := runSFB(t, "dense", 4, 15, nil)
 	if d := merge.ConsensusDistance(fac); d != 0 {
 		t.Fatalf("SFB replicas differ: consensus distance %v", d)
 	}
@@ -90,4 +93,20 @@ func TestSFBEqualsDense(t *testing.T) {
 func runInit(k int) float32 {
 	m, _ := model.New(model.Spec{Kind: model.MLP, Inputs: 20, Hidden: []int{16}, Classes: 4}, model.WithSeed(1))
 	return m.Params()[k]
+}
+
+// TestSFBStaleAndPartial: SSP (staleness 1) and random partial broadcast
+// (to 2 of 5 peers) keep every peer moving clock after clock, and replicas
+// stay close though no longer identical.
+func TestSFBStaleAndPartial(t *testing.T) {
+	for name, tweak := range map[string]func(*gossip.Config){
+		"ssp":     func(c *gossip.Config) { c.Staleness = 1 },
+		"partial": func(c *gossip.Config) { c.Fanout = 2 },
+	} {
+		xs := runSFB(t, "factors", 6, 12, tweak)
+		d := merge.ConsensusDistance(xs)
+		if !(d < 0.05) {
+			t.Errorf("%s: consensus distance %v", name, d)
+		}
+	}
 }
