@@ -384,3 +384,38 @@ func TestSubsampledMessages(t *testing.T) {
 		t.Fatalf("partition:8 → %v %v %v", s, p, err)
 	}
 }
+
+// TestTokenAccount: with the randomized token account a node never sends
+// more than one message per Δ in the long run (it earns one token per Δ and
+// every send spends one or replaces saving one), yet models keep flowing;
+// without it every node sends exactly once per Δ.
+func TestTokenAccount(t *testing.T) {
+	count := func(tokens gossip.TokenConfig) int {
+		h := newHarness(t, 10, func(i int, c *gossip.Config) {
+			c.Sampling, c.Tokens = "oracle", tokens
+		})
+		h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+			return &gossip.TrainResult{ID: req.ID, Params: req.Params, Examples: 1}
+		}
+		var all []gossip.PeerID
+		for i := range h.nodes {
+			all = append(all, name(i))
+		}
+		for _, nd := range h.nodes {
+			nd.SetPeers(all)
+		}
+		h.run(200*time.Second, 100*time.Millisecond)
+		return h.sent
+	}
+	plain := count(gossip.TokenConfig{})
+	if plain < 10*199 || plain > 10*201 {
+		t.Fatalf("proactive: %d sends by 10 nodes in 200 s, want one per node per second", plain)
+	}
+	tok := count(gossip.TokenConfig{A: 2, B: 6})
+	if tok > plain || tok < plain/2 {
+		t.Fatalf("token account: %d sends, proactive %d", tok, plain)
+	}
+	if err := (&gossip.Config{ID: "x", Spec: tinySpec, Init: make([]float32, 8), Rand: rand.New(rand.NewPCG(1, 1)), Tokens: gossip.TokenConfig{A: 3, B: 2}}).Validate(); err == nil {
+		t.Fatal("B < A accepted")
+	}
+}

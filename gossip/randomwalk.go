@@ -14,8 +14,8 @@ import (
 // 2018), randomized variant: every Δ a node sends proactively with
 // probability P(a) = clamp((a−A)/(B+1−A), 0, 1) and otherwise saves a token;
 // on a useful receive it sends ⌊U + a/A⌋ reactive messages (U uniform in
-// [0,1)), each spending a token. A = 0 turns flow control off: one proactive
-// send every Δ.
+// [0,1)), each spending a token. A = 0 is the purely proactive strategy,
+// plain gossip learning's one send every Δ.
 type TokenConfig struct {
 	A, B int
 }
