@@ -158,7 +158,8 @@ func (d *decoder) u64(what string) uint64 {
 
 func (d *decoder) str(what string) string { return string(d.take(d.u16(what), what)) }
 
-func (d *decoder) floats(n int, what string) []float32 {
+// words reads n little-endian 32-bit words, converted by conv; nil for 0.
+func words[T any](d *decoder, n int, what string, conv func(uint32) T) []T {
 	if d.err != nil || n < 0 || n > (len(d.b)-d.off)/4 {
 		d.fail(what)
 		return nil
@@ -167,27 +168,19 @@ func (d *decoder) floats(n int, what string) []float32 {
 	if n == 0 {
 		return nil
 	}
-	out := make([]float32, n)
+	out := make([]T, n)
 	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(s[4*i:]))
+		out[i] = conv(binary.LittleEndian.Uint32(s[4*i:]))
 	}
 	return out
 }
 
+func (d *decoder) floats(n int, what string) []float32 {
+	return words(d, n, what, math.Float32frombits)
+}
+
 func (d *decoder) u32s(n int, what string) []uint32 {
-	if d.err != nil || n < 0 || n > (len(d.b)-d.off)/4 {
-		d.fail(what)
-		return nil
-	}
-	s := d.take(4*n, what)
-	if n == 0 {
-		return nil
-	}
-	out := make([]uint32, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint32(s[4*i:])
-	}
-	return out
+	return words(d, n, what, func(v uint32) uint32 { return v })
 }
 
 // Decode parses a message. It checks framing, version, checksum and sizes;
