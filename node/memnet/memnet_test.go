@@ -1,0 +1,26 @@
+package memnet
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transporttest"
+)
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T, n int) []node.Transport {
+		net := New()
+		out := make([]node.Transport, n)
+		for i := range out {
+			e, err := net.Join(gossip.PeerID(fmt.Sprintf("m%d", i)), 256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			out[i] = e
+		}
+		return out
+	})
+}

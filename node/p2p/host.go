@@ -1,0 +1,358 @@
+// Package p2p is gossipd's libp2p transport: a host with TCP and QUIC,
+// Noise and TLS, yamux; a persistent identity key; bootstrap peers; mDNS
+// discovery on the LAN; peer exchange so that a cluster bootstrapped through
+// one node becomes fully reachable; and gossip frames on streams, one
+// protocol per kind of message. It is the only package that imports
+// go-libp2p.
+package p2p
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/node"
+)
+
+// Protocol IDs.
+const (
+	ProtoModel   protocol.ID = "/gossipd/model/1.0.0"
+	ProtoView    protocol.ID = "/gossipd/view/1.0.0"
+	ProtoParams  protocol.ID = "/gossipd/params/1.0.0"
+	ProtoFactors protocol.ID = "/gossipd/factors/1.0.0"
+	ProtoPEX     protocol.ID = "/gossipd/pex/1.0.0"
+)
+
+// protocolFor routes a message kind to its stream protocol.
+func protocolFor(k gossip.Kind) protocol.ID {
+	switch k {
+	case gossip.KindModel:
+		return ProtoModel
+	case gossip.KindViewPush, gossip.KindViewReply:
+		return ProtoView
+	case gossip.KindFactors:
+		return ProtoFactors
+	}
+	return ProtoParams
+}
+
+// Config configures a Host. Zero values take the documented defaults.
+type Config struct {
+	// Key is the identity; see LoadOrCreateKey.
+	Key crypto.PrivKey
+	// Listen addresses (default /ip4/0.0.0.0/tcp/4001 and
+	// /ip4/0.0.0.0/udp/4001/quic-v1).
+	Listen []string
+	// Bootstrap peers as multiaddrs with /p2p/ID.
+	Bootstrap []string
+	// MDNS turns on LAN discovery (the daemon's default is on).
+	MDNS bool
+	// ServiceName is the mDNS service tag (default "gossipd").
+	ServiceName string
+	// MaxFrame bounds received payloads (default DefaultMaxFrame).
+	MaxFrame int
+	// ReadTimeout bounds every read of a frame (default 30s).
+	ReadTimeout time.Duration
+	// PEXInterval is how often peers exchange addresses (default 5s).
+	PEXInterval time.Duration
+	// Inbound is the receive queue length (default 1024); a full queue
+	// drops frames.
+	Inbound int
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Host is a node.Transport over libp2p.
+type Host struct {
+	cfg  Config
+	h    host.Host
+	in   chan node.Inbound
+	log  *slog.Logger
+	mdns mdns.Service
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+}
+
+var _ node.Transport = (*Host)(nil)
+
+// New starts a host.
+func New(cfg Config) (*Host, error) {
+	if cfg.Key == nil {
+		return nil, errors.New("p2p: no identity key")
+	}
+	if len(cfg.Listen) == 0 {
+		cfg.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+	}
+	if cfg.ServiceName == "" {
+		cfg.ServiceName = "gossipd"
+	}
+	if cfg.MaxFrame == 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.PEXInterval == 0 {
+		cfg.PEXInterval = 5 * time.Second
+	}
+	if cfg.Inbound == 0 {
+		cfg.Inbound = 1024
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	boot := make([]peer.AddrInfo, 0, len(cfg.Bootstrap))
+	for _, s := range cfg.Bootstrap {
+		ai, err := peer.AddrInfoFromString(s)
+		if err != nil {
+			return nil, fmt.Errorf("p2p: bootstrap address %q: %w", s, err)
+		}
+		boot = append(boot, *ai)
+	}
+	h, err := libp2p.New(
+		libp2p.Identity(cfg.Key),
+		libp2p.ListenAddrStrings(cfg.Listen...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Security(libp2ptls.ID, libp2ptls.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Host{cfg: cfg, h: h, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, cancel: cancel}
+	for _, p := range []protocol.ID{ProtoModel, ProtoView, ProtoParams, ProtoFactors} {
+		h.SetStreamHandler(p, t.handleFrame)
+	}
+	h.SetStreamHandler(ProtoPEX, t.handlePEX)
+	for _, ai := range boot {
+		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.PermanentAddrTTL)
+	}
+	if cfg.MDNS {
+		t.mdns = mdns.NewMdnsService(h, cfg.ServiceName, t)
+		if err := t.mdns.Start(); err != nil {
+			t.log.Warn("mDNS discovery unavailable", "err", err)
+		}
+	}
+	t.wg.Go(func() { t.maintain(ctx, boot) })
+	return t, nil
+}
+
+// HandlePeerFound implements mdns.Notifee.
+func (t *Host) HandlePeerFound(ai peer.AddrInfo) {
+	if ai.ID == t.h.ID() {
+		return
+	}
+	t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := t.h.Connect(ctx, ai); err == nil {
+		t.log.Debug("mDNS: connected", "peer", ai.ID)
+	}
+}
+
+// maintain keeps bootstrap peers connected and exchanges peer addresses.
+func (t *Host) maintain(ctx context.Context, boot []peer.AddrInfo) {
+	tick := time.NewTicker(t.cfg.PEXInterval)
+	defer tick.Stop()
+	for {
+		for _, ai := range boot {
+			if t.h.Network().Connectedness(ai.ID) != network.Connected {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				if err := t.h.Connect(cctx, ai); err != nil {
+					t.log.Debug("bootstrap peer unreachable", "peer", ai.ID, "err", err)
+				}
+				cancel()
+			}
+		}
+		t.exchangePeers(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// ID implements node.Transport.
+func (t *Host) ID() gossip.PeerID { return gossip.PeerID(t.h.ID().String()) }
+
+// Addrs returns the host's listen addresses with its /p2p/ID, for others
+// to bootstrap from.
+func (t *Host) Addrs() []string {
+	var out []string
+	for _, a := range t.h.Addrs() {
+		out = append(out, a.Encapsulate(ma.StringCast("/p2p/"+t.h.ID().String())).String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Peers implements node.Transport: the connected peers that speak gossipd.
+func (t *Host) Peers() []gossip.PeerID {
+	var out []gossip.PeerID
+	for _, p := range t.h.Network().Peers() {
+		if protos, err := t.h.Peerstore().SupportsProtocols(p, ProtoModel); err == nil && len(protos) > 0 {
+			out = append(out, gossip.PeerID(p.String()))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Send implements node.Transport: one stream per frame.
+func (t *Host) Send(ctx context.Context, to gossip.PeerID, f node.Frame) error {
+	pid, err := peer.Decode(string(to))
+	if err != nil {
+		return fmt.Errorf("p2p: peer ID %q: %w: %v", to, node.ErrUnreachable, err)
+	}
+	s, err := t.h.NewStream(network.WithAllowLimitedConn(ctx, "gossip"), pid, protocolFor(f.Kind))
+	if err != nil {
+		return fmt.Errorf("p2p: %s: %w: %v", to, node.ErrUnreachable, err)
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(t.cfg.ReadTimeout)
+	}
+	s.SetDeadline(dl)
+	if err := WriteFrame(s, f); err != nil {
+		s.Reset()
+		return fmt.Errorf("p2p: sending to %s: %w: %v", to, node.ErrUnreachable, err)
+	}
+	// Half-close, then wait for the receiver to close its side once it has
+	// read the whole frame: EOF confirms delivery, a reset rejection.
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return fmt.Errorf("p2p: sending to %s: %w: %v", to, node.ErrUnreachable, err)
+	}
+	var one [1]byte
+	if _, err := s.Read(one[:]); !errors.Is(err, io.EOF) {
+		s.Reset()
+		return fmt.Errorf("p2p: %s did not accept the frame: %w: %v", to, node.ErrUnreachable, err)
+	}
+	s.Close()
+	return nil
+}
+
+func (t *Host) handleFrame(s network.Stream) {
+	defer s.Close()
+	s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout))
+	f, err := ReadFrame(s, t.cfg.MaxFrame)
+	if err != nil {
+		t.log.Warn("dropped a frame", "peer", s.Conn().RemotePeer(), "protocol", s.Protocol(), "err", err)
+		s.Reset()
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	select {
+	case t.in <- node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f}:
+	default:
+		t.log.Warn("inbound queue full: dropped a frame", "peer", s.Conn().RemotePeer())
+	}
+}
+
+// Inbound implements node.Transport.
+func (t *Host) Inbound() <-chan node.Inbound { return t.in }
+
+// Close implements node.Transport.
+func (t *Host) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.in)
+	t.mu.Unlock()
+	t.cancel()
+	if t.mdns != nil {
+		t.mdns.Close()
+	}
+	err := t.h.Close()
+	t.wg.Wait()
+	return err
+}
+
+// LoadOrCreateKey reads an Ed25519 identity from path, creating it (mode
+// 0600) on first use. It refuses a key file others can read.
+func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := crypto.MarshalPrivateKey(k)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			return nil, err
+		}
+		return k, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("p2p: identity key %s has mode %v; it must be readable by its owner only (chmod 600)", path, st.Mode().Perm())
+	}
+	k, err := crypto.UnmarshalPrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: identity key %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// PeerIDOf returns the peer ID of a key.
+func PeerIDOf(k crypto.PrivKey) (string, error) {
+	id, err := peer.IDFromPrivateKey(k)
+	return id.String(), err
+}
+
+// jitter returns a random duration in [0, d).
+func jitter(d time.Duration) time.Duration {
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(d)))
+	if err != nil {
+		return 0
+	}
+	return time.Duration(n.Int64())
+}

@@ -1,0 +1,148 @@
+package p2p
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transporttest"
+)
+
+func newHost(t *testing.T, boot ...string) *Host {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Key: k, Listen: []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"},
+		Bootstrap: boot, PEXInterval: 200 * time.Millisecond, ReadTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// waitFor polls cond (bounded) until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cluster starts n hosts bootstrapped through the first and waits until
+// every host is connected to every other (peer exchange).
+func cluster(t *testing.T, n int) []node.Transport {
+	first := newHost(t)
+	hosts := []*Host{first}
+	for i := 1; i < n; i++ {
+		hosts = append(hosts, newHost(t, first.Addrs()...))
+	}
+	out := make([]node.Transport, n)
+	for i, h := range hosts {
+		out[i] = h
+		waitFor(t, "full mesh", func() bool { return len(h.Peers()) == n-1 })
+	}
+	return out
+}
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T, n int) []node.Transport { return cluster(t, n) })
+}
+
+// TestPeerExchange: four hosts that only know the first learn each other.
+func TestPeerExchange(t *testing.T) {
+	trs := cluster(t, 4)
+	for _, tr := range trs {
+		others := slices.DeleteFunc(slices.Clone(trs), func(o node.Transport) bool { return o == tr })
+		for _, o := range others {
+			if !slices.Contains(tr.Peers(), o.ID()) {
+				t.Fatalf("%s does not know %s", tr.ID(), o.ID())
+			}
+		}
+	}
+}
+
+func TestFrameRoundTripAndErrors(t *testing.T) {
+	f := node.Frame{Job: node.JobID{9}, Kind: gossip.KindModel, Payload: []byte("abc")}
+	var b bytes.Buffer
+	if err := WriteFrame(&b, f); err != nil {
+		t.Fatal(err)
+	}
+	raw := b.Bytes()
+	got, err := ReadFrame(bytes.NewReader(raw), 100)
+	if err != nil || got.Job != f.Job || got.Kind != f.Kind || string(got.Payload) != "abc" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	flip := slices.Clone(raw)
+	flip[len(flip)-6] ^= 1
+	badVer := slices.Clone(raw)
+	badVer[4] = 7
+	for name, c := range map[string]struct {
+		b   []byte
+		max int
+	}{
+		"checksum": {flip, 100}, "version": {badVer, 100}, "too big": {raw, 2}, "truncated": {raw[:len(raw)-2], 100}, "empty": {nil, 100},
+	} {
+		if _, err := ReadFrame(bytes.NewReader(c.b), c.max); !errors.Is(err, ErrFrame) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func FuzzReadFrame(f *testing.F) {
+	var b bytes.Buffer
+	WriteFrame(&b, node.Frame{Kind: gossip.KindParams, Payload: []byte{1, 2, 3}})
+	f.Add(b.Bytes())
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fr, err := ReadFrame(bytes.NewReader(in), 1<<16)
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		WriteFrame(&out, fr)
+		if !bytes.Equal(out.Bytes(), in[:out.Len()]) {
+			t.Fatal("re-encoding differs")
+		}
+	})
+}
+
+func TestKeyFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sub", "identity.key")
+	k1, err := LoadOrCreateKey(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(p)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v", st.Mode().Perm())
+	}
+	k2, err := LoadOrCreateKey(p)
+	if err != nil || !k1.Equals(k2) {
+		t.Fatalf("reloaded key differs: %v", err)
+	}
+	os.Chmod(p, 0o644)
+	if _, err := LoadOrCreateKey(p); err == nil {
+		t.Fatal("world-readable key accepted")
+	}
+	os.Chmod(p, 0o600)
+	os.WriteFile(p, []byte("garbage"), 0o600)
+	if _, err := LoadOrCreateKey(p); err == nil {
+		t.Fatal("corrupt key accepted")
+	}
+	_ = context.Background
+}
