@@ -196,6 +196,9 @@ type Config struct {
 	Sampling string
 	// ViewSize is the Newscast view size. Default 20.
 	ViewSize int
+	// Resume, when set, restores a saved State (a restart from a checkpoint);
+	// Init is then ignored.
+	Resume *State
 	// Aggregator combines neighbour parameters in dpsgd. Default
 	// merge.WeightedMean.
 	Aggregator merge.Aggregator
@@ -359,6 +362,9 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Resume != nil && cfg.Init == nil {
+		cfg.Init = cfg.Resume.Params
+	}
 	if len(cfg.Init) != layout.Size {
 		return nil, fmt.Errorf("%w: initial parameters %d, layout %d", ErrConfig, len(cfg.Init), layout.Size)
 	}
@@ -375,6 +381,11 @@ func New(cfg Config) (*Node, error) {
 		n.proto = newPushSum(&n.cfg)
 	case SFB:
 		n.proto = newSFB(&n.cfg, layout)
+	}
+	if cfg.Resume != nil {
+		if err := n.restore(cfg.Resume); err != nil {
+			return nil, err
+		}
 	}
 	return n, nil
 }

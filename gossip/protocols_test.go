@@ -3,6 +3,7 @@ package gossip_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -417,5 +418,53 @@ func TestTokenAccount(t *testing.T) {
 	}
 	if err := (&gossip.Config{ID: "x", Spec: tinySpec, Init: make([]float32, 8), Rand: rand.New(rand.NewPCG(1, 1)), Tokens: gossip.TokenConfig{A: 3, B: 2}}).Validate(); err == nil {
 		t.Fatal("B < A accepted")
+	}
+}
+
+// TestSnapshotResume: a node rebuilt from its snapshot has the same model,
+// age, counters, push-sum weight and view.
+func TestSnapshotResume(t *testing.T) {
+	for _, proto := range []string{gossip.RandomWalk, gossip.PushSum} {
+		g := gossip.Exponential(4)
+		h := newHarness(t, 4, func(i int, c *gossip.Config) {
+			c.Protocol = proto
+			if proto == gossip.PushSum {
+				for _, j := range g.Out[i] {
+					c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(j), Weight: 1})
+				}
+			}
+			for k := range c.Init {
+				c.Init[k] = float32(i + k)
+			}
+		})
+		h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+			return &gossip.TrainResult{ID: req.ID, Params: req.Params, Grad: make([]float32, 8), Examples: 3}
+		}
+		for i, nd := range h.nodes {
+			nd.SetPeers([]gossip.PeerID{name((i + 1) % 4)})
+		}
+		h.run(10*time.Second, 100*time.Millisecond)
+		old := h.nodes[2]
+		st := old.Snapshot()
+		c := old.Config()
+		c.Resume, c.Init = &st, nil
+		nu, err := gossip.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nu.Age() != old.Age() || nu.Updates() != old.Updates() || nu.Round() != old.Round() ||
+			nu.PushSumWeight() != old.PushSumWeight() || !slices.Equal(nu.Params(), old.Params()) ||
+			!slices.Equal(nu.ViewMembers(), old.ViewMembers()) {
+			t.Fatalf("%s: resumed node differs from the snapshot", proto)
+		}
+		if old.Updates() == 0 {
+			t.Fatalf("%s: nothing happened before the snapshot", proto)
+		}
+		bad := st
+		bad.Params = bad.Params[:3]
+		c.Resume = &bad
+		if _, err := gossip.New(c); err == nil {
+			t.Fatalf("%s: wrong-size state accepted", proto)
+		}
 	}
 }

@@ -1,0 +1,60 @@
+package gossip
+
+import (
+	"fmt"
+	"slices"
+)
+
+// State is what a node must keep across restarts: its model and the
+// protocol's progress. The daemon checkpoints it; Config.Resume restores it.
+type State struct {
+	Params  []float32
+	Age     float64
+	Round   uint64
+	Updates uint64
+	// Weight is the push-sum weight (1 for other protocols).
+	Weight float64
+	// Tokens is the token account balance (random walk).
+	Tokens int
+	// PartitionAges are the ages of a partitioned model's partitions.
+	PartitionAges []float64
+	// View is the Newscast view.
+	View []Descriptor
+}
+
+// Snapshot returns a copy of the node's state.
+func (n *Node) Snapshot() State {
+	s := State{Params: slices.Clone(n.params), Age: n.age, Round: n.round, Updates: n.updates, Weight: 1,
+		View: slices.Clone(n.view.entries)}
+	switch p := n.proto.(type) {
+	case *pushSum:
+		s.Weight = p.w
+	case *randomWalk:
+		s.Tokens = p.tokens
+		s.PartitionAges = slices.Clone(p.partAge)
+	}
+	return s
+}
+
+// restore applies a saved state in New.
+func (n *Node) restore(s *State) error {
+	if len(s.Params) != n.layout.Size {
+		return fmt.Errorf("%w: saved state has %d parameters, the job's model %d", ErrConfig, len(s.Params), n.layout.Size)
+	}
+	if !(s.Weight > 0) {
+		return fmt.Errorf("%w: saved push-sum weight %v", ErrConfig, s.Weight)
+	}
+	n.params = slices.Clone(s.Params)
+	n.age, n.round, n.updates = s.Age, s.Round, s.Updates
+	n.view.merge(s.View)
+	switch p := n.proto.(type) {
+	case *pushSum:
+		p.w = s.Weight
+	case *randomWalk:
+		p.tokens = s.Tokens
+		if p.partAge != nil && len(s.PartitionAges) == len(p.partAge) {
+			copy(p.partAge, s.PartitionAges)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,410 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/trainer"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// Config configures a daemon. Zero values take the documented defaults.
+type Config struct {
+	// Job is the training job. Required.
+	Job JobSpec
+	// Train is the node's local training data; Test its held-out split.
+	// Both are already scaled. Required.
+	Train, Test *dataset.Dataset
+	// Transport carries frames. Required.
+	Transport Transport
+	// Addrs are shown in /status (the transport's listen addresses).
+	Addrs []string
+	// Store persists checkpoints; nil runs without persistence.
+	Store *Store
+	// CheckpointEvery is the number of model updates between checkpoints
+	// (default 10). A checkpoint is also written on shutdown.
+	CheckpointEvery int
+	// Neighbors and SelfWeight configure dpsgd, adpsgd, pushsum and sfb.
+	Neighbors  []gossip.Neighbor
+	SelfWeight float64
+	// Backend computes training (default compute.NewCPU()).
+	Backend compute.Backend
+	// EvalInterval is how often the model is evaluated on Test (default 2s).
+	EvalInterval time.Duration
+	// Senders is how many messages may be in flight at once (default 8).
+	Senders int
+	// SendTimeout bounds one send (default 10s).
+	SendTimeout time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Node is a running daemon.
+type Node struct {
+	cfg     Config
+	job     JobID
+	core    *gossip.Node
+	trainer *trainer.Trainer
+	log     *slog.Logger
+	met     *metrics
+	start   time.Time
+
+	mu     sync.Mutex // guards status
+	status Status
+
+	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
+	rejected                           sync.Map // reason → *atomic.Uint64
+	resumed                            *Checkpoint
+	lastCkptUpdates                    uint64
+}
+
+// Status is what /status reports.
+type Status struct {
+	PeerID        gossip.PeerID     `json:"peer_id"`
+	Addrs         []string          `json:"addrs"`
+	JobID         string            `json:"job_id"`
+	Protocol      string            `json:"protocol"`
+	Peers         int               `json:"peers"`
+	ModelAge      float64           `json:"model_age"`
+	Updates       uint64            `json:"updates"`
+	Round         uint64            `json:"round"`
+	Accuracy      float64           `json:"accuracy"`
+	Loss          float64           `json:"loss"`
+	MessagesIn    uint64            `json:"messages_in"`
+	MessagesOut   uint64            `json:"messages_out"`
+	BytesIn       uint64            `json:"bytes_in"`
+	BytesOut      uint64            `json:"bytes_out"`
+	Rejected      map[string]uint64 `json:"rejected"`
+	UptimeSeconds float64           `json:"uptime_seconds"`
+	Checkpoint    uint64            `json:"checkpoint_seq"`
+	ResumedFrom   uint64            `json:"resumed_from_seq"`
+}
+
+// New prepares a daemon: it validates the config, restores the latest
+// checkpoint of the job from the store, and builds the core and trainer.
+func New(cfg Config) (*Node, error) {
+	if cfg.Transport == nil || cfg.Train == nil || cfg.Test == nil {
+		return nil, errors.New("node: config needs a transport and train and test data")
+	}
+	if err := cfg.Job.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Train.D != cfg.Job.Model.Inputs || cfg.Test.D != cfg.Job.Model.Inputs {
+		return nil, fmt.Errorf("node: data has %d features, the job's model %d inputs", cfg.Train.D, cfg.Job.Model.Inputs)
+	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = 10
+	}
+	if cfg.Backend == nil {
+		cfg.Backend = compute.NewCPU()
+	}
+	if cfg.EvalInterval == 0 {
+		cfg.EvalInterval = 2 * time.Second
+	}
+	if cfg.Senders == 0 {
+		cfg.Senders = 8
+	}
+	if cfg.SendTimeout == 0 {
+		cfg.SendTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics()}
+	m, err := model.New(cfg.Job.Model, model.WithSeed(cfg.Job.InitSeed), model.WithBackend(cfg.Backend))
+	if err != nil {
+		return nil, err
+	}
+	init := append([]float32(nil), m.Params()...)
+	// Cores draw randomness from the OS per run: the daemon's peer choices
+	// need no reproducibility, and nodes must not move in lockstep.
+	seed := rand.Uint64()
+	gc := gossip.Config{
+		ID: cfg.Transport.ID(), Protocol: cfg.Job.Protocol, Spec: cfg.Job.Model, Init: init,
+		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
+		Jitter: 0.1, LR: cfg.Job.LR, Variant: cfg.Job.Variant, CacheSize: 10, Batch: cfg.Job.Batch,
+		Neighbors: cfg.Neighbors, SelfWeight: cfg.SelfWeight,
+	}
+	gc.Subsample, gc.Partitions, _ = gossip.ParseCompression(cfg.Job.Compression)
+	if cfg.Job.LocalEpochs > 1 {
+		gc.LocalSteps = cfg.Job.LocalEpochs * ((cfg.Train.N + cfg.Job.Batch - 1) / cfg.Job.Batch)
+	}
+	if cfg.Store != nil {
+		c, err := cfg.Store.Latest(n.job)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			gc.Resume, gc.Init = &c.State, nil
+			n.resumed = c
+			n.lastCkptUpdates = c.State.Updates
+			n.log.Info("resuming from checkpoint", "seq", c.Seq, "age", c.State.Age, "updates", c.State.Updates, "saved", c.Time)
+		}
+	}
+	if n.core, err = gossip.New(gc); err != nil {
+		return nil, err
+	}
+	idx := make([]int, cfg.Train.N)
+	for i := range idx {
+		idx[i] = i
+	}
+	n.trainer, err = trainer.New(trainer.NewWorkspace(m), &trainer.Data{X: cfg.Train.X, Y: cfg.Train.Y, D: cfg.Train.D, Idx: idx},
+		rand.New(rand.NewPCG(seed, 3)), trainer.Config{Batch: cfg.Job.Batch, LR: cfg.Job.LR})
+	if err != nil {
+		return nil, err
+	}
+	n.status = Status{PeerID: cfg.Transport.ID(), Addrs: cfg.Addrs, JobID: n.job.String(), Protocol: cfg.Job.Protocol, Rejected: map[string]uint64{}}
+	if n.resumed != nil {
+		n.status.ResumedFrom = n.resumed.Seq
+		n.status.Checkpoint = n.resumed.Seq
+	}
+	n.refreshStatus()
+	return n, nil
+}
+
+// JobID returns the job's ID.
+func (n *Node) JobID() JobID { return n.job }
+
+// Status returns a copy of the current status.
+func (n *Node) Status() Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.status
+	s.Rejected = map[string]uint64{}
+	n.rejected.Range(func(k, v any) bool {
+		s.Rejected[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	s.MessagesIn, s.MessagesOut = n.msgsIn.Load(), n.msgsOut.Load()
+	s.BytesIn, s.BytesOut = n.bytesIn.Load(), n.bytesOut.Load()
+	if !n.start.IsZero() {
+		s.UptimeSeconds = n.cfg.Now().Sub(n.start).Seconds()
+	}
+	return s
+}
+
+// refreshStatus copies the core's counters into the status (core goroutine).
+func (n *Node) refreshStatus() {
+	n.mu.Lock()
+	n.status.ModelAge, n.status.Updates, n.status.Round = n.core.Age(), n.core.Updates(), n.core.Round()
+	n.mu.Unlock()
+	n.met.age.Set(n.core.Age())
+	n.met.round.Set(float64(n.core.Round()))
+}
+
+func (n *Node) reject(reason string, from gossip.PeerID, err error) {
+	v, _ := n.rejected.LoadOrStore(reason, new(atomic.Uint64))
+	if v.(*atomic.Uint64).Add(1) <= 3 { // log the first few of each reason
+		n.log.Warn("rejected a message", "reason", reason, "peer", from, "err", err)
+	}
+	n.met.rejected.WithLabelValues(reason).Inc()
+}
+
+type outgoing struct {
+	to gossip.PeerID
+	f  Frame
+}
+
+// Run drives the daemon until ctx is done, then writes a final checkpoint.
+func (n *Node) Run(ctx context.Context) error {
+	n.start = n.cfg.Now()
+	var wg sync.WaitGroup
+	trainCh := make(chan *gossip.TrainRequest, 1)
+	doneCh := make(chan *gossip.TrainResult, 1)
+	sendCh := make(chan outgoing, 256)
+	evalCh := make(chan []float32, 1)
+	defer func() {
+		close(trainCh)
+		close(sendCh)
+		close(evalCh)
+		wg.Wait()
+	}()
+	wg.Go(func() { n.trainLoop(trainCh, doneCh) })
+	for i := 0; i < n.cfg.Senders; i++ {
+		wg.Go(func() { n.sendLoop(ctx, sendCh) })
+	}
+	wg.Go(func() { n.evalLoop(evalCh) })
+
+	delta := time.Duration(n.cfg.Job.DeltaMillis) * time.Millisecond
+	tick := time.NewTicker(min(max(delta/10, time.Millisecond), 50*time.Millisecond))
+	defer tick.Stop()
+	slow := time.NewTicker(time.Second)
+	defer slow.Stop()
+	lastEval := time.Time{}
+	n.log.Info("daemon running", "peer", n.cfg.Transport.ID(), "job", n.job.Short(), "protocol", n.cfg.Job.Protocol)
+	now := func() time.Duration { return n.cfg.Now().Sub(n.start) }
+	n.core.SetPeers(n.cfg.Transport.Peers())
+	for {
+		select {
+		case <-ctx.Done():
+			n.checkpoint("shutdown")
+			return nil
+		case <-tick.C:
+			n.core.Tick(now())
+		case in, ok := <-n.cfg.Transport.Inbound():
+			if !ok {
+				n.checkpoint("transport closed")
+				return errors.New("node: transport closed")
+			}
+			n.handle(in)
+		case r := <-doneCh:
+			n.core.TrainDone(r)
+		case <-slow.C:
+			peers := n.cfg.Transport.Peers()
+			n.core.SetPeers(peers)
+			n.met.peers.Set(float64(len(peers)))
+			n.mu.Lock()
+			n.status.Peers = len(peers)
+			n.mu.Unlock()
+		}
+		n.drain(trainCh, sendCh)
+		if t := n.cfg.Now(); t.Sub(lastEval) >= n.cfg.EvalInterval {
+			lastEval = t
+			select {
+			case evalCh <- append([]float32(nil), n.core.Params()...):
+			default: // still evaluating the last one
+			}
+		}
+	}
+}
+
+// handle checks an inbound frame and hands its message to the core.
+func (n *Node) handle(in Inbound) {
+	n.bytesIn.Add(uint64(len(in.Payload)))
+	n.met.bytesIn.Add(float64(len(in.Payload)))
+	if in.Job != n.job {
+		n.reject("wrong_job", in.From, fmt.Errorf("job %s, this node runs %s", in.Job.Short(), n.job.Short()))
+		return
+	}
+	m, err := gossip.Decode(in.Payload, gossip.DecodeLimits{})
+	if err != nil {
+		n.reject("undecodable", in.From, err)
+		return
+	}
+	if m.From != in.From {
+		n.reject("spoofed_sender", in.From, fmt.Errorf("message claims to be from %s", m.From))
+		return
+	}
+	if m.Kind != in.Kind {
+		n.reject("kind_mismatch", in.From, fmt.Errorf("frame says %s, message %s", in.Kind, m.Kind))
+		return
+	}
+	m.To = n.cfg.Transport.ID()
+	n.msgsIn.Add(1)
+	n.met.msgsIn.Inc()
+	n.core.Step(m)
+}
+
+// drain carries out what the core asked for.
+func (n *Node) drain(trainCh chan<- *gossip.TrainRequest, sendCh chan<- outgoing) {
+	for n.core.HasReady() {
+		rd := n.core.Ready()
+		n.core.Advance()
+		for i := range rd.Messages {
+			m := &rd.Messages[i]
+			b, err := gossip.Encode(m)
+			if err != nil {
+				n.log.Error("cannot encode a message", "err", err)
+				continue
+			}
+			select {
+			case sendCh <- outgoing{to: m.To, f: Frame{Job: n.job, Kind: m.Kind, Payload: b}}:
+			default:
+				n.met.sendErrors.Inc()
+				n.log.Debug("send queue full: dropped a message", "to", m.To)
+			}
+		}
+		for _, t := range rd.Trace {
+			if t.Event == "drop" {
+				n.reject("invalid", t.Peer, errors.New(t.Reason))
+			}
+		}
+		if rd.Train != nil {
+			trainCh <- rd.Train // the core has at most one request out
+		}
+		if rd.Commit != nil {
+			n.met.updates.Inc()
+			if rd.Commit.Updates-n.lastCkptUpdates >= uint64(n.cfg.CheckpointEvery) {
+				n.checkpoint("periodic")
+			}
+		}
+	}
+	n.refreshStatus()
+}
+
+func (n *Node) checkpoint(why string) {
+	if n.cfg.Store == nil {
+		return
+	}
+	c := &Checkpoint{Time: n.cfg.Now(), Job: n.job, State: n.core.Snapshot()}
+	if err := n.cfg.Store.Save(c); err != nil {
+		n.log.Error("checkpoint failed", "err", err)
+		return
+	}
+	n.lastCkptUpdates = c.State.Updates
+	n.met.ckpts.Inc()
+	n.mu.Lock()
+	n.status.Checkpoint = c.Seq
+	n.mu.Unlock()
+	n.log.Debug("checkpoint", "seq", c.Seq, "why", why, "age", c.State.Age)
+}
+
+func (n *Node) trainLoop(in <-chan *gossip.TrainRequest, out chan<- *gossip.TrainResult) {
+	for req := range in {
+		r, err := n.trainer.Run(req)
+		if err != nil {
+			n.log.Error("training failed", "err", err)
+			r = &gossip.TrainResult{ID: req.ID}
+		}
+		out <- r
+	}
+}
+
+func (n *Node) sendLoop(ctx context.Context, in <-chan outgoing) {
+	for o := range in {
+		sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
+		err := n.cfg.Transport.Send(sctx, o.to, o.f)
+		cancel()
+		if err != nil {
+			n.met.sendErrors.Inc()
+			n.log.Debug("send failed", "to", o.to, "err", err)
+			continue
+		}
+		n.msgsOut.Add(1)
+		n.bytesOut.Add(uint64(len(o.f.Payload)))
+		n.met.msgsOut.Inc()
+		n.met.bytesOut.Add(float64(len(o.f.Payload)))
+	}
+}
+
+func (n *Node) evalLoop(in <-chan []float32) {
+	m, err := model.New(n.cfg.Job.Model, model.WithBackend(compute.NewCPU(compute.WithThreads(1))))
+	if err != nil {
+		return
+	}
+	for p := range in {
+		if err := m.SetParams(p); err != nil {
+			continue
+		}
+		met := m.Evaluate(n.cfg.Test.X, n.cfg.Test.Y, n.cfg.Test.N)
+		n.mu.Lock()
+		n.status.Accuracy, n.status.Loss = met.Accuracy, met.Loss
+		n.mu.Unlock()
+		n.met.accuracy.Set(met.Accuracy)
+		n.met.loss.Set(met.Loss)
+	}
+}

@@ -1,0 +1,184 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/memnet"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// shards returns n IID shards of digits' training split and its test split,
+// scaled.
+func shards(t *testing.T, n int) ([]*dataset.Dataset, *dataset.Dataset) {
+	tr, te, err := dataset.Open("digits", dataset.OpenOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := dataset.FitScaler("global", tr)
+	sc.Transform(tr)
+	sc.Transform(te)
+	parts, err := dataset.IID{}.Partition(tr, n, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*dataset.Dataset, n)
+	for i, p := range parts {
+		out[i] = tr.Subset(p)
+	}
+	return out, te
+}
+
+func job() node.JobSpec {
+	return node.JobSpec{Name: "test", Model: model.Spec{Kind: model.Softmax, Inputs: 64, Classes: 10}, DeltaMillis: 20, LR: 0.5}
+}
+
+// waitFor polls cond until it holds or the bounded wait ends.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type running struct {
+	nodes  []*node.Node
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (r *running) stop() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+func start(t *testing.T, net *memnet.Network, n int, mk func(i int, c *node.Config)) *running {
+	parts, test := shards(t, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel}
+	for i := 0; i < n; i++ {
+		ep, err := net.Join(gossip.PeerID(fmt.Sprintf("d%03d", i)), 1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := node.Config{Job: job(), Train: parts[i], Test: test, Transport: ep, Logger: quiet(), EvalInterval: 100 * time.Millisecond}
+		if mk != nil {
+			mk(i, &c)
+		}
+		nd, err := node.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.nodes = append(r.nodes, nd)
+		r.wg.Go(func() {
+			if err := nd.Run(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// TestClusterConverges: five daemons on memnet, random walk over their
+// digits shards, all reach 0.9 test accuracy.
+func TestClusterConverges(t *testing.T) {
+	r := start(t, memnet.New(), 5, nil)
+	waitFor(t, "every daemon at ≥ 0.9 accuracy", 60*time.Second, func() bool {
+		for _, nd := range r.nodes {
+			if nd.Status().Accuracy < 0.9 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, nd := range r.nodes {
+		s := nd.Status()
+		if s.MessagesIn == 0 || s.MessagesOut == 0 || s.Updates == 0 || s.ModelAge == 0 {
+			t.Fatalf("%s: %+v", s.PeerID, s)
+		}
+	}
+}
+
+// TestHostileInput: wrong-job, undecodable, spoofed and NaN frames are
+// counted as rejects, and the daemons keep learning.
+func TestHostileInput(t *testing.T) {
+	net := memnet.New()
+	r := start(t, net, 3, nil)
+	evil, _ := net.Join("evil", 16)
+	id := r.nodes[0].JobID()
+	good, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: make([]float32, 650), Age: 1})
+	spoof, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "d001", Params: make([]float32, 650), Age: 1})
+	nanP := make([]float32, 650)
+	nanP[7] = float32(math.NaN())
+	nan, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: nanP, Age: 1})
+	ctx := context.Background()
+	for k := 0; k < 5; k++ {
+		evil.Send(ctx, "d000", node.Frame{Job: node.JobID{0xBA, 0xD}, Kind: gossip.KindModel, Payload: good})
+		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: []byte("garbage")})
+		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: spoof})
+		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: nan})
+	}
+	waitFor(t, "rejects counted", 20*time.Second, func() bool {
+		rej := r.nodes[0].Status().Rejected
+		return rej["wrong_job"] == 5 && rej["undecodable"] == 5 && rej["spoofed_sender"] == 5 && rej["invalid"] == 5
+	})
+	waitFor(t, "learning despite the attacker", 60*time.Second, func() bool { return r.nodes[0].Status().Accuracy >= 0.85 })
+}
+
+// TestResumeFromCheckpoint: a daemon stopped and started again on its store
+// resumes with at least its last checkpoint's age.
+func TestResumeFromCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	net := memnet.New()
+	var store *node.Store
+	r := start(t, net, 3, func(i int, c *node.Config) {
+		if i == 0 {
+			var err error
+			if store, err = node.OpenStore(dir, 2, quiet()); err != nil {
+				t.Fatal(err)
+			}
+			c.Store, c.CheckpointEvery = store, 5
+		}
+	})
+	waitFor(t, "a few checkpoints", 30*time.Second, func() bool { return r.nodes[0].Status().Checkpoint >= 3 })
+	r.stop()
+	final := r.nodes[0].Status()
+	store.Close()
+	store, err := node.OpenStore(dir, 2, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	parts, test := shards(t, 3)
+	ep, _ := memnet.New().Join("d000", 16)
+	nd, err := node.New(node.Config{Job: job(), Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := nd.Status()
+	if s.ResumedFrom != final.Checkpoint || s.ModelAge < final.ModelAge || s.Updates != final.Updates {
+		t.Fatalf("resumed %+v; before the stop: checkpoint %d, age %v, updates %d", s, final.Checkpoint, final.ModelAge, final.Updates)
+	}
+	other := job()
+	other.LR = 0.3
+	nd2, err := node.New(node.Config{Job: other, Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
+	if err != nil || nd2.Status().ResumedFrom != 0 {
+		t.Fatal("a checkpoint of another job was resumed")
+	}
+}

@@ -1,0 +1,86 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+)
+
+func TestStoreKeepsLastAndResumes(t *testing.T) {
+	dir := t.TempDir()
+	job := JobID{1}
+	s, err := OpenStore(dir, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Latest(job); err != nil || c != nil {
+		t.Fatalf("empty store: %v %v", c, err)
+	}
+	for i := 1; i <= 5; i++ {
+		c := &Checkpoint{Time: time.Unix(int64(i), 0), Job: job, State: gossip.State{Params: []float32{float32(i)}, Age: float64(10 * i), Weight: 1}}
+		if err := s.Save(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := s.Count(); n != 2 {
+		t.Fatalf("%d checkpoints kept, want 2", n)
+	}
+	s.Close()
+	// Reopen: the sequence continues and the latest is the fifth.
+	s, err = OpenStore(dir, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.Latest(job)
+	if err != nil || c == nil || c.Seq != 5 || c.State.Age != 50 || c.State.Params[0] != 5 {
+		t.Fatalf("latest after reopen: %+v %v", c, err)
+	}
+	if c, _ := s.Latest(JobID{2}); c != nil {
+		t.Fatal("another job's checkpoint returned")
+	}
+	if err := s.Save(&Checkpoint{Job: job, State: gossip.State{Weight: 1}}); err != nil || func() uint64 { c, _ := s.Latest(job); return c.Seq }() != 6 {
+		t.Fatalf("sequence did not continue: %v", err)
+	}
+}
+
+func TestCheckpointCodecRejectsCorruption(t *testing.T) {
+	b, err := encode(&Checkpoint{Seq: 3, Job: JobID{7}, State: gossip.State{Params: []float32{1, 2}, Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := decode(b); err != nil || c.Seq != 3 {
+		t.Fatalf("%v %v", c, err)
+	}
+	b[len(b)/2] ^= 0xff
+	if _, err := decode(b); err == nil {
+		t.Fatal("corrupt checkpoint decoded")
+	}
+	if _, err := decode(nil); err == nil {
+		t.Fatal("empty checkpoint decoded")
+	}
+}
+
+func TestJobID(t *testing.T) {
+	a := JobSpec{Model: testSpec()}
+	b := a
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b.Validate()
+	if a.ID() != b.ID() {
+		t.Fatal("equal specs, different IDs")
+	}
+	b.LR = 0.2
+	if a.ID() == b.ID() {
+		t.Fatal("different specs, same ID")
+	}
+	if len(a.ID().String()) != 64 || len(a.ID().Short()) != 12 {
+		t.Fatal("ID formatting")
+	}
+	bad := JobSpec{Model: testSpec(), Protocol: "flood"}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("unknown protocol accepted")
+	}
+}
