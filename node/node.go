@@ -88,6 +88,7 @@ type Status struct {
 	Rejected      map[string]uint64 `json:"rejected"`
 	UptimeSeconds float64           `json:"uptime_seconds"`
 	Checkpoint    uint64            `json:"checkpoint_seq"`
+	CheckpointAge float64           `json:"checkpoint_age"`
 	ResumedFrom   uint64            `json:"resumed_from_seq"`
 }
 
@@ -171,6 +172,7 @@ func New(cfg Config) (*Node, error) {
 	if n.resumed != nil {
 		n.status.ResumedFrom = n.resumed.Seq
 		n.status.Checkpoint = n.resumed.Seq
+		n.status.CheckpointAge = n.resumed.State.Age
 	}
 	n.refreshStatus()
 	return n, nil
@@ -358,7 +360,7 @@ func (n *Node) checkpoint(why string) {
 	n.lastCkptUpdates = c.State.Updates
 	n.met.ckpts.Inc()
 	n.mu.Lock()
-	n.status.Checkpoint = c.Seq
+	n.status.Checkpoint, n.status.CheckpointAge = c.Seq, c.State.Age
 	n.mu.Unlock()
 	n.log.Debug("checkpoint", "seq", c.Seq, "why", why, "age", c.State.Age)
 }

@@ -26,6 +26,10 @@ func commands() []command {
 		{"train", "train a model centrally on one machine", runTrain},
 		{"simulate", "simulate many peers of a protocol on virtual time", runSimulate},
 		{"plot", "plot the accuracy curves of simulation runs", runPlot},
+		{"run", "run the daemon: train and gossip with peers over libp2p", runRun},
+		{"status", "print a running daemon's status", runStatus},
+		{"init", "write a commented default config file", runInit},
+		{"keygen", "create an identity key and print its peer ID", runKeygen},
 		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},
 		{"version", "print the version", runVersion},
 	}

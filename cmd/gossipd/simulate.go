@@ -4,19 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
@@ -89,10 +85,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if scenario != "" {
-		if err := applyScenario(fs, scenario); err != nil {
-			return err
-		}
+	if err := applySettings(fs, scenario, ""); err != nil {
+		return err
 	}
 	var err error
 	if c.Model == model.MLP {
@@ -204,50 +198,6 @@ func writeSimOutputs(dir string, res *simulation.Result, sum *simSummary) error 
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
-}
-
-// applyScenario sets every flag named in the YAML file that was not given on
-// the command line.
-func applyScenario(fs *flag.FlagSet, path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("scenario: %w", err)
-	}
-	var kv map[string]any
-	if err := yaml.Unmarshal(b, &kv); err != nil {
-		return fmt.Errorf("%w: scenario %s: %v", errUsage, path, err)
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	keys := make([]string, 0, len(kv))
-	for k := range kv {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if k == "scenario" || k == "json" || given[k] {
-			continue
-		}
-		if fs.Lookup(k) == nil {
-			return fmt.Errorf("%w: scenario %s: unknown key %q", errUsage, path, k)
-		}
-		v := kv[k]
-		var s string
-		switch x := v.(type) {
-		case []any:
-			parts := make([]string, len(x))
-			for i, e := range x {
-				parts[i] = fmt.Sprint(e)
-			}
-			s = strings.Join(parts, ",")
-		default:
-			s = fmt.Sprint(x)
-		}
-		if err := fs.Set(k, s); err != nil {
-			return fmt.Errorf("%w: scenario %s: %s: %v", errUsage, path, k, err)
-		}
-	}
-	return nil
 }
 
 func parseNetsplits(spec string) ([]simulation.Netsplit, error) {

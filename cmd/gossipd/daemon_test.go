@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary builds gossipd into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gossipd")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type daemon struct {
+	args []string
+	api  string
+	cmd  *exec.Cmd
+	log  string
+}
+
+func (d *daemon) start(t *testing.T, bin string) {
+	t.Helper()
+	f, err := os.OpenFile(d.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = exec.Command(bin, d.args...)
+	d.cmd.Stdout, d.cmd.Stderr = f, f
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+type status struct {
+	PeerID      string   `json:"peer_id"`
+	Addrs       []string `json:"addrs"`
+	Peers       int      `json:"peers"`
+	Accuracy    float64  `json:"accuracy"`
+	ModelAge    float64  `json:"model_age"`
+	MessagesIn  uint64   `json:"messages_in"`
+	Checkpoint  uint64   `json:"checkpoint_seq"`
+	CkptAge     float64  `json:"checkpoint_age"`
+	ResumedFrom uint64   `json:"resumed_from_seq"`
+}
+
+func (d *daemon) status() (status, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + d.api + "/status")
+	if err != nil {
+		return status{}, err
+	}
+	defer resp.Body.Close()
+	var s status
+	err = json.NewDecoder(resp.Body).Decode(&s)
+	return s, err
+}
+
+// poll waits (bounded) until cond holds for the daemon's status.
+func poll(t *testing.T, d *daemon, what string, limit time.Duration, cond func(status) bool) status {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		s, err := d.status()
+		if err == nil && cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(d.log)
+			t.Fatalf("%s: timed out after %v waiting for %s (last status %+v, err %v)\nlog tail:\n%s", d.api, limit, what, s, err, tail(string(log), 2000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// TestDaemonCluster starts five real `gossipd run` processes on 127.0.0.1,
+// each on its own shard of digits with random walk; all reach 0.90
+// accuracy. One is killed with SIGKILL and restarted on its store: it resumes
+// from its last checkpoint (model age at least that checkpoint's) and
+// rejoins. SIGINT then stops every daemon cleanly.
+func TestDaemonCluster(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	const n = 5
+	key0 := filepath.Join(dir, "n0", "identity.key")
+	out, err := exec.Command(bin, "keygen", "--out", key0).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id0 := strings.TrimSpace(string(out))
+	ds := make([]*daemon, n)
+	var boot string
+	for i := range ds {
+		p := freePort(t)
+		listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p)
+		if i == 0 {
+			boot = listen + "/p2p/" + id0
+		}
+		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", freePort(t)), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
+		ds[i].args = []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", listen, "--api", ds[i].api,
+			"--shard", fmt.Sprintf("%d/%d", i, n), "--delta", "100ms", "--lr", "0.5", "--mdns=false", "--log-format", "json",
+			"--checkpoint-every", "5"}
+		if i > 0 {
+			ds[i].args = append(ds[i].args, "--bootstrap", boot)
+		}
+		ds[i].start(t, bin)
+	}
+	t.Cleanup(func() {
+		for _, d := range ds {
+			if d.cmd.ProcessState == nil {
+				d.cmd.Process.Kill()
+				d.cmd.Wait()
+			}
+		}
+	})
+	for _, d := range ds {
+		poll(t, d, "accuracy ≥ 0.90 with all peers", 90*time.Second, func(s status) bool { return s.Accuracy >= 0.90 && s.Peers == n-1 })
+	}
+
+	victim := ds[3]
+	before := poll(t, victim, "a checkpoint", 30*time.Second, func(s status) bool { return s.Checkpoint >= 2 })
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	victim.cmd.Wait()
+	victim.start(t, bin)
+	after := poll(t, victim, "the restarted daemon's API", 30*time.Second, func(status) bool { return true })
+	if after.ResumedFrom < before.Checkpoint || after.ModelAge < before.CkptAge {
+		t.Fatalf("restart resumed from checkpoint %d with age %v; before the kill: checkpoint %d of age %v",
+			after.ResumedFrom, after.ModelAge, before.Checkpoint, before.CkptAge)
+	}
+	poll(t, victim, "rejoining (peers, messages, accuracy)", 60*time.Second, func(s status) bool {
+		return s.Peers == n-1 && s.MessagesIn > 0 && s.Accuracy >= 0.90
+	})
+
+	for _, d := range ds {
+		d.cmd.Process.Signal(os.Interrupt)
+	}
+	for i, d := range ds {
+		done := make(chan error, 1)
+		go func() { done <- d.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("daemon %d exited with %v after SIGINT", i, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("daemon %d did not stop within 20 s of SIGINT", i)
+		}
+	}
+}

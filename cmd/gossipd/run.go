@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/p2p"
+)
+
+// runFlags declares `gossipd run`'s flags (shared with `gossipd init`).
+type runFlags struct {
+	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
+	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
+	testFraction, lr                                                               float64
+	batch, localEpochs, ckptEvery, keep                                            int
+	delta                                                                          time.Duration
+	initSeed                                                                       uint64
+	mdns                                                                           bool
+}
+
+func (r *runFlags) declare(fs *flag.FlagSet) {
+	fs.StringVar(&r.config, "config", "", "YAML config file (keys are these flags' names); precedence: flags > $GOSSIPD_* > file > defaults")
+	fs.StringVar(&r.listen, "listen", "/ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1", "libp2p listen multiaddrs, comma-separated")
+	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, comma-separated")
+	fs.BoolVar(&r.mdns, "mdns", true, "discover peers on the LAN with mDNS")
+	fs.StringVar(&r.api, "api", "127.0.0.1:8080", "HTTP API address (/healthz, /status, /metrics)")
+	fs.StringVar(&r.store, "store", "gossipd-data", "directory of the checkpoint store")
+	fs.StringVar(&r.key, "key", "", "identity key file (default STORE/identity.key; created on first run, mode 0600)")
+	fs.StringVar(&r.dataset, "dataset", "digits", "local data: digits, fashion-mnist or a path")
+	fs.StringVar(&r.shard, "shard", "", "train on shard i/n of the dataset (e.g. 0/5), for demos and tests")
+	fs.StringVar(&r.labelColumn, "label-column", "", "CSV label column")
+	fs.StringVar(&r.scale, "scale", "global", "feature scaling: global|minmax|standard|none (part of the job)")
+	fs.Float64Var(&r.testFraction, "test-fraction", 0.2, "held-out fraction when the dataset has no test split")
+	fs.StringVar(&r.protocol, "protocol", gossip.RandomWalk, "protocol (run supports randomwalk so far)")
+	fs.StringVar(&r.modelKind, "model", "softmax", "model: "+strings.Join(model.Kinds, "|"))
+	fs.StringVar(&r.hidden, "hidden", "128", "MLP hidden widths (mlp only)")
+	fs.DurationVar(&r.delta, "delta", time.Second, "gossip period Δ")
+	fs.Float64Var(&r.lr, "lr", 0.1, "learning rate")
+	fs.IntVar(&r.batch, "batch", 32, "minibatch size")
+	fs.IntVar(&r.localEpochs, "local-epochs", 1, "local epochs per update")
+	fs.StringVar(&r.variant, "variant", "mu", "random-walk variant: mu|rw|um")
+	fs.StringVar(&r.compression, "compression", "none", "model compression: none|subsample:S|partition:P")
+	fs.Uint64Var(&r.initSeed, "init-seed", 1, "seed of the initial model (part of the job)")
+	fs.StringVar(&r.name, "name", "gossipd", "job name (part of the job)")
+	fs.IntVar(&r.ckptEvery, "checkpoint-every", 10, "model updates between checkpoints")
+	fs.IntVar(&r.keep, "keep", 3, "checkpoints to keep")
+	fs.StringVar(&r.logFormat, "log-format", "auto", "log format: auto (text on a terminal, else JSON)|text|json")
+	fs.StringVar(&r.logLevel, "log-level", "info", "log level: debug|info|warn|error")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q", errUsage, level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "auto":
+		if isTerminal(w) {
+			return slog.New(slog.NewTextHandler(w, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q, want auto|text|json", errUsage, format)
+}
+
+// loadShard opens the dataset, takes shard i/n of its training split (IID,
+// seeded by the job so that shards are disjoint across daemons) and scales
+// both splits.
+func loadShard(r *runFlags) (train, test *dataset.Dataset, err error) {
+	train, test, err = dataset.Open(r.dataset, dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: r.initSeed})
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.shard != "" {
+		a, b, ok := strings.Cut(r.shard, "/")
+		i, err1 := strconv.Atoi(a)
+		n, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+			return nil, nil, fmt.Errorf("%w: --shard %q, want i/n with 0 ≤ i < n", errUsage, r.shard)
+		}
+		parts, err := dataset.IID{}.Partition(train, n, r.initSeed)
+		if err != nil {
+			return nil, nil, err
+		}
+		train = train.Subset(parts[i])
+	}
+	sc, err := dataset.FitScaler(r.scale, train)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	sc.Transform(train)
+	sc.Transform(test)
+	return train, test, nil
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", "run [flags]\n\nRuns the daemon: joins peers over libp2p, trains on local data, exchanges\nmodels, checkpoints to --store and serves the API on --api.", stderr)
+	var r runFlags
+	r.declare(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := applySettings(fs, r.config, "GOSSIPD_"); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, r.logFormat, r.logLevel)
+	if err != nil {
+		return err
+	}
+	if r.protocol != gossip.RandomWalk {
+		return fmt.Errorf("%w: run supports --protocol randomwalk so far (%s runs in `gossipd simulate`)", errUsage, r.protocol)
+	}
+	train, test, err := loadShard(&r)
+	if err != nil {
+		return err
+	}
+	spec := model.Spec{Kind: r.modelKind, Inputs: train.D, Classes: train.Classes}
+	if r.modelKind == model.MLP {
+		if spec.Hidden, err = model.ParseHidden(r.hidden); err != nil {
+			return fmt.Errorf("%w: --hidden: %v", errUsage, err)
+		}
+	}
+	job := node.JobSpec{Name: r.name, Model: spec, Scale: r.scale, Protocol: r.protocol, DeltaMillis: r.delta.Milliseconds(),
+		LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Variant: r.variant, Compression: r.compression, InitSeed: r.initSeed}
+	if err := job.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	keyPath := r.key
+	if keyPath == "" {
+		keyPath = filepath.Join(r.store, "identity.key")
+	}
+	key, err := p2p.LoadOrCreateKey(keyPath)
+	if err != nil {
+		return err
+	}
+	store, err := node.OpenStore(filepath.Join(r.store, "checkpoints"), r.keep, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	host, err := p2p.New(p2p.Config{Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	d, err := node.New(node.Config{Job: job, Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store,
+		CheckpointEvery: r.ckptEvery, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", r.api)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	log.Info("gossipd started", "peer", host.ID(), "addrs", strings.Join(host.Addrs(), " "), "api", ln.Addr().String(),
+		"job", d.JobID().Short(), "train_examples", train.N, "test_examples", test.N)
+	runErr := d.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	log.Info("gossipd stopped", "updates", d.Status().Updates, "checkpoint", d.Status().Checkpoint)
+	return nil
+}
+
+func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("keygen", "keygen --out FILE\n\nCreates an identity key (mode 0600) and prints its peer ID.", stderr)
+	out := fs.String("out", "identity.key", "key file to create")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*out); err == nil {
+		return fmt.Errorf("%w: %s exists; refusing to overwrite an identity", errUsage, *out)
+	}
+	k, err := p2p.LoadOrCreateKey(*out)
+	if err != nil {
+		return err
+	}
+	id, err := p2p.PeerIDOf(k)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, id)
+	return nil
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "status [--api ADDR]\n\nPrints a running daemon's /status.", stderr)
+	api := fs.String("api", "127.0.0.1:8080", "the daemon's API address")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+*api+"/status", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("status: is a daemon running with --api %s? %w", *api, err)
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(stdout, resp.Body)
+	return err
+}
+
+func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("init", "init [--out FILE]\n\nWrites a commented default config file for `gossipd run --config FILE`.", stderr)
+	out := fs.String("out", "gossipd.yaml", "file to write ('-' for stdout)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	rf := flag.NewFlagSet("run", flag.ContinueOnError)
+	var r runFlags
+	r.declare(rf)
+	var b strings.Builder
+	b.WriteString("# gossipd run configuration. Keys are `gossipd run` flags; flags and\n# $GOSSIPD_* variables override what is set here.\n\n")
+	rf.VisitAll(func(f *flag.Flag) {
+		if f.Name == "config" {
+			return
+		}
+		fmt.Fprintf(&b, "# %s\n%s: %q\n\n", f.Usage, f.Name, f.DefValue)
+	})
+	if *out == "-" {
+		_, err := io.WriteString(stdout, b.String())
+		return err
+	}
+	if _, err := os.Stat(*out); err == nil {
+		return fmt.Errorf("%w: %s exists", errUsage, *out)
+	}
+	return os.WriteFile(*out, []byte(b.String()), 0o644)
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// applySettings fills the flags not given on the command line, first from
+// the environment (envPrefix + the flag name in upper case with '-' as '_',
+// when envPrefix is not empty), then from the YAML file at path (keys are
+// flag names). So the precedence is flags > environment > file > defaults.
+func applySettings(fs *flag.FlagSet, path, envPrefix string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if envPrefix != "" {
+		var err error
+		fs.VisitAll(func(f *flag.Flag) {
+			env := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+			if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
+				if e := fs.Set(f.Name, v); e != nil {
+					err = fmt.Errorf("%w: $%s: %v", errUsage, env, e)
+				}
+				given[f.Name] = true
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var kv map[string]any
+	if err := yaml.Unmarshal(b, &kv); err != nil {
+		return fmt.Errorf("%w: %s: %v", errUsage, path, err)
+	}
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if fs.Lookup(k) == nil {
+			return fmt.Errorf("%w: %s: unknown key %q", errUsage, path, k)
+		}
+		if given[k] || k == "config" || k == "scenario" || k == "json" {
+			continue
+		}
+		var s string
+		switch x := kv[k].(type) {
+		case []any:
+			parts := make([]string, len(x))
+			for i, e := range x {
+				parts[i] = fmt.Sprint(e)
+			}
+			s = strings.Join(parts, ",")
+		default:
+			s = fmt.Sprint(x)
+		}
+		if err := fs.Set(k, s); err != nil {
+			return fmt.Errorf("%w: %s: %s: %v", errUsage, path, k, err)
+		}
+	}
+	return nil
+}
