@@ -1,14 +1,23 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gossipd/gossipd/model"
 )
 
-// Handler serves the operator API: /healthz, /status (JSON) and /metrics
-// (Prometheus).
+// maxPredictBody bounds a /predict request.
+const maxPredictBody = 16 << 20
+
+// Handler serves the operator API: /healthz, /status (JSON), /metrics
+// (Prometheus), /model (safetensors) and /predict (JSON).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -21,5 +30,117 @@ func (n *Node) Handler() http.Handler {
 		enc.Encode(n.Status())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /model", func(w http.ResponseWriter, r *http.Request) {
+		var b bytes.Buffer
+		if err := n.WriteModel(&b); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="model.safetensors"`)
+		w.Write(b.Bytes())
+	})
+	mux.HandleFunc("POST /predict", n.servePredict)
 	return mux
+}
+
+// modelMetadata is what an exported model's safetensors metadata holds: the
+// job spec and ID, the model's age and the feature scaler.
+func (n *Node) modelMetadata(age float64) map[string]string {
+	job, _ := json.Marshal(n.cfg.Job)
+	meta := map[string]string{"format": "gossipd", "job_id": n.job.String(), "job": string(job),
+		"age": strconv.FormatFloat(age, 'g', -1, 64)}
+	if n.cfg.Scaler != nil {
+		sc, _ := json.Marshal(n.cfg.Scaler)
+		meta["scaler"] = string(sc)
+	}
+	return meta
+}
+
+// WriteModel writes the current model as safetensors with the job spec and
+// the feature scaler in its metadata.
+func (n *Node) WriteModel(w io.Writer) error {
+	l, err := model.LayoutOf(n.cfg.Job.Model)
+	if err != nil {
+		return err
+	}
+	return model.WriteSafetensors(w, l, n.Params(), n.modelMetadata(n.Status().ModelAge))
+}
+
+// PredictRequest is /predict's input: one feature vector or several, raw
+// (the daemon applies its scaler).
+type PredictRequest struct {
+	Features  []float32   `json:"features,omitempty"`
+	Instances [][]float32 `json:"instances,omitempty"`
+}
+
+// Prediction is one answer: the class and the class probabilities (decision
+// scores for the SVM).
+type Prediction struct {
+	Class         int       `json:"class"`
+	Probabilities []float32 `json:"probabilities"`
+}
+
+func (n *Node) servePredict(w http.ResponseWriter, r *http.Request) {
+	var req PredictRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPredictBody))
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "predict: body must be JSON {\"features\": [...]} or {\"instances\": [[...], ...]}: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	single := req.Features != nil
+	rows := req.Instances
+	if single {
+		rows = [][]float32{req.Features}
+	}
+	preds, err := n.Predict(rows)
+	if err != nil {
+		http.Error(w, "predict: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if single {
+		json.NewEncoder(w).Encode(preds[0])
+		return
+	}
+	json.NewEncoder(w).Encode(map[string]any{"predictions": preds})
+}
+
+// Predict classifies raw feature vectors with the current model.
+func (n *Node) Predict(rows [][]float32) ([]Prediction, error) {
+	d := n.cfg.Job.Model.Inputs
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no feature vectors")
+	}
+	x := make([]float32, 0, len(rows)*d)
+	for i, row := range rows {
+		if len(row) != d {
+			return nil, fmt.Errorf("instance %d has %d features, the model takes %d", i, len(row), d)
+		}
+		start := len(x)
+		x = append(x, row...)
+		if n.cfg.Scaler != nil {
+			n.cfg.Scaler.TransformRow(x[start:])
+		}
+	}
+	m := n.predictors.Get().(*model.Model)
+	defer n.predictors.Put(m)
+	if err := m.SetParams(n.Params()); err != nil {
+		return nil, err
+	}
+	C := n.cfg.Job.Model.Classes
+	out := make([]float32, len(rows)*C)
+	m.Predict(out, x, len(rows))
+	preds := make([]Prediction, len(rows))
+	for i := range preds {
+		p := out[i*C : (i+1)*C]
+		best := 0
+		for c := range p {
+			if p[c] > p[best] {
+				best = c
+			}
+		}
+		preds[i] = Prediction{Class: best, Probabilities: p}
+	}
+	return preds, nil
 }

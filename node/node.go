@@ -28,6 +28,9 @@ type Config struct {
 	Transport Transport
 	// Addrs are shown in /status (the transport's listen addresses).
 	Addrs []string
+	// Scaler maps raw features to the model's inputs (it was fitted on the
+	// training data); /predict applies it and /model exports it. Nil: none.
+	Scaler *dataset.Scaler
 	// Store persists checkpoints; nil runs without persistence.
 	Store *Store
 	// CheckpointEvery is the number of model updates between checkpoints
@@ -67,6 +70,10 @@ type Node struct {
 	rejected                           sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
 	lastCkptUpdates                    uint64
+	// published is a copy of the parameters as of the last update, for
+	// the API (the core itself belongs to the Run goroutine).
+	published  atomic.Pointer[[]float32]
+	predictors sync.Pool // *model.Model for /predict
 }
 
 // Status is what /status reports.
@@ -175,8 +182,22 @@ func New(cfg Config) (*Node, error) {
 		n.status.CheckpointAge = n.resumed.State.Age
 	}
 	n.refreshStatus()
+	n.publish()
+	n.predictors.New = func() any {
+		m, _ := model.New(cfg.Job.Model, model.WithBackend(compute.NewCPU(compute.WithThreads(1))))
+		return m
+	}
 	return n, nil
 }
+
+// publish makes the current parameters visible to the API.
+func (n *Node) publish() {
+	p := append([]float32(nil), n.core.Params()...)
+	n.published.Store(&p)
+}
+
+// Params returns a copy of the parameters as of the last update.
+func (n *Node) Params() []float32 { return append([]float32(nil), *n.published.Load()...) }
 
 // JobID returns the job's ID.
 func (n *Node) JobID() JobID { return n.job }
@@ -339,6 +360,7 @@ func (n *Node) drain(trainCh chan<- *gossip.TrainRequest, sendCh chan<- outgoing
 			trainCh <- rd.Train // the core has at most one request out
 		}
 		if rd.Commit != nil {
+			n.publish()
 			n.met.updates.Inc()
 			if rd.Commit.Updates-n.lastCkptUpdates >= uint64(n.cfg.CheckpointEvery) {
 				n.checkpoint("periodic")
@@ -352,7 +374,7 @@ func (n *Node) checkpoint(why string) {
 	if n.cfg.Store == nil {
 		return
 	}
-	c := &Checkpoint{Time: n.cfg.Now(), Job: n.job, State: n.core.Snapshot()}
+	c := &Checkpoint{Time: n.cfg.Now(), Job: n.job, Spec: n.cfg.Job, State: n.core.Snapshot(), Meta: n.modelMetadata(n.core.Age())}
 	if err := n.cfg.Store.Save(c); err != nil {
 		n.log.Error("checkpoint failed", "err", err)
 		return

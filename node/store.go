@@ -20,7 +20,10 @@ type Checkpoint struct {
 	Seq   uint64
 	Time  time.Time
 	Job   JobID
+	Spec  JobSpec
 	State gossip.State
+	// Meta is the metadata an exported model carries (job, scaler).
+	Meta map[string]string
 }
 
 // Store keeps the last checkpoints in a badger database. Each Save is one
@@ -137,7 +140,12 @@ func (s *Store) Save(c *Checkpoint) error {
 
 // Latest returns the newest checkpoint that decodes and belongs to job, or
 // nil if there is none. Corrupt or foreign entries are skipped and logged.
-func (s *Store) Latest(job JobID) (*Checkpoint, error) {
+func (s *Store) Latest(job JobID) (*Checkpoint, error) { return s.latest(&job) }
+
+// Newest returns the newest checkpoint that decodes, of any job.
+func (s *Store) Newest() (*Checkpoint, error) { return s.latest(nil) }
+
+func (s *Store) latest(job *JobID) (*Checkpoint, error) {
 	var out *Checkpoint
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: ckptPrefix, Reverse: true, PrefetchValues: false})
@@ -153,7 +161,7 @@ func (s *Store) Latest(job JobID) (*Checkpoint, error) {
 			switch {
 			case err != nil:
 				s.log.Warn("skipping unreadable checkpoint", "seq", seq, "err", err)
-			case c.Job != job:
+			case job != nil && c.Job != *job:
 				s.log.Warn("skipping a checkpoint of another job", "seq", seq, "job", c.Job.Short())
 			default:
 				out = c

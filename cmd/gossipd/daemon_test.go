@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gossipd/gossipd/model"
 )
 
 // buildBinary builds gossipd into a temporary directory.
@@ -149,6 +154,8 @@ func TestDaemonCluster(t *testing.T) {
 		poll(t, d, "accuracy ≥ 0.90 with all peers", 90*time.Second, func(s status) bool { return s.Accuracy >= 0.90 && s.Peers == n-1 })
 	}
 
+	checkExportedModel(t, ds[1], dir)
+
 	victim := ds[3]
 	before := poll(t, victim, "a checkpoint", 30*time.Second, func(s status) bool { return s.Checkpoint >= 2 })
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -170,6 +177,24 @@ func TestDaemonCluster(t *testing.T) {
 	}
 	for i, d := range ds {
 		done := make(chan error, 1)
+		defer func() {
+			if i != 0 {
+				return
+			}
+			// The stopped daemon's store exports a loadable model.
+			f := filepath.Join(dir, "exported.safetensors")
+			if out, err := exec.Command(bin, "export", "--store", filepath.Join(dir, "n0"), "--out", f).CombinedOutput(); err != nil {
+				t.Fatalf("export: %v\n%s", err, out)
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, meta, err := model.ReadSafetensors(b)
+			if err != nil || meta["job_id"] == "" || meta["scaler"] == "" {
+				t.Fatalf("exported model: %v, metadata %v", err, meta)
+			}
+		}()
 		go func() { done <- d.cmd.Wait() }()
 		select {
 		case err := <-done:
@@ -180,4 +205,92 @@ func TestDaemonCluster(t *testing.T) {
 			t.Errorf("daemon %d did not stop within 20 s of SIGINT", i)
 		}
 	}
+}
+
+// checkExportedModel loads the daemon's /model with NumPy (a Python script
+// beside this test) and checks that it predicts what /predict says.
+func checkExportedModel(t *testing.T, d *daemon, dir string) {
+	t.Helper()
+	feats := [][]float32{}
+	for k := 0; k < 8; k++ {
+		row := make([]float32, 64)
+		for j := range row {
+			row[j] = float32((k*7 + j*3) % 17)
+		}
+		feats = append(feats, row)
+	}
+	fb, _ := json.Marshal(feats)
+	featPath := filepath.Join(dir, "features.json")
+	os.WriteFile(featPath, fb, 0o644)
+	get := func() []byte {
+		resp, err := http.Get("http://" + d.api + "/model")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return b
+	}
+	for try := 0; ; try++ {
+		if try == 50 {
+			t.Fatal("the model changed during every /model–/predict–/model window")
+		}
+		before := get()
+		body, _ := json.Marshal(map[string]any{"instances": feats})
+		resp, err := http.Post("http://"+d.api+"/predict", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pred struct {
+			Predictions []struct {
+				Class         int       `json:"class"`
+				Probabilities []float64 `json:"probabilities"`
+			} `json:"predictions"`
+		}
+		json.NewDecoder(resp.Body).Decode(&pred)
+		resp.Body.Close()
+		if !bytes.Equal(before, get()) {
+			continue // an update landed in between; try again
+		}
+		mp := filepath.Join(dir, "model.safetensors")
+		os.WriteFile(mp, before, 0o644)
+		out, err := exec.Command(python(), "testdata/predict_safetensors.py", mp, featPath).Output()
+		if err != nil {
+			t.Fatalf("%s with numpy (apt-get install python3-numpy, or set $GOSSIPD_PYTHON): %v", python(), err)
+		}
+		var py struct {
+			Classes       []int       `json:"classes"`
+			Probabilities [][]float64 `json:"probabilities"`
+		}
+		if err := json.Unmarshal(out, &py); err != nil {
+			t.Fatalf("python output %q: %v", out, err)
+		}
+		if len(py.Classes) != len(feats) || len(pred.Predictions) != len(feats) {
+			t.Fatalf("%d python and %d /predict answers for %d inputs", len(py.Classes), len(pred.Predictions), len(feats))
+		}
+		for k := range feats {
+			if py.Classes[k] != pred.Predictions[k].Class {
+				t.Fatalf("input %d: numpy predicts %d, /predict %d", k, py.Classes[k], pred.Predictions[k].Class)
+			}
+			for c, p := range py.Probabilities[k] {
+				if math.Abs(p-pred.Predictions[k].Probabilities[c]) > 1e-4 {
+					t.Fatalf("input %d class %d: numpy %v, /predict %v", k, c, p, pred.Predictions[k].Probabilities[c])
+				}
+			}
+		}
+		return
+	}
+}
+
+// python is the interpreter with NumPy: $GOSSIPD_PYTHON, else Debian's
+// /usr/bin/python3 (where apt-get install python3-numpy puts NumPy), else
+// python3 on the PATH.
+func python() string {
+	if p := os.Getenv("GOSSIPD_PYTHON"); p != "" {
+		return p
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
 }

@@ -30,6 +30,7 @@ func commands() []command {
 		{"status", "print a running daemon's status", runStatus},
 		{"init", "write a commented default config file", runInit},
 		{"keygen", "create an identity key and print its peer ID", runKeygen},
+		{"export", "write a store's newest model as safetensors", runExport},
 		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},
 		{"version", "print the version", runVersion},
 	}

@@ -96,31 +96,31 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // loadShard opens the dataset, takes shard i/n of its training split (IID,
 // seeded by the job so that shards are disjoint across daemons) and scales
 // both splits.
-func loadShard(r *runFlags) (train, test *dataset.Dataset, err error) {
+func loadShard(r *runFlags) (train, test *dataset.Dataset, sc *dataset.Scaler, err error) {
 	train, test, err = dataset.Open(r.dataset, dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: r.initSeed})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if r.shard != "" {
 		a, b, ok := strings.Cut(r.shard, "/")
 		i, err1 := strconv.Atoi(a)
 		n, err2 := strconv.Atoi(b)
 		if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-			return nil, nil, fmt.Errorf("%w: --shard %q, want i/n with 0 ≤ i < n", errUsage, r.shard)
+			return nil, nil, nil, fmt.Errorf("%w: --shard %q, want i/n with 0 ≤ i < n", errUsage, r.shard)
 		}
 		parts, err := dataset.IID{}.Partition(train, n, r.initSeed)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		train = train.Subset(parts[i])
 	}
-	sc, err := dataset.FitScaler(r.scale, train)
+	sc, err = dataset.FitScaler(r.scale, train)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+		return nil, nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	sc.Transform(train)
 	sc.Transform(test)
-	return train, test, nil
+	return train, test, sc, nil
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -140,7 +140,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if r.protocol != gossip.RandomWalk {
 		return fmt.Errorf("%w: run supports --protocol randomwalk so far (%s runs in `gossipd simulate`)", errUsage, r.protocol)
 	}
-	train, test, err := loadShard(&r)
+	train, test, scaler, err := loadShard(&r)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer host.Close()
-	d, err := node.New(node.Config{Job: job, Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store,
+	d, err := node.New(node.Config{Job: job, Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
 		CheckpointEvery: r.ckptEvery, Logger: log})
 	if err != nil {
 		return err
@@ -261,4 +261,42 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: %s exists", errUsage, *out)
 	}
 	return os.WriteFile(*out, []byte(b.String()), 0o644)
+}
+
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("export", "export --store DIR --out FILE\n\nWrites the newest checkpointed model of a (stopped) daemon's store as\nsafetensors, with the job spec and the feature scaler in its metadata.", stderr)
+	storeDir := fs.String("store", "gossipd-data", "the daemon's --store directory")
+	out := fs.String("out", "model.safetensors", "file to write")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	store, err := node.OpenStore(filepath.Join(*storeDir, "checkpoints"), 0, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	c, err := store.Newest()
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		return fmt.Errorf("export: no checkpoint in %s", *storeDir)
+	}
+	l, err := model.LayoutOf(c.Spec.Model)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	if err := model.WriteSafetensors(f, l, c.State.Params, c.Meta); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %s, checkpoint %d (age %g, %s)\n", *out, c.Spec.Model, c.Seq, c.State.Age, c.Time.Format(time.RFC3339))
+	return nil
 }
