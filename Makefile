@@ -42,7 +42,8 @@ noasm:
 	$(GO) test -count=1 -tags noasm ./model/...
 
 # Every decoder has a fuzz target; CI runs each briefly.
-FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode
+FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
+	./node/p2p:FuzzReadFrame ./model:FuzzReadSafetensors
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

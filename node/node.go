@@ -214,7 +214,7 @@ func (n *Node) Status() Status {
 	})
 	s.MessagesIn, s.MessagesOut = n.msgsIn.Load(), n.msgsOut.Load()
 	s.BytesIn, s.BytesOut = n.bytesIn.Load(), n.bytesOut.Load()
-	if !n.start.IsZero() {
+	if !n.start.IsZero() { // under n.mu, which Run holds to set it
 		s.UptimeSeconds = n.cfg.Now().Sub(n.start).Seconds()
 	}
 	return s
@@ -244,7 +244,9 @@ type outgoing struct {
 
 // Run drives the daemon until ctx is done, then writes a final checkpoint.
 func (n *Node) Run(ctx context.Context) error {
+	n.mu.Lock()
 	n.start = n.cfg.Now()
+	n.mu.Unlock()
 	var wg sync.WaitGroup
 	trainCh := make(chan *gossip.TrainRequest, 1)
 	doneCh := make(chan *gossip.TrainResult, 1)

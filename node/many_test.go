@@ -1,0 +1,34 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/memnet"
+)
+
+// TestManyDaemons: 200 daemons (race builds: 50, the detector's overhead)
+// in one process over memnet, each with about 7 digits examples, converge by
+// random walk: their mean accuracy passes 0.85.
+func TestManyDaemons(t *testing.T) {
+	n := 200
+	if raceEnabled {
+		n = 50
+	}
+	r := start(t, memnet.New(), n, func(i int, c *node.Config) {
+		c.Job.DeltaMillis = 100
+		c.EvalInterval = 500 * time.Millisecond
+		c.Senders = 2
+	})
+	mean := func() float64 {
+		s := 0.0
+		for _, nd := range r.nodes {
+			s += nd.Status().Accuracy
+		}
+		return s / float64(len(r.nodes))
+	}
+	start := time.Now()
+	waitFor(t, "mean accuracy ≥ 0.85", 120*time.Second, func() bool { return mean() >= 0.85 })
+	t.Logf("%d daemons: mean accuracy %.3f after %v", n, mean(), time.Since(start).Round(time.Second))
+}
