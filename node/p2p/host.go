@@ -266,14 +266,23 @@ func (t *Host) Send(ctx context.Context, to gossip.PeerID, f node.Frame) error {
 }
 
 func (t *Host) handleFrame(s network.Stream) {
-	defer s.Close()
 	s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout))
 	f, err := ReadFrame(s, t.cfg.MaxFrame)
+	if err == nil {
+		// Wait for the sender's half-close before closing: closing first
+		// would cancel the sender's side (QUIC's STOP_SENDING) before its
+		// FIN. Anything but EOF here is trailing data or a broken stream.
+		var one [1]byte
+		if n, rerr := s.Read(one[:]); n > 0 || !errors.Is(rerr, io.EOF) {
+			err = fmt.Errorf("%w: data after the frame or no half-close (%v)", ErrFrame, rerr)
+		}
+	}
 	if err != nil {
 		t.log.Warn("dropped a frame", "peer", s.Conn().RemotePeer(), "protocol", s.Protocol(), "err", err)
 		s.Reset()
 		return
 	}
+	defer s.Close()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {

@@ -17,13 +17,17 @@ import (
 	"github.com/gossipd/gossipd/node/transporttest"
 )
 
-func newHost(t *testing.T, boot ...string) *Host {
-	t.Helper()
+func mustKey(t testing.TB) crypto.PrivKey {
 	k, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Key: k, Listen: []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"},
+	return k
+}
+
+func newHost(t *testing.T, boot ...string) *Host {
+	t.Helper()
+	h, err := New(Config{Key: mustKey(t), Listen: []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"},
 		Bootstrap: boot, PEXInterval: 200 * time.Millisecond, ReadTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
