@@ -31,7 +31,7 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,7 +48,7 @@ type daemon struct {
 	log  string
 }
 
-func (d *daemon) start(t *testing.T, bin string) {
+func (d *daemon) start(t testing.TB, bin string) {
 	t.Helper()
 	f, err := os.OpenFile(d.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
