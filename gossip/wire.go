@@ -102,13 +102,6 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func appendFloats(b []byte, v []float32) []byte {
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	}
-	return b
-}
-
 // decoder reads fields and remembers the first error with its offset.
 type decoder struct {
 	b   []byte
@@ -176,7 +169,15 @@ func words[T any](d *decoder, n int, what string, conv func(uint32) T) []T {
 }
 
 func (d *decoder) floats(n int, what string) []float32 {
-	return words(d, n, what, math.Float32frombits)
+	if d.err != nil || n < 0 || n > (len(d.b)-d.off)/4 {
+		d.fail(what)
+		return nil
+	}
+	s := d.take(4*n, what)
+	if n == 0 {
+		return nil
+	}
+	return decodeFloats(s)
 }
 
 func (d *decoder) u32s(n int, what string) []uint32 {

@@ -24,22 +24,26 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // A frame on a stream:
 //
-//	u32 payload length | u8 version | u8 kind | [32]byte job | payload | u32 crc32c(version..payload)
+//	u32 payload length | u8 version | u8 kind | [32]byte job | u32 crc32c(length..job) | payload
 //
 // The length comes first so a reader can refuse an oversized frame before
-// reading it.
-const frameHeader = 4 + 1 + 1 + 32
+// reading it. The checksum covers the header; the payload is a gossip wire
+// message, which carries a CRC-32C of its own (checked when it is decoded),
+// so every byte is checksummed once — and Noise/TLS authenticate them all.
+const frameHeader = 4 + 1 + 1 + 32 + 4
 
-// WriteFrame writes f to w.
+// WriteFrame writes f to w: the header, then the payload, without copying
+// the payload.
 func WriteFrame(w io.Writer, f node.Frame) error {
-	hdr := make([]byte, frameHeader, frameHeader+len(f.Payload)+4)
-	binary.LittleEndian.PutUint32(hdr, uint32(len(f.Payload)))
+	var hdr [frameHeader]byte
+	binary.LittleEndian.PutUint32(hdr[:], uint32(len(f.Payload)))
 	hdr[4], hdr[5] = FrameVersion, byte(f.Kind)
 	copy(hdr[6:], f.Job[:])
-	crc := crc32.Update(crc32.Checksum(hdr[4:], castagnoli), castagnoli, f.Payload)
-	buf := append(hdr, f.Payload...)
-	buf = binary.LittleEndian.AppendUint32(buf, crc)
-	_, err := w.Write(buf)
+	binary.LittleEndian.PutUint32(hdr[38:], crc32.Checksum(hdr[:38], castagnoli))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(f.Payload)
 	return err
 }
 
@@ -49,6 +53,9 @@ func ReadFrame(r io.Reader, max int) (node.Frame, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return node.Frame{}, fmt.Errorf("%w: header: %v", ErrFrame, err)
 	}
+	if got, want := crc32.Checksum(hdr[:38], castagnoli), binary.LittleEndian.Uint32(hdr[38:]); got != want {
+		return node.Frame{}, fmt.Errorf("%w: header checksum mismatch", ErrFrame)
+	}
 	n := binary.LittleEndian.Uint32(hdr[:])
 	if uint64(n) > uint64(max) {
 		return node.Frame{}, fmt.Errorf("%w: %d-byte payload exceeds the %d-byte limit", ErrFrame, n, max)
@@ -56,14 +63,9 @@ func ReadFrame(r io.Reader, max int) (node.Frame, error) {
 	if hdr[4] != FrameVersion {
 		return node.Frame{}, fmt.Errorf("%w: version %d, this node speaks %d", ErrFrame, hdr[4], FrameVersion)
 	}
-	body := make([]byte, int(n)+4)
-	if _, err := io.ReadFull(r, body); err != nil {
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
 		return node.Frame{}, fmt.Errorf("%w: payload truncated: %v", ErrFrame, err)
-	}
-	payload := body[:n]
-	want := binary.LittleEndian.Uint32(body[n:])
-	if got := crc32.Update(crc32.Checksum(hdr[4:], castagnoli), castagnoli, payload); got != want {
-		return node.Frame{}, fmt.Errorf("%w: checksum mismatch", ErrFrame)
 	}
 	f := node.Frame{Kind: gossip.Kind(hdr[5]), Payload: payload}
 	copy(f.Job[:], hdr[6:])

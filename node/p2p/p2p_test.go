@@ -3,7 +3,9 @@ package p2p
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,9 +95,10 @@ func TestFrameRoundTripAndErrors(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 	flip := slices.Clone(raw)
-	flip[len(flip)-6] ^= 1
+	flip[10] ^= 1 // inside the job ID: the header checksum catches it
 	badVer := slices.Clone(raw)
 	badVer[4] = 7
+	binary.LittleEndian.PutUint32(badVer[38:], crc32.Checksum(badVer[:38], castagnoli))
 	for name, c := range map[string]struct {
 		b   []byte
 		max int
