@@ -264,21 +264,29 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { n.evalLoop(evalCh) })
 
-	delta := time.Duration(n.cfg.Job.DeltaMillis) * time.Millisecond
-	tick := time.NewTicker(min(max(delta/10, time.Millisecond), 50*time.Millisecond))
-	defer tick.Stop()
+	// The core says when it next needs a Tick (NextWake); the timer sleeps
+	// until then rather than polling.
+	wake := time.NewTimer(0)
+	defer wake.Stop()
 	slow := time.NewTicker(time.Second)
 	defer slow.Stop()
 	lastEval := time.Time{}
 	n.log.Info("daemon running", "peer", n.cfg.Transport.ID(), "job", n.job.Short(), "protocol", n.cfg.Job.Protocol)
 	now := func() time.Duration { return n.cfg.Now().Sub(n.start) }
+	rearm := func() {
+		d := time.Second
+		if w := n.core.NextWake(); w != gossip.Never {
+			d = min(max(w-now(), time.Millisecond), time.Second)
+		}
+		wake.Reset(d)
+	}
 	n.core.SetPeers(n.cfg.Transport.Peers())
 	for {
 		select {
 		case <-ctx.Done():
 			n.checkpoint("shutdown")
 			return nil
-		case <-tick.C:
+		case <-wake.C:
 			n.core.Tick(now())
 		case in, ok := <-n.cfg.Transport.Inbound():
 			if !ok {
@@ -297,6 +305,7 @@ func (n *Node) Run(ctx context.Context) error {
 			n.mu.Unlock()
 		}
 		n.drain(trainCh, sendCh)
+		rearm()
 		if t := n.cfg.Now(); t.Sub(lastEval) >= n.cfg.EvalInterval {
 			lastEval = t
 			select {

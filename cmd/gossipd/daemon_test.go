@@ -31,14 +31,21 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-func freePort(t testing.TB) int {
+// freePorts returns k distinct free TCP ports on 127.0.0.1. All listeners
+// are held until every port is picked, so the kernel cannot hand one out
+// twice (picking one at a time can).
+func freePorts(t testing.TB, k int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	out := make([]int, k)
+	for i := range out {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return out
 }
 
 type daemon struct {
@@ -127,13 +134,13 @@ func TestDaemonCluster(t *testing.T) {
 	id0 := strings.TrimSpace(string(out))
 	ds := make([]*daemon, n)
 	var boot string
+	ports := freePorts(t, 2*n)
 	for i := range ds {
-		p := freePort(t)
-		listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p)
+		listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[2*i])
 		if i == 0 {
 			boot = listen + "/p2p/" + id0
 		}
-		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", freePort(t)), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
+		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
 		ds[i].args = []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", listen, "--api", ds[i].api,
 			"--shard", fmt.Sprintf("%d/%d", i, n), "--delta", "100ms", "--lr", "0.5", "--mdns=false", "--log-format", "json",
 			"--checkpoint-every", "5"}
