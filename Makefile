@@ -43,7 +43,7 @@ noasm:
 
 # Every decoder has a fuzz target; CI runs each briefly.
 FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
-	./node/p2p:FuzzReadFrame ./model:FuzzReadSafetensors
+	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"hash/crc32"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/node"
@@ -152,4 +154,33 @@ func TestKeyFile(t *testing.T) {
 		t.Fatal("corrupt key accepted")
 	}
 	_ = context.Background
+}
+
+// TestParsePEXHostile: peer-exchange answers are untrusted; entries without
+// addresses, with bad IDs or addresses, or naming this host are skipped,
+// never a panic (a peer once crashed others with an entry without
+// addresses).
+func TestParsePEXHostile(t *testing.T) {
+	self, _ := peer.IDFromPrivateKey(mustKey(t))
+	other, _ := peer.IDFromPrivateKey(mustKey(t))
+	got := parsePEX([]pexEntry{
+		{ID: other.String()},                                         // no addresses
+		{ID: other.String(), Addrs: []string{}},                      // empty list
+		{ID: "not-a-peer-id", Addrs: []string{"/ip4/1.2.3.4/tcp/1"}}, // bad ID
+		{ID: self.String(), Addrs: []string{"/ip4/1.2.3.4/tcp/1"}},   // ourselves
+		{ID: other.String(), Addrs: []string{"garbage", "/ip4/127.0.0.1/tcp/9"}},
+	}, self)
+	if len(got) != 1 || got[0].ID != other || len(got[0].Addrs) != 1 {
+		t.Fatalf("parsed %+v", got)
+	}
+}
+
+func FuzzParsePEX(f *testing.F) {
+	f.Add([]byte(`[{"id":"x"},{"id":"12D3KooWGUZYfTKVsJddJJavst3wHGxLRJLgixoFoz7LdXK2hvG1","addrs":["/ip4/1.2.3.4/tcp/5"]}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var e []pexEntry
+		if json.Unmarshal(b, &e) == nil {
+			parsePEX(e, "")
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // Peer exchange: a peer answers /gossipd/pex/1.0.0 with the addresses of the
@@ -68,31 +69,44 @@ func (t *Host) exchangePeers(ctx context.Context) {
 		t.log.Debug("peer exchange failed", "peer", p, "err", err)
 		return
 	}
-	for i, e := range got {
-		if i == maxPEX {
-			break
-		}
-		ai, err := peer.AddrInfoFromString(firstOr(e.Addrs, "") + "/p2p/" + e.ID)
-		if err != nil || ai.ID == t.h.ID() || t.h.Network().Connectedness(ai.ID) == network.Connected {
+	for _, ai := range parsePEX(got, t.h.ID()) {
+		if t.h.Network().Connectedness(ai.ID) == network.Connected {
 			continue
-		}
-		for _, a := range e.Addrs[1:] {
-			if more, err := peer.AddrInfoFromString(a + "/p2p/" + e.ID); err == nil {
-				ai.Addrs = append(ai.Addrs, more.Addrs...)
-			}
 		}
 		t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
 		t.wg.Go(func() {
 			c, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			t.h.Connect(c, *ai)
+			t.h.Connect(c, ai)
 		})
 	}
 }
 
-func firstOr(s []string, d string) string {
-	if len(s) == 0 {
-		return d
+// parsePEX turns a (remote, untrusted) peer-exchange answer into address
+// infos: at most maxPEX entries, skipping this host, unparsable IDs and
+// addresses, and entries left without an address.
+func parsePEX(entries []pexEntry, self peer.ID) []peer.AddrInfo {
+	var out []peer.AddrInfo
+	for i, e := range entries {
+		if i == maxPEX {
+			break
+		}
+		id, err := peer.Decode(e.ID)
+		if err != nil || id == self {
+			continue
+		}
+		ai := peer.AddrInfo{ID: id}
+		for k, a := range e.Addrs {
+			if k == maxPEX {
+				break
+			}
+			if m, err := ma.NewMultiaddr(a); err == nil {
+				ai.Addrs = append(ai.Addrs, m)
+			}
+		}
+		if len(ai.Addrs) > 0 {
+			out = append(out, ai)
+		}
 	}
-	return s[0]
+	return out
 }
