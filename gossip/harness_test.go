@@ -25,6 +25,8 @@ type harness struct {
 	drop   func(m *gossip.Message) bool
 	traces []gossip.TraceEvent
 	sent   int
+	// skew offsets each node's clock (nodes started at different times).
+	skew map[int]time.Duration
 }
 
 func name(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("n%03d", i)) }
@@ -90,7 +92,7 @@ func (h *harness) run(until, step time.Duration) {
 			if h.dead[i] {
 				continue
 			}
-			nd.Tick(h.now)
+			nd.Tick(h.now + h.skew[i])
 			h.drain(i)
 			h.deliver()
 		}

@@ -1,8 +1,6 @@
 package gossip
 
 import (
-	"time"
-
 	"github.com/gossipd/gossipd/model"
 )
 
@@ -44,11 +42,12 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// Descriptor is an entry of a peer-sampling view: a peer and when it was
-// last heard of (the time of the node that created the entry).
+// Descriptor is an entry of a peer-sampling view: a peer and the age of the
+// entry, in view periods since the peer itself issued it (Cyclon style).
+// Ages, unlike timestamps, need no clocks that agree across nodes.
 type Descriptor struct {
-	ID    PeerID
-	Stamp time.Duration
+	ID  PeerID
+	Age int64
 }
 
 // Message is what cores exchange. Which fields are set depends on Kind.

@@ -468,3 +468,31 @@ func TestSnapshotResume(t *testing.T) {
 		}
 	}
 }
+
+// TestNewscastSkewedClocks: daemons' clocks start at their own start, so
+// they disagree. With small views every node must still stay in others'
+// views and receive models (timestamps made late starters look stale and
+// dropped them from every view; ages do not).
+func TestNewscastSkewedClocks(t *testing.T) {
+	const n = 12
+	h := newHarness(t, n, func(i int, c *gossip.Config) { c.ViewSize = 3 })
+	h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+		return &gossip.TrainResult{ID: req.ID, Params: req.Params, Examples: 1}
+	}
+	h.skew = map[int]time.Duration{}
+	for i, nd := range h.nodes {
+		h.skew[i] = time.Duration(n-i) * 100 * time.Second // node 11 started last
+		nd.SetPeers([]gossip.PeerID{name((i + 1) % n)})
+	}
+	h.run(30*time.Second, 100*time.Millisecond)
+	half := make([]uint64, n)
+	for i, nd := range h.nodes {
+		half[i] = nd.Updates()
+	}
+	h.run(90*time.Second, 100*time.Millisecond)
+	for i, nd := range h.nodes {
+		if nd.Updates() <= half[i]+10 {
+			t.Fatalf("%s received %d models in the last minute: starved", nd.ID(), nd.Updates()-half[i])
+		}
+	}
+}

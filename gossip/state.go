@@ -46,7 +46,7 @@ func (n *Node) restore(s *State) error {
 	}
 	n.params = slices.Clone(s.Params)
 	n.age, n.round, n.updates = s.Age, s.Round, s.Updates
-	n.view.merge(s.View)
+	n.view.merge(s.View, n.rng)
 	switch p := n.proto.(type) {
 	case *pushSum:
 		p.w = s.Weight

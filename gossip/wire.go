@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"time"
 
 	"github.com/gossipd/gossipd/model"
 )
@@ -37,7 +36,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 //	indices: u32 count + u32s
 //	partition u32
 //	factors: u16 count + each { name: u16 len + bytes; K, J, D u32; U f32s (K·J); V f32s (K·D) }
-//	view: u16 count + each { id: u16 len + bytes; stamp i64 ns }
+//	view: u16 count + each { id: u16 len + bytes; age i64 }
 //	crc32c of everything before it, u32
 //
 // To is not encoded: the transport knows where a message goes.
@@ -92,7 +91,7 @@ func Encode(m *Message) ([]byte, error) {
 			return nil, fmt.Errorf("%w: peer ID too long", ErrWire)
 		}
 		b = appendString(b, string(d.ID))
-		b = binary.LittleEndian.AppendUint64(b, uint64(d.Stamp))
+		b = binary.LittleEndian.AppendUint64(b, uint64(d.Age))
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
 }
@@ -235,7 +234,7 @@ func Decode(b []byte, lim DecodeLimits) (*Message, error) {
 	nv := d.u16("view count")
 	for i := 0; i < nv && d.err == nil; i++ {
 		id := PeerID(d.str("view entry"))
-		m.View = append(m.View, Descriptor{ID: id, Stamp: time.Duration(d.u64("view stamp"))})
+		m.View = append(m.View, Descriptor{ID: id, Age: int64(d.u64("view entry age"))})
 	}
 	if d.err != nil {
 		return nil, d.err

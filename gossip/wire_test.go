@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
@@ -20,7 +19,7 @@ func sampleMessages() []gossip.Message {
 			Factors: []model.Factors{{Weight: "fc1.weight", K: 2, J: 1, D: 3, U: []float32{1, 2}, V: []float32{1, 2, 3, 4, 5, 6}}}},
 		{Kind: gossip.KindModel, From: "e", Params: []float32{7, 8}, Indices: []uint32{3, 90}, Age: 1},
 		{Kind: gossip.KindModel, From: "f", Params: []float32{7, 8}, Partition: 3, Age: 2},
-		{Kind: gossip.KindViewPush, From: "d", View: []gossip.Descriptor{{ID: "x", Stamp: time.Second}, {ID: "y", Stamp: 3}}},
+		{Kind: gossip.KindViewPush, From: "d", View: []gossip.Descriptor{{ID: "x", Age: 7}, {ID: "y", Age: 3}}},
 	}
 }
 

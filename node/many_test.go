@@ -29,6 +29,17 @@ func TestManyDaemons(t *testing.T) {
 		return s / float64(len(r.nodes))
 	}
 	start := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			stuck := 0
+			for _, nd := range r.nodes {
+				if nd.Status().Updates == 0 {
+					stuck++
+				}
+			}
+			t.Logf("mean accuracy %.3f; %d of %d daemons never updated", mean(), stuck, n)
+		}
+	})
 	waitFor(t, "mean accuracy ≥ 0.85", 120*time.Second, func() bool { return mean() >= 0.85 })
 	t.Logf("%d daemons: mean accuracy %.3f after %v", n, mean(), time.Since(start).Round(time.Second))
 }
