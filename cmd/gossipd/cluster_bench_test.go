@@ -24,38 +24,8 @@ func BenchmarkProcessCluster(b *testing.B) {
 	}
 	bin := buildBinaryB(b)
 	for b.Loop() {
-		dir := b.TempDir()
-		key0 := filepath.Join(dir, "n0", "identity.key")
-		out, err := exec.Command(bin, "keygen", "--out", key0).Output()
-		if err != nil {
-			b.Fatal(err)
-		}
-		id0 := strings.TrimSpace(string(out))
-		ds := make([]*daemon, n)
-		b.Cleanup(func() { // also when the benchmark fails
-			for _, d := range ds {
-				if d != nil && d.cmd != nil && d.cmd.ProcessState == nil {
-					d.cmd.Process.Kill()
-					d.cmd.Wait()
-				}
-			}
-		})
-		var boot string
-		ports := freePorts(b, 2*n)
 		start := time.Now()
-		for i := range ds {
-			listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[2*i])
-			if i == 0 {
-				boot = listen + "/p2p/" + id0
-			}
-			ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
-			ds[i].args = []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", listen, "--api", ds[i].api,
-				"--shard", fmt.Sprintf("%d/%d", i, n), "--delta", "200ms", "--lr", "0.5", "--mdns=false", "--log-format", "json"}
-			if i > 0 {
-				ds[i].args = append(ds[i].args, "--bootstrap", boot)
-			}
-			ds[i].start(b, bin)
-		}
+		ds := startCluster(b, bin, b.TempDir(), n, "200ms")
 		deadline := time.Now().Add(5 * time.Minute)
 		for _, d := range ds {
 			for {

@@ -126,37 +126,7 @@ func TestDaemonCluster(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	const n = 5
-	key0 := filepath.Join(dir, "n0", "identity.key")
-	out, err := exec.Command(bin, "keygen", "--out", key0).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id0 := strings.TrimSpace(string(out))
-	ds := make([]*daemon, n)
-	var boot string
-	ports := freePorts(t, 2*n)
-	for i := range ds {
-		listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[2*i])
-		if i == 0 {
-			boot = listen + "/p2p/" + id0
-		}
-		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
-		ds[i].args = []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", listen, "--api", ds[i].api,
-			"--shard", fmt.Sprintf("%d/%d", i, n), "--delta", "100ms", "--lr", "0.5", "--mdns=false", "--log-format", "json",
-			"--checkpoint-every", "5"}
-		if i > 0 {
-			ds[i].args = append(ds[i].args, "--bootstrap", boot)
-		}
-		ds[i].start(t, bin)
-	}
-	t.Cleanup(func() {
-		for _, d := range ds {
-			if d.cmd.ProcessState == nil {
-				d.cmd.Process.Kill()
-				d.cmd.Wait()
-			}
-		}
-	})
+	ds := startCluster(t, bin, dir, n, "100ms", "--checkpoint-every", "5")
 	for _, d := range ds {
 		poll(t, d, "accuracy ≥ 0.90 with all peers", 90*time.Second, func(s status) bool { return s.Accuracy >= 0.90 && s.Peers == n-1 })
 	}
@@ -300,4 +270,41 @@ func python() string {
 		return "/usr/bin/python3"
 	}
 	return "python3"
+}
+
+// startCluster starts n `gossipd run` processes in dir on 127.0.0.1, each on
+// shard i/n of digits, all bootstrapped through the first; extra flags are
+// appended. The processes are killed when the test or benchmark ends.
+func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...string) []*daemon {
+	tb.Helper()
+	out, err := exec.Command(bin, "keygen", "--out", filepath.Join(dir, "n0", "identity.key")).Output()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id0 := strings.TrimSpace(string(out))
+	ds := make([]*daemon, n)
+	tb.Cleanup(func() { // also when the test fails
+		for _, d := range ds {
+			if d != nil && d.cmd != nil && d.cmd.ProcessState == nil {
+				d.cmd.Process.Kill()
+				d.cmd.Wait()
+			}
+		}
+	})
+	var boot string
+	ports := freePorts(tb, 2*n)
+	for i := range ds {
+		listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[2*i])
+		if i == 0 {
+			boot = listen + "/p2p/" + id0
+		}
+		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
+		ds[i].args = append([]string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", listen, "--api", ds[i].api,
+			"--shard", fmt.Sprintf("%d/%d", i, n), "--delta", delta, "--lr", "0.5", "--mdns=false", "--log-format", "json"}, extra...)
+		if i > 0 {
+			ds[i].args = append(ds[i].args, "--bootstrap", boot)
+		}
+		ds[i].start(tb, bin)
+	}
+	return ds
 }
