@@ -528,6 +528,12 @@ func (n *Node) trace(event string, peer PeerID, reason string, v float64) {
 	n.rd.Trace = append(n.rd.Trace, TraceEvent{Time: n.now, Event: event, Peer: peer, Reason: reason, Value: v})
 }
 
+// firstWake is when a periodic action first runs: uniformly within one
+// period from now, so that nodes started together do not move in step.
+func (n *Node) firstWake() time.Duration {
+	return n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
+}
+
 // jittered returns Δ spread by ±Jitter.
 func (n *Node) jittered() time.Duration {
 	if n.cfg.Jitter == 0 {

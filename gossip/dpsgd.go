@@ -165,7 +165,7 @@ type adpsgd struct {
 }
 
 func (a *adpsgd) start(n *Node) {
-	a.next = n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
+	a.next = n.firstWake()
 }
 
 func (a *adpsgd) wake(n *Node) time.Duration { return a.next }
@@ -217,7 +217,7 @@ type pushSum struct {
 func newPushSum(cfg *Config) *pushSum { return &pushSum{cfg: cfg, w: 1} }
 
 func (p *pushSum) start(n *Node) {
-	p.next = n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
+	p.next = n.firstWake()
 }
 
 func (p *pushSum) estimate(n *Node) []float32 {

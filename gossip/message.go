@@ -76,12 +76,3 @@ type Message struct {
 	// View is a peer-sampling view.
 	View []Descriptor
 }
-
-// PayloadFloats is the number of float32 values the message carries.
-func (m *Message) PayloadFloats() int {
-	n := len(m.Params) + len(m.Indices)
-	for _, f := range m.Factors {
-		n += len(f.U) + len(f.V)
-	}
-	return n
-}

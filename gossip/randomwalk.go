@@ -70,8 +70,7 @@ func newRandomWalk(cfg *Config) *randomWalk {
 }
 
 func (w *randomWalk) start(n *Node) {
-	// Spread the first sends over one period so nodes do not move in step.
-	w.next = n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
+	w.next = n.firstWake()
 }
 
 func (w *randomWalk) wake(n *Node) time.Duration { return w.next }

@@ -46,7 +46,7 @@ func (v *view) random(rng *rand.Rand) (PeerID, bool) {
 func (v *view) tick(n *Node) {
 	if !v.started {
 		v.started = true
-		v.next = n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
+		v.next = n.firstWake()
 	}
 	if n.now < v.next {
 		return

@@ -14,7 +14,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -355,13 +354,4 @@ func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
 func PeerIDOf(k crypto.PrivKey) (string, error) {
 	id, err := peer.IDFromPrivateKey(k)
 	return id.String(), err
-}
-
-// jitter returns a random duration in [0, d).
-func jitter(d time.Duration) time.Duration {
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(d)))
-	if err != nil {
-		return 0
-	}
-	return time.Duration(n.Int64())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -55,7 +56,7 @@ func (t *Host) exchangePeers(ctx context.Context) {
 	if len(peers) == 0 {
 		return
 	}
-	p := peers[int(jitter(time.Duration(len(peers))))]
+	p := peers[rand.IntN(len(peers))]
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s, err := t.h.NewStream(cctx, p, ProtoPEX)
