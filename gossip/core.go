@@ -188,6 +188,10 @@ type Config struct {
 	// Batch is the minibatch size the shell trains with; SFB's cost formula
 	// uses it. Default 32.
 	Batch int
+	// Broadcast says the shell can deliver one message to every peer of the
+	// job (gossipsub in the daemon): SFB then sends each full broadcast once,
+	// addressed to Broadcast, instead of once per peer.
+	Broadcast bool
 	// SFBMode chooses what SFB sends per layer: "auto" (default: factors
 	// where the cost formula says they are cheaper), "factors" or "dense".
 	SFBMode string
@@ -426,7 +430,9 @@ func (n *Node) Params() []float32 {
 	return n.params
 }
 
-// Age returns the model's age (examples seen, random walk) .
+// Age returns the model's age: the examples it has seen (random walk: merged
+// by the age-weighted rule; other protocols: the examples of this node's own
+// training steps).
 func (n *Node) Age() float64 { return n.age }
 
 // Updates returns how many model updates the node has made.

@@ -112,6 +112,8 @@ func (d *dpsgd) trainDone(n *Node, r *TrainResult) {
 	if len(r.Grad) != len(n.params) || !merge.Finite(r.Grad) {
 		n.trace("drop", "", "training returned a bad gradient", 0)
 		r.Grad = make([]float32, len(n.params)) // average without a step
+	} else {
+		n.age += float64(r.Examples)
 	}
 	d.grad = r.Grad
 	d.tryFinish(n)
@@ -196,6 +198,7 @@ func (a *adpsgd) trainDone(n *Node, r *TrainResult) {
 		return
 	}
 	merge.Axpy(n.params, -float32(n.cfg.LR), r.Grad)
+	n.age += float64(r.Examples)
 	n.round++
 	n.commit()
 }
@@ -246,6 +249,7 @@ func (p *pushSum) tick(n *Node) {
 func (p *pushSum) trainDone(n *Node, r *TrainResult) {
 	if len(r.Grad) == len(n.params) && merge.Finite(r.Grad) {
 		merge.Axpy(n.params, -float32(p.cfg.LR), r.Grad)
+		n.age += float64(r.Examples)
 	} else {
 		n.trace("drop", "", "training returned a bad gradient", 0)
 	}

@@ -8,6 +8,10 @@ import (
 // short names; the core only compares and sorts them.
 type PeerID string
 
+// Broadcast, as a Message's To, asks the shell to deliver the message to
+// every peer of the job at once (see Config.Broadcast).
+const Broadcast PeerID = "*"
+
 // Kind is a message type.
 type Kind uint8
 

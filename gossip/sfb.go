@@ -108,6 +108,7 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 		n.trace("drop", "", "training returned a bad gradient", 0)
 		r.Grad, r.Factors = make([]float32, len(n.params)), nil
 	}
+	n.age += float64(r.Examples)
 	u := &sfbUpdate{dense: s.densePart(r.Grad), factors: r.Factors}
 	c := n.round
 	targets := s.peers
@@ -117,8 +118,12 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 		targets = targets[:q]
 		slices.Sort(targets)
 	}
-	for _, p := range targets {
-		n.send(Message{Kind: KindFactors, To: p, Round: c, Params: u.dense, Factors: u.factors})
+	if s.cfg.Broadcast && len(targets) == len(s.peers) {
+		n.send(Message{Kind: KindFactors, To: Broadcast, Round: c, Params: u.dense, Factors: u.factors})
+	} else {
+		for _, p := range targets {
+			n.send(Message{Kind: KindFactors, To: p, Round: c, Params: u.dense, Factors: u.factors})
+		}
 	}
 	if s.bsp() {
 		s.store(c, n.cfg.ID, u)

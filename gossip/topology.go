@@ -225,3 +225,42 @@ func (g *Graph) MHWeights(i int, name func(int) PeerID) ([]Neighbor, float64) {
 	}
 	return out, self
 }
+
+// NeedsTopology reports whether protocol mixes over a graph (dpsgd, adpsgd,
+// pushsum). SFB talks to every peer; random walk samples its peers.
+func NeedsTopology(protocol string) bool {
+	return protocol == DPSGD || protocol == ADPSGD || protocol == PushSum
+}
+
+// DefaultTopology is the graph a protocol uses when none is given: SGP's
+// time-varying exponential graph for pushsum, a ring otherwise.
+func DefaultTopology(protocol string) string {
+	if protocol == PushSum {
+		return "exponential"
+	}
+	return "ring"
+}
+
+// Assign returns node i's neighbours (for Config.Neighbors) and self-weight
+// among n nodes named by name: pushsum's out-neighbours in g (weight 1);
+// dpsgd's and adpsgd's Metropolis–Hastings weights on g; sfb's every other
+// node (g is not used and may be nil); nothing for random walk. The daemon
+// and the simulator both call it, so they build the same topologies.
+func Assign(protocol string, g *Graph, n, i int, name func(int) PeerID) ([]Neighbor, float64) {
+	var out []Neighbor
+	switch {
+	case protocol == SFB:
+		for j := 0; j < n; j++ {
+			if j != i {
+				out = append(out, Neighbor{ID: name(j), Weight: 1})
+			}
+		}
+	case protocol == PushSum && g != nil:
+		for _, j := range g.Out[i] {
+			out = append(out, Neighbor{ID: name(j), Weight: 1})
+		}
+	case NeedsTopology(protocol) && g != nil:
+		return g.MHWeights(i, name)
+	}
+	return out, 0
+}

@@ -2,9 +2,11 @@ package node
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -29,6 +31,16 @@ type JobSpec struct {
 	LocalEpochs int     `json:"local_epochs"`
 	Variant     string  `json:"variant,omitempty"`
 	Compression string  `json:"compression,omitempty"`
+	// Topology is the graph of dpsgd, adpsgd and pushsum over Members
+	// (gossip.ParseTopology; default ring, exponential for pushsum).
+	Topology string `json:"topology,omitempty"`
+	// Members lists the job's peer IDs, sorted. dpsgd, adpsgd, pushsum and
+	// sfb need it: a node's place in the topology is its index here, so
+	// every member derives the same graph. With random walk it is optional
+	// and, when set, admits only these peers.
+	Members []string `json:"members,omitempty"`
+	// Staleness is SFB's SSP bound (0: BSP).
+	Staleness int `json:"staleness,omitempty"`
 	// InitSeed seeds the initial model every daemon starts from.
 	InitSeed uint64 `json:"init_seed"`
 }
@@ -65,7 +77,71 @@ func (j *JobSpec) Validate() error {
 	if _, _, err := gossip.ParseCompression(j.Compression); err != nil {
 		return err
 	}
+	if j.Staleness < 0 {
+		return fmt.Errorf("node: job staleness %d is negative", j.Staleness)
+	}
+	slices.Sort(j.Members)
+	if k := len(j.Members); len(slices.Compact(j.Members)) != k {
+		return fmt.Errorf("node: job members list a peer twice")
+	}
+	if j.Protocol == gossip.RandomWalk {
+		if j.Topology != "" {
+			return fmt.Errorf("node: random walk samples its peers; a topology (%q) is for dpsgd, adpsgd and pushsum", j.Topology)
+		}
+		return nil
+	}
+	if len(j.Members) < 2 {
+		return fmt.Errorf("node: protocol %s needs the job's members (at least 2 peer IDs), got %d", j.Protocol, len(j.Members))
+	}
+	if gossip.NeedsTopology(j.Protocol) {
+		if j.Topology == "" {
+			j.Topology = gossip.DefaultTopology(j.Protocol)
+		}
+		if _, err := j.graph(); err != nil {
+			return err
+		}
+	} else if j.Topology != "" {
+		return fmt.Errorf("node: protocol %s talks to every member; a topology (%q) is for dpsgd, adpsgd and pushsum", j.Protocol, j.Topology)
+	}
 	return nil
+}
+
+// graph builds the job's topology over its members; random graphs are
+// seeded by the job, so every member builds the same one.
+func (j JobSpec) graph() (*gossip.Graph, error) {
+	if !gossip.NeedsTopology(j.Protocol) {
+		return nil, nil
+	}
+	id := j.ID()
+	return gossip.ParseTopology(j.Topology, len(j.Members), rand.New(rand.NewPCG(binary.LittleEndian.Uint64(id[:8]), 0x746f70)))
+}
+
+// IsMember reports whether p may take part in the job: every peer when the
+// job lists no members.
+func (j JobSpec) IsMember(p gossip.PeerID) bool {
+	if len(j.Members) == 0 {
+		return true
+	}
+	_, ok := slices.BinarySearch(j.Members, string(p))
+	return ok
+}
+
+// Neighbors returns self's neighbours and self-weight in the job's
+// topology (gossip.Assign over the sorted members).
+func (j JobSpec) Neighbors(self gossip.PeerID) ([]gossip.Neighbor, float64, error) {
+	if j.Protocol == gossip.RandomWalk {
+		return nil, 0, nil
+	}
+	i, ok := slices.BinarySearch(j.Members, string(self))
+	if !ok {
+		return nil, 0, fmt.Errorf("node: this node (%s) is not among the job's %d members", self, len(j.Members))
+	}
+	g, err := j.graph()
+	if err != nil {
+		return nil, 0, err
+	}
+	nb, w := gossip.Assign(j.Protocol, g, len(j.Members), i, func(k int) gossip.PeerID { return gossip.PeerID(j.Members[k]) })
+	return nb, w, nil
 }
 
 // ID is the SHA-256 of the spec's JSON encoding (fields in declaration

@@ -44,3 +44,38 @@ type Transport interface {
 	// Close stops the transport and closes Inbound.
 	Close() error
 }
+
+// Broadcaster is a Transport that can also deliver one frame to every peer
+// of a job at once (gossipsub in node/p2p) and carry job announcements.
+// The daemon uses it for SFB's broadcasts and for discovery; without it,
+// it sends to each member in turn and announces nothing.
+type Broadcaster interface {
+	Transport
+	// Join subscribes to job's broadcast channel: frames published there by
+	// other peers arrive on Inbound, From their (authenticated) author.
+	Join(job JobID) error
+	// Publish delivers f to every other peer that joined f.Job.
+	Publish(ctx context.Context, f Frame) error
+	// Announce tells the network about this node and its job; peers of the
+	// same job that hear it connect to the announcer.
+	Announce(ctx context.Context, a Announcement) error
+	// Announcements lists the latest announcement heard from each other
+	// peer (any job), sorted by peer.
+	Announcements() []Announcement
+}
+
+// Announcement is what a daemon periodically tells the network about itself
+// and its job.
+type Announcement struct {
+	Peer     gossip.PeerID `json:"peer"`
+	Addrs    []string      `json:"addrs,omitempty"`
+	JobID    string        `json:"job_id"`
+	Name     string        `json:"name"`
+	Protocol string        `json:"protocol"`
+	Model    string        `json:"model"`
+	Members  int           `json:"members,omitempty"`
+	Updates  uint64        `json:"updates"`
+	Round    uint64        `json:"round"`
+	// Time is the announcer's clock, Unix seconds.
+	Time int64 `json:"time"`
+}

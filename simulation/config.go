@@ -194,10 +194,7 @@ func (c *Config) Validate() error {
 		c.LR = 0.1
 	}
 	if c.Topology == "" {
-		c.Topology = "ring"
-		if c.Protocol == gossip.PushSum {
-			c.Topology = "exponential"
-		}
+		c.Topology = gossip.DefaultTopology(c.Protocol)
 	}
 	if c.Latency == "" {
 		c.Latency = "0"

@@ -119,7 +119,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	init := slices.Clone(m.Params())
 	ws := trainer.NewWorkspace(m)
 	var graph *gossip.Graph
-	if cfg.Protocol != gossip.RandomWalk && cfg.Protocol != gossip.SFB {
+	if gossip.NeedsTopology(cfg.Protocol) {
 		if cfg.EdgeList != nil {
 			graph, err = gossip.EdgeList(cfg.EdgeList, cfg.Peers)
 		} else {
@@ -150,20 +150,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
 			Subsample: subsample, Partitions: partitions,
 		}
-		switch {
-		case graph != nil && cfg.Protocol == gossip.PushSum:
-			for _, j := range graph.Out[i] {
-				gc.Neighbors = append(gc.Neighbors, gossip.Neighbor{ID: all[j], Weight: 1})
-			}
-		case graph != nil:
-			gc.Neighbors, gc.SelfWeight = graph.MHWeights(i, func(j int) gossip.PeerID { return all[j] })
-		case cfg.Protocol == gossip.SFB:
-			for j := range all {
-				if j != i {
-					gc.Neighbors = append(gc.Neighbors, gossip.Neighbor{ID: all[j], Weight: 1})
-				}
-			}
-		}
+		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, graph, cfg.Peers, i, func(j int) gossip.PeerID { return all[j] })
 		node, err := gossip.New(gc)
 		if err != nil {
 			return err

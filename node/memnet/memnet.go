@@ -6,8 +6,10 @@ package memnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -19,6 +21,7 @@ type Network struct {
 	mu    sync.Mutex
 	nodes map[gossip.PeerID]*Endpoint
 	cut   map[[2]gossip.PeerID]bool
+	ann   map[gossip.PeerID]node.Announcement
 }
 
 // New returns an empty network.
@@ -26,14 +29,17 @@ func New() *Network {
 	return &Network{nodes: map[gossip.PeerID]*Endpoint{}, cut: map[[2]gossip.PeerID]bool{}}
 }
 
-// Endpoint is one node's transport.
+// Endpoint is one node's transport. It implements node.Broadcaster.
 type Endpoint struct {
 	net    *Network
 	id     gossip.PeerID
 	in     chan node.Inbound
 	mu     sync.Mutex
 	closed bool
+	jobs   map[node.JobID]bool // joined broadcast channels (under net.mu)
 }
+
+var _ node.Broadcaster = (*Endpoint)(nil)
 
 // Join adds an endpoint; its inbound queue holds up to buffer frames (further
 // frames are dropped, like a congested link).
@@ -43,7 +49,7 @@ func (n *Network) Join(id gossip.PeerID, buffer int) (*Endpoint, error) {
 	if _, ok := n.nodes[id]; ok {
 		return nil, fmt.Errorf("memnet: %s already joined", id)
 	}
-	e := &Endpoint{net: n, id: id, in: make(chan node.Inbound, buffer)}
+	e := &Endpoint{net: n, id: id, in: make(chan node.Inbound, buffer), jobs: map[node.JobID]bool{}}
 	n.nodes[id] = e
 	return e, nil
 }
@@ -82,6 +88,60 @@ func (e *Endpoint) Send(ctx context.Context, to gossip.PeerID, f node.Frame) err
 	default: // full: dropped like on a congested link
 	}
 	return nil
+}
+
+// Join implements node.Broadcaster.
+func (e *Endpoint) Join(job node.JobID) error {
+	e.net.mu.Lock()
+	defer e.net.mu.Unlock()
+	e.jobs[job] = true
+	return nil
+}
+
+// Publish implements node.Broadcaster: a Send to every other endpoint that
+// joined f.Job and is not cut off.
+func (e *Endpoint) Publish(ctx context.Context, f node.Frame) error {
+	e.net.mu.Lock()
+	var to []gossip.PeerID
+	for id, o := range e.net.nodes {
+		if id != e.id && o.jobs[f.Job] && !e.net.cut[[2]gossip.PeerID{e.id, id}] {
+			to = append(to, id)
+		}
+	}
+	e.net.mu.Unlock()
+	slices.Sort(to)
+	for _, id := range to {
+		if err := e.Send(ctx, id, f); err != nil && !errors.Is(err, node.ErrUnreachable) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Announce implements node.Broadcaster.
+func (e *Endpoint) Announce(ctx context.Context, a node.Announcement) error {
+	e.net.mu.Lock()
+	defer e.net.mu.Unlock()
+	if e.net.ann == nil {
+		e.net.ann = map[gossip.PeerID]node.Announcement{}
+	}
+	a.Peer = e.id
+	e.net.ann[e.id] = a
+	return nil
+}
+
+// Announcements implements node.Broadcaster.
+func (e *Endpoint) Announcements() []node.Announcement {
+	e.net.mu.Lock()
+	defer e.net.mu.Unlock()
+	var out []node.Announcement
+	for id, a := range e.net.ann {
+		if id != e.id {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b node.Announcement) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
+	return out
 }
 
 // Inbound implements node.Transport.

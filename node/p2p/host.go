@@ -27,6 +27,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/core/routing"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
@@ -83,8 +84,37 @@ type Config struct {
 	// Inbound is the receive queue length (default 1024); a full queue
 	// drops frames.
 	Inbound int
+	// MaxBroadcast bounds a frame published on gossipsub (default 8 MiB);
+	// larger ones go to each peer on streams.
+	MaxBroadcast int
+	// DHT is the Kademlia DHT mode: off, auto (default: on when bootstrap
+	// peers are given), client or server. The DHT finds the other members
+	// of a job and the addresses of peers known only by ID.
+	DHT string
+	// DiscoveryInterval is the longest wait between DHT lookups of a job's
+	// members (default 1m; they start at 1s and back off).
+	DiscoveryInterval time.Duration
+	// NAT selects libp2p's NAT traversal features.
+	NAT NATConfig
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// NATConfig turns on libp2p's NAT traversal. All off by default.
+type NATConfig struct {
+	// PortMap asks the gateway for a port mapping (UPnP, NAT-PMP).
+	PortMap bool
+	// AutoNAT serves reachability checks to others and runs AutoNAT v2 to
+	// learn this host's own reachability.
+	AutoNAT bool
+	// HolePunching upgrades relayed connections to direct ones (DCUtR).
+	HolePunching bool
+	// Relays are static circuit-relay v2 relays (multiaddrs with /p2p/ID):
+	// a host behind NAT reserves a slot on them and is reachable through
+	// them.
+	Relays []string
+	// RelayService makes this host a circuit-relay v2 relay for others.
+	RelayService bool
 }
 
 // Host is a node.Transport over libp2p.
@@ -94,6 +124,13 @@ type Host struct {
 	in   chan node.Inbound
 	log  *slog.Logger
 	mdns mdns.Service
+	bc   *broadcaster
+	dht  interface {
+		routing.Routing
+		Bootstrap(context.Context) error
+		Close() error
+	}
+	ctx context.Context
 
 	mu     sync.Mutex
 	closed bool
@@ -101,7 +138,7 @@ type Host struct {
 	cancel context.CancelFunc
 }
 
-var _ node.Transport = (*Host)(nil)
+var _ node.Broadcaster = (*Host)(nil)
 
 // New starts a host.
 func New(cfg Config) (*Host, error) {
@@ -129,6 +166,18 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxBroadcast == 0 {
+		cfg.MaxBroadcast = 8 << 20
+	}
+	if cfg.DHT == "" {
+		cfg.DHT = DHTAuto
+	}
+	if !slices.Contains([]string{DHTOff, DHTAuto, DHTClient, DHTServer}, cfg.DHT) {
+		return nil, fmt.Errorf("p2p: dht mode %q, want off|auto|client|server", cfg.DHT)
+	}
+	if cfg.DiscoveryInterval == 0 {
+		cfg.DiscoveryInterval = time.Minute
+	}
 	boot := make([]peer.AddrInfo, 0, len(cfg.Bootstrap))
 	for _, s := range cfg.Bootstrap {
 		ai, err := peer.AddrInfoFromString(s)
@@ -137,7 +186,9 @@ func New(cfg Config) (*Host, error) {
 		}
 		boot = append(boot, *ai)
 	}
-	h, err := libp2p.New(
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Host{cfg: cfg, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel}
+	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Key),
 		libp2p.ListenAddrStrings(cfg.Listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
@@ -145,12 +196,27 @@ func New(cfg Config) (*Host, error) {
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Security(libp2ptls.ID, libp2ptls.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
-	)
+	}
+	nat, err := natOptions(cfg.NAT)
 	if err != nil {
+		cancel()
+		return nil, err
+	}
+	opts = append(opts, nat...)
+	if cfg.dhtEnabled() {
+		opts = append(opts, libp2p.Routing(func(h host.Host) (routing.PeerRouting, error) { return t.newDHT(h, boot) }))
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("p2p: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t := &Host{cfg: cfg, h: h, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, cancel: cancel}
+	t.h = h
+	if err := t.startPubSub(ctx); err != nil {
+		cancel()
+		h.Close()
+		return nil, err
+	}
 	for _, p := range []protocol.ID{ProtoModel, ProtoView, ProtoParams, ProtoFactors} {
 		h.SetStreamHandler(p, t.handleFrame)
 	}
@@ -282,16 +348,7 @@ func (t *Host) handleFrame(s network.Stream) {
 		return
 	}
 	defer s.Close()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return
-	}
-	select {
-	case t.in <- node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f}:
-	default:
-		t.log.Warn("inbound queue full: dropped a frame", "peer", s.Conn().RemotePeer())
-	}
+	t.deliver(node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f})
 }
 
 // Inbound implements node.Transport.
@@ -310,6 +367,9 @@ func (t *Host) Close() error {
 	t.cancel()
 	if t.mdns != nil {
 		t.mdns.Close()
+	}
+	if t.dht != nil {
+		t.dht.Close()
 	}
 	err := t.h.Close()
 	t.wg.Wait()
@@ -354,4 +414,33 @@ func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
 func PeerIDOf(k crypto.PrivKey) (string, error) {
 	id, err := peer.IDFromPrivateKey(k)
 	return id.String(), err
+}
+
+// natOptions turns a NATConfig into libp2p options.
+func natOptions(c NATConfig) ([]libp2p.Option, error) {
+	var opts []libp2p.Option
+	if c.PortMap {
+		opts = append(opts, libp2p.NATPortMap())
+	}
+	if c.AutoNAT {
+		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableAutoNATv2())
+	}
+	if c.HolePunching {
+		opts = append(opts, libp2p.EnableHolePunching())
+	}
+	if c.RelayService {
+		opts = append(opts, libp2p.EnableRelayService())
+	}
+	if len(c.Relays) > 0 {
+		var relays []peer.AddrInfo
+		for _, s := range c.Relays {
+			ai, err := peer.AddrInfoFromString(s)
+			if err != nil {
+				return nil, fmt.Errorf("p2p: relay address %q: %w", s, err)
+			}
+			relays = append(relays, *ai)
+		}
+		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
+	}
+	return opts, nil
 }

@@ -124,6 +124,54 @@ func Run(t *testing.T, makeN Factory) {
 			t.Fatalf("send to an unknown peer: %v", err)
 		}
 	})
+	t.Run("Broadcast", func(t *testing.T) {
+		trs := makeN(t, 4)
+		bs := make([]node.Broadcaster, len(trs))
+		for i, tr := range trs {
+			b, ok := tr.(node.Broadcaster)
+			if !ok {
+				t.Skipf("%T does not implement node.Broadcaster", tr)
+			}
+			bs[i] = b
+		}
+		jobX, jobY := node.JobID{'x'}, node.JobID{'y'}
+		for _, b := range bs[:3] {
+			if err := b.Join(jobX); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := bs[3].Join(jobY); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		// Subscriptions propagate asynchronously: publish until each member
+		// of X has one frame (bounded by the suite's timeout).
+		fx := node.Frame{Job: jobX, Kind: gossip.KindFactors, Payload: []byte("to all of x")}
+		publishUntil(t, ctx, bs[0], fx, bs[1], bs[2])
+		fy := node.Frame{Job: jobY, Kind: gossip.KindFactors, Payload: []byte("to all of y")}
+		publishUntil(t, ctx, bs[0], fy, bs[3])
+
+		a := node.Announcement{JobID: jobX.String(), Name: "suite", Protocol: gossip.SFB, Updates: 7}
+		deadline := time.Now().Add(timeout)
+		for {
+			if err := bs[0].Announce(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(bs[1].Announcements(), func(x node.Announcement) bool { return x.Peer == bs[0].ID() })
+			if i >= 0 {
+				got := bs[1].Announcements()[i]
+				if got.JobID != a.JobID || got.Updates != 7 || got.Name != "suite" {
+					t.Fatalf("announcement %+v, sent %+v", got, a)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("announcement never heard")
+			}
+			time.Sleep(50 * time.Millisecond) // poll interval of a bounded wait
+		}
+	})
 	t.Run("CloseEndsInbound", func(t *testing.T) {
 		trs := makeN(t, 1)
 		if err := trs[0].Close(); err != nil {
@@ -138,4 +186,61 @@ func Run(t *testing.T, makeN Factory) {
 			t.Fatal("Inbound not closed by Close")
 		}
 	})
+}
+
+// publishUntil publishes f from src until every one of dst has received it
+// as its first frame (the first frame each receives must be f, from src:
+// frames of other jobs must not leak in).
+func publishUntil(t *testing.T, ctx context.Context, src node.Broadcaster, f node.Frame, dst ...node.Broadcaster) {
+	t.Helper()
+	pending := slices.Clone(dst)
+	deadline := time.Now().Add(timeout)
+	for len(pending) > 0 {
+		if err := src.Publish(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		wait := time.After(100 * time.Millisecond)
+	collect:
+		for len(pending) > 0 {
+			cases := pending
+			got := false
+			for i, d := range cases {
+				select {
+				case in := <-d.Inbound():
+					if in.From != src.ID() || in.Job != f.Job || in.Kind != f.Kind || !bytes.Equal(in.Payload, f.Payload) {
+						t.Fatalf("%s received %+v, want %q from %s", d.ID(), in, f.Payload, src.ID())
+					}
+					pending = slices.Delete(pending, i, i+1)
+					drain(d)
+					got = true
+				default:
+				}
+				if got {
+					break
+				}
+			}
+			if got {
+				continue
+			}
+			select {
+			case <-wait:
+				break collect
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("published frame not received by %d peer(s)", len(pending))
+		}
+	}
+}
+
+// drain discards frames already queued (repeated publishes).
+func drain(d node.Transport) {
+	for {
+		select {
+		case <-d.Inbound():
+		default:
+			return
+		}
+	}
 }

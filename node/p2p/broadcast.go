@@ -1,0 +1,277 @@
+package p2p
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/node"
+)
+
+// Gossipsub carries one-to-all traffic: each job has a topic for its
+// broadcasts (SFB's factors), and one topic carries every daemon's job
+// announcements. Messages are signed by their author and verified on receipt
+// (pubsub's StrictSign policy); validators drop malformed ones before they are
+// delivered or forwarded.
+
+// TopicJobs is the job-announcement topic.
+const TopicJobs = "/gossipd/jobs/1.0.0"
+
+// jobTopic is the broadcast topic of a job.
+func jobTopic(job node.JobID) string { return "/gossipd/job/" + job.String() + "/1.0.0" }
+
+// maxAnnouncement bounds an announcement's encoded size.
+const maxAnnouncement = 64 << 10
+
+// ErrTooLarge means a frame exceeds the broadcast size limit; send it to
+// each peer instead.
+var ErrTooLarge = errors.New("p2p: frame too large to broadcast")
+
+type broadcaster struct {
+	ps     *pubsub.PubSub
+	mu     sync.Mutex
+	topics map[string]*pubsub.Topic
+	joined map[node.JobID]bool
+	ann    map[peer.ID]node.Announcement
+}
+
+// startPubSub starts gossipsub, joins the announcement topic and listens on it.
+func (t *Host) startPubSub(ctx context.Context) error {
+	ps, err := pubsub.NewGossipSub(ctx, t.h,
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+		pubsub.WithMaxMessageSize(t.cfg.MaxBroadcast+frameHeader+4<<10),
+	)
+	if err != nil {
+		return fmt.Errorf("p2p: gossipsub: %w", err)
+	}
+	t.bc = &broadcaster{ps: ps, topics: map[string]*pubsub.Topic{}, joined: map[node.JobID]bool{}, ann: map[peer.ID]node.Announcement{}}
+	if err := ps.RegisterTopicValidator(TopicJobs, func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+		if _, err := parseAnnouncement(m); err != nil {
+			return pubsub.ValidationReject
+		}
+		return pubsub.ValidationAccept
+	}); err != nil {
+		return err
+	}
+	sub, err := t.subscribe(TopicJobs)
+	if err != nil {
+		return err
+	}
+	t.wg.Go(func() {
+		for {
+			m, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			if m.GetFrom() == t.h.ID() {
+				continue
+			}
+			a, err := parseAnnouncement(m)
+			if err != nil {
+				continue // the validator already refused it
+			}
+			t.heard(ctx, a)
+		}
+	})
+	return nil
+}
+
+// parseAnnouncement decodes an announcement; its peer is the message's
+// verified author, whatever it claims.
+func parseAnnouncement(m *pubsub.Message) (node.Announcement, error) {
+	var a node.Announcement
+	if len(m.Data) > maxAnnouncement {
+		return a, fmt.Errorf("%w: announcement of %d bytes", ErrFrame, len(m.Data))
+	}
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		return a, fmt.Errorf("%w: announcement: %v", ErrFrame, err)
+	}
+	if len(a.Addrs) > maxPEX {
+		return a, fmt.Errorf("%w: announcement lists %d addresses", ErrFrame, len(a.Addrs))
+	}
+	a.Peer = gossip.PeerID(m.GetFrom().String())
+	return a, nil
+}
+
+// heard records an announcement and connects to the announcer when it runs
+// a job this host joined.
+func (t *Host) heard(ctx context.Context, a node.Announcement) {
+	pid, err := peer.Decode(string(a.Peer))
+	if err != nil {
+		return
+	}
+	t.bc.mu.Lock()
+	t.bc.ann[pid] = a
+	mine := false
+	for j := range t.bc.joined {
+		mine = mine || j.String() == a.JobID
+	}
+	t.bc.mu.Unlock()
+	if !mine || t.h.Network().Connectedness(pid) == network.Connected {
+		return
+	}
+	var addrs []ma.Multiaddr
+	for _, s := range a.Addrs {
+		if m, err := ma.NewMultiaddr(s); err == nil {
+			if _, id := peer.SplitAddr(m); id == "" || id == pid {
+				addrs = append(addrs, m)
+			}
+		}
+	}
+	t.h.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := t.h.Connect(cctx, peer.AddrInfo{ID: pid}); err == nil {
+		t.log.Debug("connected to a member of the job", "peer", pid)
+	}
+}
+
+// topic returns the handle of a topic, joining it on first use (under bc.mu).
+func (t *Host) topic(name string) (*pubsub.Topic, error) {
+	if tp, ok := t.bc.topics[name]; ok {
+		return tp, nil
+	}
+	tp, err := t.bc.ps.Join(name)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: topic %s: %w", name, err)
+	}
+	t.bc.topics[name] = tp
+	return tp, nil
+}
+
+func (t *Host) subscribe(name string) (*pubsub.Subscription, error) {
+	t.bc.mu.Lock()
+	defer t.bc.mu.Unlock()
+	tp, err := t.topic(name)
+	if err != nil {
+		return nil, err
+	}
+	return tp.Subscribe()
+}
+
+// Join implements node.Broadcaster: it subscribes to the job's topic and,
+// with the DHT on, advertises the job and looks for its other members.
+func (t *Host) Join(job node.JobID) error {
+	t.bc.mu.Lock()
+	if t.bc.joined[job] {
+		t.bc.mu.Unlock()
+		return nil
+	}
+	t.bc.joined[job] = true
+	t.bc.mu.Unlock()
+	name := jobTopic(job)
+	max := t.cfg.MaxBroadcast
+	if err := t.bc.ps.RegisterTopicValidator(name, func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+		f, err := ReadFrame(bytes.NewReader(m.Data), max)
+		if err != nil || f.Job != job || len(m.Data) != frameHeader+len(f.Payload) {
+			return pubsub.ValidationReject
+		}
+		return pubsub.ValidationAccept
+	}); err != nil {
+		return fmt.Errorf("p2p: topic %s: %w", name, err)
+	}
+	sub, err := t.subscribe(name)
+	if err != nil {
+		return err
+	}
+	t.wg.Go(func() {
+		for {
+			m, err := sub.Next(t.ctx)
+			if err != nil {
+				return
+			}
+			if m.GetFrom() == t.h.ID() {
+				continue // gossipsub delivers our own messages too
+			}
+			f, err := ReadFrame(bytes.NewReader(m.Data), max)
+			if err != nil {
+				continue // the validator already refused it
+			}
+			t.deliver(node.Inbound{From: gossip.PeerID(m.GetFrom().String()), Frame: f})
+		}
+	})
+	if t.dht != nil {
+		t.wg.Go(func() { t.discover(t.ctx, "gossipd/job/"+job.String()) })
+	}
+	return nil
+}
+
+// Publish implements node.Broadcaster.
+func (t *Host) Publish(ctx context.Context, f node.Frame) error {
+	if len(f.Payload) > t.cfg.MaxBroadcast {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(f.Payload), t.cfg.MaxBroadcast)
+	}
+	var b bytes.Buffer
+	b.Grow(frameHeader + len(f.Payload))
+	WriteFrame(&b, f)
+	t.bc.mu.Lock()
+	tp, err := t.topic(jobTopic(f.Job))
+	t.bc.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := tp.Publish(ctx, b.Bytes()); err != nil {
+		return fmt.Errorf("p2p: publish: %w", err)
+	}
+	return nil
+}
+
+// Announce implements node.Broadcaster; the announcement carries this
+// host's addresses.
+func (t *Host) Announce(ctx context.Context, a node.Announcement) error {
+	a.Peer, a.Addrs = t.ID(), t.Addrs()
+	if len(a.Addrs) > maxPEX {
+		a.Addrs = a.Addrs[:maxPEX]
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	t.bc.mu.Lock()
+	tp, err := t.topic(TopicJobs)
+	t.bc.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return tp.Publish(ctx, b)
+}
+
+// Announcements implements node.Broadcaster.
+func (t *Host) Announcements() []node.Announcement {
+	t.bc.mu.Lock()
+	defer t.bc.mu.Unlock()
+	out := make([]node.Announcement, 0, len(t.bc.ann))
+	for _, a := range t.bc.ann {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b node.Announcement) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
+	return out
+}
+
+// deliver queues an inbound frame unless the host is closed or the queue is
+// full.
+func (t *Host) deliver(in node.Inbound) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	select {
+	case t.in <- in:
+	default:
+		t.log.Warn("inbound queue full: dropped a frame", "peer", in.From)
+	}
+}

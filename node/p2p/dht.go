@@ -1,0 +1,84 @@
+package p2p
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/routing"
+	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+	dutil "github.com/libp2p/go-libp2p/p2p/discovery/util"
+)
+
+// DHT modes (Config.DHT).
+const (
+	DHTOff    = "off"
+	DHTAuto   = "auto"   // on when bootstrap peers are given; server once publicly reachable
+	DHTClient = "client" // query, never serve
+	DHTServer = "server" // query and serve (e.g. a cluster on a private network)
+)
+
+// DHTProtocolPrefix keeps gossipd's Kademlia DHT apart from IPFS's.
+const DHTProtocolPrefix = "/gossipd"
+
+// dhtEnabled says whether the config asks for a DHT.
+func (c *Config) dhtEnabled() bool {
+	return c.DHT == DHTClient || c.DHT == DHTServer || (c.DHT == DHTAuto && len(c.Bootstrap) > 0)
+}
+
+// newDHT builds the Kademlia DHT (used as the host's peer routing, so
+// streams to a peer whose address is unknown look it up).
+func (t *Host) newDHT(h host.Host, boot []peer.AddrInfo) (routing.PeerRouting, error) {
+	mode := dht.ModeAutoServer
+	switch t.cfg.DHT {
+	case DHTClient:
+		mode = dht.ModeClient
+	case DHTServer:
+		mode = dht.ModeServer
+	}
+	d, err := dht.New(t.ctx, h, dht.Mode(mode), dht.ProtocolPrefix(DHTProtocolPrefix), dht.BootstrapPeers(boot...))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: dht: %w", err)
+	}
+	t.dht = d
+	return d, nil
+}
+
+// discover advertises this host under ns in the DHT and connects to the
+// other hosts found there, until ctx ends.
+func (t *Host) discover(ctx context.Context, ns string) {
+	if err := t.dht.Bootstrap(ctx); err != nil {
+		t.log.Warn("dht bootstrap", "err", err)
+	}
+	rd := drouting.NewRoutingDiscovery(t.dht)
+	dutil.Advertise(ctx, rd, ns) // re-advertises by itself until ctx ends
+	wait := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, t.cfg.DiscoveryInterval)
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		found, err := rd.FindPeers(actx, ns)
+		if err != nil {
+			cancel()
+			t.log.Debug("dht: find peers", "ns", ns, "err", err)
+			continue
+		}
+		for ai := range found {
+			if ai.ID == t.h.ID() || len(ai.Addrs) == 0 || t.h.Network().Connectedness(ai.ID) == network.Connected {
+				continue
+			}
+			if err := t.h.Connect(actx, ai); err == nil {
+				t.log.Debug("dht: connected to a member of the job", "peer", ai.ID)
+			}
+		}
+		cancel()
+	}
+}
