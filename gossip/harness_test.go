@@ -76,6 +76,15 @@ func (h *harness) deliver() {
 	for len(h.queue) > 0 {
 		m := h.queue[0]
 		h.queue = h.queue[1:]
+		if m.To == gossip.Broadcast { // one copy to every other node
+			for k := range h.nodes {
+				if c := m; name(k) != m.From {
+					c.To = name(k)
+					h.queue = append(h.queue, c)
+				}
+			}
+			continue
+		}
 		j := h.byID[m.To]
 		if h.dead[j] {
 			continue

@@ -38,6 +38,10 @@ type sfb struct {
 	updates map[uint64]map[PeerID]*sfbUpdate
 	// heard[c] counts updates of clock c applied or skipped (SSP).
 	heard map[uint64]int
+	// synced[p] is the clock at which p was last sent this replica's state.
+	synced map[PeerID]uint64
+	// ahead is the newest clock heard of beyond the buffering window.
+	ahead uint64
 }
 
 type sfbUpdate struct {
@@ -47,7 +51,7 @@ type sfbUpdate struct {
 
 func newSFB(cfg *Config, layout *model.Layout) *sfb {
 	s := &sfb{cfg: cfg, layout: layout, be: compute.NewCPU(compute.WithThreads(1)),
-		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}}
+		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}, synced: map[PeerID]uint64{}}
 	for _, nb := range cfg.Neighbors {
 		s.peers = append(s.peers, nb.ID)
 	}
@@ -140,6 +144,21 @@ func (s *sfb) step(n *Node, m *Message) {
 		n.trace("drop", m.From, "factors from a peer outside the job", 0)
 		return
 	}
+	if m.Kind == KindParams {
+		s.adopt(n, m)
+		return
+	}
+	if m.Round+futureRounds < n.round {
+		// The sender fell behind (it restarted from a checkpoint or was cut
+		// off): its updates are too old to apply, and ours too new for it.
+		// Send it this replica's state, at most once per futureRounds clocks.
+		if last, ok := s.synced[m.From]; !ok || n.round >= last+futureRounds {
+			s.synced[m.From] = n.round
+			n.send(Message{Kind: KindParams, To: m.From, Round: n.round, Params: slices.Clone(n.params)})
+		}
+		n.trace("stale", m.From, fmt.Sprintf("clock %d at clock %d: sent our state", m.Round, n.round), 0)
+		return
+	}
 	for _, f := range m.Factors {
 		if !slices.Contains(s.factors, f.Weight) {
 			n.trace("drop", m.From, "factors for a layer this job sends dense", 0)
@@ -151,6 +170,21 @@ func (s *sfb) step(n *Node, m *Message) {
 		return
 	}
 	u := &sfbUpdate{dense: m.Params, factors: m.Factors}
+	if s.bsp() && m.Round > n.round+futureRounds {
+		// This replica fell behind and will adopt a peer's state (adopt);
+		// keep the newest clocks' updates for then.
+		s.ahead = max(s.ahead, m.Round)
+		if m.Round+futureRounds >= s.ahead {
+			s.store(m.Round, m.From, u)
+		}
+		for c := range s.updates {
+			if c > n.round+futureRounds && c+futureRounds < s.ahead {
+				delete(s.updates, c)
+			}
+		}
+		n.trace("ahead", m.From, fmt.Sprintf("clock %d at clock %d", m.Round, n.round), 0)
+		return
+	}
 	switch {
 	case s.bsp() && m.Round >= n.round && m.Round <= n.round+futureRounds:
 		s.store(m.Round, m.From, u)
@@ -240,4 +274,29 @@ func (s *sfb) densePart(grad []float32) []float32 {
 		}
 	}
 	return out
+}
+
+// adopt takes a peer's state when it is ahead: the replica jumps to the
+// peer's clock with the peer's parameters (at the start of that clock, the
+// same on every replica under BSP) and starts that clock.
+func (s *sfb) adopt(n *Node, m *Message) {
+	if m.Round <= n.round {
+		n.trace("stale", m.From, fmt.Sprintf("state of clock %d at clock %d", m.Round, n.round), 0)
+		return
+	}
+	n.trace("catch-up", m.From, fmt.Sprintf("clock %d → %d", n.round, m.Round), float64(m.Round-n.round))
+	copy(n.params, m.Params)
+	n.round = m.Round
+	for c := range s.updates {
+		if c < m.Round {
+			delete(s.updates, c)
+		}
+	}
+	clear(s.heard)
+	n.commit()
+	if !s.active {
+		s.begin(n)
+	}
+	// An outstanding gradient, taken at the old parameters, is sent for
+	// the new clock when it arrives: one stale gradient, as under SSP.
 }

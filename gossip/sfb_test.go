@@ -15,6 +15,18 @@ import (
 // runSFB runs P SFB peers with real training on synthetic data for the
 // given clocks and returns every replica's parameters.
 func runSFB(t *testing.T, mode string, peers, clocks int, tweak func(*gossip.Config)) [][]float32 {
+	h := sfbHarness(t, mode, peers, tweak)
+	h.run(time.Duration(clocks)*time.Second-time.Millisecond, time.Second)
+	for _, nd := range h.nodes {
+		if nd.Round() != uint64(clocks) {
+			t.Fatalf("%s at clock %d, want %d", nd.ID(), nd.Round(), clocks)
+		}
+	}
+	return h.params()
+}
+
+// sfbHarness builds P SFB peers with real training on synthetic data.
+func sfbHarness(t *testing.T, mode string, peers int, tweak func(*gossip.Config)) *harness {
 	spec := model.Spec{Kind: model.MLP, Inputs: 20, Hidden: []int{16}, Classes: 4}
 	m, _ := model.New(spec, model.WithSeed(1))
 	init := append([]float32(nil), m.Params()...)
@@ -57,13 +69,7 @@ func runSFB(t *testing.T, mode string, peers, clocks int, tweak func(*gossip.Con
 		}
 		return r
 	}
-	h.run(time.Duration(clocks)*time.Second-time.Millisecond, time.Second)
-	for _, nd := range h.nodes {
-		if nd.Round() != uint64(clocks) {
-			t.Fatalf("%s at clock %d, want %d", nd.ID(), nd.Round(), clocks)
-		}
-	}
-	return h.params()
+	return h
 }
 
 // TestSFBEqualsDense: under BSP every replica is identical, and broadcasting
@@ -108,5 +114,41 @@ func TestSFBStaleAndPartial(t *testing.T) {
 		if !(d < 0.05) {
 			t.Errorf("%s: consensus distance %v", name, d)
 		}
+	}
+}
+
+// TestSFBRestart: a peer restarted from an old snapshot (as after kill -9)
+// is clocks behind; the peers that hear its stale update send it their
+// state, it adopts it, and the replicas are identical again. Updates go by
+// broadcast.
+func TestSFBRestart(t *testing.T) {
+	h := sfbHarness(t, "factors", 4, func(c *gossip.Config) { c.Broadcast = true })
+	h.run(10*time.Second-time.Millisecond, time.Second)
+	snap := h.nodes[3].Snapshot()
+	cfg := h.nodes[3].Config()
+	h.dead[3] = true
+	h.run(30*time.Second-time.Millisecond, time.Second)
+	if r := h.nodes[0].Round(); r < snap.Round+3 {
+		t.Fatalf("without peer 3 the others reached clock %d only (it stopped at %d)", r, snap.Round)
+	}
+	cfg.Resume = &snap
+	nd, err := gossip.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.nodes[3], h.dead[3] = nd, false
+	h.run(40*time.Second-time.Millisecond, time.Second)
+	if a, b := h.nodes[3].Round(), h.nodes[0].Round(); a != b {
+		t.Fatalf("restarted peer at clock %d, the others at %d", a, b)
+	}
+	if d := merge.ConsensusDistance(h.params()); d != 0 {
+		t.Fatalf("replicas differ after the restart: consensus distance %v", d)
+	}
+	caught := false
+	for _, e := range h.traces {
+		caught = caught || (e.Event == "catch-up" && e.Value >= 3)
+	}
+	if !caught {
+		t.Fatal("no catch-up traced")
 	}
 }

@@ -18,7 +18,7 @@ var protocolKinds = map[string][]Kind{
 	DPSGD:      {KindParams},
 	ADPSGD:     {KindAvgRequest, KindAvgReply},
 	PushSum:    {KindPushSum},
-	SFB:        {KindFactors},
+	SFB:        {KindFactors, KindParams}, // params: a state transfer to a peer that fell behind
 }
 
 // validate checks a message against this node's job before anything is

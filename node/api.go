@@ -17,7 +17,8 @@ import (
 const maxPredictBody = 16 << 20
 
 // Handler serves the operator API: /healthz, /status (JSON), /metrics
-// (Prometheus), /model (safetensors) and /predict (JSON).
+// (Prometheus), /model (safetensors), /predict (JSON) and /jobs (the job
+// announcements heard on the network).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -41,6 +42,12 @@ func (n *Node) Handler() http.Handler {
 		w.Write(b.Bytes())
 	})
 	mux.HandleFunc("POST /predict", n.servePredict)
+	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(n.Announcements())
+	})
 	return mux
 }
 

@@ -13,6 +13,7 @@ type metrics struct {
 	bytesIn    prometheus.Counter
 	bytesOut   prometheus.Counter
 	sendErrors prometheus.Counter
+	published  prometheus.Counter
 	rejected   *prometheus.CounterVec
 	updates    prometheus.Counter
 	ckpts      prometheus.Counter
@@ -40,6 +41,7 @@ func newMetrics() *metrics {
 	m.bytesIn = c("bytes_in_total", "Payload bytes received.")
 	m.bytesOut = c("bytes_out_total", "Payload bytes sent.")
 	m.sendErrors = c("send_errors_total", "Messages that could not be delivered.")
+	m.published = c("messages_published_total", "Messages broadcast to every member at once (gossipsub); each also counts once in messages_out_total.")
 	m.updates = c("updates_total", "Model updates.")
 	m.ckpts = c("checkpoints_total", "Checkpoints written.")
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gossipd", Name: "rejected_total",

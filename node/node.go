@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,9 +37,9 @@ type Config struct {
 	// CheckpointEvery is the number of model updates between checkpoints
 	// (default 10). A checkpoint is also written on shutdown.
 	CheckpointEvery int
-	// Neighbors and SelfWeight configure dpsgd, adpsgd, pushsum and sfb.
-	Neighbors  []gossip.Neighbor
-	SelfWeight float64
+	// AnnounceInterval is how often a daemon whose transport is a
+	// Broadcaster announces its job (default 10s).
+	AnnounceInterval time.Duration
 	// Backend computes training (default compute.NewCPU()).
 	Backend compute.Backend
 	// EvalInterval is how often the model is evaluated on Test (default 2s).
@@ -69,6 +70,7 @@ type Node struct {
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
 	rejected                           sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
+	neighbors                          []gossip.PeerID // from the job's topology
 	lastCkptUpdates                    uint64
 	// published is a copy of the parameters as of the last update, for
 	// the API (the core itself belongs to the Run goroutine).
@@ -132,6 +134,16 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.AnnounceInterval == 0 {
+		cfg.AnnounceInterval = 10 * time.Second
+	}
+	// dpsgd, adpsgd, pushsum and sfb take their neighbours from the job's
+	// member list and topology, the same for every member.
+	neighbors, selfWeight, err := cfg.Job.Neighbors(cfg.Transport.ID())
+	if err != nil {
+		return nil, err
+	}
+	_, broadcast := cfg.Transport.(Broadcaster)
 	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics()}
 	m, err := model.New(cfg.Job.Model, model.WithSeed(cfg.Job.InitSeed), model.WithBackend(cfg.Backend))
 	if err != nil {
@@ -145,7 +157,7 @@ func New(cfg Config) (*Node, error) {
 		ID: cfg.Transport.ID(), Protocol: cfg.Job.Protocol, Spec: cfg.Job.Model, Init: init,
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
 		Jitter: 0.1, LR: cfg.Job.LR, Variant: cfg.Job.Variant, CacheSize: 10, Batch: cfg.Job.Batch,
-		Neighbors: cfg.Neighbors, SelfWeight: cfg.SelfWeight,
+		Neighbors: neighbors, SelfWeight: selfWeight, Staleness: cfg.Job.Staleness, Broadcast: broadcast,
 	}
 	gc.Subsample, gc.Partitions, _ = gossip.ParseCompression(cfg.Job.Compression)
 	if cfg.Job.LocalEpochs > 1 {
@@ -165,6 +177,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if n.core, err = gossip.New(gc); err != nil {
 		return nil, err
+	}
+	for _, nb := range neighbors {
+		n.neighbors = append(n.neighbors, nb.ID)
 	}
 	idx := make([]int, cfg.Train.N)
 	for i := range idx {
@@ -237,8 +252,42 @@ func (n *Node) reject(reason string, from gossip.PeerID, err error) {
 	n.met.rejected.WithLabelValues(reason).Inc()
 }
 
+// Announcements lists the job announcements heard from other peers (none
+// when the transport is not a Broadcaster).
+func (n *Node) Announcements() []Announcement {
+	if b, ok := n.cfg.Transport.(Broadcaster); ok {
+		return b.Announcements()
+	}
+	return []Announcement{}
+}
+
+// announce tells the network about this node's job, now and every
+// AnnounceInterval, until ctx ends.
+func (n *Node) announce(ctx context.Context, b Broadcaster) {
+	t := time.NewTicker(n.cfg.AnnounceInterval)
+	defer t.Stop()
+	for {
+		s := n.Status()
+		a := Announcement{JobID: s.JobID, Name: n.cfg.Job.Name, Protocol: s.Protocol, Model: n.cfg.Job.Model.String(),
+			Members: len(n.cfg.Job.Members), Updates: s.Updates, Round: s.Round, Time: n.cfg.Now().Unix()}
+		if err := b.Announce(ctx, a); err != nil && ctx.Err() == nil {
+			n.log.Debug("announce failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// members filters peers to the job's members.
+func (n *Node) members(peers []gossip.PeerID) []gossip.PeerID {
+	return slices.DeleteFunc(peers, func(p gossip.PeerID) bool { return !n.cfg.Job.IsMember(p) })
+}
+
 type outgoing struct {
-	to gossip.PeerID
+	to gossip.PeerID // gossip.Broadcast: every member
 	f  Frame
 }
 
@@ -263,6 +312,14 @@ func (n *Node) Run(ctx context.Context) error {
 		wg.Go(func() { n.sendLoop(ctx, sendCh) })
 	}
 	wg.Go(func() { n.evalLoop(evalCh) })
+	if b, ok := n.cfg.Transport.(Broadcaster); ok {
+		if err := b.Join(n.job); err != nil {
+			return err
+		}
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel() // runs before the deferred wg.Wait
+		wg.Go(func() { n.announce(actx, b) })
+	}
 
 	// The core says when it next needs a Tick (NextWake); the timer sleeps
 	// until then rather than polling.
@@ -280,7 +337,7 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		wake.Reset(d)
 	}
-	n.core.SetPeers(n.cfg.Transport.Peers())
+	n.core.SetPeers(n.members(n.cfg.Transport.Peers()))
 	for {
 		select {
 		case <-ctx.Done():
@@ -297,7 +354,7 @@ func (n *Node) Run(ctx context.Context) error {
 		case r := <-doneCh:
 			n.core.TrainDone(r)
 		case <-slow.C:
-			peers := n.cfg.Transport.Peers()
+			peers := n.members(n.cfg.Transport.Peers())
 			n.core.SetPeers(peers)
 			n.met.peers.Set(float64(len(peers)))
 			n.mu.Lock()
@@ -322,6 +379,10 @@ func (n *Node) handle(in Inbound) {
 	n.met.bytesIn.Add(float64(len(in.Payload)))
 	if in.Job != n.job {
 		n.reject("wrong_job", in.From, fmt.Errorf("job %s, this node runs %s", in.Job.Short(), n.job.Short()))
+		return
+	}
+	if !n.cfg.Job.IsMember(in.From) {
+		n.reject("not_member", in.From, errors.New("the sender is not among the job's members"))
 		return
 	}
 	m, err := gossip.Decode(in.Payload, gossip.DecodeLimits{})
@@ -411,19 +472,47 @@ func (n *Node) trainLoop(in <-chan *gossip.TrainRequest, out chan<- *gossip.Trai
 
 func (n *Node) sendLoop(ctx context.Context, in <-chan outgoing) {
 	for o := range in {
-		sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
-		err := n.cfg.Transport.Send(sctx, o.to, o.f)
-		cancel()
-		if err != nil {
-			n.met.sendErrors.Inc()
-			n.log.Debug("send failed", "to", o.to, "err", err)
+		if o.to != gossip.Broadcast {
+			n.send(ctx, o.to, o.f)
 			continue
 		}
-		n.msgsOut.Add(1)
-		n.bytesOut.Add(uint64(len(o.f.Payload)))
-		n.met.msgsOut.Inc()
-		n.met.bytesOut.Add(float64(len(o.f.Payload)))
+		// One publish reaches every member; without a broadcaster, or for a
+		// frame too large to publish, send to each neighbour.
+		if b, ok := n.cfg.Transport.(Broadcaster); ok {
+			sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
+			err := b.Publish(sctx, o.f)
+			cancel()
+			if err == nil {
+				n.met.published.Inc()
+				n.sent(o.f)
+				continue
+			}
+			n.log.Debug("publish failed: sending to each neighbour", "err", err)
+		}
+		for _, nb := range n.neighbors {
+			n.send(ctx, nb, o.f)
+		}
 	}
+}
+
+// send delivers one frame, counting it.
+func (n *Node) send(ctx context.Context, to gossip.PeerID, f Frame) {
+	sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
+	err := n.cfg.Transport.Send(sctx, to, f)
+	cancel()
+	if err != nil {
+		n.met.sendErrors.Inc()
+		n.log.Debug("send failed", "to", to, "err", err)
+		return
+	}
+	n.sent(f)
+}
+
+func (n *Node) sent(f Frame) {
+	n.msgsOut.Add(1)
+	n.bytesOut.Add(uint64(len(f.Payload)))
+	n.met.msgsOut.Inc()
+	n.met.bytesOut.Add(float64(len(f.Payload)))
 }
 
 func (n *Node) evalLoop(in <-chan []float32) {

@@ -26,11 +26,12 @@ import (
 type runFlags struct {
 	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
+	members, topology, dht, relays                                                 string
 	testFraction, lr                                                               float64
-	batch, localEpochs, ckptEvery, keep                                            int
+	batch, localEpochs, ckptEvery, keep, staleness                                 int
 	delta                                                                          time.Duration
 	initSeed                                                                       uint64
-	mdns                                                                           bool
+	mdns, autonat, holePunching, portMap, relayService                             bool
 }
 
 func (r *runFlags) declare(fs *flag.FlagSet) {
@@ -38,6 +39,12 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.listen, "listen", "/ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1", "libp2p listen multiaddrs, comma-separated")
 	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, comma-separated")
 	fs.BoolVar(&r.mdns, "mdns", true, "discover peers on the LAN with mDNS")
+	fs.StringVar(&r.dht, "dht", p2p.DHTAuto, "Kademlia DHT: off|auto (on when --bootstrap is given)|client|server")
+	fs.BoolVar(&r.autonat, "autonat", false, "AutoNAT: learn this node's reachability and answer others' checks")
+	fs.BoolVar(&r.holePunching, "hole-punching", false, "upgrade relayed connections to direct ones (DCUtR)")
+	fs.BoolVar(&r.portMap, "nat-portmap", false, "ask the gateway for a port mapping (UPnP, NAT-PMP)")
+	fs.StringVar(&r.relays, "relays", "", "circuit-relay v2 relays to be reachable through (multiaddrs with /p2p/ID, comma-separated)")
+	fs.BoolVar(&r.relayService, "relay-service", false, "act as a circuit-relay v2 relay for other peers")
 	fs.StringVar(&r.api, "api", "127.0.0.1:8080", "HTTP API address (/healthz, /status, /metrics)")
 	fs.StringVar(&r.store, "store", "gossipd-data", "directory of the checkpoint store")
 	fs.StringVar(&r.key, "key", "", "identity key file (default STORE/identity.key; created on first run, mode 0600)")
@@ -46,7 +53,10 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.labelColumn, "label-column", "", "CSV label column")
 	fs.StringVar(&r.scale, "scale", "global", "feature scaling: global|minmax|standard|none (part of the job)")
 	fs.Float64Var(&r.testFraction, "test-fraction", 0.2, "held-out fraction when the dataset has no test split")
-	fs.StringVar(&r.protocol, "protocol", gossip.RandomWalk, "protocol (run supports randomwalk so far)")
+	fs.StringVar(&r.protocol, "protocol", gossip.RandomWalk, "protocol: "+strings.Join(gossip.Protocols, "|"))
+	fs.StringVar(&r.members, "members", "", "the job's members: peer IDs, comma-separated, or @FILE with one per line (required by dpsgd, adpsgd, pushsum, sfb; part of the job)")
+	fs.StringVar(&r.topology, "topology", "", "graph over the members for dpsgd, adpsgd, pushsum: ring|torus|regular:K|exponential|complete (default ring; exponential for pushsum)")
+	fs.IntVar(&r.staleness, "staleness", 0, "sfb: SSP staleness bound (0: BSP)")
 	fs.StringVar(&r.modelKind, "model", "softmax", "model: "+strings.Join(model.Kinds, "|"))
 	fs.StringVar(&r.hidden, "hidden", "128", "MLP hidden widths (mlp only)")
 	fs.DurationVar(&r.delta, "delta", time.Second, "gossip period Δ")
@@ -137,8 +147,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if r.protocol != gossip.RandomWalk {
-		return fmt.Errorf("%w: run supports --protocol randomwalk so far (%s runs in `gossipd simulate`)", errUsage, r.protocol)
+	members, err := parseMembers(r.members)
+	if err != nil {
+		return err
 	}
 	train, test, scaler, err := loadShard(&r)
 	if err != nil {
@@ -151,7 +162,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	job := node.JobSpec{Name: r.name, Model: spec, Scale: r.scale, Protocol: r.protocol, DeltaMillis: r.delta.Milliseconds(),
-		LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Variant: r.variant, Compression: r.compression, InitSeed: r.initSeed}
+		LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Variant: r.variant, Compression: r.compression, InitSeed: r.initSeed,
+		Topology: r.topology, Members: members, Staleness: r.staleness}
 	if err := job.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -168,7 +180,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer store.Close()
-	host, err := p2p.New(p2p.Config{Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log})
+	host, err := p2p.New(p2p.Config{Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
+		DHT: r.dht, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching, Relays: splitList(r.relays), RelayService: r.relayService}})
 	if err != nil {
 		return err
 	}
@@ -195,6 +208,33 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log.Info("gossipd stopped", "updates", d.Status().Updates, "checkpoint", d.Status().Checkpoint)
 	return nil
+}
+
+// parseMembers reads --members: peer IDs, comma-separated, or @FILE with one
+// per line (blank lines and # comments ignored).
+func parseMembers(s string) ([]string, error) {
+	src := "--members"
+	if path, ok := strings.CutPrefix(s, "@"); ok {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --members: %v", errUsage, err)
+		}
+		var ids []string
+		for _, line := range strings.Split(string(b), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			if line = strings.TrimSpace(line); line != "" {
+				ids = append(ids, line)
+			}
+		}
+		s, src = strings.Join(ids, ","), path
+	}
+	ids := splitList(s)
+	for i, id := range ids {
+		if err := p2p.CheckPeerID(id); err != nil {
+			return nil, fmt.Errorf("%w: %s: member %d: %v", errUsage, src, i+1, err)
+		}
+	}
+	return ids, nil
 }
 
 func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) error {

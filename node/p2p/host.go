@@ -444,3 +444,11 @@ func natOptions(c NATConfig) ([]libp2p.Option, error) {
 	}
 	return opts, nil
 }
+
+// CheckPeerID reports whether s is a valid libp2p peer ID.
+func CheckPeerID(s string) error {
+	if _, err := peer.Decode(s); err != nil {
+		return fmt.Errorf("peer ID %q: %w", s, err)
+	}
+	return nil
+}
