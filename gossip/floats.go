@@ -42,3 +42,12 @@ func decodeFloats(s []byte) []float32 {
 	}
 	return out
 }
+
+// borrowFloats views s as little-endian floats without copying, or returns
+// nil when it cannot (big-endian host, or s not 4-byte aligned).
+func borrowFloats(s []byte) []float32 {
+	if !littleEndian || len(s) < 4 || uintptr(unsafe.Pointer(&s[0]))%4 != 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&s[0])), len(s)/4)
+}

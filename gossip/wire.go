@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 
 	"github.com/gossipd/gossipd/model"
 )
@@ -22,6 +23,10 @@ var ErrWire = errors.New("gossip: bad wire message")
 type DecodeLimits struct {
 	// MaxBytes is the largest encoded message (default 256 MiB).
 	MaxBytes int
+	// Borrow lets the decoded float vectors share b's memory where it is
+	// suitably aligned (little-endian hosts), saving a copy of the model;
+	// the caller must then neither modify nor reuse b.
+	Borrow bool
 }
 
 const defaultMaxBytes = 256 << 20
@@ -56,10 +61,17 @@ func EncodedSize(m *Message) int {
 
 // Encode serialises m.
 func Encode(m *Message) ([]byte, error) {
+	return AppendEncode(make([]byte, 0, EncodedSize(m)), m)
+}
+
+// AppendEncode appends m's encoding to dst, so that a caller may reuse one
+// buffer for many messages.
+func AppendEncode(dst []byte, m *Message) ([]byte, error) {
 	if len(m.From) > math.MaxUint16 || len(m.Factors) > math.MaxUint16 || len(m.View) > math.MaxUint16 || uint64(len(m.Params)) > math.MaxUint32 || uint64(len(m.Indices)) > math.MaxUint32 {
 		return nil, fmt.Errorf("%w: message too large to encode", ErrWire)
 	}
-	b := make([]byte, 0, EncodedSize(m))
+	start := len(dst)
+	b := slices.Grow(dst, EncodedSize(m))
 	b = append(b, wireMagic[:]...)
 	b = append(b, WireVersion, byte(m.Kind))
 	b = binary.LittleEndian.AppendUint64(b, m.Round)
@@ -93,7 +105,7 @@ func Encode(m *Message) ([]byte, error) {
 		b = appendString(b, string(d.ID))
 		b = binary.LittleEndian.AppendUint64(b, uint64(d.Age))
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
 }
 
 func appendString(b []byte, s string) []byte {
@@ -103,9 +115,10 @@ func appendString(b []byte, s string) []byte {
 
 // decoder reads fields and remembers the first error with its offset.
 type decoder struct {
-	b   []byte
-	off int
-	err error
+	b      []byte
+	off    int
+	err    error
+	borrow bool
 }
 
 func (d *decoder) fail(what string) {
@@ -176,6 +189,11 @@ func (d *decoder) floats(n int, what string) []float32 {
 	if n == 0 {
 		return nil
 	}
+	if d.borrow {
+		if v := borrowFloats(s); v != nil {
+			return v
+		}
+	}
 	return decodeFloats(s)
 }
 
@@ -206,7 +224,7 @@ func Decode(b []byte, lim DecodeLimits) (*Message, error) {
 	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
 		return nil, fmt.Errorf("%w: checksum mismatch (%08x, trailer says %08x)", ErrWire, got, want)
 	}
-	d := &decoder{b: body, off: 5}
+	d := &decoder{b: body, off: 5, borrow: lim.Borrow}
 	m := &Message{}
 	m.Kind = Kind(d.take(1, "kind")[0])
 	if _, ok := kindNames[m.Kind]; !ok {

@@ -286,6 +286,23 @@ func (n *Node) members(peers []gossip.PeerID) []gossip.PeerID {
 	return slices.DeleteFunc(peers, func(p gossip.PeerID) bool { return !n.cfg.Job.IsMember(p) })
 }
 
+// buffers recycles encoded messages: a model is megabytes, and allocating
+// (and zeroing) a fresh buffer per message costs as much as encoding it.
+var buffers sync.Pool
+
+func getBuffer() []byte {
+	if b, ok := buffers.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+func putBuffer(b []byte) {
+	if cap(b) >= 64<<10 {
+		buffers.Put(&b)
+	}
+}
+
 type outgoing struct {
 	to gossip.PeerID // gossip.Broadcast: every member
 	f  Frame
@@ -385,7 +402,8 @@ func (n *Node) handle(in Inbound) {
 		n.reject("not_member", in.From, errors.New("the sender is not among the job's members"))
 		return
 	}
-	m, err := gossip.Decode(in.Payload, gossip.DecodeLimits{})
+	// The payload is ours alone: the decoded model may share its memory.
+	m, err := gossip.Decode(in.Payload, gossip.DecodeLimits{Borrow: true})
 	if err != nil {
 		n.reject("undecodable", in.From, err)
 		return
@@ -411,7 +429,7 @@ func (n *Node) drain(trainCh chan<- *gossip.TrainRequest, sendCh chan<- outgoing
 		n.core.Advance()
 		for i := range rd.Messages {
 			m := &rd.Messages[i]
-			b, err := gossip.Encode(m)
+			b, err := gossip.AppendEncode(getBuffer(), m)
 			if err != nil {
 				n.log.Error("cannot encode a message", "err", err)
 				continue
@@ -474,6 +492,7 @@ func (n *Node) sendLoop(ctx context.Context, in <-chan outgoing) {
 	for o := range in {
 		if o.to != gossip.Broadcast {
 			n.send(ctx, o.to, o.f)
+			putBuffer(o.f.Payload) // transports do not retain payloads
 			continue
 		}
 		// One publish reaches every member; without a broadcaster, or for a

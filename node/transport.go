@@ -35,7 +35,8 @@ type Transport interface {
 	// ID is this endpoint's peer ID.
 	ID() gossip.PeerID
 	// Send delivers f to peer to, or returns an error (wrapping
-	// ErrUnreachable when the peer cannot be reached).
+	// ErrUnreachable when the peer cannot be reached). It does not retain
+	// f.Payload once it returns: callers may reuse the buffer.
 	Send(ctx context.Context, to gossip.PeerID, f Frame) error
 	// Inbound yields received frames until Close.
 	Inbound() <-chan Inbound

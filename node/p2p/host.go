@@ -7,6 +7,7 @@
 package p2p
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -77,8 +78,11 @@ type Config struct {
 	ServiceName string
 	// MaxFrame bounds received payloads (default DefaultMaxFrame).
 	MaxFrame int
-	// ReadTimeout bounds every read of a frame (default 30s).
+	// ReadTimeout bounds reading or writing one frame (default 30s).
 	ReadTimeout time.Duration
+	// IdleTimeout is how long an inbound stream may wait for its next frame
+	// before it is closed (default 5m); senders reopen closed streams.
+	IdleTimeout time.Duration
 	// PEXInterval is how often peers exchange addresses (default 5s).
 	PEXInterval time.Duration
 	// Inbound is the receive queue length (default 1024); a full queue
@@ -132,6 +136,9 @@ type Host struct {
 	}
 	ctx context.Context
 
+	omu sync.Mutex
+	out map[outKey]*outbound
+
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
@@ -156,6 +163,9 @@ func New(cfg Config) (*Host, error) {
 	}
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 5 * time.Minute
 	}
 	if cfg.PEXInterval == 0 {
 		cfg.PEXInterval = 5 * time.Second
@@ -187,7 +197,7 @@ func New(cfg Config) (*Host, error) {
 		boot = append(boot, *ai)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Host{cfg: cfg, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel}
+	t := &Host{cfg: cfg, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{}}
 	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Key),
 		libp2p.ListenAddrStrings(cfg.Listen...),
@@ -212,6 +222,11 @@ func New(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("p2p: %w", err)
 	}
 	t.h = h
+	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(nw network.Network, c network.Conn) {
+		if nw.Connectedness(c.RemotePeer()) != network.Connected {
+			t.forget(c.RemotePeer())
+		}
+	}})
 	if err := t.startPubSub(ctx); err != nil {
 		cancel()
 		h.Close()
@@ -296,59 +311,110 @@ func (t *Host) Peers() []gossip.PeerID {
 	return out
 }
 
-// Send implements node.Transport: one stream per frame.
+// Send implements node.Transport. Frames to a peer travel back to back on
+// one long-lived stream per protocol, opened on first use and reopened once
+// if writing fails (the peer restarted, or closed an idle stream): no
+// per-frame stream setup or round trip, so frames pipeline. A nil error
+// means the frame was written to the connection, not that the peer
+// accepted it.
 func (t *Host) Send(ctx context.Context, to gossip.PeerID, f node.Frame) error {
 	pid, err := peer.Decode(string(to))
 	if err != nil {
 		return fmt.Errorf("p2p: peer ID %q: %w: %v", to, node.ErrUnreachable, err)
 	}
-	s, err := t.h.NewStream(network.WithAllowLimitedConn(ctx, "gossip"), pid, protocolFor(f.Kind))
-	if err != nil {
-		return fmt.Errorf("p2p: %s: %w: %v", to, node.ErrUnreachable, err)
+	if pid == t.h.ID() {
+		return fmt.Errorf("p2p: sending to self: %w", node.ErrUnreachable)
 	}
-	dl, ok := ctx.Deadline()
-	if !ok {
-		dl = time.Now().Add(t.cfg.ReadTimeout)
-	}
-	s.SetDeadline(dl)
-	if err := WriteFrame(s, f); err != nil {
-		s.Reset()
-		return fmt.Errorf("p2p: sending to %s: %w: %v", to, node.ErrUnreachable, err)
-	}
-	// Half-close, then wait for the receiver to close its side once it has
-	// read the whole frame: EOF confirms delivery, a reset rejection.
-	if err := s.CloseWrite(); err != nil {
-		s.Reset()
-		return fmt.Errorf("p2p: sending to %s: %w: %v", to, node.ErrUnreachable, err)
-	}
-	var one [1]byte
-	if _, err := s.Read(one[:]); !errors.Is(err, io.EOF) {
-		s.Reset()
-		return fmt.Errorf("p2p: %s did not accept the frame: %w: %v", to, node.ErrUnreachable, err)
-	}
-	s.Close()
-	return nil
-}
-
-func (t *Host) handleFrame(s network.Stream) {
-	s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout))
-	f, err := ReadFrame(s, t.cfg.MaxFrame)
-	if err == nil {
-		// Wait for the sender's half-close before closing: closing first
-		// would cancel the sender's side (QUIC's STOP_SENDING) before its
-		// FIN. Anything but EOF here is trailing data or a broken stream.
-		var one [1]byte
-		if n, rerr := s.Read(one[:]); n > 0 || !errors.Is(rerr, io.EOF) {
-			err = fmt.Errorf("%w: data after the frame or no half-close (%v)", ErrFrame, rerr)
+	key := outKey{pid, protocolFor(f.Kind)}
+	for attempt := 0; ; attempt++ {
+		o := t.outStream(key)
+		o.mu.Lock()
+		fresh := o.s == nil
+		if fresh {
+			s, err := t.h.NewStream(network.WithAllowLimitedConn(ctx, "gossip"), pid, key.proto)
+			if err != nil {
+				o.mu.Unlock()
+				return fmt.Errorf("p2p: %s: %w: %v", to, node.ErrUnreachable, err)
+			}
+			o.s = s
+		}
+		dl, ok := ctx.Deadline()
+		if !ok {
+			dl = time.Now().Add(t.cfg.ReadTimeout)
+		}
+		o.s.SetWriteDeadline(dl)
+		err := WriteFrame(o.s, f)
+		if err == nil {
+			o.s.SetWriteDeadline(time.Time{})
+			o.mu.Unlock()
+			return nil
+		}
+		o.s.Reset()
+		o.s = nil
+		o.mu.Unlock()
+		if fresh || attempt > 0 || ctx.Err() != nil {
+			return fmt.Errorf("p2p: sending to %s: %w: %v", to, node.ErrUnreachable, err)
 		}
 	}
-	if err != nil {
-		t.log.Warn("dropped a frame", "peer", s.Conn().RemotePeer(), "protocol", s.Protocol(), "err", err)
-		s.Reset()
-		return
+}
+
+// outKey names an outbound stream.
+type outKey struct {
+	peer  peer.ID
+	proto protocol.ID
+}
+
+// outbound is a long-lived stream to a peer; mu serialises its frames.
+type outbound struct {
+	mu sync.Mutex
+	s  network.Stream // nil until opened, or after a failure
+}
+
+func (t *Host) outStream(k outKey) *outbound {
+	t.omu.Lock()
+	defer t.omu.Unlock()
+	o := t.out[k]
+	if o == nil {
+		o = &outbound{}
+		t.out[k] = o
 	}
-	defer s.Close()
-	t.deliver(node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f})
+	return o
+}
+
+// forget drops the outbound streams to a disconnected peer.
+func (t *Host) forget(p peer.ID) {
+	t.omu.Lock()
+	defer t.omu.Unlock()
+	for k := range t.out {
+		if k.peer == p {
+			delete(t.out, k)
+		}
+	}
+}
+
+// handleFrame reads frames from an inbound stream until the sender closes
+// it. Waiting for a frame may take IdleTimeout; reading one, ReadTimeout.
+func (t *Host) handleFrame(s network.Stream) {
+	r := bufio.NewReaderSize(s, 64<<10)
+	for {
+		s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
+		if _, err := r.Peek(1); err != nil {
+			if errors.Is(err, io.EOF) {
+				s.Close() // the sender closed the stream between frames
+			} else {
+				s.Reset()
+			}
+			return
+		}
+		s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout))
+		f, err := ReadFrame(r, t.cfg.MaxFrame)
+		if err != nil {
+			t.log.Warn("dropped a frame", "peer", s.Conn().RemotePeer(), "protocol", s.Protocol(), "err", err)
+			s.Reset()
+			return
+		}
+		t.deliver(node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f})
+	}
 }
 
 // Inbound implements node.Transport.

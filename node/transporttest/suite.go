@@ -56,6 +56,26 @@ func Run(t *testing.T, makeN Factory) {
 			t.Fatalf("%s does not list %s among its peers %v", a.ID(), b.ID(), a.Peers())
 		}
 	})
+	t.Run("PayloadNotRetained", func(t *testing.T) {
+		trs := makeN(t, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		buf := bytes.Repeat([]byte{7}, 1<<20)
+		for k := byte(1); k <= 3; k++ { // reuse one buffer, as the daemon does
+			for i := range buf {
+				buf[i] = k
+			}
+			if err := trs[0].Send(ctx, trs[1].ID(), node.Frame{Kind: gossip.KindModel, Payload: buf}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k := byte(1); k <= 3; k++ {
+			in := recv(t, trs[1])
+			if !bytes.Equal(in.Payload, bytes.Repeat([]byte{k}, 1<<20)) {
+				t.Fatalf("frame %d altered after Send returned (starts %v)", k, in.Payload[:4])
+			}
+		}
+	})
 	t.Run("LargeFrame", func(t *testing.T) {
 		trs := makeN(t, 2)
 		big := bytes.Repeat([]byte{0xAB, 0xCD, 0xEF}, 3<<20/3) // 3 MiB
