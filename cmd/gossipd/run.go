@@ -31,7 +31,7 @@ type runFlags struct {
 	batch, localEpochs, ckptEvery, keep, staleness                                 int
 	delta                                                                          time.Duration
 	initSeed                                                                       uint64
-	mdns, autonat, holePunching, portMap, relayService                             bool
+	mdns, pex, autonat, holePunching, portMap, relayService, behindNAT             bool
 }
 
 func (r *runFlags) declare(fs *flag.FlagSet) {
@@ -39,6 +39,8 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.listen, "listen", "/ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1", "libp2p listen multiaddrs, comma-separated")
 	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, comma-separated")
 	fs.BoolVar(&r.mdns, "mdns", true, "discover peers on the LAN with mDNS")
+	fs.BoolVar(&r.pex, "pex", true, "exchange peer addresses with connected peers")
+	fs.BoolVar(&r.behindNAT, "behind-nat", false, "treat this node as unreachable from outside: use --relays at once")
 	fs.StringVar(&r.dht, "dht", p2p.DHTAuto, "Kademlia DHT: off|auto (on when --bootstrap is given)|client|server")
 	fs.BoolVar(&r.autonat, "autonat", false, "AutoNAT: learn this node's reachability and answer others' checks")
 	fs.BoolVar(&r.holePunching, "hole-punching", false, "upgrade relayed connections to direct ones (DCUtR)")
@@ -181,7 +183,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer store.Close()
 	host, err := p2p.New(p2p.Config{Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
-		DHT: r.dht, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching, Relays: splitList(r.relays), RelayService: r.relayService}})
+		DHT: r.dht, NoPEX: !r.pex, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
+			Relays: splitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
 	if err != nil {
 		return err
 	}

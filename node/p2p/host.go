@@ -30,6 +30,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/routing"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
@@ -85,6 +86,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// PEXInterval is how often peers exchange addresses (default 5s).
 	PEXInterval time.Duration
+	// NoPEX turns peer exchange off (discovery is then left to mDNS, the
+	// DHT and job announcements).
+	NoPEX bool
 	// Inbound is the receive queue length (default 1024); a full queue
 	// drops frames.
 	Inbound int
@@ -117,8 +121,13 @@ type NATConfig struct {
 	// a host behind NAT reserves a slot on them and is reachable through
 	// them.
 	Relays []string
-	// RelayService makes this host a circuit-relay v2 relay for others.
+	// RelayService makes this host a circuit-relay v2 relay for others; it
+	// must be publicly reachable, and is treated as such.
 	RelayService bool
+	// ForcePrivate treats this host as unreachable from outside (behind a
+	// NAT) without waiting for AutoNAT to find out: with Relays, it
+	// reserves relay slots at once.
+	ForcePrivate bool
 }
 
 // Host is a node.Transport over libp2p.
@@ -276,7 +285,9 @@ func (t *Host) maintain(ctx context.Context, boot []peer.AddrInfo) {
 				cancel()
 			}
 		}
-		t.exchangePeers(ctx)
+		if !t.cfg.NoPEX {
+			t.exchangePeers(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -495,7 +506,12 @@ func natOptions(c NATConfig) ([]libp2p.Option, error) {
 		opts = append(opts, libp2p.EnableHolePunching())
 	}
 	if c.RelayService {
-		opts = append(opts, libp2p.EnableRelayService())
+		// libp2p runs the relay service only on hosts it deems publicly
+		// reachable; an operator who makes a host a relay asserts that.
+		opts = append(opts, libp2p.EnableRelayService(), libp2p.ForceReachabilityPublic())
+	}
+	if c.ForcePrivate {
+		opts = append(opts, libp2p.ForceReachabilityPrivate())
 	}
 	if len(c.Relays) > 0 {
 		var relays []peer.AddrInfo
@@ -506,7 +522,10 @@ func natOptions(c NATConfig) ([]libp2p.Option, error) {
 			}
 			relays = append(relays, *ai)
 		}
-		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
+		// Static relays are known up front: use them at once rather than
+		// after autorelay's boot delay for gathering candidates.
+		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays,
+			autorelay.WithMinCandidates(len(relays)), autorelay.WithBootDelay(0)))
 	}
 	return opts, nil
 }
