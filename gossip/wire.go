@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/gossipd/gossipd/model"
 )
@@ -23,6 +25,10 @@ var ErrWire = errors.New("gossip: bad wire message")
 type DecodeLimits struct {
 	// MaxBytes is the largest encoded message (default 256 MiB).
 	MaxBytes int
+	// SkipChecksum skips verifying the CRC-32C trailer, for input whose
+	// integrity the transport already verified (an AEAD channel); it is
+	// still read, and framing and sizes are still checked.
+	SkipChecksum bool
 	// Borrow lets the decoded float vectors share b's memory where it is
 	// suitably aligned (little-endian hosts), saving a copy of the model;
 	// the caller must then neither modify nor reuse b.
@@ -67,45 +73,129 @@ func Encode(m *Message) ([]byte, error) {
 // AppendEncode appends m's encoding to dst, so that a caller may reuse one
 // buffer for many messages.
 func AppendEncode(dst []byte, m *Message) ([]byte, error) {
-	if len(m.From) > math.MaxUint16 || len(m.Factors) > math.MaxUint16 || len(m.View) > math.MaxUint16 || uint64(len(m.Params)) > math.MaxUint32 || uint64(len(m.Indices)) > math.MaxUint32 {
-		return nil, fmt.Errorf("%w: message too large to encode", ErrWire)
-	}
 	start := len(dst)
-	b := slices.Grow(dst, EncodedSize(m))
-	b = append(b, wireMagic[:]...)
+	e := &encoder{buf: slices.Grow(dst, EncodedSize(m))}
+	if err := e.message(m); err != nil {
+		return nil, err
+	}
+	return binary.LittleEndian.AppendUint32(e.buf, crc32.Checksum(e.buf[start:], castagnoli)), nil
+}
+
+// WriteMessage writes m's encoding (EncodedSize(m) bytes) to w without
+// building it in memory: on little-endian hosts the float vectors go from m
+// to w as they are, so sending a model costs no copy of it.
+func WriteMessage(w io.Writer, m *Message) error {
+	e := &encoder{buf: make([]byte, 0, 256), w: w}
+	if err := e.message(m); err != nil {
+		return err
+	}
+	e.flush()
+	e.buf = binary.LittleEndian.AppendUint32(e.buf, e.crc)
+	e.flush()
+	return e.err
+}
+
+// encoder builds an encoding: small fields accumulate in buf; with w set,
+// float vectors are written straight through and the checksum is kept
+// running, otherwise everything is appended to buf.
+type encoder struct {
+	buf []byte
+	w   io.Writer
+	crc uint32
+	err error
+}
+
+// flush writes out buf (streaming only).
+func (e *encoder) flush() {
+	if e.w == nil || len(e.buf) == 0 {
+		return
+	}
+	e.write(e.buf)
+	e.buf = e.buf[:0]
+}
+
+// write writes p, then adds it to the checksum: the checksum of one
+// chunk is computed while the transport sends it.
+func (e *encoder) write(p []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(p)
+	}
+	e.crc = crc32.Update(e.crc, castagnoli, p)
+}
+
+// writeChunk is how much of a float vector the streaming encoder writes at
+// once.
+const writeChunk = 256 << 10
+
+func (e *encoder) floats(v []float32) {
+	if e.w == nil {
+		e.buf = appendFloats(e.buf, v)
+		return
+	}
+	if len(v) < 64 {
+		e.buf = appendFloats(e.buf, v)
+		return
+	}
+	e.flush()
+	if littleEndian {
+		for b := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)); len(b) > 0; {
+			k := min(len(b), writeChunk)
+			e.write(b[:k])
+			b = b[k:]
+		}
+		return
+	}
+	for len(v) > 0 { // big-endian: convert a chunk at a time
+		k := min(len(v), 4096)
+		e.buf = appendFloats(e.buf, v[:k])
+		e.flush()
+		v = v[k:]
+	}
+}
+
+func (e *encoder) message(m *Message) error {
+	if len(m.From) > math.MaxUint16 || len(m.Factors) > math.MaxUint16 || len(m.View) > math.MaxUint16 || uint64(len(m.Params)) > math.MaxUint32 || uint64(len(m.Indices)) > math.MaxUint32 {
+		return fmt.Errorf("%w: message too large to encode", ErrWire)
+	}
+	for _, f := range m.Factors {
+		if len(f.Weight) > math.MaxUint16 || len(f.U) != f.K*f.J || len(f.V) != f.K*f.D {
+			return fmt.Errorf("%w: inconsistent factors for %q", ErrWire, f.Weight)
+		}
+	}
+	for _, d := range m.View {
+		if len(d.ID) > math.MaxUint16 {
+			return fmt.Errorf("%w: peer ID too long", ErrWire)
+		}
+	}
+	b := append(e.buf, wireMagic[:]...)
 	b = append(b, WireVersion, byte(m.Kind))
 	b = binary.LittleEndian.AppendUint64(b, m.Round)
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Age))
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Weight))
 	b = appendString(b, string(m.From))
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.Params)))
-	b = appendFloats(b, m.Params)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.Indices)))
+	e.buf = binary.LittleEndian.AppendUint32(b, uint32(len(m.Params)))
+	e.floats(m.Params)
+	b = binary.LittleEndian.AppendUint32(e.buf, uint32(len(m.Indices)))
 	for _, i := range m.Indices {
 		b = binary.LittleEndian.AppendUint32(b, i)
 	}
 	b = binary.LittleEndian.AppendUint32(b, m.Partition)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(m.Factors)))
+	e.buf = binary.LittleEndian.AppendUint16(b, uint16(len(m.Factors)))
 	for _, f := range m.Factors {
-		if len(f.Weight) > math.MaxUint16 || len(f.U) != f.K*f.J || len(f.V) != f.K*f.D {
-			return nil, fmt.Errorf("%w: inconsistent factors for %q", ErrWire, f.Weight)
-		}
-		b = appendString(b, f.Weight)
+		b = appendString(e.buf, f.Weight)
 		b = binary.LittleEndian.AppendUint32(b, uint32(f.K))
 		b = binary.LittleEndian.AppendUint32(b, uint32(f.J))
-		b = binary.LittleEndian.AppendUint32(b, uint32(f.D))
-		b = appendFloats(b, f.U)
-		b = appendFloats(b, f.V)
+		e.buf = binary.LittleEndian.AppendUint32(b, uint32(f.D))
+		e.floats(f.U)
+		e.floats(f.V)
 	}
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(m.View)))
+	b = binary.LittleEndian.AppendUint16(e.buf, uint16(len(m.View)))
 	for _, d := range m.View {
-		if len(d.ID) > math.MaxUint16 {
-			return nil, fmt.Errorf("%w: peer ID too long", ErrWire)
-		}
 		b = appendString(b, string(d.ID))
 		b = binary.LittleEndian.AppendUint64(b, uint64(d.Age))
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
+	e.buf = b
+	return nil
 }
 
 func appendString(b []byte, s string) []byte {
@@ -221,8 +311,10 @@ func Decode(b []byte, lim DecodeLimits) (*Message, error) {
 		return nil, fmt.Errorf("%w: byte 4: version %d, this node speaks %d", ErrWire, b[4], WireVersion)
 	}
 	body := b[:len(b)-4]
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
-		return nil, fmt.Errorf("%w: checksum mismatch (%08x, trailer says %08x)", ErrWire, got, want)
+	if !lim.SkipChecksum {
+		if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+			return nil, fmt.Errorf("%w: checksum mismatch (%08x, trailer says %08x)", ErrWire, got, want)
+		}
 	}
 	d := &decoder{b: body, off: 5, borrow: lim.Borrow}
 	m := &Message{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,9 +77,16 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The fast path (borrowed floats, checksum left to the transport)
+		// must never crash either, and must agree with the checked path
+		// on everything but the checksum.
+		fast, ferr := gossip.Decode(slices.Clone(b), gossip.DecodeLimits{MaxBytes: 1 << 20, Borrow: true, SkipChecksum: true})
 		m, err := gossip.Decode(b, gossip.DecodeLimits{MaxBytes: 1 << 20})
 		if err != nil {
 			return
+		}
+		if ferr != nil || !reflect.DeepEqual(fast, m) {
+			t.Fatalf("fast decode: %v, %+v; checked decode %+v", ferr, fast, m)
 		}
 		again, err := gossip.Encode(m)
 		if err != nil {
@@ -88,4 +96,60 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoding differs")
 		}
 	})
+}
+
+// TestWriteMessageMatchesEncode: the streaming encoder writes exactly what
+// Encode builds, for every kind of field (small and bulk float vectors).
+func TestWriteMessageMatchesEncode(t *testing.T) {
+	big := make([]float32, 5000)
+	for i := range big {
+		big[i] = float32(i) * 0.5
+	}
+	for _, m := range []*gossip.Message{
+		{Kind: gossip.KindModel, From: "a", Params: big, Age: 3, Indices: []uint32{1, 2}},
+		{Kind: gossip.KindFactors, From: "peer", Round: 9, Params: []float32{1, 2},
+			Factors: []model.Factors{{Weight: "w1", K: 2, J: 3, D: 40, U: big[:6], V: big[:80]}}},
+		{Kind: gossip.KindViewPush, From: "v", View: []gossip.Descriptor{{ID: "x", Age: 4}}},
+	} {
+		want, err := gossip.Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := gossip.WriteMessage(&b, m); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b.Bytes(), want) || len(want) != gossip.EncodedSize(m) {
+			t.Fatalf("%s: streamed %d bytes, encoded %d (EncodedSize %d), equal %v", m.Kind, b.Len(), len(want), gossip.EncodedSize(m), bytes.Equal(b.Bytes(), want))
+		}
+	}
+}
+
+// TestDecodeBorrowAndSkipChecksum: Borrow shares the input's memory (when
+// aligned), SkipChecksum accepts a wrong trailer but still rejects bad
+// framing.
+func TestDecodeBorrowAndSkipChecksum(t *testing.T) {
+	// A 52-character sender, as libp2p Ed25519 IDs are, puts the
+	// parameters at offset 88: 4-byte aligned.
+	from := gossip.PeerID(strings.Repeat("p", 52))
+	b, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: from, Params: []float32{1, 2, 3}})
+	m, err := gossip.Decode(b, gossip.DecodeLimits{Borrow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Params[0] = 42
+	if c, err := gossip.Decode(b, gossip.DecodeLimits{SkipChecksum: true}); err != nil || c.Params[0] != 42 {
+		t.Fatalf("borrowed parameters are a copy: %v", err)
+	}
+	bad := slices.Clone(b)
+	bad[len(bad)-1] ^= 0xff
+	if _, err := gossip.Decode(bad, gossip.DecodeLimits{}); !errors.Is(err, gossip.ErrWire) {
+		t.Fatalf("wrong checksum accepted: %v", err)
+	}
+	if _, err := gossip.Decode(bad, gossip.DecodeLimits{SkipChecksum: true}); err != nil {
+		t.Fatalf("SkipChecksum: %v", err)
+	}
+	if _, err := gossip.Decode(bad[:len(bad)-9], gossip.DecodeLimits{SkipChecksum: true}); !errors.Is(err, gossip.ErrWire) {
+		t.Fatalf("truncated message accepted: %v", err)
+	}
 }

@@ -286,23 +286,6 @@ func (n *Node) members(peers []gossip.PeerID) []gossip.PeerID {
 	return slices.DeleteFunc(peers, func(p gossip.PeerID) bool { return !n.cfg.Job.IsMember(p) })
 }
 
-// buffers recycles encoded messages: a model is megabytes, and allocating
-// (and zeroing) a fresh buffer per message costs as much as encoding it.
-var buffers sync.Pool
-
-func getBuffer() []byte {
-	if b, ok := buffers.Get().(*[]byte); ok {
-		return (*b)[:0]
-	}
-	return nil
-}
-
-func putBuffer(b []byte) {
-	if cap(b) >= 64<<10 {
-		buffers.Put(&b)
-	}
-}
-
 type outgoing struct {
 	to gossip.PeerID // gossip.Broadcast: every member
 	f  Frame
@@ -403,7 +386,8 @@ func (n *Node) handle(in Inbound) {
 		return
 	}
 	// The payload is ours alone: the decoded model may share its memory.
-	m, err := gossip.Decode(in.Payload, gossip.DecodeLimits{Borrow: true})
+	// An authenticating transport (an AEAD) has checked every byte already.
+	m, err := gossip.Decode(in.Payload, gossip.DecodeLimits{Borrow: true, SkipChecksum: in.Authenticated})
 	if err != nil {
 		n.reject("undecodable", in.From, err)
 		return
@@ -429,13 +413,10 @@ func (n *Node) drain(trainCh chan<- *gossip.TrainRequest, sendCh chan<- outgoing
 		n.core.Advance()
 		for i := range rd.Messages {
 			m := &rd.Messages[i]
-			b, err := gossip.AppendEncode(getBuffer(), m)
-			if err != nil {
-				n.log.Error("cannot encode a message", "err", err)
-				continue
-			}
+			// The transport encodes the message as it writes it: the
+			// model is not copied again (the core gave it its own copy).
 			select {
-			case sendCh <- outgoing{to: m.To, f: Frame{Job: n.job, Kind: m.Kind, Payload: b}}:
+			case sendCh <- outgoing{to: m.To, f: Frame{Job: n.job, Kind: m.Kind, Msg: m}}:
 			default:
 				n.met.sendErrors.Inc()
 				n.log.Debug("send queue full: dropped a message", "to", m.To)
@@ -492,7 +473,6 @@ func (n *Node) sendLoop(ctx context.Context, in <-chan outgoing) {
 	for o := range in {
 		if o.to != gossip.Broadcast {
 			n.send(ctx, o.to, o.f)
-			putBuffer(o.f.Payload) // transports do not retain payloads
 			continue
 		}
 		// One publish reaches every member; without a broadcaster, or for a
@@ -529,9 +509,9 @@ func (n *Node) send(ctx context.Context, to gossip.PeerID, f Frame) {
 
 func (n *Node) sent(f Frame) {
 	n.msgsOut.Add(1)
-	n.bytesOut.Add(uint64(len(f.Payload)))
+	n.bytesOut.Add(uint64(f.Len()))
 	n.met.msgsOut.Inc()
-	n.met.bytesOut.Add(float64(len(f.Payload)))
+	n.met.bytesOut.Add(float64(f.Len()))
 }
 
 func (n *Node) evalLoop(in <-chan []float32) {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/gossipd/gossipd/gossip"
 )
@@ -14,15 +15,48 @@ type JobID [32]byte
 // (transports may route kinds to different protocols) and the encoded
 // gossip message.
 type Frame struct {
-	Job     JobID
-	Kind    gossip.Kind
+	Job  JobID
+	Kind gossip.Kind
+	// Payload is the encoded message. An outgoing frame may set Msg instead:
+	// the transport then encodes it as it writes (gossip.WriteMessage), so
+	// a model is never copied into a buffer. Received frames carry Payload.
 	Payload []byte
+	Msg     *gossip.Message
+}
+
+// Len is the payload's length in bytes.
+func (f *Frame) Len() int {
+	if f.Msg != nil {
+		return gossip.EncodedSize(f.Msg)
+	}
+	return len(f.Payload)
+}
+
+// WritePayload writes the payload (Len bytes) to w.
+func (f *Frame) WritePayload(w io.Writer) error {
+	if f.Msg != nil {
+		return gossip.WriteMessage(w, f.Msg)
+	}
+	_, err := w.Write(f.Payload)
+	return err
+}
+
+// Bytes returns the payload, encoding Msg if set (a fresh buffer then).
+func (f *Frame) Bytes() ([]byte, error) {
+	if f.Msg != nil {
+		return gossip.Encode(f.Msg)
+	}
+	return f.Payload, nil
 }
 
 // Inbound is a frame received from a peer.
 type Inbound struct {
 	From gossip.PeerID
 	Frame
+	// Authenticated says the transport verified every byte with a MAC
+	// (libp2p's Noise and TLS are AEADs): the message's own CRC need not be
+	// checked again. Transports without integrity protection leave it false.
+	Authenticated bool
 }
 
 // ErrUnreachable means a frame could not be delivered to the peer.
@@ -35,8 +69,8 @@ type Transport interface {
 	// ID is this endpoint's peer ID.
 	ID() gossip.PeerID
 	// Send delivers f to peer to, or returns an error (wrapping
-	// ErrUnreachable when the peer cannot be reached). It does not retain
-	// f.Payload once it returns: callers may reuse the buffer.
+	// ErrUnreachable when the peer cannot be reached). It retains neither
+	// f.Payload nor f.Msg once it returns: callers may reuse them.
 	Send(ctx context.Context, to gossip.PeerID, f Frame) error
 	// Inbound yields received frames until Close.
 	Inbound() <-chan Inbound

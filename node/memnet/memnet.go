@@ -77,7 +77,15 @@ func (e *Endpoint) Send(ctx context.Context, to gossip.PeerID, f node.Frame) err
 	if !ok || cut || to == e.id {
 		return fmt.Errorf("memnet: %s → %s: %w", e.id, to, node.ErrUnreachable)
 	}
-	f.Payload = slices.Clone(f.Payload)
+	if f.Msg != nil {
+		b, err := gossip.Encode(f.Msg)
+		if err != nil {
+			return err
+		}
+		f.Payload, f.Msg = b, nil
+	} else {
+		f.Payload = slices.Clone(f.Payload)
+	}
 	dst.mu.Lock()
 	defer dst.mu.Unlock()
 	if dst.closed {

@@ -200,7 +200,7 @@ func (t *Host) Join(job node.JobID) error {
 			if err != nil {
 				continue // the validator already refused it
 			}
-			t.deliver(node.Inbound{From: gossip.PeerID(m.GetFrom().String()), Frame: f})
+			t.deliver(node.Inbound{From: gossip.PeerID(m.GetFrom().String()), Frame: f, Authenticated: true})
 		}
 	})
 	if t.dht != nil {
@@ -211,12 +211,14 @@ func (t *Host) Join(job node.JobID) error {
 
 // Publish implements node.Broadcaster.
 func (t *Host) Publish(ctx context.Context, f node.Frame) error {
-	if len(f.Payload) > t.cfg.MaxBroadcast {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(f.Payload), t.cfg.MaxBroadcast)
+	if n := f.Len(); n > t.cfg.MaxBroadcast {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, t.cfg.MaxBroadcast)
 	}
 	var b bytes.Buffer
-	b.Grow(frameHeader + len(f.Payload))
-	WriteFrame(&b, f)
+	b.Grow(frameHeader + f.Len())
+	if err := WriteFrame(&b, f); err != nil {
+		return err
+	}
 	t.bc.mu.Lock()
 	tp, err := t.topic(jobTopic(f.Job))
 	t.bc.mu.Unlock()

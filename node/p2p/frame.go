@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/node"
@@ -33,18 +34,21 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 const frameHeader = 4 + 1 + 1 + 32 + 4
 
 // WriteFrame writes f to w: the header, then the payload, without copying
-// the payload.
+// the payload (or, for a frame carrying a message, while encoding it).
 func WriteFrame(w io.Writer, f node.Frame) error {
+	n := f.Len()
+	if uint64(n) > math.MaxUint32 {
+		return fmt.Errorf("%w: %d-byte payload", ErrFrame, n)
+	}
 	var hdr [frameHeader]byte
-	binary.LittleEndian.PutUint32(hdr[:], uint32(len(f.Payload)))
+	binary.LittleEndian.PutUint32(hdr[:], uint32(n))
 	hdr[4], hdr[5] = FrameVersion, byte(f.Kind)
 	copy(hdr[6:], f.Job[:])
 	binary.LittleEndian.PutUint32(hdr[38:], crc32.Checksum(hdr[:38], castagnoli))
 	if _, err := w.Write(hdr[:]); err != nil {
 		return err
 	}
-	_, err := w.Write(f.Payload)
-	return err
+	return f.WritePayload(w)
 }
 
 // ReadFrame reads one frame of at most max payload bytes.

@@ -424,7 +424,7 @@ func (t *Host) handleFrame(s network.Stream) {
 			s.Reset()
 			return
 		}
-		t.deliver(node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f})
+		t.deliver(node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f, Authenticated: true})
 	}
 }
 
