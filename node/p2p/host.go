@@ -205,6 +205,13 @@ func New(cfg Config) (*Host, error) {
 		}
 		boot = append(boot, *ai)
 	}
+	// A config shared by all nodes may list this node among its bootstrap
+	// peers: skip it.
+	self, err := peer.IDFromPrivateKey(cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: identity key: %w", err)
+	}
+	boot = slices.DeleteFunc(boot, func(ai peer.AddrInfo) bool { return ai.ID == self })
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Host{cfg: cfg, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{}}
 	opts := []libp2p.Option{
