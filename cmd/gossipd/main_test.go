@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gossipd/gossipd/privacy"
 )
 
 func run(t *testing.T, args ...string) (int, string, string) {
@@ -132,5 +136,40 @@ func TestSimulateJSONAndScenario(t *testing.T) {
 	}
 	if code, _, errs := run(t, "simulate", "--protocol", "gossipsub"); code != 2 || !strings.Contains(errs, "gossipsub") {
 		t.Errorf("bad protocol: exit %d, %q", code, errs)
+	}
+}
+
+// TestPrivacyCommands: `privacy epsilon` reproduces the accountant (and
+// `noise` inverts it) through the CLI, with JSON and clear usage errors.
+func TestPrivacyCommands(t *testing.T) {
+	code, out, _ := run(t, "privacy", "epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1.1", "--steps", "1000", "--delta", "1e-5", "--json")
+	var e struct {
+		Epsilon float64 `json:"epsilon"`
+		Order   float64 `json:"order"`
+	}
+	if err := json.Unmarshal([]byte(out), &e); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	want, order, _ := privacy.SpentEpsilon(0.01, 1.1, 1000, 1e-5)
+	if e.Epsilon != want || e.Order != order || !(e.Epsilon > 0) {
+		t.Fatalf("CLI says ε %v at order %v; accountant %v at %v", e.Epsilon, e.Order, want, order)
+	}
+	code, out, _ = run(t, "privacy", "noise", "--target-epsilon", fmt.Sprint(want), "--sampling-rate", "0.01", "--steps", "1000", "--json")
+	var n struct {
+		Sigma float64 `json:"noise_multiplier"`
+	}
+	if err := json.Unmarshal([]byte(out), &n); code != 0 || err != nil || math.Abs(n.Sigma-1.1) > 1e-3 {
+		t.Fatalf("exit %d, %v: noise for ε %v is %v, want 1.1", code, err, want, n.Sigma)
+	}
+	for _, args := range [][]string{
+		{"privacy"},
+		{"privacy", "delta"},
+		{"privacy", "epsilon", "--sampling-rate", "1.5", "--noise-multiplier", "1", "--steps", "1"},
+		{"privacy", "epsilon", "--sampling-rate", "0.1", "--noise-multiplier", "0", "--steps", "1"},
+		{"privacy", "noise", "--sampling-rate", "0.1", "--steps", "10"},
+	} {
+		if code, _, errOut := run(t, args...); code != 2 || !strings.Contains(errOut, "privacy") {
+			t.Errorf("%v: exit %d, %q", args, code, errOut)
+		}
 	}
 }

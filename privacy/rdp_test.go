@@ -1,0 +1,106 @@
+package privacy
+
+import (
+	"math"
+	"testing"
+)
+
+// The published test vectors of ALGORITHMS.md (from the RDP accountants of
+// TensorFlow Privacy and Opacus), to 1e-6 of the digits given.
+func TestRDPVectors(t *testing.T) {
+	check := func(name string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-6 {
+			t.Errorf("%s = %.10g, want %.10g", name, got, want)
+		}
+	}
+	r, err := RDP(0.1, 2, 10, []float64{5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("RDP(q=0.1, σ=2, 10 steps, α=5)", r[0], 0.07737)
+	orders := []float64{1.5, 2.5, 5, 50, 100}
+	r, err = RDP(0.01, 2.5, 50, orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []float64{0.00065, 0.001085, 0.00218075, 0.023846, 167.416307} {
+		check("RDP(q=0.01, σ=2.5, 50 steps)", r[i], want)
+	}
+	r, _ = RDP(1, 10, 1, []float64{20})
+	check("RDP(q=1, σ=10, α=20)", r[0], 0.1)
+
+	var ords, rdp []float64
+	for a := 2; a <= 32; a++ {
+		ords, rdp = append(ords, float64(a)), append(rdp, 1.1)
+	}
+	eps, order, err := Epsilon(rdp, ords, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ε(RDP ≡ 1.1, δ=1e-5)", eps, 1.32783806)
+	if order != 32 {
+		t.Errorf("best order %v, want 32", order)
+	}
+}
+
+// TestIntegerAndFractionalAgree: the fractional-order series, evaluated just
+// beside an integer order, matches the binomial sum at it.
+func TestIntegerAndFractionalAgree(t *testing.T) {
+	for _, c := range []struct{ q, sigma, a float64 }{{0.01, 1.1, 8}, {0.05, 2, 20}, {0.2, 0.9, 3}} {
+		exact := logAInt(c.q, c.sigma, int(c.a))
+		frac := logAFrac(c.q, c.sigma, c.a+1e-9)
+		if math.Abs(exact-frac) > 1e-6*math.Max(1, math.Abs(exact)) {
+			t.Errorf("q=%v σ=%v α=%v: integer %v, fractional %v", c.q, c.sigma, c.a, exact, frac)
+		}
+	}
+}
+
+// TestEpsilonMonotone: more steps or less noise never spend less ε.
+func TestEpsilonMonotone(t *testing.T) {
+	prev := 0.0
+	for _, steps := range []int{1, 10, 100, 1000} {
+		e, _, err := SpentEpsilon(0.01, 1.1, steps, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(e > prev) {
+			t.Fatalf("%d steps: ε %v, not above %v", steps, e, prev)
+		}
+		prev = e
+	}
+	lo, _, _ := SpentEpsilon(0.01, 2, 1000, 1e-5)
+	hi, _, _ := SpentEpsilon(0.01, 1, 1000, 1e-5)
+	if !(hi > lo) {
+		t.Fatalf("σ=1: ε %v; σ=2: ε %v", hi, lo)
+	}
+}
+
+func TestNoiseFor(t *testing.T) {
+	for _, target := range []float64{0.5, 1, 3, 8} {
+		sigma, err := NoiseFor(target, 0.01, 1000, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _, _ := SpentEpsilon(0.01, sigma, 1000, 1e-5)
+		less, _, _ := SpentEpsilon(0.01, sigma*0.999, 1000, 1e-5)
+		if e > target || less <= target {
+			t.Errorf("target %v: σ %v gives ε %v (σ·0.999 gives %v)", target, sigma, e, less)
+		}
+	}
+}
+
+func TestBadParameters(t *testing.T) {
+	if _, err := RDP(1.5, 1, 1, DefaultOrders()); err == nil {
+		t.Error("q = 1.5 accepted")
+	}
+	if _, err := RDP(0.1, 0, 1, DefaultOrders()); err == nil {
+		t.Error("σ = 0 accepted")
+	}
+	if _, err := RDP(0.1, 1, 1, []float64{1}); err == nil {
+		t.Error("order 1 accepted")
+	}
+	if _, _, err := Epsilon([]float64{1}, []float64{2}, 0); err == nil {
+		t.Error("δ = 0 accepted")
+	}
+}
