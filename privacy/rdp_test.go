@@ -104,3 +104,33 @@ func TestBadParameters(t *testing.T) {
 		t.Error("δ = 0 accepted")
 	}
 }
+
+// TestBudget: a budget charges steps, agrees with the accountant, and
+// refuses the step that would overspend.
+func TestBudget(t *testing.T) {
+	cfg := Config{Clip: 1, Noise: 1.1, Epsilon: 1}
+	b, err := NewBudget(cfg, 0.01, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spent() != 0 || !b.Allows(1) {
+		t.Fatalf("fresh budget: spent %v", b.Spent())
+	}
+	for b.Allows(10) {
+		b.Spend(10)
+	}
+	want, _, _ := SpentEpsilon(0.01, 1.1, b.Steps(), 1e-5)
+	if b.Spent() != want || b.Spent() > 1 {
+		t.Fatalf("after %d steps: budget says %v, accountant %v", b.Steps(), b.Spent(), want)
+	}
+	if next, _ := b.EpsilonAfter(b.Steps() + 10); next <= 1 {
+		t.Fatalf("stopped at %d steps though 10 more give ε %v", b.Steps(), next)
+	}
+	resumed, _ := NewBudget(cfg, 0.01, b.Steps())
+	if resumed.Spent() != b.Spent() {
+		t.Fatal("a budget restored with the spent steps reports another ε")
+	}
+	if _, err := NewBudget(Config{Clip: 1}, 0.01, 0); err == nil {
+		t.Fatal("DP without noise accepted")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 // Data is a node's local training data: rows Idx of the shared matrix X
@@ -35,6 +36,15 @@ type Config struct {
 	// LR is the learning rate of local SGD updates (default 0.1). The SVM
 	// ignores it and follows Pegasos' 1/(λ·t).
 	LR float64
+	// DP, when enabled, trains with DP-SGD: every step takes a Poisson
+	// sample of the local data with rate Batch/N, clips each example's
+	// gradient to DP.Clip, adds Gaussian noise of std DP.Noise·DP.Clip to
+	// the sum and divides by Batch. Sufficient factors are refused (noise
+	// is full rank).
+	DP privacy.Config
+	// DPSource draws the sampling and the noise (required with DP: the
+	// daemon passes privacy.NewCryptoSource).
+	DPSource privacy.Source
 }
 
 // Workspace is the model and the scratch buffers that trainers compute with.
@@ -45,6 +55,7 @@ type Workspace struct {
 	xb    []float32
 	yb    []int32
 	grad  []float32
+	pe    []float32 // per-example gradients (DP)
 }
 
 // NewWorkspace returns a workspace computing with m (whose parameters every
@@ -82,6 +93,12 @@ func New(ws *Workspace, data *Data, rng *rand.Rand, cfg Config) (*Trainer, error
 	if data.D != m.Spec().Inputs {
 		return nil, fmt.Errorf("trainer: data has %d features, model %d inputs", data.D, m.Spec().Inputs)
 	}
+	if err := cfg.DP.Validate(); err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
+	if cfg.DP.Enabled() && cfg.DPSource == nil {
+		return nil, fmt.Errorf("trainer: DP-SGD needs a noise source")
+	}
 	t := &Trainer{Workspace: ws, cfg: cfg, data: data, rng: rng, perm: slices.Clone(data.Idx)}
 	t.cursor = len(t.perm) // shuffle before the first batch
 	return t, nil
@@ -106,8 +123,14 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 		t0 := 1 + math.Floor(req.Age/float64(t.batchSize()))
 		var lossSum float64
 		for s := 0; s < steps; s++ {
-			k := t.nextBatch()
-			loss := t.model.Gradient(t.grad, t.xb[:k*t.data.D], t.yb[:k], k)
+			var k int
+			var loss float64
+			if t.cfg.DP.Enabled() {
+				k = t.dpGradient(t.grad)
+			} else {
+				k = t.nextBatch()
+				loss = t.model.Gradient(t.grad, t.xb[:k*t.data.D], t.yb[:k], k)
+			}
 			lr := float32(t.cfg.LR)
 			if spec.Kind == model.SVM {
 				lr = float32(1 / (spec.Lambda * (t0 + float64(s))))
@@ -118,10 +141,20 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			lossSum += loss * float64(k)
 			res.Examples += k
 		}
-		res.Loss = lossSum / float64(res.Examples)
+		if res.Examples > 0 {
+			res.Loss = lossSum / float64(res.Examples)
+		}
 		res.Params = req.Params // the request owns this copy; reuse it
 		copy(res.Params, params)
 	case gossip.OpGradient, gossip.OpFactors:
+		if t.cfg.DP.Enabled() {
+			if req.Op == gossip.OpFactors && len(req.FactorLayers) > 0 {
+				return nil, fmt.Errorf("trainer: DP-SGD noise is full rank: sufficient factors cannot carry it (send SFB updates dense)")
+			}
+			res.Grad = make([]float32, t.model.NumParams())
+			res.Examples = t.dpGradient(res.Grad)
+			return res, nil
+		}
 		k := t.nextBatch()
 		res.Grad = make([]float32, t.model.NumParams())
 		if req.Op == gossip.OpFactors {
@@ -158,4 +191,68 @@ func (t *Trainer) nextBatch() int {
 		t.yb[r] = t.data.Y[i]
 	}
 	return bs
+}
+
+// Steps is how many minibatch steps req takes: what a DP-SGD budget is
+// charged for it.
+func (t *Trainer) Steps(req *gossip.TrainRequest) int {
+	if req.Op != gossip.OpUpdate {
+		return 1
+	}
+	if req.Steps > 0 {
+		return req.Steps
+	}
+	return (t.data.Len() + t.batchSize() - 1) / t.batchSize()
+}
+
+// SamplingRate is DP-SGD's Poisson sampling rate: Batch / N.
+func (t *Trainer) SamplingRate() float64 {
+	return float64(t.batchSize()) / float64(t.data.Len())
+}
+
+// dpGradient writes one DP-SGD step's noisy gradient into dst and returns
+// the lot size: a Poisson sample of the local data (each example with
+// probability Batch/N), per-example gradients clipped to C and summed,
+// N(0, (σC)²) added per coordinate, divided by the expected lot size Batch.
+func (t *Trainer) dpGradient(dst []float32) int {
+	bs := t.batchSize()
+	q := t.SamplingRate()
+	d, P := t.data.D, t.model.NumParams()
+	if len(t.yb) < bs {
+		t.xb = make([]float32, bs*d)
+		t.yb = make([]int32, bs)
+	}
+	if len(t.pe) < bs*P {
+		t.pe = make([]float32, bs*P)
+	}
+	clear(dst)
+	lot, k := 0, 0
+	flush := func() {
+		if k == 0 {
+			return
+		}
+		t.model.PerExampleGradients(t.pe[:k*P], t.xb[:k*d], t.yb[:k], k)
+		for r := 0; r < k; r++ {
+			g := t.pe[r*P : (r+1)*P]
+			privacy.Clip(g, t.cfg.DP.Clip)
+			for j, v := range g {
+				dst[j] += v
+			}
+		}
+		lot += k
+		k = 0
+	}
+	for _, i := range t.data.Idx {
+		if t.cfg.DPSource.Float64() >= q {
+			continue
+		}
+		copy(t.xb[k*d:(k+1)*d], t.data.X[i*d:(i+1)*d])
+		t.yb[k] = t.data.Y[i]
+		if k++; k == bs {
+			flush()
+		}
+	}
+	flush()
+	privacy.AddNoise(dst, t.cfg.DP.Clip, t.cfg.DP.Noise, float64(bs), t.cfg.DPSource)
+	return lot
 }
