@@ -351,6 +351,8 @@ type Node struct {
 	updates  uint64
 	round    uint64
 
+	halted bool
+
 	view  *view
 	peers []PeerID // from SetPeers, sorted
 	proto protocol
@@ -401,6 +403,9 @@ const Never = time.Duration(1<<63 - 1)
 // (before its first Tick: now). Event-driven shells schedule a tick then;
 // others may simply tick periodically.
 func (n *Node) NextWake() time.Duration {
+	if n.halted {
+		return Never
+	}
 	if !n.started {
 		return n.now
 	}
@@ -449,6 +454,9 @@ func (n *Node) Tick(now time.Duration) {
 	if now > n.now {
 		n.now = now
 	}
+	if n.halted {
+		return
+	}
 	n.ensureStarted()
 	if n.cfg.Protocol == RandomWalk && n.cfg.Sampling == "newscast" {
 		n.view.tick(n)
@@ -459,6 +467,9 @@ func (n *Node) Tick(now time.Duration) {
 // Step hands the node a message from a peer. Invalid messages are dropped
 // and traced, never trusted.
 func (n *Node) Step(m *Message) {
+	if n.halted {
+		return
+	}
 	if err := n.validate(m); err != nil {
 		n.trace("drop", m.From, err.Error(), 0)
 		return
@@ -471,6 +482,18 @@ func (n *Node) Step(m *Message) {
 	}
 	n.proto.step(n, m)
 }
+
+// Halt stops the node for good: it trains no more, sends nothing and ignores
+// what arrives; its model stays as it is. A shell halts a node whose
+// privacy budget is spent (an outstanding training request is then simply
+// never answered).
+func (n *Node) Halt() {
+	n.halted = true
+	n.rd.Messages, n.rd.Train = nil, nil
+}
+
+// Halted reports whether Halt was called.
+func (n *Node) Halted() bool { return n.halted }
 
 // ensureStarted starts the protocol at the node's first event, Tick or Step,
 // so that a message arriving before the first Tick finds it running.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 // Baseline protocols, run by the simulator itself rather than by cores.
@@ -92,6 +93,10 @@ type Config struct {
 	// Compression of random-walk models: "none" (default), "subsample:S"
 	// or "partition:P" (see gossip.ParseCompression).
 	Compression string
+	// DP trains every peer with DP-SGD (noise from a seeded source: the
+	// simulation is reproducible, and protects nothing) and accounts each
+	// peer's ε; a peer whose budget is spent halts.
+	DP privacy.Config
 	// Voting keeps the last 10 received models at each random-walk peer and
 	// reports the accuracy of their majority vote (with the peer's own model)
 	// at the end.
@@ -225,6 +230,15 @@ func (c *Config) Validate() error {
 		if iv.Peer < 0 || iv.Peer >= c.Peers || iv.End < iv.Start || iv.Start < 0 {
 			return fmt.Errorf("%w: churn trace interval %+v for %d peers", ErrConfig, iv, c.Peers)
 		}
+	}
+	if err := c.DP.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.DP.Enabled() && !slices.Contains(gossip.Protocols, c.Protocol) {
+		return fmt.Errorf("%w: DP-SGD runs in the gossip protocols, not the %s baseline", ErrConfig, c.Protocol)
+	}
+	if c.DP.Enabled() && c.Protocol == gossip.SFB {
+		c.SFBMode = "dense" // DP noise is full rank: factors cannot carry it
 	}
 	if len(c.ChurnTrace) > 0 && c.Churn > 0 {
 		return fmt.Errorf("%w: churn and a churn trace are exclusive", ErrConfig)

@@ -59,6 +59,11 @@ type Result struct {
 	// FinalVotingAccuracy is the mean accuracy of the evaluated peers'
 	// majority votes over their cached models (Config.Voting).
 	FinalVotingAccuracy float64 `json:"final_voting_accuracy,omitempty"`
+	// DPEpsilon is each peer's spent ε (DP-SGD), at DPDelta; DPEpsilonMax
+	// their maximum, the guarantee of the run.
+	DPEpsilon    []float64 `json:"dp_epsilon_per_peer,omitempty"`
+	DPEpsilonMax float64   `json:"dp_epsilon_max,omitempty"`
+	DPDelta      float64   `json:"dp_delta,omitempty"`
 	Stats
 }
 

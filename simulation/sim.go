@@ -13,6 +13,7 @@ import (
 	"github.com/gossipd/gossipd/gossip/trainer"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 // peer is one simulated node.
@@ -23,6 +24,7 @@ type peer struct {
 	data    *trainer.Data
 	online  bool
 	wakeAt  time.Duration // the pending tick's time; -1 if none
+	budget  *privacy.Budget // DP-SGD accounting; nil without DP
 }
 
 // sim is the state of one run.
@@ -51,6 +53,8 @@ type Stats struct {
 	Rejected map[string]uint64 `json:"rejected,omitempty"`
 	// Updates counts model updates over all peers.
 	Updates uint64 `json:"updates"`
+	// Halted counts peers that stopped with their privacy budget spent.
+	Halted uint64 `json:"dp_halted_peers,omitempty"`
 }
 
 // Run simulates cfg. onRow, if not nil, receives each metrics row as it is
@@ -155,11 +159,21 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
-		tr, err := trainer.New(ws, data, rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|2)), trainer.Config{Batch: cfg.Batch, LR: cfg.LR})
+		tc := trainer.Config{Batch: cfg.Batch, LR: cfg.LR}
+		if cfg.DP.Enabled() {
+			tc.DP, tc.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
+		}
+		tr, err := trainer.New(ws, data, rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|2)), tc)
 		if err != nil {
 			return fmt.Errorf("peer %d: %w", i, err)
 		}
-		p := &peer{id: id, node: node, trainer: tr, data: data, online: true, wakeAt: -1}
+		var budget *privacy.Budget
+		if cfg.DP.Enabled() {
+			if budget, err = privacy.NewBudget(cfg.DP, tr.SamplingRate(), 0); err != nil {
+				return fmt.Errorf("peer %d: %w", i, err)
+			}
+		}
+		p := &peer{id: id, node: node, trainer: tr, data: data, online: true, wakeAt: -1, budget: budget}
 		s.peers[i] = p
 		s.byID[id] = i
 		if cfg.Protocol == gossip.RandomWalk {
@@ -325,6 +339,17 @@ func (s *sim) drain(i int) error {
 		if rd.Commit != nil {
 			s.stats.Updates++
 		}
+		if rd.Train != nil && p.budget != nil {
+			// The budget is charged before training; a peer whose next
+			// request would overspend halts instead.
+			if k := p.trainer.Steps(rd.Train); p.budget.Allows(k) {
+				p.budget.Spend(k)
+			} else {
+				p.node.Halt()
+				s.stats.Halted++
+				continue
+			}
+		}
 		if rd.Train != nil {
 			r, err := p.trainer.Run(rd.Train)
 			if err != nil {
@@ -415,6 +440,14 @@ func (s *sim) final(res *Result) {
 	res.EvaluatedPeers = len(s.eval.finalPeers)
 	if math.IsNaN(res.FinalLoss) {
 		res.FinalLoss = math.Inf(1)
+	}
+	if s.cfg.DP.Enabled() {
+		res.DPEpsilon = make([]float64, len(s.peers))
+		for i, p := range s.peers {
+			res.DPEpsilon[i] = p.budget.Spent()
+			res.DPEpsilonMax = max(res.DPEpsilonMax, res.DPEpsilon[i])
+		}
+		res.DPDelta = s.cfg.DP.Delta
 	}
 	if s.cfg.Voting && s.cfg.Protocol == gossip.RandomWalk {
 		var sum float64

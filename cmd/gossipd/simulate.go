@@ -72,6 +72,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&c.Staleness, "staleness", 0, "SFB staleness bound s (0: BSP)")
 	fs.IntVar(&c.Fanout, "fanout", 0, "SFB: peers per broadcast (0: all); pushsum: out-neighbours per step (0: one, cycling)")
 	fs.StringVar(&c.SFBMode, "sfb-mode", "auto", "SFB per-layer exchange: auto|factors|dense")
+	fs.Float64Var(&c.DP.Epsilon, "dp-epsilon", 0, "DP-SGD privacy budget ε per peer: a peer stops once its next step would exceed it (0: no limit, ε still reported)")
+	fs.Float64Var(&c.DP.Delta, "dp-delta", 1e-5, "DP-SGD δ")
+	fs.Float64Var(&c.DP.Clip, "dp-clip", 0, "DP-SGD per-example clipping norm C (turns DP-SGD on, with --dp-noise)")
+	fs.Float64Var(&c.DP.Noise, "dp-noise", 0, "DP-SGD noise multiplier σ (noise std σ·C)")
 	fs.BoolVar(&c.Voting, "voting", false, "random walk: also report the accuracy of voting over the last 10 received models")
 	fs.Float64Var(&c.FedAvgFraction, "fedavg-fraction", 0.1, "FedAvg client fraction C per round")
 	fs.BoolVar(&c.Codec, "codec", false, "send every message through the real wire codec")
@@ -164,6 +168,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "final accuracy %.4f (min %.4f, max %.4f over %d peers)\n", res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.EvaluatedPeers)
 	if res.FinalVotingAccuracy > 0 {
 		fmt.Fprintf(stdout, "voting accuracy %.4f (majority of the last 10 received models and the peer's own)\n", res.FinalVotingAccuracy)
+	}
+	if res.DPEpsilon != nil {
+		fmt.Fprintf(stdout, "DP-SGD: ε ≤ %.4g per peer at δ = %g (clip %g, noise %g); %d peer(s) halted on their budget\n",
+			res.DPEpsilonMax, res.DPDelta, c.DP.Clip, c.DP.Noise, res.Halted)
 	}
 	fmt.Fprintf(stdout, "messages %d, bytes %d, dropped %d, updates %d\n", res.Messages, res.Bytes, res.Dropped, res.Updates)
 	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20)
