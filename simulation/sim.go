@@ -23,7 +23,7 @@ type peer struct {
 	trainer *trainer.Trainer
 	data    *trainer.Data
 	online  bool
-	wakeAt  time.Duration // the pending tick's time; -1 if none
+	wakeAt  time.Duration   // the pending tick's time; -1 if none
 	budget  *privacy.Budget // DP-SGD accounting; nil without DP
 }
 
