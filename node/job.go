@@ -41,6 +41,9 @@ type JobSpec struct {
 	Members []string `json:"members,omitempty"`
 	// Staleness is SFB's SSP bound (0: BSP).
 	Staleness int `json:"staleness,omitempty"`
+	// SFBMode is what SFB sends per layer: auto (default), factors or dense
+	// (required with DP-SGD, whose noise factors cannot carry).
+	SFBMode string `json:"sfb_mode,omitempty"`
 	// InitSeed seeds the initial model every daemon starts from.
 	InitSeed uint64 `json:"init_seed"`
 }
@@ -76,6 +79,9 @@ func (j *JobSpec) Validate() error {
 	}
 	if _, _, err := gossip.ParseCompression(j.Compression); err != nil {
 		return err
+	}
+	if !slices.Contains([]string{"", "auto", "factors", "dense"}, j.SFBMode) {
+		return fmt.Errorf("node: job sfb mode %q, want auto|factors|dense", j.SFBMode)
 	}
 	if j.Staleness < 0 {
 		return fmt.Errorf("node: job staleness %d is negative", j.Staleness)

@@ -22,6 +22,8 @@ type metrics struct {
 	loss       prometheus.Gauge
 	peers      prometheus.Gauge
 	round      prometheus.Gauge
+	dpEpsilon  prometheus.Gauge
+	dpSteps    prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -52,6 +54,8 @@ func newMetrics() *metrics {
 	m.loss = g("loss", "Loss on the node's held-out split.")
 	m.peers = g("peers", "Connected gossipd peers.")
 	m.round = g("round", "D-PSGD round or SFB clock.")
+	m.dpEpsilon = g("dp_epsilon_spent", "Privacy spent by DP-SGD on this node's data: ε at the configured δ (0 without DP).")
+	m.dpSteps = g("dp_steps", "DP-SGD steps charged to the privacy ledger.")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

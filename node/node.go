@@ -16,6 +16,7 @@ import (
 	"github.com/gossipd/gossipd/gossip/trainer"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 // Config configures a daemon. Zero values take the documented defaults.
@@ -37,6 +38,10 @@ type Config struct {
 	// CheckpointEvery is the number of model updates between checkpoints
 	// (default 10). A checkpoint is also written on shutdown.
 	CheckpointEvery int
+	// DP trains with DP-SGD within a privacy budget (zero: off). Noise
+	// comes from a crypto-keyed source; steps are charged to the store's
+	// ledger before they are taken.
+	DP privacy.Config
 	// AnnounceInterval is how often a daemon whose transport is a
 	// Broadcaster announces its job (default 10s).
 	AnnounceInterval time.Duration
@@ -70,6 +75,7 @@ type Node struct {
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
 	rejected                           sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
+	budget                             *privacy.Budget // DP-SGD; nil without DP (core goroutine)
 	neighbors                          []gossip.PeerID // from the job's topology
 	lastCkptUpdates                    uint64
 	// published is a copy of the parameters as of the last update, for
@@ -99,6 +105,13 @@ type Status struct {
 	Checkpoint    uint64            `json:"checkpoint_seq"`
 	CheckpointAge float64           `json:"checkpoint_age"`
 	ResumedFrom   uint64            `json:"resumed_from_seq"`
+	// DP-SGD (zero without it): ε spent at DPDelta, the budget, steps
+	// charged, and whether the node halted with its budget spent.
+	DPEpsilon float64 `json:"dp_epsilon,omitempty"`
+	DPDelta   float64 `json:"dp_delta,omitempty"`
+	DPBudget  float64 `json:"dp_epsilon_budget,omitempty"`
+	DPSteps   uint64  `json:"dp_steps,omitempty"`
+	DPHalted  bool    `json:"dp_halted,omitempty"`
 }
 
 // New prepares a daemon: it validates the config, restores the latest
@@ -144,6 +157,15 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	_, broadcast := cfg.Transport.(Broadcaster)
+	if err := cfg.DP.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.DP.Enabled() && cfg.Job.Protocol == gossip.SFB && cfg.Job.SFBMode != "dense" {
+		return nil, errors.New("node: DP-SGD noise is full rank: an SFB job with DP needs sfb mode dense (--sfb-mode dense on every member)")
+	}
+	if cfg.DP.Enabled() && cfg.Store == nil {
+		return nil, errors.New("node: DP-SGD needs a store for its privacy ledger")
+	}
 	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics()}
 	m, err := model.New(cfg.Job.Model, model.WithSeed(cfg.Job.InitSeed), model.WithBackend(cfg.Backend))
 	if err != nil {
@@ -157,7 +179,7 @@ func New(cfg Config) (*Node, error) {
 		ID: cfg.Transport.ID(), Protocol: cfg.Job.Protocol, Spec: cfg.Job.Model, Init: init,
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
 		Jitter: 0.1, LR: cfg.Job.LR, Variant: cfg.Job.Variant, CacheSize: 10, Batch: cfg.Job.Batch,
-		Neighbors: neighbors, SelfWeight: selfWeight, Staleness: cfg.Job.Staleness, Broadcast: broadcast,
+		Neighbors: neighbors, SelfWeight: selfWeight, Staleness: cfg.Job.Staleness, Broadcast: broadcast, SFBMode: cfg.Job.SFBMode,
 	}
 	gc.Subsample, gc.Partitions, _ = gossip.ParseCompression(cfg.Job.Compression)
 	if cfg.Job.LocalEpochs > 1 {
@@ -185,10 +207,30 @@ func New(cfg Config) (*Node, error) {
 	for i := range idx {
 		idx[i] = i
 	}
+	tc := trainer.Config{Batch: cfg.Job.Batch, LR: cfg.Job.LR}
+	if cfg.DP.Enabled() {
+		tc.DP, tc.DPSource = cfg.DP, privacy.NewCryptoSource()
+	}
 	n.trainer, err = trainer.New(trainer.NewWorkspace(m), &trainer.Data{X: cfg.Train.X, Y: cfg.Train.Y, D: cfg.Train.D, Idx: idx},
-		rand.New(rand.NewPCG(seed, 3)), trainer.Config{Batch: cfg.Job.Batch, LR: cfg.Job.LR})
+		rand.New(rand.NewPCG(seed, 3)), tc)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.DP.Enabled() {
+		// The ledger is authoritative; a checkpoint may record more if
+		// the ledger was lost: take the larger.
+		spent, err := cfg.Store.DPSteps(n.job)
+		if err != nil {
+			return nil, err
+		}
+		if n.resumed != nil {
+			spent = max(spent, n.resumed.DPSteps)
+		}
+		if n.budget, err = privacy.NewBudget(cfg.DP, n.trainer.SamplingRate(), int(spent)); err != nil {
+			return nil, err
+		}
+		n.log.Info("DP-SGD on", "clip", cfg.DP.Clip, "noise", cfg.DP.Noise, "sampling_rate", n.trainer.SamplingRate(),
+			"spent_steps", spent, "spent_epsilon", n.budget.Spent(), "budget", cfg.DP.Epsilon, "delta", cfg.DP.Delta)
 	}
 	n.status = Status{PeerID: cfg.Transport.ID(), Addrs: cfg.Addrs, JobID: n.job.String(), Protocol: cfg.Job.Protocol, Rejected: map[string]uint64{}}
 	if n.resumed != nil {
@@ -197,6 +239,10 @@ func New(cfg Config) (*Node, error) {
 		n.status.CheckpointAge = n.resumed.State.Age
 	}
 	n.refreshStatus()
+	if n.budget != nil {
+		n.status.DPDelta, n.status.DPBudget = cfg.DP.Delta, cfg.DP.Epsilon
+		n.refreshDP()
+	}
 	n.publish()
 	n.predictors.New = func() any {
 		m, _ := model.New(cfg.Job.Model, model.WithBackend(compute.NewCPU(compute.WithThreads(1))))
@@ -427,6 +473,9 @@ func (n *Node) drain(trainCh chan<- *gossip.TrainRequest, sendCh chan<- outgoing
 				n.reject("invalid", t.Peer, errors.New(t.Reason))
 			}
 		}
+		if rd.Train != nil && n.budget != nil && !n.chargeDP(rd.Train) {
+			continue // halted: the request is never run
+		}
 		if rd.Train != nil {
 			trainCh <- rd.Train // the core has at most one request out
 		}
@@ -441,11 +490,50 @@ func (n *Node) drain(trainCh chan<- *gossip.TrainRequest, sendCh chan<- outgoing
 	n.refreshStatus()
 }
 
+// chargeDP charges a training request's steps to the privacy budget,
+// durably, before it runs. When the budget does not allow them (or the
+// ledger cannot be written) the node halts: it trains and shares no more.
+func (n *Node) chargeDP(req *gossip.TrainRequest) bool {
+	k := n.trainer.Steps(req)
+	if !n.budget.Allows(k) {
+		n.core.Halt()
+		n.log.Warn("privacy budget spent: no more training or sharing", "epsilon", n.budget.Spent(), "budget", n.cfg.DP.Epsilon, "steps", n.budget.Steps())
+		n.mu.Lock()
+		n.status.DPHalted = true
+		n.mu.Unlock()
+		return false
+	}
+	if err := n.cfg.Store.ReserveDP(n.job, uint64(n.budget.Steps()+k)); err != nil {
+		n.core.Halt()
+		n.log.Error("cannot record privacy spending: halting", "err", err)
+		n.mu.Lock()
+		n.status.DPHalted = true
+		n.mu.Unlock()
+		return false
+	}
+	n.budget.Spend(k)
+	n.refreshDP()
+	return true
+}
+
+// refreshDP publishes the privacy spending in /status and /metrics.
+func (n *Node) refreshDP() {
+	eps := n.budget.Spent()
+	n.mu.Lock()
+	n.status.DPEpsilon, n.status.DPSteps = eps, uint64(n.budget.Steps())
+	n.mu.Unlock()
+	n.met.dpEpsilon.Set(eps)
+	n.met.dpSteps.Set(float64(n.budget.Steps()))
+}
+
 func (n *Node) checkpoint(why string) {
 	if n.cfg.Store == nil {
 		return
 	}
 	c := &Checkpoint{Time: n.cfg.Now(), Job: n.job, Spec: n.cfg.Job, State: n.core.Snapshot(), Meta: n.modelMetadata(n.core.Age())}
+	if n.budget != nil {
+		c.DPSteps, c.DPEpsilon = uint64(n.budget.Steps()), n.budget.Spent()
+	}
 	if err := n.cfg.Store.Save(c); err != nil {
 		n.log.Error("checkpoint failed", "err", err)
 		return

@@ -24,6 +24,11 @@ type Checkpoint struct {
 	State gossip.State
 	// Meta is the metadata an exported model carries (job, scaler).
 	Meta map[string]string
+	// DPSteps and DPEpsilon record the DP-SGD steps and ε spent up to this
+	// checkpoint (zero without DP). The ledger (DPSteps of the store) is
+	// authoritative; these travel with the model for the record.
+	DPSteps   uint64
+	DPEpsilon float64
 }
 
 // Store keeps the last checkpoints in a badger database. Each Save is one
@@ -189,3 +194,57 @@ func (s *Store) Count() (int, error) {
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
+
+var ledgerPrefix = []byte("dp-ledger/")
+
+func ledgerKey(job JobID) []byte { return append(append([]byte(nil), ledgerPrefix...), job[:]...) }
+
+// DPSteps returns the DP-SGD steps the job's ledger records: every step a
+// daemon ever took or was about to take on its data (0 if none).
+func (s *Store) DPSteps(job JobID) (uint64, error) {
+	var n uint64
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(ledgerKey(job))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return it.Value(func(v []byte) error {
+			if len(v) != 12 || crc32.Checksum(v[:8], castagnoli) != binary.LittleEndian.Uint32(v[8:]) {
+				return fmt.Errorf("node: privacy ledger of job %s is corrupt", job.Short())
+			}
+			n = binary.LittleEndian.Uint64(v)
+			return nil
+		})
+	})
+	return n, err
+}
+
+// ReserveDP durably records that the job's data has been used for steps
+// DP-SGD steps in all, before they are taken (write-ahead: a crash can
+// only overstate what was spent, never understate it). The ledger never
+// goes down: a lower value is refused.
+func (s *Store) ReserveDP(job JobID, steps uint64) error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		var cur uint64
+		if it, err := txn.Get(ledgerKey(job)); err == nil {
+			if err := it.Value(func(v []byte) error {
+				if len(v) == 12 {
+					cur = binary.LittleEndian.Uint64(v)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		if steps < cur {
+			return fmt.Errorf("node: privacy ledger of job %s would go down from %d to %d steps", job.Short(), cur, steps)
+		}
+		v := binary.LittleEndian.AppendUint64(nil, steps)
+		return txn.Set(ledgerKey(job), binary.LittleEndian.AppendUint32(v, crc32.Checksum(v, castagnoli)))
+	})
+}

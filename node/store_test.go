@@ -84,3 +84,35 @@ func TestJobID(t *testing.T) {
 		t.Fatal("unknown protocol accepted")
 	}
 }
+
+// TestPrivacyLedger: the ledger survives reopening, never goes down, and
+// is kept per job.
+func TestPrivacyLedger(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := JobID{1}, JobID{2}
+	if n, err := s.DPSteps(a); n != 0 || err != nil {
+		t.Fatalf("empty ledger: %d, %v", n, err)
+	}
+	if err := s.ReserveDP(a, 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReserveDP(a, 39); err == nil {
+		t.Fatal("the ledger went down")
+	}
+	s.Close()
+	s, err = OpenStore(dir, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, _ := s.DPSteps(a); n != 40 {
+		t.Fatalf("after reopening: %d steps, want 40", n)
+	}
+	if n, _ := s.DPSteps(b); n != 0 {
+		t.Fatalf("another job's ledger: %d", n)
+	}
+}

@@ -80,6 +80,8 @@ type status struct {
 	Checkpoint  uint64   `json:"checkpoint_seq"`
 	CkptAge     float64  `json:"checkpoint_age"`
 	Round       uint64   `json:"round"`
+	DPEpsilon   float64  `json:"dp_epsilon"`
+	DPSteps     uint64   `json:"dp_steps"`
 	ResumedFrom uint64   `json:"resumed_from_seq"`
 }
 
@@ -194,6 +196,32 @@ func metric(t *testing.T, d *daemon, name string) float64 {
 	}
 	t.Fatalf("%s: no series %s in /metrics", d.api, name)
 	return 0
+}
+
+// TestDaemonPrivacyLedger: a daemon training with DP-SGD is SIGKILLed three
+// times while it trains (no checkpoint in between: the privacy ledger alone
+// must carry the spending); after each restart its spent ε is at least what
+// it reported before the kill, and it keeps spending.
+func TestDaemonPrivacyLedger(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ds := startCluster(t, bin, dir, 2, "100ms", "--dp-clip", "1", "--dp-noise", "1.1", "--checkpoint-every", "100000")
+	d := ds[1]
+	last := poll(t, d, "DP-SGD steps", 60*time.Second, func(s status) bool { return s.DPSteps > 0 && s.DPEpsilon > 0 })
+	for k := 0; k < 3; k++ {
+		before := poll(t, d, "more DP-SGD steps", 60*time.Second, func(s status) bool { return s.DPSteps > last.DPSteps })
+		if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		d.cmd.Wait()
+		d.start(t, bin)
+		after := poll(t, d, "the restarted daemon's API", 30*time.Second, func(status) bool { return true })
+		if after.DPEpsilon < before.DPEpsilon || after.DPSteps < before.DPSteps {
+			t.Fatalf("restart %d: ε %v after %d steps; before the kill ε %v after %d steps", k+1,
+				after.DPEpsilon, after.DPSteps, before.DPEpsilon, before.DPSteps)
+		}
+		last = after
+	}
 }
 
 // converge waits until every daemon reaches 0.90 accuracy with all others

@@ -20,6 +20,7 @@ import (
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/p2p"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 // runFlags declares `gossipd run`'s flags (shared with `gossipd init`).
@@ -27,7 +28,8 @@ type runFlags struct {
 	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
 	members, topology, dht, relays                                                 string
-	testFraction, lr                                                               float64
+	sfbMode                                                                        string
+	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise                          float64
 	batch, localEpochs, ckptEvery, keep, staleness                                 int
 	delta                                                                          time.Duration
 	initSeed                                                                       uint64
@@ -59,6 +61,11 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.members, "members", "", "the job's members: peer IDs, comma-separated, or @FILE with one per line (required by dpsgd, adpsgd, pushsum, sfb; part of the job)")
 	fs.StringVar(&r.topology, "topology", "", "graph over the members for dpsgd, adpsgd, pushsum: ring|torus|regular:K|exponential|complete (default ring; exponential for pushsum)")
 	fs.IntVar(&r.staleness, "staleness", 0, "sfb: SSP staleness bound (0: BSP)")
+	fs.StringVar(&r.sfbMode, "sfb-mode", "auto", "sfb: per-layer exchange auto|factors|dense (dense with DP-SGD; part of the job)")
+	fs.Float64Var(&r.dpClip, "dp-clip", 0, "DP-SGD per-example clipping norm C (turns DP-SGD on, with --dp-noise)")
+	fs.Float64Var(&r.dpNoise, "dp-noise", 0, "DP-SGD noise multiplier σ (noise std σ·C)")
+	fs.Float64Var(&r.dpEpsilon, "dp-epsilon", 0, "privacy budget ε: stop training and sharing once the next step would exceed it (0: no limit; ε is still accounted)")
+	fs.Float64Var(&r.dpDelta, "dp-delta", 1e-5, "DP-SGD δ")
 	fs.StringVar(&r.modelKind, "model", "softmax", "model: "+strings.Join(model.Kinds, "|"))
 	fs.StringVar(&r.hidden, "hidden", "128", "MLP hidden widths (mlp only)")
 	fs.DurationVar(&r.delta, "delta", time.Second, "gossip period Δ")
@@ -166,6 +173,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	job := node.JobSpec{Name: r.name, Model: spec, Scale: r.scale, Protocol: r.protocol, DeltaMillis: r.delta.Milliseconds(),
 		LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Variant: r.variant, Compression: r.compression, InitSeed: r.initSeed,
 		Topology: r.topology, Members: members, Staleness: r.staleness}
+	if r.protocol == gossip.SFB && r.sfbMode != "auto" {
+		job.SFBMode = r.sfbMode
+	}
 	if err := job.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -190,7 +200,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer host.Close()
 	d, err := node.New(node.Config{Job: job, Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
-		CheckpointEvery: r.ckptEvery, Logger: log})
+		CheckpointEvery: r.ckptEvery, Logger: log, DP: privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}})
 	if err != nil {
 		return err
 	}
