@@ -304,6 +304,57 @@ func (m *Model) PerExampleGradients(grads, x []float32, y []int32, n int) {
 	}
 }
 
+// ClippedGradientSum writes Σ_i clip(∇ℓ_i, C) into grad: each example's
+// data-loss gradient scaled to L2 norm at most C, then summed — DP-SGD's
+// clipping — without materialising per-example gradients. For a fully
+// connected layer ∇_W ℓ_i = u_i·v_iᵀ and ∇_b ℓ_i = u_i (u the error at its
+// output, v its input), so ‖∇ℓ_i‖² = Σ_l ‖u_il‖²·(‖v_il‖² + 1); scaling
+// example i's errors by min(1, C/‖∇ℓ_i‖) and taking the usual gradient
+// products gives the clipped sum at the cost of one backward pass. The
+// SVM's regulariser is not included (it is data-independent; see
+// AddRegGradient). It returns how many examples were clipped.
+func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip float64) int {
+	m.check(x, y, n)
+	if len(grad) != len(m.params) {
+		panic(fmt.Sprintf("model: gradient buffer %d, want %d", len(grad), len(m.params)))
+	}
+	m.backward(x, y, n, 1)
+	clipped := 0
+	for i := 0; i < n; i++ {
+		var ss float64
+		for l, ly := range m.layers {
+			var uu, vv float64
+			for _, u := range m.ws.dz[l][i*ly.out : (i+1)*ly.out] {
+				uu += float64(u) * float64(u)
+			}
+			for _, v := range m.input(x, l)[i*ly.in : (i+1)*ly.in] {
+				vv += float64(v) * float64(v)
+			}
+			ss += uu * (vv + 1)
+		}
+		if norm := math.Sqrt(ss); norm > clip {
+			clipped++
+			s := float32(clip / norm)
+			for l, ly := range m.layers {
+				for k := range m.ws.dz[l][i*ly.out : (i+1)*ly.out] {
+					m.ws.dz[l][i*ly.out+k] *= s
+				}
+			}
+		}
+	}
+	be := m.backend
+	for l, ly := range m.layers {
+		dz := m.ws.dz[l][:n*ly.out]
+		be.Gemm(true, false, ly.out, ly.in, n, 1, dz, ly.out, m.input(x, l), ly.in, 0, grad[ly.wOff:ly.bOff], ly.in)
+		be.ColumnSums(grad[ly.bOff:ly.bOff+ly.out], dz, n, ly.out)
+	}
+	return clipped
+}
+
+// AddRegGradient adds the regulariser's gradient (the SVM's λ·W; nothing
+// for the other models) to grad.
+func (m *Model) AddRegGradient(grad []float32) { m.addRegGrad(grad) }
+
 // Factors are the sufficient factors of one fully connected layer's weight
 // gradient over a minibatch of K examples (Xie et al. 2016): the gradient is
 // ΔW = Uᵀ·V, i.e. ΔW[j][d] = Σ_k U[k][j]·V[k][d]. U holds the errors at the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"math/rand/v2"
 	"testing"
 
@@ -444,5 +445,54 @@ func TestVote(t *testing.T) {
 	}
 	if err := m.Vote(out, [][]float32{{1}}, []float32{1, -1}, 2); err == nil {
 		t.Fatal("wrong-size vector accepted")
+	}
+}
+
+// TestClippedGradientSum: the one-pass clipped sum equals clipping each
+// materialised per-example gradient (without the SVM regulariser) and
+// summing, for a bound that clips some examples and not others.
+func TestClippedGradientSum(t *testing.T) {
+	for _, spec := range testSpecs {
+		t.Run(spec.String(), func(t *testing.T) {
+			n := 8
+			m, x, y := perturbedModel(spec, 3, n)
+			P := m.NumParams()
+			per := make([]float32, n*P)
+			m.PerExampleGradients(per, x, y, n)
+			reg := make([]float32, P)
+			m.AddRegGradient(reg)
+			norms := make([]float64, n)
+			for i := range norms {
+				var ss float64
+				for p := 0; p < P; p++ {
+					g := float64(per[i*P+p] - reg[p])
+					ss += g * g
+				}
+				norms[i] = math.Sqrt(ss)
+			}
+			sorted := slices.Clone(norms)
+			slices.Sort(sorted)
+			clip := (sorted[n/2-1] + sorted[n/2]) / 2 // half the examples get clipped
+			want := make([]float64, P)
+			wantClipped := 0
+			for i, nrm := range norms {
+				s := 1.0
+				if nrm > clip {
+					s, wantClipped = clip/nrm, wantClipped+1
+				}
+				for p := 0; p < P; p++ {
+					want[p] += s * float64(per[i*P+p]-reg[p])
+				}
+			}
+			got := make([]float32, P)
+			if c := m.ClippedGradientSum(got, x, y, n, clip); c != wantClipped {
+				t.Fatalf("%d examples clipped, want %d", c, wantClipped)
+			}
+			for p := range got {
+				if d := math.Abs(float64(got[p]) - want[p]); d > 1e-4*(1+math.Abs(want[p])) {
+					t.Fatalf("param %d: one-pass %v, per-example %v", p, got[p], want[p])
+				}
+			}
+		})
 	}
 }

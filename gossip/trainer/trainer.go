@@ -55,7 +55,7 @@ type Workspace struct {
 	xb    []float32
 	yb    []int32
 	grad  []float32
-	pe    []float32 // per-example gradients (DP)
+	pe    []float32 // a chunk's clipped gradient sum (DP)
 }
 
 // NewWorkspace returns a workspace computing with m (whose parameters every
@@ -222,8 +222,8 @@ func (t *Trainer) dpGradient(dst []float32) int {
 		t.xb = make([]float32, bs*d)
 		t.yb = make([]int32, bs)
 	}
-	if len(t.pe) < bs*P {
-		t.pe = make([]float32, bs*P)
+	if len(t.pe) < P {
+		t.pe = make([]float32, P)
 	}
 	clear(dst)
 	lot, k := 0, 0
@@ -231,13 +231,11 @@ func (t *Trainer) dpGradient(dst []float32) int {
 		if k == 0 {
 			return
 		}
-		t.model.PerExampleGradients(t.pe[:k*P], t.xb[:k*d], t.yb[:k], k)
-		for r := 0; r < k; r++ {
-			g := t.pe[r*P : (r+1)*P]
-			privacy.Clip(g, t.cfg.DP.Clip)
-			for j, v := range g {
-				dst[j] += v
-			}
+		// One backward pass clips and sums the chunk's per-example
+		// gradients (model.ClippedGradientSum).
+		t.model.ClippedGradientSum(t.pe[:P], t.xb[:k*d], t.yb[:k], k, t.cfg.DP.Clip)
+		for j, v := range t.pe[:P] {
+			dst[j] += v
 		}
 		lot += k
 		k = 0
@@ -254,5 +252,6 @@ func (t *Trainer) dpGradient(dst []float32) int {
 	}
 	flush()
 	privacy.AddNoise(dst, t.cfg.DP.Clip, t.cfg.DP.Noise, float64(bs), t.cfg.DPSource)
+	t.model.AddRegGradient(dst) // data-independent: neither clipped nor noised
 	return lot
 }
