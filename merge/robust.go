@@ -1,0 +1,237 @@
+package merge
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Robust aggregation rules (He, Karimireddy, Jaggi 2022 and references):
+// they bound what a minority of Byzantine inputs can do to the result.
+// Median, trimmed mean and Krum treat the inputs alike and ignore the
+// weights; clipped gossip keeps the mixing weights and bounds each
+// neighbour's pull.
+
+// Median is the coordinate-wise median (for an even count, the mean of the
+// two middle values).
+type Median struct{}
+
+// Name implements Aggregator.
+func (Median) Name() string { return "median" }
+
+// Aggregate implements Aggregator.
+func (Median) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) error {
+	if err := checkInputs(dst, xs, 1); err != nil {
+		return err
+	}
+	col := make([]float32, len(xs))
+	n := len(xs)
+	for k := range dst {
+		for i, x := range xs {
+			col[i] = x[k]
+		}
+		slices.Sort(col)
+		if n%2 == 1 {
+			dst[k] = col[n/2]
+		} else {
+			dst[k] = float32((float64(col[n/2-1]) + float64(col[n/2])) / 2)
+		}
+	}
+	return nil
+}
+
+// TrimmedMean drops the Trim largest and Trim smallest values of every
+// coordinate and averages the rest (TM(b)).
+type TrimmedMean struct{ Trim int }
+
+// Name implements Aggregator.
+func (t TrimmedMean) Name() string { return fmt.Sprintf("trimmed:%d", t.Trim) }
+
+// Aggregate implements Aggregator.
+func (t TrimmedMean) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) error {
+	if err := checkInputs(dst, xs, 2*t.Trim+1); err != nil {
+		return err
+	}
+	col := make([]float32, len(xs))
+	for k := range dst {
+		for i, x := range xs {
+			col[i] = x[k]
+		}
+		slices.Sort(col)
+		keep := col[t.Trim : len(col)-t.Trim]
+		var s float64
+		for _, v := range keep {
+			s += float64(v)
+		}
+		dst[k] = float32(s / float64(len(keep)))
+	}
+	return nil
+}
+
+// Krum picks the input with the smallest sum of squared distances to its
+// n−F−2 nearest others (Blanchard et al. 2017), tolerating F Byzantine
+// inputs among n ≥ F+3.
+type Krum struct{ F int }
+
+// Name implements Aggregator.
+func (k Krum) Name() string { return fmt.Sprintf("krum:%d", k.F) }
+
+// Aggregate implements Aggregator.
+func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) error {
+	if err := checkInputs(dst, xs, k.F+3); err != nil {
+		return err
+	}
+	n := len(xs)
+	d := make([][]float64, n)
+	for i := range d {
+		d[i] = make([]float64, n)
+	}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			d[i][j] = SquaredDistance(xs[i], xs[j])
+			d[j][i] = d[i][j]
+		}
+	}
+	best, bestScore := 0, math.Inf(1)
+	for i := 0; i < n; i++ {
+		others := make([]float64, 0, n-1)
+		for j := 0; j < n; j++ {
+			if j != i {
+				others = append(others, d[i][j])
+			}
+		}
+		slices.Sort(others)
+		var score float64
+		for _, v := range others[:n-k.F-2] {
+			score += v
+		}
+		if score < bestScore { // ties: the lowest index, deterministically
+			best, bestScore = i, score
+		}
+	}
+	copy(dst, xs[best])
+	return nil
+}
+
+// ClippedGossip is x_i + Σ_j W_ij·clip(x_j − x_i, τ) with
+// clip(z, τ) = z·min(1, τ/‖z‖) (He et al. 2022): each neighbour pulls at most
+// τ. Tau 0 chooses τ adaptively: the second-largest neighbour distance (the
+// largest with one neighbour), so one outlier cannot drag the node far.
+type ClippedGossip struct{ Tau float64 }
+
+// Name implements Aggregator.
+func (c ClippedGossip) Name() string {
+	if c.Tau == 0 {
+		return "clipped"
+	}
+	return "clipped:" + strconv.FormatFloat(c.Tau, 'g', -1, 64)
+}
+
+// Aggregate implements Aggregator; self must index the node's own vector
+// and ws are the mixing weights (renormalised to sum to 1).
+func (c ClippedGossip) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) error {
+	if err := checkInputs(dst, xs, 1); err != nil {
+		return err
+	}
+	if self < 0 || self >= len(xs) || len(ws) != len(xs) {
+		return fmt.Errorf("%w: clipped gossip needs the node's own vector and one weight per input", ErrAggregate)
+	}
+	var wsum float64
+	for _, w := range ws {
+		if w < 0 || math.IsNaN(w) {
+			return fmt.Errorf("%w: weight %v", ErrAggregate, w)
+		}
+		wsum += w
+	}
+	if wsum == 0 {
+		return fmt.Errorf("%w: weights sum to 0", ErrAggregate)
+	}
+	x := xs[self]
+	dist := make([]float64, len(xs))
+	var others []float64
+	for j := range xs {
+		if j != self {
+			dist[j] = math.Sqrt(SquaredDistance(xs[j], x))
+			others = append(others, dist[j])
+		}
+	}
+	tau := c.Tau
+	if tau == 0 && len(others) > 0 {
+		slices.Sort(others)
+		tau = others[max(0, len(others)-2)]
+	}
+	acc := make([]float64, len(x))
+	for j, xj := range xs {
+		if j == self || dist[j] == 0 {
+			continue
+		}
+		s := ws[j] / wsum * math.Min(1, tau/dist[j])
+		for k := range acc {
+			acc[k] += s * (float64(xj[k]) - float64(x[k]))
+		}
+	}
+	for k := range dst {
+		dst[k] = float32(float64(x[k]) + acc[k])
+	}
+	return nil
+}
+
+// ErrAggregate marks inputs an aggregator cannot combine.
+var ErrAggregate = fmt.Errorf("merge: cannot aggregate")
+
+func checkInputs(dst []float32, xs [][]float32, min int) error {
+	if len(xs) < min {
+		return fmt.Errorf("%w: %d inputs, the rule needs at least %d", ErrAggregate, len(xs), min)
+	}
+	for _, x := range xs {
+		if len(x) != len(dst) {
+			return fmt.Errorf("%w: vector of %d values, want %d", ErrAggregate, len(x), len(dst))
+		}
+	}
+	return nil
+}
+
+// Aggregators lists the rules ParseAggregator accepts.
+var Aggregators = []string{"mean", "median", "trimmed:B", "krum:F", "clipped[:TAU]"}
+
+// ParseAggregator reads "mean", "median", "trimmed:B", "krum:F", "clipped"
+// (adaptive τ) or "clipped:TAU".
+func ParseAggregator(spec string) (Aggregator, error) {
+	name, arg, hasArg := strings.Cut(spec, ":")
+	bad := func() (Aggregator, error) {
+		return nil, fmt.Errorf("%w: aggregator %q, want %s", ErrAggregate, spec, strings.Join(Aggregators, "|"))
+	}
+	switch name {
+	case "", "mean":
+		if hasArg {
+			return bad()
+		}
+		return WeightedMean{}, nil
+	case "median":
+		if hasArg {
+			return bad()
+		}
+		return Median{}, nil
+	case "trimmed", "krum":
+		v, err := strconv.Atoi(arg)
+		if err != nil || v < 0 {
+			return bad()
+		}
+		if name == "trimmed" {
+			return TrimmedMean{Trim: v}, nil
+		}
+		return Krum{F: v}, nil
+	case "clipped":
+		if !hasArg {
+			return ClippedGossip{}, nil
+		}
+		v, err := strconv.ParseFloat(arg, 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return bad()
+		}
+		return ClippedGossip{Tau: v}, nil
+	}
+	return bad()
+}

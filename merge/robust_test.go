@@ -1,0 +1,97 @@
+package merge
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+// honest returns n vectors near (1, 2, 3, 4) and one Byzantine vector far
+// away (−1000·x: a scaled bit-flip).
+func honestAndByzantine(n int) [][]float32 {
+	var xs [][]float32
+	for i := 0; i < n; i++ {
+		d := float32(i) * 0.01
+		xs = append(xs, []float32{1 + d, 2 - d, 3 + d, 4})
+	}
+	return append(xs, []float32{-1000, -2000, -3000, -4000})
+}
+
+func near(t *testing.T, name string, got []float32, want []float32, tol float64) {
+	t.Helper()
+	for k := range got {
+		if math.Abs(float64(got[k]-want[k])) > tol {
+			t.Fatalf("%s: %v, want about %v", name, got, want)
+		}
+	}
+}
+
+// TestRobustRulesResistOneOutlier: with four honest inputs and one huge
+// Byzantine one, median, trimmed mean, Krum and clipped gossip stay near the
+// honest inputs, while the plain mean is dragged off.
+func TestRobustRulesResistOneOutlier(t *testing.T) {
+	xs := honestAndByzantine(4)
+	ws := []float64{0.2, 0.2, 0.2, 0.2, 0.2}
+	want := []float32{1.015, 1.985, 3.015, 4}
+	dst := make([]float32, 4)
+	for _, a := range []Aggregator{Median{}, TrimmedMean{Trim: 1}, Krum{F: 1}, ClippedGossip{}} {
+		if err := a.Aggregate(dst, xs, ws, 0); err != nil {
+			t.Fatalf("%s: %v", a.Name(), err)
+		}
+		near(t, a.Name(), dst, want, 0.05)
+	}
+	WeightedMean{}.Aggregate(dst, xs, ws, 0)
+	if dst[0] > -100 {
+		t.Fatalf("the plain mean resisted the outlier (%v): the test data is wrong", dst)
+	}
+}
+
+// TestRobustRulesExact: hand-checked values.
+func TestRobustRulesExact(t *testing.T) {
+	xs := [][]float32{{1, 10}, {2, 40}, {9, 20}, {4, 30}}
+	dst := make([]float32, 2)
+	Median{}.Aggregate(dst, xs, nil, -1)
+	near(t, "median", dst, []float32{3, 25}, 1e-6)
+	TrimmedMean{Trim: 1}.Aggregate(dst, xs, nil, -1)
+	near(t, "trimmed mean", dst, []float32{3, 25}, 1e-6)
+	// Clipped gossip with τ = 1 from x0 = (0,0) and one neighbour at (3,4)
+	// (distance 5), weight 1/2: x0 moves by ½·(3,4)/5.
+	if err := (ClippedGossip{Tau: 1}).Aggregate(dst, [][]float32{{0, 0}, {3, 4}}, []float64{0.5, 0.5}, 0); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "clipped gossip", dst, []float32{0.3, 0.4}, 1e-6)
+	// Without clipping (τ large) it is the weighted mean.
+	ClippedGossip{Tau: 100}.Aggregate(dst, [][]float32{{0, 0}, {3, 4}}, []float64{0.5, 0.5}, 0)
+	near(t, "clipped gossip, τ large", dst, []float32{1.5, 2}, 1e-6)
+}
+
+func TestRobustRulesRefuse(t *testing.T) {
+	dst := make([]float32, 2)
+	two := [][]float32{{1, 2}, {3, 4}}
+	for _, c := range []struct {
+		a    Aggregator
+		self int
+	}{{TrimmedMean{Trim: 1}, 0}, {Krum{F: 1}, 0}, {ClippedGossip{}, -1}} {
+		if err := c.a.Aggregate(dst, two, []float64{0.5, 0.5}, c.self); !errors.Is(err, ErrAggregate) {
+			t.Errorf("%s with 2 inputs: %v", c.a.Name(), err)
+		}
+	}
+	if err := (Median{}).Aggregate(dst, [][]float32{{1}}, nil, 0); !errors.Is(err, ErrAggregate) {
+		t.Errorf("wrong length accepted: %v", err)
+	}
+}
+
+func TestParseAggregator(t *testing.T) {
+	for spec, want := range map[string]string{"mean": "mean", "": "mean", "median": "median", "trimmed:2": "trimmed:2",
+		"krum:1": "krum:1", "clipped": "clipped", "clipped:0.5": "clipped:0.5"} {
+		a, err := ParseAggregator(spec)
+		if err != nil || a.Name() != want {
+			t.Errorf("%q: %v, %v", spec, a, err)
+		}
+	}
+	for _, bad := range []string{"max", "trimmed", "trimmed:-1", "krum:x", "clipped:0", "clipped:-1", "median:3", "mean:1"} {
+		if _, err := ParseAggregator(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
