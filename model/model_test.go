@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gossipd/gossipd/model/compute"
