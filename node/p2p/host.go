@@ -413,7 +413,7 @@ func (t *Host) forget(p peer.ID) {
 // handleFrame reads frames from an inbound stream until the sender closes
 // it. Waiting for a frame may take IdleTimeout; reading one, ReadTimeout.
 func (t *Host) handleFrame(s network.Stream) {
-	r := bufio.NewReaderSize(s, 64<<10)
+	r := bufio.NewReaderSize(s, 8<<10) // small: payloads bypass it
 	for {
 		s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
 		if _, err := r.Peek(1); err != nil {
