@@ -210,18 +210,25 @@ func TestDaemonPrivacyLedger(t *testing.T) {
 	last := poll(t, d, "DP-SGD steps", 60*time.Second, func(s status) bool { return s.DPSteps > 0 && s.DPEpsilon > 0 })
 	for k := 0; k < 3; k++ {
 		before := poll(t, d, "more DP-SGD steps", 60*time.Second, func(s status) bool { return s.DPSteps > last.DPSteps })
-		if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		d.cmd.Wait()
-		d.start(t, bin)
-		after := poll(t, d, "the restarted daemon's API", 30*time.Second, func(status) bool { return true })
+		after := d.killRestart(t, bin)
 		if after.DPEpsilon < before.DPEpsilon || after.DPSteps < before.DPSteps {
 			t.Fatalf("restart %d: ε %v after %d steps; before the kill ε %v after %d steps", k+1,
 				after.DPEpsilon, after.DPSteps, before.DPEpsilon, before.DPSteps)
 		}
 		last = after
 	}
+}
+
+// killRestart SIGKILLs the daemon, starts it again on the same flags and
+// store, and returns its first status.
+func (d *daemon) killRestart(t *testing.T, bin string) status {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Wait()
+	d.start(t, bin)
+	return poll(t, d, "the restarted daemon's API", 30*time.Second, func(status) bool { return true })
 }
 
 // converge waits until every daemon reaches 0.90 accuracy with all others
@@ -239,12 +246,7 @@ func killAndRestart(t *testing.T, bin string, ds []*daemon, i int) {
 	t.Helper()
 	victim := ds[i]
 	before := poll(t, victim, "a checkpoint", 30*time.Second, func(s status) bool { return s.Checkpoint >= 2 })
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	victim.cmd.Wait()
-	victim.start(t, bin)
-	after := poll(t, victim, "the restarted daemon's API", 30*time.Second, func(status) bool { return true })
+	after := victim.killRestart(t, bin)
 	if after.ResumedFrom < before.Checkpoint || after.ModelAge < before.CkptAge {
 		t.Fatalf("restart resumed from checkpoint %d with age %v; before the kill: checkpoint %d of age %v",
 			after.ResumedFrom, after.ModelAge, before.Checkpoint, before.CkptAge)
