@@ -203,8 +203,9 @@ type Config struct {
 	// Resume, when set, restores a saved State (a restart from a checkpoint);
 	// Init is then ignored.
 	Resume *State
-	// Aggregator combines neighbour parameters in dpsgd. Default
-	// merge.WeightedMean.
+	// Aggregator combines neighbour parameters in dpsgd (the node's own
+	// vector first): merge.WeightedMean (default) or a robust rule
+	// (merge.ParseAggregator). Other protocols take the mean only, so far.
 	Aggregator merge.Aggregator
 }
 
@@ -299,6 +300,12 @@ func (c *Config) Validate() error {
 		if len(c.Neighbors) == 0 {
 			return fmt.Errorf("%w: %s needs neighbours", ErrConfig, c.Protocol)
 		}
+	}
+	if _, mean := c.Aggregator.(merge.WeightedMean); !mean && c.Protocol != DPSGD {
+		return fmt.Errorf("%w: aggregator %s: robust aggregation is available for dpsgd so far", ErrConfig, c.Aggregator.Name())
+	}
+	if m, ok := c.Aggregator.(merge.MinInputs); ok && c.Protocol == DPSGD && len(c.Neighbors)+1 < m.MinInputs() {
+		return fmt.Errorf("%w: aggregator %s needs %d inputs; this node has %d neighbours and itself", ErrConfig, c.Aggregator.Name(), m.MinInputs(), len(c.Neighbors))
 	}
 	return nil
 }

@@ -14,6 +14,18 @@ import (
 // weights; clipped gossip keeps the mixing weights and bounds each
 // neighbour's pull.
 
+// MinInputs is implemented by aggregators that need a least number of
+// inputs (the node's own vector included) to tolerate what they promise.
+type MinInputs interface {
+	MinInputs() int
+}
+
+// MinInputs implements MinInputs: 2·Trim+1.
+func (t TrimmedMean) MinInputs() int { return 2*t.Trim + 1 }
+
+// MinInputs implements MinInputs: F+3.
+func (k Krum) MinInputs() int { return k.F + 3 }
+
 // Median is the coordinate-wise median (for an even count, the mean of the
 // two middle values).
 type Median struct{}

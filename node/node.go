@@ -14,6 +14,7 @@ import (
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/gossip/trainer"
+	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/privacy"
@@ -42,6 +43,9 @@ type Config struct {
 	// comes from a crypto-keyed source; steps are charged to the store's
 	// ledger before they are taken.
 	DP privacy.Config
+	// Aggregator combines neighbours' parameters in dpsgd (default the
+	// weighted mean; robust rules from merge.ParseAggregator).
+	Aggregator merge.Aggregator
 	// AnnounceInterval is how often a daemon whose transport is a
 	// Broadcaster announces its job (default 10s).
 	AnnounceInterval time.Duration
@@ -180,6 +184,7 @@ func New(cfg Config) (*Node, error) {
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
 		Jitter: 0.1, LR: cfg.Job.LR, Variant: cfg.Job.Variant, CacheSize: 10, Batch: cfg.Job.Batch,
 		Neighbors: neighbors, SelfWeight: selfWeight, Staleness: cfg.Job.Staleness, Broadcast: broadcast, SFBMode: cfg.Job.SFBMode,
+		Aggregator: cfg.Aggregator,
 	}
 	gc.Subsample, gc.Partitions, _ = gossip.ParseCompression(cfg.Job.Compression)
 	if cfg.Job.LocalEpochs > 1 {

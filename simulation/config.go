@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -93,6 +94,10 @@ type Config struct {
 	// Compression of random-walk models: "none" (default), "subsample:S"
 	// or "partition:P" (see gossip.ParseCompression).
 	Compression string
+	// Aggregator is how dpsgd combines neighbours' parameters
+	// (merge.ParseAggregator: mean (default), median, trimmed:B, krum:F,
+	// clipped[:TAU]).
+	Aggregator string
 	// DP trains every peer with DP-SGD (noise from a seeded source: the
 	// simulation is reproducible, and protects nothing) and accounts each
 	// peer's ε; a peer whose budget is spent halts.
@@ -230,6 +235,9 @@ func (c *Config) Validate() error {
 		if iv.Peer < 0 || iv.Peer >= c.Peers || iv.End < iv.Start || iv.Start < 0 {
 			return fmt.Errorf("%w: churn trace interval %+v for %d peers", ErrConfig, iv, c.Peers)
 		}
+	}
+	if _, err := merge.ParseAggregator(c.Aggregator); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if err := c.DP.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)

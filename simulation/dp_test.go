@@ -39,3 +39,28 @@ func TestDPSimulation(t *testing.T) {
 		t.Fatal("DP-SGD accepted for the FedAvg baseline")
 	}
 }
+
+// TestRobustAggregatorSelection: D-PSGD learns with every robust rule on a
+// complete graph (six inputs), and with clipped gossip on a ring. (On a ring
+// the coordinate-wise median of three does not contract: a median filter
+// leaves monotone sequences around the ring in place, and the replicas drift
+// apart, as He et al. 2022 observe for sparse topologies.) A rule that needs
+// more inputs than a node has, or another protocol, is refused.
+func TestRobustAggregatorSelection(t *testing.T) {
+	for _, c := range []struct{ agg, topo string }{{"median", "complete"}, {"trimmed:1", "complete"}, {"krum:1", "complete"}, {"clipped", "ring"}} {
+		_, res := csvOf(t, Config{Peers: 6, Protocol: "dpsgd", Topology: c.topo, Rounds: 60, Seed: 1, LR: 0.5, Aggregator: c.agg,
+			EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 6})
+		if res.FinalAccuracy < 0.8 {
+			t.Errorf("dpsgd on a %s graph with %s: accuracy %.3f", c.topo, c.agg, res.FinalAccuracy)
+		}
+	}
+	for _, c := range []Config{
+		{Peers: 6, Protocol: "dpsgd", Aggregator: "krum:1"},     // needs 4 inputs, a ring gives 3
+		{Peers: 6, Protocol: "randomwalk", Aggregator: "median"}, // not selectable there yet
+		{Peers: 6, Protocol: "dpsgd", Aggregator: "max"},
+	} {
+		if _, err := Run(t.Context(), c, nil); err == nil {
+			t.Errorf("%s with %s accepted", c.Protocol, c.Aggregator)
+		}
+	}
+}

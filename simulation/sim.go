@@ -154,6 +154,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
 			Subsample: subsample, Partitions: partitions,
 		}
+		gc.Aggregator, _ = merge.ParseAggregator(cfg.Aggregator) // validated
 		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, graph, cfg.Peers, i, func(j int) gossip.PeerID { return all[j] })
 		node, err := gossip.New(gc)
 		if err != nil {

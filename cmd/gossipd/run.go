@@ -17,6 +17,7 @@ import (
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/p2p"
@@ -28,7 +29,7 @@ type runFlags struct {
 	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
 	members, topology, dht, relays                                                 string
-	sfbMode                                                                        string
+	sfbMode, aggregator                                                            string
 	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise                          float64
 	batch, localEpochs, ckptEvery, keep, staleness                                 int
 	delta                                                                          time.Duration
@@ -61,6 +62,7 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.members, "members", "", "the job's members: peer IDs, comma-separated, or @FILE with one per line (required by dpsgd, adpsgd, pushsum, sfb; part of the job)")
 	fs.StringVar(&r.topology, "topology", "", "graph over the members for dpsgd, adpsgd, pushsum: ring|torus|regular:K|exponential|complete (default ring; exponential for pushsum)")
 	fs.IntVar(&r.staleness, "staleness", 0, "sfb: SSP staleness bound (0: BSP)")
+	fs.StringVar(&r.aggregator, "aggregator", "mean", "dpsgd: how neighbours' parameters combine: "+strings.Join(merge.Aggregators, "|"))
 	fs.StringVar(&r.sfbMode, "sfb-mode", "auto", "sfb: per-layer exchange auto|factors|dense (dense with DP-SGD; part of the job)")
 	fs.Float64Var(&r.dpClip, "dp-clip", 0, "DP-SGD per-example clipping norm C (turns DP-SGD on, with --dp-noise)")
 	fs.Float64Var(&r.dpNoise, "dp-noise", 0, "DP-SGD noise multiplier σ (noise std σ·C)")
@@ -160,6 +162,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	agg, err := merge.ParseAggregator(r.aggregator)
+	if err != nil {
+		return fmt.Errorf("%w: --aggregator: %v", errUsage, err)
+	}
 	train, test, scaler, err := loadShard(&r)
 	if err != nil {
 		return err
@@ -200,7 +206,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer host.Close()
 	d, err := node.New(node.Config{Job: job, Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
-		CheckpointEvery: r.ckptEvery, Logger: log, DP: privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}})
+		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, DP: privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}})
 	if err != nil {
 		return err
 	}
