@@ -55,7 +55,7 @@ func TestRobustAggregatorSelection(t *testing.T) {
 		}
 	}
 	for _, c := range []Config{
-		{Peers: 6, Protocol: "dpsgd", Aggregator: "krum:1"},     // needs 4 inputs, a ring gives 3
+		{Peers: 6, Protocol: "dpsgd", Aggregator: "krum:1"},      // needs 4 inputs, a ring gives 3
 		{Peers: 6, Protocol: "randomwalk", Aggregator: "median"}, // not selectable there yet
 		{Peers: 6, Protocol: "dpsgd", Aggregator: "max"},
 	} {
