@@ -10,12 +10,15 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test vet fmt-check unit race noasm fuzz cross bench bench-go clean
+.PHONY: all build demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness clean
 
 all: build
 
 build: ## build bin/gossipd (pure Go)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gossipd
+
+robustness: build ## regenerate docs/ROBUSTNESS.md (every aggregator under every attack)
+	$(BIN) robustness --out docs/ROBUSTNESS.md
 
 demo: build ## train softmax regression on the embedded digits dataset
 	$(BIN) train --dataset digits --model softmax --epochs 20 --scale standard

@@ -129,8 +129,10 @@ func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 
 // ClippedGossip is x_i + Σ_j W_ij·clip(x_j − x_i, τ) with
 // clip(z, τ) = z·min(1, τ/‖z‖) (He et al. 2022): each neighbour pulls at most
-// τ. Tau 0 chooses τ adaptively: the second-largest neighbour distance (the
-// largest with one neighbour), so one outlier cannot drag the node far.
+// τ. Tau 0 chooses τ adaptively: the median of the neighbours' distances
+// (the lower median for an even count), so that while fewer than half the
+// neighbours are Byzantine, τ is an honest neighbour's distance and no
+// attacker pulls further than an honest one.
 type ClippedGossip struct{ Tau float64 }
 
 // Name implements Aggregator.
@@ -172,7 +174,7 @@ func (c ClippedGossip) Aggregate(dst []float32, xs [][]float32, ws []float64, se
 	tau := c.Tau
 	if tau == 0 && len(others) > 0 {
 		slices.Sort(others)
-		tau = others[max(0, len(others)-2)]
+		tau = others[(len(others)-1)/2]
 	}
 	acc := make([]float64, len(x))
 	for j, xj := range xs {

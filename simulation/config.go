@@ -94,6 +94,10 @@ type Config struct {
 	// Compression of random-walk models: "none" (default), "subsample:S"
 	// or "partition:P" (see gossip.ParseCompression).
 	Compression string
+	// Byzantine is the fraction of peers that attack (0: none), with
+	// Attack one of Attacks.
+	Byzantine float64
+	Attack    string
 	// Aggregator is how dpsgd combines neighbours' parameters
 	// (merge.ParseAggregator: mean (default), median, trimmed:B, krum:F,
 	// clipped[:TAU]).
@@ -235,6 +239,9 @@ func (c *Config) Validate() error {
 		if iv.Peer < 0 || iv.Peer >= c.Peers || iv.End < iv.Start || iv.Start < 0 {
 			return fmt.Errorf("%w: churn trace interval %+v for %d peers", ErrConfig, iv, c.Peers)
 		}
+	}
+	if err := c.validateAttack(); err != nil {
+		return err
 	}
 	if _, err := merge.ParseAggregator(c.Aggregator); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)

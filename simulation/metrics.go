@@ -59,6 +59,9 @@ type Result struct {
 	// FinalVotingAccuracy is the mean accuracy of the evaluated peers'
 	// majority votes over their cached models (Config.Voting).
 	FinalVotingAccuracy float64 `json:"final_voting_accuracy,omitempty"`
+	// ByzantinePeers attacked (Config.Byzantine); accuracies cover the
+	// honest peers only.
+	ByzantinePeers int `json:"byzantine_peers,omitempty"`
 	// DPEpsilon is each peer's spent ε (DP-SGD), at DPDelta; DPEpsilonMax
 	// their maximum, the guarantee of the run.
 	DPEpsilon    []float64 `json:"dp_epsilon_per_peer,omitempty"`
@@ -75,7 +78,8 @@ type evaluator struct {
 	finalPeers []int
 }
 
-func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config) (*evaluator, error) {
+// newEvaluator samples the peers to evaluate from eligible (nil: all).
+func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible []int) (*evaluator, error) {
 	m, err := model.New(spec)
 	if err != nil {
 		return nil, err
@@ -83,15 +87,20 @@ func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config) (*evaluato
 	rng := dataset.NewRand(cfg.Seed ^ 0x6576616c)
 	idx := rng.Perm(test.N)[:min(cfg.EvalExamples, test.N)]
 	slices.Sort(idx)
-	pick := func(k int) []int {
-		if k == 0 || k >= cfg.Peers {
-			out := make([]int, cfg.Peers)
-			for i := range out {
-				out[i] = i
-			}
-			return out
+	if eligible == nil {
+		eligible = make([]int, cfg.Peers)
+		for i := range eligible {
+			eligible[i] = i
 		}
-		out := rng.Perm(cfg.Peers)[:k]
+	}
+	pick := func(k int) []int {
+		if k == 0 || k >= len(eligible) {
+			return slices.Clone(eligible)
+		}
+		out := make([]int, k)
+		for j, r := range rng.Perm(len(eligible))[:k] {
+			out[j] = eligible[r]
+		}
 		slices.Sort(out)
 		return out
 	}

@@ -42,6 +42,7 @@ type sim struct {
 	eval    *evaluator
 	stats   Stats
 	onRound func(Row)
+	adv     *adversary // nil without attackers
 }
 
 // Stats counts traffic and events over a run.
@@ -81,11 +82,19 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}
 	s.lat, _ = parseLatency(cfg.Latency)
-	s.eval, err = newEvaluator(spec, test, cfg)
+	var eligible []int
+	if cfg.Byzantine > 0 {
+		s.adv = newAdversary(cfg)
+		eligible = s.adv.honest
+	}
+	s.eval, err = newEvaluator(spec, test, cfg, eligible)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Config: cfg}
+	if s.adv != nil {
+		res.ByzantinePeers = s.adv.count()
+	}
 	switch cfg.Protocol {
 	case Centralized, FedAvg, AllReduce:
 		err = s.runBaseline(ctx, res)
@@ -133,6 +142,13 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			return err
 		}
 	}
+	var flippedY []int32 // label-flip attackers train on classes−1−y
+	if s.adv != nil && cfg.Attack == "labelflip" {
+		flippedY = make([]int32, len(s.train.Y))
+		for i, y := range s.train.Y {
+			flippedY[i] = int32(s.train.Classes-1) - y
+		}
+	}
 	all := make([]gossip.PeerID, cfg.Peers)
 	for i := range all {
 		all[i] = peerName(i)
@@ -143,6 +159,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	for i := range s.peers {
 		id := all[i]
 		data := &trainer.Data{X: s.train.X, Y: s.train.Y, D: s.train.D, Idx: parts[i]}
+		if s.adv != nil && s.adv.byz[i] && cfg.Attack == "labelflip" {
+			data.Y = flippedY
+		}
 		if cfg.LocalEpochs > 1 {
 			steps = cfg.LocalEpochs * ((len(parts[i]) + cfg.Batch - 1) / cfg.Batch)
 		}
@@ -364,6 +383,9 @@ func (s *sim) drain(i int) error {
 
 // send accounts a message and schedules its delivery.
 func (s *sim) send(from int, m *gossip.Message) error {
+	if s.adv != nil {
+		s.adv.tamper(s, from, m)
+	}
 	to, ok := s.byID[m.To]
 	if !ok {
 		return fmt.Errorf("peer %s sent to unknown peer %q", m.From, m.To)

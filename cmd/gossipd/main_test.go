@@ -173,3 +173,25 @@ func TestPrivacyCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestRobustnessCommand: a small grid writes a table with a row per
+// aggregator and a column per attack and fraction.
+func TestRobustnessCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ROBUSTNESS.md")
+	if code, _, errOut := run(t, "robustness", "--peers", "10", "--rounds", "3", "--out", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| aggregator") {
+			rows = append(rows, line)
+		}
+	}
+	if len(rows) != 5 || strings.Count(rows[0], "|") != 13 || !strings.HasPrefix(rows[3], "| krum:2 |") {
+		t.Fatalf("table rows:\n%s", strings.Join(rows, "\n"))
+	}
+}
