@@ -412,3 +412,73 @@ func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...
 	}
 	return ds
 }
+
+// TestDaemonConsortium: four real processes bootstrap through the first.
+// Two members of a consortium connect; a daemon holding the network key but
+// not on the member list is refused by the members (the first one's log
+// names it); a daemon with another key cannot complete a connection (its
+// dials fail). Neither outsider ever counts a peer.
+func TestDaemonConsortium(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ids := make([]string, 4)
+	for i := range ids {
+		out, err := exec.Command(bin, "keygen", "--out", filepath.Join(dir, fmt.Sprintf("n%d", i), "identity.key")).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = strings.TrimSpace(string(out))
+	}
+	club, other := filepath.Join(dir, "club.yaml"), filepath.Join(dir, "other.yaml")
+	for _, c := range [][]string{{club, ids[0], ids[1]}, {other, ids[0], ids[1], ids[3]}} {
+		if out, err := exec.Command(bin, append([]string{"consortium", "init", "--out", c[0]}, c[1:]...)...).CombinedOutput(); err != nil {
+			t.Fatalf("consortium init: %v\n%s", err, out)
+		}
+	}
+	ports := freePorts(t, 8)
+	ds := make([]*daemon, 4)
+	t.Cleanup(func() {
+		for _, d := range ds {
+			if d != nil && d.cmd != nil && d.cmd.ProcessState == nil {
+				d.cmd.Process.Kill()
+				d.cmd.Wait()
+			}
+		}
+	})
+	boot := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", ports[0], ids[0])
+	for i, file := range []string{club, club, club, other} {
+		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
+		ds[i].args = []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[2*i]),
+			"--api", ds[i].api, "--shard", fmt.Sprintf("%d/4", i), "--delta", "100ms", "--mdns=false", "--dht", "off",
+			"--log-format", "json", "--log-level", "debug", "--consortium", file, "--bootstrap", boot}
+		ds[i].start(t, bin)
+	}
+	poll(t, ds[1], "the two members connected", 30*time.Second, func(s status) bool { return s.Peers == 1 })
+	logHas := func(d *daemon, what string, parts ...string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b, _ := os.ReadFile(d.log)
+			for _, line := range strings.Split(string(b), "\n") {
+				found := true
+				for _, p := range parts {
+					found = found && strings.Contains(line, p)
+				}
+				if found {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no log line with %q; log tail:\n%s", what, parts, tail(string(b), 2000))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	logHas(ds[0], "the first member refusing the non-member", "refused a peer outside the consortium", ids[2])
+	logHas(ds[3], "the keyless daemon's failed dial", "bootstrap peer unreachable")
+	for i, want := range []int{1, 1, 0, 0} {
+		if s, err := ds[i].status(); err != nil || s.Peers != want {
+			t.Errorf("daemon %d: %d peers (%v), want %d", i, s.Peers, err, want)
+		}
+	}
+}

@@ -31,6 +31,7 @@ func commands() []command {
 		{"init", "write a commented default config file", runInit},
 		{"keygen", "create an identity key and print its peer ID", runKeygen},
 		{"export", "write a store's newest model as safetensors", runExport},
+		{"consortium", "create and extend a consortium (private network key and members)", runConsortium},
 		{"robustness", "simulate every aggregator under every attack; write the table", runRobustness},
 		{"privacy", "differential privacy: ε spent by DP-SGD, noise for a budget", runPrivacy},
 		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},

@@ -29,7 +29,7 @@ type runFlags struct {
 	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
 	members, topology, dht, relays                                                 string
-	sfbMode, aggregator                                                            string
+	sfbMode, aggregator, consortium                                                string
 	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise                          float64
 	batch, localEpochs, ckptEvery, keep, staleness                                 int
 	delta                                                                          time.Duration
@@ -42,6 +42,7 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.listen, "listen", "/ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1", "libp2p listen multiaddrs, comma-separated")
 	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, comma-separated")
 	fs.BoolVar(&r.mdns, "mdns", true, "discover peers on the LAN with mDNS")
+	fs.StringVar(&r.consortium, "consortium", "", "consortium file: join its private network (TCP only) and admit its members only")
 	fs.BoolVar(&r.pex, "pex", true, "exchange peer addresses with connected peers")
 	fs.BoolVar(&r.behindNAT, "behind-nat", false, "treat this node as unreachable from outside: use --relays at once")
 	fs.StringVar(&r.dht, "dht", p2p.DHTAuto, "Kademlia DHT: off|auto (on when --bootstrap is given)|client|server")
@@ -198,7 +199,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer store.Close()
-	host, err := p2p.New(p2p.Config{Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
+	var club *p2p.Consortium
+	if r.consortium != "" {
+		if club, err = p2p.LoadConsortium(r.consortium); err != nil {
+			return err
+		}
+	}
+	host, err := p2p.New(p2p.Config{Consortium: club, Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
 		DHT: r.dht, NoPEX: !r.pex, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
 			Relays: splitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
 	if err != nil {

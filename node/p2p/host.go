@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/routing"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
@@ -104,6 +106,9 @@ type Config struct {
 	DiscoveryInterval time.Duration
 	// NAT selects libp2p's NAT traversal features.
 	NAT NATConfig
+	// Consortium, when set, makes the network private: only peers holding
+	// its key can connect, and only its members are admitted. TCP only.
+	Consortium *Consortium
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -147,6 +152,8 @@ type Host struct {
 
 	omu sync.Mutex
 	out map[outKey]*outbound
+
+	refusedPeers sync.Map // peer.ID → true: refused by the consortium gater
 
 	mu     sync.Mutex
 	closed bool
@@ -214,15 +221,26 @@ func New(cfg Config) (*Host, error) {
 	boot = slices.DeleteFunc(boot, func(ai peer.AddrInfo) bool { return ai.ID == self })
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Host{cfg: cfg, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{}}
+	listen := cfg.Listen
 	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Key),
-		libp2p.ListenAddrStrings(cfg.Listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
-		libp2p.Transport(quic.NewTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Security(libp2ptls.ID, libp2ptls.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 	}
+	if c := cfg.Consortium; c != nil {
+		// libp2p's private networks run over TCP only: drop QUIC.
+		listen = slices.DeleteFunc(slices.Clone(listen), func(a string) bool { return strings.Contains(a, "/quic") })
+		if len(listen) == 0 {
+			cancel()
+			return nil, fmt.Errorf("p2p: a consortium network runs over TCP; none of the listen addresses %v is TCP", cfg.Listen)
+		}
+		opts = append(opts, libp2p.PrivateNetwork(pnet.PSK(c.PSK)), libp2p.ConnectionGater(memberGater{c: c, self: self, refused: t.refused}))
+	} else {
+		opts = append(opts, libp2p.Transport(quic.NewTransport))
+	}
+	opts = append(opts, libp2p.ListenAddrStrings(listen...))
 	nat, err := natOptions(cfg.NAT)
 	if err != nil {
 		cancel()
@@ -397,6 +415,13 @@ func (t *Host) outStream(k outKey) *outbound {
 		t.out[k] = o
 	}
 	return o
+}
+
+// refused logs a peer the consortium gater turned away (once per peer).
+func (t *Host) refused(p peer.ID) {
+	if _, seen := t.refusedPeers.LoadOrStore(p, true); !seen {
+		t.log.Warn("refused a peer outside the consortium", "peer", p)
+	}
 }
 
 // forget drops the outbound streams to a disconnected peer.
