@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 )
@@ -31,6 +32,11 @@ type adversary struct {
 	honest []int
 	rng    *rand.Rand
 	z      float64
+	// The honest moments of all coordinates at momentsAt: every attacker's
+	// messages of one instant share them.
+	momentsAt  time.Duration
+	mu, sd     []float64
+	haveMoment bool
 }
 
 // newAdversary picks round(fraction·n) Byzantine peers by the seed.
@@ -74,7 +80,7 @@ func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 			x[i] = float32(a.rng.NormFloat64())
 		}
 	case "ipm", "alie":
-		mu, sd := s.honestMoments(a.honest, m)
+		mu, sd := a.moments(s, m)
 		for i := range x {
 			if a.attack == "ipm" {
 				x[i] = float32(-0.1 * mu[i])
@@ -91,31 +97,40 @@ func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 	m.Params = x
 }
 
-// honestMoments returns the per-coordinate mean and standard deviation of
-// the honest peers' current parameters, restricted to the coordinates m
-// carries (all of them, or a subsampled model's indices).
-func (s *sim) honestMoments(honest []int, m *gossip.Message) (mu, sd []float64) {
-	n := len(m.Params)
-	mu, sd = make([]float64, n), make([]float64, n)
-	at := func(x []float32, i int) float64 {
-		if m.Indices != nil {
-			return float64(x[m.Indices[i]])
-		}
-		return float64(x[i])
+// moments returns the per-coordinate mean and standard deviation of the
+// honest peers' current parameters at the coordinates m carries (all of
+// them, or a subsampled model's indices), computed once per instant.
+func (a *adversary) moments(s *sim, m *gossip.Message) (mu, sd []float64) {
+	if !a.haveMoment || a.momentsAt != s.now {
+		a.mu, a.sd = s.honestMoments(a.honest)
+		a.momentsAt, a.haveMoment = s.now, true
 	}
+	if m.Indices == nil {
+		return a.mu, a.sd
+	}
+	mu, sd = make([]float64, len(m.Indices)), make([]float64, len(m.Indices))
+	for i, k := range m.Indices {
+		mu[i], sd[i] = a.mu[k], a.sd[k]
+	}
+	return mu, sd
+}
+
+// honestMoments returns the per-coordinate mean and standard deviation of
+// the honest peers' current parameters.
+func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
+	n := len(s.peers[honest[0]].node.Params())
+	mu, sd = make([]float64, n), make([]float64, n)
 	for _, h := range honest {
-		x := s.peers[h].node.Params()
-		for i := 0; i < n; i++ {
-			mu[i] += at(x, i)
+		for i, v := range s.peers[h].node.Params() {
+			mu[i] += float64(v)
 		}
 	}
 	for i := range mu {
 		mu[i] /= float64(len(honest))
 	}
 	for _, h := range honest {
-		x := s.peers[h].node.Params()
-		for i := 0; i < n; i++ {
-			d := at(x, i) - mu[i]
+		for i, v := range s.peers[h].node.Params() {
+			d := float64(v) - mu[i]
 			sd[i] += d * d
 		}
 	}

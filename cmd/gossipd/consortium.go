@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -11,54 +10,50 @@ import (
 
 // runConsortium dispatches `gossipd consortium init|add-member`.
 func runConsortium(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := "consortium init|add-member [flags]\n\n" +
-		"  init        create a consortium file: a fresh network key and the first members\n" +
-		"  add-member  admit a peer ID to a consortium file"
-	if len(args) == 0 {
-		return fmt.Errorf("%w: consortium: want a subcommand\nUsage: gossipd %s", errUsage, usage)
+	return dispatchSub("consortium", []subcommand{
+		{"init", "create a consortium file: a fresh network key and the first members", runConsortiumInit},
+		{"add-member", "admit peer IDs to a consortium file", runConsortiumAdd},
+	}, args, stdout, stderr)
+}
+
+func runConsortiumInit(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("consortium init", "consortium init --out FILE [PEERID ...]\n\nCreates a consortium file (mode 0600) with a fresh 256-bit network key and\nthe given members. Give it to every member; run each daemon with\n--consortium FILE.", stderr)
+	out := fs.String("out", "consortium.yaml", "file to create")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	switch args[0] {
-	case "init":
-		fs := newFlagSet("consortium init", "consortium init --out FILE [PEERID ...]\n\nCreates a consortium file (mode 0600) with a fresh 256-bit network key and\nthe given members. Give it to every member; run each daemon with\n--consortium FILE.", stderr)
-		out := fs.String("out", "consortium.yaml", "file to create")
-		if err := fs.Parse(args[1:]); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		c, err := p2p.NewConsortium(fs.Args()...)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		if err := c.SaveNew(*out); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "wrote %s: a new network key and %d member(s)\n", *out, len(c.Members))
-		return nil
-	case "add-member":
-		fs := newFlagSet("consortium add-member", "consortium add-member --file FILE PEERID [PEERID ...]\n\nAdmits peers to a consortium file (every member needs the updated file).", stderr)
-		file := fs.String("file", "consortium.yaml", "consortium file")
-		if err := fs.Parse(args[1:]); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		if fs.NArg() == 0 {
-			return fmt.Errorf("%w: consortium add-member: no peer ID given", errUsage)
-		}
-		c, err := p2p.LoadConsortium(*file)
-		if err != nil {
-			return err
-		}
-		for _, id := range fs.Args() {
-			if err := c.Add(id); err != nil {
-				return fmt.Errorf("%w: %v", errUsage, err)
-			}
-		}
-		if err := c.Save(*file); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s: %d member(s)\n", *file, len(c.Members))
-		return nil
-	case "-h", "--help", "-help", "help":
-		fmt.Fprintf(stderr, "Usage: gossipd %s\n", usage)
-		return flag.ErrHelp
+	c, err := p2p.NewConsortium(fs.Args()...)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return fmt.Errorf("%w: consortium: unknown subcommand %q, want init|add-member", errUsage, args[0])
+	if err := c.SaveNew(*out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: a new network key and %d member(s)\n", *out, len(c.Members))
+	return nil
+}
+
+func runConsortiumAdd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("consortium add-member", "consortium add-member --file FILE PEERID [PEERID ...]\n\nAdmits peers to a consortium file (every member needs the updated file).", stderr)
+	file := fs.String("file", "consortium.yaml", "consortium file")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: consortium add-member: no peer ID given", errUsage)
+	}
+	c, err := p2p.LoadConsortium(*file)
+	if err != nil {
+		return err
+	}
+	for _, id := range fs.Args() {
+		if err := c.Add(id); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	if err := c.Save(*file); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d member(s)\n", *file, len(c.Members))
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -120,4 +121,35 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%w: %s: unexpected argument %q", errUsage, fs.Name(), fs.Arg(0))
 	}
 	return nil
+}
+
+// subcommand is one verb of a command with verbs (gossipd privacy epsilon).
+type subcommand struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) error
+}
+
+// dispatchSub runs the subcommand args[0] of command name.
+func dispatchSub(name string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
+	names := make([]string, len(subs))
+	usage := ""
+	for i, c := range subs {
+		names[i] = c.name
+		usage += fmt.Sprintf("\n  %-10s %s", c.name, c.summary)
+	}
+	synopsis := fmt.Sprintf("%s %s [flags]\n%s", name, strings.Join(names, "|"), usage)
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s: want a subcommand\nUsage: gossipd %s", errUsage, name, synopsis)
+	}
+	for _, c := range subs {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprintf(stderr, "Usage: gossipd %s\n", synopsis)
+		return flag.ErrHelp
+	}
+	return fmt.Errorf("%w: %s: unknown subcommand %q, want %s", errUsage, name, args[0], strings.Join(names, "|"))
 }

@@ -12,22 +12,10 @@ import (
 
 // runPrivacy dispatches `gossipd privacy epsilon|noise`.
 func runPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := "privacy epsilon|noise [flags]\n\n" +
-		"  epsilon  ε spent by DP-SGD (sampled Gaussian mechanism, RDP accountant, Balle et al. 2020 conversion)\n" +
-		"  noise    the smallest noise multiplier that keeps ε within a budget"
-	if len(args) == 0 {
-		return fmt.Errorf("%w: privacy: want a subcommand\nUsage: gossipd %s", errUsage, usage)
-	}
-	switch args[0] {
-	case "epsilon":
-		return runPrivacyEpsilon(args[1:], stdout, stderr)
-	case "noise":
-		return runPrivacyNoise(args[1:], stdout, stderr)
-	case "-h", "--help", "-help", "help":
-		fmt.Fprintf(stderr, "Usage: gossipd %s\n", usage)
-		return flag.ErrHelp
-	}
-	return fmt.Errorf("%w: privacy: unknown subcommand %q, want epsilon|noise", errUsage, args[0])
+	return dispatchSub("privacy", []subcommand{
+		{"epsilon", "ε spent by DP-SGD (sampled Gaussian mechanism, RDP accountant, Balle et al. 2020 conversion)", runPrivacyEpsilon},
+		{"noise", "the smallest noise multiplier that keeps ε within a budget", runPrivacyNoise},
+	}, args, stdout, stderr)
 }
 
 type accountantFlags struct {
