@@ -359,6 +359,8 @@ type Node struct {
 	round    uint64
 
 	halted bool
+	// kept says the last Step kept a reference to its message's vectors.
+	kept bool
 
 	view  *view
 	peers []PeerID // from SetPeers, sorted
@@ -473,7 +475,13 @@ func (n *Node) Tick(now time.Duration) {
 
 // Step hands the node a message from a peer. Invalid messages are dropped
 // and traced, never trusted.
+//
+// Step may keep m and the vectors it points to (a model waiting for the
+// trainer, a neighbour's parameters waiting for the round); Kept says
+// whether it did. When it did not, the caller may reuse their memory — a
+// transport recycles its receive buffers this way.
 func (n *Node) Step(m *Message) {
+	n.kept = false
 	if n.halted {
 		return
 	}
@@ -489,6 +497,14 @@ func (n *Node) Step(m *Message) {
 	}
 	n.proto.step(n, m)
 }
+
+// Kept reports whether the last Step kept a reference to its message or to
+// the vectors (Params, Factors, Indices) the message points to. When it
+// returns false the caller may overwrite them.
+func (n *Node) Kept() bool { return n.kept }
+
+// keep records that Step keeps its message's memory.
+func (n *Node) keep() { n.kept = true }
 
 // Halt stops the node for good: it trains no more, sends nothing and ignores
 // what arrives; its model stays as it is. A shell halts a node whose

@@ -83,6 +83,7 @@ func (d *dpsgd) step(n *Node, m *Message) {
 		n.trace("drop", m.From, "parameters from a peer that is not a neighbour", 0)
 		return
 	}
+	n.keep() // the parameters wait for the round (or are dropped as stale)
 	switch {
 	case d.active && m.Round == n.round:
 		d.got[m.From] = m.Params

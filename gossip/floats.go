@@ -51,3 +51,16 @@ func borrowFloats(s []byte) []float32 {
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(&s[0])), len(s)/4)
 }
+
+// Borrows reports whether a message decoded from b with DecodeLimits.Borrow
+// shares its parameter vector with b's memory (it does where the vector is
+// 4-byte aligned on a little-endian host). A message without parameters
+// borrows nothing.
+func Borrows(m *Message, b []byte) bool {
+	if len(m.Params) == 0 || len(b) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(&m.Params[0]))
+	lo := uintptr(unsafe.Pointer(&b[0]))
+	return p >= lo && p < lo+uintptr(len(b))
+}

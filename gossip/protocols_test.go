@@ -496,3 +496,54 @@ func TestNewscastSkewedClocks(t *testing.T) {
 		}
 	}
 }
+
+// TestKept: a random-walk node that processes a model at once (merging it
+// into a new training request) does not keep the message, so the caller may
+// overwrite it; one that must wait for its trainer keeps the message and
+// later trains on what it held.
+func TestKept(t *testing.T) {
+	h := newHarness(t, 2, func(i int, c *gossip.Config) { c.Sampling = "oracle"; c.Variant = "rw" })
+	nd := h.nodes[1]
+	nd.SetPeers([]gossip.PeerID{name(0)})
+	nd.Tick(0)
+	for nd.HasReady() { // a fresh node may train before anything arrives
+		if rd := nd.Ready(); rd.Train != nil {
+			nd.Advance()
+			nd.TrainDone(&gossip.TrainResult{ID: rd.Train.ID, Params: rd.Train.Params, Examples: 1})
+			continue
+		}
+		nd.Advance()
+	}
+	msg := func(v float32) *gossip.Message {
+		p := make([]float32, 8)
+		for k := range p {
+			p[k] = v
+		}
+		return &gossip.Message{Kind: gossip.KindModel, From: name(0), To: name(1), Params: p, Age: 1}
+	}
+	m1 := msg(1)
+	nd.Step(m1)
+	if nd.Kept() {
+		t.Fatal("a model processed at once was kept")
+	}
+	req := nd.Ready().Train
+	if req == nil {
+		t.Fatal("no training request for the received model")
+	}
+	nd.Advance()
+	for k := range m1.Params {
+		m1.Params[k] = float32(math.NaN()) // the caller reuses the buffer
+	}
+	if req.Params[0] != 1 {
+		t.Fatalf("the request shares the released message's memory: %v", req.Params)
+	}
+	m2 := msg(2)
+	nd.Step(m2) // the trainer is busy: m2 waits
+	if !nd.Kept() {
+		t.Fatal("a model waiting for the trainer was not reported kept")
+	}
+	nd.TrainDone(&gossip.TrainResult{ID: req.ID, Params: req.Params, Examples: 1})
+	if next := nd.Ready().Train; next == nil || next.Params[0] != 2 {
+		t.Fatalf("the waiting model was not trained next: %+v", next)
+	}
+}

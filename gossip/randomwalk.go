@@ -135,6 +135,7 @@ func (w *randomWalk) step(n *Node, m *Message) {
 			n.trace("superseded", w.pending.From, "a newer model arrived while training", 0)
 		}
 		w.pending = m
+		n.keep()
 		return
 	}
 	w.process(n, m)

@@ -170,6 +170,7 @@ func (s *sfb) step(n *Node, m *Message) {
 		return
 	}
 	u := &sfbUpdate{dense: m.Params, factors: m.Factors}
+	n.keep() // the update waits for its clock
 	if s.bsp() && m.Round > n.round+futureRounds {
 		// This replica fell behind and will adopt a peer's state (adopt);
 		// keep the newest clocks' updates for then.

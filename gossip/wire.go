@@ -85,7 +85,18 @@ func AppendEncode(dst []byte, m *Message) ([]byte, error) {
 // building it in memory: on little-endian hosts the float vectors go from m
 // to w as they are, so sending a model costs no copy of it.
 func WriteMessage(w io.Writer, m *Message) error {
-	e := &encoder{buf: make([]byte, 0, 256), w: w}
+	return writeMessage(&encoder{buf: make([]byte, 0, 256), w: w}, m)
+}
+
+// WriteMessageUnchecked is WriteMessage for a channel that authenticates
+// every byte itself (libp2p's Noise and TLS are AEADs): it skips computing
+// the CRC-32C and writes a zero trailer, so the receiver must decode with
+// DecodeLimits.SkipChecksum.
+func WriteMessageUnchecked(w io.Writer, m *Message) error {
+	return writeMessage(&encoder{buf: make([]byte, 0, 256), w: w, nocrc: true}, m)
+}
+
+func writeMessage(e *encoder, m *Message) error {
 	if err := e.message(m); err != nil {
 		return err
 	}
@@ -99,10 +110,11 @@ func WriteMessage(w io.Writer, m *Message) error {
 // float vectors are written straight through and the checksum is kept
 // running, otherwise everything is appended to buf.
 type encoder struct {
-	buf []byte
-	w   io.Writer
-	crc uint32
-	err error
+	buf   []byte
+	w     io.Writer
+	crc   uint32
+	nocrc bool // leave crc zero (WriteMessageUnchecked)
+	err   error
 }
 
 // flush writes out buf (streaming only).
@@ -120,7 +132,9 @@ func (e *encoder) write(p []byte) {
 	if e.err == nil {
 		_, e.err = e.w.Write(p)
 	}
-	e.crc = crc32.Update(e.crc, castagnoli, p)
+	if !e.nocrc {
+		e.crc = crc32.Update(e.crc, castagnoli, p)
+	}
 }
 
 // writeChunk is how much of a float vector the streaming encoder writes at

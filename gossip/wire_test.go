@@ -122,6 +122,22 @@ func TestWriteMessageMatchesEncode(t *testing.T) {
 		if !bytes.Equal(b.Bytes(), want) || len(want) != gossip.EncodedSize(m) {
 			t.Fatalf("%s: streamed %d bytes, encoded %d (EncodedSize %d), equal %v", m.Kind, b.Len(), len(want), gossip.EncodedSize(m), bytes.Equal(b.Bytes(), want))
 		}
+		// Unchecked: the same bytes but a zero trailer; it decodes only
+		// with SkipChecksum.
+		var u bytes.Buffer
+		if err := gossip.WriteMessageUnchecked(&u, m); err != nil {
+			t.Fatal(err)
+		}
+		n := len(want) - 4
+		if !bytes.Equal(u.Bytes()[:n], want[:n]) || !bytes.Equal(u.Bytes()[n:], []byte{0, 0, 0, 0}) {
+			t.Fatalf("%s: unchecked encoding differs beyond its trailer", m.Kind)
+		}
+		if _, err := gossip.Decode(u.Bytes(), gossip.DecodeLimits{}); !errors.Is(err, gossip.ErrWire) {
+			t.Fatalf("%s: a zero trailer passed the checksum: %v", m.Kind, err)
+		}
+		if _, err := gossip.Decode(u.Bytes(), gossip.DecodeLimits{SkipChecksum: true}); err != nil {
+			t.Fatalf("%s: %v", m.Kind, err)
+		}
 	}
 }
 

@@ -295,6 +295,12 @@ func (n *Node) refreshStatus() {
 	n.met.round.Set(float64(n.core.Round()))
 }
 
+// Reject counts and logs an inbound message dropped for reason (a
+// snake_case word) before it reached the node: transports report what they
+// refuse — malformed frames, forged gossipsub messages — here, so that
+// every reject shows in /status and /metrics.
+func (n *Node) Reject(reason string, from gossip.PeerID, err error) { n.reject(reason, from, err) }
+
 func (n *Node) reject(reason string, from gossip.PeerID, err error) {
 	v, _ := n.rejected.LoadOrStore(reason, new(atomic.Uint64))
 	if v.(*atomic.Uint64).Add(1) <= 3 { // log the first few of each reason
@@ -426,6 +432,12 @@ func (n *Node) Run(ctx context.Context) error {
 
 // handle checks an inbound frame and hands its message to the core.
 func (n *Node) handle(in Inbound) {
+	kept := false
+	defer func() {
+		if !kept {
+			in.Done() // the transport may reuse the payload
+		}
+	}()
 	n.bytesIn.Add(uint64(len(in.Payload)))
 	n.met.bytesIn.Add(float64(len(in.Payload)))
 	if in.Job != n.job {
@@ -455,6 +467,7 @@ func (n *Node) handle(in Inbound) {
 	n.msgsIn.Add(1)
 	n.met.msgsIn.Inc()
 	n.core.Step(m)
+	kept = n.core.Kept()
 }
 
 // drain carries out what the core asked for.

@@ -32,9 +32,15 @@ func (f *Frame) Len() int {
 	return len(f.Payload)
 }
 
-// WritePayload writes the payload (Len bytes) to w.
-func (f *Frame) WritePayload(w io.Writer) error {
+// WritePayload writes the payload (Len bytes) to w. A transport that
+// authenticates every byte (an AEAD channel, whose receivers set
+// Inbound.Authenticated) passes authenticated: a message is then written
+// without computing its CRC (gossip.WriteMessageUnchecked).
+func (f *Frame) WritePayload(w io.Writer, authenticated bool) error {
 	if f.Msg != nil {
+		if authenticated {
+			return gossip.WriteMessageUnchecked(w, f.Msg)
+		}
 		return gossip.WriteMessage(w, f.Msg)
 	}
 	_, err := w.Write(f.Payload)
@@ -57,6 +63,18 @@ type Inbound struct {
 	// (libp2p's Noise and TLS are AEADs): the message's own CRC need not be
 	// checked again. Transports without integrity protection leave it false.
 	Authenticated bool
+	// Recycle, when set, hands Payload back to the transport for a later
+	// frame. The receiver calls it at most once, when nothing refers to
+	// the payload any more (a decoded message may borrow its memory).
+	Recycle func()
+}
+
+// Done releases the frame's payload to its transport, if it recycles them.
+func (in *Inbound) Done() {
+	if in.Recycle != nil {
+		in.Recycle()
+		in.Recycle = nil
+	}
 }
 
 // ErrUnreachable means a frame could not be delivered to the peer.

@@ -113,7 +113,12 @@ type Config struct {
 	// FedAvgFraction is the fraction C of clients per FedAvg round
 	// (default 0.1, at least one).
 	FedAvgFraction float64
-	// Codec sends every message through the real wire codec.
+	// Codec sends every message through the real wire codec and treats
+	// its buffers as the daemon does: a decoded message borrows its
+	// vectors from the received bytes, and once the core says it has not
+	// kept them (gossip.Node.Kept) they are overwritten with NaNs, as a
+	// recycled receive buffer would be. A core that kept memory without
+	// saying so shows up as NaN models.
 	Codec bool
 	// EvalEvery rounds a metrics row is recorded (default 1).
 	EvalEvery int

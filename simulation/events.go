@@ -26,6 +26,7 @@ type event struct {
 	kind   eventKind
 	peer   int
 	msg    *gossip.Message
+	buf    []byte // the encoding msg borrows its vectors from (Codec)
 	result *gossip.TrainResult
 }
 

@@ -302,6 +302,11 @@ func (s *sim) runUntil(t time.Duration) error {
 				continue
 			}
 			p.node.Step(e.msg)
+			if e.buf != nil && !p.node.Kept() {
+				for i := range e.buf {
+					e.buf[i] = 0xFF // a NaN in every float
+				}
+			}
 		case evTrainDone:
 			p.node.TrainDone(e.result)
 		case evChurn:
@@ -391,17 +396,26 @@ func (s *sim) send(from int, m *gossip.Message) error {
 		return fmt.Errorf("peer %s sent to unknown peer %q", m.From, m.To)
 	}
 	size := gossip.EncodedSize(m)
+	var buf []byte
 	if s.cfg.Codec {
-		b, err := gossip.Encode(m)
-		if err != nil {
-			return err
-		}
-		if len(b) != size {
-			return fmt.Errorf("codec: encoded %d bytes, EncodedSize says %d", len(b), size)
-		}
-		dec, err := gossip.Decode(b, gossip.DecodeLimits{})
-		if err != nil {
-			return err
+		// Place the encoding so that the parameters are aligned and the
+		// decoded message borrows them, as the daemon's usually does.
+		var dec *gossip.Message
+		for pad := 0; pad < 4; pad++ {
+			b, err := gossip.AppendEncode(make([]byte, pad, pad+size), m)
+			if err != nil {
+				return err
+			}
+			if b = b[pad:]; len(b) != size {
+				return fmt.Errorf("codec: encoded %d bytes, EncodedSize says %d", len(b), size)
+			}
+			if dec, err = gossip.Decode(b, gossip.DecodeLimits{Borrow: true}); err != nil {
+				return err
+			}
+			buf = b
+			if gossip.Borrows(dec, b) || len(dec.Params) == 0 {
+				break
+			}
 		}
 		dec.To = m.To
 		m = dec
@@ -416,7 +430,7 @@ func (s *sim) send(from int, m *gossip.Message) error {
 	if s.cfg.Bandwidth > 0 {
 		delay += time.Duration(float64(size) / s.cfg.Bandwidth * float64(time.Second))
 	}
-	s.q.push(&event{at: s.now + delay, kind: evDeliver, peer: to, msg: m})
+	s.q.push(&event{at: s.now + delay, kind: evDeliver, peer: to, msg: m, buf: buf})
 	return nil
 }
 

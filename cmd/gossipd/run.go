@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gossipd/gossipd/dataset"
@@ -205,7 +206,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	host, err := p2p.New(p2p.Config{Consortium: club, Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
+	// The host reports what it drops to the node, which exists only later.
+	var daemon atomic.Pointer[node.Node]
+	onReject := func(reason string, from gossip.PeerID, err error) {
+		if d := daemon.Load(); d != nil {
+			d.Reject(reason, from, err)
+		} else {
+			log.Warn("rejected a message", "reason", reason, "peer", from, "err", err)
+		}
+	}
+	host, err := p2p.New(p2p.Config{OnReject: onReject, Consortium: club, Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
 		DHT: r.dht, NoPEX: !r.pex, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
 			Relays: splitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
 	if err != nil {
@@ -217,6 +227,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	daemon.Store(d)
 	ln, err := net.Listen("tcp", r.api)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

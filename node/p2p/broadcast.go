@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -53,6 +54,7 @@ func (t *Host) startPubSub(ctx context.Context) error {
 	ps, err := pubsub.NewGossipSub(ctx, t.h,
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithMaxMessageSize(t.cfg.MaxBroadcast+frameHeader+4<<10),
+		pubsub.WithRawTracer(rejectTracer{t}),
 	)
 	if err != nil {
 		return fmt.Errorf("p2p: gossipsub: %w", err)
@@ -277,3 +279,34 @@ func (t *Host) deliver(in node.Inbound) {
 		t.log.Warn("inbound queue full: dropped a frame", "peer", in.From)
 	}
 }
+
+// rejectTracer reports the messages gossipsub drops — unsigned, forged
+// (a signature that does not verify against the claimed author), refused
+// by a validator — to Config.OnReject as "pubsub_<reason>".
+type rejectTracer struct{ t *Host }
+
+func (r rejectTracer) RejectMessage(m *pubsub.Message, reason string) {
+	switch reason {
+	case pubsub.RejectSelfOrigin, pubsub.RejectValidationIgnored:
+		return // our own messages coming back; not an offence
+	}
+	r.t.rejected("pubsub_"+strings.ReplaceAll(reason, " ", "_"), m.ReceivedFrom,
+		fmt.Errorf("gossipsub message on %s: %s", m.GetTopic(), reason))
+}
+
+func (rejectTracer) AddPeer(peer.ID, protocol.ID)             {}
+func (rejectTracer) RemovePeer(peer.ID)                       {}
+func (rejectTracer) OnNewOutboundStream(peer.ID, protocol.ID) {}
+func (rejectTracer) OnClosedOutboundStream(peer.ID)           {}
+func (rejectTracer) Join(string)                              {}
+func (rejectTracer) Leave(string)                             {}
+func (rejectTracer) Graft(peer.ID, string)                    {}
+func (rejectTracer) Prune(peer.ID, string)                    {}
+func (rejectTracer) ValidateMessage(*pubsub.Message)          {}
+func (rejectTracer) DeliverMessage(*pubsub.Message)           {}
+func (rejectTracer) DuplicateMessage(*pubsub.Message)         {}
+func (rejectTracer) ThrottlePeer(peer.ID)                     {}
+func (rejectTracer) RecvRPC(*pubsub.RPC)                      {}
+func (rejectTracer) SendRPC(*pubsub.RPC, peer.ID)             {}
+func (rejectTracer) DropRPC(*pubsub.RPC, peer.ID)             {}
+func (rejectTracer) UndeliverableMessage(*pubsub.Message)     {}

@@ -53,8 +53,8 @@ const (
 	ProtoPEX     protocol.ID = "/gossipd/pex/1.0.0"
 )
 
-// protocolFor routes a message kind to its stream protocol.
-func protocolFor(k gossip.Kind) protocol.ID {
+// ProtocolFor routes a message kind to its stream protocol.
+func ProtocolFor(k gossip.Kind) protocol.ID {
 	switch k {
 	case gossip.KindModel:
 		return ProtoModel
@@ -109,6 +109,11 @@ type Config struct {
 	// Consortium, when set, makes the network private: only peers holding
 	// its key can connect, and only its members are admitted. TCP only.
 	Consortium *Consortium
+	// OnReject, when set, hears of every inbound message the host drops
+	// before it reaches the daemon: a malformed or oversized frame, a
+	// gossipsub message with a missing or invalid signature or one a
+	// validator refused. Reasons are short snake_case words (for metrics).
+	OnReject func(reason string, from gossip.PeerID, err error)
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -140,6 +145,7 @@ type Host struct {
 	cfg  Config
 	h    host.Host
 	in   chan node.Inbound
+	bufs bufferPool // receive buffers, recycled by Inbound.Recycle
 	log  *slog.Logger
 	mdns mdns.Service
 	bc   *broadcaster
@@ -361,7 +367,7 @@ func (t *Host) Send(ctx context.Context, to gossip.PeerID, f node.Frame) error {
 	if pid == t.h.ID() {
 		return fmt.Errorf("p2p: sending to self: %w", node.ErrUnreachable)
 	}
-	key := outKey{pid, protocolFor(f.Kind)}
+	key := outKey{pid, ProtocolFor(f.Kind)}
 	for attempt := 0; ; attempt++ {
 		o := t.outStream(key)
 		o.mu.Lock()
@@ -450,13 +456,27 @@ func (t *Host) handleFrame(s network.Stream) {
 			return
 		}
 		s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout))
-		f, err := ReadFrame(r, t.cfg.MaxFrame)
+		f, err := readFrame(r, t.cfg.MaxFrame, t.bufs.get)
 		if err != nil {
+			reason := "bad_frame"
+			if errors.Is(err, errOversized) {
+				reason = "oversized_frame"
+			}
+			t.rejected(reason, s.Conn().RemotePeer(), err)
 			t.log.Warn("dropped a frame", "peer", s.Conn().RemotePeer(), "protocol", s.Protocol(), "err", err)
 			s.Reset()
 			return
 		}
-		t.deliver(node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f, Authenticated: true})
+		payload := f.Payload
+		t.deliver(node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f, Authenticated: true,
+			Recycle: func() { t.bufs.put(payload) }})
+	}
+}
+
+// rejected reports a dropped inbound message to Config.OnReject.
+func (t *Host) rejected(reason string, from peer.ID, err error) {
+	if t.cfg.OnReject != nil {
+		t.cfg.OnReject(reason, gossip.PeerID(from.String()), err)
 	}
 }
 

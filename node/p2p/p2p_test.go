@@ -184,3 +184,49 @@ func FuzzParsePEX(f *testing.F) {
 		}
 	})
 }
+
+// TestRecycledBuffers: a received payload stays intact until its Inbound
+// is Done, however many frames arrive meanwhile; after Done, later frames
+// (which may land in the recycled buffer) arrive intact too.
+func TestRecycledBuffers(t *testing.T) {
+	trs := cluster(t, 2)
+	a, b := trs[0], trs[1]
+	payload := func(v byte) []byte { return bytes.Repeat([]byte{v}, 1<<20) }
+	recv := func() node.Inbound {
+		select {
+		case in := <-b.Inbound():
+			return in
+		case <-time.After(20 * time.Second):
+			t.Fatal("no frame")
+		}
+		return node.Inbound{}
+	}
+	send := func(v byte) {
+		if err := a.Send(t.Context(), b.ID(), node.Frame{Kind: gossip.KindModel, Payload: payload(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1)
+	send(2)
+	in1, in2 := recv(), recv()
+	if !bytes.Equal(in1.Payload, payload(1)) || !bytes.Equal(in2.Payload, payload(2)) {
+		t.Fatal("payloads differ from what was sent")
+	}
+	if in1.Recycle == nil {
+		t.Fatal("a model-sized frame is not recyclable")
+	}
+	in2.Done()
+	for v := byte(3); v < 8; v++ {
+		send(v)
+		in := recv()
+		if !bytes.Equal(in.Payload, payload(v)) {
+			t.Fatalf("frame %d arrived corrupted", v)
+		}
+		in.Done()
+	}
+	if !bytes.Equal(in1.Payload, payload(1)) {
+		t.Fatal("a payload not yet Done was overwritten by later frames")
+	}
+	in1.Done()
+	in1.Done() // Done twice must not put the buffer back twice
+}
