@@ -112,7 +112,10 @@ type TraceEvent struct {
 	Peer  PeerID
 	// Reason explains drops.
 	Reason string
-	Value  float64
+	// Code classifies a drop of an invalid message (InvalidError.Code);
+	// empty for other events.
+	Code  string
+	Value float64
 }
 
 // Ready is what the core wants the shell to do.
@@ -207,6 +210,10 @@ type Config struct {
 	// vector first): merge.WeightedMean (default) or a robust rule
 	// (merge.ParseAggregator). Other protocols take the mean only, so far.
 	Aggregator merge.Aggregator
+	// MaxNorm bounds the L2 norm of every received parameter vector (and
+	// SFB factor); larger ones are dropped (code "norm"). Default (0):
+	// DefaultMaxRMS·√n for a vector of n values. Negative: no bound.
+	MaxNorm float64
 }
 
 // Neighbor is a static neighbour and its mixing weight.
@@ -487,6 +494,10 @@ func (n *Node) Step(m *Message) {
 	}
 	if err := n.validate(m); err != nil {
 		n.trace("drop", m.From, err.Error(), 0)
+		var ie *InvalidError
+		if errors.As(err, &ie) {
+			n.rd.Trace[len(n.rd.Trace)-1].Code = ie.Code
+		}
 		return
 	}
 	n.ensureStarted()

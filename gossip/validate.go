@@ -25,31 +25,31 @@ var protocolKinds = map[string][]Kind{
 // merged: sender, kind, shapes, finite values.
 func (n *Node) validate(m *Message) error {
 	if m.From == "" {
-		return fmt.Errorf("%w: no sender", ErrInvalid)
+		return invalid("sender", "no sender")
 	}
 	if m.From == n.cfg.ID {
-		return fmt.Errorf("%w: message from self", ErrInvalid)
+		return invalid("sender", "message from self")
 	}
 	switch m.Kind {
 	case KindViewPush, KindViewReply:
 		if len(m.View) > MaxViewEntries {
-			return fmt.Errorf("%w: view of %d entries", ErrInvalid, len(m.View))
+			return invalid("view", "view of %d entries", len(m.View))
 		}
 		for _, d := range m.View {
 			if d.ID == "" {
-				return fmt.Errorf("%w: empty peer ID in view", ErrInvalid)
+				return invalid("view", "empty peer ID in view")
 			}
 		}
 		return nil
 	}
 	if !slices.Contains(protocolKinds[n.cfg.Protocol], m.Kind) {
-		return fmt.Errorf("%w: %s message for a %s node", ErrInvalid, m.Kind, n.cfg.Protocol)
+		return invalid("kind", "%s message for a %s node", m.Kind, n.cfg.Protocol)
 	}
 	if math.IsNaN(m.Age) || math.IsInf(m.Age, 0) || m.Age < 0 {
-		return fmt.Errorf("%w: age %v", ErrInvalid, m.Age)
+		return invalid("age", "age %v", m.Age)
 	}
 	if m.Kind == KindPushSum && !(m.Weight > 0 && !math.IsInf(m.Weight, 0)) {
-		return fmt.Errorf("%w: push-sum weight %v", ErrInvalid, m.Weight)
+		return invalid("weight", "push-sum weight %v", m.Weight)
 	}
 	want := n.layout.Size
 	if m.Kind == KindModel {
@@ -58,7 +58,7 @@ func (n *Node) validate(m *Message) error {
 			return err
 		}
 	} else if len(m.Indices) > 0 || m.Partition != 0 {
-		return fmt.Errorf("%w: %s message with indices or a partition", ErrInvalid, m.Kind)
+		return invalid("shape", "%s message with indices or a partition", m.Kind)
 	}
 	if m.Kind == KindFactors {
 		var err error
@@ -67,12 +67,56 @@ func (n *Node) validate(m *Message) error {
 		}
 	}
 	if len(m.Params) != want {
-		return fmt.Errorf("%w: %d parameters, want %d", ErrInvalid, len(m.Params), want)
+		return invalid("shape", "%d parameters, want %d", len(m.Params), want)
 	}
-	if !merge.Finite(m.Params) {
-		return fmt.Errorf("%w: non-finite parameters", ErrInvalid)
+	return n.checkValues("parameters", m.Params)
+}
+
+// checkValues checks that a received vector is finite and within the
+// norm bound.
+func (n *Node) checkValues(what string, v []float32) error {
+	if len(v) == 0 {
+		return nil
+	}
+	ss := merge.SumSquares(v)
+	if math.IsNaN(ss) || math.IsInf(ss, 0) {
+		if !merge.Finite(v) {
+			return invalid("non_finite", "non-finite %s", what)
+		}
+	}
+	if n.cfg.MaxNorm < 0 {
+		return nil
+	}
+	bound := n.cfg.MaxNorm
+	if bound == 0 {
+		bound = DefaultMaxRMS * math.Sqrt(float64(len(v)))
+	}
+	if norm := math.Sqrt(ss); !(norm <= bound) {
+		return invalid("norm", "%s of L2 norm %.4g exceed the bound %.4g", what, norm, bound)
 	}
 	return nil
+}
+
+// DefaultMaxRMS is the default norm bound on received vectors, as a root
+// mean square per value: a vector of n values may have an L2 norm of at
+// most 1000·√n. Trained models are orders of magnitude smaller; a flipped
+// exponent bit or a scaled attack is not.
+const DefaultMaxRMS = 1000
+
+// InvalidError is why a message was refused: Code is a short snake_case
+// class (sender, kind, age, weight, view, shape, non_finite, norm) for
+// metrics, Msg the details. It wraps ErrInvalid.
+type InvalidError struct {
+	Code, Msg string
+}
+
+func (e *InvalidError) Error() string { return ErrInvalid.Error() + ": " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+func invalid(code, format string, args ...any) error {
+	return &InvalidError{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
 // validateFactors checks the factors of an SFB message and returns the
@@ -83,15 +127,18 @@ func (n *Node) validateFactors(m *Message) (int, error) {
 	for _, f := range m.Factors {
 		t, ok := n.layout.Lookup(f.Weight)
 		if !ok || len(t.Shape) != 2 || seen[f.Weight] {
-			return 0, fmt.Errorf("%w: factors for %q", ErrInvalid, f.Weight)
+			return 0, invalid("shape", "factors for %q", f.Weight)
 		}
 		seen[f.Weight] = true
 		if f.J != t.Shape[0] || f.D != t.Shape[1] || f.K <= 0 || f.K > maxFactorRank ||
 			len(f.U) != f.K*f.J || len(f.V) != f.K*f.D {
-			return 0, fmt.Errorf("%w: factors of %s with K=%d J=%d D=%d, |U|=%d |V|=%d", ErrInvalid, f.Weight, f.K, f.J, f.D, len(f.U), len(f.V))
+			return 0, invalid("shape", "factors of %s with K=%d J=%d D=%d, |U|=%d |V|=%d", f.Weight, f.K, f.J, f.D, len(f.U), len(f.V))
 		}
-		if !merge.Finite(f.U) || !merge.Finite(f.V) {
-			return 0, fmt.Errorf("%w: non-finite factors", ErrInvalid)
+		if err := n.checkValues("factor U of "+f.Weight, f.U); err != nil {
+			return 0, err
+		}
+		if err := n.checkValues("factor V of "+f.Weight, f.V); err != nil {
+			return 0, err
 		}
 		dense -= t.Size()
 	}
@@ -105,23 +152,23 @@ func (n *Node) validateCompressed(m *Message) (int, error) {
 	switch {
 	case n.cfg.Subsample > 0:
 		if len(m.Indices) == 0 {
-			return 0, fmt.Errorf("%w: a job with subsampling received a model without indices", ErrInvalid)
+			return 0, invalid("shape", "a job with subsampling received a model without indices")
 		}
 		for j, i := range m.Indices {
 			if int(i) >= size || (j > 0 && i <= m.Indices[j-1]) {
-				return 0, fmt.Errorf("%w: index %d at position %d is out of range or not ascending", ErrInvalid, i, j)
+				return 0, invalid("shape", "index %d at position %d is out of range or not ascending", i, j)
 			}
 		}
 		return len(m.Indices), nil
 	case n.cfg.Partitions > 0:
 		P := n.cfg.Partitions
 		if len(m.Indices) > 0 || int(m.Partition) >= P {
-			return 0, fmt.Errorf("%w: partition %d of %d", ErrInvalid, m.Partition, P)
+			return 0, invalid("shape", "partition %d of %d", m.Partition, P)
 		}
 		return partitionSize(size, int(m.Partition), P), nil
 	}
 	if len(m.Indices) > 0 || m.Partition != 0 {
-		return 0, fmt.Errorf("%w: compressed model for a job without compression", ErrInvalid)
+		return 0, invalid("shape", "compressed model for a job without compression")
 	}
 	return size, nil
 }

@@ -226,3 +226,21 @@ func Finite(x []float32) bool {
 	}
 	return true
 }
+
+// SumSquares returns Σ x² in float64 (NaN or +Inf when x holds a
+// non-finite value).
+func SumSquares(x []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		a, b, c, d := float64(x[i]), float64(x[i+1]), float64(x[i+2]), float64(x[i+3])
+		s0 += a * a
+		s1 += b * b
+		s2 += c * c
+		s3 += d * d
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i]) * float64(x[i])
+	}
+	return s0 + s1 + s2 + s3
+}

@@ -488,7 +488,11 @@ func (n *Node) drain(trainCh chan<- *gossip.TrainRequest, sendCh chan<- outgoing
 		}
 		for _, t := range rd.Trace {
 			if t.Event == "drop" {
-				n.reject("invalid", t.Peer, errors.New(t.Reason))
+				reason := "invalid"
+				if t.Code != "" {
+					reason = t.Code // shape, non_finite, norm, …
+				}
+				n.reject(reason, t.Peer, errors.New(t.Reason))
 			}
 		}
 		if rd.Train != nil && n.budget != nil && !n.chargeDP(rd.Train) {

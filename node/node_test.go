@@ -115,8 +115,9 @@ func TestClusterConverges(t *testing.T) {
 	}
 }
 
-// TestHostileInput: wrong-job, undecodable, spoofed and NaN frames are
-// counted as rejects, and the daemons keep learning.
+// TestHostileInput: wrong-job, undecodable, spoofed, NaN, wrong-shape and
+// huge-norm frames are counted as rejects by reason, and the daemons keep
+// learning.
 func TestHostileInput(t *testing.T) {
 	net := memnet.New()
 	r := start(t, net, 3, nil)
@@ -127,16 +128,23 @@ func TestHostileInput(t *testing.T) {
 	nanP := make([]float32, 650)
 	nanP[7] = float32(math.NaN())
 	nan, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: nanP, Age: 1})
+	shape, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: make([]float32, 651), Age: 1})
+	hugeP := make([]float32, 650)
+	hugeP[3] = 1e30 // finite, far beyond the default bound of 1000·√650
+	huge, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: hugeP, Age: 1})
 	ctx := context.Background()
 	for k := 0; k < 5; k++ {
 		evil.Send(ctx, "d000", node.Frame{Job: node.JobID{0xBA, 0xD}, Kind: gossip.KindModel, Payload: good})
 		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: []byte("garbage")})
 		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: spoof})
 		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: nan})
+		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: shape})
+		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: huge})
 	}
 	waitFor(t, "rejects counted", 20*time.Second, func() bool {
 		rej := r.nodes[0].Status().Rejected
-		return rej["wrong_job"] == 5 && rej["undecodable"] == 5 && rej["spoofed_sender"] == 5 && rej["invalid"] == 5
+		return rej["wrong_job"] == 5 && rej["undecodable"] == 5 && rej["spoofed_sender"] == 5 &&
+			rej["non_finite"] == 5 && rej["shape"] == 5 && rej["norm"] == 5
 	})
 	waitFor(t, "learning despite the attacker", 60*time.Second, func() bool { return r.nodes[0].Status().Accuracy >= 0.85 })
 }

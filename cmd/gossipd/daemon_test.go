@@ -71,18 +71,20 @@ func (d *daemon) start(t testing.TB, bin string) {
 }
 
 type status struct {
-	PeerID      string   `json:"peer_id"`
-	Addrs       []string `json:"addrs"`
-	Peers       int      `json:"peers"`
-	Accuracy    float64  `json:"accuracy"`
-	ModelAge    float64  `json:"model_age"`
-	MessagesIn  uint64   `json:"messages_in"`
-	Checkpoint  uint64   `json:"checkpoint_seq"`
-	CkptAge     float64  `json:"checkpoint_age"`
-	Round       uint64   `json:"round"`
-	DPEpsilon   float64  `json:"dp_epsilon"`
-	DPSteps     uint64   `json:"dp_steps"`
-	ResumedFrom uint64   `json:"resumed_from_seq"`
+	PeerID      string            `json:"peer_id"`
+	Addrs       []string          `json:"addrs"`
+	Peers       int               `json:"peers"`
+	Accuracy    float64           `json:"accuracy"`
+	ModelAge    float64           `json:"model_age"`
+	MessagesIn  uint64            `json:"messages_in"`
+	Checkpoint  uint64            `json:"checkpoint_seq"`
+	CkptAge     float64           `json:"checkpoint_age"`
+	Round       uint64            `json:"round"`
+	DPEpsilon   float64           `json:"dp_epsilon"`
+	DPSteps     uint64            `json:"dp_steps"`
+	ResumedFrom uint64            `json:"resumed_from_seq"`
+	JobID       string            `json:"job_id"`
+	Rejected    map[string]uint64 `json:"rejected"`
 }
 
 func (d *daemon) status() (status, error) {

@@ -463,7 +463,6 @@ func (t *Host) handleFrame(s network.Stream) {
 				reason = "oversized_frame"
 			}
 			t.rejected(reason, s.Conn().RemotePeer(), err)
-			t.log.Warn("dropped a frame", "peer", s.Conn().RemotePeer(), "protocol", s.Protocol(), "err", err)
 			s.Reset()
 			return
 		}
@@ -474,10 +473,14 @@ func (t *Host) handleFrame(s network.Stream) {
 }
 
 // rejected reports a dropped inbound message to Config.OnReject.
+// Without a hook the drop is logged (a hostile peer can make many: the
+// hook's owner is expected to count them and log a few).
 func (t *Host) rejected(reason string, from peer.ID, err error) {
 	if t.cfg.OnReject != nil {
 		t.cfg.OnReject(reason, gossip.PeerID(from.String()), err)
+		return
 	}
+	t.log.Warn("dropped an inbound message", "reason", reason, "peer", from, "err", err)
 }
 
 // Inbound implements node.Transport.
