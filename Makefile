@@ -48,7 +48,9 @@ noasm:
 # of executions (a time limit can end a run while a worker is mid-input and
 # fail it with "context deadline exceeded").
 FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
-	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors
+	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
+	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint \
+	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

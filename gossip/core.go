@@ -206,9 +206,13 @@ type Config struct {
 	// Resume, when set, restores a saved State (a restart from a checkpoint);
 	// Init is then ignored.
 	Resume *State
-	// Aggregator combines neighbour parameters in dpsgd (the node's own
-	// vector first): merge.WeightedMean (default) or a robust rule
-	// (merge.ParseAggregator). Other protocols take the mean only, so far.
+	// Aggregator combines parameters: merge.WeightedMean (default) or a
+	// robust rule (merge.ParseAggregator). In dpsgd it combines the node's
+	// own vector with its neighbours'. In randomwalk (variant mu, no
+	// compression) and pushsum a robust rule combines the node's model with
+	// the last CacheSize models it received (push-sum: de-biased, x/w),
+	// instead of the age-weighted or push-sum sum that one attacker could
+	// steer; until the cache holds enough models the node keeps its own.
 	Aggregator merge.Aggregator
 	// MaxNorm bounds the L2 norm of every received parameter vector (and
 	// SFB factor); larger ones are dropped (code "norm"). Default (0):
@@ -308,13 +312,47 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: %s needs neighbours", ErrConfig, c.Protocol)
 		}
 	}
-	if _, mean := c.Aggregator.(merge.WeightedMean); !mean && c.Protocol != DPSGD {
-		return fmt.Errorf("%w: aggregator %s: robust aggregation is available for dpsgd so far", ErrConfig, c.Aggregator.Name())
+	if !c.robust() {
+		return nil
 	}
-	if m, ok := c.Aggregator.(merge.MinInputs); ok && c.Protocol == DPSGD && len(c.Neighbors)+1 < m.MinInputs() {
-		return fmt.Errorf("%w: aggregator %s needs %d inputs; this node has %d neighbours and itself", ErrConfig, c.Aggregator.Name(), m.MinInputs(), len(c.Neighbors))
+	need := minInputs(c.Aggregator)
+	switch c.Protocol {
+	case DPSGD:
+		if len(c.Neighbors)+1 < need {
+			return fmt.Errorf("%w: aggregator %s needs %d inputs; this node has %d neighbours and itself", ErrConfig, c.Aggregator.Name(), need, len(c.Neighbors))
+		}
+	case RandomWalk, PushSum:
+		if c.Protocol == RandomWalk && (c.Variant != "mu" || c.Subsample > 0 || c.Partitions > 0) {
+			return fmt.Errorf("%w: aggregator %s: robust random walk merges whole models (variant mu, no compression)", ErrConfig, c.Aggregator.Name())
+		}
+		if c.CacheSize == 0 {
+			c.CacheSize = max(need-1, DefaultRobustCache)
+		}
+		if c.CacheSize+1 < need {
+			return fmt.Errorf("%w: aggregator %s needs %d inputs; a cache of %d models and the node's own give %d", ErrConfig, c.Aggregator.Name(), need, c.CacheSize, c.CacheSize+1)
+		}
+	default:
+		return fmt.Errorf("%w: aggregator %s: robust aggregation is available for dpsgd, randomwalk and pushsum", ErrConfig, c.Aggregator.Name())
 	}
 	return nil
+}
+
+// DefaultRobustCache is how many received models a robust random-walk or
+// push-sum node keeps by default (more when its aggregator needs more).
+const DefaultRobustCache = 8
+
+// robust reports whether the aggregator is a robust rule.
+func (c *Config) robust() bool {
+	_, mean := c.Aggregator.(merge.WeightedMean)
+	return c.Aggregator != nil && !mean
+}
+
+// minInputs is how many vectors an aggregator needs (1 if it does not say).
+func minInputs(a merge.Aggregator) int {
+	if m, ok := a.(merge.MinInputs); ok {
+		return m.MinInputs()
+	}
+	return 1
 }
 
 // ParseCompression reads "none", "subsample:S" (0 < S < 1) or

@@ -216,6 +216,11 @@ type pushSum struct {
 	next   time.Duration
 	cursor int
 	z      []float32
+	// With a robust aggregator: the last CacheSize de-biased models
+	// received, and the weight received since the last merge.
+	window   [][]float32
+	windowAt int
+	inW      float64
 }
 
 func newPushSum(cfg *Config) *pushSum { return &pushSum{cfg: cfg, w: 1} }
@@ -244,7 +249,36 @@ func (p *pushSum) tick(n *Node) {
 		return
 	}
 	p.next = n.now + n.jittered()
+	if p.cfg.robust() {
+		p.robustMerge(n)
+	}
 	n.train(OpGradient, p.estimate(n), 0, nil)
+}
+
+// robustMerge replaces the node's estimate by the robust aggregate of it
+// and the window, and takes in the weight received since the last merge
+// (x = z*·w, so the estimate x/w is z*): the weights keep flowing as in
+// push-sum, while no single sender can move the estimate far. Until the
+// window holds enough models the node keeps its own estimate.
+func (p *pushSum) robustMerge(n *Node) {
+	own := slices.Clone(p.estimate(n))
+	z := own
+	if xs := append([][]float32{own}, p.window...); len(xs) >= minInputs(p.cfg.Aggregator) {
+		ws := make([]float64, len(xs))
+		for i := range ws {
+			ws[i] = 1
+		}
+		z = make([]float32, len(own))
+		if err := p.cfg.Aggregator.Aggregate(z, xs, ws, 0); err != nil {
+			n.trace("drop", "", "robust merge: "+err.Error(), 0)
+			z = own
+		}
+	}
+	p.w += p.inW
+	p.inW = 0
+	for j := range n.params {
+		n.params[j] = z[j] * float32(p.w)
+	}
 }
 
 func (p *pushSum) trainDone(n *Node, r *TrainResult) {
@@ -279,6 +313,18 @@ func (p *pushSum) push(n *Node) {
 }
 
 func (p *pushSum) step(n *Node, m *Message) {
+	if p.cfg.robust() {
+		z := make([]float32, len(m.Params))
+		merge.DeBias(z, m.Params, m.Weight)
+		if len(p.window) < p.cfg.CacheSize {
+			p.window = append(p.window, z)
+		} else {
+			p.window[p.windowAt] = z
+			p.windowAt = (p.windowAt + 1) % p.cfg.CacheSize
+		}
+		p.inW += m.Weight
+		return
+	}
 	merge.Axpy(n.params, 1, m.Params)
 	p.w += m.Weight
 }

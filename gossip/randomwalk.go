@@ -174,6 +174,9 @@ func (w *randomWalk) process(n *Node, m *Message) {
 		merged := make([]float32, len(n.params))
 		var omega float64
 		switch {
+		case w.cfg.robust():
+			w.baseAge = w.robustMerge(n, merged)
+			omega = 0 // not an interpolation
 		case w.cfg.Subsample > 0:
 			copy(merged, n.params)
 			omega = merge.AgeWeight(n.age, m.Age)
@@ -255,4 +258,30 @@ func (n *Node) Cache() [][]float32 {
 		out[i] = c.params
 	}
 	return out
+}
+
+// robustMerge combines the node's model with the cached ones by the robust
+// aggregator and returns the age to give the result: the median age of
+// the inputs (one attacker cannot inflate it). With too few cached models
+// the node keeps its own.
+func (w *randomWalk) robustMerge(n *Node, dst []float32) float64 {
+	xs, ages := [][]float32{n.params}, []float64{n.age}
+	for _, c := range w.cache {
+		xs, ages = append(xs, c.params), append(ages, c.age)
+	}
+	if len(xs) < minInputs(w.cfg.Aggregator) {
+		copy(dst, n.params)
+		return n.age
+	}
+	ws := make([]float64, len(xs))
+	for i := range ws {
+		ws[i] = 1
+	}
+	if err := w.cfg.Aggregator.Aggregate(dst, xs, ws, 0); err != nil {
+		n.trace("drop", "", "robust merge: "+err.Error(), 0)
+		copy(dst, n.params)
+		return n.age
+	}
+	slices.Sort(ages)
+	return ages[len(ages)/2]
 }

@@ -169,3 +169,27 @@ func TestDecodeBorrowAndSkipChecksum(t *testing.T) {
 		t.Fatalf("truncated message accepted: %v", err)
 	}
 }
+
+// FuzzEdgeList: any bytes give a graph of n nodes whose edges are in range
+// and symmetric, or an error.
+func FuzzEdgeList(f *testing.F) {
+	f.Add([]byte("# ring\n0 1\n1 2\n2 3\n3 0\n"))
+	f.Add([]byte("0 9\n"))
+	f.Add([]byte("a b\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := gossip.EdgeList(b, 4)
+		if err != nil {
+			return
+		}
+		if g.N != 4 || len(g.Out) != 4 {
+			t.Fatalf("graph of %d nodes", g.N)
+		}
+		for i, out := range g.Out {
+			for _, j := range out {
+				if j < 0 || j >= 4 || j == i || !slices.Contains(g.Out[j], i) {
+					t.Fatalf("edge %d–%d in %v", i, j, g)
+				}
+			}
+		}
+	})
+}

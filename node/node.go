@@ -46,6 +46,9 @@ type Config struct {
 	// Aggregator combines neighbours' parameters in dpsgd (default the
 	// weighted mean; robust rules from merge.ParseAggregator).
 	Aggregator merge.Aggregator
+	// MaxNorm bounds the L2 norm of received parameter vectors
+	// (gossip.Config.MaxNorm; default 1000·√n, negative: none).
+	MaxNorm float64
 	// AnnounceInterval is how often a daemon whose transport is a
 	// Broadcaster announces its job (default 10s).
 	AnnounceInterval time.Duration
@@ -184,7 +187,7 @@ func New(cfg Config) (*Node, error) {
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
 		Jitter: 0.1, LR: cfg.Job.LR, Variant: cfg.Job.Variant, CacheSize: 10, Batch: cfg.Job.Batch,
 		Neighbors: neighbors, SelfWeight: selfWeight, Staleness: cfg.Job.Staleness, Broadcast: broadcast, SFBMode: cfg.Job.SFBMode,
-		Aggregator: cfg.Aggregator,
+		Aggregator: cfg.Aggregator, MaxNorm: cfg.MaxNorm,
 	}
 	gc.Subsample, gc.Partitions, _ = gossip.ParseCompression(cfg.Job.Compression)
 	if cfg.Job.LocalEpochs > 1 {

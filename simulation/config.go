@@ -98,8 +98,9 @@ type Config struct {
 	// Attack one of Attacks.
 	Byzantine float64
 	Attack    string
-	// Aggregator is how dpsgd combines neighbours' parameters
-	// (merge.ParseAggregator: mean (default), median, trimmed:B, krum:F,
+	// Aggregator is how dpsgd, randomwalk and pushsum combine models
+	// (gossip.Config.Aggregator; merge.ParseAggregator: mean (default),
+	// median, trimmed:B, krum:F,
 	// clipped[:TAU]).
 	Aggregator string
 	// DP trains every peer with DP-SGD (noise from a seeded source: the

@@ -45,7 +45,8 @@ func TestDPSimulation(t *testing.T) {
 // the coordinate-wise median of three does not contract: a median filter
 // leaves monotone sequences around the ring in place, and the replicas drift
 // apart, as He et al. 2022 observe for sparse topologies.) A rule that needs
-// more inputs than a node has, or another protocol, is refused.
+// more inputs than a node has, or a protocol or variant without robust
+// merging, is refused.
 func TestRobustAggregatorSelection(t *testing.T) {
 	for _, c := range []struct{ agg, topo string }{{"median", "complete"}, {"trimmed:1", "complete"}, {"krum:1", "complete"}, {"clipped", "ring"}} {
 		_, res := csvOf(t, Config{Peers: 6, Protocol: "dpsgd", Topology: c.topo, Rounds: 60, Seed: 1, LR: 0.5, Aggregator: c.agg,
@@ -55,8 +56,11 @@ func TestRobustAggregatorSelection(t *testing.T) {
 		}
 	}
 	for _, c := range []Config{
-		{Peers: 6, Protocol: "dpsgd", Aggregator: "krum:1"},      // needs 4 inputs, a ring gives 3
-		{Peers: 6, Protocol: "randomwalk", Aggregator: "median"}, // not selectable there yet
+		{Peers: 6, Protocol: "dpsgd", Aggregator: "krum:1"},                     // needs 4 inputs, a ring gives 3
+		{Peers: 6, Protocol: "randomwalk", Variant: "rw", Aggregator: "median"}, // robust random walk merges (mu)
+		{Peers: 6, Protocol: "randomwalk", Compression: "subsample:0.5", Aggregator: "median"},
+		{Peers: 6, Protocol: "sfb", Aggregator: "median"},
+		{Peers: 6, Protocol: "adpsgd", Aggregator: "median"},
 		{Peers: 6, Protocol: "dpsgd", Aggregator: "max"},
 	} {
 		if _, err := Run(t.Context(), c, nil); err == nil {
@@ -96,6 +100,29 @@ func TestAttacks(t *testing.T) {
 	} {
 		if _, err := Run(t.Context(), c, nil); err == nil {
 			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// TestRobustRandomWalkAndPushSum: with 20% bit-flip attackers, random walk's
+// age-weighted merge and push-sum's sum are steered off while Krum and
+// clipped gossip over each peer's cache of received models keep the honest
+// peers learning.
+func TestRobustRandomWalkAndPushSum(t *testing.T) {
+	// Floors: robust push-sum learns more slowly (its window holds stale
+	// de-biased models) than robust random walk.
+	for proto, floor := range map[string]float64{"randomwalk": 0.8, "pushsum": 0.45} {
+		base := Config{Peers: 20, Protocol: proto, Rounds: 60, Seed: 1, LR: 0.5, EvalPeers: 4, EvalExamples: 200,
+			Byzantine: 0.2, Attack: "bitflip"}
+		_, mean := csvOf(t, base)
+		for _, agg := range []string{"krum:4", "clipped"} {
+			c := base
+			c.Aggregator = agg
+			_, robust := csvOf(t, c)
+			t.Logf("%s: mean %.3f, %s %.3f", proto, mean.FinalAccuracy, agg, robust.FinalAccuracy)
+			if robust.FinalAccuracy < mean.FinalAccuracy+0.2 || robust.FinalAccuracy < floor {
+				t.Errorf("%s under bit-flip: %s %.3f, mean %.3f", proto, agg, robust.FinalAccuracy, mean.FinalAccuracy)
+			}
 		}
 	}
 }

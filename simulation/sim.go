@@ -169,7 +169,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			ID: id, Protocol: cfg.Protocol, Spec: s.spec, Init: init,
 			Rand:  rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)),
 			Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: steps,
-			Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
+			Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
 			Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
 			Subsample: subsample, Partitions: partitions,
 		}
@@ -461,11 +461,15 @@ func (s *sim) record(res *Result, round int) {
 	}
 }
 
-// cacheSize turns the cores' model cache on only when voting is evaluated:
-// ten models per peer is too much memory for 10,000 peers otherwise.
-func cacheSize(voting bool) int {
-	if voting {
+// cacheSize turns the cores' model cache on only when voting is evaluated
+// (ten models) or a robust aggregator needs it (0: the core's default):
+// cached models are too much memory for 10,000 peers otherwise.
+func cacheSize(voting bool, aggregator string) int {
+	switch {
+	case voting:
 		return 10
+	case aggregator != "" && aggregator != "mean":
+		return 0
 	}
 	return -1
 }

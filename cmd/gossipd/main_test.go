@@ -174,8 +174,8 @@ func TestPrivacyCommands(t *testing.T) {
 	}
 }
 
-// TestRobustnessCommand: a small grid writes a table with a row per
-// aggregator and a column per attack and fraction.
+// TestRobustnessCommand: a small grid writes a table per protocol with a
+// row per aggregator and a column per attack and fraction.
 func TestRobustnessCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "ROBUSTNESS.md")
 	if code, _, errOut := run(t, "robustness", "--peers", "10", "--rounds", "3", "--out", out); code != 0 {
@@ -191,7 +191,7 @@ func TestRobustnessCommand(t *testing.T) {
 			rows = append(rows, line)
 		}
 	}
-	if len(rows) != 5 || strings.Count(rows[0], "|") != 13 || !strings.HasPrefix(rows[3], "| krum:2 |") {
+	if len(rows) != 15 || strings.Count(rows[0], "|") != 13 || !strings.HasPrefix(rows[3], "| krum:2 |") || !strings.HasPrefix(rows[13], "| krum:2 |") {
 		t.Fatalf("table rows:\n%s", strings.Join(rows, "\n"))
 	}
 }

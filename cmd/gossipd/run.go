@@ -31,8 +31,9 @@ type runFlags struct {
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
 	members, topology, dht, relays                                                 string
 	sfbMode, aggregator, consortium                                                string
-	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise                          float64
-	batch, localEpochs, ckptEvery, keep, staleness                                 int
+	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise, maxNorm                 float64
+	peerBytes, peerFrames                                                          float64
+	batch, localEpochs, ckptEvery, keep, staleness, maxConns                       int
 	delta                                                                          time.Duration
 	initSeed                                                                       uint64
 	mdns, pex, autonat, holePunching, portMap, relayService, behindNAT             bool
@@ -52,6 +53,10 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.BoolVar(&r.portMap, "nat-portmap", false, "ask the gateway for a port mapping (UPnP, NAT-PMP)")
 	fs.StringVar(&r.relays, "relays", "", "circuit-relay v2 relays to be reachable through (multiaddrs with /p2p/ID, comma-separated)")
 	fs.BoolVar(&r.relayService, "relay-service", false, "act as a circuit-relay v2 relay for other peers")
+	fs.IntVar(&r.maxConns, "max-conns", 256, "most libp2p connections (libp2p's resource manager)")
+	fs.Float64Var(&r.peerBytes, "peer-rate", 256<<20, "bytes per second one peer's frames are read at; faster senders are slowed, frames that would wait over 30 s dropped (negative: no limit)")
+	fs.Float64Var(&r.peerFrames, "peer-frames", 200, "frames per second one peer may send (negative: no limit)")
+	fs.Float64Var(&r.maxNorm, "max-norm", 0, "drop received parameter vectors of larger L2 norm (0: 1000·√n for n values; negative: no bound)")
 	fs.StringVar(&r.api, "api", "127.0.0.1:8080", "HTTP API address (/healthz, /status, /metrics)")
 	fs.StringVar(&r.store, "store", "gossipd-data", "directory of the checkpoint store")
 	fs.StringVar(&r.key, "key", "", "identity key file (default STORE/identity.key; created on first run, mode 0600)")
@@ -64,7 +69,7 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.members, "members", "", "the job's members: peer IDs, comma-separated, or @FILE with one per line (required by dpsgd, adpsgd, pushsum, sfb; part of the job)")
 	fs.StringVar(&r.topology, "topology", "", "graph over the members for dpsgd, adpsgd, pushsum: ring|torus|regular:K|exponential|complete (default ring; exponential for pushsum)")
 	fs.IntVar(&r.staleness, "staleness", 0, "sfb: SSP staleness bound (0: BSP)")
-	fs.StringVar(&r.aggregator, "aggregator", "mean", "dpsgd: how neighbours' parameters combine: "+strings.Join(merge.Aggregators, "|"))
+	fs.StringVar(&r.aggregator, "aggregator", "mean", "how models combine (dpsgd: with the neighbours'; randomwalk (mu) and pushsum: robust rules over a cache of received models): "+strings.Join(merge.Aggregators, "|"))
 	fs.StringVar(&r.sfbMode, "sfb-mode", "auto", "sfb: per-layer exchange auto|factors|dense (dense with DP-SGD; part of the job)")
 	fs.Float64Var(&r.dpClip, "dp-clip", 0, "DP-SGD per-example clipping norm C (turns DP-SGD on, with --dp-noise)")
 	fs.Float64Var(&r.dpNoise, "dp-noise", 0, "DP-SGD noise multiplier σ (noise std σ·C)")
@@ -215,7 +220,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			log.Warn("rejected a message", "reason", reason, "peer", from, "err", err)
 		}
 	}
-	host, err := p2p.New(p2p.Config{OnReject: onReject, Consortium: club, Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
+	limits := p2p.Limits{Conns: r.maxConns, PeerBytes: r.peerBytes, PeerFrames: r.peerFrames}
+	host, err := p2p.New(p2p.Config{OnReject: onReject, Limits: limits, Consortium: club, Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
 		DHT: r.dht, NoPEX: !r.pex, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
 			Relays: splitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
 	if err != nil {
@@ -223,7 +229,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer host.Close()
 	d, err := node.New(node.Config{Job: job, Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
-		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, DP: privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}})
+		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}})
 	if err != nil {
 		return err
 	}

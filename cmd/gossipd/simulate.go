@@ -75,7 +75,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&c.SFBMode, "sfb-mode", "auto", "SFB per-layer exchange: auto|factors|dense")
 	fs.Float64Var(&c.Byzantine, "byzantine", 0, "fraction of peers that attack (with --attack)")
 	fs.StringVar(&c.Attack, "attack", "", "Byzantine attack: "+strings.Join(simulation.Attacks, "|"))
-	fs.StringVar(&c.Aggregator, "aggregator", "mean", "dpsgd: how neighbours' parameters combine: "+strings.Join(merge.Aggregators, "|"))
+	fs.StringVar(&c.Aggregator, "aggregator", "mean", "how models combine (dpsgd: with the neighbours'; randomwalk (mu) and pushsum: robust rules over a cache of received models): "+strings.Join(merge.Aggregators, "|"))
 	fs.Float64Var(&c.DP.Epsilon, "dp-epsilon", 0, "DP-SGD privacy budget ε per peer: a peer stops once its next step would exceed it (0: no limit, ε still reported)")
 	fs.Float64Var(&c.DP.Delta, "dp-delta", 1e-5, "DP-SGD δ")
 	fs.Float64Var(&c.DP.Clip, "dp-clip", 0, "DP-SGD per-example clipping norm C (turns DP-SGD on, with --dp-noise)")

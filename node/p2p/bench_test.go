@@ -179,7 +179,10 @@ func BenchmarkGoodputRatio(b *testing.B) {
 }
 
 func newHostB(b *testing.B) *Host {
-	h, err := New(Config{Key: mustKey(b), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, ReadTimeout: time.Minute, PEXInterval: time.Hour})
+	// The per-peer rate limits (256 MiB/s, 200 frames/s by default) are
+	// off: the benchmark measures how fast frames can go, not the policy.
+	h, err := New(Config{Key: mustKey(b), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, ReadTimeout: time.Minute, PEXInterval: time.Hour,
+		Limits: Limits{PeerBytes: -1, PeerFrames: -1}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -94,17 +94,22 @@ func (t *Host) startPubSub(ctx context.Context) error {
 // parseAnnouncement decodes an announcement; its peer is the message's
 // verified author, whatever it claims.
 func parseAnnouncement(m *pubsub.Message) (node.Announcement, error) {
+	return decodeAnnouncement(m.Data, m.GetFrom())
+}
+
+// decodeAnnouncement decodes an announcement published by from.
+func decodeAnnouncement(data []byte, from peer.ID) (node.Announcement, error) {
 	var a node.Announcement
-	if len(m.Data) > maxAnnouncement {
-		return a, fmt.Errorf("%w: announcement of %d bytes", ErrFrame, len(m.Data))
+	if len(data) > maxAnnouncement {
+		return a, fmt.Errorf("%w: announcement of %d bytes", ErrFrame, len(data))
 	}
-	if err := json.Unmarshal(m.Data, &a); err != nil {
+	if err := json.Unmarshal(data, &a); err != nil {
 		return a, fmt.Errorf("%w: announcement: %v", ErrFrame, err)
 	}
 	if len(a.Addrs) > maxPEX {
 		return a, fmt.Errorf("%w: announcement lists %d addresses", ErrFrame, len(a.Addrs))
 	}
-	a.Peer = gossip.PeerID(m.GetFrom().String())
+	a.Peer = gossip.PeerID(from.String())
 	return a, nil
 }
 

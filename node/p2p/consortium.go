@@ -81,18 +81,24 @@ func LoadConsortium(path string) (*Consortium, error) {
 	if err != nil {
 		return nil, fmt.Errorf("p2p: consortium: %w", err)
 	}
+	return ParseConsortium(b, path)
+}
+
+// ParseConsortium decodes a consortium file's contents; name (the file's
+// path) is for error messages.
+func ParseConsortium(b []byte, name string) (*Consortium, error) {
 	var f consortiumFile
 	if err := yaml.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("p2p: consortium file %s: %w", path, err)
+		return nil, fmt.Errorf("p2p: consortium file %s: %w", name, err)
 	}
 	psk, err := hex.DecodeString(strings.TrimSpace(f.PSK))
 	if err != nil || len(psk) != 32 {
-		return nil, fmt.Errorf("p2p: consortium file %s: psk must be 64 hex digits (32 bytes)", path)
+		return nil, fmt.Errorf("p2p: consortium file %s: psk must be 64 hex digits (32 bytes)", name)
 	}
 	c := &Consortium{PSK: psk}
 	for i, m := range f.Members {
 		if err := c.Add(m); err != nil {
-			return nil, fmt.Errorf("p2p: consortium file %s: member %d: %w", path, i+1, err)
+			return nil, fmt.Errorf("p2p: consortium file %s: member %d: %w", name, i+1, err)
 		}
 	}
 	return c, nil

@@ -60,11 +60,12 @@ func WriteFrame(w io.Writer, f node.Frame) error {
 
 // ReadFrame reads one frame of at most max payload bytes into a new buffer.
 func ReadFrame(r io.Reader, max int) (node.Frame, error) {
-	return readFrame(r, max, func(n int) []byte { return make([]byte, n) })
+	return readFrame(r, max, func(n int) ([]byte, error) { return make([]byte, n), nil })
 }
 
-// readFrame reads one frame into a buffer from alloc.
-func readFrame(r io.Reader, max int, alloc func(int) []byte) (node.Frame, error) {
+// readFrame reads one frame into a buffer from alloc, which sees the
+// payload's length once the header checked out and may refuse the frame.
+func readFrame(r io.Reader, max int, alloc func(int) ([]byte, error)) (node.Frame, error) {
 	var hdr [frameHeader]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return node.Frame{}, fmt.Errorf("%w: header: %v", ErrFrame, err)
@@ -79,7 +80,10 @@ func readFrame(r io.Reader, max int, alloc func(int) []byte) (node.Frame, error)
 	if hdr[4] != FrameVersion {
 		return node.Frame{}, fmt.Errorf("%w: version %d, this node speaks %d", ErrFrame, hdr[4], FrameVersion)
 	}
-	payload := alloc(int(n))
+	payload, err := alloc(int(n))
+	if err != nil {
+		return node.Frame{}, fmt.Errorf("%w: %w", ErrFrame, err)
+	}
 	if _, err := io.ReadFull(r, payload); err != nil {
 		return node.Frame{}, fmt.Errorf("%w: payload truncated: %v", ErrFrame, err)
 	}

@@ -109,6 +109,9 @@ type Config struct {
 	// Consortium, when set, makes the network private: only peers holding
 	// its key can connect, and only its members are admitted. TCP only.
 	Consortium *Consortium
+	// Limits bound what peers can make this host spend (resource manager,
+	// per-peer rates).
+	Limits Limits
 	// OnReject, when set, hears of every inbound message the host drops
 	// before it reaches the daemon: a malformed or oversized frame, a
 	// gossipsub message with a missing or invalid signature or one a
@@ -142,14 +145,15 @@ type NATConfig struct {
 
 // Host is a node.Transport over libp2p.
 type Host struct {
-	cfg  Config
-	h    host.Host
-	in   chan node.Inbound
-	bufs bufferPool // receive buffers, recycled by Inbound.Recycle
-	log  *slog.Logger
-	mdns mdns.Service
-	bc   *broadcaster
-	dht  interface {
+	cfg   Config
+	h     host.Host
+	in    chan node.Inbound
+	bufs  bufferPool // receive buffers, recycled by Inbound.Recycle
+	limit *peerLimiter
+	log   *slog.Logger
+	mdns  mdns.Service
+	bc    *broadcaster
+	dht   interface {
 		routing.Routing
 		Bootstrap(context.Context) error
 		Close() error
@@ -210,6 +214,14 @@ func New(cfg Config) (*Host, error) {
 	if cfg.DiscoveryInterval == 0 {
 		cfg.DiscoveryInterval = time.Minute
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Limits.defaults()
+	rm, err := resourceManager(cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
 	boot := make([]peer.AddrInfo, 0, len(cfg.Bootstrap))
 	for _, s := range cfg.Bootstrap {
 		ai, err := peer.AddrInfoFromString(s)
@@ -226,9 +238,11 @@ func New(cfg Config) (*Host, error) {
 	}
 	boot = slices.DeleteFunc(boot, func(ai peer.AddrInfo) bool { return ai.ID == self })
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Host{cfg: cfg, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{}}
+	t := &Host{cfg: cfg, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{},
+		limit: newPeerLimiter(cfg.Limits, cfg.MaxFrame, cfg.ReadTimeout)}
 	listen := cfg.Listen
 	opts := []libp2p.Option{
+		rm,
 		libp2p.Identity(cfg.Key),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
@@ -444,6 +458,7 @@ func (t *Host) forget(p peer.ID) {
 // handleFrame reads frames from an inbound stream until the sender closes
 // it. Waiting for a frame may take IdleTimeout; reading one, ReadTimeout.
 func (t *Host) handleFrame(s network.Stream) {
+	from := s.Conn().RemotePeer()
 	r := bufio.NewReaderSize(s, 8<<10) // small: payloads bypass it
 	for {
 		s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
@@ -456,11 +471,20 @@ func (t *Host) handleFrame(s network.Stream) {
 			return
 		}
 		s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout))
-		f, err := readFrame(r, t.cfg.MaxFrame, t.bufs.get)
+		f, err := readFrame(r, t.cfg.MaxFrame, func(n int) ([]byte, error) {
+			if err := t.limit.admit(from, n); err != nil {
+				return nil, err
+			}
+			s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout)) // not counting the wait
+			return t.bufs.get(n), nil
+		})
 		if err != nil {
 			reason := "bad_frame"
-			if errors.Is(err, errOversized) {
+			switch {
+			case errors.Is(err, errOversized):
 				reason = "oversized_frame"
+			case errors.Is(err, errRateLimited):
+				reason = "rate_limited"
 			}
 			t.rejected(reason, s.Conn().RemotePeer(), err)
 			s.Reset()
