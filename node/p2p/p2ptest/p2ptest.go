@@ -6,6 +6,7 @@
 package p2ptest
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -82,16 +83,12 @@ func (p *Peer) SendRaw(ctx context.Context, to gossip.PeerID, proto protocol.ID,
 // SendFrame sends one well-framed payload of kind k for job on its stream
 // protocol.
 func (p *Peer) SendFrame(ctx context.Context, to gossip.PeerID, job node.JobID, k gossip.Kind, payload []byte) error {
-	var b frameBuf
+	var b bytes.Buffer
 	if err := p2p.WriteFrame(&b, node.Frame{Job: job, Kind: k, Payload: payload}); err != nil {
 		return err
 	}
-	return p.SendRaw(ctx, to, p2p.ProtocolFor(k), b)
+	return p.SendRaw(ctx, to, p2p.ProtocolFor(k), b.Bytes())
 }
-
-type frameBuf []byte
-
-func (b *frameBuf) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
 
 // Signing says how Publish signs a message.
 type Signing int
