@@ -347,6 +347,26 @@ func (c *Config) robust() bool {
 	return c.Aggregator != nil && !mean
 }
 
+// aggregateEqual combines xs (the node's own vector first) with equal
+// weights by the configured aggregator into dst and reports whether it
+// did; with too few inputs, or when the rule fails (traced), dst gets the
+// node's own vector xs[0].
+func (n *Node) aggregateEqual(dst []float32, xs [][]float32) bool {
+	if len(xs) >= minInputs(n.cfg.Aggregator) {
+		ws := make([]float64, len(xs))
+		for i := range ws {
+			ws[i] = 1
+		}
+		err := n.cfg.Aggregator.Aggregate(dst, xs, ws, 0)
+		if err == nil {
+			return true
+		}
+		n.trace("drop", "", "robust merge: "+err.Error(), 0)
+	}
+	copy(dst, xs[0])
+	return false
+}
+
 // minInputs is how many vectors an aggregator needs (1 if it does not say).
 func minInputs(a merge.Aggregator) int {
 	if m, ok := a.(merge.MinInputs); ok {

@@ -261,19 +261,8 @@ func (p *pushSum) tick(n *Node) {
 // push-sum, while no single sender can move the estimate far. Until the
 // window holds enough models the node keeps its own estimate.
 func (p *pushSum) robustMerge(n *Node) {
-	own := slices.Clone(p.estimate(n))
-	z := own
-	if xs := append([][]float32{own}, p.window...); len(xs) >= minInputs(p.cfg.Aggregator) {
-		ws := make([]float64, len(xs))
-		for i := range ws {
-			ws[i] = 1
-		}
-		z = make([]float32, len(own))
-		if err := p.cfg.Aggregator.Aggregate(z, xs, ws, 0); err != nil {
-			n.trace("drop", "", "robust merge: "+err.Error(), 0)
-			z = own
-		}
-	}
+	z := make([]float32, len(n.params))
+	n.aggregateEqual(z, append([][]float32{p.estimate(n)}, p.window...))
 	p.w += p.inW
 	p.inW = 0
 	for j := range n.params {

@@ -269,17 +269,7 @@ func (w *randomWalk) robustMerge(n *Node, dst []float32) float64 {
 	for _, c := range w.cache {
 		xs, ages = append(xs, c.params), append(ages, c.age)
 	}
-	if len(xs) < minInputs(w.cfg.Aggregator) {
-		copy(dst, n.params)
-		return n.age
-	}
-	ws := make([]float64, len(xs))
-	for i := range ws {
-		ws[i] = 1
-	}
-	if err := w.cfg.Aggregator.Aggregate(dst, xs, ws, 0); err != nil {
-		n.trace("drop", "", "robust merge: "+err.Error(), 0)
-		copy(dst, n.params)
+	if !n.aggregateEqual(dst, xs) {
 		return n.age
 	}
 	slices.Sort(ages)

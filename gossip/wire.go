@@ -267,14 +267,22 @@ func (d *decoder) u64(what string) uint64 {
 
 func (d *decoder) str(what string) string { return string(d.take(d.u16(what), what)) }
 
-// words reads n little-endian 32-bit words, converted by conv; nil for 0.
-func words[T any](d *decoder, n int, what string, conv func(uint32) T) []T {
+// words4 takes the bytes of n 32-bit words (nil for 0 or on failure).
+func (d *decoder) words4(n int, what string) []byte {
 	if d.err != nil || n < 0 || n > (len(d.b)-d.off)/4 {
 		d.fail(what)
 		return nil
 	}
-	s := d.take(4*n, what)
-	if n == 0 {
+	if s := d.take(4*n, what); n > 0 {
+		return s
+	}
+	return nil
+}
+
+// words reads n little-endian 32-bit words, converted by conv; nil for 0.
+func words[T any](d *decoder, n int, what string, conv func(uint32) T) []T {
+	s := d.words4(n, what)
+	if s == nil {
 		return nil
 	}
 	out := make([]T, n)
@@ -285,12 +293,8 @@ func words[T any](d *decoder, n int, what string, conv func(uint32) T) []T {
 }
 
 func (d *decoder) floats(n int, what string) []float32 {
-	if d.err != nil || n < 0 || n > (len(d.b)-d.off)/4 {
-		d.fail(what)
-		return nil
-	}
-	s := d.take(4*n, what)
-	if n == 0 {
+	s := d.words4(n, what)
+	if s == nil {
 		return nil
 	}
 	if d.borrow {
