@@ -38,6 +38,7 @@ func (t TokenConfig) proactive(a int) float64 {
 // Danner & Jelasity 2019): models walk the network; each hop merges and/or
 // updates them on the receiver's data.
 type randomWalk struct {
+	base
 	cfg     *Config
 	next    time.Duration
 	pending *Message // the newest model received while training ran
@@ -49,14 +50,14 @@ type randomWalk struct {
 	umAge    float64
 	tokens   int
 	reactive int
-	cache    []cached
+	cached   []cachedModel
 	cacheAt  int
 	// Partitioned models: one age per partition, sent round-robin.
 	partAge  []float64
 	nextPart int
 }
 
-type cached struct {
+type cachedModel struct {
 	params []float32
 	age    float64
 }
@@ -146,12 +147,12 @@ func (w *randomWalk) remember(m *Message) {
 	if w.cfg.CacheSize <= 0 {
 		return
 	}
-	c := cached{params: slices.Clone(m.Params), age: m.Age}
-	if len(w.cache) < w.cfg.CacheSize {
-		w.cache = append(w.cache, c)
+	c := cachedModel{params: slices.Clone(m.Params), age: m.Age}
+	if len(w.cached) < w.cfg.CacheSize {
+		w.cached = append(w.cached, c)
 		return
 	}
-	w.cache[w.cacheAt] = c
+	w.cached[w.cacheAt] = c
 	w.cacheAt = (w.cacheAt + 1) % w.cfg.CacheSize
 }
 
@@ -203,8 +204,7 @@ func (w *randomWalk) process(n *Node, m *Message) {
 }
 
 func (w *randomWalk) trainDone(n *Node, r *TrainResult) {
-	if len(r.Params) != len(n.params) || !merge.Finite(r.Params) {
-		n.trace("drop", "", "training returned bad parameters", 0)
+	if n.badVector(r.Params, "parameter vector") {
 		w.umStage = 0
 		w.resume(n)
 		return
@@ -246,18 +246,25 @@ func (w *randomWalk) resume(n *Node) {
 	}
 }
 
-// Cache returns the models kept for voting prediction (random walk; nil
-// for other protocols). The slices must not be modified.
-func (n *Node) Cache() [][]float32 {
-	w, ok := n.proto.(*randomWalk)
-	if !ok {
-		return nil
-	}
-	out := make([][]float32, len(w.cache))
-	for i, c := range w.cache {
+func (w *randomWalk) cache() [][]float32 {
+	out := make([][]float32, len(w.cached))
+	for i, c := range w.cached {
 		out[i] = c.params
 	}
 	return out
+}
+
+func (w *randomWalk) snapshot(s *State) {
+	s.Tokens = w.tokens
+	s.PartitionAges = slices.Clone(w.partAge)
+}
+
+func (w *randomWalk) restore(s *State) error {
+	w.tokens = s.Tokens
+	if w.partAge != nil && len(s.PartitionAges) == len(w.partAge) {
+		copy(w.partAge, s.PartitionAges)
+	}
+	return nil
 }
 
 // robustMerge combines the node's model with the cached ones by the robust
@@ -266,7 +273,7 @@ func (n *Node) Cache() [][]float32 {
 // the node keeps its own.
 func (w *randomWalk) robustMerge(n *Node, dst []float32) float64 {
 	xs, ages := [][]float32{n.params}, []float64{n.age}
-	for _, c := range w.cache {
+	for _, c := range w.cached {
 		xs, ages = append(xs, c.params), append(ages, c.age)
 	}
 	if !n.aggregateEqual(dst, xs) {

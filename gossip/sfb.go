@@ -23,6 +23,7 @@ import (
 // broadcast (Fanout Q) sends each update to Q random peers and never waits.
 // A peer silent past RoundTimeout is skipped, so a dead peer stalls no one.
 type sfb struct {
+	base
 	cfg     *Config
 	layout  *model.Layout
 	be      compute.Backend
@@ -108,8 +109,7 @@ func (s *sfb) store(c uint64, from PeerID, u *sfbUpdate) {
 }
 
 func (s *sfb) trainDone(n *Node, r *TrainResult) {
-	if len(r.Grad) != len(n.params) || !merge.Finite(r.Grad) {
-		n.trace("drop", "", "training returned a bad gradient", 0)
+	if n.badVector(r.Grad, "gradient") {
 		r.Grad, r.Factors = make([]float32, len(n.params)), nil
 	}
 	n.age += float64(r.Examples)
@@ -141,7 +141,7 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 
 func (s *sfb) step(n *Node, m *Message) {
 	if !slices.Contains(s.peers, m.From) {
-		n.trace("drop", m.From, "factors from a peer outside the job", 0)
+		n.drop(DropNotNeighbor, m.From, "factors from a peer outside the job")
 		return
 	}
 	if m.Kind == KindParams {
@@ -161,12 +161,12 @@ func (s *sfb) step(n *Node, m *Message) {
 	}
 	for _, f := range m.Factors {
 		if !slices.Contains(s.factors, f.Weight) {
-			n.trace("drop", m.From, "factors for a layer this job sends dense", 0)
+			n.drop("shape", m.From, "factors for a layer this job sends dense")
 			return
 		}
 	}
 	if len(m.Factors) != len(s.factors) {
-		n.trace("drop", m.From, fmt.Sprintf("%d factor layers, want %d", len(m.Factors), len(s.factors)), 0)
+		n.drop("shape", m.From, fmt.Sprintf("%d factor layers, want %d", len(m.Factors), len(s.factors)))
 		return
 	}
 	u := &sfbUpdate{dense: m.Params, factors: m.Factors}
@@ -257,7 +257,7 @@ func (s *sfb) applyScaled(n *Node, u *sfbUpdate, scale float32) {
 		w := n.params[t.Offset : t.Offset+t.Size()]
 		if i := slices.IndexFunc(u.factors, func(f model.Factors) bool { return f.Weight == t.Name }); i >= 0 {
 			if err := merge.ApplyFactors(s.be, w, &u.factors[i], scale); err != nil {
-				n.trace("drop", "", err.Error(), 0)
+				n.drop(DropAggregation, "", err.Error())
 			}
 			continue
 		}

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/gossip/trainer"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/peer/trainer"
 )
 
 // runSFB runs P SFB peers with real training on synthetic data for the

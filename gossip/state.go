@@ -26,13 +26,7 @@ type State struct {
 func (n *Node) Snapshot() State {
 	s := State{Params: slices.Clone(n.params), Age: n.age, Round: n.round, Updates: n.updates, Weight: 1,
 		View: slices.Clone(n.view.entries)}
-	switch p := n.proto.(type) {
-	case *pushSum:
-		s.Weight = p.w
-	case *randomWalk:
-		s.Tokens = p.tokens
-		s.PartitionAges = slices.Clone(p.partAge)
-	}
+	n.proto.snapshot(&s)
 	return s
 }
 
@@ -47,14 +41,5 @@ func (n *Node) restore(s *State) error {
 	n.params = slices.Clone(s.Params)
 	n.age, n.round, n.updates = s.Age, s.Round, s.Updates
 	n.view.merge(s.View, n.rng)
-	switch p := n.proto.(type) {
-	case *pushSum:
-		p.w = s.Weight
-	case *randomWalk:
-		p.tokens = s.Tokens
-		if p.partAge != nil && len(s.PartitionAges) == len(p.partAge) {
-			copy(p.partAge, s.PartitionAges)
-		}
-	}
-	return nil
+	return n.proto.restore(s)
 }

@@ -11,16 +11,6 @@ import (
 // MaxViewEntries bounds the view a message may carry.
 const MaxViewEntries = 1024
 
-// protocolKinds lists the message kinds each protocol accepts (views are
-// accepted by every node).
-var protocolKinds = map[string][]Kind{
-	RandomWalk: {KindModel},
-	DPSGD:      {KindParams},
-	ADPSGD:     {KindAvgRequest, KindAvgReply},
-	PushSum:    {KindPushSum},
-	SFB:        {KindFactors, KindParams}, // params: a state transfer to a peer that fell behind
-}
-
 // validate checks a message against this node's job before anything is
 // merged: sender, kind, shapes, finite values.
 func (n *Node) validate(m *Message) error {
@@ -42,7 +32,7 @@ func (n *Node) validate(m *Message) error {
 		}
 		return nil
 	}
-	if !slices.Contains(protocolKinds[n.cfg.Protocol], m.Kind) {
+	if !slices.Contains(n.def.kinds, m.Kind) {
 		return invalid("kind", "%s message for a %s node", m.Kind, n.cfg.Protocol)
 	}
 	if math.IsNaN(m.Age) || math.IsInf(m.Age, 0) || m.Age < 0 {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/gossip/trainer"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/peer/trainer"
 	"github.com/gossipd/gossipd/privacy"
 )
 

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/gossip/trainer"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/peer/trainer"
 )
 
 // runBaseline runs the server-based baselines, which have no protocol core:

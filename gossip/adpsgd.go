@@ -1,0 +1,54 @@
+package gossip
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gossipd/gossipd/merge"
+)
+
+// adpsgd is asynchronous D-PSGD (Lian et al. 2018): every Δ a node computes a
+// gradient and averages pairwise with one random neighbour,
+// x_i, x_j ← (x_i + x_j)/2, then applies its gradient. The active node sends
+// its parameters; the passive one answers at once with its own and averages;
+// neither waits for the other, so no cycle of waits, no deadlock.
+type adpsgd struct {
+	base
+	next time.Duration
+}
+
+func (a *adpsgd) start(n *Node) {
+	a.next = n.firstWake()
+}
+
+func (a *adpsgd) wake(n *Node) time.Duration { return a.next }
+
+func (a *adpsgd) tick(n *Node) {
+	if n.now < a.next {
+		return
+	}
+	a.next = n.now + n.jittered()
+	nb := n.cfg.Neighbors[n.rng.IntN(len(n.cfg.Neighbors))].ID
+	n.send(Message{Kind: KindAvgRequest, To: nb, Params: slices.Clone(n.params)})
+	if !n.training {
+		n.train(OpGradient, n.params, 0, nil)
+	}
+}
+
+func (a *adpsgd) step(n *Node, m *Message) {
+	if m.Kind == KindAvgRequest {
+		n.send(Message{Kind: KindAvgReply, To: m.From, Params: slices.Clone(n.params)})
+	}
+	merge.Interpolate(n.params, n.params, m.Params, 0.5)
+	n.commit()
+}
+
+func (a *adpsgd) trainDone(n *Node, r *TrainResult) {
+	if n.badVector(r.Grad, "gradient") {
+		return
+	}
+	merge.Axpy(n.params, -float32(n.cfg.LR), r.Grad)
+	n.age += float64(r.Examples)
+	n.round++
+	n.commit()
+}

@@ -1,0 +1,286 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
+)
+
+// Sentinel errors.
+var (
+	ErrConfig  = errors.New("gossip: invalid config")
+	ErrInvalid = errors.New("gossip: invalid message")
+)
+
+// Defaults that Validate fills in; each is documented on its Config field
+// and defined here only.
+const (
+	// DefaultDelta is the protocol period Δ.
+	DefaultDelta = time.Second
+	// DefaultLR is the step size γ.
+	DefaultLR = 0.1
+	// DefaultJitter is the jitter that shells use for periodic actions
+	// when their user sets none (the daemon always, the simulator's
+	// --jitter default). The core's own zero value means no jitter, so
+	// that tests can run in lockstep.
+	DefaultJitter = 0.1
+	// DefaultCacheSize is how many received models a random-walk node
+	// keeps (for voting, or for a robust aggregator, which grows it to
+	// what its rule needs).
+	DefaultCacheSize = 10
+	// DefaultRoundTimeout is RoundTimeout as a multiple of Δ.
+	DefaultRoundTimeout = 4
+	// DefaultViewSize is the Newscast view size.
+	DefaultViewSize = 20
+	// DefaultBatch is the minibatch size.
+	DefaultBatch = 32
+)
+
+// Config configures a Node. Zero values take the documented defaults;
+// Validate fills them.
+type Config struct {
+	// ID is this node's identity. Required.
+	ID PeerID
+	// Protocol is one of Protocols. Default randomwalk.
+	Protocol string
+	// Spec is the model all nodes of the job train. Required.
+	Spec model.Spec
+	// Init is the initial parameter vector (len = the spec's layout size).
+	// Required; the node keeps its own copy.
+	Init []float32
+	// Rand is the node's random source. Required.
+	Rand *rand.Rand
+	// Delta is the protocol period Δ: random-walk sends, D-PSGD rounds,
+	// AD-PSGD and push-sum steps, SFB clocks. Default DefaultDelta (1s).
+	Delta time.Duration
+	// Jitter spreads periodic actions uniformly over ±Jitter·Δ. Default 0
+	// (shells pass DefaultJitter).
+	Jitter float64
+	// LR is the step size γ of dpsgd, adpsgd, pushsum and sfb. Default
+	// DefaultLR (0.1).
+	LR float64
+	// LocalSteps is the number of local SGD steps of a random-walk update
+	// (0: one pass over the local data).
+	LocalSteps int
+	// Variant is the random-walk variant: "mu" (default: merge then
+	// update), "rw" (update the received model) or "um" (update both, then
+	// merge).
+	Variant string
+	// Subsample, in (0,1), makes random walk send a random fraction of the
+	// coordinates (Hegedűs et al. 2019); receivers merge only those.
+	Subsample float64
+	// Partitions, when ≥ 2, splits the model into partitions (coordinate k in
+	// partition k mod Partitions), each with its own age, sent round-robin
+	// (random walk).
+	Partitions int
+	// CacheSize is how many received models a random-walk node keeps, for
+	// voting prediction and robust merging; push-sum with a robust
+	// aggregator keeps as many de-biased models. Default DefaultCacheSize
+	// (10), and with a robust aggregator at least what its rule needs
+	// (Krum with f attackers: 2f+2 besides the node's own). Negative turns
+	// the cache off.
+	CacheSize int
+	// Tokens configures token-account flow control (random walk). Zero: off.
+	Tokens TokenConfig
+	// Neighbors are the static neighbours of dpsgd, adpsgd and pushsum (for
+	// pushsum: out-neighbours) and the peers of sfb, with Metropolis–Hastings
+	// weights for dpsgd.
+	Neighbors []Neighbor
+	// SelfWeight is dpsgd's W_ii.
+	SelfWeight float64
+	// RoundTimeout is how long dpsgd and sfb wait for contributions before
+	// going on without the missing ones. Default DefaultRoundTimeout·Δ.
+	RoundTimeout time.Duration
+	// Staleness is SFB's SSP bound s (0: BSP).
+	Staleness int
+	// Fanout is how many peers an SFB update or a push-sum share goes to
+	// per step (0: sfb all peers; pushsum one, cycling through the
+	// out-neighbours, SGP's time-varying exponential graph).
+	Fanout int
+	// Batch is the minibatch size the shell trains with; SFB's cost formula
+	// uses it. Default DefaultBatch (32).
+	Batch int
+	// Broadcast says the shell can deliver one message to every peer of the
+	// job (gossipsub in the daemon): SFB then sends each full broadcast once,
+	// addressed to Broadcast, instead of once per peer.
+	Broadcast bool
+	// SFBMode chooses what SFB sends per layer: "auto" (default: factors
+	// where the cost formula says they are cheaper), "factors" or "dense".
+	SFBMode string
+	// Sampling is the random-walk peer sampling: "newscast" (default) or
+	// "oracle" (uniform over the peers given to SetPeers).
+	Sampling string
+	// ViewSize is the Newscast view size. Default DefaultViewSize (20).
+	ViewSize int
+	// Resume, when set, restores a saved State (a restart from a checkpoint);
+	// Init is then ignored.
+	Resume *State
+	// Aggregator combines parameters: merge.WeightedMean (default) or a
+	// robust rule (merge.ParseAggregator). In dpsgd it combines the node's
+	// own vector with its neighbours'. In randomwalk (variant mu, no
+	// compression) and pushsum a robust rule combines the node's model with
+	// the last CacheSize models it received (push-sum: de-biased, x/w),
+	// instead of the age-weighted or push-sum sum that one attacker could
+	// steer; until the cache holds enough models the node keeps its own.
+	Aggregator merge.Aggregator
+	// MaxNorm bounds the L2 norm of every received parameter vector (and
+	// SFB factor); larger ones are dropped (code "norm"). Default (0):
+	// DefaultMaxRMS·√n for a vector of n values. Negative: no bound.
+	MaxNorm float64
+}
+
+// Neighbor is a static neighbour and its mixing weight.
+type Neighbor struct {
+	ID     PeerID
+	Weight float64
+}
+
+// Validate checks the config and fills defaults. Checks that concern one
+// protocol only are that protocol's (protocolDef.validate).
+func (c *Config) Validate() error {
+	if c.ID == "" {
+		return fmt.Errorf("%w: no ID", ErrConfig)
+	}
+	if c.Protocol == "" {
+		c.Protocol = RandomWalk
+	}
+	def, ok := registry[c.Protocol]
+	if !ok {
+		return fmt.Errorf("%w: protocol %q, want one of %v", ErrConfig, c.Protocol, Protocols)
+	}
+	if err := c.Spec.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.Rand == nil {
+		return fmt.Errorf("%w: no Rand", ErrConfig)
+	}
+	if c.Delta == 0 {
+		c.Delta = DefaultDelta
+	}
+	if c.Delta < 0 || c.Jitter < 0 || c.Jitter >= 1 {
+		return fmt.Errorf("%w: delta %v, jitter %v", ErrConfig, c.Delta, c.Jitter)
+	}
+	if c.LR == 0 {
+		c.LR = DefaultLR
+	}
+	if c.Variant == "" {
+		c.Variant = "mu"
+	}
+	if !slices.Contains([]string{"mu", "rw", "um"}, c.Variant) {
+		return fmt.Errorf("%w: variant %q, want mu|rw|um", ErrConfig, c.Variant)
+	}
+	if c.RoundTimeout == 0 {
+		c.RoundTimeout = DefaultRoundTimeout * c.Delta
+	}
+	if c.Sampling == "" {
+		c.Sampling = "newscast"
+	}
+	if c.Sampling != "newscast" && c.Sampling != "oracle" {
+		return fmt.Errorf("%w: sampling %q, want newscast|oracle", ErrConfig, c.Sampling)
+	}
+	if c.ViewSize == 0 {
+		c.ViewSize = DefaultViewSize
+	}
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.SFBMode == "" {
+		c.SFBMode = "auto"
+	}
+	if !slices.Contains([]string{"auto", "factors", "dense"}, c.SFBMode) {
+		return fmt.Errorf("%w: sfb mode %q, want auto|factors|dense", ErrConfig, c.SFBMode)
+	}
+	if c.Aggregator == nil {
+		c.Aggregator = merge.WeightedMean{}
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = DefaultCacheSize
+		if c.robust() {
+			c.CacheSize = max(DefaultCacheSize, minInputs(c.Aggregator)-1)
+		}
+	}
+	if c.Staleness < 0 || c.Fanout < 0 || c.LocalSteps < 0 {
+		return fmt.Errorf("%w: negative staleness, fanout or local steps", ErrConfig)
+	}
+	if c.Subsample < 0 || c.Subsample > 1 || c.Partitions < 0 {
+		return fmt.Errorf("%w: subsample %v, partitions %d", ErrConfig, c.Subsample, c.Partitions)
+	}
+	if c.Subsample == 1 {
+		c.Subsample = 0
+	}
+	if c.Partitions == 1 {
+		c.Partitions = 0
+	}
+	if c.Subsample > 0 && c.Partitions > 0 {
+		return fmt.Errorf("%w: subsampling and partitioning are exclusive", ErrConfig)
+	}
+	if (c.Subsample > 0 || c.Partitions > 0) && c.Variant != "mu" {
+		return fmt.Errorf("%w: compression needs the mu variant (merge, then update)", ErrConfig)
+	}
+	if err := c.Tokens.validate(); err != nil {
+		return err
+	}
+	if def.neighbors && len(c.Neighbors) == 0 {
+		return fmt.Errorf("%w: %s needs neighbours", ErrConfig, c.Protocol)
+	}
+	if c.robust() && def.robust == nil {
+		return fmt.Errorf("%w: aggregator %s: robust aggregation is available for %s", ErrConfig, c.Aggregator.Name(), strings.Join(robustProtocols(), ", "))
+	}
+	if c.robust() {
+		return def.robust(c, minInputs(c.Aggregator))
+	}
+	return nil
+}
+
+// robust reports whether the aggregator is a robust rule.
+func (c *Config) robust() bool {
+	_, mean := c.Aggregator.(merge.WeightedMean)
+	return c.Aggregator != nil && !mean
+}
+
+// robustCache checks that the cache of received models and the node's own
+// give a robust rule the need inputs it needs (random walk, push-sum).
+func (c *Config) robustCache(need int) error {
+	if c.CacheSize+1 < need {
+		return fmt.Errorf("%w: aggregator %s needs %d inputs; a cache of %d models and the node's own give %d", ErrConfig, c.Aggregator.Name(), need, c.CacheSize, c.CacheSize+1)
+	}
+	return nil
+}
+
+// minInputs is how many vectors an aggregator needs (1 if it does not say).
+func minInputs(a merge.Aggregator) int {
+	if m, ok := a.(merge.MinInputs); ok {
+		return m.MinInputs()
+	}
+	return 1
+}
+
+// ParseCompression reads "none", "subsample:S" (0 < S < 1) or
+// "partition:P" (P ≥ 2) into Config's Subsample and Partitions.
+func ParseCompression(spec string) (subsample float64, partitions int, err error) {
+	name, arg, _ := strings.Cut(spec, ":")
+	switch name {
+	case "", "none":
+		return 0, 0, nil
+	case "subsample":
+		v, err := strconv.ParseFloat(arg, 64)
+		if err != nil || !(v > 0 && v < 1) {
+			return 0, 0, fmt.Errorf("%w: compression %q: fraction must be in (0,1)", ErrConfig, spec)
+		}
+		return v, 0, nil
+	case "partition":
+		v, err := strconv.Atoi(arg)
+		if err != nil || v < 2 {
+			return 0, 0, fmt.Errorf("%w: compression %q: partitions must be an integer ≥ 2", ErrConfig, spec)
+		}
+		return 0, v, nil
+	}
+	return 0, 0, fmt.Errorf("%w: compression %q, want none|subsample:S|partition:P", ErrConfig, spec)
+}

@@ -1,0 +1,330 @@
+// Package gossip is gossipd's protocol core: random-walk gossip learning,
+// D-PSGD and AD-PSGD, push-sum (SGP) and sufficient-factor broadcasting, with
+// a Newscast peer-sampling view and token-account flow control.
+//
+// The core is pure and deterministic. It performs no I/O, starts no
+// goroutines, reads no clock and uses no global randomness. A driver (the
+// peer package, used by both the daemon and the simulator) feeds it events
+// and carries out the actions it asks for, like etcd's raft:
+//
+//	n.Tick(now)            // the shell's clock, real or virtual
+//	n.Step(msg)            // a decoded message
+//	n.TrainDone(result)    // the shell ran a training request
+//	n.SetPeers(peers)      // membership known to the shell
+//	rd := n.Ready()        // messages to send, training to run, commits, traces
+//	n.Advance()
+//
+// Time is a time.Duration since the shell's epoch; randomness is the
+// injected *rand.Rand. Same seed, same events: same numbers. Each protocol
+// implements one interface (protocol.go) in a file of its own.
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
+)
+
+// Node is one peer's protocol core. It is not safe for concurrent use.
+type Node struct {
+	cfg    Config
+	def    protocolDef
+	rng    *rand.Rand
+	layout *model.Layout
+	now    time.Duration
+	params []float32
+	age    float64
+
+	started  bool
+	training bool
+	trainID  uint64
+	updates  uint64
+	round    uint64
+
+	halted bool
+	// kept says the last Step kept a reference to its message's vectors.
+	kept bool
+
+	view  *view
+	peers []PeerID // from SetPeers, sorted
+	proto protocol
+	rd    Ready
+}
+
+// New returns a node; it starts at its first Tick.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	layout, err := model.LayoutOf(cfg.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Resume != nil && cfg.Init == nil {
+		cfg.Init = cfg.Resume.Params
+	}
+	if len(cfg.Init) != layout.Size {
+		return nil, fmt.Errorf("%w: initial parameters %d, layout %d", ErrConfig, len(cfg.Init), layout.Size)
+	}
+	n := &Node{cfg: cfg, def: registry[cfg.Protocol], rng: cfg.Rand, layout: layout, params: slices.Clone(cfg.Init)}
+	n.view = newView(cfg.ID, cfg.ViewSize)
+	n.proto = n.def.new(&n.cfg, layout)
+	if cfg.Resume != nil {
+		if err := n.restore(cfg.Resume); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// Never is a wake time that never comes.
+const Never = time.Duration(1<<63 - 1)
+
+// viewOn reports whether the node runs a Newscast view.
+func (n *Node) viewOn() bool { return n.def.view && n.cfg.Sampling == "newscast" }
+
+// NextWake returns when the node next needs a Tick if nothing else happens
+// (before its first Tick: now). Event-driven shells schedule a tick then;
+// others may simply tick periodically.
+func (n *Node) NextWake() time.Duration {
+	if n.halted {
+		return Never
+	}
+	if !n.started {
+		return n.now
+	}
+	w := n.proto.wake(n)
+	if n.viewOn() {
+		w = min(w, n.view.next)
+	}
+	return w
+}
+
+// ID returns the node's ID.
+func (n *Node) ID() PeerID { return n.cfg.ID }
+
+// Config returns the node's validated config.
+func (n *Node) Config() Config { return n.cfg }
+
+// Layout returns the parameter layout.
+func (n *Node) Layout() *model.Layout { return n.layout }
+
+// Params returns the node's current model parameters (for push-sum, the
+// de-biased estimate x/w). The slice is valid until the next call into the
+// node; callers must not modify it.
+func (n *Node) Params() []float32 { return n.proto.params(n) }
+
+// Cache returns the models kept for voting prediction (random walk; nil
+// for other protocols). The slices must not be modified.
+func (n *Node) Cache() [][]float32 { return n.proto.cache() }
+
+// PushSumWeight returns the node's push-sum weight (1 for other protocols).
+func (n *Node) PushSumWeight() float64 { return n.proto.weight() }
+
+// Age returns the model's age: the examples it has seen (random walk: merged
+// by the age-weighted rule; other protocols: the examples of this node's own
+// training steps).
+func (n *Node) Age() float64 { return n.age }
+
+// Updates returns how many model updates the node has made.
+func (n *Node) Updates() uint64 { return n.updates }
+
+// Round returns the current D-PSGD round or SFB clock.
+func (n *Node) Round() uint64 { return n.round }
+
+// Busy reports whether a training request is outstanding.
+func (n *Node) Busy() bool { return n.training }
+
+// Tick advances the node's clock to now and runs what is due.
+func (n *Node) Tick(now time.Duration) {
+	if now > n.now {
+		n.now = now
+	}
+	if n.halted {
+		return
+	}
+	n.ensureStarted()
+	if n.viewOn() {
+		n.view.tick(n)
+	}
+	n.proto.tick(n)
+}
+
+// Step hands the node a message from a peer. Invalid messages are dropped
+// and traced, never trusted.
+//
+// Step may keep m and the vectors it points to (a model waiting for the
+// trainer, a neighbour's parameters waiting for the round); Kept says
+// whether it did. When it did not, the caller may reuse their memory — a
+// transport recycles its receive buffers this way.
+func (n *Node) Step(m *Message) {
+	n.kept = false
+	if n.halted {
+		return
+	}
+	if err := n.validate(m); err != nil {
+		code := "invalid"
+		var ie *InvalidError
+		if errors.As(err, &ie) {
+			code = ie.Code
+		}
+		n.drop(code, m.From, err.Error())
+		return
+	}
+	n.ensureStarted()
+	switch m.Kind {
+	case KindViewPush, KindViewReply:
+		n.view.step(n, m)
+		return
+	}
+	n.proto.step(n, m)
+}
+
+// Kept reports whether the last Step kept a reference to its message or to
+// the vectors (Params, Factors, Indices) the message points to. When it
+// returns false the caller may overwrite them.
+func (n *Node) Kept() bool { return n.kept }
+
+// keep records that Step keeps its message's memory.
+func (n *Node) keep() { n.kept = true }
+
+// Halt stops the node for good: it trains no more, sends nothing and ignores
+// what arrives; its model stays as it is. A shell halts a node whose
+// privacy budget is spent (an outstanding training request is then simply
+// never answered).
+func (n *Node) Halt() {
+	n.halted = true
+	n.rd.Messages, n.rd.Train = nil, nil
+}
+
+// Halted reports whether Halt was called.
+func (n *Node) Halted() bool { return n.halted }
+
+// ensureStarted starts the protocol at the node's first event, Tick or Step,
+// so that a message arriving before the first Tick finds it running.
+func (n *Node) ensureStarted() {
+	if !n.started {
+		n.started = true
+		n.proto.start(n)
+	}
+}
+
+// TrainDone hands the node the result of its outstanding training request.
+func (n *Node) TrainDone(r *TrainResult) {
+	if !n.training || r.ID != n.trainID {
+		n.drop(DropTrainResult, "", fmt.Sprintf("train result %d does not match the outstanding request %d", r.ID, n.trainID))
+		return
+	}
+	n.training = false
+	n.proto.trainDone(n, r)
+}
+
+// SetPeers tells the node which peers the shell knows (bootstrap addresses
+// for the Newscast view; the sampling population in oracle mode).
+func (n *Node) SetPeers(peers []PeerID) {
+	n.peers = slices.Clone(peers)
+	n.peers = slices.DeleteFunc(n.peers, func(p PeerID) bool { return p == n.cfg.ID })
+	slices.Sort(n.peers)
+	n.peers = slices.Compact(n.peers)
+	n.view.seed(n.peers, n.rng)
+}
+
+// Ready returns what the node wants done. Call Advance once it is handled.
+func (n *Node) Ready() Ready { return n.rd }
+
+// HasReady reports whether Ready has anything.
+func (n *Node) HasReady() bool { return !n.rd.Empty() }
+
+// Advance acknowledges the last Ready.
+func (n *Node) Advance() { n.rd = Ready{} }
+
+// send queues a message.
+func (n *Node) send(m Message) {
+	m.From = n.cfg.ID
+	n.rd.Messages = append(n.rd.Messages, m)
+}
+
+// train queues a training request; the caller checks !n.training first.
+func (n *Node) train(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
+	n.trainID++
+	n.training = true
+	n.rd.Train = &TrainRequest{ID: n.trainID, Op: op, Params: slices.Clone(params), Steps: steps, FactorLayers: layers, Age: n.age}
+	return n.rd.Train
+}
+
+// commit records a new model.
+func (n *Node) commit() {
+	n.updates++
+	n.rd.Commit = &Commit{Age: n.age, Round: n.round, Updates: n.updates}
+}
+
+func (n *Node) trace(event string, peer PeerID, reason string, v float64) {
+	n.rd.Trace = append(n.rd.Trace, TraceEvent{Time: n.now, Event: event, Peer: peer, Reason: reason, Value: v})
+}
+
+// drop traces something dropped, classified by code.
+func (n *Node) drop(code string, peer PeerID, reason string) {
+	n.rd.Trace = append(n.rd.Trace, TraceEvent{Time: n.now, Event: "drop", Peer: peer, Reason: reason, Code: code})
+}
+
+// firstWake is when a periodic action first runs: uniformly within one
+// period from now, so that nodes started together do not move in step.
+func (n *Node) firstWake() time.Duration {
+	return n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
+}
+
+// jittered returns Δ spread by ±Jitter.
+func (n *Node) jittered() time.Duration {
+	if n.cfg.Jitter == 0 {
+		return n.cfg.Delta
+	}
+	f := 1 + n.cfg.Jitter*(2*n.rng.Float64()-1)
+	return time.Duration(float64(n.cfg.Delta) * f)
+}
+
+// randomPeer draws a peer to gossip with: from the Newscast view, or
+// uniformly from the known peers in oracle mode.
+func (n *Node) randomPeer() (PeerID, bool) {
+	if n.cfg.Sampling == "oracle" {
+		if len(n.peers) == 0 {
+			return "", false
+		}
+		return n.peers[n.rng.IntN(len(n.peers))], true
+	}
+	return n.view.random(n.rng)
+}
+
+// aggregateEqual combines xs (the node's own vector first) with equal
+// weights by the configured aggregator into dst and reports whether it
+// did; with too few inputs, or when the rule fails (traced), dst gets the
+// node's own vector xs[0].
+func (n *Node) aggregateEqual(dst []float32, xs [][]float32) bool {
+	if len(xs) >= minInputs(n.cfg.Aggregator) {
+		ws := make([]float64, len(xs))
+		for i := range ws {
+			ws[i] = 1
+		}
+		err := n.cfg.Aggregator.Aggregate(dst, xs, ws, 0)
+		if err == nil {
+			return true
+		}
+		n.drop(DropAggregation, "", "robust merge: "+err.Error())
+	}
+	copy(dst, xs[0])
+	return false
+}
+
+// badVector reports whether training returned a vector of the wrong length
+// or with non-finite values, tracing the drop.
+func (n *Node) badVector(v []float32, what string) bool {
+	if len(v) == len(n.params) && merge.Finite(v) {
+		return false
+	}
+	n.drop(DropBadTraining, "", "training returned a bad "+what)
+	return true
+}

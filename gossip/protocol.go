@@ -1,0 +1,116 @@
+package gossip
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gossipd/gossipd/model"
+)
+
+// Protocol names.
+const (
+	RandomWalk = "randomwalk"
+	DPSGD      = "dpsgd"
+	ADPSGD     = "adpsgd"
+	PushSum    = "pushsum"
+	SFB        = "sfb"
+)
+
+// Protocols lists the protocols the core implements, in registry order.
+var Protocols = []string{RandomWalk, DPSGD, ADPSGD, PushSum, SFB}
+
+// protocol is one learning protocol behind the Node. Each implements it in
+// a file of its own and is registered in registry; the Node never asks
+// which protocol it runs.
+type protocol interface {
+	start(n *Node)
+	// wake is when the protocol next needs a Tick (Never: only on events).
+	wake(n *Node) time.Duration
+	tick(n *Node)
+	step(n *Node, m *Message)
+	trainDone(n *Node, r *TrainResult)
+	// params is the node's model (push-sum: its de-biased estimate).
+	params(n *Node) []float32
+	// cache is the received models kept for voting (nil: none).
+	cache() [][]float32
+	// weight is the push-sum weight (1 for other protocols).
+	weight() float64
+	// snapshot adds the protocol's own state to s; restore reads it back
+	// from a saved state whose common fields are already restored.
+	snapshot(s *State)
+	restore(s *State) error
+}
+
+// base gives a protocol the behaviour most protocols share: the model is
+// the node's parameter vector, and there is no state beyond the Node's.
+type base struct{}
+
+func (base) params(n *Node) []float32 { return n.params }
+func (base) cache() [][]float32       { return nil }
+func (base) weight() float64          { return 1 }
+func (base) snapshot(*State)          {}
+func (base) restore(*State) error     { return nil }
+
+// protocolDef registers a protocol.
+type protocolDef struct {
+	// new builds the protocol for a validated config.
+	new func(cfg *Config, layout *model.Layout) protocol
+	// kinds are the message kinds it accepts (views are accepted by every
+	// node).
+	kinds []Kind
+	// neighbors says Config.Neighbors must be set.
+	neighbors bool
+	// view says the node runs a Newscast view (when Sampling is newscast).
+	view bool
+	// robust checks a robust aggregator needing need inputs; nil: robust
+	// aggregation is not available.
+	robust func(c *Config, need int) error
+}
+
+// registry holds every protocol; Protocols lists its keys in order.
+var registry = map[string]protocolDef{
+	RandomWalk: {
+		new:   func(c *Config, _ *model.Layout) protocol { return newRandomWalk(c) },
+		kinds: []Kind{KindModel},
+		view:  true,
+		robust: func(c *Config, need int) error {
+			if c.Variant != "mu" || c.Subsample > 0 || c.Partitions > 0 {
+				return fmt.Errorf("%w: aggregator %s: robust random walk merges whole models (variant mu, no compression)", ErrConfig, c.Aggregator.Name())
+			}
+			return c.robustCache(need)
+		},
+	},
+	DPSGD: {
+		new:       func(c *Config, _ *model.Layout) protocol { return newDPSGD(c) },
+		kinds:     []Kind{KindParams},
+		neighbors: true,
+		robust: func(c *Config, need int) error {
+			if len(c.Neighbors)+1 < need {
+				return fmt.Errorf("%w: aggregator %s needs %d inputs; this node has %d neighbours and itself", ErrConfig, c.Aggregator.Name(), need, len(c.Neighbors))
+			}
+			return nil
+		},
+	},
+	ADPSGD: {
+		new:       func(*Config, *model.Layout) protocol { return &adpsgd{} },
+		kinds:     []Kind{KindAvgRequest, KindAvgReply},
+		neighbors: true,
+	},
+	PushSum: {
+		new:       func(c *Config, _ *model.Layout) protocol { return newPushSum(c) },
+		kinds:     []Kind{KindPushSum},
+		neighbors: true,
+		robust:    func(c *Config, need int) error { return c.robustCache(need) },
+	},
+	SFB: {
+		new:       func(c *Config, l *model.Layout) protocol { return newSFB(c, l) },
+		kinds:     []Kind{KindFactors, KindParams}, // params: a state transfer to a peer that fell behind
+		neighbors: true,
+	},
+}
+
+// robustProtocols lists the protocols that take a robust aggregator.
+func robustProtocols() []string {
+	return slices.DeleteFunc(slices.Clone(Protocols), func(p string) bool { return registry[p].robust == nil })
+}

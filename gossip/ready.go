@@ -1,0 +1,107 @@
+package gossip
+
+import (
+	"time"
+
+	"github.com/gossipd/gossipd/model"
+)
+
+// TrainOp says what a training request asks for.
+type TrainOp uint8
+
+const (
+	// OpUpdate: run local SGD from Params for Steps minibatches (0: one pass
+	// over the local data) and return the new parameters.
+	OpUpdate TrainOp = iota + 1
+	// OpGradient: return the mean gradient of one minibatch at Params.
+	OpGradient
+	// OpFactors: return the sufficient factors of the weight layers listed
+	// in FactorLayers and the dense gradient of every other tensor, for one
+	// minibatch at Params.
+	OpFactors
+)
+
+// TrainRequest asks the shell to run training on the node's local data.
+type TrainRequest struct {
+	// ID matches the result to the request.
+	ID uint64
+	Op TrainOp
+	// Params is the starting point; the request owns this copy.
+	Params []float32
+	// Steps of local SGD for OpUpdate; 0 means one pass over the local data.
+	Steps int
+	// Age is the number of examples the starting model has seen (random
+	// walk); step sizes that decay with age (Pegasos) use it.
+	Age float64
+	// FactorLayers names the weight tensors to return as factors (OpFactors).
+	FactorLayers []string
+}
+
+// TrainResult is the shell's answer to a TrainRequest.
+type TrainResult struct {
+	ID uint64
+	// Params are the new parameters (OpUpdate).
+	Params []float32
+	// Grad is the gradient (OpGradient) or, for OpFactors, the dense part:
+	// a full-length gradient whose factor-sent weights may be left zero.
+	Grad []float32
+	// Factors are the sufficient factors (OpFactors).
+	Factors []model.Factors
+	// Examples is how many examples the training used.
+	Examples int
+	// Loss is the mean training loss.
+	Loss float64
+}
+
+// Commit tells the shell that the node has a new model: persist it or
+// export it. The parameters are read with Node.Params.
+type Commit struct {
+	Age     float64
+	Round   uint64
+	Updates uint64
+}
+
+// TraceEvent records something a shell may count or log.
+type TraceEvent struct {
+	Time time.Duration
+	// Event is e.g. "drop", "merge", "round", "stale", "missing".
+	Event string
+	Peer  PeerID
+	// Reason explains the event in words.
+	Reason string
+	// Code classifies a drop in one snake_case word, for metrics: an
+	// invalid message's InvalidError.Code (shape, non_finite, norm, …) or
+	// one of the Drop* codes. Empty for other events.
+	Code  string
+	Value float64
+}
+
+// Codes of drops that are not invalid messages.
+const (
+	// DropNotNeighbor: a message from a peer outside this node's
+	// neighbours (dpsgd) or the job's peers (sfb).
+	DropNotNeighbor = "not_neighbor"
+	// DropBadTraining: training returned parameters or a gradient of the
+	// wrong length or with non-finite values.
+	DropBadTraining = "bad_training"
+	// DropTrainResult: a training result that matches no outstanding
+	// request.
+	DropTrainResult = "train_result"
+	// DropAggregation: an aggregator or a factor update failed.
+	DropAggregation = "aggregation"
+)
+
+// Ready is what the core wants the shell to do.
+type Ready struct {
+	Messages []Message
+	// Train, when set, is a training request to run; the core issues at most
+	// one at a time and waits for its TrainDone.
+	Train  *TrainRequest
+	Commit *Commit
+	Trace  []TraceEvent
+}
+
+// Empty reports whether there is nothing to do.
+func (r *Ready) Empty() bool {
+	return len(r.Messages) == 0 && r.Train == nil && r.Commit == nil && len(r.Trace) == 0
+}
