@@ -65,6 +65,11 @@ func EncodedSize(m *Message) int {
 	return n + 4
 }
 
+// ParamsOffset is where m's parameter vector starts in its encoding. A
+// buffer that places it at a multiple of 4 lets Decode with Borrow use
+// the vector in place.
+func ParamsOffset(m *Message) int { return 4 + 1 + 1 + 8 + 8 + 8 + 2 + len(m.From) + 4 }
+
 // Encode serialises m.
 func Encode(m *Message) ([]byte, error) {
 	return AppendEncode(make([]byte, 0, EncodedSize(m)), m)

@@ -118,10 +118,10 @@ func (a *adversary) moments(s *sim, m *gossip.Message) (mu, sd []float64) {
 // honestMoments returns the per-coordinate mean and standard deviation of
 // the honest peers' current parameters.
 func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
-	n := len(s.peers[honest[0]].node.Params())
+	n := len(s.peers[honest[0]].Core().Params())
 	mu, sd = make([]float64, n), make([]float64, n)
 	for _, h := range honest {
-		for i, v := range s.peers[h].node.Params() {
+		for i, v := range s.peers[h].Core().Params() {
 			mu[i] += float64(v)
 		}
 	}
@@ -129,7 +129,7 @@ func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
 		mu[i] /= float64(len(honest))
 	}
 	for _, h := range honest {
-		for i, v := range s.peers[h].node.Params() {
+		for i, v := range s.peers[h].Core().Params() {
 			d := float64(v) - mu[i]
 			sd[i] += d * d
 		}

@@ -25,8 +25,12 @@ type event struct {
 	seq    uint64
 	kind   eventKind
 	peer   int
-	msg    *gossip.Message
-	buf    []byte // the encoding msg borrows its vectors from (Codec)
+	// A delivery: from the sender's index, the message, or its encoding
+	// and kind when it goes through the codec (Config.Codec).
+	from    int
+	msg     *gossip.Message
+	buf     []byte
+	msgKind gossip.Kind
 	result *gossip.TrainResult
 }
 

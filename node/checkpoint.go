@@ -1,0 +1,47 @@
+package node
+
+// Checkpoints are taken on the core goroutine (a snapshot is a copy of the
+// state) and written by a goroutine of their own, so that a slow disk
+// never stalls the protocol. /status reports a checkpoint only once it is
+// durable: a daemon killed at any moment restarts from a model at least as
+// old as the last checkpoint it reported.
+
+// checkpoint snapshots the state and hands it to the writer; an older
+// snapshot not yet written is replaced (core goroutine).
+func (n *Node) checkpoint(why string) {
+	if n.cfg.Store == nil {
+		return
+	}
+	core := n.peer.Core()
+	c := &Checkpoint{Time: n.cfg.Now(), Job: n.job, Spec: n.cfg.Job, State: core.Snapshot(), Meta: n.modelMetadata(core.Age())}
+	if b := n.peer.Budget(); b != nil {
+		c.DPSteps, c.DPEpsilon = uint64(b.Steps()), b.Spent()
+	}
+	n.lastCkptUpdates = c.State.Updates
+	n.log.Debug("checkpoint", "why", why, "age", c.State.Age)
+	for {
+		select {
+		case n.ckptCh <- c:
+			return
+		default:
+		}
+		select {
+		case <-n.ckptCh: // superseded before it was written
+		default:
+		}
+	}
+}
+
+// writeCheckpoints saves what checkpoint hands over until ckptCh closes.
+func (n *Node) writeCheckpoints() {
+	for c := range n.ckptCh {
+		if err := n.cfg.Store.Save(c); err != nil {
+			n.log.Error("checkpoint failed", "err", err)
+			continue
+		}
+		n.met.ckpts.Inc()
+		n.mu.Lock()
+		n.status.Checkpoint, n.status.CheckpointAge = c.Seq, c.State.Age
+		n.mu.Unlock()
+	}
+}

@@ -1,0 +1,123 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/privacy"
+)
+
+// Defaults of Config, filled by Validate.
+const (
+	DefaultCheckpointEvery  = 10
+	DefaultEvalInterval     = 2 * time.Second
+	DefaultSenders          = 8
+	DefaultSendTimeout      = 10 * time.Second
+	DefaultAnnounceInterval = 10 * time.Second
+)
+
+// Config configures a daemon. Zero values take the documented defaults;
+// Validate fills them.
+type Config struct {
+	// Job is the training job. Required.
+	Job JobSpec
+	// Train is the node's local training data; Test its held-out split.
+	// Both are already scaled (dataset.Load). Required.
+	Train, Test *dataset.Dataset
+	// Transport carries frames. Required.
+	Transport Transport
+	// Addrs are shown in /status (the transport's listen addresses).
+	Addrs []string
+	// Scaler maps raw features to the model's inputs (it was fitted on the
+	// training data); /predict applies it and /model exports it. Nil: none.
+	Scaler *dataset.Scaler
+	// Store persists checkpoints; nil runs without persistence.
+	Store *Store
+	// CheckpointEvery is the number of model updates between checkpoints
+	// (default DefaultCheckpointEvery, 10). A checkpoint is also written on
+	// shutdown.
+	CheckpointEvery int
+	// DP trains with DP-SGD within a privacy budget (zero: off). Noise
+	// comes from a crypto-keyed source; steps are charged to the store's
+	// ledger before they are taken.
+	DP privacy.Config
+	// Aggregator combines parameters (gossip.Config.Aggregator; default
+	// the weighted mean; robust rules from merge.ParseAggregator).
+	Aggregator merge.Aggregator
+	// MaxNorm bounds the L2 norm of received parameter vectors
+	// (gossip.Config.MaxNorm; default 1000·√n, negative: none).
+	MaxNorm float64
+	// AnnounceInterval is how often a daemon whose transport is a
+	// Broadcaster announces its job (default DefaultAnnounceInterval, 10s).
+	AnnounceInterval time.Duration
+	// Backend computes training (default compute.NewCPU()).
+	Backend compute.Backend
+	// EvalInterval is how often the model is evaluated on Test (default
+	// DefaultEvalInterval, 2s).
+	EvalInterval time.Duration
+	// Senders is how many messages may be in flight at once (default
+	// DefaultSenders, 8).
+	Senders int
+	// SendTimeout bounds one send (default DefaultSendTimeout, 10s).
+	SendTimeout time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Validate checks the config and fills defaults.
+func (c *Config) Validate() error {
+	if c.Transport == nil || c.Train == nil || c.Test == nil {
+		return errors.New("node: config needs a transport and train and test data")
+	}
+	if err := c.Job.Validate(); err != nil {
+		return err
+	}
+	if c.Train.D != c.Job.Model.Inputs || c.Test.D != c.Job.Model.Inputs {
+		return fmt.Errorf("node: data has %d features, the job's model %d inputs", c.Train.D, c.Job.Model.Inputs)
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if c.Backend == nil {
+		c.Backend = compute.NewCPU()
+	}
+	if c.EvalInterval == 0 {
+		c.EvalInterval = DefaultEvalInterval
+	}
+	if c.Senders == 0 {
+		c.Senders = DefaultSenders
+	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = DefaultSendTimeout
+	}
+	if c.AnnounceInterval == 0 {
+		c.AnnounceInterval = DefaultAnnounceInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.AnnounceInterval < 0 {
+		return errors.New("node: negative checkpoint interval, evaluation interval, senders or timeout")
+	}
+	if err := c.DP.Validate(); err != nil {
+		return err
+	}
+	if c.DP.Enabled() && c.Job.Protocol == gossip.SFB && c.Job.SFBMode != "dense" {
+		return errors.New("node: DP-SGD noise is full rank: an SFB job with DP needs sfb mode dense (--sfb-mode dense on every member)")
+	}
+	if c.DP.Enabled() && c.Store == nil {
+		return errors.New("node: DP-SGD needs a store for its privacy ledger")
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package node
+
+import (
+	"sync/atomic"
+
+	"github.com/gossipd/gossipd/gossip"
+)
+
+// Status is what /status reports.
+type Status struct {
+	PeerID        gossip.PeerID     `json:"peer_id"`
+	Addrs         []string          `json:"addrs"`
+	JobID         string            `json:"job_id"`
+	Protocol      string            `json:"protocol"`
+	Peers         int               `json:"peers"`
+	ModelAge      float64           `json:"model_age"`
+	Updates       uint64            `json:"updates"`
+	Round         uint64            `json:"round"`
+	Accuracy      float64           `json:"accuracy"`
+	Loss          float64           `json:"loss"`
+	MessagesIn    uint64            `json:"messages_in"`
+	MessagesOut   uint64            `json:"messages_out"`
+	BytesIn       uint64            `json:"bytes_in"`
+	BytesOut      uint64            `json:"bytes_out"`
+	Rejected      map[string]uint64 `json:"rejected"`
+	UptimeSeconds float64           `json:"uptime_seconds"`
+	Checkpoint    uint64            `json:"checkpoint_seq"`
+	CheckpointAge float64           `json:"checkpoint_age"`
+	ResumedFrom   uint64            `json:"resumed_from_seq"`
+	// DP-SGD (zero without it): ε spent at DPDelta, the budget, steps
+	// charged, and whether the node halted with its budget spent.
+	DPEpsilon float64 `json:"dp_epsilon,omitempty"`
+	DPDelta   float64 `json:"dp_delta,omitempty"`
+	DPBudget  float64 `json:"dp_epsilon_budget,omitempty"`
+	DPSteps   uint64  `json:"dp_steps,omitempty"`
+	DPHalted  bool    `json:"dp_halted,omitempty"`
+}
+
+// Status returns a copy of the current status.
+func (n *Node) Status() Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.status
+	s.Rejected = map[string]uint64{}
+	n.rejected.Range(func(k, v any) bool {
+		s.Rejected[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	s.MessagesIn, s.MessagesOut = n.msgsIn.Load(), n.msgsOut.Load()
+	s.BytesIn, s.BytesOut = n.bytesIn.Load(), n.bytesOut.Load()
+	if !n.start.IsZero() { // under n.mu, which Run holds to set it
+		s.UptimeSeconds = n.cfg.Now().Sub(n.start).Seconds()
+	}
+	return s
+}
+
+// refreshStatus copies the core's counters and the privacy spending into
+// the status (core goroutine).
+func (n *Node) refreshStatus() {
+	core := n.peer.Core()
+	n.mu.Lock()
+	n.status.ModelAge, n.status.Updates, n.status.Round = core.Age(), core.Updates(), core.Round()
+	n.mu.Unlock()
+	n.met.age.Set(core.Age())
+	n.met.round.Set(float64(core.Round()))
+	if b := n.peer.Budget(); b != nil {
+		eps := b.Spent()
+		n.mu.Lock()
+		n.status.DPEpsilon, n.status.DPSteps = eps, uint64(b.Steps())
+		n.mu.Unlock()
+		n.met.dpEpsilon.Set(eps)
+		n.met.dpSteps.Set(float64(b.Steps()))
+	}
+}
+
+// reject counts and logs a dropped inbound message: refused by the
+// transport (malformed frames, forged gossipsub messages) or by the peer
+// driver's and the core's checks. Every reject shows in /status and
+// /metrics under its snake_case reason.
+func (n *Node) reject(reason string, from gossip.PeerID, err error) {
+	v, _ := n.rejected.LoadOrStore(reason, new(atomic.Uint64))
+	if v.(*atomic.Uint64).Add(1) <= 3 { // log the first few of each reason
+		n.log.Warn("rejected a message", "reason", reason, "peer", from, "err", err)
+	}
+	n.met.rejected.WithLabelValues(reason).Inc()
+}

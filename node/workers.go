@@ -1,0 +1,131 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// The daemon's workers: each runs on a goroutine of its own, fed by the
+// core goroutine through a channel.
+
+// outgoing is a message for the sender workers.
+type outgoing struct {
+	to  gossip.PeerID // gossip.Broadcast: every member
+	msg *gossip.Message
+}
+
+// trainLoop runs training requests on the peer's trainer.
+func (n *Node) trainLoop() {
+	for req := range n.trainCh {
+		r, err := n.peer.Run(req)
+		if err != nil {
+			n.log.Error("training failed", "err", err)
+			r = &gossip.TrainResult{ID: req.ID}
+		}
+		n.doneCh <- r
+	}
+}
+
+// sendLoop sends messages until sendCh closes.
+func (n *Node) sendLoop(ctx context.Context) {
+	for o := range n.sendCh {
+		f := n.frame(o.msg)
+		if o.to != gossip.Broadcast {
+			n.send(ctx, o.to, f)
+			continue
+		}
+		// One publish reaches every member; without a broadcaster, or for a
+		// frame too large to publish, send to each neighbour.
+		if b, ok := n.cfg.Transport.(Broadcaster); ok {
+			sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
+			err := b.Publish(sctx, f)
+			cancel()
+			if err == nil {
+				n.met.published.Inc()
+				n.sent(f)
+				continue
+			}
+			n.log.Debug("publish failed: sending to each neighbour", "err", err)
+		}
+		for _, nb := range n.neighbors {
+			n.send(ctx, nb, f)
+		}
+	}
+}
+
+// frame wraps a message for the transport.
+func (n *Node) frame(m *gossip.Message) Frame {
+	return Frame{Job: n.job, Kind: m.Kind, Msg: m}
+}
+
+// send delivers one frame, counting it.
+func (n *Node) send(ctx context.Context, to gossip.PeerID, f Frame) {
+	sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
+	err := n.cfg.Transport.Send(sctx, to, f)
+	cancel()
+	if err != nil {
+		n.met.sendErrors.Inc()
+		n.log.Debug("send failed", "to", to, "err", err)
+		return
+	}
+	n.sent(f)
+}
+
+func (n *Node) sent(f Frame) {
+	n.msgsOut.Add(1)
+	n.bytesOut.Add(uint64(f.Len()))
+	n.met.msgsOut.Inc()
+	n.met.bytesOut.Add(float64(f.Len()))
+}
+
+// evalLoop evaluates the parameters it is handed on the test split.
+func (n *Node) evalLoop() {
+	m, err := model.New(n.cfg.Job.Model, model.WithBackend(compute.NewCPU(compute.WithThreads(1))))
+	if err != nil {
+		return
+	}
+	for p := range n.evalCh {
+		if err := m.SetParams(p); err != nil {
+			continue
+		}
+		met := m.Evaluate(n.cfg.Test.X, n.cfg.Test.Y, n.cfg.Test.N)
+		n.mu.Lock()
+		n.status.Accuracy, n.status.Loss = met.Accuracy, met.Loss
+		n.mu.Unlock()
+		n.met.accuracy.Set(met.Accuracy)
+		n.met.loss.Set(met.Loss)
+	}
+}
+
+// announce tells the network about this node's job, now and every
+// AnnounceInterval, until ctx ends.
+func (n *Node) announce(ctx context.Context, b Broadcaster) {
+	t := time.NewTicker(n.cfg.AnnounceInterval)
+	defer t.Stop()
+	for {
+		s := n.Status()
+		a := Announcement{JobID: s.JobID, Name: n.cfg.Job.Name, Protocol: s.Protocol, Model: n.cfg.Job.Model.String(),
+			Members: len(n.cfg.Job.Members), Updates: s.Updates, Round: s.Round, Time: n.cfg.Now().Unix()}
+		if err := b.Announce(ctx, a); err != nil && ctx.Err() == nil {
+			n.log.Debug("announce failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Announcements lists the job announcements heard from other peers (none
+// when the transport is not a Broadcaster).
+func (n *Node) Announcements() []Announcement {
+	if b, ok := n.cfg.Transport.(Broadcaster); ok {
+		return b.Announcements()
+	}
+	return []Announcement{}
+}

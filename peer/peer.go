@@ -1,0 +1,200 @@
+// Package peer is one learning peer: a protocol core (gossip.Node) with
+// its local training (DP-SGD and the privacy accounting that goes with
+// it), the decoding and validation of everything that arrives, and the
+// carrying out of everything the core asks for (its Ready).
+//
+// The daemon (node/) and the simulator (simulation/) both drive peers
+// through this package, and neither calls the core's Ready itself. Each
+// supplies only its world (World): how messages travel, where and when
+// training runs, what a new model means (a checkpoint, a metrics row), and
+// the clock that feeds Tick. Both worlds therefore apply the same checks,
+// count rejects by the same codes and charge privacy budgets the same way.
+//
+// A Peer is not safe for concurrent use: one goroutine (the daemon's core
+// loop, the simulator's event loop) calls its methods. Run alone may be
+// called from a training worker while that goroutine goes on.
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/peer/trainer"
+	"github.com/gossipd/gossipd/privacy"
+)
+
+// World is what a peer's surroundings do for it.
+type World interface {
+	// Send carries m to m.To (gossip.Broadcast: to every peer of the job).
+	// The world owns m from here on.
+	Send(m *gossip.Message)
+	// Train has req run, now or on a worker (Peer.Run), and its result
+	// handed back through Peer.TrainDone. The privacy budget has already
+	// been charged for it.
+	Train(req *gossip.TrainRequest)
+	// Commit hears of a new model (Peer.Core().Params()).
+	Commit(c gossip.Commit)
+	// Reject hears of every message or training result that was dropped:
+	// reason is a snake_case code (wrong_job, undecodable, shape, norm, …).
+	Reject(reason string, from gossip.PeerID, err error)
+	// Halt hears that the peer stopped for good: its privacy budget is
+	// spent (errors.Is(err, ErrBudgetSpent)) or its ledger failed.
+	Halt(err error)
+}
+
+// Ledger durably records the privacy spending of a peer before the steps
+// are taken (the daemon's store); a crash then never forgets spending.
+type Ledger interface {
+	// Reserve records that steps DP-SGD steps in all have been spent.
+	Reserve(steps uint64) error
+}
+
+// Config configures a Peer.
+type Config struct {
+	// Core configures the protocol core. Required.
+	Core gossip.Config
+	// Trainer runs training requests on the local data. Required.
+	Trainer *trainer.Trainer
+	// Budget accounts DP-SGD spending; nil without DP-SGD.
+	Budget *privacy.Budget
+	// Ledger records DP-SGD spending before each step; nil: none (the
+	// simulator).
+	Ledger Ledger
+	// Job is the job whose frames this peer accepts (zero: the simulator's
+	// single job); others are refused as wrong_job.
+	Job [32]byte
+	// Admit says whether a peer may take part (nil: every peer); others
+	// are refused as not_member.
+	Admit func(gossip.PeerID) bool
+	// MaxBytes bounds an encoded message (default: gossip's, 256 MiB).
+	MaxBytes int
+	// Trace, when set, hears every trace event of the core.
+	Trace func(gossip.TraceEvent)
+}
+
+// ErrBudgetSpent means the next training step would exceed the privacy
+// budget.
+var ErrBudgetSpent = errors.New("peer: privacy budget spent")
+
+// Peer is one learning peer.
+type Peer struct {
+	cfg   Config
+	core  *gossip.Node
+	world World
+}
+
+// New builds the core and the peer around it.
+func New(cfg Config, w World) (*Peer, error) {
+	if cfg.Trainer == nil || w == nil {
+		return nil, errors.New("peer: config needs a trainer and a world")
+	}
+	core, err := gossip.New(cfg.Core)
+	if err != nil {
+		return nil, err
+	}
+	return &Peer{cfg: cfg, core: core, world: w}, nil
+}
+
+// ID returns the peer's ID.
+func (p *Peer) ID() gossip.PeerID { return p.core.ID() }
+
+// Core returns the protocol core, for reading its model and counters.
+// Calling its event methods directly would bypass the driver.
+func (p *Peer) Core() *gossip.Node { return p.core }
+
+// Budget returns the privacy budget (nil without DP-SGD).
+func (p *Peer) Budget() *privacy.Budget { return p.cfg.Budget }
+
+// Tick advances the core's clock and carries out what it asks for.
+func (p *Peer) Tick(now time.Duration) {
+	p.core.Tick(now)
+	p.flush()
+}
+
+// SetPeers tells the core which peers the world knows.
+func (p *Peer) SetPeers(peers []gossip.PeerID) {
+	p.core.SetPeers(peers)
+	p.flush()
+}
+
+// TrainDone hands the core the result of its training request.
+func (p *Peer) TrainDone(r *gossip.TrainResult) {
+	p.core.TrainDone(r)
+	p.flush()
+}
+
+// Run carries out a training request on the local data. It uses only the
+// trainer, so a world may call it on a worker goroutine while the peer's
+// own goroutine goes on; the core has at most one request out at a time.
+func (p *Peer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
+	return p.cfg.Trainer.Run(req)
+}
+
+// flush carries out everything the core asks for, in one order for every
+// world: messages, traces, the commit, then training (charged to the
+// privacy budget first; a peer that cannot pay halts, after its commit).
+func (p *Peer) flush() {
+	for p.core.HasReady() {
+		rd := p.core.Ready()
+		p.core.Advance()
+		for i := range rd.Messages {
+			p.world.Send(&rd.Messages[i])
+		}
+		for _, t := range rd.Trace {
+			if t.Event == "drop" {
+				code := t.Code
+				if code == "" {
+					code = "invalid"
+				}
+				p.world.Reject(code, t.Peer, errors.New(t.Reason))
+			}
+			if p.cfg.Trace != nil {
+				p.cfg.Trace(t)
+			}
+		}
+		if rd.Commit != nil {
+			p.world.Commit(*rd.Commit)
+		}
+		if rd.Train == nil {
+			continue
+		}
+		if err := p.charge(rd.Train); err != nil {
+			p.core.Halt()
+			p.world.Halt(err)
+			continue
+		}
+		p.world.Train(rd.Train)
+	}
+}
+
+// charge charges a training request's steps to the privacy budget,
+// durably when there is a ledger, before it runs.
+func (p *Peer) charge(req *gossip.TrainRequest) error {
+	b := p.cfg.Budget
+	if b == nil {
+		return nil
+	}
+	k := p.cfg.Trainer.Steps(req)
+	if !b.Allows(k) {
+		return fmt.Errorf("%w: ε = %.4g after %d steps; %d more would exceed the budget", ErrBudgetSpent, b.Spent(), b.Steps(), k)
+	}
+	if p.cfg.Ledger != nil {
+		if err := p.cfg.Ledger.Reserve(uint64(b.Steps() + k)); err != nil {
+			return fmt.Errorf("peer: recording privacy spending: %w", err)
+		}
+	}
+	b.Spend(k)
+	return nil
+}
+
+// LocalSteps is the number of local SGD steps of an update of epochs
+// passes over examples examples in minibatches of batch: 0 (the core's
+// default, one pass) for a single epoch.
+func LocalSteps(epochs, examples, batch int) int {
+	if epochs <= 1 || batch <= 0 {
+		return 0
+	}
+	return epochs * ((examples + batch - 1) / batch)
+}

@@ -1,0 +1,253 @@
+package simulation
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/peer"
+	"github.com/gossipd/gossipd/peer/trainer"
+	"github.com/gossipd/gossipd/privacy"
+)
+
+// runCores simulates the peers of a core protocol: each is a peer.Peer
+// (the driver the daemon uses too) in a world of virtual time.
+func (s *sim) runCores(ctx context.Context, res *Result) error {
+	cfg := s.cfg
+	parts, err := s.partition()
+	if err != nil {
+		return err
+	}
+	m, err := model.New(s.spec, model.WithSeed(cfg.Seed))
+	if err != nil {
+		return err
+	}
+	init := slices.Clone(m.Params())
+	ws := trainer.NewWorkspace(m)
+	var graph *gossip.Graph
+	if gossip.NeedsTopology(cfg.Protocol) {
+		if cfg.EdgeList != nil {
+			graph, err = gossip.EdgeList(cfg.EdgeList, cfg.Peers)
+		} else {
+			graph, err = gossip.ParseTopology(cfg.Topology, cfg.Peers, rand.New(rand.NewPCG(cfg.Seed, 0x746f70)))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	var flippedY []int32 // label-flip attackers train on classes−1−y
+	if s.adv != nil && cfg.Attack == "labelflip" {
+		flippedY = make([]int32, len(s.train.Y))
+		for i, y := range s.train.Y {
+			flippedY[i] = int32(s.train.Classes-1) - y
+		}
+	}
+	all := make([]gossip.PeerID, cfg.Peers)
+	for i := range all {
+		all[i] = peerName(i)
+	}
+	subsample, partitions, _ := gossip.ParseCompression(cfg.Compression)
+	s.peers = make([]*simPeer, cfg.Peers)
+	for i := range s.peers {
+		id := all[i]
+		data := &trainer.Data{X: s.train.X, Y: s.train.Y, D: s.train.D, Idx: parts[i]}
+		if s.adv != nil && s.adv.byz[i] && cfg.Attack == "labelflip" {
+			data.Y = flippedY
+		}
+		gc := gossip.Config{
+			ID: id, Protocol: cfg.Protocol, Spec: s.spec, Init: init,
+			Rand:  rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)),
+			Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: peer.LocalSteps(cfg.LocalEpochs, len(parts[i]), cfg.Batch),
+			Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
+			Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
+			Subsample: subsample, Partitions: partitions,
+		}
+		gc.Aggregator, _ = merge.ParseAggregator(cfg.Aggregator) // validated
+		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, graph, cfg.Peers, i, func(j int) gossip.PeerID { return all[j] })
+		tc := trainer.Config{Batch: cfg.Batch, LR: cfg.LR}
+		if cfg.DP.Enabled() {
+			tc.DP, tc.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
+		}
+		tr, err := trainer.New(ws, data, rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|2)), tc)
+		if err != nil {
+			return fmt.Errorf("peer %d: %w", i, err)
+		}
+		var budget *privacy.Budget
+		if cfg.DP.Enabled() {
+			if budget, err = privacy.NewBudget(cfg.DP, tr.SamplingRate(), 0); err != nil {
+				return fmt.Errorf("peer %d: %w", i, err)
+			}
+		}
+		drv, err := peer.New(peer.Config{Core: gc, Trainer: tr, Budget: budget}, &world{s: s, i: i})
+		if err != nil {
+			return err
+		}
+		p := &simPeer{Peer: drv, online: true, wakeAt: -1}
+		s.peers[i] = p
+		s.byID[id] = i
+		if cfg.Protocol == gossip.RandomWalk {
+			p.SetPeers(s.bootstrap(i, all))
+		}
+	}
+	// Churn: each peer starts online with probability 1−Churn and flips
+	// after exponential sessions.
+	if cfg.Churn > 0 {
+		for i, p := range s.peers {
+			p.online = s.rng.Float64() >= cfg.Churn
+			s.q.push(&event{at: s.session(p.online), kind: evChurn, peer: i})
+		}
+	}
+	if len(cfg.ChurnTrace) > 0 {
+		listed := make([]bool, cfg.Peers)
+		for _, iv := range cfg.ChurnTrace {
+			listed[iv.Peer] = true
+		}
+		for i, p := range s.peers {
+			p.online = !listed[i]
+		}
+		for _, iv := range cfg.ChurnTrace {
+			s.q.push(&event{at: iv.Start, kind: evUp, peer: iv.Peer})
+			s.q.push(&event{at: iv.End, kind: evDown, peer: iv.Peer})
+		}
+	}
+	for i, p := range s.peers {
+		if p.online {
+			s.schedule(i)
+		}
+	}
+	for r := 1; r <= cfg.Rounds; r++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.runUntil(time.Duration(r) * cfg.Delta); err != nil {
+			return err
+		}
+		if r%cfg.EvalEvery == 0 || r == cfg.Rounds {
+			s.record(res, r)
+		}
+	}
+	s.final(res)
+	return nil
+}
+
+// bootstrap gives a random-walk peer its initial contacts: every peer in
+// oracle mode, a few random ones for Newscast.
+func (s *sim) bootstrap(i int, all []gossip.PeerID) []gossip.PeerID {
+	if s.cfg.Sampling == "oracle" {
+		return all
+	}
+	k := min(5, len(all)-1)
+	out := make([]gossip.PeerID, 0, k)
+	for len(out) < k {
+		j := s.rng.IntN(len(all))
+		if j != i && !slices.Contains(out, all[j]) {
+			out = append(out, all[j])
+		}
+	}
+	return out
+}
+
+// session draws the length of an online (or offline) session.
+func (s *sim) session(online bool) time.Duration {
+	mean := float64(s.cfg.ChurnSession)
+	if !online {
+		mean = mean * s.cfg.Churn / (1 - s.cfg.Churn)
+	}
+	return s.now + time.Duration(s.rng.ExpFloat64()*mean)
+}
+
+// schedule makes sure peer i has a tick queued for its next wake time.
+func (s *sim) schedule(i int) {
+	p := s.peers[i]
+	w := max(p.Core().NextWake(), s.now)
+	if w == gossip.Never {
+		return
+	}
+	if p.wakeAt >= 0 && p.wakeAt <= w {
+		return
+	}
+	p.wakeAt = w
+	s.q.push(&event{at: w, kind: evTick, peer: i})
+}
+
+// runUntil runs the events up to virtual time t.
+func (s *sim) runUntil(t time.Duration) error {
+	for e := s.q.peek(); e != nil && e.at <= t; e = s.q.peek() {
+		s.q.pop()
+		s.now = e.at
+		p := s.peers[e.peer]
+		switch e.kind {
+		case evTick:
+			if e.at != p.wakeAt {
+				continue // superseded
+			}
+			p.wakeAt = -1
+			if !p.online {
+				continue
+			}
+			p.Tick(s.now)
+		case evDeliver:
+			s.deliver(p, e)
+		case evTrainDone:
+			p.TrainDone(e.result)
+		case evChurn:
+			p.online = !p.online
+			s.q.push(&event{at: s.session(p.online), kind: evChurn, peer: e.peer})
+			if p.online {
+				p.Tick(s.now)
+			}
+		case evUp:
+			if !p.online {
+				p.online = true
+				p.Tick(s.now)
+			}
+		case evDown:
+			p.online = false
+		}
+		if s.err != nil {
+			return s.err
+		}
+		if p.online {
+			s.schedule(e.peer)
+		}
+	}
+	s.now = t
+	return nil
+}
+
+// deliver hands a message to its receiver, unless the receiver is offline
+// or cut off from the sender. An encoded message goes through the driver's
+// decoding and checks; once the core says it did not keep the encoding,
+// it is overwritten with NaNs, as a recycled receive buffer would be.
+func (s *sim) deliver(p *simPeer, e *event) {
+	if !p.online || s.split(e.from, e.peer) {
+		s.stats.Dropped++
+		return
+	}
+	from := s.peers[e.from].ID()
+	if e.buf == nil {
+		p.Deliver(from, e.msg)
+		return
+	}
+	if _, kept := p.Receive(peer.Envelope{From: from, Kind: e.msgKind, Payload: e.buf}); !kept {
+		for i := range e.buf {
+			e.buf[i] = 0xFF // a NaN in every float
+		}
+	}
+}
+
+// split reports whether a netsplit separates peers a and b now.
+func (s *sim) split(a, b int) bool {
+	r := int(s.now / s.cfg.Delta)
+	for _, ns := range s.cfg.Netsplits {
+		if r >= ns.From && r < ns.To && a%ns.Groups != b%ns.Groups {
+			return true
+		}
+	}
+	return false
+}

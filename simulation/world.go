@@ -1,0 +1,87 @@
+package simulation
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/peer"
+)
+
+// world is the simulator's side of one peer's driver: messages travel
+// through the simulated network, training runs at once (it costs no
+// virtual time) and its result arrives as an event at the same instant,
+// and commits, rejects and halts are counted.
+type world struct {
+	s *sim
+	i int
+}
+
+var _ peer.World = (*world)(nil)
+
+func (w *world) Send(m *gossip.Message) {
+	if err := w.s.send(w.i, m); err != nil && w.s.err == nil {
+		w.s.err = err
+	}
+}
+
+func (w *world) Train(req *gossip.TrainRequest) {
+	p := w.s.peers[w.i]
+	r, err := p.Run(req)
+	if err != nil {
+		if w.s.err == nil {
+			w.s.err = fmt.Errorf("peer %s: %w", p.ID(), err)
+		}
+		return
+	}
+	w.s.q.push(&event{at: w.s.now, kind: evTrainDone, peer: w.i, result: r})
+}
+
+func (w *world) Commit(gossip.Commit) { w.s.stats.Updates++ }
+
+func (w *world) Reject(reason string, _ gossip.PeerID, _ error) { w.s.stats.Rejected[reason]++ }
+
+func (w *world) Halt(err error) {
+	if errors.Is(err, peer.ErrBudgetSpent) {
+		w.s.stats.Halted++
+		return
+	}
+	if w.s.err == nil {
+		w.s.err = err
+	}
+}
+
+// send accounts a message and schedules its delivery: encoded, through
+// the wire codec, when Config.Codec is set.
+func (s *sim) send(from int, m *gossip.Message) error {
+	if s.adv != nil {
+		s.adv.tamper(s, from, m)
+	}
+	to, ok := s.byID[m.To]
+	if !ok {
+		return fmt.Errorf("peer %s sent to unknown peer %q", m.From, m.To)
+	}
+	size := gossip.EncodedSize(m)
+	ev := &event{kind: evDeliver, peer: to, from: from, msg: m}
+	if s.cfg.Codec {
+		b, err := peer.Encode(m)
+		if err != nil {
+			return err
+		}
+		ev.msg, ev.buf, ev.msgKind = nil, b, m.Kind
+	}
+	s.stats.Messages++
+	s.stats.Bytes += uint64(size)
+	if s.cfg.Drop > 0 && s.rng.Float64() < s.cfg.Drop {
+		s.stats.Dropped++
+		return nil
+	}
+	delay := s.lat(s.rng)
+	if s.cfg.Bandwidth > 0 {
+		delay += time.Duration(float64(size) / s.cfg.Bandwidth * float64(time.Second))
+	}
+	ev.at = s.now + delay
+	s.q.push(ev)
+	return nil
+}
