@@ -6,7 +6,7 @@ import (
 
 // PeerID identifies a peer. The daemon uses libp2p peer IDs, the simulator
 // short names; the core only compares and sorts them.
-type PeerID string
+type PeerID = string
 
 // Broadcast, as a Message's To, asks the shell to deliver the message to
 // every peer of the job at once (see Config.Broadcast).

@@ -10,6 +10,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/node/transport"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -31,7 +32,7 @@ type Config struct {
 	// Both are already scaled (dataset.Load). Required.
 	Train, Test *dataset.Dataset
 	// Transport carries frames. Required.
-	Transport Transport
+	Transport transport.Transport
 	// Addrs are shown in /status (the transport's listen addresses).
 	Addrs []string
 	// Scaler maps raw features to the model's inputs (it was fitted on the

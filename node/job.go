@@ -3,7 +3,6 @@ package node
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // JobSpec is what the daemons of one training job must agree on; it hashes
@@ -160,8 +160,5 @@ func (j JobSpec) ID() JobID {
 	return sha256.Sum256(b)
 }
 
-// String is the ID in hex.
-func (id JobID) String() string { return hex.EncodeToString(id[:]) }
-
-// Short is the first 12 hex digits, for logs.
-func (id JobID) Short() string { return id.String()[:12] }
+// JobID identifies a training job: the SHA-256 of its canonical spec.
+type JobID = transport.JobID

@@ -13,6 +13,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/node/transport"
 	"github.com/gossipd/gossipd/peer"
 	"github.com/gossipd/gossipd/peer/trainer"
 	"github.com/gossipd/gossipd/privacy"
@@ -64,7 +65,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, broadcast := cfg.Transport.(Broadcaster)
+	_, broadcast := cfg.Transport.(transport.Broadcaster)
 	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(),
 		trainCh: make(chan *gossip.TrainRequest, 1), doneCh: make(chan *gossip.TrainResult, 1),
 		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1)}
@@ -164,10 +165,6 @@ func (n *Node) Params() []float32 { return slices.Clone(*n.published.Load()) }
 // JobID returns the job's ID.
 func (n *Node) JobID() JobID { return n.job }
 
-// Reject counts and logs an inbound message that a transport dropped
-// before it reached the node.
-func (n *Node) Reject(reason string, from gossip.PeerID, err error) { n.reject(reason, from, err) }
-
 // members filters peers to the job's members.
 func (n *Node) members(peers []gossip.PeerID) []gossip.PeerID {
 	return slices.DeleteFunc(peers, func(p gossip.PeerID) bool { return !n.cfg.Job.IsMember(p) })
@@ -197,7 +194,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.cfg.Store != nil {
 		ckpt.Go(n.writeCheckpoints)
 	}
-	if b, ok := n.cfg.Transport.(Broadcaster); ok {
+	if b, ok := n.cfg.Transport.(transport.Broadcaster); ok {
 		if err := b.Join(n.job); err != nil {
 			return err
 		}
@@ -258,10 +255,14 @@ func (n *Node) Run(ctx context.Context) error {
 // handle counts an inbound frame and hands it to the peer driver, which
 // decodes and checks it; the payload goes back to the transport unless
 // the core kept it.
-func (n *Node) handle(in Inbound) {
+func (n *Node) handle(in transport.Inbound) {
+	if in.Reject != "" {
+		n.reject(in.Reject, in.From, in.Err)
+		return
+	}
 	n.bytesIn.Add(uint64(len(in.Payload)))
 	n.met.bytesIn.Add(float64(len(in.Payload)))
-	stepped, kept := n.peer.Receive(peer.Envelope{From: in.From, Job: in.Job, Kind: in.Kind, Payload: in.Payload, Authenticated: in.Authenticated})
+	stepped, kept := n.peer.Receive(peer.Envelope{From: in.From, Job: in.Job, Kind: gossip.Kind(in.Kind), Payload: in.Payload, Authenticated: in.Authenticated})
 	if stepped {
 		n.msgsIn.Add(1)
 		n.met.msgsIn.Inc()

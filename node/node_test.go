@@ -15,6 +15,7 @@ import (
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/memnet"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -134,12 +135,12 @@ func TestHostileInput(t *testing.T) {
 	huge, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: hugeP, Age: 1})
 	ctx := context.Background()
 	for k := 0; k < 5; k++ {
-		evil.Send(ctx, "d000", node.Frame{Job: node.JobID{0xBA, 0xD}, Kind: gossip.KindModel, Payload: good})
-		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: []byte("garbage")})
-		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: spoof})
-		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: nan})
-		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: shape})
-		evil.Send(ctx, "d000", node.Frame{Job: id, Kind: gossip.KindModel, Payload: huge})
+		evil.Send(ctx, "d000", transport.Frame{Job: transport.JobID{0xBA, 0xD}, Kind: uint8(gossip.KindModel), Payload: good})
+		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: []byte("garbage")})
+		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: spoof})
+		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: nan})
+		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: shape})
+		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: huge})
 	}
 	waitFor(t, "rejects counted", 20*time.Second, func() bool {
 		rej := r.nodes[0].Status().Rejected

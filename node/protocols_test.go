@@ -9,6 +9,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/memnet"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // TestMemberProtocols: four daemons on memnet run each protocol that needs
@@ -65,7 +66,7 @@ func TestNonMember(t *testing.T) {
 	msg, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "outsider", Params: make([]float32, 650)})
 	jid := r.nodes[0].JobID()
 	waitFor(t, "the outsider's frame rejected as not_member", 10*time.Second, func() bool {
-		ep.Send(t.Context(), "d000", node.Frame{Job: jid, Kind: gossip.KindModel, Payload: msg})
+		ep.Send(t.Context(), "d000", transport.Frame{Job: jid, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: msg})
 		return r.nodes[0].Status().Rejected["not_member"] > 0
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/node/transport"
+	"github.com/gossipd/gossipd/peer"
 )
 
 // The daemon's workers: each runs on a goroutine of its own, fed by the
@@ -40,7 +42,7 @@ func (n *Node) sendLoop(ctx context.Context) {
 		}
 		// One publish reaches every member; without a broadcaster, or for a
 		// frame too large to publish, send to each neighbour.
-		if b, ok := n.cfg.Transport.(Broadcaster); ok {
+		if b, ok := n.cfg.Transport.(transport.Broadcaster); ok {
 			sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
 			err := b.Publish(sctx, f)
 			cancel()
@@ -57,13 +59,27 @@ func (n *Node) sendLoop(ctx context.Context) {
 	}
 }
 
-// frame wraps a message for the transport.
-func (n *Node) frame(m *gossip.Message) Frame {
-	return Frame{Job: n.job, Kind: m.Kind, Msg: m}
+// frame wraps a message for the transport, which writes it out encoded.
+func (n *Node) frame(m *gossip.Message) transport.Frame {
+	return transport.Frame{Job: n.job, Kind: uint8(m.Kind), Lane: Lane(m.Kind), Body: peer.Body{M: m}}
+}
+
+// Lane is the transport lane of a message kind: models, views and SFB
+// factors each travel apart from the small rest.
+func Lane(k gossip.Kind) string {
+	switch k {
+	case gossip.KindModel:
+		return transport.LaneModel
+	case gossip.KindViewPush, gossip.KindViewReply:
+		return transport.LaneView
+	case gossip.KindFactors:
+		return transport.LaneFactors
+	}
+	return transport.LaneParams
 }
 
 // send delivers one frame, counting it.
-func (n *Node) send(ctx context.Context, to gossip.PeerID, f Frame) {
+func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame) {
 	sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
 	err := n.cfg.Transport.Send(sctx, to, f)
 	cancel()
@@ -75,7 +91,7 @@ func (n *Node) send(ctx context.Context, to gossip.PeerID, f Frame) {
 	n.sent(f)
 }
 
-func (n *Node) sent(f Frame) {
+func (n *Node) sent(f transport.Frame) {
 	n.msgsOut.Add(1)
 	n.bytesOut.Add(uint64(f.Len()))
 	n.met.msgsOut.Inc()
@@ -103,12 +119,12 @@ func (n *Node) evalLoop() {
 
 // announce tells the network about this node's job, now and every
 // AnnounceInterval, until ctx ends.
-func (n *Node) announce(ctx context.Context, b Broadcaster) {
+func (n *Node) announce(ctx context.Context, b transport.Broadcaster) {
 	t := time.NewTicker(n.cfg.AnnounceInterval)
 	defer t.Stop()
 	for {
 		s := n.Status()
-		a := Announcement{JobID: s.JobID, Name: n.cfg.Job.Name, Protocol: s.Protocol, Model: n.cfg.Job.Model.String(),
+		a := transport.Announcement{JobID: s.JobID, Name: n.cfg.Job.Name, Protocol: s.Protocol, Model: n.cfg.Job.Model.String(),
 			Members: len(n.cfg.Job.Members), Updates: s.Updates, Round: s.Round, Time: n.cfg.Now().Unix()}
 		if err := b.Announce(ctx, a); err != nil && ctx.Err() == nil {
 			n.log.Debug("announce failed", "err", err)
@@ -123,9 +139,9 @@ func (n *Node) announce(ctx context.Context, b Broadcaster) {
 
 // Announcements lists the job announcements heard from other peers (none
 // when the transport is not a Broadcaster).
-func (n *Node) Announcements() []Announcement {
-	if b, ok := n.cfg.Transport.(Broadcaster); ok {
+func (n *Node) Announcements() []transport.Announcement {
+	if b, ok := n.cfg.Transport.(transport.Broadcaster); ok {
 		return b.Announcements()
 	}
-	return []Announcement{}
+	return []transport.Announcement{}
 }

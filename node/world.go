@@ -42,7 +42,9 @@ func (w *world) Commit(c gossip.Commit) {
 	}
 }
 
-func (w *world) Reject(reason string, from gossip.PeerID, err error) { w.node().reject(reason, from, err) }
+func (w *world) Reject(reason string, from gossip.PeerID, err error) {
+	w.node().reject(reason, from, err)
+}
 
 func (w *world) Halt(err error) {
 	n := w.node()

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/gossipd/gossipd/gossip"
 )
@@ -21,3 +22,24 @@ func Encode(m *gossip.Message) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Body is an outgoing message as a transport payload: it encodes itself
+// as the transport writes it, so a model is never copied into a buffer
+// (on little-endian hosts its vectors go from memory to the connection).
+type Body struct{ M *gossip.Message }
+
+// Len is the encoding's length.
+func (b Body) Len() int { return gossip.EncodedSize(b.M) }
+
+// WriteBody writes the encoding to w. Over a channel that authenticates
+// every byte the checksum is left zero (gossip.WriteMessageUnchecked):
+// receivers skip it (Envelope.Authenticated).
+func (b Body) WriteBody(w io.Writer, authenticated bool) error {
+	if authenticated {
+		return gossip.WriteMessageUnchecked(w, b.M)
+	}
+	return gossip.WriteMessage(w, b.M)
+}
+
+// Bytes returns the encoding in a fresh buffer.
+func (b Body) Bytes() ([]byte, error) { return gossip.Encode(b.M) }

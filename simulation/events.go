@@ -21,17 +21,17 @@ const (
 // event is one thing that happens at a virtual time. Events at equal times
 // run in the order they were scheduled (seq), which makes runs reproducible.
 type event struct {
-	at     time.Duration
-	seq    uint64
-	kind   eventKind
-	peer   int
+	at   time.Duration
+	seq  uint64
+	kind eventKind
+	peer int
 	// A delivery: from the sender's index, the message, or its encoding
 	// and kind when it goes through the codec (Config.Codec).
 	from    int
 	msg     *gossip.Message
 	buf     []byte
 	msgKind gossip.Kind
-	result *gossip.TrainResult
+	result  *gossip.TrainResult
 }
 
 type eventHeap []*event

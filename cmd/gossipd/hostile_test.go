@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/p2p"
 	"github.com/gossipd/gossipd/node/p2p/p2ptest"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // TestDaemonHostilePeer: three real `gossipd run` processes learn digits by
@@ -37,7 +37,7 @@ func TestDaemonHostilePeer(t *testing.T) {
 	for i, d := range ds {
 		sts[i] = poll(t, d, "peers", 30*time.Second, func(s status) bool { return s.Peers >= len(ds)-1 && len(s.Addrs) > 0 })
 	}
-	var job node.JobID
+	var job transport.JobID
 	if b, err := hex.DecodeString(sts[0].JobID); err != nil || len(b) != len(job) {
 		t.Fatalf("job id %q: %v", sts[0].JobID, err)
 	} else {
@@ -80,7 +80,7 @@ func TestDaemonHostilePeer(t *testing.T) {
 	copy(oversized[6:38], job[:])
 	binary.LittleEndian.PutUint32(oversized[38:], crc32.Checksum(oversized[:38], crc32.MakeTable(crc32.Castagnoli)))
 	announce := func(jobID string) []byte {
-		b, _ := json.Marshal(node.Announcement{JobID: jobID, Name: "hostile", Protocol: "randomwalk", Model: "softmax"})
+		b, _ := json.Marshal(transport.Announcement{JobID: jobID, Name: "hostile", Protocol: "randomwalk", Model: "softmax"})
 		return b
 	}
 	var wg sync.WaitGroup
@@ -93,7 +93,7 @@ func TestDaemonHostilePeer(t *testing.T) {
 				evil.SendFrame(ctx, to, job, gossip.KindModel, shape)
 				evil.SendFrame(ctx, to, job, gossip.KindModel, huge)
 				evil.SendFrame(ctx, to, job, gossip.KindModel, []byte("not a gossip message"))
-				evil.SendRaw(ctx, to, p2p.ProtocolFor(gossip.KindModel), oversized)
+				evil.SendRaw(ctx, to, p2p.ProtocolFor(transport.LaneModel), oversized)
 				evil.Publish(ctx, to, p2p.TopicJobs, announce("unsigned"), p2ptest.Unsigned, "")
 				evil.Publish(ctx, to, p2p.TopicJobs, announce("forged"), p2ptest.Forged, other)
 			}
@@ -122,7 +122,7 @@ func TestDaemonHostilePeer(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	var jobs []node.Announcement
+	var jobs []transport.Announcement
 	resp, err := http.Get("http://" + ds[0].api + "/jobs")
 	if err != nil {
 		t.Fatal(err)

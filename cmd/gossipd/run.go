@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gossipd/gossipd/dataset"
@@ -211,17 +210,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	// The host reports what it drops to the node, which exists only later.
-	var daemon atomic.Pointer[node.Node]
-	onReject := func(reason string, from gossip.PeerID, err error) {
-		if d := daemon.Load(); d != nil {
-			d.Reject(reason, from, err)
-		} else {
-			log.Warn("rejected a message", "reason", reason, "peer", from, "err", err)
-		}
-	}
 	limits := p2p.Limits{Conns: r.maxConns, PeerBytes: r.peerBytes, PeerFrames: r.peerFrames}
-	host, err := p2p.New(p2p.Config{OnReject: onReject, Limits: limits, Consortium: club, Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
+	host, err := p2p.New(p2p.Config{Limits: limits, Consortium: club, Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
 		DHT: r.dht, NoPEX: !r.pex, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
 			Relays: splitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
 	if err != nil {
@@ -233,7 +223,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	daemon.Store(d)
 	ln, err := net.Listen("tcp", r.api)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

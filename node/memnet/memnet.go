@@ -1,4 +1,4 @@
-// Package memnet is an in-memory node.Transport: a Network of endpoints that
+// Package memnet is an in-memory transport.Transport: a Network of endpoints that
 // deliver frames to each other through buffered channels, with optional
 // partitions. It is for tests, beside (never instead of) the libp2p
 // transport.
@@ -12,159 +12,158 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // Network connects endpoints.
 type Network struct {
 	mu    sync.Mutex
-	nodes map[gossip.PeerID]*Endpoint
-	cut   map[[2]gossip.PeerID]bool
-	ann   map[gossip.PeerID]node.Announcement
+	nodes map[transport.PeerID]*Endpoint
+	cut   map[[2]transport.PeerID]bool
+	ann   map[transport.PeerID]transport.Announcement
 }
 
 // New returns an empty network.
 func New() *Network {
-	return &Network{nodes: map[gossip.PeerID]*Endpoint{}, cut: map[[2]gossip.PeerID]bool{}}
+	return &Network{nodes: map[transport.PeerID]*Endpoint{}, cut: map[[2]transport.PeerID]bool{}}
 }
 
-// Endpoint is one node's transport. It implements node.Broadcaster.
+// Endpoint is one node's transport. It implements transport.Broadcaster.
 type Endpoint struct {
 	net    *Network
-	id     gossip.PeerID
-	in     chan node.Inbound
+	id     transport.PeerID
+	in     chan transport.Inbound
 	mu     sync.Mutex
 	closed bool
-	jobs   map[node.JobID]bool // joined broadcast channels (under net.mu)
+	jobs   map[transport.JobID]bool // joined broadcast channels (under net.mu)
 }
 
-var _ node.Broadcaster = (*Endpoint)(nil)
+var _ transport.Broadcaster = (*Endpoint)(nil)
 
 // Join adds an endpoint; its inbound queue holds up to buffer frames (further
 // frames are dropped, like a congested link).
-func (n *Network) Join(id gossip.PeerID, buffer int) (*Endpoint, error) {
+func (n *Network) Join(id transport.PeerID, buffer int) (*Endpoint, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.nodes[id]; ok {
 		return nil, fmt.Errorf("memnet: %s already joined", id)
 	}
-	e := &Endpoint{net: n, id: id, in: make(chan node.Inbound, buffer), jobs: map[node.JobID]bool{}}
+	e := &Endpoint{net: n, id: id, in: make(chan transport.Inbound, buffer), jobs: map[transport.JobID]bool{}}
 	n.nodes[id] = e
 	return e, nil
 }
 
 // Partition cuts (or, with cut false, heals) the link between a and b.
-func (n *Network) Partition(a, b gossip.PeerID, cut bool) {
+func (n *Network) Partition(a, b transport.PeerID, cut bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.cut[[2]gossip.PeerID{a, b}] = cut
-	n.cut[[2]gossip.PeerID{b, a}] = cut
+	n.cut[[2]transport.PeerID{a, b}] = cut
+	n.cut[[2]transport.PeerID{b, a}] = cut
 }
 
-// ID implements node.Transport.
-func (e *Endpoint) ID() gossip.PeerID { return e.id }
+// ID implements transport.Transport.
+func (e *Endpoint) ID() transport.PeerID { return e.id }
 
-// Send implements node.Transport.
-func (e *Endpoint) Send(ctx context.Context, to gossip.PeerID, f node.Frame) error {
+// Send implements transport.Transport.
+func (e *Endpoint) Send(ctx context.Context, to transport.PeerID, f transport.Frame) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	e.net.mu.Lock()
 	dst, ok := e.net.nodes[to]
-	cut := e.net.cut[[2]gossip.PeerID{e.id, to}]
+	cut := e.net.cut[[2]transport.PeerID{e.id, to}]
 	e.net.mu.Unlock()
 	if !ok || cut || to == e.id {
-		return fmt.Errorf("memnet: %s → %s: %w", e.id, to, node.ErrUnreachable)
+		return fmt.Errorf("memnet: %s → %s: %w", e.id, to, transport.ErrUnreachable)
 	}
-	if f.Msg != nil {
-		b, err := gossip.Encode(f.Msg)
+	if f.Body != nil {
+		b, err := f.Body.Bytes()
 		if err != nil {
 			return err
 		}
-		f.Payload, f.Msg = b, nil
+		f.Payload, f.Body = b, nil
 	} else {
 		f.Payload = slices.Clone(f.Payload)
 	}
 	dst.mu.Lock()
 	defer dst.mu.Unlock()
 	if dst.closed {
-		return fmt.Errorf("memnet: %s is closed: %w", to, node.ErrUnreachable)
+		return fmt.Errorf("memnet: %s is closed: %w", to, transport.ErrUnreachable)
 	}
 	select {
-	case dst.in <- node.Inbound{From: e.id, Frame: f}:
+	case dst.in <- transport.Inbound{From: e.id, Frame: f}:
 	default: // full: dropped like on a congested link
 	}
 	return nil
 }
 
-// Join implements node.Broadcaster.
-func (e *Endpoint) Join(job node.JobID) error {
+// Join implements transport.Broadcaster.
+func (e *Endpoint) Join(job transport.JobID) error {
 	e.net.mu.Lock()
 	defer e.net.mu.Unlock()
 	e.jobs[job] = true
 	return nil
 }
 
-// Publish implements node.Broadcaster: a Send to every other endpoint that
+// Publish implements transport.Broadcaster: a Send to every other endpoint that
 // joined f.Job and is not cut off.
-func (e *Endpoint) Publish(ctx context.Context, f node.Frame) error {
+func (e *Endpoint) Publish(ctx context.Context, f transport.Frame) error {
 	e.net.mu.Lock()
-	var to []gossip.PeerID
+	var to []transport.PeerID
 	for id, o := range e.net.nodes {
-		if id != e.id && o.jobs[f.Job] && !e.net.cut[[2]gossip.PeerID{e.id, id}] {
+		if id != e.id && o.jobs[f.Job] && !e.net.cut[[2]transport.PeerID{e.id, id}] {
 			to = append(to, id)
 		}
 	}
 	e.net.mu.Unlock()
 	slices.Sort(to)
 	for _, id := range to {
-		if err := e.Send(ctx, id, f); err != nil && !errors.Is(err, node.ErrUnreachable) {
+		if err := e.Send(ctx, id, f); err != nil && !errors.Is(err, transport.ErrUnreachable) {
 			return err
 		}
 	}
 	return nil
 }
 
-// Announce implements node.Broadcaster.
-func (e *Endpoint) Announce(ctx context.Context, a node.Announcement) error {
+// Announce implements transport.Broadcaster.
+func (e *Endpoint) Announce(ctx context.Context, a transport.Announcement) error {
 	e.net.mu.Lock()
 	defer e.net.mu.Unlock()
 	if e.net.ann == nil {
-		e.net.ann = map[gossip.PeerID]node.Announcement{}
+		e.net.ann = map[transport.PeerID]transport.Announcement{}
 	}
 	a.Peer = e.id
 	e.net.ann[e.id] = a
 	return nil
 }
 
-// Announcements implements node.Broadcaster.
-func (e *Endpoint) Announcements() []node.Announcement {
+// Announcements implements transport.Broadcaster.
+func (e *Endpoint) Announcements() []transport.Announcement {
 	e.net.mu.Lock()
 	defer e.net.mu.Unlock()
-	var out []node.Announcement
+	var out []transport.Announcement
 	for id, a := range e.net.ann {
 		if id != e.id {
 			out = append(out, a)
 		}
 	}
-	slices.SortFunc(out, func(a, b node.Announcement) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
+	slices.SortFunc(out, func(a, b transport.Announcement) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
 	return out
 }
 
-// Inbound implements node.Transport.
-func (e *Endpoint) Inbound() <-chan node.Inbound { return e.in }
+// Inbound implements transport.Transport.
+func (e *Endpoint) Inbound() <-chan transport.Inbound { return e.in }
 
-// Peers implements node.Transport.
-func (e *Endpoint) Peers() []gossip.PeerID {
+// Peers implements transport.Transport.
+func (e *Endpoint) Peers() []transport.PeerID {
 	e.net.mu.Lock()
 	defer e.net.mu.Unlock()
-	var out []gossip.PeerID
+	var out []transport.PeerID
 	for id, o := range e.net.nodes {
 		o.mu.Lock()
 		live := !o.closed
 		o.mu.Unlock()
-		if id != e.id && live && !e.net.cut[[2]gossip.PeerID{e.id, id}] {
+		if id != e.id && live && !e.net.cut[[2]transport.PeerID{e.id, id}] {
 			out = append(out, id)
 		}
 	}
@@ -172,7 +171,7 @@ func (e *Endpoint) Peers() []gossip.PeerID {
 	return out
 }
 
-// Close implements node.Transport.
+// Close implements transport.Transport.
 func (e *Endpoint) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -4,17 +4,16 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 	"github.com/gossipd/gossipd/node/transporttest"
 )
 
 func TestConformance(t *testing.T) {
-	transporttest.Run(t, func(t *testing.T, n int) []node.Transport {
+	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport {
 		net := New()
-		out := make([]node.Transport, n)
+		out := make([]transport.Transport, n)
 		for i := range out {
-			e, err := net.Join(gossip.PeerID(fmt.Sprintf("m%d", i)), 256)
+			e, err := net.Join(transport.PeerID(fmt.Sprintf("m%d", i)), 256)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
+	gpeer "github.com/gossipd/gossipd/peer"
 )
 
 const rawProto protocol.ID = "/gossipd-bench/raw/1.0.0"
@@ -93,7 +94,7 @@ func BenchmarkGoodput(b *testing.B) {
 		for b.Loop() {
 			// As the daemon's senders do: the transport encodes the message
 			// while writing it.
-			if err := a.Send(ctx, c.ID(), node.Frame{Kind: gossip.KindModel, Msg: msg}); err != nil {
+			if err := a.Send(ctx, c.ID(), transport.Frame{Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Body: gpeer.Body{M: msg}}); err != nil {
 				panic(err)
 			}
 			sent++
@@ -162,7 +163,7 @@ func BenchmarkGoodputRatio(b *testing.B) {
 		}
 		t1 := time.Now()
 		for range batch {
-			if err := a.Send(ctx, c.ID(), node.Frame{Kind: gossip.KindModel, Msg: msg}); err != nil {
+			if err := a.Send(ctx, c.ID(), transport.Frame{Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Body: gpeer.Body{M: msg}}); err != nil {
 				b.Fatal(err)
 			}
 		}

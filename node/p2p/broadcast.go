@@ -18,8 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // Gossipsub carries one-to-all traffic: each job has a topic for its
@@ -32,7 +31,7 @@ import (
 const TopicJobs = "/gossipd/jobs/1.0.0"
 
 // jobTopic is the broadcast topic of a job.
-func jobTopic(job node.JobID) string { return "/gossipd/job/" + job.String() + "/1.0.0" }
+func jobTopic(job transport.JobID) string { return "/gossipd/job/" + job.String() + "/1.0.0" }
 
 // maxAnnouncement bounds an announcement's encoded size.
 const maxAnnouncement = 64 << 10
@@ -45,8 +44,8 @@ type broadcaster struct {
 	ps     *pubsub.PubSub
 	mu     sync.Mutex
 	topics map[string]*pubsub.Topic
-	joined map[node.JobID]bool
-	ann    map[peer.ID]node.Announcement
+	joined map[transport.JobID]bool
+	ann    map[peer.ID]transport.Announcement
 }
 
 // startPubSub starts gossipsub, joins the announcement topic and listens on it.
@@ -59,7 +58,7 @@ func (t *Host) startPubSub(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("p2p: gossipsub: %w", err)
 	}
-	t.bc = &broadcaster{ps: ps, topics: map[string]*pubsub.Topic{}, joined: map[node.JobID]bool{}, ann: map[peer.ID]node.Announcement{}}
+	t.bc = &broadcaster{ps: ps, topics: map[string]*pubsub.Topic{}, joined: map[transport.JobID]bool{}, ann: map[peer.ID]transport.Announcement{}}
 	if err := ps.RegisterTopicValidator(TopicJobs, func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		if _, err := parseAnnouncement(m); err != nil {
 			return pubsub.ValidationReject
@@ -93,13 +92,13 @@ func (t *Host) startPubSub(ctx context.Context) error {
 
 // parseAnnouncement decodes an announcement; its peer is the message's
 // verified author, whatever it claims.
-func parseAnnouncement(m *pubsub.Message) (node.Announcement, error) {
+func parseAnnouncement(m *pubsub.Message) (transport.Announcement, error) {
 	return decodeAnnouncement(m.Data, m.GetFrom())
 }
 
 // decodeAnnouncement decodes an announcement published by from.
-func decodeAnnouncement(data []byte, from peer.ID) (node.Announcement, error) {
-	var a node.Announcement
+func decodeAnnouncement(data []byte, from peer.ID) (transport.Announcement, error) {
+	var a transport.Announcement
 	if len(data) > maxAnnouncement {
 		return a, fmt.Errorf("%w: announcement of %d bytes", ErrFrame, len(data))
 	}
@@ -109,13 +108,13 @@ func decodeAnnouncement(data []byte, from peer.ID) (node.Announcement, error) {
 	if len(a.Addrs) > maxPEX {
 		return a, fmt.Errorf("%w: announcement lists %d addresses", ErrFrame, len(a.Addrs))
 	}
-	a.Peer = gossip.PeerID(from.String())
+	a.Peer = transport.PeerID(from.String())
 	return a, nil
 }
 
 // heard records an announcement and connects to the announcer when it runs
 // a job this host joined.
-func (t *Host) heard(ctx context.Context, a node.Announcement) {
+func (t *Host) heard(ctx context.Context, a transport.Announcement) {
 	pid, err := peer.Decode(string(a.Peer))
 	if err != nil {
 		return
@@ -169,9 +168,9 @@ func (t *Host) subscribe(name string) (*pubsub.Subscription, error) {
 	return tp.Subscribe()
 }
 
-// Join implements node.Broadcaster: it subscribes to the job's topic and,
+// Join implements transport.Broadcaster: it subscribes to the job's topic and,
 // with the DHT on, advertises the job and looks for its other members.
-func (t *Host) Join(job node.JobID) error {
+func (t *Host) Join(job transport.JobID) error {
 	t.bc.mu.Lock()
 	if t.bc.joined[job] {
 		t.bc.mu.Unlock()
@@ -207,7 +206,7 @@ func (t *Host) Join(job node.JobID) error {
 			if err != nil {
 				continue // the validator already refused it
 			}
-			t.deliver(node.Inbound{From: gossip.PeerID(m.GetFrom().String()), Frame: f, Authenticated: true})
+			t.deliver(transport.Inbound{From: transport.PeerID(m.GetFrom().String()), Frame: f, Authenticated: true})
 		}
 	})
 	if t.dht != nil {
@@ -216,8 +215,8 @@ func (t *Host) Join(job node.JobID) error {
 	return nil
 }
 
-// Publish implements node.Broadcaster.
-func (t *Host) Publish(ctx context.Context, f node.Frame) error {
+// Publish implements transport.Broadcaster.
+func (t *Host) Publish(ctx context.Context, f transport.Frame) error {
 	if n := f.Len(); n > t.cfg.MaxBroadcast {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, t.cfg.MaxBroadcast)
 	}
@@ -238,9 +237,9 @@ func (t *Host) Publish(ctx context.Context, f node.Frame) error {
 	return nil
 }
 
-// Announce implements node.Broadcaster; the announcement carries this
+// Announce implements transport.Broadcaster; the announcement carries this
 // host's addresses.
-func (t *Host) Announce(ctx context.Context, a node.Announcement) error {
+func (t *Host) Announce(ctx context.Context, a transport.Announcement) error {
 	a.Peer, a.Addrs = t.ID(), t.Addrs()
 	if len(a.Addrs) > maxPEX {
 		a.Addrs = a.Addrs[:maxPEX]
@@ -258,21 +257,21 @@ func (t *Host) Announce(ctx context.Context, a node.Announcement) error {
 	return tp.Publish(ctx, b)
 }
 
-// Announcements implements node.Broadcaster.
-func (t *Host) Announcements() []node.Announcement {
+// Announcements implements transport.Broadcaster.
+func (t *Host) Announcements() []transport.Announcement {
 	t.bc.mu.Lock()
 	defer t.bc.mu.Unlock()
-	out := make([]node.Announcement, 0, len(t.bc.ann))
+	out := make([]transport.Announcement, 0, len(t.bc.ann))
 	for _, a := range t.bc.ann {
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b node.Announcement) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
+	slices.SortFunc(out, func(a, b transport.Announcement) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
 	return out
 }
 
 // deliver queues an inbound frame unless the host is closed or the queue is
 // full.
-func (t *Host) deliver(in node.Inbound) {
+func (t *Host) deliver(in transport.Inbound) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -287,7 +286,7 @@ func (t *Host) deliver(in node.Inbound) {
 
 // rejectTracer reports the messages gossipsub drops — unsigned, forged
 // (a signature that does not verify against the claimed author), refused
-// by a validator — to Config.OnReject as "pubsub_<reason>".
+// by a validator — on Inbound as "pubsub_<reason>".
 type rejectTracer struct{ t *Host }
 
 func (r rejectTracer) RejectMessage(m *pubsub.Message, reason string) {

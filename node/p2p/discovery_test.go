@@ -11,7 +11,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // TestDHTDiscovery: with peer exchange and mDNS off, two hosts that know
@@ -29,7 +29,7 @@ func TestDHTDiscovery(t *testing.T) {
 	}
 	boot := mk()
 	a, b := mk(boot.Addrs()...), mk(boot.Addrs()...)
-	job := node.JobID{'d', 'h', 't'}
+	job := transport.JobID{'d', 'h', 't'}
 	for _, h := range []*Host{a, b} {
 		if err := h.Join(job); err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func TestDHTDiscovery(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := a.Send(ctx, b.ID(), node.Frame{Job: job, Kind: gossip.KindModel, Payload: []byte("found you")}); err != nil {
+	if err := a.Send(ctx, b.ID(), transport.Frame{Job: job, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: []byte("found you")}); err != nil {
 		t.Fatal(err)
 	}
 	if in := <-b.Inbound(); string(in.Payload) != "found you" || in.From != a.ID() {
@@ -79,7 +79,7 @@ func TestRelay(t *testing.T) {
 	waitFor(t, "a send through the relay", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		return dialer.Send(ctx, natted.ID(), node.Frame{Kind: gossip.KindViewPush, Payload: msg}) == nil
+		return dialer.Send(ctx, natted.ID(), transport.Frame{Kind: uint8(gossip.KindViewPush), Lane: transport.LaneView, Payload: msg}) == nil
 	})
 	in := <-natted.Inbound()
 	if !bytes.Equal(in.Payload, msg) || in.From != dialer.ID() {

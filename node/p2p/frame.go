@@ -9,8 +9,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // FrameVersion is the version of the stream framing.
@@ -42,7 +41,7 @@ const frameHeader = 4 + 1 + 1 + 32 + 4
 
 // WriteFrame writes f to w: the header, then the payload, without copying
 // the payload (or, for a frame carrying a message, while encoding it).
-func WriteFrame(w io.Writer, f node.Frame) error {
+func WriteFrame(w io.Writer, f transport.Frame) error {
 	n := f.Len()
 	if uint64(n) > math.MaxUint32 {
 		return fmt.Errorf("%w: %d-byte payload", ErrFrame, n)
@@ -59,35 +58,35 @@ func WriteFrame(w io.Writer, f node.Frame) error {
 }
 
 // ReadFrame reads one frame of at most max payload bytes into a new buffer.
-func ReadFrame(r io.Reader, max int) (node.Frame, error) {
+func ReadFrame(r io.Reader, max int) (transport.Frame, error) {
 	return readFrame(r, max, func(n int) ([]byte, error) { return make([]byte, n), nil })
 }
 
 // readFrame reads one frame into a buffer from alloc, which sees the
 // payload's length once the header checked out and may refuse the frame.
-func readFrame(r io.Reader, max int, alloc func(int) ([]byte, error)) (node.Frame, error) {
+func readFrame(r io.Reader, max int, alloc func(int) ([]byte, error)) (transport.Frame, error) {
 	var hdr [frameHeader]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return node.Frame{}, fmt.Errorf("%w: header: %v", ErrFrame, err)
+		return transport.Frame{}, fmt.Errorf("%w: header: %v", ErrFrame, err)
 	}
 	if got, want := crc32.Checksum(hdr[:38], castagnoli), binary.LittleEndian.Uint32(hdr[38:]); got != want {
-		return node.Frame{}, fmt.Errorf("%w: header checksum mismatch", ErrFrame)
+		return transport.Frame{}, fmt.Errorf("%w: header checksum mismatch", ErrFrame)
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
 	if uint64(n) > uint64(max) {
-		return node.Frame{}, fmt.Errorf("%w: %w: %d-byte payload exceeds the %d-byte limit", ErrFrame, errOversized, n, max)
+		return transport.Frame{}, fmt.Errorf("%w: %w: %d-byte payload exceeds the %d-byte limit", ErrFrame, errOversized, n, max)
 	}
 	if hdr[4] != FrameVersion {
-		return node.Frame{}, fmt.Errorf("%w: version %d, this node speaks %d", ErrFrame, hdr[4], FrameVersion)
+		return transport.Frame{}, fmt.Errorf("%w: version %d, this node speaks %d", ErrFrame, hdr[4], FrameVersion)
 	}
 	payload, err := alloc(int(n))
 	if err != nil {
-		return node.Frame{}, fmt.Errorf("%w: %w", ErrFrame, err)
+		return transport.Frame{}, fmt.Errorf("%w: %w", ErrFrame, err)
 	}
 	if _, err := io.ReadFull(r, payload); err != nil {
-		return node.Frame{}, fmt.Errorf("%w: payload truncated: %v", ErrFrame, err)
+		return transport.Frame{}, fmt.Errorf("%w: payload truncated: %v", ErrFrame, err)
 	}
-	f := node.Frame{Kind: gossip.Kind(hdr[5]), Payload: payload}
+	f := transport.Frame{Kind: hdr[5], Payload: payload}
 	copy(f.Job[:], hdr[6:])
 	return f, nil
 }

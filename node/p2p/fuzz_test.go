@@ -7,8 +7,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // FuzzParseConsortium: any bytes give a consortium with a 32-byte key and
@@ -39,7 +38,7 @@ func FuzzParseConsortium(f *testing.F) {
 // FuzzDecodeAnnouncement: any bytes give an announcement attributed to its
 // verified author with a bounded address list, or an error.
 func FuzzDecodeAnnouncement(f *testing.F) {
-	b, _ := json.Marshal(node.Announcement{JobID: "ab", Name: "n", Protocol: "randomwalk", Addrs: []string{"/ip4/1.2.3.4/tcp/1"}})
+	b, _ := json.Marshal(transport.Announcement{JobID: "ab", Name: "n", Protocol: "randomwalk", Addrs: []string{"/ip4/1.2.3.4/tcp/1"}})
 	f.Add(b)
 	f.Add([]byte(`{"peer":"someone-else","addrs":[]}`))
 	f.Add([]byte(`[]`))
@@ -49,7 +48,7 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if a.Peer != gossip.PeerID(from.String()) || len(a.Addrs) > maxPEX {
+		if a.Peer != transport.PeerID(from.String()) || len(a.Addrs) > maxPEX {
 			t.Fatalf("accepted %+v", a)
 		}
 	})

@@ -40,30 +40,32 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
-// Protocol IDs.
-const (
-	ProtoModel   protocol.ID = "/gossipd/model/1.0.0"
-	ProtoView    protocol.ID = "/gossipd/view/1.0.0"
-	ProtoParams  protocol.ID = "/gossipd/params/1.0.0"
-	ProtoFactors protocol.ID = "/gossipd/factors/1.0.0"
-	ProtoPEX     protocol.ID = "/gossipd/pex/1.0.0"
-)
+// ProtoPEX is the peer-exchange protocol.
+const ProtoPEX protocol.ID = "/gossipd/pex/1.0.0"
 
-// ProtocolFor routes a message kind to its stream protocol.
-func ProtocolFor(k gossip.Kind) protocol.ID {
-	switch k {
-	case gossip.KindModel:
-		return ProtoModel
-	case gossip.KindViewPush, gossip.KindViewReply:
-		return ProtoView
-	case gossip.KindFactors:
-		return ProtoFactors
+// ProtoModel is the protocol of the model lane; a peer that speaks it
+// speaks gossipd.
+var ProtoModel = ProtocolFor(transport.LaneModel)
+
+// laneProtocols are the stream protocols of transport.Lanes.
+var laneProtocols = func() []protocol.ID {
+	out := make([]protocol.ID, len(transport.Lanes))
+	for i, l := range transport.Lanes {
+		out[i] = ProtocolFor(l)
 	}
-	return ProtoParams
+	return out
+}()
+
+// ProtocolFor is the stream protocol of a lane (transport.Lanes; empty:
+// the params lane): frames of each lane travel on streams of their own.
+func ProtocolFor(lane string) protocol.ID {
+	if lane == "" {
+		lane = transport.LaneParams
+	}
+	return protocol.ID("/gossipd/" + lane + "/1.0.0")
 }
 
 // Config configures a Host. Zero values take the documented defaults.
@@ -112,11 +114,6 @@ type Config struct {
 	// Limits bound what peers can make this host spend (resource manager,
 	// per-peer rates).
 	Limits Limits
-	// OnReject, when set, hears of every inbound message the host drops
-	// before it reaches the daemon: a malformed or oversized frame, a
-	// gossipsub message with a missing or invalid signature or one a
-	// validator refused. Reasons are short snake_case words (for metrics).
-	OnReject func(reason string, from gossip.PeerID, err error)
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -143,11 +140,11 @@ type NATConfig struct {
 	ForcePrivate bool
 }
 
-// Host is a node.Transport over libp2p.
+// Host is a transport.Transport over libp2p.
 type Host struct {
 	cfg   Config
 	h     host.Host
-	in    chan node.Inbound
+	in    chan transport.Inbound
 	bufs  bufferPool // receive buffers, recycled by Inbound.Recycle
 	limit *peerLimiter
 	log   *slog.Logger
@@ -171,7 +168,7 @@ type Host struct {
 	cancel context.CancelFunc
 }
 
-var _ node.Broadcaster = (*Host)(nil)
+var _ transport.Broadcaster = (*Host)(nil)
 
 // New starts a host.
 func New(cfg Config) (*Host, error) {
@@ -238,7 +235,7 @@ func New(cfg Config) (*Host, error) {
 	}
 	boot = slices.DeleteFunc(boot, func(ai peer.AddrInfo) bool { return ai.ID == self })
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Host{cfg: cfg, in: make(chan node.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{},
+	t := &Host{cfg: cfg, in: make(chan transport.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{},
 		limit: newPeerLimiter(cfg.Limits, cfg.MaxFrame, cfg.ReadTimeout)}
 	listen := cfg.Listen
 	opts := []libp2p.Option{
@@ -286,7 +283,7 @@ func New(cfg Config) (*Host, error) {
 		h.Close()
 		return nil, err
 	}
-	for _, p := range []protocol.ID{ProtoModel, ProtoView, ProtoParams, ProtoFactors} {
+	for _, p := range laneProtocols {
 		h.SetStreamHandler(p, t.handleFrame)
 	}
 	h.SetStreamHandler(ProtoPEX, t.handlePEX)
@@ -341,8 +338,8 @@ func (t *Host) maintain(ctx context.Context, boot []peer.AddrInfo) {
 	}
 }
 
-// ID implements node.Transport.
-func (t *Host) ID() gossip.PeerID { return gossip.PeerID(t.h.ID().String()) }
+// ID implements transport.Transport.
+func (t *Host) ID() transport.PeerID { return transport.PeerID(t.h.ID().String()) }
 
 // Addrs returns the host's listen addresses with its /p2p/ID, for others
 // to bootstrap from.
@@ -355,33 +352,36 @@ func (t *Host) Addrs() []string {
 	return out
 }
 
-// Peers implements node.Transport: the connected peers that speak gossipd.
-func (t *Host) Peers() []gossip.PeerID {
-	var out []gossip.PeerID
+// Peers implements transport.Transport: the connected peers that speak gossipd.
+func (t *Host) Peers() []transport.PeerID {
+	var out []transport.PeerID
 	for _, p := range t.h.Network().Peers() {
 		if protos, err := t.h.Peerstore().SupportsProtocols(p, ProtoModel); err == nil && len(protos) > 0 {
-			out = append(out, gossip.PeerID(p.String()))
+			out = append(out, transport.PeerID(p.String()))
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-// Send implements node.Transport. Frames to a peer travel back to back on
+// Send implements transport.Transport. Frames to a peer travel back to back on
 // one long-lived stream per protocol, opened on first use and reopened once
 // if writing fails (the peer restarted, or closed an idle stream): no
 // per-frame stream setup or round trip, so frames pipeline. A nil error
 // means the frame was written to the connection, not that the peer
 // accepted it.
-func (t *Host) Send(ctx context.Context, to gossip.PeerID, f node.Frame) error {
+func (t *Host) Send(ctx context.Context, to transport.PeerID, f transport.Frame) error {
 	pid, err := peer.Decode(string(to))
 	if err != nil {
-		return fmt.Errorf("p2p: peer ID %q: %w: %v", to, node.ErrUnreachable, err)
+		return fmt.Errorf("p2p: peer ID %q: %w: %v", to, transport.ErrUnreachable, err)
 	}
 	if pid == t.h.ID() {
-		return fmt.Errorf("p2p: sending to self: %w", node.ErrUnreachable)
+		return fmt.Errorf("p2p: sending to self: %w", transport.ErrUnreachable)
 	}
-	key := outKey{pid, ProtocolFor(f.Kind)}
+	if f.Lane != "" && !slices.Contains(transport.Lanes, f.Lane) {
+		return fmt.Errorf("p2p: unknown lane %q", f.Lane)
+	}
+	key := outKey{pid, ProtocolFor(f.Lane)}
 	for attempt := 0; ; attempt++ {
 		o := t.outStream(key)
 		o.mu.Lock()
@@ -390,7 +390,7 @@ func (t *Host) Send(ctx context.Context, to gossip.PeerID, f node.Frame) error {
 			s, err := t.h.NewStream(network.WithAllowLimitedConn(ctx, "gossip"), pid, key.proto)
 			if err != nil {
 				o.mu.Unlock()
-				return fmt.Errorf("p2p: %s: %w: %v", to, node.ErrUnreachable, err)
+				return fmt.Errorf("p2p: %s: %w: %v", to, transport.ErrUnreachable, err)
 			}
 			o.s = s
 		}
@@ -409,7 +409,7 @@ func (t *Host) Send(ctx context.Context, to gossip.PeerID, f node.Frame) error {
 		o.s = nil
 		o.mu.Unlock()
 		if fresh || attempt > 0 || ctx.Err() != nil {
-			return fmt.Errorf("p2p: sending to %s: %w: %v", to, node.ErrUnreachable, err)
+			return fmt.Errorf("p2p: sending to %s: %w: %v", to, transport.ErrUnreachable, err)
 		}
 	}
 }
@@ -491,26 +491,34 @@ func (t *Host) handleFrame(s network.Stream) {
 			return
 		}
 		payload := f.Payload
-		t.deliver(node.Inbound{From: gossip.PeerID(s.Conn().RemotePeer().String()), Frame: f, Authenticated: true,
+		t.deliver(transport.Inbound{From: transport.PeerID(s.Conn().RemotePeer().String()), Frame: f, Authenticated: true,
 			Recycle: func() { t.bufs.put(payload) }})
 	}
 }
 
-// rejected reports a dropped inbound message to Config.OnReject.
-// Without a hook the drop is logged (a hostile peer can make many: the
-// hook's owner is expected to count them and log a few).
+// rejected reports an inbound message the host dropped before it could be
+// delivered — a malformed or oversized frame, a rate limit, a gossipsub
+// message with a missing or invalid signature or one a validator refused —
+// on Inbound (transport.Inbound.Reject), where the daemon counts it with
+// every other reject. Reasons are short snake_case words. A full queue
+// loses the report, not a frame: a hostile peer cannot crowd out real
+// frames with its rejects.
 func (t *Host) rejected(reason string, from peer.ID, err error) {
-	if t.cfg.OnReject != nil {
-		t.cfg.OnReject(reason, gossip.PeerID(from.String()), err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
 		return
 	}
-	t.log.Warn("dropped an inbound message", "reason", reason, "peer", from, "err", err)
+	select {
+	case t.in <- transport.Inbound{From: from.String(), Reject: reason, Err: err}:
+	default:
+	}
 }
 
-// Inbound implements node.Transport.
-func (t *Host) Inbound() <-chan node.Inbound { return t.in }
+// Inbound implements transport.Transport.
+func (t *Host) Inbound() <-chan transport.Inbound { return t.in }
 
-// Close implements node.Transport.
+// Close implements transport.Transport.
 func (t *Host) Close() error {
 	t.mu.Lock()
 	if t.closed {

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"golang.org/x/time/rate"
 )
@@ -71,7 +71,7 @@ func (l Limits) Validate() error {
 func resourceManager(l Limits) (libp2p.Option, error) {
 	cfg := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&cfg)
-	for _, p := range []protocol.ID{ProtoModel, ProtoView, ProtoParams, ProtoFactors, ProtoPEX} {
+	for _, p := range append(slices.Clone(laneProtocols), ProtoPEX) {
 		cfg.AddProtocolPeerLimit(p, rcmgr.BaseLimit{StreamsInbound: l.PeerStreams, StreamsOutbound: l.PeerStreams, Streams: 2 * l.PeerStreams, Memory: 64 << 20},
 			rcmgr.BaseLimitIncrease{})
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 	"github.com/gossipd/gossipd/node/transporttest"
 )
 
@@ -54,13 +54,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // cluster starts n hosts bootstrapped through the first and waits until
 // every host is connected to every other (peer exchange).
-func cluster(t *testing.T, n int) []node.Transport {
+func cluster(t *testing.T, n int) []transport.Transport {
 	first := newHost(t)
 	hosts := []*Host{first}
 	for i := 1; i < n; i++ {
 		hosts = append(hosts, newHost(t, first.Addrs()...))
 	}
-	out := make([]node.Transport, n)
+	out := make([]transport.Transport, n)
 	for i, h := range hosts {
 		out[i] = h
 		waitFor(t, "full mesh", func() bool { return len(h.Peers()) == n-1 })
@@ -69,14 +69,14 @@ func cluster(t *testing.T, n int) []node.Transport {
 }
 
 func TestConformance(t *testing.T) {
-	transporttest.Run(t, func(t *testing.T, n int) []node.Transport { return cluster(t, n) })
+	transporttest.Run(t, func(t *testing.T, n int) []transport.Transport { return cluster(t, n) })
 }
 
 // TestPeerExchange: four hosts that only know the first learn each other.
 func TestPeerExchange(t *testing.T) {
 	trs := cluster(t, 4)
 	for _, tr := range trs {
-		others := slices.DeleteFunc(slices.Clone(trs), func(o node.Transport) bool { return o == tr })
+		others := slices.DeleteFunc(slices.Clone(trs), func(o transport.Transport) bool { return o == tr })
 		for _, o := range others {
 			if !slices.Contains(tr.Peers(), o.ID()) {
 				t.Fatalf("%s does not know %s", tr.ID(), o.ID())
@@ -86,7 +86,7 @@ func TestPeerExchange(t *testing.T) {
 }
 
 func TestFrameRoundTripAndErrors(t *testing.T) {
-	f := node.Frame{Job: node.JobID{9}, Kind: gossip.KindModel, Payload: []byte("abc")}
+	f := transport.Frame{Job: transport.JobID{9}, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: []byte("abc")}
 	var b bytes.Buffer
 	if err := WriteFrame(&b, f); err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestFrameRoundTripAndErrors(t *testing.T) {
 
 func FuzzReadFrame(f *testing.F) {
 	var b bytes.Buffer
-	WriteFrame(&b, node.Frame{Kind: gossip.KindParams, Payload: []byte{1, 2, 3}})
+	WriteFrame(&b, transport.Frame{Kind: uint8(gossip.KindParams), Payload: []byte{1, 2, 3}})
 	f.Add(b.Bytes())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fr, err := ReadFrame(bytes.NewReader(in), 1<<16)
@@ -192,17 +192,17 @@ func TestRecycledBuffers(t *testing.T) {
 	trs := cluster(t, 2)
 	a, b := trs[0], trs[1]
 	payload := func(v byte) []byte { return bytes.Repeat([]byte{v}, 1<<20) }
-	recv := func() node.Inbound {
+	recv := func() transport.Inbound {
 		select {
 		case in := <-b.Inbound():
 			return in
 		case <-time.After(20 * time.Second):
 			t.Fatal("no frame")
 		}
-		return node.Inbound{}
+		return transport.Inbound{}
 	}
 	send := func(v byte) {
-		if err := a.Send(t.Context(), b.ID(), node.Frame{Kind: gossip.KindModel, Payload: payload(v)}); err != nil {
+		if err := a.Send(t.Context(), b.ID(), transport.Frame{Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: payload(v)}); err != nil {
 			t.Fatal(err)
 		}
 	}

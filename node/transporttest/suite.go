@@ -1,4 +1,4 @@
-// Package transporttest is the conformance suite every node.Transport must
+// Package transporttest is the conformance suite every transport.Transport must
 // pass: delivery with the sender's identity, payload integrity, large
 // frames, concurrency, unreachable peers, and Close.
 package transporttest
@@ -13,17 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // Factory makes n transports that can all reach each other.
-type Factory func(t *testing.T, n int) []node.Transport
+type Factory func(t *testing.T, n int) []transport.Transport
 
 // timeout bounds every wait in the suite.
 const timeout = 20 * time.Second
 
-func recv(t *testing.T, tr node.Transport) node.Inbound {
+func recv(t *testing.T, tr transport.Transport) transport.Inbound {
 	t.Helper()
 	select {
 	case in, ok := <-tr.Inbound():
@@ -34,7 +33,7 @@ func recv(t *testing.T, tr node.Transport) node.Inbound {
 	case <-time.After(timeout):
 		t.Fatalf("%s: nothing received in %v", tr.ID(), timeout)
 	}
-	return node.Inbound{}
+	return transport.Inbound{}
 }
 
 // Run runs the suite.
@@ -42,7 +41,7 @@ func Run(t *testing.T, makeN Factory) {
 	t.Run("Deliver", func(t *testing.T) {
 		trs := makeN(t, 2)
 		a, b := trs[0], trs[1]
-		f := node.Frame{Job: node.JobID{1, 2, 3}, Kind: gossip.KindModel, Payload: []byte("hello")}
+		f := transport.Frame{Job: transport.JobID{1, 2, 3}, Kind: 1, Lane: transport.LaneModel, Payload: []byte("hello")}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		if err := a.Send(ctx, b.ID(), f); err != nil {
@@ -65,7 +64,7 @@ func Run(t *testing.T, makeN Factory) {
 			for i := range buf {
 				buf[i] = k
 			}
-			if err := trs[0].Send(ctx, trs[1].ID(), node.Frame{Kind: gossip.KindModel, Payload: buf}); err != nil {
+			if err := trs[0].Send(ctx, trs[1].ID(), transport.Frame{Kind: 1, Lane: transport.LaneModel, Payload: buf}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -81,7 +80,7 @@ func Run(t *testing.T, makeN Factory) {
 		big := bytes.Repeat([]byte{0xAB, 0xCD, 0xEF}, 3<<20/3) // 3 MiB
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		if err := trs[0].Send(ctx, trs[1].ID(), node.Frame{Kind: gossip.KindParams, Payload: big}); err != nil {
+		if err := trs[0].Send(ctx, trs[1].ID(), transport.Frame{Kind: 2, Lane: transport.LaneParams, Payload: big}); err != nil {
 			t.Fatal(err)
 		}
 		if in := recv(t, trs[1]); !bytes.Equal(in.Payload, big) {
@@ -98,7 +97,7 @@ func Run(t *testing.T, makeN Factory) {
 			wg.Go(func() {
 				for k := 0; k < per; k++ {
 					p := []byte(fmt.Sprintf("%s-%d", s.ID(), k))
-					if err := s.Send(ctx, trs[2].ID(), node.Frame{Kind: gossip.KindModel, Payload: p}); err != nil {
+					if err := s.Send(ctx, trs[2].ID(), transport.Frame{Kind: 1, Lane: transport.LaneModel, Payload: p}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -129,9 +128,9 @@ func Run(t *testing.T, makeN Factory) {
 		defer cancel()
 		deadline := time.Now().Add(timeout)
 		for {
-			err := trs[0].Send(ctx, gone, node.Frame{Kind: gossip.KindModel, Payload: []byte("x")})
+			err := trs[0].Send(ctx, gone, transport.Frame{Kind: 1, Lane: transport.LaneModel, Payload: []byte("x")})
 			if err != nil {
-				if !errors.Is(err, node.ErrUnreachable) {
+				if !errors.Is(err, transport.ErrUnreachable) {
 					t.Fatalf("send to a closed peer: %v, want ErrUnreachable", err)
 				}
 				break
@@ -140,21 +139,21 @@ func Run(t *testing.T, makeN Factory) {
 				t.Fatal("sends to a closed peer kept succeeding")
 			}
 		}
-		if err := trs[0].Send(ctx, "no-such-peer", node.Frame{}); !errors.Is(err, node.ErrUnreachable) {
+		if err := trs[0].Send(ctx, "no-such-peer", transport.Frame{}); !errors.Is(err, transport.ErrUnreachable) {
 			t.Fatalf("send to an unknown peer: %v", err)
 		}
 	})
 	t.Run("Broadcast", func(t *testing.T) {
 		trs := makeN(t, 4)
-		bs := make([]node.Broadcaster, len(trs))
+		bs := make([]transport.Broadcaster, len(trs))
 		for i, tr := range trs {
-			b, ok := tr.(node.Broadcaster)
+			b, ok := tr.(transport.Broadcaster)
 			if !ok {
-				t.Skipf("%T does not implement node.Broadcaster", tr)
+				t.Skipf("%T does not implement transport.Broadcaster", tr)
 			}
 			bs[i] = b
 		}
-		jobX, jobY := node.JobID{'x'}, node.JobID{'y'}
+		jobX, jobY := transport.JobID{'x'}, transport.JobID{'y'}
 		for _, b := range bs[:3] {
 			if err := b.Join(jobX); err != nil {
 				t.Fatal(err)
@@ -167,18 +166,18 @@ func Run(t *testing.T, makeN Factory) {
 		defer cancel()
 		// Subscriptions propagate asynchronously: publish until each member
 		// of X has one frame (bounded by the suite's timeout).
-		fx := node.Frame{Job: jobX, Kind: gossip.KindFactors, Payload: []byte("to all of x")}
+		fx := transport.Frame{Job: jobX, Kind: 6, Lane: transport.LaneFactors, Payload: []byte("to all of x")}
 		publishUntil(t, ctx, bs[0], fx, bs[1], bs[2])
-		fy := node.Frame{Job: jobY, Kind: gossip.KindFactors, Payload: []byte("to all of y")}
+		fy := transport.Frame{Job: jobY, Kind: 6, Lane: transport.LaneFactors, Payload: []byte("to all of y")}
 		publishUntil(t, ctx, bs[0], fy, bs[3])
 
-		a := node.Announcement{JobID: jobX.String(), Name: "suite", Protocol: gossip.SFB, Updates: 7}
+		a := transport.Announcement{JobID: jobX.String(), Name: "suite", Protocol: "sfb", Updates: 7}
 		deadline := time.Now().Add(timeout)
 		for {
 			if err := bs[0].Announce(ctx, a); err != nil {
 				t.Fatal(err)
 			}
-			i := slices.IndexFunc(bs[1].Announcements(), func(x node.Announcement) bool { return x.Peer == bs[0].ID() })
+			i := slices.IndexFunc(bs[1].Announcements(), func(x transport.Announcement) bool { return x.Peer == bs[0].ID() })
 			if i >= 0 {
 				got := bs[1].Announcements()[i]
 				if got.JobID != a.JobID || got.Updates != 7 || got.Name != "suite" {
@@ -211,7 +210,7 @@ func Run(t *testing.T, makeN Factory) {
 // publishUntil publishes f from src until every one of dst has received it
 // as its first frame (the first frame each receives must be f, from src:
 // frames of other jobs must not leak in).
-func publishUntil(t *testing.T, ctx context.Context, src node.Broadcaster, f node.Frame, dst ...node.Broadcaster) {
+func publishUntil(t *testing.T, ctx context.Context, src transport.Broadcaster, f transport.Frame, dst ...transport.Broadcaster) {
 	t.Helper()
 	pending := slices.Clone(dst)
 	deadline := time.Now().Add(timeout)
@@ -255,7 +254,7 @@ func publishUntil(t *testing.T, ctx context.Context, src node.Broadcaster, f nod
 }
 
 // drain discards frames already queued (repeated publishes).
-func drain(d node.Transport) {
+func drain(d transport.Transport) {
 	for {
 		select {
 		case <-d.Inbound():

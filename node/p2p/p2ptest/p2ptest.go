@@ -23,6 +23,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/p2p"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // Peer is a libp2p host under a test's control.
@@ -45,13 +46,13 @@ func New() (*Peer, error) {
 }
 
 // ID is the peer's ID.
-func (p *Peer) ID() gossip.PeerID { return gossip.PeerID(p.h.ID().String()) }
+func (p *Peer) ID() transport.PeerID { return transport.PeerID(p.h.ID().String()) }
 
 // Close stops the peer.
 func (p *Peer) Close() error { return p.h.Close() }
 
 // Connect dials a daemon at one of its multiaddrs (with /p2p/ID).
-func (p *Peer) Connect(ctx context.Context, addr string) (gossip.PeerID, error) {
+func (p *Peer) Connect(ctx context.Context, addr string) (transport.PeerID, error) {
 	m, err := ma.NewMultiaddr(addr)
 	if err != nil {
 		return "", err
@@ -60,12 +61,12 @@ func (p *Peer) Connect(ctx context.Context, addr string) (gossip.PeerID, error) 
 	if err != nil {
 		return "", err
 	}
-	return gossip.PeerID(ai.ID.String()), p.h.Connect(ctx, *ai)
+	return transport.PeerID(ai.ID.String()), p.h.Connect(ctx, *ai)
 }
 
 // SendRaw opens a stream of gossipd protocol proto to peer to and writes b
 // on it as it is (a frame, several, or garbage), then closes the stream.
-func (p *Peer) SendRaw(ctx context.Context, to gossip.PeerID, proto protocol.ID, b []byte) error {
+func (p *Peer) SendRaw(ctx context.Context, to transport.PeerID, proto protocol.ID, b []byte) error {
 	pid, err := peer.Decode(string(to))
 	if err != nil {
 		return err
@@ -82,12 +83,12 @@ func (p *Peer) SendRaw(ctx context.Context, to gossip.PeerID, proto protocol.ID,
 
 // SendFrame sends one well-framed payload of kind k for job on its stream
 // protocol.
-func (p *Peer) SendFrame(ctx context.Context, to gossip.PeerID, job node.JobID, k gossip.Kind, payload []byte) error {
+func (p *Peer) SendFrame(ctx context.Context, to transport.PeerID, job transport.JobID, k gossip.Kind, payload []byte) error {
 	var b bytes.Buffer
-	if err := p2p.WriteFrame(&b, node.Frame{Job: job, Kind: k, Payload: payload}); err != nil {
+	if err := p2p.WriteFrame(&b, transport.Frame{Job: job, Kind: uint8(k), Payload: payload}); err != nil {
 		return err
 	}
-	return p.SendRaw(ctx, to, p2p.ProtocolFor(k), b.Bytes())
+	return p.SendRaw(ctx, to, p2p.ProtocolFor(node.Lane(k)), b.Bytes())
 }
 
 // Signing says how Publish signs a message.
@@ -108,7 +109,7 @@ const (
 // Publish sends one gossipsub message on topic straight to peer to (a
 // /meshsub/1.1.0 stream carrying one RPC). With Forged, author is the peer
 // it claims to come from.
-func (p *Peer) Publish(ctx context.Context, to gossip.PeerID, topic string, data []byte, how Signing, author gossip.PeerID) error {
+func (p *Peer) Publish(ctx context.Context, to transport.PeerID, topic string, data []byte, how Signing, author transport.PeerID) error {
 	pid, err := peer.Decode(string(to))
 	if err != nil {
 		return err

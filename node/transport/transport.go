@@ -1,0 +1,181 @@
+// Package transport is what the daemon and its transports share: frames of
+// bytes addressed to peers, the Transport and Broadcaster interfaces, and
+// job announcements. It knows nothing of gossip messages, models or jobs'
+// contents, so a transport (node/p2p over libp2p, node/memnet in memory)
+// moves bytes and depends on this package alone. Decoding and every check
+// of a message's contents belong to the peer driver (package peer).
+package transport
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+)
+
+// PeerID identifies a peer (a libp2p peer ID in node/p2p).
+type PeerID = string
+
+// JobID identifies a training job: the SHA-256 of its canonical spec.
+type JobID [32]byte
+
+// String is the ID in hex.
+func (id JobID) String() string { return hex.EncodeToString(id[:]) }
+
+// Short is the first 12 hex digits, for logs.
+func (id JobID) Short() string { return id.String()[:12] }
+
+// Lanes are the streams frames travel on, one per class of traffic, so
+// that a large model in flight does not hold up small messages; a
+// transport may carry each lane separately (node/p2p: one libp2p protocol
+// per lane). The sender picks a frame's lane.
+var Lanes = []string{LaneModel, LaneView, LaneParams, LaneFactors}
+
+// The lanes.
+const (
+	LaneModel   = "model"
+	LaneView    = "view"
+	LaneParams  = "params"
+	LaneFactors = "factors"
+)
+
+// Body is an outgoing payload that writes itself, so that a transport can
+// send a model without it first being copied into a buffer.
+type Body interface {
+	// Len is the payload's length in bytes.
+	Len() int
+	// WriteBody writes the Len bytes of the payload to w. A transport that
+	// authenticates every byte (an AEAD channel, whose receivers set
+	// Inbound.Authenticated) passes authenticated, and a payload may then
+	// leave out checksums of its own.
+	WriteBody(w io.Writer, authenticated bool) error
+	// Bytes returns the payload in a fresh buffer.
+	Bytes() ([]byte, error)
+}
+
+// Frame is one message on the wire: the job it belongs to, an opaque kind
+// byte the receiver checks against the payload, the lane it travels on,
+// and the payload.
+type Frame struct {
+	Job  JobID
+	Kind uint8
+	// Lane is one of Lanes (empty: LaneParams). Receivers do not see it.
+	Lane string
+	// Payload is the encoded message. An outgoing frame may set Body
+	// instead, which the transport then writes out as it sends. Received
+	// frames carry Payload.
+	Payload []byte
+	Body    Body
+}
+
+// Len is the payload's length in bytes.
+func (f *Frame) Len() int {
+	if f.Body != nil {
+		return f.Body.Len()
+	}
+	return len(f.Payload)
+}
+
+// WritePayload writes the payload (Len bytes) to w; see Body.WriteBody.
+func (f *Frame) WritePayload(w io.Writer, authenticated bool) error {
+	if f.Body != nil {
+		return f.Body.WriteBody(w, authenticated)
+	}
+	_, err := w.Write(f.Payload)
+	return err
+}
+
+// Bytes returns the payload, from Body if set (a fresh buffer then).
+func (f *Frame) Bytes() ([]byte, error) {
+	if f.Body != nil {
+		return f.Body.Bytes()
+	}
+	return f.Payload, nil
+}
+
+// Inbound is a frame received from a peer, or a report of one the
+// transport refused.
+type Inbound struct {
+	From PeerID
+	Frame
+	// Authenticated says the transport verified every byte with a MAC
+	// (libp2p's Noise and TLS are AEADs): the message's own checksum need
+	// not be checked again. Transports without integrity protection leave
+	// it false.
+	Authenticated bool
+	// Recycle, when set, hands Payload back to the transport for a later
+	// frame. The receiver calls it at most once, when nothing refers to
+	// the payload any more (a decoded message may borrow its memory).
+	Recycle func()
+	// Reject, when set, says the transport refused a frame from From
+	// before it could be delivered (a malformed or oversized frame, a rate
+	// limit, a forged broadcast): a snake_case reason for metrics, with
+	// the details in Err. Such an Inbound carries no frame.
+	Reject string
+	Err    error
+}
+
+// Done releases the frame's payload to its transport, if it recycles them.
+func (in *Inbound) Done() {
+	if in.Recycle != nil {
+		in.Recycle()
+		in.Recycle = nil
+	}
+}
+
+// ErrUnreachable means a frame could not be delivered to the peer.
+var ErrUnreachable = errors.New("transport: peer unreachable")
+
+// Transport moves frames between daemons. Implementations: node/p2p
+// (libp2p) and node/memnet (in memory, for tests); node/transporttest holds
+// the conformance suite both pass.
+type Transport interface {
+	// ID is this endpoint's peer ID.
+	ID() PeerID
+	// Send delivers f to peer to, or returns an error (wrapping
+	// ErrUnreachable when the peer cannot be reached). It retains neither
+	// f.Payload nor f.Body once it returns: callers may reuse them.
+	Send(ctx context.Context, to PeerID, f Frame) error
+	// Inbound yields received frames, and reports of refused ones, until
+	// Close.
+	Inbound() <-chan Inbound
+	// Peers lists the peers currently known to be reachable, sorted.
+	Peers() []PeerID
+	// Close stops the transport and closes Inbound.
+	Close() error
+}
+
+// Broadcaster is a Transport that can also deliver one frame to every peer
+// of a job at once (gossipsub in node/p2p) and carry job announcements.
+// The daemon uses it for SFB's broadcasts and for discovery; without it,
+// it sends to each member in turn and announces nothing.
+type Broadcaster interface {
+	Transport
+	// Join subscribes to job's broadcast channel: frames published there by
+	// other peers arrive on Inbound, From their (authenticated) author.
+	Join(job JobID) error
+	// Publish delivers f to every other peer that joined f.Job.
+	Publish(ctx context.Context, f Frame) error
+	// Announce tells the network about this node and its job; peers of the
+	// same job that hear it connect to the announcer.
+	Announce(ctx context.Context, a Announcement) error
+	// Announcements lists the latest announcement heard from each other
+	// peer (any job), sorted by peer.
+	Announcements() []Announcement
+}
+
+// Announcement is what a daemon periodically tells the network about itself
+// and its job.
+type Announcement struct {
+	Peer     PeerID   `json:"peer"`
+	Addrs    []string `json:"addrs,omitempty"`
+	JobID    string   `json:"job_id"`
+	Name     string   `json:"name"`
+	Protocol string   `json:"protocol"`
+	Model    string   `json:"model"`
+	Members  int      `json:"members,omitempty"`
+	Updates  uint64   `json:"updates"`
+	Round    uint64   `json:"round"`
+	// Time is the announcer's clock, Unix seconds.
+	Time int64 `json:"time"`
+}
