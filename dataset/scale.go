@@ -3,6 +3,8 @@ package dataset
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // Scaler is a per-feature affine map x' = (x − Shift)·Mul, fitted on training
@@ -80,7 +82,7 @@ func FitScaler(kind string, train *Dataset) (*Scaler, error) {
 			}
 		}
 	default:
-		return nil, fmt.Errorf("dataset: scaling %q, want none|minmax|global|standard", kind)
+		return nil, CheckScaling(kind)
 	}
 	return s, nil
 }
@@ -100,4 +102,16 @@ func (s *Scaler) TransformRow(x []float32) {
 	for j := range x {
 		x[j] = (x[j] - s.Shift[j]) * s.Mul[j]
 	}
+}
+
+// Scalings lists the feature scalings FitScaler knows ("" is none).
+var Scalings = []string{"none", "minmax", "global", "standard"}
+
+// CheckScaling reports whether FitScaler knows kind, before any data is
+// read.
+func CheckScaling(kind string) error {
+	if kind == "" || slices.Contains(Scalings, kind) {
+		return nil
+	}
+	return fmt.Errorf("dataset: scaling %q, want %s", kind, strings.Join(Scalings, "|"))
 }

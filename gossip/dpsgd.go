@@ -84,12 +84,13 @@ func (d *dpsgd) step(n *Node, m *Message) {
 		n.drop(DropNotNeighbor, m.From, "parameters from a peer that is not a neighbour")
 		return
 	}
-	n.keep() // the parameters wait for the round (or are dropped as stale)
 	switch {
 	case d.active && m.Round == n.round:
+		n.keep() // the parameters wait for the round
 		d.got[m.From] = m.Params
 		d.tryFinish(n)
 	case m.Round >= n.round && m.Round <= n.round+futureRounds:
+		n.keep()
 		if d.future[m.Round] == nil {
 			d.future[m.Round] = map[PeerID][]float32{}
 		}
@@ -99,6 +100,7 @@ func (d *dpsgd) step(n *Node, m *Message) {
 		// neighbour's round so that it mixes with the others again.
 		n.trace("catch-up", m.From, fmt.Sprintf("round %d → %d", n.round, m.Round), float64(m.Round-n.round))
 		n.round = m.Round
+		n.keep()
 		clear(d.future)
 		if d.active {
 			d.got = map[PeerID][]float32{m.From: m.Params}

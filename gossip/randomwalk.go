@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gossipd/gossipd/merge"
@@ -281,4 +283,19 @@ func (w *randomWalk) robustMerge(n *Node, dst []float32) float64 {
 	}
 	slices.Sort(ages)
 	return ages[len(ages)/2]
+}
+
+// ParseTokens reads a token account "A:B" (TokenConfig); "" is off.
+func ParseTokens(spec string) (TokenConfig, error) {
+	if spec == "" {
+		return TokenConfig{}, nil
+	}
+	a, b, ok := strings.Cut(spec, ":")
+	ai, err1 := strconv.Atoi(a)
+	bi, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil {
+		return TokenConfig{}, fmt.Errorf("%w: token account %q, want A:B", ErrConfig, spec)
+	}
+	t := TokenConfig{A: ai, B: bi}
+	return t, t.validate()
 }

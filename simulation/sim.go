@@ -62,16 +62,10 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	train, test, err := dataset.Open(cfg.Dataset, dataset.OpenOptions{Seed: cfg.Seed})
+	train, test, _, err := dataset.Load(cfg.Dataset, dataset.LoadOptions{OpenOptions: dataset.OpenOptions{Seed: cfg.Seed}, Scale: cfg.Scale})
 	if err != nil {
 		return nil, err
 	}
-	scaler, err := dataset.FitScaler(cfg.Scale, train)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	scaler.Transform(train)
-	scaler.Transform(test)
 	spec := model.Spec{Kind: cfg.Model, Inputs: train.D, Hidden: cfg.Hidden, Classes: train.Classes}
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)

@@ -5,19 +5,20 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/node/p2p"
 )
 
 // runConsortium dispatches `gossipd consortium init|add-member`.
 func runConsortium(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatchSub("consortium", []subcommand{
-		{"init", "create a consortium file: a fresh network key and the first members", runConsortiumInit},
-		{"add-member", "admit peer IDs to a consortium file", runConsortiumAdd},
+	return cli.DispatchSub("consortium", []cli.Subcommand{
+		{Name: "init", Summary: "create a consortium file: a fresh network key and the first members", Run: runConsortiumInit},
+		{Name: "add-member", Summary: "admit peer IDs to a consortium file", Run: runConsortiumAdd},
 	}, args, stdout, stderr)
 }
 
 func runConsortiumInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("consortium init", "consortium init --out FILE [PEERID ...]\n\nCreates a consortium file (mode 0600) with a fresh 256-bit network key and\nthe given members. Give it to every member; run each daemon with\n--consortium FILE.", stderr)
+	fs := cli.NewFlagSet("consortium init", "consortium init --out FILE [PEERID ...]\n\nCreates a consortium file (mode 0600) with a fresh 256-bit network key and\nthe given members. Give it to every member; run each daemon with\n--consortium FILE.", stderr)
 	out := fs.String("out", "consortium.yaml", "file to create")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -34,7 +35,7 @@ func runConsortiumInit(args []string, stdout, stderr io.Writer) error {
 }
 
 func runConsortiumAdd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("consortium add-member", "consortium add-member --file FILE PEERID [PEERID ...]\n\nAdmits peers to a consortium file (every member needs the updated file).", stderr)
+	fs := cli.NewFlagSet("consortium add-member", "consortium add-member --file FILE PEERID [PEERID ...]\n\nAdmits peers to a consortium file (every member needs the updated file).", stderr)
 	file := fs.String("file", "consortium.yaml", "consortium file")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

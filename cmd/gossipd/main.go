@@ -1,6 +1,8 @@
-// Command gossipd is the gossip learning daemon and its tools: centralized
-// training (train), benchmarks (bench) and, in later versions, the simulator
-// (simulate) and the daemon (run).
+// Command gossipd is the gossip learning daemon (run) and its tools: the
+// simulator (simulate, plot, robustness), centralized training (train),
+// benchmarks (bench), privacy accounting, consortium files, keys, status
+// and model export. Each subcommand parses its flags, calls the packages
+// that do the work and formats their output.
 package main
 
 import (
@@ -11,8 +13,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
+
+	"github.com/gossipd/gossipd/internal/cli"
 )
 
 // command is one subcommand.
@@ -41,7 +44,7 @@ func commands() []command {
 }
 
 // errUsage marks errors caused by bad command-line input (exit status 2).
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -94,62 +97,4 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun 'gossipd <command> --help' for a command's flags.\n")
-}
-
-// newFlagSet returns a flag set that reports errors instead of exiting and
-// prints its usage to stderr.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: gossipd %s\n\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args, turning a parse error into a usage error and
-// rejecting stray positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %s: %v", errUsage, fs.Name(), err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: %s: unexpected argument %q", errUsage, fs.Name(), fs.Arg(0))
-	}
-	return nil
-}
-
-// subcommand is one verb of a command with verbs (gossipd privacy epsilon).
-type subcommand struct {
-	name, summary string
-	run           func(args []string, stdout, stderr io.Writer) error
-}
-
-// dispatchSub runs the subcommand args[0] of command name.
-func dispatchSub(name string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
-	names := make([]string, len(subs))
-	usage := ""
-	for i, c := range subs {
-		names[i] = c.name
-		usage += fmt.Sprintf("\n  %-10s %s", c.name, c.summary)
-	}
-	synopsis := fmt.Sprintf("%s %s [flags]\n%s", name, strings.Join(names, "|"), usage)
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s: want a subcommand\nUsage: gossipd %s", errUsage, name, synopsis)
-	}
-	for _, c := range subs {
-		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
-		}
-	}
-	switch args[0] {
-	case "-h", "--help", "-help", "help":
-		fmt.Fprintf(stderr, "Usage: gossipd %s\n", synopsis)
-		return flag.ErrHelp
-	}
-	return fmt.Errorf("%w: %s: unknown subcommand %q, want %s", errUsage, name, args[0], strings.Join(names, "|"))
 }

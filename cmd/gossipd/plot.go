@@ -11,11 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/simulation"
 )
 
 func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("plot", "plot [flags] LABEL=DIR ...\n\nDraws the mean test accuracy of several simulation runs (each DIR holding a\nmetrics.csv) on one PNG.", stderr)
+	fs := cli.NewFlagSet("plot", "plot [flags] LABEL=DIR ...\n\nDraws the mean test accuracy of several simulation runs (each DIR holding a\nmetrics.csv) on one PNG.", stderr)
 	out := fs.String("out", "accuracy.png", "PNG file to write")
 	x := fs.String("x", "time", "x axis: time|bytes")
 	title := fs.String("title", "", "plot title")
@@ -34,12 +35,7 @@ func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if !ok {
 			label, dir = filepath.Base(a), a
 		}
-		p := filepath.Join(dir, "metrics.csv")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rows, err := simulation.ReadCSV(bytes.NewReader(b), p)
+		rows, err := simulation.ReadRun(dir)
 		if err != nil {
 			return err
 		}

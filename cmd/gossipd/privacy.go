@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/privacy"
 )
 
 // runPrivacy dispatches `gossipd privacy epsilon|noise`.
 func runPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatchSub("privacy", []subcommand{
-		{"epsilon", "ε spent by DP-SGD (sampled Gaussian mechanism, RDP accountant, Balle et al. 2020 conversion)", runPrivacyEpsilon},
-		{"noise", "the smallest noise multiplier that keeps ε within a budget", runPrivacyNoise},
+	return cli.DispatchSub("privacy", []cli.Subcommand{
+		{Name: "epsilon", Summary: "ε spent by DP-SGD (sampled Gaussian mechanism, RDP accountant, Balle et al. 2020 conversion)", Run: runPrivacyEpsilon},
+		{Name: "noise", Summary: "the smallest noise multiplier that keeps ε within a budget", Run: runPrivacyNoise},
 	}, args, stdout, stderr)
 }
 
@@ -45,11 +46,11 @@ func (a *accountantFlags) check(fs *flag.FlagSet) error {
 }
 
 func runPrivacyEpsilon(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("privacy epsilon", "privacy epsilon --sampling-rate Q --noise-multiplier S --steps T [--delta D] [--json]\n\nPrints the ε that T steps of DP-SGD spend and the Rényi order that gives it.", stderr)
+	fs := cli.NewFlagSet("privacy epsilon", "privacy epsilon --sampling-rate Q --noise-multiplier S --steps T [--delta D] [--json]\n\nPrints the ε that T steps of DP-SGD spend and the Rényi order that gives it.", stderr)
 	var a accountantFlags
 	a.declare(fs)
 	sigma := fs.Float64("noise-multiplier", 0, "noise multiplier σ: noise std / clipping norm (required)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := a.check(fs); err != nil {
@@ -71,11 +72,11 @@ func runPrivacyEpsilon(args []string, stdout, stderr io.Writer) error {
 }
 
 func runPrivacyNoise(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("privacy noise", "privacy noise --target-epsilon E --sampling-rate Q --steps T [--delta D] [--json]\n\nPrints the smallest noise multiplier σ (to 1e-4 relative) whose ε stays within E.", stderr)
+	fs := cli.NewFlagSet("privacy noise", "privacy noise --target-epsilon E --sampling-rate Q --steps T [--delta D] [--json]\n\nPrints the smallest noise multiplier σ (to 1e-4 relative) whose ε stays within E.", stderr)
 	var a accountantFlags
 	a.declare(fs)
 	target := fs.Float64("target-epsilon", 0, "the privacy budget ε (required)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := a.check(fs); err != nil {

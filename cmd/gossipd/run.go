@@ -6,17 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
@@ -90,89 +89,38 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.logLevel, "log-level", "info", "log level: debug|info|warn|error")
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q", errUsage, level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "auto":
-		if isTerminal(w) {
-			return slog.New(slog.NewTextHandler(w, opts)), nil
-		}
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("%w: --log-format %q, want auto|text|json", errUsage, format)
-}
-
-// loadShard opens the dataset, takes shard i/n of its training split (IID,
-// seeded by the job so that shards are disjoint across daemons) and scales
-// both splits.
-func loadShard(r *runFlags) (train, test *dataset.Dataset, sc *dataset.Scaler, err error) {
-	train, test, err = dataset.Open(r.dataset, dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: r.initSeed})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if r.shard != "" {
-		a, b, ok := strings.Cut(r.shard, "/")
-		i, err1 := strconv.Atoi(a)
-		n, err2 := strconv.Atoi(b)
-		if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-			return nil, nil, nil, fmt.Errorf("%w: --shard %q, want i/n with 0 ≤ i < n", errUsage, r.shard)
-		}
-		parts, err := dataset.IID{}.Partition(train, n, r.initSeed)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		train = train.Subset(parts[i])
-	}
-	sc, err = dataset.FitScaler(r.scale, train)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	sc.Transform(train)
-	sc.Transform(test)
-	return train, test, sc, nil
-}
-
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "run [flags]\n\nRuns the daemon: joins peers over libp2p, trains on local data, exchanges\nmodels, checkpoints to --store and serves the API on --api.", stderr)
+	fs := cli.NewFlagSet("run", "run [flags]\n\nRuns the daemon: joins peers over libp2p, trains on local data, exchanges\nmodels, checkpoints to --store and serves the API on --api.", stderr)
 	var r runFlags
 	r.declare(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := applySettings(fs, r.config, "GOSSIPD_"); err != nil {
+	if err := cli.ApplySettings(fs, r.config, "GOSSIPD_"); err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, r.logFormat, r.logLevel)
+	log, err := cli.NewLogger(stderr, r.logFormat, r.logLevel)
 	if err != nil {
 		return err
 	}
-	members, err := parseMembers(r.members)
+	members, err := node.ParseMembers(r.members, p2p.CheckPeerID)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: --members: %v", errUsage, err)
 	}
 	agg, err := merge.ParseAggregator(r.aggregator)
 	if err != nil {
 		return fmt.Errorf("%w: --aggregator: %v", errUsage, err)
 	}
-	train, test, scaler, err := loadShard(&r)
+	if r.shard != "" {
+		if _, _, err := dataset.ParseShard(r.shard); err != nil {
+			return fmt.Errorf("%w: --shard: %v", errUsage, err)
+		}
+	}
+	if err := dataset.CheckScaling(r.scale); err != nil {
+		return fmt.Errorf("%w: --scale: %v", errUsage, err)
+	}
+	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Scale: r.scale,
+		OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: r.initSeed}})
 	if err != nil {
 		return err
 	}
@@ -211,9 +159,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	limits := p2p.Limits{Conns: r.maxConns, PeerBytes: r.peerBytes, PeerFrames: r.peerFrames}
-	host, err := p2p.New(p2p.Config{Limits: limits, Consortium: club, Key: key, Listen: splitList(r.listen), Bootstrap: splitList(r.bootstrap), MDNS: r.mdns, Logger: log,
+	host, err := p2p.New(p2p.Config{Limits: limits, Consortium: club, Key: key, Listen: cli.SplitList(r.listen), Bootstrap: cli.SplitList(r.bootstrap), MDNS: r.mdns, Logger: log,
 		DHT: r.dht, NoPEX: !r.pex, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
-			Relays: splitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
+			Relays: cli.SplitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
 	if err != nil {
 		return err
 	}
@@ -242,37 +190,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-// parseMembers reads --members: peer IDs, comma-separated, or @FILE with one
-// per line (blank lines and # comments ignored).
-func parseMembers(s string) ([]string, error) {
-	src := "--members"
-	if path, ok := strings.CutPrefix(s, "@"); ok {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --members: %v", errUsage, err)
-		}
-		var ids []string
-		for _, line := range strings.Split(string(b), "\n") {
-			line, _, _ = strings.Cut(line, "#")
-			if line = strings.TrimSpace(line); line != "" {
-				ids = append(ids, line)
-			}
-		}
-		s, src = strings.Join(ids, ","), path
-	}
-	ids := splitList(s)
-	for i, id := range ids {
-		if err := p2p.CheckPeerID(id); err != nil {
-			return nil, fmt.Errorf("%w: %s: member %d: %v", errUsage, src, i+1, err)
-		}
-	}
-	return ids, nil
-}
-
 func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("keygen", "keygen --out FILE\n\nCreates an identity key (mode 0600) and prints its peer ID.", stderr)
+	fs := cli.NewFlagSet("keygen", "keygen --out FILE\n\nCreates an identity key (mode 0600) and prints its peer ID.", stderr)
 	out := fs.String("out", "identity.key", "key file to create")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if _, err := os.Stat(*out); err == nil {
@@ -291,9 +212,9 @@ func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "status [--api ADDR]\n\nPrints a running daemon's /status.", stderr)
+	fs := cli.NewFlagSet("status", "status [--api ADDR]\n\nPrints a running daemon's /status.", stderr)
 	api := fs.String("api", "127.0.0.1:8080", "the daemon's API address")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -309,37 +230,22 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("init", "init [--out FILE]\n\nWrites a commented default config file for `gossipd run --config FILE`.", stderr)
+	fs := cli.NewFlagSet("init", "init [--out FILE]\n\nWrites a commented default config file for `gossipd run --config FILE`.", stderr)
 	out := fs.String("out", "gossipd.yaml", "file to write ('-' for stdout)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	rf := flag.NewFlagSet("run", flag.ContinueOnError)
 	var r runFlags
 	r.declare(rf)
-	var b strings.Builder
-	b.WriteString("# gossipd run configuration. Keys are `gossipd run` flags; flags and\n# $GOSSIPD_* variables override what is set here.\n\n")
-	rf.VisitAll(func(f *flag.Flag) {
-		if f.Name == "config" {
-			return
-		}
-		fmt.Fprintf(&b, "# %s\n%s: %q\n\n", f.Usage, f.Name, f.DefValue)
-	})
-	if *out == "-" {
-		_, err := io.WriteString(stdout, b.String())
-		return err
-	}
-	if _, err := os.Stat(*out); err == nil {
-		return fmt.Errorf("%w: %s exists", errUsage, *out)
-	}
-	return os.WriteFile(*out, []byte(b.String()), 0o644)
+	return cli.WriteNew(*out, cli.SettingsTemplate(rf, "# gossipd run configuration. Keys are `gossipd run` flags; flags and\n# $GOSSIPD_* variables override what is set here.\n\n", "config"), stdout)
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("export", "export --store DIR --out FILE\n\nWrites the newest checkpointed model of a (stopped) daemon's store as\nsafetensors, with the job spec and the feature scaler in its metadata.", stderr)
+	fs := cli.NewFlagSet("export", "export --store DIR --out FILE\n\nWrites the newest checkpointed model of a (stopped) daemon's store as\nsafetensors, with the job spec and the feature scaler in its metadata.", stderr)
 	storeDir := fs.String("store", "gossipd-data", "the daemon's --store directory")
 	out := fs.String("out", "model.safetensors", "file to write")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	store, err := node.OpenStore(filepath.Join(*storeDir, "checkpoints"), 0, nil)
@@ -347,27 +253,17 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer store.Close()
-	c, err := store.Newest()
-	if err != nil {
-		return err
-	}
-	if c == nil {
-		return fmt.Errorf("export: no checkpoint in %s", *storeDir)
-	}
-	l, err := model.LayoutOf(c.Spec.Model)
-	if err != nil {
-		return err
-	}
 	f, err := os.Create(*out)
 	if err != nil {
 		return err
 	}
-	if err := model.WriteSafetensors(f, l, c.State.Params, c.Meta); err != nil {
-		f.Close()
-		return err
+	c, err := node.Export(store, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err != nil {
+		os.Remove(*out)
+		return fmt.Errorf("export %s: %w", *storeDir, err)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %s, checkpoint %d (age %g, %s)\n", *out, c.Spec.Model, c.Seq, c.State.Age, c.Time.Format(time.RFC3339))
 	return nil

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gossipd/gossipd/internal/cli"
 )
 
 // FuzzConfigFile: any config file is applied to `gossipd run`'s flags or
@@ -25,7 +27,7 @@ func FuzzConfigFile(f *testing.F) {
 		fs.SetOutput(io.Discard)
 		var r runFlags
 		r.declare(fs)
-		if err := applySettings(fs, path, ""); err != nil && !strings.Contains(err.Error(), path) {
+		if err := cli.ApplySettings(fs, path, ""); err != nil && !strings.Contains(err.Error(), path) {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})

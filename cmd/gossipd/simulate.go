@@ -1,43 +1,25 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/simulation"
 )
 
-// simSummary is summary.json.
-type simSummary struct {
-	Protocol  string  `json:"protocol"`
-	Peers     int     `json:"peers"`
-	Rounds    int     `json:"rounds"`
-	Model     string  `json:"model"`
-	Dataset   string  `json:"dataset"`
-	Partition string  `json:"partition"`
-	Seed      uint64  `json:"seed"`
-	WallSecs  float64 `json:"wall_seconds"`
-	PeakRSS   int64   `json:"peak_rss_bytes"`
-	// NodeRoundsPerSecond is peers·rounds / wall seconds.
-	NodeRoundsPerSecond float64 `json:"node_rounds_per_second"`
-	*simulation.Result
-}
-
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("simulate", "simulate [flags]\n\nRuns many peers of a protocol in one process on virtual time and writes\nmetrics.csv, summary.json and accuracy plots (PNG) to --out.", stderr)
+	fs := cli.NewFlagSet("simulate", "simulate [flags]\n\nRuns many peers of a protocol in one process on virtual time and writes\nmetrics.csv, summary.json and accuracy plots (PNG) to --out.", stderr)
 	var c simulation.Config
 	var hidden, netsplits, tokens, scenario, out, topo string
 	var jsonOut, quiet bool
@@ -90,10 +72,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&out, "out", "out/sim", "directory for metrics.csv and summary.json")
 	fs.BoolVar(&jsonOut, "json", false, "print summary.json to stdout")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := applySettings(fs, scenario, ""); err != nil {
+	if err := cli.ApplySettings(fs, scenario, ""); err != nil {
 		return err
 	}
 	var err error
@@ -103,33 +85,19 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	if churnTrace != "" {
-		b, err := os.ReadFile(churnTrace)
-		if err != nil {
-			return err
-		}
-		if c.ChurnTrace, err = simulation.ParseChurnTrace(b, churnTrace); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+		if c.ChurnTrace, err = simulation.ReadChurnTrace(churnTrace); err != nil {
+			return fmt.Errorf("%w: --churn-trace: %v", errUsage, err)
 		}
 	}
-	if c.Netsplits, err = parseNetsplits(netsplits); err != nil {
-		return err
+	if c.Netsplits, err = simulation.ParseNetsplits(netsplits); err != nil {
+		return fmt.Errorf("%w: --netsplit: %v", errUsage, err)
 	}
-	if tokens != "" {
-		a, b, ok := strings.Cut(tokens, ":")
-		ai, err1 := strconv.Atoi(a)
-		bi, err2 := strconv.Atoi(b)
-		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("%w: --tokens %q, want A:B", errUsage, tokens)
-		}
-		c.Tokens = gossip.TokenConfig{A: ai, B: bi}
+	if c.Tokens, err = gossip.ParseTokens(tokens); err != nil {
+		return fmt.Errorf("%w: --tokens: %v", errUsage, err)
 	}
 	if topo != "" {
-		if st, err := os.Stat(topo); err == nil && !st.IsDir() {
-			if c.EdgeList, err = os.ReadFile(topo); err != nil {
-				return err
-			}
-		} else {
-			c.Topology = topo
+		if err := c.SetTopology(topo); err != nil {
+			return err
 		}
 	}
 	if err := c.Validate(); err != nil {
@@ -149,20 +117,20 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		defer pprof.StopCPUProfile()
 	}
-	bar := newProgressBar(stderr, !quiet)
+	bar := cli.NewProgressBar(stderr, !quiet)
 	start := time.Now()
 	res, err := simulation.Run(ctx, c, func(r simulation.Row) {
-		bar.update("simulate", r.Round, c.Rounds, fmt.Sprintf("acc %.4f msgs %d", r.MeanAcc, r.Messages))
+		bar.Update("simulate", r.Round, c.Rounds, fmt.Sprintf("acc %.4f msgs %d", r.MeanAcc, r.Messages))
 	})
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return err
 	}
 	wall := time.Since(start).Seconds()
-	sum := simSummary{Protocol: c.Protocol, Peers: c.Peers, Rounds: c.Rounds, Model: c.Model, Dataset: c.Dataset,
+	sum := simulation.Summary{Protocol: c.Protocol, Peers: c.Peers, Rounds: c.Rounds, Model: c.Model, Dataset: c.Dataset,
 		Partition: c.Partition, Seed: c.Seed, WallSecs: wall, PeakRSS: peakRSS(),
 		NodeRoundsPerSecond: float64(c.Peers*c.Rounds) / wall, Result: res}
-	if err := writeSimOutputs(out, res, &sum); err != nil {
+	if err := simulation.WriteOutputs(out, &sum); err != nil {
 		return err
 	}
 	if jsonOut {
@@ -181,50 +149,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20)
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", out)
 	return nil
-}
-
-func writeSimOutputs(dir string, res *simulation.Result, sum *simSummary) error {
-	f, err := os.Create(filepath.Join(dir, "metrics.csv"))
-	if err != nil {
-		return err
-	}
-	if err := simulation.WriteCSV(f, res.Rows); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	title := fmt.Sprintf("%s, %d peers, %s on %s (%s)", sum.Protocol, sum.Peers, sum.Model, sum.Dataset, sum.Partition)
-	for _, x := range []simulation.Axis{simulation.ByTime, simulation.ByBytes} {
-		var buf bytes.Buffer
-		if err := simulation.PlotAccuracy(&buf, title, x, []simulation.Series{{Label: sum.Protocol, Rows: res.Rows}}); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "accuracy_vs_"+string(x)+".png"), buf.Bytes(), 0o644); err != nil {
-			return err
-		}
-	}
-	b, err := json.MarshalIndent(sum, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
-}
-
-func parseNetsplits(spec string) ([]simulation.Netsplit, error) {
-	if spec == "" {
-		return nil, nil
-	}
-	var out []simulation.Netsplit
-	for _, part := range strings.Split(spec, ",") {
-		var ns simulation.Netsplit
-		if _, err := fmt.Sscanf(strings.TrimSpace(part), "%d-%d:%d", &ns.From, &ns.To, &ns.Groups); err != nil {
-			return nil, fmt.Errorf("%w: --netsplit %q, want FROM-TO:GROUPS", errUsage, part)
-		}
-		out = append(out, ns)
-	}
-	return out, nil
 }
 
 // peakRSS is the process's peak resident set size in bytes.

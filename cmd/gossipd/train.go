@@ -3,62 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/model"
-	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/simulation"
 )
 
-// trainConfig is everything `gossipd train` needs.
-type trainConfig struct {
-	Dataset      string
-	LabelColumn  string
-	Scale        string
-	TestFraction float64
-	Model        string
-	Hidden       string
-	Lambda       float64
-	Epochs       int
-	Batch        int
-	LR           float64
-	Optimizer    string
-	Momentum     float64
-	WeightDecay  float64
-	Seed         uint64
-	Threads      int
-	PureGo       bool
-}
-
-// trainReport is the summary `gossipd train --json` prints.
-type trainReport struct {
-	Model            string     `json:"model"`
-	Spec             model.Spec `json:"spec"`
-	Params           int        `json:"params"`
-	Dataset          string     `json:"dataset"`
-	TrainExamples    int        `json:"train_examples"`
-	TestExamples     int        `json:"test_examples"`
-	Epochs           int        `json:"epochs"`
-	Batch            int        `json:"batch"`
-	Optimizer        string     `json:"optimizer"`
-	Seed             uint64     `json:"seed"`
-	Backend          string     `json:"backend"`
-	TrainLoss        float64    `json:"train_loss"`
-	TestAccuracy     float64    `json:"test_accuracy"`
-	TestLoss         float64    `json:"test_loss"`
-	TrainSeconds     float64    `json:"train_seconds"`
-	SamplesPerSecond float64    `json:"samples_per_second"`
-	Confusion        [][]int    `json:"confusion"`
-	Classes          []string   `json:"class_names,omitempty"`
-	metrics          model.Metrics
-}
-
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("train", "train [flags]\n\nTrains one model centrally on one machine and reports its test accuracy.", stderr)
-	var c trainConfig
+	fs := cli.NewFlagSet("train", "train [flags]\n\nTrains one model centrally on one machine and reports its test accuracy.", stderr)
+	var c simulation.CentralConfig
 	var jsonOut, quiet bool
 	fs.StringVar(&c.Dataset, "dataset", "digits", "dataset: digits (embedded), fashion-mnist, or a path (.csv[.gz], .libsvm, or a directory of IDX files)")
 	fs.StringVar(&c.LabelColumn, "label-column", "", "CSV label column: a header name or 0-based index (default: last column)")
@@ -78,16 +36,25 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&c.PureGo, "purego", false, "use the portable Go GEMM kernel instead of assembly")
 	fs.BoolVar(&jsonOut, "json", false, "print the summary as one JSON object")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	bar := newProgressBar(stderr, !quiet)
-	rep, err := train(ctx, c, func(p model.Progress) {
-		bar.update(fmt.Sprintf("epoch %d/%d", p.Epoch, p.Epochs), p.Step, p.Steps, fmt.Sprintf("loss %.4f", p.Loss))
+	if _, err := model.ParseHidden(c.Hidden); err != nil {
+		return fmt.Errorf("%w: --hidden: %v", errUsage, err)
+	}
+	if err := dataset.CheckScaling(c.Scale); err != nil {
+		return fmt.Errorf("%w: --scale: %v", errUsage, err)
+	}
+	bar := cli.NewProgressBar(stderr, !quiet)
+	rep, err := simulation.TrainCentral(ctx, c, func(p model.Progress) {
+		bar.Update(fmt.Sprintf("epoch %d/%d", p.Epoch, p.Epochs), p.Step, p.Steps, fmt.Sprintf("loss %.4f", p.Loss))
 		if p.Step == p.Steps {
-			bar.finish()
+			bar.Finish()
 		}
 	})
+	if errors.Is(err, simulation.ErrConfig) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -99,78 +66,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// train loads the data, builds the model and trains it.
-func train(ctx context.Context, c trainConfig, progress func(model.Progress)) (*trainReport, error) {
-	hidden, err := model.ParseHidden(c.Hidden)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --hidden: %v", errUsage, err)
-	}
-	if c.Model != model.MLP {
-		hidden = nil
-	}
-	if c.Optimizer == "" {
-		c.Optimizer = "sgd"
-		if c.Model == model.SVM {
-			c.Optimizer = "pegasos"
-		}
-	}
-	trainSet, testSet, err := dataset.Open(c.Dataset, dataset.OpenOptions{
-		CSV:          dataset.CSVOptions{LabelColumn: c.LabelColumn},
-		TestFraction: c.TestFraction,
-		Seed:         c.Seed,
-	})
-	if err != nil {
-		return nil, err
-	}
-	scaler, err := dataset.FitScaler(c.Scale, trainSet)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --scale: %v", errUsage, err)
-	}
-	scaler.Transform(trainSet)
-	scaler.Transform(testSet)
-
-	spec := model.Spec{Kind: c.Model, Inputs: trainSet.D, Hidden: hidden, Classes: trainSet.Classes}
-	if c.Model == model.SVM {
-		spec.Lambda = c.Lambda
-	}
-	if err := spec.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	copts := []compute.CPUOption{compute.WithThreads(c.Threads)}
-	if c.PureGo {
-		copts = append(copts, compute.WithPureGo())
-	}
-	backend := compute.NewCPU(copts...)
-	m, err := model.New(spec, model.WithSeed(c.Seed), model.WithBackend(backend))
-	if err != nil {
-		return nil, err
-	}
-	opt, err := model.NewOptimizer(model.OptimizerConfig{Name: c.Optimizer, LR: c.LR, Momentum: c.Momentum, WeightDecay: c.WeightDecay, Lambda: spec.Lambda})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	tcfg := model.TrainConfig{Epochs: c.Epochs, Batch: c.Batch, Seed: c.Seed}
-	if err := tcfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	start := time.Now()
-	res, err := model.Train(ctx, m, opt, trainSet.X, trainSet.Y, trainSet.N, tcfg, progress)
-	elapsed := time.Since(start).Seconds()
-	if err != nil {
-		return nil, err
-	}
-	met := m.Evaluate(testSet.X, testSet.Y, testSet.N)
-	return &trainReport{
-		Model: spec.Kind, Spec: spec, Params: m.NumParams(), Dataset: c.Dataset,
-		TrainExamples: trainSet.N, TestExamples: testSet.N,
-		Epochs: res.Epochs, Batch: tcfg.Batch, Optimizer: opt.Name(), Seed: c.Seed, Backend: backend.Name(),
-		TrainLoss: res.Loss, TestAccuracy: met.Accuracy, TestLoss: met.Loss,
-		TrainSeconds: elapsed, SamplesPerSecond: float64(res.Samples) / elapsed,
-		Confusion: met.Confusion, Classes: trainSet.ClassNames,
-	}, nil
-}
-
-func printTrainReport(w io.Writer, r *trainReport) {
+func printTrainReport(w io.Writer, r *simulation.CentralReport) {
 	fmt.Fprintf(w, "model       %s (%d parameters)\n", r.Spec, r.Params)
 	fmt.Fprintf(w, "dataset     %s: %d train, %d test examples\n", r.Dataset, r.TrainExamples, r.TestExamples)
 	fmt.Fprintf(w, "training    %d epochs, batch %d, %s, seed %d on %s\n", r.Epochs, r.Batch, r.Optimizer, r.Seed, r.Backend)

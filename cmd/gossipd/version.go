@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/model/compute"
 )
 
@@ -14,8 +15,8 @@ import (
 var version = "dev"
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "version", stderr)
-	if err := parseFlags(fs, args); err != nil {
+	fs := cli.NewFlagSet("version", "version", stderr)
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	rev := ""

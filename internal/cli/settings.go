@@ -1,8 +1,9 @@
-package main
+package cli
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -10,11 +11,11 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// applySettings fills the flags not given on the command line, first from
+// ApplySettings fills the flags not given on the command line, first from
 // the environment (envPrefix + the flag name in upper case with '-' as '_',
 // when envPrefix is not empty), then from the YAML file at path (keys are
 // flag names). So the precedence is flags > environment > file > defaults.
-func applySettings(fs *flag.FlagSet, path, envPrefix string) error {
+func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if envPrefix != "" {
@@ -23,7 +24,7 @@ func applySettings(fs *flag.FlagSet, path, envPrefix string) error {
 			env := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 			if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
 				if e := fs.Set(f.Name, v); e != nil {
-					err = fmt.Errorf("%w: $%s: %v", errUsage, env, e)
+					err = fmt.Errorf("%w: $%s: %v", ErrUsage, env, e)
 				}
 				given[f.Name] = true
 			}
@@ -37,11 +38,11 @@ func applySettings(fs *flag.FlagSet, path, envPrefix string) error {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	var kv map[string]any
 	if err := yaml.Unmarshal(b, &kv); err != nil {
-		return fmt.Errorf("%w: %s: %v", errUsage, path, err)
+		return fmt.Errorf("%w: %s: %v", ErrUsage, path, err)
 	}
 	keys := make([]string, 0, len(kv))
 	for k := range kv {
@@ -50,7 +51,7 @@ func applySettings(fs *flag.FlagSet, path, envPrefix string) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if fs.Lookup(k) == nil {
-			return fmt.Errorf("%w: %s: unknown key %q", errUsage, path, k)
+			return fmt.Errorf("%w: %s: unknown key %q", ErrUsage, path, k)
 		}
 		if given[k] || k == "config" || k == "scenario" || k == "json" {
 			continue
@@ -67,8 +68,34 @@ func applySettings(fs *flag.FlagSet, path, envPrefix string) error {
 			s = fmt.Sprint(x)
 		}
 		if err := fs.Set(k, s); err != nil {
-			return fmt.Errorf("%w: %s: %s: %v", errUsage, path, k, err)
+			return fmt.Errorf("%w: %s: %s: %v", ErrUsage, path, k, err)
 		}
 	}
 	return nil
+}
+
+// SettingsTemplate is a commented YAML settings file holding every flag
+// of fs but skip at its default, for ApplySettings to read back.
+func SettingsTemplate(fs *flag.FlagSet, header string, skip ...string) string {
+	var b strings.Builder
+	b.WriteString(header)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(skip, f.Name) {
+			fmt.Fprintf(&b, "# %s\n%s: %q\n\n", f.Usage, f.Name, f.DefValue)
+		}
+	})
+	return b.String()
+}
+
+// WriteNew writes text to path, or to stdout when path is "-"; it never
+// overwrites an existing file.
+func WriteNew(path, text string, stdout io.Writer) error {
+	if path == "-" {
+		_, err := io.WriteString(stdout, text)
+		return err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("%w: %s exists", ErrUsage, path)
+	}
+	return os.WriteFile(path, []byte(text), 0o644)
 }

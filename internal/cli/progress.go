@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -8,20 +8,22 @@ import (
 	"time"
 )
 
-// progressBar draws a one-line progress bar on a terminal and nothing
+// ProgressBar draws a one-line progress bar on a terminal and nothing
 // elsewhere. It redraws at most every 100 ms.
-type progressBar struct {
+type ProgressBar struct {
 	w     io.Writer
 	on    bool
 	start time.Time
 	last  time.Time
 }
 
-func newProgressBar(w io.Writer, enabled bool) *progressBar {
-	return &progressBar{w: w, on: enabled && isTerminal(w), start: time.Now()}
+// NewProgressBar returns a bar drawn on w when enabled and w is a terminal.
+func NewProgressBar(w io.Writer, enabled bool) *ProgressBar {
+	return &ProgressBar{w: w, on: enabled && IsTerminal(w), start: time.Now()}
 }
 
-func isTerminal(w io.Writer) bool {
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -30,8 +32,8 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// update draws done/total with a label and a trailing status text.
-func (p *progressBar) update(label string, done, total int, status string) {
+// Update draws done/total with a label and a trailing status text.
+func (p *ProgressBar) Update(label string, done, total int, status string) {
 	if !p.on {
 		return
 	}
@@ -46,8 +48,8 @@ func (p *progressBar) update(label string, done, total int, status string) {
 	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %s\033[K", label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), 100*frac, status)
 }
 
-// finish ends the bar's line.
-func (p *progressBar) finish() {
+// Finish ends the bar's line.
+func (p *ProgressBar) Finish() {
 	if p.on {
 		fmt.Fprintln(p.w)
 	}

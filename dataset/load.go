@@ -1,0 +1,58 @@
+package dataset
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// LoadOptions configures Load.
+type LoadOptions struct {
+	OpenOptions
+	// Shard, "i/n", keeps IID shard i of n of the training split (seeded
+	// by Seed, so the shards of daemons sharing a seed are disjoint).
+	// Empty: all of it.
+	Shard string
+	// Scale is the feature scaling (FitScaler), fitted on the training
+	// data kept and applied to both splits.
+	Scale string
+}
+
+// Load opens a dataset, keeps a shard of its training split if asked and
+// scales both splits: every way of getting training data (the daemon,
+// the simulator, centralized training) goes through it. The scaler is
+// returned for the features of later inputs (/predict, exported models).
+func Load(source string, o LoadOptions) (train, test *Dataset, sc *Scaler, err error) {
+	train, test, err = Open(source, o.OpenOptions)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if o.Shard != "" {
+		i, n, err := ParseShard(o.Shard)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		parts, err := IID{}.Partition(train, n, o.Seed)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		train = train.Subset(parts[i])
+	}
+	if sc, err = FitScaler(o.Scale, train); err != nil {
+		return nil, nil, nil, err
+	}
+	sc.Transform(train)
+	sc.Transform(test)
+	return train, test, sc, nil
+}
+
+// ParseShard reads "i/n" with 0 ≤ i < n.
+func ParseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("dataset: shard %q, want i/n with 0 ≤ i < n", s)
+	}
+	return i, n, nil
+}

@@ -1,0 +1,87 @@
+// Package cli is the command-line plumbing shared by gossipd's
+// subcommands: flag sets that report errors instead of exiting,
+// subcommands with verbs, settings from the environment and YAML files,
+// a progress bar and log set-up. The subcommands themselves, which parse
+// their flags, call the packages that do the work and format the output,
+// are in cmd/gossipd.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ErrUsage marks errors caused by bad command-line input (exit status 2).
+var ErrUsage = errors.New("usage")
+
+// NewFlagSet returns a flag set that reports errors instead of exiting and
+// prints its usage to stderr.
+func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gossipd %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// ParseFlags parses args, turning a parse error into a usage error and
+// rejecting stray positional arguments.
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %s: %v", ErrUsage, fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: %s: unexpected argument %q", ErrUsage, fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// Subcommand is one verb of a command with verbs (gossipd privacy epsilon).
+type Subcommand struct {
+	Name, Summary string
+	Run           func(args []string, stdout, stderr io.Writer) error
+}
+
+// DispatchSub runs the subcommand args[0] of command name.
+func DispatchSub(name string, subs []Subcommand, args []string, stdout, stderr io.Writer) error {
+	names := make([]string, len(subs))
+	usage := ""
+	for i, c := range subs {
+		names[i] = c.Name
+		usage += fmt.Sprintf("\n  %-10s %s", c.Name, c.Summary)
+	}
+	synopsis := fmt.Sprintf("%s %s [flags]\n%s", name, strings.Join(names, "|"), usage)
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s: want a subcommand\nUsage: gossipd %s", ErrUsage, name, synopsis)
+	}
+	for _, c := range subs {
+		if c.Name == args[0] {
+			return c.Run(args[1:], stdout, stderr)
+		}
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprintf(stderr, "Usage: gossipd %s\n", synopsis)
+		return flag.ErrHelp
+	}
+	return fmt.Errorf("%w: %s: unknown subcommand %q, want %s", ErrUsage, name, args[0], strings.Join(names, "|"))
+}
+
+// SplitList splits a comma-separated list, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

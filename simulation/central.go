@@ -1,0 +1,132 @@
+package simulation
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// CentralConfig is a centralized training run: one model trained on all
+// the data on one machine (`gossipd train`, and the training half of
+// `gossipd bench`), the baseline every decentralized run is held against.
+// Zero values take the documented defaults.
+type CentralConfig struct {
+	// Dataset is a dataset name or path (dataset.Open), with LabelColumn
+	// for CSV and TestFraction for sources without a test split.
+	Dataset      string
+	LabelColumn  string
+	TestFraction float64
+	// Scale is the feature scaling (dataset.FitScaler).
+	Scale string
+	// Model is the model kind; Hidden the MLP widths ("128,64"); Lambda
+	// the SVM's regularisation.
+	Model  string
+	Hidden string
+	Lambda float64
+	// Epochs, Batch (model.TrainConfig defaults) and the optimizer (default
+	// pegasos for svm, else sgd) with its settings.
+	Epochs      int
+	Batch       int
+	LR          float64
+	Optimizer   string
+	Momentum    float64
+	WeightDecay float64
+	// Seed drives initialisation, the split and shuffling.
+	Seed uint64
+	// Threads for the compute backend (0: all cores); PureGo uses the
+	// portable GEMM kernel.
+	Threads int
+	PureGo  bool
+}
+
+// CentralReport is the outcome of a centralized run.
+type CentralReport struct {
+	Model            string     `json:"model"`
+	Spec             model.Spec `json:"spec"`
+	Params           int        `json:"params"`
+	Dataset          string     `json:"dataset"`
+	TrainExamples    int        `json:"train_examples"`
+	TestExamples     int        `json:"test_examples"`
+	Epochs           int        `json:"epochs"`
+	Batch            int        `json:"batch"`
+	Optimizer        string     `json:"optimizer"`
+	Seed             uint64     `json:"seed"`
+	Backend          string     `json:"backend"`
+	TrainLoss        float64    `json:"train_loss"`
+	TestAccuracy     float64    `json:"test_accuracy"`
+	TestLoss         float64    `json:"test_loss"`
+	TrainSeconds     float64    `json:"train_seconds"`
+	SamplesPerSecond float64    `json:"samples_per_second"`
+	Confusion        [][]int    `json:"confusion"`
+	Classes          []string   `json:"class_names,omitempty"`
+}
+
+// TrainCentral loads the data, builds the model, trains and evaluates it.
+// progress, if not nil, hears of every step. Invalid settings wrap
+// ErrConfig.
+func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Progress)) (*CentralReport, error) {
+	hidden, err := model.ParseHidden(c.Hidden)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hidden: %v", ErrConfig, err)
+	}
+	if c.Model != model.MLP {
+		hidden = nil
+	}
+	if c.Optimizer == "" {
+		c.Optimizer = "sgd"
+		if c.Model == model.SVM {
+			c.Optimizer = "pegasos"
+		}
+	}
+	if err := dataset.CheckScaling(c.Scale); err != nil {
+		return nil, fmt.Errorf("%w: scale: %v", ErrConfig, err)
+	}
+	trainSet, testSet, _, err := dataset.Load(c.Dataset, dataset.LoadOptions{Scale: c.Scale, OpenOptions: dataset.OpenOptions{
+		CSV: dataset.CSVOptions{LabelColumn: c.LabelColumn}, TestFraction: c.TestFraction, Seed: c.Seed}})
+	if err != nil {
+		return nil, err
+	}
+	spec := model.Spec{Kind: c.Model, Inputs: trainSet.D, Hidden: hidden, Classes: trainSet.Classes}
+	if c.Model == model.SVM {
+		spec.Lambda = c.Lambda
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	copts := []compute.CPUOption{compute.WithThreads(c.Threads)}
+	if c.PureGo {
+		copts = append(copts, compute.WithPureGo())
+	}
+	backend := compute.NewCPU(copts...)
+	m, err := model.New(spec, model.WithSeed(c.Seed), model.WithBackend(backend))
+	if err != nil {
+		return nil, err
+	}
+	opt, err := model.NewOptimizer(model.OptimizerConfig{Name: c.Optimizer, LR: c.LR, Momentum: c.Momentum, WeightDecay: c.WeightDecay, Lambda: spec.Lambda})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	tcfg := model.TrainConfig{Epochs: c.Epochs, Batch: c.Batch, Seed: c.Seed}
+	if err := tcfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	start := time.Now()
+	res, err := model.Train(ctx, m, opt, trainSet.X, trainSet.Y, trainSet.N, tcfg, progress)
+	elapsed := time.Since(start).Seconds()
+	if err != nil {
+		return nil, err
+	}
+	met := m.Evaluate(testSet.X, testSet.Y, testSet.N)
+	return &CentralReport{
+		Model: spec.Kind, Spec: spec, Params: m.NumParams(), Dataset: c.Dataset,
+		TrainExamples: trainSet.N, TestExamples: testSet.N,
+		Epochs: res.Epochs, Batch: tcfg.Batch, Optimizer: opt.Name(), Seed: c.Seed, Backend: backend.Name(),
+		TrainLoss: res.Loss, TestAccuracy: met.Accuracy, TestLoss: met.Loss,
+		TrainSeconds: elapsed, SamplesPerSecond: float64(res.Samples) / elapsed,
+		Confusion: met.Confusion, Classes: trainSet.ClassNames,
+	}, nil
+}

@@ -1,0 +1,114 @@
+package simulation
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Summary is a run's summary.json: the scenario, how long it took and
+// the Result.
+type Summary struct {
+	Protocol  string  `json:"protocol"`
+	Peers     int     `json:"peers"`
+	Rounds    int     `json:"rounds"`
+	Model     string  `json:"model"`
+	Dataset   string  `json:"dataset"`
+	Partition string  `json:"partition"`
+	Seed      uint64  `json:"seed"`
+	WallSecs  float64 `json:"wall_seconds"`
+	PeakRSS   int64   `json:"peak_rss_bytes"`
+	// NodeRoundsPerSecond is peers·rounds / wall seconds.
+	NodeRoundsPerSecond float64 `json:"node_rounds_per_second"`
+	*Result
+}
+
+// WriteOutputs writes a run's metrics.csv, its accuracy plots
+// (accuracy_vs_time.png, accuracy_vs_bytes.png) and summary.json to dir.
+func WriteOutputs(dir string, sum *Summary) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "metrics.csv"))
+	if err != nil {
+		return err
+	}
+	if err := WriteCSV(f, sum.Rows); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	title := fmt.Sprintf("%s, %d peers, %s on %s (%s)", sum.Protocol, sum.Peers, sum.Model, sum.Dataset, sum.Partition)
+	for _, x := range []Axis{ByTime, ByBytes} {
+		var buf bytes.Buffer
+		if err := PlotAccuracy(&buf, title, x, []Series{{Label: sum.Protocol, Rows: sum.Rows}}); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "accuracy_vs_"+string(x)+".png"), buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	b, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+}
+
+// ParseNetsplits reads scheduled partitions "FROM-TO:GROUPS[,…]" (in
+// rounds): during rounds [FROM, TO) peer i can reach peer j only when
+// i mod GROUPS = j mod GROUPS.
+func ParseNetsplits(spec string) ([]Netsplit, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	var out []Netsplit
+	for _, part := range strings.Split(spec, ",") {
+		var ns Netsplit
+		if _, err := fmt.Sscanf(strings.TrimSpace(part), "%d-%d:%d", &ns.From, &ns.To, &ns.Groups); err != nil {
+			return nil, fmt.Errorf("%w: netsplit %q, want FROM-TO:GROUPS", ErrConfig, part)
+		}
+		out = append(out, ns)
+	}
+	return out, nil
+}
+
+// ReadRun reads the metrics.csv a run wrote to dir.
+func ReadRun(dir string) ([]Row, error) {
+	p := filepath.Join(dir, "metrics.csv")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	return ReadCSV(bytes.NewReader(b), p)
+}
+
+// ReadChurnTrace reads a churn trace file (ParseChurnTrace); errors in
+// its contents wrap ErrConfig.
+func ReadChurnTrace(path string) ([]Interval, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	iv, err := ParseChurnTrace(b, path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return iv, nil
+}
+
+// SetTopology sets the topology from a name (gossip.ParseTopology) or,
+// when spec names a file, from its edge list.
+func (c *Config) SetTopology(spec string) error {
+	if st, err := os.Stat(spec); err == nil && !st.IsDir() {
+		c.EdgeList, err = os.ReadFile(spec)
+		return err
+	}
+	c.Topology = spec
+	return nil
+}
