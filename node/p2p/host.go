@@ -7,16 +7,10 @@
 package p2p
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -32,7 +26,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/routing"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
-	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
@@ -116,28 +109,6 @@ type Config struct {
 	Limits Limits
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
-}
-
-// NATConfig turns on libp2p's NAT traversal. All off by default.
-type NATConfig struct {
-	// PortMap asks the gateway for a port mapping (UPnP, NAT-PMP).
-	PortMap bool
-	// AutoNAT serves reachability checks to others and runs AutoNAT v2 to
-	// learn this host's own reachability.
-	AutoNAT bool
-	// HolePunching upgrades relayed connections to direct ones (DCUtR).
-	HolePunching bool
-	// Relays are static circuit-relay v2 relays (multiaddrs with /p2p/ID):
-	// a host behind NAT reserves a slot on them and is reachable through
-	// them.
-	Relays []string
-	// RelayService makes this host a circuit-relay v2 relay for others; it
-	// must be publicly reachable, and is treated as such.
-	RelayService bool
-	// ForcePrivate treats this host as unreachable from outside (behind a
-	// NAT) without waiting for AutoNAT to find out: with Relays, it
-	// reserves relay slots at once.
-	ForcePrivate bool
 }
 
 // Host is a transport.Transport over libp2p.
@@ -364,157 +335,6 @@ func (t *Host) Peers() []transport.PeerID {
 	return out
 }
 
-// Send implements transport.Transport. Frames to a peer travel back to back on
-// one long-lived stream per protocol, opened on first use and reopened once
-// if writing fails (the peer restarted, or closed an idle stream): no
-// per-frame stream setup or round trip, so frames pipeline. A nil error
-// means the frame was written to the connection, not that the peer
-// accepted it.
-func (t *Host) Send(ctx context.Context, to transport.PeerID, f transport.Frame) error {
-	pid, err := peer.Decode(string(to))
-	if err != nil {
-		return fmt.Errorf("p2p: peer ID %q: %w: %v", to, transport.ErrUnreachable, err)
-	}
-	if pid == t.h.ID() {
-		return fmt.Errorf("p2p: sending to self: %w", transport.ErrUnreachable)
-	}
-	if f.Lane != "" && !slices.Contains(transport.Lanes, f.Lane) {
-		return fmt.Errorf("p2p: unknown lane %q", f.Lane)
-	}
-	key := outKey{pid, ProtocolFor(f.Lane)}
-	for attempt := 0; ; attempt++ {
-		o := t.outStream(key)
-		o.mu.Lock()
-		fresh := o.s == nil
-		if fresh {
-			s, err := t.h.NewStream(network.WithAllowLimitedConn(ctx, "gossip"), pid, key.proto)
-			if err != nil {
-				o.mu.Unlock()
-				return fmt.Errorf("p2p: %s: %w: %v", to, transport.ErrUnreachable, err)
-			}
-			o.s = s
-		}
-		dl, ok := ctx.Deadline()
-		if !ok {
-			dl = time.Now().Add(t.cfg.ReadTimeout)
-		}
-		o.s.SetWriteDeadline(dl)
-		err := WriteFrame(o.s, f)
-		if err == nil {
-			o.s.SetWriteDeadline(time.Time{})
-			o.mu.Unlock()
-			return nil
-		}
-		o.s.Reset()
-		o.s = nil
-		o.mu.Unlock()
-		if fresh || attempt > 0 || ctx.Err() != nil {
-			return fmt.Errorf("p2p: sending to %s: %w: %v", to, transport.ErrUnreachable, err)
-		}
-	}
-}
-
-// outKey names an outbound stream.
-type outKey struct {
-	peer  peer.ID
-	proto protocol.ID
-}
-
-// outbound is a long-lived stream to a peer; mu serialises its frames.
-type outbound struct {
-	mu sync.Mutex
-	s  network.Stream // nil until opened, or after a failure
-}
-
-func (t *Host) outStream(k outKey) *outbound {
-	t.omu.Lock()
-	defer t.omu.Unlock()
-	o := t.out[k]
-	if o == nil {
-		o = &outbound{}
-		t.out[k] = o
-	}
-	return o
-}
-
-// refused logs a peer the consortium gater turned away (once per peer).
-func (t *Host) refused(p peer.ID) {
-	if _, seen := t.refusedPeers.LoadOrStore(p, true); !seen {
-		t.log.Warn("refused a peer outside the consortium", "peer", p)
-	}
-}
-
-// forget drops the outbound streams to a disconnected peer.
-func (t *Host) forget(p peer.ID) {
-	t.omu.Lock()
-	defer t.omu.Unlock()
-	for k := range t.out {
-		if k.peer == p {
-			delete(t.out, k)
-		}
-	}
-}
-
-// handleFrame reads frames from an inbound stream until the sender closes
-// it. Waiting for a frame may take IdleTimeout; reading one, ReadTimeout.
-func (t *Host) handleFrame(s network.Stream) {
-	from := s.Conn().RemotePeer()
-	r := bufio.NewReaderSize(s, 8<<10) // small: payloads bypass it
-	for {
-		s.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
-		if _, err := r.Peek(1); err != nil {
-			if errors.Is(err, io.EOF) {
-				s.Close() // the sender closed the stream between frames
-			} else {
-				s.Reset()
-			}
-			return
-		}
-		s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout))
-		f, err := readFrame(r, t.cfg.MaxFrame, func(n int) ([]byte, error) {
-			if err := t.limit.admit(from, n); err != nil {
-				return nil, err
-			}
-			s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout)) // not counting the wait
-			return t.bufs.get(n), nil
-		})
-		if err != nil {
-			reason := "bad_frame"
-			switch {
-			case errors.Is(err, errOversized):
-				reason = "oversized_frame"
-			case errors.Is(err, errRateLimited):
-				reason = "rate_limited"
-			}
-			t.rejected(reason, s.Conn().RemotePeer(), err)
-			s.Reset()
-			return
-		}
-		payload := f.Payload
-		t.deliver(transport.Inbound{From: transport.PeerID(s.Conn().RemotePeer().String()), Frame: f, Authenticated: true,
-			Recycle: func() { t.bufs.put(payload) }})
-	}
-}
-
-// rejected reports an inbound message the host dropped before it could be
-// delivered — a malformed or oversized frame, a rate limit, a gossipsub
-// message with a missing or invalid signature or one a validator refused —
-// on Inbound (transport.Inbound.Reject), where the daemon counts it with
-// every other reject. Reasons are short snake_case words. A full queue
-// loses the report, not a frame: a hostile peer cannot crowd out real
-// frames with its rejects.
-func (t *Host) rejected(reason string, from peer.ID, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return
-	}
-	select {
-	case t.in <- transport.Inbound{From: from.String(), Reject: reason, Err: err}:
-	default:
-	}
-}
-
 // Inbound implements transport.Transport.
 func (t *Host) Inbound() <-chan transport.Inbound { return t.in }
 
@@ -538,89 +358,4 @@ func (t *Host) Close() error {
 	err := t.h.Close()
 	t.wg.Wait()
 	return err
-}
-
-// LoadOrCreateKey reads an Ed25519 identity from path, creating it (mode
-// 0600) on first use. It refuses a key file others can read.
-func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := crypto.MarshalPrivateKey(k)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(path, raw, 0o600); err != nil {
-			return nil, err
-		}
-		return k, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("p2p: identity key %s has mode %v; it must be readable by its owner only (chmod 600)", path, st.Mode().Perm())
-	}
-	k, err := crypto.UnmarshalPrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("p2p: identity key %s: %w", path, err)
-	}
-	return k, nil
-}
-
-// PeerIDOf returns the peer ID of a key.
-func PeerIDOf(k crypto.PrivKey) (string, error) {
-	id, err := peer.IDFromPrivateKey(k)
-	return id.String(), err
-}
-
-// natOptions turns a NATConfig into libp2p options.
-func natOptions(c NATConfig) ([]libp2p.Option, error) {
-	var opts []libp2p.Option
-	if c.PortMap {
-		opts = append(opts, libp2p.NATPortMap())
-	}
-	if c.AutoNAT {
-		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableAutoNATv2())
-	}
-	if c.HolePunching {
-		opts = append(opts, libp2p.EnableHolePunching())
-	}
-	if c.RelayService {
-		// libp2p runs the relay service only on hosts it deems publicly
-		// reachable; an operator who makes a host a relay asserts that.
-		opts = append(opts, libp2p.EnableRelayService(), libp2p.ForceReachabilityPublic())
-	}
-	if c.ForcePrivate {
-		opts = append(opts, libp2p.ForceReachabilityPrivate())
-	}
-	if len(c.Relays) > 0 {
-		var relays []peer.AddrInfo
-		for _, s := range c.Relays {
-			ai, err := peer.AddrInfoFromString(s)
-			if err != nil {
-				return nil, fmt.Errorf("p2p: relay address %q: %w", s, err)
-			}
-			relays = append(relays, *ai)
-		}
-		// Static relays are known up front: use them at once rather than
-		// after autorelay's boot delay for gathering candidates.
-		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays,
-			autorelay.WithMinCandidates(len(relays)), autorelay.WithBootDelay(0)))
-	}
-	return opts, nil
-}
-
-// CheckPeerID reports whether s is a valid libp2p peer ID.
-func CheckPeerID(s string) error {
-	if _, err := peer.Decode(s); err != nil {
-		return fmt.Errorf("peer ID %q: %w", s, err)
-	}
-	return nil
 }
