@@ -9,7 +9,6 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
-	"github.com/gossipd/gossipd/peer/trainer"
 )
 
 // runSFB runs P SFB peers with real training on synthetic data for the
@@ -30,7 +29,6 @@ func sfbHarness(t *testing.T, mode string, peers int, tweak func(*gossip.Config)
 	spec := model.Spec{Kind: model.MLP, Inputs: 20, Hidden: []int{16}, Classes: 4}
 	m, _ := model.New(spec, model.WithSeed(1))
 	init := append([]float32(nil), m.Params()...)
-	ws := trainer.NewWorkspace(m)
 	rng := rand.New(rand.NewPCG(9, 9))
 	N := 400
 	X := make([]float32, N*20)
@@ -41,7 +39,8 @@ func sfbHarness(t *testing.T, mode string, peers int, tweak func(*gossip.Config)
 			X[i*20+j] = float32(rng.NormFloat64()) + float32(Y[i]%2)*float32(j%3)
 		}
 	}
-	var trainers []*trainer.Trainer
+	idxs := make([][]int, peers)
+	cursor := make([]int, peers)
 	h := newHarness(t, peers, func(i int, c *gossip.Config) {
 		c.Protocol, c.Spec, c.Init, c.SFBMode, c.Batch, c.LR = gossip.SFB, spec, init, mode, 8, 0.2
 		if tweak != nil {
@@ -52,22 +51,31 @@ func sfbHarness(t *testing.T, mode string, peers int, tweak func(*gossip.Config)
 				c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(j), Weight: 1})
 			}
 		}
-		var idx []int
 		for k := i; k < N; k += peers {
-			idx = append(idx, k)
+			idxs[i] = append(idxs[i], k)
 		}
-		tr, err := trainer.New(ws, &trainer.Data{X: X, Y: Y, D: 20, Idx: idx}, rand.New(rand.NewPCG(uint64(i), 1)), trainer.Config{Batch: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		trainers = append(trainers, tr)
 	})
+	// Each request takes the peer's next minibatch of 8, cycling through
+	// its examples (the core's requests are plain functions of the data).
+	const batch = 8
+	xb, yb := make([]float32, batch*20), make([]int32, batch)
 	h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
-		r, err := trainers[i].Run(req)
-		if err != nil {
+		for r := 0; r < batch; r++ {
+			k := idxs[i][cursor[i]%len(idxs[i])]
+			cursor[i]++
+			copy(xb[r*20:(r+1)*20], X[k*20:(k+1)*20])
+			yb[r] = Y[k]
+		}
+		if err := m.SetParams(req.Params); err != nil {
 			t.Fatal(err)
 		}
-		return r
+		res := &gossip.TrainResult{ID: req.ID, Grad: make([]float32, m.NumParams()), Examples: batch}
+		if req.Op == gossip.OpFactors {
+			res.Factors, res.Loss = m.GradientWithFactors(res.Grad, xb, yb, batch, req.FactorLayers)
+		} else {
+			res.Loss = m.Gradient(res.Grad, xb, yb, batch)
+		}
+		return res
 	}
 	return h
 }
