@@ -1,0 +1,66 @@
+package node_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/memnet"
+)
+
+// TestRoundDeadlinesOnVirtualClock runs real daemons — their timers,
+// tickers and workers — on testing/synctest's virtual clock: a D-PSGD job
+// of three members of which one never comes. Every round must then close
+// at its deadline (RoundTimeout = 4Δ) without the missing member, so after
+// 10 s each live daemon has closed exactly 10 s / 400 ms = 25 rounds (the
+// 25th at the instant the test looks, so 24 or 25), and its uptime is
+// exactly 10 s. On wall-clock time the count would depend on the machine.
+func TestRoundDeadlinesOnVirtualClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parts, test := shards(t, 3)
+		j := job()
+		j.Protocol, j.Members, j.DeltaMillis = gossip.DPSGD, []string{"d000", "d001", "d002"}, 100
+		net := memnet.New()
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		var nodes []*node.Node
+		for i := 0; i < 2; i++ { // d002 never starts
+			ep, err := net.Join(j.Members[i], 1024)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nd, err := node.New(node.Config{Job: j, Train: parts[i], Test: test, Transport: ep, Logger: quiet(),
+				Backend: compute.NewCPU(compute.WithThreads(1))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes = append(nodes, nd)
+			wg.Go(func() {
+				if err := nd.Run(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		for _, nd := range nodes {
+			s := nd.Status()
+			if s.Round < 24 || s.Round > 25 {
+				t.Errorf("%s: round %d after 10 s of 400 ms deadlines, want 24 or 25", s.PeerID, s.Round)
+			}
+			if s.UptimeSeconds != 10 {
+				t.Errorf("%s: uptime %v s, want 10", s.PeerID, s.UptimeSeconds)
+			}
+			if s.MessagesIn == 0 || s.Updates != s.Round {
+				t.Errorf("%s: %d messages in, %d updates in %d rounds", s.PeerID, s.MessagesIn, s.Updates, s.Round)
+			}
+		}
+		cancel()
+		wg.Wait()
+	})
+}
