@@ -50,7 +50,8 @@ noasm:
 FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
 	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
 	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint \
-	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./cmd/gossipd:FuzzConfigFile
+	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./cmd/gossipd:FuzzConfigFile \
+	./peer:FuzzReceive
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
