@@ -63,13 +63,13 @@ func (j *JobSpec) Validate() error {
 		j.Scale = "global"
 	}
 	if j.DeltaMillis == 0 {
-		j.DeltaMillis = 1000
+		j.DeltaMillis = gossip.DefaultDelta.Milliseconds()
 	}
 	if j.LR == 0 {
-		j.LR = 0.1
+		j.LR = gossip.DefaultLR
 	}
 	if j.Batch == 0 {
-		j.Batch = 32
+		j.Batch = gossip.DefaultBatch
 	}
 	if j.LocalEpochs == 0 {
 		j.LocalEpochs = 1

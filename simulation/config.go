@@ -205,13 +205,13 @@ func (c *Config) Validate() error {
 		c.Partition = "iid"
 	}
 	if c.Delta == 0 {
-		c.Delta = time.Second
+		c.Delta = gossip.DefaultDelta
 	}
 	if c.Jitter == 0 {
-		c.Jitter = 0.1
+		c.Jitter = gossip.DefaultJitter
 	}
 	if c.LR == 0 {
-		c.LR = 0.1
+		c.LR = gossip.DefaultLR
 	}
 	if c.Topology == "" {
 		c.Topology = gossip.DefaultTopology(c.Protocol)

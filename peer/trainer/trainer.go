@@ -79,10 +79,10 @@ type Trainer struct {
 func New(ws *Workspace, data *Data, rng *rand.Rand, cfg Config) (*Trainer, error) {
 	m := ws.model
 	if cfg.Batch == 0 {
-		cfg.Batch = 32
+		cfg.Batch = gossip.DefaultBatch
 	}
 	if cfg.LR == 0 {
-		cfg.LR = 0.1
+		cfg.LR = gossip.DefaultLR
 	}
 	if cfg.Batch < 0 || cfg.LR < 0 {
 		return nil, fmt.Errorf("trainer: batch %d and lr %v must be positive", cfg.Batch, cfg.LR)
