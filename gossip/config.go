@@ -201,10 +201,7 @@ func (c *Config) Validate() error {
 		c.Aggregator = merge.WeightedMean{}
 	}
 	if c.CacheSize == 0 {
-		c.CacheSize = DefaultCacheSize
-		if c.robust() {
-			c.CacheSize = max(DefaultCacheSize, minInputs(c.Aggregator)-1)
-		}
+		c.CacheSize = CacheSizeFor(c.Aggregator)
 	}
 	if c.Staleness < 0 || c.Fanout < 0 || c.LocalSteps < 0 {
 		return fmt.Errorf("%w: negative staleness, fanout or local steps", ErrConfig)
@@ -243,6 +240,16 @@ func (c *Config) Validate() error {
 func (c *Config) robust() bool {
 	_, mean := c.Aggregator.(merge.WeightedMean)
 	return c.Aggregator != nil && !mean
+}
+
+// CacheSizeFor is the default CacheSize for an aggregator:
+// DefaultCacheSize, grown for a robust rule to the models it needs besides
+// the node's own.
+func CacheSizeFor(a merge.Aggregator) int {
+	if _, mean := a.(merge.WeightedMean); a == nil || mean {
+		return DefaultCacheSize
+	}
+	return max(DefaultCacheSize, minInputs(a)-1)
 }
 
 // robustCache checks that the cache of received models and the node's own

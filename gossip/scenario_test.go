@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -275,7 +276,7 @@ func (s *scenario) message(kv map[string]string) *gossip.Message {
 func vector(t *testing.T, s string, n int) []float32 {
 	vals := strings.Split(s, ",")
 	if len(vals) == 1 {
-		vals = slicesRepeat(vals[0], n)
+		vals = slices.Repeat(vals, n)
 	}
 	out := make([]float32, len(vals))
 	for i, v := range vals {
@@ -284,14 +285,6 @@ func vector(t *testing.T, s string, n int) []float32 {
 			t.Fatalf("vector %q: %v", s, err)
 		}
 		out[i] = float32(f)
-	}
-	return out
-}
-
-func slicesRepeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
 	}
 	return out
 }

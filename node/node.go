@@ -36,6 +36,7 @@ type Node struct {
 	resumed                            *Checkpoint
 	neighbors                          []gossip.PeerID // from the job's topology
 	lastCkptUpdates                    uint64          // core goroutine
+	dpSteps                            int             // DP steps last shown in the status (-1: none yet)
 
 	// Channels from the core goroutine to the workers (workers.go) and
 	// the checkpoint writer (checkpoint.go), and back.
@@ -66,7 +67,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	_, broadcast := cfg.Transport.(transport.Broadcaster)
-	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(),
+	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(), dpSteps: -1,
 		trainCh: make(chan *gossip.TrainRequest, 1), doneCh: make(chan *gossip.TrainResult, 1),
 		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1)}
 	m, err := model.New(cfg.Job.Model, model.WithSeed(cfg.Job.InitSeed), model.WithBackend(cfg.Backend))

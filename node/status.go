@@ -63,7 +63,9 @@ func (n *Node) refreshStatus() {
 	n.mu.Unlock()
 	n.met.age.Set(core.Age())
 	n.met.round.Set(float64(core.Round()))
-	if b := n.peer.Budget(); b != nil {
+	if b := n.peer.Budget(); b != nil && b.Steps() != n.dpSteps {
+		// ε is an RDP conversion over every order: only when steps were charged.
+		n.dpSteps = b.Steps()
 		eps := b.Spent()
 		n.mu.Lock()
 		n.status.DPEpsilon, n.status.DPSteps = eps, uint64(b.Steps())

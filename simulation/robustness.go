@@ -48,6 +48,13 @@ func (c *RobustnessConfig) defaults() {
 	}
 }
 
+// Tolerated is how many attackers trimmed mean and Krum are told to
+// tolerate: those of the 20% runs (after defaults).
+func (c RobustnessConfig) Tolerated() int {
+	c.defaults()
+	return int(math.Round(robustFractions[len(robustFractions)-1] * float64(c.Peers)))
+}
+
 // robustFractions are the fractions of attackers each attack is run with.
 var robustFractions = []float64{0.1, 0.2}
 
@@ -68,9 +75,7 @@ func Robustness(ctx context.Context, c RobustnessConfig, progress func(string)) 
 		}
 		return res.FinalAccuracy, nil
 	}
-	// Trimmed mean and Krum are told the number of attackers they must
-	// tolerate: that of the 20% runs.
-	f := int(math.Round(0.2 * float64(c.Peers)))
+	f := c.Tolerated()
 	aggs := []string{"mean", "median", fmt.Sprintf("trimmed:%d", f), fmt.Sprintf("krum:%d", f), "clipped"}
 	cache, err := cacheSizes(aggs[1:])
 	if err != nil {
@@ -132,11 +137,7 @@ func cacheSizes(aggs []string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		need := 1
-		if m, ok := agg.(merge.MinInputs); ok {
-			need = m.MinInputs()
-		}
-		n := max(gossip.DefaultCacheSize, need-1)
+		n := gossip.CacheSizeFor(agg)
 		sizes[n] = true
 		parts = append(parts, fmt.Sprintf("%d (%s)", n, a))
 	}

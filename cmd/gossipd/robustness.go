@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"time"
 
@@ -37,7 +36,7 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	cmd := fmt.Sprintf("gossipd robustness --dataset %s --peers %d --rounds %d --topology %s --protocols %s --lr %g --seed %d", c.Dataset, c.Peers, c.Rounds, c.Topology, *protocols, c.LR, c.Seed)
 	text := "# Robustness\n\n" + simulation.RobustnessLegend + fmt.Sprintf("Honest peers' mean final test accuracy, %d peers, %s, %d rounds, lr %g, seed %d;\ntrimmed mean and Krum tolerate %d attackers. Produced by `%s` (%s).\n\n%s",
-		c.Peers, c.Dataset, c.Rounds, c.LR, c.Seed, int(math.Round(0.2*float64(c.Peers))), cmd, time.Since(start).Round(time.Second), tables)
+		c.Peers, c.Dataset, c.Rounds, c.LR, c.Seed, c.Tolerated(), cmd, time.Since(start).Round(time.Second), tables)
 	if *out == "-" {
 		_, err := io.WriteString(stdout, text)
 		return err
