@@ -47,6 +47,9 @@ type Dataset struct {
 	Classes int
 	// ClassNames optionally names each class (from CSV or LIBSVM label text).
 	ClassNames []string
+	// Fingerprint is the content hash of the raw examples (Fingerprint),
+	// set by Load when asked; empty otherwise.
+	Fingerprint string
 }
 
 // Row returns the features of example i (a view, not a copy).

@@ -375,3 +375,36 @@ func TestPartitionErrors(t *testing.T) {
 		t.Errorf("12 shards of 10 examples: %v", err)
 	}
 }
+
+// TestFingerprint: the same examples in another order give the same
+// fingerprint; a changed feature, a changed label or a dropped example
+// give another; Load's fingerprint ignores scaling and follows the shard.
+func TestFingerprint(t *testing.T) {
+	d := &Dataset{N: 3, D: 2, Classes: 2, X: []float32{1, 2, 3, 4, 5, 6}, Y: []int32{0, 1, 0}}
+	fp := Fingerprint(d)
+	if got := Fingerprint(d.Subset([]int{2, 0, 1})); got != fp {
+		t.Fatalf("reordered rows: %s, want %s", got, fp)
+	}
+	for name, other := range map[string]*Dataset{
+		"feature": {N: 3, D: 2, Classes: 2, X: []float32{1, 2, 3, 4, 5, 6.5}, Y: []int32{0, 1, 0}},
+		"label":   {N: 3, D: 2, Classes: 2, X: []float32{1, 2, 3, 4, 5, 6}, Y: []int32{0, 1, 1}},
+		"dropped": d.Subset([]int{0, 1}),
+	} {
+		if Fingerprint(other) == fp {
+			t.Errorf("a changed %s keeps the fingerprint", name)
+		}
+	}
+	load := func(shard, scale string) string {
+		tr, _, _, err := Load("digits", LoadOptions{Shard: shard, Scale: scale, Fingerprint: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Fingerprint
+	}
+	if a, b := load("0/2", "standard"), load("0/2", "minmax"); a != b || a == "" {
+		t.Fatalf("scaling changed the fingerprint: %q vs %q", a, b)
+	}
+	if load("0/2", "none") == load("1/2", "none") {
+		t.Fatal("two shards share a fingerprint")
+	}
+}

@@ -16,6 +16,9 @@ type LoadOptions struct {
 	// Scale is the feature scaling (FitScaler), fitted on the training
 	// data kept and applied to both splits.
 	Scale string
+	// Fingerprint sets the training split's Fingerprint field (a content
+	// hash of its raw examples, before scaling).
+	Fingerprint bool
 }
 
 // Load opens a dataset, keeps a shard of its training split if asked and
@@ -37,6 +40,9 @@ func Load(source string, o LoadOptions) (train, test *Dataset, sc *Scaler, err e
 			return nil, nil, nil, err
 		}
 		train = train.Subset(parts[i])
+	}
+	if o.Fingerprint {
+		train.Fingerprint = Fingerprint(train)
 	}
 	if sc, err = FitScaler(o.Scale, train); err != nil {
 		return nil, nil, nil, err

@@ -46,8 +46,14 @@ type Config struct {
 	CheckpointEvery int
 	// DP trains with DP-SGD within a privacy budget (zero: off). Noise
 	// comes from a crypto-keyed source; steps are charged to the store's
-	// ledger before they are taken.
+	// ledger of the training data (DataFingerprint) before they are taken,
+	// and the budget caps what the data has spent under every job.
 	DP privacy.Config
+	// DataFingerprint identifies the training data in the privacy ledger:
+	// dataset.Fingerprint of the raw examples, before scaling (Load's
+	// LoadOptions.Fingerprint). Default: the fingerprint of Train as
+	// given.
+	DataFingerprint string
 	// Aggregator combines parameters (gossip.Config.Aggregator; default
 	// the weighted mean; robust rules from merge.ParseAggregator).
 	Aggregator merge.Aggregator
@@ -119,6 +125,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DP.Enabled() && c.Store == nil {
 		return errors.New("node: DP-SGD needs a store for its privacy ledger")
+	}
+	if c.DP.Enabled() && c.DataFingerprint == "" {
+		c.DataFingerprint = dataset.Fingerprint(c.Train)
 	}
 	return nil
 }

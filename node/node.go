@@ -116,22 +116,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if cfg.DP.Enabled() {
-		// The ledger is authoritative; a checkpoint may record more if
-		// the ledger was lost: take the larger.
-		spent, err := cfg.Store.DPSteps(n.job)
-		if err != nil {
+		if pc.Budget, pc.Ledger, err = n.openLedger(pc.Trainer.SamplingRate()); err != nil {
 			return nil, err
 		}
-		if n.resumed != nil {
-			spent = max(spent, n.resumed.DPSteps)
-		}
-		rate := pc.Trainer.SamplingRate()
-		if pc.Budget, err = privacy.NewBudget(cfg.DP, rate, int(spent)); err != nil {
-			return nil, err
-		}
-		pc.Ledger = ledger{cfg.Store, n.job}
-		n.log.Info("DP-SGD on", "clip", cfg.DP.Clip, "noise", cfg.DP.Noise, "sampling_rate", rate,
-			"spent_steps", spent, "spent_epsilon", pc.Budget.Spent(), "budget", cfg.DP.Epsilon, "delta", cfg.DP.Delta)
 	}
 	if n.peer, err = peer.New(pc, (*world)(n)); err != nil {
 		return nil, err

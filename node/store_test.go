@@ -1,10 +1,17 @@
 package node
 
 import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
+
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 func TestStoreKeepsLastAndResumes(t *testing.T) {
@@ -85,36 +92,117 @@ func TestJobID(t *testing.T) {
 	}
 }
 
-// TestPrivacyLedger: the ledger survives reopening, never goes down, and
-// is kept per job.
+// TestPrivacyLedger: the data's ledger survives reopening, never goes
+// down, keeps a share per job, and is kept per set of data.
 func TestPrivacyLedger(t *testing.T) {
 	dir := t.TempDir()
 	s, err := OpenStore(dir, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := JobID{1}, JobID{2}
-	if n, err := s.DPSteps(a); n != 0 || err != nil {
-		t.Fatalf("empty ledger: %d, %v", n, err)
+	conv := LegacyConversion{SamplingRate: 0.01, Noise: 1.1}
+	l, err := s.OpenLedger("data-a", conv)
+	if err != nil || l.Spent.Steps != 0 || len(l.Jobs) != 0 {
+		t.Fatalf("empty ledger: %+v, %v", l, err)
 	}
-	if err := s.ReserveDP(a, 40); err != nil {
+	forty, _ := privacy.StepSpending(0.01, 1.1, 40)
+	if err := s.Reserve("data-a", forty, 1e-5, JobSpending{Job: "j1", Spent: forty}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReserveDP(a, 39); err == nil {
+	less, _ := privacy.StepSpending(0.01, 1.1, 39)
+	if err := s.Reserve("data-a", less, 1e-5, JobSpending{Job: "j1", Spent: less}); err == nil {
 		t.Fatal("the ledger went down")
 	}
+	// Another job on the same data adds to it; a lower noise spends more per step.
+	ten, _ := privacy.StepSpending(0.02, 0.8, 10)
+	if err := s.Reserve("data-a", forty.Add(ten), 1e-5, JobSpending{Job: "j2", Spent: ten}); err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
-	s, err = OpenStore(dir, 2, nil)
+	if s, err = OpenStore(dir, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err = s.OpenLedger("data-a", conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spent.Steps != 50 || len(l.Jobs) != 2 || l.Job("j1").Spent.Steps != 40 || l.Job("j2").Spent.Steps != 10 {
+		t.Fatalf("after reopening: %d steps, jobs %+v", l.Spent.Steps, l.Jobs)
+	}
+	if got, want := l.Spent.Epsilon(1e-5), forty.Add(ten).Epsilon(1e-5); got != want {
+		t.Fatalf("ε %v, want %v", got, want)
+	}
+	if other, _ := s.Ledger("data-b"); other != nil {
+		t.Fatalf("another data's ledger: %+v", other)
+	}
+}
+
+// TestLedgerMigration: a store with ledgers of the old per-job format
+// merges them into the data's ledger once, sums their steps, keeps the ε
+// its checkpoints recorded as a floor, and deletes the old entries.
+func TestLedgerMigration(t *testing.T) {
+	s, err := OpenStore(t.TempDir(), 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if n, _ := s.DPSteps(a); n != 40 {
-		t.Fatalf("after reopening: %d steps, want 40", n)
+	writeLegacy(t, s, JobID{1}, 300)
+	writeLegacy(t, s, JobID{2}, 200)
+	// The old daemon's checkpoint recorded an ε larger than 500 steps at
+	// the migrating run's rate give (it ran with less noise).
+	if err := s.Save(&Checkpoint{Job: JobID{2}, State: gossip.State{Params: []float32{1}, Weight: 1}, DPSteps: 200, DPEpsilon: 9.5}); err != nil {
+		t.Fatal(err)
 	}
-	if n, _ := s.DPSteps(b); n != 0 {
-		t.Fatalf("another job's ledger: %d", n)
+	l, err := s.OpenLedger("data", LegacyConversion{SamplingRate: 0.01, Noise: 1.1})
+	if err != nil {
+		t.Fatal(err)
 	}
+	want, _ := privacy.StepSpending(0.01, 1.1, 500)
+	if l.Spent.Steps != 500 || len(l.MigratedJobs) != 2 || l.Job(JobID{1}.String()).Spent.Steps != 300 {
+		t.Fatalf("migrated: %d steps, jobs %v", l.Spent.Steps, l.MigratedJobs)
+	}
+	if eps := l.Spent.Epsilon(1e-5); eps != 9.5 || want.Epsilon(1e-5) >= 9.5 {
+		t.Fatalf("migrated ε %v: the checkpoint's 9.5 is the floor (500 steps alone: %v)", eps, want.Epsilon(1e-5))
+	}
+	_, legacy, err := s.Ledgers()
+	if err != nil || len(legacy) != 0 {
+		t.Fatalf("old entries left: %v, %v", legacy, err)
+	}
+	again, _ := s.OpenLedger("data", LegacyConversion{SamplingRate: 0.01, Noise: 1.1})
+	if again.Spent.Steps != 500 {
+		t.Fatalf("second open counted the old entries again: %d steps", again.Spent.Steps)
+	}
+}
+
+// writeLegacy writes an entry of the old per-job ledger format.
+func writeLegacy(t *testing.T, s *Store, job JobID, steps uint64) {
+	t.Helper()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		v := binary.LittleEndian.AppendUint64(nil, steps)
+		return txn.Set(append(slices.Clone(legacyLedgerPrefix), job[:]...), binary.LittleEndian.AppendUint32(v, crc32.Checksum(v, castagnoli)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzDecodeLedger: any bytes (a corrupt ledger entry) decode to a valid
+// ledger or an error, never a panic.
+func FuzzDecodeLedger(f *testing.F) {
+	sp, _ := privacy.StepSpending(0.01, 1, 3)
+	b, _ := encodeLedger(&DataLedger{Fingerprint: "x", Spent: sp, Jobs: []JobSpending{{Job: "j", Spent: sp}}})
+	f.Add(b)
+	f.Add([]byte("{}\x00\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := decodeLedger(b)
+		if err != nil {
+			return
+		}
+		if l.Spent.Check() != nil || math.IsNaN(l.Spent.Epsilon(1e-5)) {
+			t.Fatalf("decoded an invalid ledger: %+v", l)
+		}
+	})
 }
 
 // FuzzDecodeCheckpoint: any bytes (a corrupt store entry) decode to a

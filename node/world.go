@@ -57,11 +57,3 @@ func (w *world) Halt(err error) {
 	n.status.DPHalted = true
 	n.mu.Unlock()
 }
-
-// ledger is the store's privacy ledger for one job.
-type ledger struct {
-	store *Store
-	job   JobID
-}
-
-func (l ledger) Reserve(steps uint64) error { return l.store.ReserveDP(l.job, steps) }

@@ -47,8 +47,10 @@ type World interface {
 // Ledger durably records the privacy spending of a peer before the steps
 // are taken (the daemon's store); a crash then never forgets spending.
 type Ledger interface {
-	// Reserve records that steps DP-SGD steps in all have been spent.
-	Reserve(steps uint64) error
+	// Reserve records that the steps taken under the peer's budget,
+	// including those about to be taken, spend run (privacy.Budget.Run);
+	// the ledger adds it to what the data had spent before.
+	Reserve(run privacy.Spending) error
 }
 
 // Config configures a Peer.
@@ -181,7 +183,7 @@ func (p *Peer) charge(req *gossip.TrainRequest) error {
 		return fmt.Errorf("%w: ε = %.4g after %d steps; %d more would exceed the budget", ErrBudgetSpent, b.Spent(), b.Steps(), k)
 	}
 	if p.cfg.Ledger != nil {
-		if err := p.cfg.Ledger.Reserve(uint64(b.Steps() + k)); err != nil {
+		if err := p.cfg.Ledger.Reserve(b.Run(k)); err != nil {
 			return fmt.Errorf("peer: recording privacy spending: %w", err)
 		}
 	}

@@ -151,13 +151,13 @@ func TestRejectsByCode(t *testing.T) {
 func TestHaltAfterCommit(t *testing.T) {
 	dp := privacy.Config{Clip: 1, Noise: 1, Delta: 1e-5}
 	tr := newTrainer(t)
-	probe, err := privacy.NewBudget(dp, tr.SamplingRate(), 0)
+	probe, err := privacy.NewBudget(dp, tr.SamplingRate(), privacy.Spending{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	one, _ := probe.EpsilonAfter(1)
 	dp.Epsilon = one * 1.0001 // pays for one step, not two
-	budget, err := privacy.NewBudget(dp, tr.SamplingRate(), 0)
+	budget, err := privacy.NewBudget(dp, tr.SamplingRate(), privacy.Spending{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestHaltAfterCommit(t *testing.T) {
 	p, w := newPeer(t, gossip.Config{ID: "me", Protocol: gossip.DPSGD, Delta: time.Second,
 		Neighbors: []gossip.Neighbor{{ID: "n", Weight: 0.5}}, SelfWeight: 0.5}, func(c *peer.Config) {
 		c.Trainer, c.Budget = tr, budget
-		c.Ledger = ledgerFunc(func(s uint64) error { reserved = append(reserved, s); return nil })
+		c.Ledger = ledgerFunc(func(s privacy.Spending) error { reserved = append(reserved, s.Steps); return nil })
 	})
 	p.Tick(0) // round 0: send parameters, ask for a gradient (1 step)
 	if len(w.trains) != 1 || !slices.Equal(reserved, []uint64{1}) {
@@ -192,12 +192,12 @@ func TestHaltAfterCommit(t *testing.T) {
 func TestLedgerFailureHalts(t *testing.T) {
 	dp := privacy.Config{Clip: 1, Noise: 1, Delta: 1e-5}
 	tr := newTrainer(t)
-	budget, _ := privacy.NewBudget(dp, tr.SamplingRate(), 0)
+	budget, _ := privacy.NewBudget(dp, tr.SamplingRate(), privacy.Spending{})
 	disk := errors.New("disk full")
 	p, w := newPeer(t, gossip.Config{ID: "me", Protocol: gossip.DPSGD,
 		Neighbors: []gossip.Neighbor{{ID: "n", Weight: 0.5}}, SelfWeight: 0.5}, func(c *peer.Config) {
 		c.Trainer, c.Budget = tr, budget
-		c.Ledger = ledgerFunc(func(uint64) error { return disk })
+		c.Ledger = ledgerFunc(func(privacy.Spending) error { return disk })
 	})
 	p.Tick(0)
 	if !errors.Is(w.halt, disk) || len(w.trains) != 0 || budget.Steps() != 0 {
@@ -205,9 +205,9 @@ func TestLedgerFailureHalts(t *testing.T) {
 	}
 }
 
-type ledgerFunc func(uint64) error
+type ledgerFunc func(privacy.Spending) error
 
-func (f ledgerFunc) Reserve(s uint64) error { return f(s) }
+func (f ledgerFunc) Reserve(s privacy.Spending) error { return f(s) }
 
 // TestEncodeBorrows: Encode lays messages out so that Receive uses their
 // vectors in place, whatever the sender's name length.

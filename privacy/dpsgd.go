@@ -98,26 +98,114 @@ func AddNoise(sum []float32, clip, sigma, lot float64, src Source) {
 	}
 }
 
-// Budget accounts one node's DP-SGD steps: Poisson sampling rate Q per
-// step, the config's σ and δ. Steps compose; ε follows from the RDP
-// accountant.
+// Spending is privacy spent on one set of data, in Rényi form: the RDP of
+// every step at each of DefaultOrders, summed. RDP composes by addition
+// across mechanisms, so steps taken under different sampling rates, noise
+// multipliers or jobs add up exactly; ε follows for any δ.
+type Spending struct {
+	// RDP is ε_α at each of DefaultOrders (nil: nothing spent).
+	RDP []float64 `json:"rdp,omitempty"`
+	// Steps counts the DP-SGD steps behind RDP.
+	Steps uint64 `json:"steps"`
+	// Floor is a lower bound on ε that RDP may not show: an ε recorded
+	// before spending was kept in Rényi form (a migrated ledger). Epsilon
+	// never reports less.
+	Floor float64 `json:"epsilon_floor,omitempty"`
+}
+
+// Epsilon is the ε of the spending at δ (at least Floor).
+func (s Spending) Epsilon(delta float64) float64 {
+	if s.Steps == 0 || len(s.RDP) == 0 {
+		return s.Floor
+	}
+	eps, _, err := Epsilon(s.RDP, DefaultOrders(), delta)
+	if err != nil {
+		return math.Inf(1)
+	}
+	return math.Max(eps, s.Floor)
+}
+
+// Add returns s with o added (RDP summed, the larger floor).
+func (s Spending) Add(o Spending) Spending {
+	out := Spending{Steps: s.Steps + o.Steps, Floor: math.Max(s.Floor, o.Floor)}
+	if len(s.RDP) > 0 || len(o.RDP) > 0 {
+		out.RDP = make([]float64, len(DefaultOrders()))
+		for _, r := range [][]float64{s.RDP, o.RDP} {
+			for i := range min(len(r), len(out.RDP)) {
+				out.RDP[i] += r[i]
+			}
+		}
+	}
+	return out
+}
+
+// Covers reports whether s has spent at least what o has at every order
+// (a ledger may only move up).
+func (s Spending) Covers(o Spending) bool {
+	if s.Steps < o.Steps || s.Floor < o.Floor {
+		return false
+	}
+	for i, r := range o.RDP {
+		if r > 0 && (i >= len(s.RDP) || s.RDP[i] < r*(1-1e-12)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Check reports whether s is well formed: one finite, non-negative RDP
+// value per order (or none), a finite floor.
+func (s Spending) Check() error {
+	if len(s.RDP) != 0 && len(s.RDP) != len(DefaultOrders()) {
+		return fmt.Errorf("%w: %d RDP values, want %d", ErrParams, len(s.RDP), len(DefaultOrders()))
+	}
+	for _, r := range s.RDP {
+		if !(r >= 0) || math.IsInf(r, 0) {
+			return fmt.Errorf("%w: RDP value %v", ErrParams, r)
+		}
+	}
+	if !(s.Floor >= 0) || math.IsInf(s.Floor, 0) {
+		return fmt.Errorf("%w: epsilon floor %v", ErrParams, s.Floor)
+	}
+	return nil
+}
+
+// StepSpending is what steps DP-SGD steps at sampling rate q with noise
+// multiplier sigma spend.
+func StepSpending(q, sigma float64, steps int) (Spending, error) {
+	rdp, err := RDP(q, sigma, steps, DefaultOrders())
+	if err != nil {
+		return Spending{}, err
+	}
+	return Spending{RDP: rdp, Steps: uint64(steps)}, nil
+}
+
+// Budget accounts one node's DP-SGD steps on its data: Poisson sampling
+// rate q per step, the config's σ and δ, on top of what the same data had
+// spent before (other runs, jobs or settings: Prior). Steps compose; ε
+// follows from the RDP accountant.
 type Budget struct {
 	cfg    Config
 	q      float64
 	orders []float64
 	step   []float64 // one step's RDP at each order
-	steps  int
+	prior  Spending
+	steps  int // taken under this budget
 }
 
-// NewBudget returns a budget for sampling rate q with steps already spent.
-func NewBudget(cfg Config, q float64, spent int) (*Budget, error) {
+// NewBudget returns a budget for sampling rate q on data that has already
+// spent prior (the zero Spending: nothing).
+func NewBudget(cfg Config, q float64, prior Spending) (*Budget, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !(q > 0 && q <= 1) || spent < 0 {
-		return nil, fmt.Errorf("%w: sampling rate %v, spent steps %d", ErrParams, q, spent)
+	if !(q > 0 && q <= 1) {
+		return nil, fmt.Errorf("%w: sampling rate %v", ErrParams, q)
 	}
-	b := &Budget{cfg: cfg, q: q, orders: DefaultOrders(), steps: spent}
+	if err := prior.Check(); err != nil {
+		return nil, err
+	}
+	b := &Budget{cfg: cfg, q: q, orders: DefaultOrders(), prior: prior}
 	var err error
 	if b.step, err = RDP(q, cfg.Noise, 1, b.orders); err != nil {
 		return nil, err
@@ -125,31 +213,51 @@ func NewBudget(cfg Config, q float64, spent int) (*Budget, error) {
 	return b, nil
 }
 
-// Steps is the number of steps spent.
-func (b *Budget) Steps() int { return b.steps }
+// Steps is the number of steps spent on the data, before this budget and
+// under it.
+func (b *Budget) Steps() int { return int(b.prior.Steps) + b.steps }
 
 // SamplingRate is q.
 func (b *Budget) SamplingRate() float64 { return b.q }
 
-// EpsilonAfter is ε after steps steps (and the Rényi order attaining it).
-func (b *Budget) EpsilonAfter(steps int) (float64, float64) {
-	if steps == 0 {
-		return 0, math.NaN()
-	}
-	rdp := make([]float64, len(b.step))
+// Prior is what the data had spent before this budget.
+func (b *Budget) Prior() Spending { return b.prior }
+
+// Run is the spending of the steps taken under this budget once n more
+// are taken (without Prior).
+func (b *Budget) Run(n int) Spending {
+	k := b.steps + n
+	s := Spending{Steps: uint64(k), RDP: make([]float64, len(b.step))}
 	for i, r := range b.step {
-		rdp[i] = float64(steps) * r
+		s.RDP[i] = float64(k) * r
 	}
-	eps, order, err := Epsilon(rdp, b.orders, b.cfg.Delta)
+	return s
+}
+
+// After is the data's spending once n more steps are taken under this
+// budget: Prior and Run(n).
+func (b *Budget) After(n int) Spending { return b.prior.Add(b.Run(n)) }
+
+// EpsilonAfter is ε once n more steps are taken (and the Rényi order
+// attaining it; NaN when ε is the floor or nothing is spent).
+func (b *Budget) EpsilonAfter(n int) (float64, float64) {
+	s := b.After(n)
+	if s.Steps == 0 {
+		return s.Floor, math.NaN()
+	}
+	eps, order, err := Epsilon(s.RDP, b.orders, b.cfg.Delta)
 	if err != nil {
 		return math.Inf(1), math.NaN()
+	}
+	if s.Floor > eps {
+		return s.Floor, math.NaN()
 	}
 	return eps, order
 }
 
-// Spent is ε spent so far.
+// Spent is ε spent on the data so far.
 func (b *Budget) Spent() float64 {
-	e, _ := b.EpsilonAfter(b.steps)
+	e, _ := b.EpsilonAfter(0)
 	return e
 }
 
@@ -158,7 +266,7 @@ func (b *Budget) Allows(n int) bool {
 	if b.cfg.Epsilon == 0 {
 		return true
 	}
-	e, _ := b.EpsilonAfter(b.steps + n)
+	e, _ := b.EpsilonAfter(n)
 	return e <= b.cfg.Epsilon
 }
 

@@ -109,7 +109,7 @@ func TestBadParameters(t *testing.T) {
 // refuses the step that would overspend.
 func TestBudget(t *testing.T) {
 	cfg := Config{Clip: 1, Noise: 1.1, Epsilon: 1}
-	b, err := NewBudget(cfg, 0.01, 0)
+	b, err := NewBudget(cfg, 0.01, Spending{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +123,55 @@ func TestBudget(t *testing.T) {
 	if b.Spent() != want || b.Spent() > 1 {
 		t.Fatalf("after %d steps: budget says %v, accountant %v", b.Steps(), b.Spent(), want)
 	}
-	if next, _ := b.EpsilonAfter(b.Steps() + 10); next <= 1 {
+	if next, _ := b.EpsilonAfter(10); next <= 1 {
 		t.Fatalf("stopped at %d steps though 10 more give ε %v", b.Steps(), next)
 	}
-	resumed, _ := NewBudget(cfg, 0.01, b.Steps())
-	if resumed.Spent() != b.Spent() {
-		t.Fatal("a budget restored with the spent steps reports another ε")
+	resumed, _ := NewBudget(cfg, 0.01, b.After(0))
+	if resumed.Spent() != b.Spent() || resumed.Steps() != b.Steps() {
+		t.Fatal("a budget restored with the spending reports another ε")
 	}
-	if _, err := NewBudget(Config{Clip: 1}, 0.01, 0); err == nil {
+	if _, err := NewBudget(Config{Clip: 1}, 0.01, Spending{}); err == nil {
 		t.Fatal("DP without noise accepted")
+	}
+}
+
+// TestSpendingComposes: steps taken under different sampling rates and
+// noise multipliers compose by adding their RDP, whichever budget took
+// them; ε of the sum is more than either part's, and a floor is kept.
+func TestSpendingComposes(t *testing.T) {
+	a, err := StepSpending(0.01, 1.1, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := StepSpending(0.02, 2, 200)
+	sum := a.Add(b)
+	if sum.Steps != 500 {
+		t.Fatalf("steps %d", sum.Steps)
+	}
+	ea, eb, es := a.Epsilon(1e-5), b.Epsilon(1e-5), sum.Epsilon(1e-5)
+	if !(es > ea && es > eb && es < ea+eb) {
+		t.Fatalf("ε: a %v, b %v, a+b %v (want above each, below their sum)", ea, eb, es)
+	}
+	// A budget with a's spending as its prior, spending b's steps under b's
+	// setting, ends where the sum does.
+	budget, err := NewBudget(Config{Clip: 1, Noise: 2}, 0.02, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget.Spend(200)
+	if got := budget.Spent(); math.Abs(got-es) > 1e-12 {
+		t.Fatalf("budget over a prior: ε %v, composed %v", got, es)
+	}
+	if !sum.Covers(a) || a.Covers(sum) {
+		t.Fatal("Covers: the sum must cover its part and not the reverse")
+	}
+	floored := Spending{Floor: 7}.Add(a)
+	if floored.Epsilon(1e-5) != 7 {
+		t.Fatalf("floor lost: ε %v", floored.Epsilon(1e-5))
+	}
+	for _, bad := range []Spending{{RDP: []float64{1}}, {RDP: append(make([]float64, len(DefaultOrders())-1), math.NaN())}, {Floor: -1}} {
+		if bad.Check() == nil {
+			t.Errorf("Check accepted %+v", bad)
+		}
 	}
 }

@@ -79,7 +79,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		}
 		var budget *privacy.Budget
 		if cfg.DP.Enabled() {
-			if budget, err = privacy.NewBudget(cfg.DP, tr.SamplingRate(), 0); err != nil {
+			if budget, err = privacy.NewBudget(cfg.DP, tr.SamplingRate(), privacy.Spending{}); err != nil {
 				return fmt.Errorf("peer %d: %w", i, err)
 			}
 		}

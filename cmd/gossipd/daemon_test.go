@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/node"
 )
 
 // buildBinary builds gossipd into a temporary directory.
@@ -219,6 +220,86 @@ func TestDaemonPrivacyLedger(t *testing.T) {
 		}
 		last = after
 	}
+}
+
+// TestDaemonLedgerFollowsData: a daemon spends ε with DP-SGD under one
+// job, stops, and starts again on the same store and data with another
+// --lr and another --name (another job): it continues from the ε already
+// spent, and `gossipd privacy ledger` shows one set of data with both jobs
+// and the total.
+func TestDaemonLedgerFollowsData(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ds := startCluster(t, bin, dir, 2, "100ms", "--dp-clip", "1", "--dp-noise", "1.1")
+	d := ds[1]
+	before := poll(t, d, "DP-SGD steps", 60*time.Second, func(s status) bool { return s.DPSteps >= 5 && s.DPEpsilon > 0 })
+	for _, d := range ds {
+		stop(t, d)
+	}
+	final, err := ledgerOf(bin, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds { // both move to the new job, so that models flow again
+		d.args = append(slices.Clone(d.args), "--lr", "0.2", "--name", "another-job") // the last of a repeated flag wins
+		d.start(t, bin)
+	}
+	after := poll(t, d, "the restarted daemon's API", 30*time.Second, func(status) bool { return true })
+	if after.JobID == before.JobID {
+		t.Fatalf("a new --name kept the job ID %s", after.JobID)
+	}
+	if after.DPEpsilon < final.Data[0].Epsilon || after.DPSteps < final.Data[0].Steps || after.DPSteps < before.DPSteps {
+		t.Fatalf("new job started at ε %v after %d steps; the data had spent ε %v in %d steps", after.DPEpsilon, after.DPSteps, final.Data[0].Epsilon, final.Data[0].Steps)
+	}
+	poll(t, d, "more DP-SGD steps under the new job", 60*time.Second, func(s status) bool { return s.DPSteps > after.DPSteps })
+	stop(t, d)
+	rep, err := ledgerOf(bin, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Data) != 1 || len(rep.Data[0].Jobs) != 2 || rep.Data[0].Epsilon <= final.Data[0].Epsilon {
+		t.Fatalf("ledger after two jobs on one set of data: %+v", rep)
+	}
+	var sum uint64
+	for _, j := range rep.Data[0].Jobs {
+		sum += j.Steps
+		if j.Epsilon > rep.Data[0].Epsilon {
+			t.Fatalf("job %s alone spent ε %v, more than the data's %v", j.Job, j.Epsilon, rep.Data[0].Epsilon)
+		}
+	}
+	if sum != rep.Data[0].Steps {
+		t.Fatalf("jobs' steps sum to %d, the data's %d", sum, rep.Data[0].Steps)
+	}
+}
+
+// stop ends the daemon with SIGTERM and waits for it to exit.
+func stop(t *testing.T, d *daemon) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("%s: exit after SIGTERM: %v", d.api, err)
+	}
+}
+
+// ledgerOf runs `gossipd privacy ledger --json` on a stopped daemon's store.
+func ledgerOf(bin string, d *daemon) (node.LedgerSummary, error) {
+	var rep node.LedgerSummary
+	out, err := exec.Command(bin, "privacy", "ledger", "--json", "--store", d.flag("--store")).Output()
+	if err != nil {
+		return rep, fmt.Errorf("privacy ledger: %w", err)
+	}
+	return rep, json.Unmarshal(out, &rep)
+}
+
+// flag returns the value of a flag in the daemon's arguments.
+func (d *daemon) flag(name string) string {
+	i := slices.Index(d.args, name)
+	if i < 0 || i+1 >= len(d.args) {
+		return ""
+	}
+	return d.args[i+1]
 }
 
 // killRestart SIGKILLs the daemon, starts it again on the same flags and

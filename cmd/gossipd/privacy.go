@@ -6,16 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/gossipd/gossipd/internal/cli"
+	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/privacy"
 )
 
-// runPrivacy dispatches `gossipd privacy epsilon|noise`.
+// runPrivacy dispatches `gossipd privacy epsilon|noise|ledger`.
 func runPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cli.DispatchSub("privacy", []cli.Subcommand{
 		{Name: "epsilon", Summary: "ε spent by DP-SGD (sampled Gaussian mechanism, RDP accountant, Balle et al. 2020 conversion)", Run: runPrivacyEpsilon},
 		{Name: "noise", Summary: "the smallest noise multiplier that keeps ε within a budget", Run: runPrivacyNoise},
+		{Name: "ledger", Summary: "ε a store's data has spent, per dataset and per job", Run: runPrivacyLedger},
 	}, args, stdout, stderr)
 }
 
@@ -98,5 +101,44 @@ func runPrivacyNoise(args []string, stdout, stderr io.Writer) error {
 			"delta": a.delta, "sampling_rate": a.q, "steps": a.steps})
 	}
 	fmt.Fprintf(stdout, "σ = %.5g gives ε = %.6g at δ = %g (Rényi order %g)\n", sigma, eps, a.delta, order)
+	return nil
+}
+
+func runPrivacyLedger(args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("privacy ledger", "privacy ledger --store DIR [--delta D] [--json]\n\nPrints the privacy ledger of a (stopped) daemon's store: ε spent per set of\ntraining data (its content fingerprint), across every job, and per job.", stderr)
+	storeDir := fs.String("store", "gossipd-data", "the daemon's --store directory")
+	delta := fs.Float64("delta", 0, "δ at which to show ε (0: the δ of each data's last run)")
+	asJSON := fs.Bool("json", false, "print the ledgers as JSON")
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *delta != 0 && !(*delta > 0 && *delta < 1) {
+		return fmt.Errorf("%w: privacy ledger: --delta %v, want (0, 1)", errUsage, *delta)
+	}
+	store, err := node.OpenStore(filepath.Join(*storeDir, "checkpoints"), 0, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ledgers, legacy, err := store.Ledgers()
+	if err != nil {
+		return err
+	}
+	rep := node.LedgerReport(ledgers, legacy, *delta)
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	if len(rep.Data) == 0 && len(rep.Legacy) == 0 {
+		fmt.Fprintf(stdout, "%s: no DP-SGD spending recorded\n", *storeDir)
+	}
+	for _, d := range rep.Data {
+		fmt.Fprintf(stdout, "data %s: ε = %.6g at δ = %g after %d steps (%d jobs)\n", d.Fingerprint, d.Epsilon, d.Delta, d.Steps, len(d.Jobs))
+		for _, j := range d.Jobs {
+			fmt.Fprintf(stdout, "  job %s %-16s ε = %.6g alone, %d steps (q %.4g, σ %.4g)%s\n", j.Job[:12], j.Name, j.Epsilon, j.Steps, j.SamplingRate, j.Noise, j.Note)
+		}
+	}
+	for _, j := range rep.Legacy {
+		fmt.Fprintf(stdout, "job %s: %d steps in the old per-job ledger (merged into its data's ledger when a daemon next starts with DP-SGD)\n", j.Job[:12], j.Steps)
+	}
 	return nil
 }

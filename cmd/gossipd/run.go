@@ -119,7 +119,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := dataset.CheckScaling(r.scale); err != nil {
 		return fmt.Errorf("%w: --scale: %v", errUsage, err)
 	}
-	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Scale: r.scale,
+	dp := privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}
+	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Scale: r.scale, Fingerprint: dp.Enabled(),
 		OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: r.initSeed}})
 	if err != nil {
 		return err
@@ -167,7 +168,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer host.Close()
 	d, err := node.New(node.Config{Job: job, Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
-		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}})
+		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: dp, DataFingerprint: train.Fingerprint})
 	if err != nil {
 		return err
 	}
