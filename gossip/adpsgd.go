@@ -28,8 +28,10 @@ func (a *adpsgd) tick(n *Node) {
 		return
 	}
 	a.next = n.now + n.jittered()
-	nb := n.cfg.Neighbors[n.rng.IntN(len(n.cfg.Neighbors))].ID
-	n.send(Message{Kind: KindAvgRequest, To: nb, Params: slices.Clone(n.params)})
+	if len(n.cfg.Neighbors) > 0 { // none: alone for now, train only
+		nb := n.cfg.Neighbors[n.rng.IntN(len(n.cfg.Neighbors))].ID
+		n.send(Message{Kind: KindAvgRequest, To: nb, Params: slices.Clone(n.params)})
+	}
 	if !n.training {
 		n.train(OpGradient, n.params, 0, nil)
 	}

@@ -91,8 +91,17 @@ type Config struct {
 	Tokens TokenConfig
 	// Neighbors are the static neighbours of dpsgd, adpsgd and pushsum (for
 	// pushsum: out-neighbours) and the peers of sfb, with Metropolis–Hastings
-	// weights for dpsgd.
+	// weights for dpsgd. Leave it empty with Topology set.
 	Neighbors []Neighbor
+	// Topology, when set (ParseTopology's specs but edge lists), builds
+	// the neighbours of dpsgd, adpsgd, pushsum and sfb over the live
+	// members given to SetMembers, and rebuilds them when those change
+	// (membership.go). Until then the node has no neighbours and trains
+	// alone.
+	Topology string
+	// TopologySeed draws random topologies (regular:K): the same for every
+	// member of a job (the daemon derives it from the job ID).
+	TopologySeed uint64
 	// SelfWeight is dpsgd's W_ii.
 	SelfWeight float64
 	// RoundTimeout is how long dpsgd and sfb wait for contributions before
@@ -224,8 +233,18 @@ func (c *Config) Validate() error {
 	if err := c.Tokens.validate(); err != nil {
 		return err
 	}
-	if def.neighbors && len(c.Neighbors) == 0 {
-		return fmt.Errorf("%w: %s needs neighbours", ErrConfig, c.Protocol)
+	if c.Topology != "" {
+		if !def.neighbors {
+			return fmt.Errorf("%w: %s does not mix over a topology (%q)", ErrConfig, c.Protocol, c.Topology)
+		}
+		if len(c.Neighbors) > 0 {
+			return fmt.Errorf("%w: static neighbours and a live topology (%q) are exclusive", ErrConfig, c.Topology)
+		}
+		if _, err := ParseTopology(liveSpec(c.Topology, 16), 16, rand.New(rand.NewPCG(1, 1))); err != nil {
+			return err
+		}
+	} else if def.neighbors && len(c.Neighbors) == 0 {
+		return fmt.Errorf("%w: %s needs neighbours or a topology over its live members", ErrConfig, c.Protocol)
 	}
 	if c.robust() && def.robust == nil {
 		return fmt.Errorf("%w: aggregator %s: robust aggregation is available for %s", ErrConfig, c.Aggregator.Name(), strings.Join(robustProtocols(), ", "))

@@ -24,6 +24,7 @@ type dpsgd struct {
 	next       time.Duration
 	got        map[PeerID][]float32
 	future     map[uint64]map[PeerID][]float32
+	adv        map[PeerID]int // neighbours' advertised degrees (live topology)
 	grad       []float32
 	scratch    []float32
 	xs         [][]float32
@@ -35,13 +36,59 @@ type dpsgd struct {
 const futureRounds = 2
 
 func newDPSGD(cfg *Config) *dpsgd {
-	d := &dpsgd{cfg: cfg, weights: map[PeerID]float64{}, future: map[uint64]map[PeerID][]float32{}}
-	for _, nb := range cfg.Neighbors {
+	d := &dpsgd{cfg: cfg, future: map[uint64]map[PeerID][]float32{}, adv: map[PeerID]int{}}
+	d.setNeighbors()
+	return d
+}
+
+// setNeighbors takes the neighbours and weights of the config.
+func (d *dpsgd) setNeighbors() {
+	d.weights, d.order = map[PeerID]float64{}, d.order[:0]
+	for _, nb := range d.cfg.Neighbors {
 		d.weights[nb.ID] = nb.Weight
 		d.order = append(d.order, nb.ID)
 	}
 	slices.Sort(d.order)
-	return d
+	if d.live() {
+		for p, deg := range d.adv {
+			if _, ok := d.weights[p]; ok {
+				d.weights[p] = mhWeight(len(d.order), deg)
+			} else {
+				delete(d.adv, p)
+			}
+		}
+	}
+}
+
+// live reports whether the neighbours follow the live members
+// (Config.Topology): weights then follow advertised degrees.
+func (d *dpsgd) live() bool { return d.cfg.Topology != "" }
+
+// selfWeight is W_ii: the config's, or over a live topology whatever the
+// neighbours' weights leave.
+func (d *dpsgd) selfWeight() float64 {
+	if !d.live() {
+		return d.cfg.SelfWeight
+	}
+	w := 1.0
+	for _, p := range d.order {
+		w -= d.weights[p]
+	}
+	return w
+}
+
+// rewire takes new neighbours (live membership): a neighbour that left is
+// not waited for, so the round may close at once.
+func (d *dpsgd) rewire(n *Node) {
+	d.setNeighbors()
+	if d.active {
+		for p := range d.got {
+			if _, ok := d.weights[p]; !ok {
+				delete(d.got, p)
+			}
+		}
+		d.tryFinish(n)
+	}
 }
 
 func (d *dpsgd) start(n *Node) { d.begin(n) }
@@ -53,8 +100,12 @@ func (d *dpsgd) begin(n *Node) {
 		d.got = map[PeerID][]float32{}
 	}
 	delete(d.future, n.round)
+	var deg float64
+	if d.live() {
+		deg = float64(len(d.order))
+	}
 	for _, p := range d.order {
-		n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.params)})
+		n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.params), Weight: deg})
 	}
 	n.train(OpGradient, n.params, 0, nil)
 }
@@ -81,8 +132,17 @@ func (d *dpsgd) tick(n *Node) {
 
 func (d *dpsgd) step(n *Node, m *Message) {
 	if _, ok := d.weights[m.From]; !ok {
+		if d.live() {
+			// Its view of the roster differs from ours for a moment.
+			n.trace("not-neighbour", m.From, fmt.Sprintf("parameters of round %d from a peer outside this view's neighbours", m.Round), 0)
+			return
+		}
 		n.drop(DropNotNeighbor, m.From, "parameters from a peer that is not a neighbour")
 		return
+	}
+	if d.live() && m.Weight > 0 && d.adv[m.From] != int(m.Weight) {
+		d.adv[m.From] = int(m.Weight)
+		d.weights[m.From] = mhWeight(len(d.order), int(m.Weight))
 	}
 	switch {
 	case d.active && m.Round == n.round:
@@ -132,7 +192,7 @@ func (d *dpsgd) tryFinish(n *Node) {
 		return
 	}
 	d.xs = append(d.xs[:0], n.params)
-	d.ws = append(d.ws[:0], d.cfg.SelfWeight)
+	d.ws = append(d.ws[:0], d.selfWeight())
 	for _, p := range d.order {
 		if x, ok := d.got[p]; ok {
 			d.xs = append(d.xs, x)

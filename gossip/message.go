@@ -63,7 +63,9 @@ type Message struct {
 	Round uint64
 	// Age is the number of examples a model has seen (random walk).
 	Age float64
-	// Weight is the push-sum weight.
+	// Weight is the push-sum weight. In D-PSGD's parameters over a live
+	// topology it is the sender's degree (0: not advertised), for
+	// Metropolis–Hastings weights that both ends of an edge agree on.
 	Weight float64
 	// Params is a parameter vector (model, D-PSGD, AD-PSGD, push-sum share)
 	// or, for KindFactors, the dense part of the update in layout order

@@ -52,6 +52,9 @@ type Node struct {
 
 	view  *view
 	peers []PeerID // from SetPeers, sorted
+	// members are the live members from SetMembers, sorted, self included.
+	members    []PeerID
+	membersSet bool
 	proto protocol
 	rd    Ready
 }

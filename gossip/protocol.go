@@ -86,7 +86,7 @@ var registry = map[string]protocolDef{
 		kinds:     []Kind{KindParams},
 		neighbors: true,
 		robust: func(c *Config, need int) error {
-			if len(c.Neighbors)+1 < need {
+			if c.Topology == "" && len(c.Neighbors)+1 < need {
 				return fmt.Errorf("%w: aggregator %s needs %d inputs; this node has %d neighbours and itself", ErrConfig, c.Aggregator.Name(), need, len(c.Neighbors))
 			}
 			return nil

@@ -87,6 +87,9 @@ func (p *pushSum) trainDone(n *Node, r *TrainResult) {
 // them (Fanout 0), or to Fanout of them, cycling.
 func (p *pushSum) push(n *Node) {
 	nb := p.cfg.Neighbors
+	if len(nb) == 0 {
+		return // alone for now: keep the whole mass
+	}
 	k := max(1, min(p.cfg.Fanout, len(nb)))
 	share := 1 / float64(k+1)
 	for i := 0; i < k; i++ {
@@ -120,6 +123,9 @@ func (p *pushSum) step(n *Node, m *Message) {
 }
 
 func (p *pushSum) params(n *Node) []float32 { return p.estimate(n) }
+
+// rewire takes new out-neighbours (live membership).
+func (p *pushSum) rewire(*Node) { p.cursor = 0 }
 
 func (p *pushSum) weight() float64 { return p.w }
 

@@ -30,8 +30,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of gossip
 //	new KEY=VALUE...       a node "me" (protocol, neighbors=b:0.5,c:0.5,
 //	                       self, delta, timeout, lr, variant, cache,
 //	                       staleness, fanout, sampling, aggregator,
-//	                       compression, tokens, broadcast)
+//	                       compression, tokens, broadcast, topology)
 //	peers ID...            SetPeers
+//	members ID...          SetMembers (the live members; "me" is added)
 //	tick DURATION          Tick
 //	step from=ID kind=K [round= age= weight= params=V|V,V,… view=ID:AGE,…]
 //	train-done [value=V] [examples=N] [id=N]
@@ -156,6 +157,8 @@ func (s *scenario) run(cmd string) string {
 		return ""
 	case "peers":
 		s.node.SetPeers(parts[1:])
+	case "members":
+		s.node.SetMembers(parts[1:])
 	case "tick":
 		d, err := time.ParseDuration(parts[1])
 		if err != nil {
@@ -230,6 +233,8 @@ func (s *scenario) config(kv map[string]string) gossip.Config {
 			c.Tokens, err = gossip.ParseTokens(v)
 		case "broadcast":
 			c.Broadcast = v == "true"
+		case "topology":
+			c.Topology = v
 		default:
 			t.Fatalf("new: unknown key %q", k)
 		}

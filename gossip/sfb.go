@@ -53,10 +53,7 @@ type sfbUpdate struct {
 func newSFB(cfg *Config, layout *model.Layout) *sfb {
 	s := &sfb{cfg: cfg, layout: layout, be: compute.NewCPU(compute.WithThreads(1)),
 		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}, synced: map[PeerID]uint64{}}
-	for _, nb := range cfg.Neighbors {
-		s.peers = append(s.peers, nb.ID)
-	}
-	slices.Sort(s.peers)
+	s.setPeers()
 	for _, t := range layout.Tensors {
 		if len(t.Shape) != 2 {
 			continue // biases travel dense
@@ -69,6 +66,30 @@ func newSFB(cfg *Config, layout *model.Layout) *sfb {
 		}
 	}
 	return s
+}
+
+// setPeers takes the peers of the config.
+func (s *sfb) setPeers() {
+	s.peers = s.peers[:0]
+	for _, nb := range s.cfg.Neighbors {
+		s.peers = append(s.peers, nb.ID)
+	}
+	slices.Sort(s.peers)
+}
+
+// rewire takes the new live members: updates of peers that left are
+// dropped from the clocks not yet applied, and the current clock closes
+// if it now has everyone's.
+func (s *sfb) rewire(n *Node) {
+	s.setPeers()
+	for _, got := range s.updates {
+		for p := range got {
+			if p != n.cfg.ID && !slices.Contains(s.peers, p) {
+				delete(got, p)
+			}
+		}
+	}
+	s.advance(n)
 }
 
 // bsp reports whether this is the strict BSP mode.
@@ -141,6 +162,11 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 
 func (s *sfb) step(n *Node, m *Message) {
 	if !slices.Contains(s.peers, m.From) {
+		if s.cfg.Topology != "" {
+			// Its view of the roster differs from ours for a moment.
+			n.trace("not-neighbour", m.From, fmt.Sprintf("clock %d from a peer outside this view's members", m.Round), 0)
+			return
+		}
 		n.drop(DropNotNeighbor, m.From, "factors from a peer outside the job")
 		return
 	}

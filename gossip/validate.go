@@ -11,6 +11,9 @@ import (
 // MaxViewEntries bounds the view a message may carry.
 const MaxViewEntries = 1024
 
+// maxDegree bounds an advertised degree.
+const maxDegree = 1 << 20
+
 // validate checks a message against this node's job before anything is
 // merged: sender, kind, shapes, finite values.
 func (n *Node) validate(m *Message) error {
@@ -40,6 +43,9 @@ func (n *Node) validate(m *Message) error {
 	}
 	if m.Kind == KindPushSum && !(m.Weight > 0 && !math.IsInf(m.Weight, 0)) {
 		return invalid("weight", "push-sum weight %v", m.Weight)
+	}
+	if m.Kind == KindParams && !(m.Weight >= 0 && m.Weight <= maxDegree && m.Weight == math.Trunc(m.Weight)) {
+		return invalid("weight", "advertised degree %v", m.Weight)
 	}
 	want := n.layout.Size
 	if m.Kind == KindModel {

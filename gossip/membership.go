@@ -1,0 +1,108 @@
+package gossip
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gossipd/gossipd/merge"
+)
+
+// Live membership. A job's roster changes while it runs: peers join, say
+// goodbye, or die and are timed out. The shell's membership layer tells
+// the core the live members it agrees on (SetMembers); with a Topology,
+// dpsgd, adpsgd, pushsum and sfb then build their graph over that sorted
+// set and rebuild it whenever the set changes, so every member that sees
+// the same set derives the same graph. D-PSGD's Metropolis–Hastings
+// weights use each neighbour's advertised degree (carried in its
+// parameters), so the mixing stays symmetric and doubly stochastic
+// between any two peers that agree on each other's degree, even while
+// their views of the roster differ.
+
+// SetMembers tells the node the live members of its job (it adds itself).
+// With Config.Topology set, a protocol that mixes over a graph rewires at
+// once: a neighbour that left is no longer waited for, and a new one is
+// mixed with from its first message.
+func (n *Node) SetMembers(members []PeerID) {
+	m := append(slices.Clone(members), n.cfg.ID)
+	slices.Sort(m)
+	m = slices.Compact(m)
+	if n.membersSet && slices.Equal(m, n.members) {
+		return
+	}
+	n.members, n.membersSet = m, true
+	if n.cfg.Topology == "" || !n.def.neighbors {
+		return
+	}
+	nbs, self, err := LiveNeighbors(n.cfg.Protocol, n.cfg.Topology, n.cfg.TopologySeed, m, n.cfg.ID)
+	if err != nil {
+		n.drop(DropAggregation, "", "topology over the live members: "+err.Error())
+		return
+	}
+	n.cfg.Neighbors, n.cfg.SelfWeight = nbs, self
+	n.trace("rewire", "", fmt.Sprintf("%d live members, %d neighbours", len(m), len(nbs)), float64(len(nbs)))
+	if r, ok := n.proto.(rewirer); ok {
+		r.rewire(n)
+	}
+}
+
+// Members returns the live members last given to SetMembers, sorted, the
+// node included.
+func (n *Node) Members() []PeerID { return slices.Clone(n.members) }
+
+// rewirer is a protocol whose neighbours change with the live members.
+type rewirer interface {
+	rewire(n *Node)
+}
+
+// LiveNeighbors returns self's neighbours and self-weight in the graph
+// spec (ParseTopology) built over the sorted members, self among them:
+// what Assign gives for the same graph. Random graphs are drawn from
+// seed and the member count, so every member that sees the same set
+// draws the same graph. Fewer than two members: no neighbours. A
+// regular:K graph that cannot exist on so few members becomes the
+// complete graph, or K+1-regular when n·K is odd.
+func LiveNeighbors(protocol, spec string, seed uint64, members []PeerID, self PeerID) ([]Neighbor, float64, error) {
+	i, ok := slices.BinarySearch(members, self)
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: %s is not among the members", ErrConfig, self)
+	}
+	k := len(members)
+	if k < 2 {
+		return nil, 1, nil
+	}
+	var g *Graph
+	if protocol != SFB {
+		var err error
+		if g, err = ParseTopology(liveSpec(spec, k), k, rand.New(rand.NewPCG(seed, uint64(k)))); err != nil {
+			return nil, 0, err
+		}
+	}
+	nbs, w := Assign(protocol, g, k, i, func(j int) PeerID { return members[j] })
+	return nbs, w, nil
+}
+
+// liveSpec adapts a regular:K spec to k members.
+func liveSpec(spec string, k int) string {
+	name, arg, _ := strings.Cut(spec, ":")
+	if name != "regular" {
+		return spec
+	}
+	d, err := strconv.Atoi(arg)
+	if err != nil {
+		return spec // ParseTopology reports it
+	}
+	if k*d%2 != 0 {
+		d++
+	}
+	if d >= k {
+		return "complete"
+	}
+	return "regular:" + strconv.Itoa(d)
+}
+
+// mhWeight is the Metropolis–Hastings weight of an edge between nodes of
+// degrees a and b.
+func mhWeight(a, b int) float64 { return merge.MetropolisHastings(a, b) }
