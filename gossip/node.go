@@ -55,8 +55,8 @@ type Node struct {
 	// members are the live members from SetMembers, sorted, self included.
 	members    []PeerID
 	membersSet bool
-	proto protocol
-	rd    Ready
+	proto      protocol
+	rd         Ready
 }
 
 // New returns a node; it starts at its first Tick.
