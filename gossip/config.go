@@ -102,6 +102,12 @@ type Config struct {
 	// TopologySeed draws random topologies (regular:K): the same for every
 	// member of a job (the daemon derives it from the job ID).
 	TopologySeed uint64
+	// Join makes the node start by pulling the newest model and protocol
+	// state from a live member (join.go) instead of from Init.
+	Join bool
+	// Incarnation identifies this start of the node (new at each start; 0:
+	// none). Push-sum scopes its accounts with each peer by incarnation.
+	Incarnation uint64
 	// SelfWeight is dpsgd's W_ii.
 	SelfWeight float64
 	// RoundTimeout is how long dpsgd and sfb wait for contributions before

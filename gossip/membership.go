@@ -21,14 +21,33 @@ import (
 // between any two peers that agree on each other's degree, even while
 // their views of the roster differ.
 
+// Member is a live member of the job: its ID and its incarnation, which is
+// new at each of its starts (0: unknown).
+type Member struct {
+	ID          PeerID
+	Incarnation uint64
+}
+
 // SetMembers tells the node the live members of its job (it adds itself).
 // With Config.Topology set, a protocol that mixes over a graph rewires at
 // once: a neighbour that left is no longer waited for, and a new one is
-// mixed with from its first message.
-func (n *Node) SetMembers(members []PeerID) {
-	m := append(slices.Clone(members), n.cfg.ID)
+// mixed with from its first message. A member that left, or restarted as
+// a new incarnation, is settled with (push-sum returns the mass of their
+// exchanges).
+func (n *Node) SetMembers(members []Member) {
+	inc := make(map[PeerID]uint64, len(members))
+	m := []PeerID{n.cfg.ID}
+	for _, x := range members {
+		if x.ID != n.cfg.ID {
+			m = append(m, x.ID)
+			inc[x.ID] = x.Incarnation
+		}
+	}
 	slices.Sort(m)
 	m = slices.Compact(m)
+	if s, ok := n.proto.(settler); ok {
+		s.settle(n, inc)
+	}
 	if n.membersSet && slices.Equal(m, n.members) {
 		return
 	}
@@ -51,6 +70,12 @@ func (n *Node) SetMembers(members []PeerID) {
 // Members returns the live members last given to SetMembers, sorted, the
 // node included.
 func (n *Node) Members() []PeerID { return slices.Clone(n.members) }
+
+// settler is a protocol that keeps accounts with each peer and settles
+// them when a peer leaves or restarts (incarnations by live member).
+type settler interface {
+	settle(n *Node, incarnations map[PeerID]uint64)
+}
 
 // rewirer is a protocol whose neighbours change with the live members.
 type rewirer interface {

@@ -32,7 +32,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of gossip
 //	                       staleness, fanout, sampling, aggregator,
 //	                       compression, tokens, broadcast, topology)
 //	peers ID...            SetPeers
-//	members ID...          SetMembers (the live members; "me" is added)
+//	members ID[@INC]...    SetMembers (the live members and their
+//	                       incarnations; "me" is added)
 //	tick DURATION          Tick
 //	step from=ID kind=K [round= age= weight= params=V|V,V,… view=ID:AGE,…]
 //	train-done [value=V] [examples=N] [id=N]
@@ -158,7 +159,13 @@ func (s *scenario) run(cmd string) string {
 	case "peers":
 		s.node.SetPeers(parts[1:])
 	case "members":
-		s.node.SetMembers(parts[1:])
+		var ms []gossip.Member
+		for _, p := range parts[1:] {
+			id, inc, _ := strings.Cut(p, "@")
+			i, _ := strconv.ParseUint(inc, 10, 64)
+			ms = append(ms, gossip.Member{ID: id, Incarnation: i})
+		}
+		s.node.SetMembers(ms)
 	case "tick":
 		d, err := time.ParseDuration(parts[1])
 		if err != nil {

@@ -20,7 +20,10 @@ const (
 	DefaultEvalInterval     = 2 * time.Second
 	DefaultSenders          = 8
 	DefaultSendTimeout      = 10 * time.Second
-	DefaultAnnounceInterval = 10 * time.Second
+	DefaultAnnounceInterval = 5 * time.Second
+	// DefaultMembershipInterval is how often the live members are
+	// recomputed from announcements and connections.
+	DefaultMembershipInterval = 250 * time.Millisecond
 )
 
 // Config configures a daemon. Zero values take the documented defaults;
@@ -28,6 +31,17 @@ const (
 type Config struct {
 	// Job is the training job. Required.
 	Job JobSpec
+	// Local holds this peer's own settings (step size, batch, epochs, an
+	// allowlist of members); Validate fills its defaults.
+	Local Local
+	// Join says the node joins a running job: it starts from the newest
+	// model and protocol state of a live member instead of the initial
+	// model (unless it has a checkpoint of the job).
+	Join bool
+	// Origin is the announcement the job was joined from: the daemon
+	// announces its spec with the creator's signature. Nil: the daemon
+	// created the job, and signs its spec itself.
+	Origin *transport.Announcement
 	// Train is the node's local training data; Test its held-out split.
 	// Both are already scaled (dataset.Load). Required.
 	Train, Test *dataset.Dataset
@@ -63,6 +77,12 @@ type Config struct {
 	// AnnounceInterval is how often a daemon whose transport is a
 	// Broadcaster announces its job (default DefaultAnnounceInterval, 10s).
 	AnnounceInterval time.Duration
+	// LiveTimeout is how long a member stays live without announcing
+	// (default 3·AnnounceInterval).
+	LiveTimeout time.Duration
+	// MembershipInterval is how often the live members are recomputed
+	// (default DefaultMembershipInterval, 250ms).
+	MembershipInterval time.Duration
 	// Backend computes training (default compute.NewCPU()).
 	Backend compute.Backend
 	// EvalInterval is how often the model is evaluated on Test (default
@@ -87,6 +107,12 @@ func (c *Config) Validate() error {
 	if err := c.Job.Validate(); err != nil {
 		return err
 	}
+	if err := c.Local.Validate(); err != nil {
+		return err
+	}
+	if c.Origin != nil && c.Origin.JobID != c.Job.ID().String() {
+		return fmt.Errorf("node: joined from an announcement of job %.12s, but the job is %s", c.Origin.JobID, c.Job.ID().Short())
+	}
 	if c.Train.D != c.Job.Model.Inputs || c.Test.D != c.Job.Model.Inputs {
 		return fmt.Errorf("node: data has %d features, the job's model %d inputs", c.Train.D, c.Job.Model.Inputs)
 	}
@@ -108,13 +134,19 @@ func (c *Config) Validate() error {
 	if c.AnnounceInterval == 0 {
 		c.AnnounceInterval = DefaultAnnounceInterval
 	}
+	if c.LiveTimeout == 0 {
+		c.LiveTimeout = 3 * c.AnnounceInterval
+	}
+	if c.MembershipInterval == 0 {
+		c.MembershipInterval = DefaultMembershipInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.AnnounceInterval < 0 {
+	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.AnnounceInterval < 0 || c.LiveTimeout < 0 || c.MembershipInterval < 0 {
 		return errors.New("node: negative checkpoint interval, evaluation interval, senders or timeout")
 	}
 	if err := c.DP.Validate(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -13,39 +12,91 @@ import (
 	"github.com/gossipd/gossipd/node/transport"
 )
 
-// JobSpec is what the daemons of one training job must agree on; it hashes
-// to the job's ID, and a daemon merges only models of its own job.
+// JobSpec is what the peers of one training job must agree on for the
+// math to be right: the model and its shapes, the initial model's seed,
+// the feature scaling, the protocol and its fixed parameters. It hashes
+// to the job's ID; a daemon merges only models of its own job, and a peer
+// can join a job from the spec its announcements carry.
+//
+// It does not say who takes part: the members are whoever is live
+// (membership.go), optionally limited by an allowlist (Local.Members) or
+// a consortium. Nor does it hold what each peer may choose for itself: its
+// step size, batch size and local epochs (Local).
 type JobSpec struct {
-	// Name is a free-form label.
+	// Name is a label; two jobs alike in everything else are told apart
+	// by it.
 	Name string `json:"name"`
 	// Model is the architecture, including the dataset schema (features and
 	// classes).
 	Model model.Spec `json:"model"`
 	// Scale is the feature scaling rule (dataset.FitScaler kinds).
 	Scale string `json:"scale"`
-	// Protocol and its hyper-parameters.
-	Protocol    string  `json:"protocol"`
-	DeltaMillis int64   `json:"delta_ms"`
-	LR          float64 `json:"lr"`
-	Batch       int     `json:"batch"`
-	LocalEpochs int     `json:"local_epochs"`
-	Variant     string  `json:"variant,omitempty"`
-	Compression string  `json:"compression,omitempty"`
-	// Topology is the graph of dpsgd, adpsgd and pushsum over Members
-	// (gossip.ParseTopology; default ring, exponential for pushsum).
+	// Protocol and its fixed parameters.
+	Protocol    string `json:"protocol"`
+	DeltaMillis int64  `json:"delta_ms"`
+	Variant     string `json:"variant,omitempty"`
+	Compression string `json:"compression,omitempty"`
+	// Topology is the graph of dpsgd, adpsgd and pushsum over the live
+	// members (gossip.ParseTopology; default ring, exponential for
+	// pushsum).
 	Topology string `json:"topology,omitempty"`
-	// Members lists the job's peer IDs, sorted. dpsgd, adpsgd, pushsum and
-	// sfb need it: a node's place in the topology is its index here, so
-	// every member derives the same graph. With random walk it is optional
-	// and, when set, admits only these peers.
-	Members []string `json:"members,omitempty"`
 	// Staleness is SFB's SSP bound (0: BSP).
 	Staleness int `json:"staleness,omitempty"`
 	// SFBMode is what SFB sends per layer: auto (default), factors or dense
 	// (required with DP-SGD, whose noise factors cannot carry).
 	SFBMode string `json:"sfb_mode,omitempty"`
+	// FactorBatch is the minibatch size by which SFB decides which layers
+	// travel as factors (merge.SFBCheaper): every member must decide alike.
+	// Default gossip.DefaultBatch; sfb only.
+	FactorBatch int `json:"factor_batch,omitempty"`
 	// InitSeed seeds the initial model every daemon starts from.
 	InitSeed uint64 `json:"init_seed"`
+}
+
+// Local is what each peer of a job chooses for itself: peers of one job
+// may differ in all of it.
+type Local struct {
+	// LR is the step size (default gossip.DefaultLR).
+	LR float64
+	// Batch is the minibatch size (default gossip.DefaultBatch).
+	Batch int
+	// LocalEpochs is the passes over the local data per random-walk update
+	// (default 1).
+	LocalEpochs int
+	// Members, when set, is an allowlist: only these peers are admitted to
+	// the job by this peer (sorted by Validate).
+	Members []string
+}
+
+// Validate checks the local settings and fills defaults.
+func (l *Local) Validate() error {
+	if l.LR == 0 {
+		l.LR = gossip.DefaultLR
+	}
+	if l.Batch == 0 {
+		l.Batch = gossip.DefaultBatch
+	}
+	if l.LocalEpochs == 0 {
+		l.LocalEpochs = 1
+	}
+	if l.LR < 0 || l.Batch < 0 || l.LocalEpochs < 0 {
+		return fmt.Errorf("node: negative step size, batch or epoch count")
+	}
+	slices.Sort(l.Members)
+	if k := len(l.Members); len(slices.Compact(l.Members)) != k {
+		return fmt.Errorf("node: the members allowlist names a peer twice")
+	}
+	return nil
+}
+
+// IsMember reports whether p may take part: every peer without an
+// allowlist.
+func (l Local) IsMember(p gossip.PeerID) bool {
+	if len(l.Members) == 0 {
+		return true
+	}
+	_, ok := slices.BinarySearch(l.Members, string(p))
+	return ok
 }
 
 // Validate checks the spec and fills defaults.
@@ -65,17 +116,8 @@ func (j *JobSpec) Validate() error {
 	if j.DeltaMillis == 0 {
 		j.DeltaMillis = gossip.DefaultDelta.Milliseconds()
 	}
-	if j.LR == 0 {
-		j.LR = gossip.DefaultLR
-	}
-	if j.Batch == 0 {
-		j.Batch = gossip.DefaultBatch
-	}
-	if j.LocalEpochs == 0 {
-		j.LocalEpochs = 1
-	}
-	if j.DeltaMillis < 0 || j.LR < 0 || j.Batch < 0 || j.LocalEpochs < 0 {
-		return fmt.Errorf("node: job has a negative period, rate, batch or epoch count")
+	if j.DeltaMillis < 0 {
+		return fmt.Errorf("node: job period %dms is negative", j.DeltaMillis)
 	}
 	if _, _, err := gossip.ParseCompression(j.Compression); err != nil {
 		return err
@@ -83,81 +125,80 @@ func (j *JobSpec) Validate() error {
 	if !slices.Contains([]string{"", "auto", "factors", "dense"}, j.SFBMode) {
 		return fmt.Errorf("node: job sfb mode %q, want auto|factors|dense", j.SFBMode)
 	}
-	if j.Staleness < 0 {
-		return fmt.Errorf("node: job staleness %d is negative", j.Staleness)
+	if j.Staleness < 0 || j.FactorBatch < 0 {
+		return fmt.Errorf("node: job staleness %d or factor batch %d is negative", j.Staleness, j.FactorBatch)
 	}
-	slices.Sort(j.Members)
-	if k := len(j.Members); len(slices.Compact(j.Members)) != k {
-		return fmt.Errorf("node: job members list a peer twice")
+	if j.Protocol == gossip.SFB && j.FactorBatch == 0 {
+		j.FactorBatch = gossip.DefaultBatch
 	}
-	if j.Protocol == gossip.RandomWalk {
-		if j.Topology != "" {
-			return fmt.Errorf("node: random walk samples its peers; a topology (%q) is for dpsgd, adpsgd and pushsum", j.Topology)
-		}
-		return nil
-	}
-	if len(j.Members) < 2 {
-		return fmt.Errorf("node: protocol %s needs the job's members (at least 2 peer IDs), got %d", j.Protocol, len(j.Members))
+	if j.Protocol != gossip.SFB && (j.FactorBatch != 0 || j.SFBMode != "" || j.Staleness != 0) {
+		return fmt.Errorf("node: sfb mode, staleness and factor batch are sfb's; this job runs %s", j.Protocol)
 	}
 	if gossip.NeedsTopology(j.Protocol) {
 		if j.Topology == "" {
 			j.Topology = gossip.DefaultTopology(j.Protocol)
 		}
-		if _, err := j.graph(); err != nil {
+		if _, _, err := gossip.LiveNeighbors(j.Protocol, j.Topology, 0, []gossip.PeerID{"a", "b", "c", "d"}, "a"); err != nil {
 			return err
 		}
 	} else if j.Topology != "" {
-		return fmt.Errorf("node: protocol %s talks to every member; a topology (%q) is for dpsgd, adpsgd and pushsum", j.Protocol, j.Topology)
+		return fmt.Errorf("node: protocol %s has no topology (%q is for dpsgd, adpsgd and pushsum)", j.Protocol, j.Topology)
 	}
 	return nil
 }
 
-// graph builds the job's topology over its members; random graphs are
-// seeded by the job, so every member builds the same one.
-func (j JobSpec) graph() (*gossip.Graph, error) {
-	if !gossip.NeedsTopology(j.Protocol) {
-		return nil, nil
+// liveTopology is the core's Config.Topology: the job's graph, or, for
+// SFB, which talks to every member, the complete graph.
+func (j JobSpec) liveTopology() string {
+	switch {
+	case j.Protocol == gossip.SFB:
+		return "complete"
+	case gossip.NeedsTopology(j.Protocol):
+		return j.Topology
 	}
+	return ""
+}
+
+// topologySeed draws the job's random graphs: the same for every member.
+func (j JobSpec) topologySeed() uint64 {
 	id := j.ID()
-	return gossip.ParseTopology(j.Topology, len(j.Members), rand.New(rand.NewPCG(binary.LittleEndian.Uint64(id[:8]), 0x746f70)))
+	return binary.LittleEndian.Uint64(id[:8])
 }
 
-// IsMember reports whether p may take part in the job: every peer when the
-// job lists no members.
-func (j JobSpec) IsMember(p gossip.PeerID) bool {
-	if len(j.Members) == 0 {
-		return true
-	}
-	_, ok := slices.BinarySearch(j.Members, string(p))
-	return ok
-}
-
-// Neighbors returns self's neighbours and self-weight in the job's
-// topology (gossip.Assign over the sorted members).
-func (j JobSpec) Neighbors(self gossip.PeerID) ([]gossip.Neighbor, float64, error) {
-	if j.Protocol == gossip.RandomWalk {
-		return nil, 0, nil
-	}
-	i, ok := slices.BinarySearch(j.Members, string(self))
-	if !ok {
-		return nil, 0, fmt.Errorf("node: this node (%s) is not among the job's %d members", self, len(j.Members))
-	}
-	g, err := j.graph()
-	if err != nil {
-		return nil, 0, err
-	}
-	nb, w := gossip.Assign(j.Protocol, g, len(j.Members), i, func(k int) gossip.PeerID { return gossip.PeerID(j.Members[k]) })
-	return nb, w, nil
-}
-
-// ID is the SHA-256 of the spec's JSON encoding (fields in declaration
-// order, so equal specs give equal IDs).
-func (j JobSpec) ID() JobID {
+// Canonical is the spec's canonical encoding: JSON, fields in declaration
+// order. Its SHA-256 is the job's ID.
+func (j JobSpec) Canonical() []byte {
 	b, err := json.Marshal(j)
 	if err != nil {
 		panic(err) // plain data cannot fail to marshal
 	}
-	return sha256.Sum256(b)
+	return b
+}
+
+// ID is the SHA-256 of the spec's canonical encoding (equal specs give
+// equal IDs).
+func (j JobSpec) ID() JobID { return sha256.Sum256(j.Canonical()) }
+
+// ParseSpec reads a job spec from an announcement: it must be the
+// canonical encoding of a valid spec (so that its hash, which the
+// transport checked against the job ID, is the spec's ID) — a spec with
+// fields this version does not know is refused, not half-read.
+func ParseSpec(b []byte) (JobSpec, error) {
+	var j JobSpec
+	if err := json.Unmarshal(b, &j); err != nil {
+		return j, fmt.Errorf("node: job spec: %w", err)
+	}
+	if c := j.Canonical(); string(c) != string(b) {
+		return j, fmt.Errorf("node: job spec is not in canonical form (written by another version of gossipd?)")
+	}
+	v := j
+	if err := v.Validate(); err != nil {
+		return j, fmt.Errorf("node: job spec: %w", err)
+	}
+	if v.ID() != j.ID() {
+		return j, fmt.Errorf("node: job spec lacks defaults this version fills (written by another version of gossipd?)")
+	}
+	return j, nil
 }
 
 // JobID identifies a training job: the SHA-256 of its canonical spec.

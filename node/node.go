@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -34,7 +35,11 @@ type Node struct {
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
 	rejected                           sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
-	neighbors                          []gossip.PeerID // from the job's topology
+	incarnation                        uint64                          // new at every start
+	spec                               []byte                          // the canonical spec announced
+	creator                            gossip.PeerID                   // who signed it
+	creatorSig                         []byte
+	live                               atomic.Pointer[[]gossip.PeerID] // live members but self, for broadcasts without a broadcaster
 	lastCkptUpdates                    uint64          // core goroutine
 	dpSteps                            int             // DP steps last shown in the status (-1: none yet)
 
@@ -60,16 +65,16 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	self := cfg.Transport.ID()
-	// dpsgd, adpsgd, pushsum and sfb take their neighbours from the job's
-	// member list and topology, the same for every member.
-	neighbors, selfWeight, err := cfg.Job.Neighbors(self)
-	if err != nil {
-		return nil, err
+	if !cfg.Local.IsMember(self) {
+		return nil, fmt.Errorf("node: this node (%s) is not among the %d peers of its own members allowlist", self, len(cfg.Local.Members))
 	}
 	_, broadcast := cfg.Transport.(transport.Broadcaster)
-	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(), dpSteps: -1,
+	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(), dpSteps: -1, incarnation: newIncarnation(),
 		trainCh: make(chan *gossip.TrainRequest, 1), doneCh: make(chan *gossip.TrainResult, 1),
 		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1)}
+	if err := n.signSpec(); err != nil {
+		return nil, err
+	}
 	m, err := model.New(cfg.Job.Model, model.WithSeed(cfg.Job.InitSeed), model.WithBackend(cfg.Backend))
 	if err != nil {
 		return nil, err
@@ -77,13 +82,20 @@ func New(cfg Config) (*Node, error) {
 	// Cores draw randomness from the OS per run: the daemon's peer choices
 	// need no reproducibility, and nodes must not move in lockstep.
 	seed := rand.Uint64()
+	// dpsgd, adpsgd, pushsum and sfb build their graph over the live
+	// members (membership.go), the same for every member that sees the
+	// same roster.
 	gc := gossip.Config{
 		ID: self, Protocol: cfg.Job.Protocol, Spec: cfg.Job.Model, Init: slices.Clone(m.Params()),
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
-		Jitter: gossip.DefaultJitter, LR: cfg.Job.LR, Variant: cfg.Job.Variant, Batch: cfg.Job.Batch,
-		LocalSteps: peer.LocalSteps(cfg.Job.LocalEpochs, cfg.Train.N, cfg.Job.Batch),
-		Neighbors:  neighbors, SelfWeight: selfWeight, Staleness: cfg.Job.Staleness, Broadcast: broadcast, SFBMode: cfg.Job.SFBMode,
-		Aggregator: cfg.Aggregator, MaxNorm: cfg.MaxNorm,
+		Jitter: gossip.DefaultJitter, LR: cfg.Local.LR, Variant: cfg.Job.Variant, Batch: cfg.Local.Batch,
+		LocalSteps: peer.LocalSteps(cfg.Local.LocalEpochs, cfg.Train.N, cfg.Local.Batch),
+		Topology: cfg.Job.liveTopology(), TopologySeed: cfg.Job.topologySeed(),
+		Staleness: cfg.Job.Staleness, Broadcast: broadcast, SFBMode: cfg.Job.SFBMode,
+		Aggregator: cfg.Aggregator, MaxNorm: cfg.MaxNorm, Incarnation: n.incarnation,
+	}
+	if cfg.Job.Protocol == gossip.SFB {
+		gc.Batch = cfg.Job.FactorBatch // every member must choose its factor layers alike
 	}
 	gc.Subsample, gc.Partitions, _ = gossip.ParseCompression(cfg.Job.Compression)
 	if cfg.Store != nil {
@@ -98,11 +110,11 @@ func New(cfg Config) (*Node, error) {
 			n.log.Info("resuming from checkpoint", "seq", c.Seq, "age", c.State.Age, "updates", c.State.Updates, "saved", c.Time)
 		}
 	}
-	for _, nb := range neighbors {
-		n.neighbors = append(n.neighbors, nb.ID)
-	}
-	pc := peer.Config{Core: gc, Job: n.job, Admit: cfg.Job.IsMember}
-	tc := trainer.Config{Batch: cfg.Job.Batch, LR: cfg.Job.LR}
+	// A joining peer pulls the newest model and protocol state from a live
+	// member; one with a checkpoint of the job resumes from it instead.
+	gc.Join = cfg.Join && gc.Resume == nil
+	pc := peer.Config{Core: gc, Job: n.job, Admit: cfg.Local.IsMember}
+	tc := trainer.Config{Batch: cfg.Local.Batch, LR: cfg.Local.LR}
 	if cfg.DP.Enabled() {
 		tc.DP, tc.DPSource = cfg.DP, privacy.NewCryptoSource()
 	}
@@ -153,9 +165,9 @@ func (n *Node) Params() []float32 { return slices.Clone(*n.published.Load()) }
 // JobID returns the job's ID.
 func (n *Node) JobID() JobID { return n.job }
 
-// members filters peers to the job's members.
-func (n *Node) members(peers []gossip.PeerID) []gossip.PeerID {
-	return slices.DeleteFunc(peers, func(p gossip.PeerID) bool { return !n.cfg.Job.IsMember(p) })
+// admitted filters peers to those the allowlist admits.
+func (n *Node) admitted(peers []gossip.PeerID) []gossip.PeerID {
+	return slices.DeleteFunc(peers, func(p gossip.PeerID) bool { return !n.cfg.Local.IsMember(p) })
 }
 
 // Run drives the daemon until ctx is done, then writes a final checkpoint.
@@ -197,13 +209,17 @@ func (n *Node) Run(ctx context.Context) error {
 	defer wake.Stop()
 	slow := time.NewTicker(time.Second)
 	defer slow.Stop()
+	members := time.NewTicker(n.cfg.MembershipInterval)
+	defer members.Stop()
 	lastEval := time.Time{}
 	n.log.Info("daemon running", "peer", n.peer.ID(), "job", n.job.Short(), "protocol", n.cfg.Job.Protocol)
 	now := func() time.Duration { return n.cfg.Now().Sub(n.start) }
-	n.peer.SetPeers(n.members(n.cfg.Transport.Peers()))
+	n.peer.SetPeers(n.admitted(n.cfg.Transport.Peers()))
+	n.refreshMembers()
 	for {
 		select {
 		case <-ctx.Done():
+			n.goodbye()
 			n.checkpoint("shutdown")
 			return nil
 		case <-wake.C:
@@ -217,12 +233,14 @@ func (n *Node) Run(ctx context.Context) error {
 		case r := <-n.doneCh:
 			n.peer.TrainDone(r)
 		case <-slow.C:
-			peers := n.members(n.cfg.Transport.Peers())
+			peers := n.admitted(n.cfg.Transport.Peers())
 			n.peer.SetPeers(peers)
 			n.met.peers.Set(float64(len(peers)))
 			n.mu.Lock()
 			n.status.Peers = len(peers)
 			n.mu.Unlock()
+		case <-members.C:
+			n.refreshMembers()
 		}
 		n.refreshStatus()
 		d := time.Second

@@ -42,7 +42,7 @@ func shards(t *testing.T, n int) ([]*dataset.Dataset, *dataset.Dataset) {
 }
 
 func job() node.JobSpec {
-	return node.JobSpec{Name: "test", Model: model.Spec{Kind: model.Softmax, Inputs: 64, Classes: 10}, DeltaMillis: 20, LR: 0.5}
+	return node.JobSpec{Name: "test", Model: model.Spec{Kind: model.Softmax, Inputs: 64, Classes: 10}, DeltaMillis: 20}
 }
 
 // waitFor polls cond until it holds or the bounded wait ends.
@@ -77,7 +77,7 @@ func start(t *testing.T, net *memnet.Network, n int, mk func(i int, c *node.Conf
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := node.Config{Job: job(), Train: parts[i], Test: test, Transport: ep, Logger: quiet(), EvalInterval: 100 * time.Millisecond}
+		c := node.Config{Job: job(), Local: node.Local{LR: 0.5}, Train: parts[i], Test: test, Transport: ep, Logger: quiet(), EvalInterval: 100 * time.Millisecond}
 		if mk != nil {
 			mk(i, &c)
 		}
@@ -185,7 +185,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 		t.Fatalf("resumed %+v; before the stop: checkpoint %d, age %v, updates %d", s, final.Checkpoint, final.ModelAge, final.Updates)
 	}
 	other := job()
-	other.LR = 0.3
+	other.InitSeed = 3
 	nd2, err := node.New(node.Config{Job: other, Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
 	if err != nil || nd2.Status().ResumedFrom != 0 {
 		t.Fatal("a checkpoint of another job was resumed")

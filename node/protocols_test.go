@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,21 +11,19 @@ import (
 	"github.com/gossipd/gossipd/node/transport"
 )
 
-// TestMemberProtocols: four daemons on memnet run each protocol that needs
-// a member list (D-PSGD on a ring, AD-PSGD, push-sum, SFB by broadcast);
-// all reach 0.9 accuracy.
+// TestMemberProtocols: four daemons on memnet run each protocol that mixes
+// over a topology (D-PSGD on a ring, AD-PSGD, push-sum, SFB by broadcast)
+// with no member list: each builds its graph over the live members it
+// learns from announcements; all reach 0.9 accuracy.
 func TestMemberProtocols(t *testing.T) {
 	const n = 4
-	members := make([]string, n)
-	for i := range members {
-		members[i] = fmt.Sprintf("d%03d", i)
-	}
 	for _, proto := range []string{gossip.DPSGD, gossip.ADPSGD, gossip.PushSum, gossip.SFB} {
 		t.Run(proto, func(t *testing.T) {
 			r := start(t, memnet.New(), n, func(i int, c *node.Config) {
-				c.Job.Protocol, c.Job.Members, c.Job.LR = proto, members, 0.3
+				c.Job.Protocol, c.Local.LR = proto, 0.3
+				c.AnnounceInterval = 100 * time.Millisecond
 				if proto == gossip.SFB {
-					c.Job.LR = 0.5
+					c.Local.LR = 0.5
 				}
 			})
 			waitFor(t, proto+": every daemon at ≥ 0.9 accuracy", 90*time.Second, func() bool {
@@ -38,7 +35,7 @@ func TestMemberProtocols(t *testing.T) {
 				return true
 			})
 			for _, nd := range r.nodes {
-				if s := nd.Status(); s.MessagesIn == 0 || s.Updates == 0 || s.ModelAge == 0 {
+				if s := nd.Status(); s.MessagesIn == 0 || s.Updates == 0 || s.ModelAge == 0 || s.Members != n || s.Neighbors == 0 {
 					t.Fatalf("%s: %+v", s.PeerID, s)
 				}
 			}
@@ -46,8 +43,8 @@ func TestMemberProtocols(t *testing.T) {
 	}
 }
 
-// TestNonMember: a daemon whose ID is not among the job's members refuses
-// to start a member protocol, and members reject frames from outsiders.
+// TestNonMember: a daemon whose ID is not on its own allowlist refuses to
+// start, and daemons with an allowlist reject frames from outsiders.
 func TestNonMember(t *testing.T) {
 	net := memnet.New()
 	parts, test := shards(t, 2)
@@ -56,13 +53,13 @@ func TestNonMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := job()
-	j.Protocol, j.Members = gossip.DPSGD, []string{"d000", "d001"}
-	_, err = node.New(node.Config{Job: j, Train: parts[0], Test: test, Transport: ep, Logger: quiet()})
-	if err == nil || !strings.Contains(err.Error(), "not among the job's 2 members") {
+	j.Protocol = gossip.DPSGD
+	allow := node.Local{Members: []string{"d000", "d001"}}
+	_, err = node.New(node.Config{Job: j, Local: allow, Train: parts[0], Test: test, Transport: ep, Logger: quiet()})
+	if err == nil || !strings.Contains(err.Error(), "not among the 2 peers of its own members allowlist") {
 		t.Fatalf("a non-member started: %v", err)
 	}
-	j.Protocol = gossip.RandomWalk // a random-walk job with a member list admits members only
-	r := start(t, net, 2, func(i int, c *node.Config) { c.Job.Members = j.Members })
+	r := start(t, net, 2, func(i int, c *node.Config) { c.Local.Members = allow.Members })
 	msg, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "outsider", Params: make([]float32, 650)})
 	jid := r.nodes[0].JobID()
 	waitFor(t, "the outsider's frame rejected as not_member", 10*time.Second, func() bool {

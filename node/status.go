@@ -13,6 +13,13 @@ type Status struct {
 	JobID         string            `json:"job_id"`
 	Protocol      string            `json:"protocol"`
 	Peers         int               `json:"peers"`
+	// Members is the live members of the job (this node included) and
+	// Neighbors how many of them it mixes with (membership.go).
+	Members   int `json:"members"`
+	Neighbors int `json:"neighbors"`
+	// Joined says the node joined a running job and has taken its state
+	// from a member.
+	Joined bool `json:"joined,omitempty"`
 	ModelAge      float64           `json:"model_age"`
 	Updates       uint64            `json:"updates"`
 	Round         uint64            `json:"round"`

@@ -166,7 +166,10 @@ func (s *Store) latest(job *JobID) (*Checkpoint, error) {
 			switch {
 			case err != nil:
 				s.log.Warn("skipping unreadable checkpoint", "seq", seq, "err", err)
-			case job != nil && c.Job != *job:
+			case job != nil && c.Job != *job && c.Spec.ID() != *job:
+				// (A checkpoint written before the job's ID left out the
+				// per-peer settings has an old ID but a spec that hashes
+				// to the new one: it is resumed.)
 				s.log.Warn("skipping a checkpoint of another job", "seq", seq, "job", c.Job.Short())
 			default:
 				out = c

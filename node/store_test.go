@@ -79,7 +79,7 @@ func TestJobID(t *testing.T) {
 	if a.ID() != b.ID() {
 		t.Fatal("equal specs, different IDs")
 	}
-	b.LR = 0.2
+	b.InitSeed = 2
 	if a.ID() == b.ID() {
 		t.Fatal("different specs, same ID")
 	}
@@ -89,6 +89,54 @@ func TestJobID(t *testing.T) {
 	bad := JobSpec{Model: testSpec(), Protocol: "flood"}
 	if err := bad.Validate(); err == nil {
 		t.Fatal("unknown protocol accepted")
+	}
+	// The spec travels in announcements: a canonical one parses back to
+	// the same ID; anything else is refused.
+	d := JobSpec{Model: testSpec(), Protocol: "dpsgd", Topology: "regular:3"}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseSpec(d.Canonical())
+	if err != nil || got.ID() != d.ID() {
+		t.Fatalf("ParseSpec of a canonical spec: %v, %v", got.ID().Short(), err)
+	}
+	for _, b := range []string{`{"name":"x"}`, string(d.Canonical()) + " ", `{"name":"","model":{},"unknown":1}`, `[`} {
+		if _, err := ParseSpec([]byte(b)); err == nil {
+			t.Errorf("ParseSpec accepted %q", b)
+		}
+	}
+}
+
+// TestJobIdentity: what peers must agree on makes up the job's ID; who
+// takes part and each peer's own settings do not.
+func TestJobIdentity(t *testing.T) {
+	base := JobSpec{Name: "j", Model: testSpec(), Protocol: "dpsgd", InitSeed: 1}
+	if err := base.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]func(*JobSpec){
+		"protocol": func(j *JobSpec) { j.Protocol = "pushsum"; j.Topology = "" },
+		"model":    func(j *JobSpec) { j.Model.Classes++ },
+		"seed":     func(j *JobSpec) { j.InitSeed = 7 },
+		"scale":    func(j *JobSpec) { j.Scale = "minmax" },
+		"delta":    func(j *JobSpec) { j.DeltaMillis = 100 },
+		"topology": func(j *JobSpec) { j.Topology = "torus" },
+		"name":     func(j *JobSpec) { j.Name = "other" },
+	} {
+		j := base
+		change(&j)
+		if err := j.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if j.ID() == base.ID() {
+			t.Errorf("a different %s keeps the job ID", name)
+		}
+	}
+	// Local settings are not part of the spec at all (JobSpec has no such
+	// fields); an allowlist admits only its members.
+	l := Local{Members: []string{"b", "a"}}
+	if err := l.Validate(); err != nil || !l.IsMember("a") || l.IsMember("c") || !(Local{}).IsMember("c") {
+		t.Fatalf("allowlist: %+v, %v", l, err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/memnet"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // TestRoundDeadlinesOnVirtualClock runs real daemons — their timers,
@@ -24,13 +25,23 @@ func TestRoundDeadlinesOnVirtualClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		parts, test := shards(t, 3)
 		j := job()
-		j.Protocol, j.Members, j.DeltaMillis = gossip.DPSGD, []string{"d000", "d001", "d002"}, 100
+		j.Protocol, j.DeltaMillis = gossip.DPSGD, 100
+		if err := j.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		members := []string{"d000", "d001", "d002"}
 		net := memnet.New()
 		ctx, cancel := context.WithCancel(context.Background())
+		// d002 is a live member (it announced the job) that never sends.
+		silent, err := net.Join("d002", 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent.Announce(ctx, transport.Announcement{JobID: j.ID().String(), Incarnation: 1})
 		var wg sync.WaitGroup
 		var nodes []*node.Node
-		for i := 0; i < 2; i++ { // d002 never starts
-			ep, err := net.Join(j.Members[i], 1024)
+		for i := 0; i < 2; i++ {
+			ep, err := net.Join(members[i], 1024)
 			if err != nil {
 				t.Fatal(err)
 			}

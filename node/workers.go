@@ -53,8 +53,10 @@ func (n *Node) sendLoop(ctx context.Context) {
 			}
 			n.log.Debug("publish failed: sending to each neighbour", "err", err)
 		}
-		for _, nb := range n.neighbors {
-			n.send(ctx, nb, f)
+		if live := n.live.Load(); live != nil {
+			for _, p := range *live {
+				n.send(ctx, p, f)
+			}
 		}
 	}
 }
@@ -123,10 +125,7 @@ func (n *Node) announce(ctx context.Context, b transport.Broadcaster) {
 	t := time.NewTicker(n.cfg.AnnounceInterval)
 	defer t.Stop()
 	for {
-		s := n.Status()
-		a := transport.Announcement{JobID: s.JobID, Name: n.cfg.Job.Name, Protocol: s.Protocol, Model: n.cfg.Job.Model.String(),
-			Members: len(n.cfg.Job.Members), Updates: s.Updates, Round: s.Round, Time: n.cfg.Now().Unix()}
-		if err := b.Announce(ctx, a); err != nil && ctx.Err() == nil {
+		if err := b.Announce(ctx, n.announcement(false)); err != nil && ctx.Err() == nil {
 			n.log.Debug("announce failed", "err", err)
 		}
 		select {

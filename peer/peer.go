@@ -121,6 +121,12 @@ func (p *Peer) SetPeers(peers []gossip.PeerID) {
 	p.flush()
 }
 
+// SetMembers tells the core the live members of its job.
+func (p *Peer) SetMembers(ms []gossip.Member) {
+	p.core.SetMembers(ms)
+	p.flush()
+}
+
 // TrainDone hands the core the result of its training request.
 func (p *Peer) TrainDone(r *gossip.TrainResult) {
 	p.core.TrainDone(r)

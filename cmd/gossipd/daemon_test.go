@@ -452,9 +452,10 @@ func python() string {
 }
 
 // startCluster starts n `gossipd run` processes in dir on 127.0.0.1, each on
-// shard i/n of digits, all bootstrapped through the first; extra flags are
-// appended. Every identity is created first, and a --protocol other than
-// randomwalk gets --members listing them all. The processes are killed when
+// shard i/n of digits, all bootstrapped through the first, announcing
+// their job every 500 ms; extra flags are appended. Every identity is
+// created first. No member list is given: protocols that mix over a
+// topology build it over the live members. The processes are killed when
 // the test or benchmark ends.
 func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...string) []*daemon {
 	tb.Helper()
@@ -465,9 +466,6 @@ func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...
 			tb.Fatal(err)
 		}
 		ids[i] = strings.TrimSpace(string(out))
-	}
-	if i := slices.Index(extra, "--protocol"); i >= 0 && extra[i+1] != "randomwalk" {
-		extra = append(slices.Clone(extra), "--members", strings.Join(ids, ","))
 	}
 	ds := make([]*daemon, n)
 	tb.Cleanup(func() { // also when the test fails
@@ -487,7 +485,8 @@ func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...
 		}
 		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
 		ds[i].args = append([]string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", listen, "--api", ds[i].api,
-			"--shard", fmt.Sprintf("%d/%d", i, n), "--delta", delta, "--lr", "0.5", "--mdns=false", "--log-format", "json"}, extra...)
+			"--shard", fmt.Sprintf("%d/%d", i, n), "--delta", delta, "--lr", "0.5", "--mdns=false", "--log-format", "json",
+			"--announce-interval", "500ms"}, extra...)
 		if i > 0 {
 			ds[i].args = append(ds[i].args, "--bootstrap", boot)
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/p2p"
+	"github.com/gossipd/gossipd/node/transport"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -27,12 +29,12 @@ import (
 type runFlags struct {
 	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
-	members, topology, dht, relays                                                 string
+	members, topology, dht, relays, join                                           string
 	sfbMode, aggregator, consortium                                                string
 	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise, maxNorm                 float64
 	peerBytes, peerFrames                                                          float64
 	batch, localEpochs, ckptEvery, keep, staleness, maxConns                       int
-	delta                                                                          time.Duration
+	delta, joinTimeout, announceEvery                                              time.Duration
 	initSeed                                                                       uint64
 	mdns, pex, autonat, holePunching, portMap, relayService, behindNAT             bool
 }
@@ -63,24 +65,27 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.labelColumn, "label-column", "", "CSV label column")
 	fs.StringVar(&r.scale, "scale", "global", "feature scaling: global|minmax|standard|none (part of the job)")
 	fs.Float64Var(&r.testFraction, "test-fraction", 0.2, "held-out fraction when the dataset has no test split")
-	fs.StringVar(&r.protocol, "protocol", gossip.RandomWalk, "protocol: "+strings.Join(gossip.Protocols, "|"))
-	fs.StringVar(&r.members, "members", "", "the job's members: peer IDs, comma-separated, or @FILE with one per line (required by dpsgd, adpsgd, pushsum, sfb; part of the job)")
-	fs.StringVar(&r.topology, "topology", "", "graph over the members for dpsgd, adpsgd, pushsum: ring|torus|regular:K|exponential|complete (default ring; exponential for pushsum)")
-	fs.IntVar(&r.staleness, "staleness", 0, "sfb: SSP staleness bound (0: BSP)")
+	fs.StringVar(&r.protocol, "protocol", gossip.RandomWalk, "protocol: "+strings.Join(gossip.Protocols, "|")+" (part of the job)")
+	fs.StringVar(&r.join, "join", "", "join the running job with this ID (or a prefix of 8+ hex digits) from its announcement: the job's spec, model and state come from its members, so no job flags are given")
+	fs.DurationVar(&r.joinTimeout, "join-timeout", time.Minute, "how long --join waits for the job's announcement")
+	fs.DurationVar(&r.announceEvery, "announce-interval", node.DefaultAnnounceInterval, "how often the job is announced; a member silent for 3 of them is dropped")
+	fs.StringVar(&r.members, "members", "", "allowlist: admit only these peers (IDs, comma-separated, or @FILE with one per line); default every peer")
+	fs.StringVar(&r.topology, "topology", "", "graph over the live members for dpsgd, adpsgd, pushsum: ring|torus|regular:K|exponential|complete (default ring; exponential for pushsum; part of the job)")
+	fs.IntVar(&r.staleness, "staleness", 0, "sfb: SSP staleness bound (0: BSP; part of the job)")
 	fs.StringVar(&r.aggregator, "aggregator", "mean", "how models combine (dpsgd: with the neighbours'; randomwalk (mu) and pushsum: robust rules over a cache of received models): "+strings.Join(merge.Aggregators, "|"))
 	fs.StringVar(&r.sfbMode, "sfb-mode", "auto", "sfb: per-layer exchange auto|factors|dense (dense with DP-SGD; part of the job)")
 	fs.Float64Var(&r.dpClip, "dp-clip", 0, "DP-SGD per-example clipping norm C (turns DP-SGD on, with --dp-noise)")
 	fs.Float64Var(&r.dpNoise, "dp-noise", 0, "DP-SGD noise multiplier σ (noise std σ·C)")
 	fs.Float64Var(&r.dpEpsilon, "dp-epsilon", 0, "privacy budget ε: stop training and sharing once the next step would exceed it (0: no limit; ε is still accounted)")
 	fs.Float64Var(&r.dpDelta, "dp-delta", 1e-5, "DP-SGD δ")
-	fs.StringVar(&r.modelKind, "model", "softmax", "model: "+strings.Join(model.Kinds, "|"))
-	fs.StringVar(&r.hidden, "hidden", "128", "MLP hidden widths (mlp only)")
-	fs.DurationVar(&r.delta, "delta", time.Second, "gossip period Δ")
-	fs.Float64Var(&r.lr, "lr", 0.1, "learning rate")
-	fs.IntVar(&r.batch, "batch", 32, "minibatch size")
-	fs.IntVar(&r.localEpochs, "local-epochs", 1, "local epochs per update")
-	fs.StringVar(&r.variant, "variant", "mu", "random-walk variant: mu|rw|um")
-	fs.StringVar(&r.compression, "compression", "none", "model compression: none|subsample:S|partition:P")
+	fs.StringVar(&r.modelKind, "model", "softmax", "model: "+strings.Join(model.Kinds, "|")+" (part of the job)")
+	fs.StringVar(&r.hidden, "hidden", "128", "MLP hidden widths (mlp only; part of the job)")
+	fs.DurationVar(&r.delta, "delta", time.Second, "gossip period Δ (part of the job)")
+	fs.Float64Var(&r.lr, "lr", 0.1, "learning rate (this peer's own)")
+	fs.IntVar(&r.batch, "batch", 32, "minibatch size (this peer's own; sfb's factor layers follow the creator's)")
+	fs.IntVar(&r.localEpochs, "local-epochs", 1, "local epochs per update (this peer's own)")
+	fs.StringVar(&r.variant, "variant", "mu", "random-walk variant: mu|rw|um (part of the job)")
+	fs.StringVar(&r.compression, "compression", "none", "model compression: none|subsample:S|partition:P (part of the job)")
 	fs.Uint64Var(&r.initSeed, "init-seed", 1, "seed of the initial model (part of the job)")
 	fs.StringVar(&r.name, "name", "gossipd", "job name (part of the job)")
 	fs.IntVar(&r.ckptEvery, "checkpoint-every", 10, "model updates between checkpoints")
@@ -116,29 +121,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("%w: --shard: %v", errUsage, err)
 		}
 	}
-	if err := dataset.CheckScaling(r.scale); err != nil {
-		return fmt.Errorf("%w: --scale: %v", errUsage, err)
-	}
-	dp := privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}
-	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Scale: r.scale, Fingerprint: dp.Enabled(),
-		OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: r.initSeed}})
-	if err != nil {
+	if err := r.checkJoin(fs); err != nil {
 		return err
-	}
-	spec := model.Spec{Kind: r.modelKind, Inputs: train.D, Classes: train.Classes}
-	if r.modelKind == model.MLP {
-		if spec.Hidden, err = model.ParseHidden(r.hidden); err != nil {
-			return fmt.Errorf("%w: --hidden: %v", errUsage, err)
-		}
-	}
-	job := node.JobSpec{Name: r.name, Model: spec, Scale: r.scale, Protocol: r.protocol, DeltaMillis: r.delta.Milliseconds(),
-		LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Variant: r.variant, Compression: r.compression, InitSeed: r.initSeed,
-		Topology: r.topology, Members: members, Staleness: r.staleness}
-	if r.protocol == gossip.SFB && r.sfbMode != "auto" {
-		job.SFBMode = r.sfbMode
-	}
-	if err := job.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	keyPath := r.key
 	if keyPath == "" {
@@ -167,7 +151,38 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer host.Close()
-	d, err := node.New(node.Config{Job: job, Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
+	var job node.JobSpec
+	var origin *transport.Announcement
+	if r.join != "" {
+		log.Info("waiting for the job's announcement", "job", r.join, "timeout", r.joinTimeout)
+		if job, origin, err = node.FindJob(ctx, host, r.join, r.joinTimeout); err != nil {
+			return err
+		}
+		log.Info("joining job", "job", origin.JobID[:12], "name", job.Name, "protocol", job.Protocol, "model", job.Model.String(), "creator", origin.Creator, "from", origin.Peer)
+	}
+	dp := privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}
+	scale, seed := r.scale, r.initSeed
+	if origin != nil {
+		scale, seed = job.Scale, job.InitSeed
+	} else if err := dataset.CheckScaling(r.scale); err != nil {
+		return fmt.Errorf("%w: --scale: %v", errUsage, err)
+	}
+	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Scale: scale, Fingerprint: dp.Enabled(),
+		OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: seed}})
+	if err != nil {
+		return err
+	}
+	if origin == nil {
+		if job, err = r.jobSpec(train); err != nil {
+			return err
+		}
+	} else if train.D != job.Model.Inputs || train.Classes > job.Model.Classes {
+		return fmt.Errorf("%w: --dataset %s has %d features and %d classes; job %.12s's model takes %d inputs and %d classes", errUsage,
+			r.dataset, train.D, train.Classes, origin.JobID, job.Model.Inputs, job.Model.Classes)
+	}
+	d, err := node.New(node.Config{Job: job, Local: node.Local{LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Members: members},
+		Join: origin != nil, Origin: origin, AnnounceInterval: r.announceEvery,
+		Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
 		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: dp, DataFingerprint: train.Fingerprint})
 	if err != nil {
 		return err
@@ -189,6 +204,50 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log.Info("gossipd stopped", "updates", d.Status().Updates, "checkpoint", d.Status().Checkpoint)
 	return nil
+}
+
+// jobFlags are the flags that make up a job (node.JobSpec); --join takes
+// them from the job's announcement instead.
+var jobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology", "staleness", "sfb-mode", "init-seed", "name"}
+
+// checkJoin refuses job flags beside --join: they would be ignored.
+func (r *runFlags) checkJoin(fs *flag.FlagSet) error {
+	if r.join == "" {
+		return nil
+	}
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(jobFlags, f.Name) {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if len(set) > 0 {
+		return fmt.Errorf("%w: %s: part of the job, which --join takes from the job's announcement; leave them out", errUsage, strings.Join(set, ", "))
+	}
+	return nil
+}
+
+// jobSpec builds the job of a daemon that creates it from its flags.
+func (r *runFlags) jobSpec(train *dataset.Dataset) (node.JobSpec, error) {
+	spec := model.Spec{Kind: r.modelKind, Inputs: train.D, Classes: train.Classes}
+	if r.modelKind == model.MLP {
+		var err error
+		if spec.Hidden, err = model.ParseHidden(r.hidden); err != nil {
+			return node.JobSpec{}, fmt.Errorf("%w: --hidden: %v", errUsage, err)
+		}
+	}
+	job := node.JobSpec{Name: r.name, Model: spec, Scale: r.scale, Protocol: r.protocol, DeltaMillis: r.delta.Milliseconds(),
+		Variant: r.variant, Compression: r.compression, InitSeed: r.initSeed, Topology: r.topology, Staleness: r.staleness}
+	if r.protocol == gossip.SFB {
+		job.FactorBatch = r.batch
+		if r.sfbMode != "auto" {
+			job.SFBMode = r.sfbMode
+		}
+	}
+	if err := job.Validate(); err != nil {
+		return node.JobSpec{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return job, nil
 }
 
 func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) error {

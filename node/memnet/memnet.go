@@ -6,11 +6,13 @@ package memnet
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gossipd/gossipd/node/transport"
 )
@@ -132,9 +134,16 @@ func (e *Endpoint) Announce(ctx context.Context, a transport.Announcement) error
 	if e.net.ann == nil {
 		e.net.ann = map[transport.PeerID]transport.Announcement{}
 	}
-	a.Peer = e.id
+	a.Peer, a.Heard = e.id, time.Now()
 	e.net.ann[e.id] = a
 	return nil
+}
+
+// SignSpec implements transport.SpecSigner with a stand-in: memnet has no
+// keys, and nothing verifies its signatures.
+func (e *Endpoint) SignSpec(spec []byte) ([]byte, error) {
+	h := sha256.Sum256(append([]byte(e.id+"\x00"), spec...))
+	return h[:], nil
 }
 
 // Announcements implements transport.Broadcaster.

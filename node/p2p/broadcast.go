@@ -3,6 +3,8 @@ package p2p
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,7 +98,9 @@ func parseAnnouncement(m *pubsub.Message) (transport.Announcement, error) {
 	return decodeAnnouncement(m.Data, m.GetFrom())
 }
 
-// decodeAnnouncement decodes an announcement published by from.
+// decodeAnnouncement decodes an announcement published by from and checks
+// its job spec: the spec must hash to the job ID, and its creator's
+// signature must verify.
 func decodeAnnouncement(data []byte, from peer.ID) (transport.Announcement, error) {
 	var a transport.Announcement
 	if len(data) > maxAnnouncement {
@@ -109,7 +113,49 @@ func decodeAnnouncement(data []byte, from peer.ID) (transport.Announcement, erro
 		return a, fmt.Errorf("%w: announcement lists %d addresses", ErrFrame, len(a.Addrs))
 	}
 	a.Peer = transport.PeerID(from.String())
+	a.Heard = time.Time{}
+	if err := VerifySpec(a); err != nil {
+		return a, err
+	}
 	return a, nil
+}
+
+// ErrSpec means an announcement's job spec does not match its job ID or
+// its creator's signature.
+var ErrSpec = errors.New("p2p: bad job spec in announcement")
+
+// VerifySpec checks an announcement's spec: its SHA-256 is the job ID,
+// and CreatorSig is Creator's signature of it. An announcement without a
+// spec (an older daemon's) passes; it cannot be joined from.
+func VerifySpec(a transport.Announcement) error {
+	if len(a.Spec) == 0 {
+		if a.Creator != "" || len(a.CreatorSig) > 0 {
+			return fmt.Errorf("%w: a creator signature without a spec", ErrSpec)
+		}
+		return nil
+	}
+	sum := sha256.Sum256(a.Spec)
+	if hex.EncodeToString(sum[:]) != a.JobID {
+		return fmt.Errorf("%w: the spec hashes to %x, the announcement says job %.12s", ErrSpec, sum[:6], a.JobID)
+	}
+	creator, err := peer.Decode(string(a.Creator))
+	if err != nil {
+		return fmt.Errorf("%w: creator %q: %v", ErrSpec, a.Creator, err)
+	}
+	pub, err := creator.ExtractPublicKey()
+	if err != nil {
+		return fmt.Errorf("%w: creator %s: no public key in its ID: %v", ErrSpec, creator, err)
+	}
+	ok, err := pub.Verify(append([]byte(transport.SpecSigningContext), a.Spec...), a.CreatorSig)
+	if err != nil || !ok {
+		return fmt.Errorf("%w: the creator's (%s) signature does not verify", ErrSpec, creator)
+	}
+	return nil
+}
+
+// SignSpec implements transport.SpecSigner with the host's identity key.
+func (t *Host) SignSpec(spec []byte) ([]byte, error) {
+	return t.h.Peerstore().PrivKey(t.h.ID()).Sign(append([]byte(transport.SpecSigningContext), spec...))
 }
 
 // heard records an announcement and connects to the announcer when it runs
@@ -119,6 +165,7 @@ func (t *Host) heard(ctx context.Context, a transport.Announcement) {
 	if err != nil {
 		return
 	}
+	a.Heard = time.Now()
 	t.bc.mu.Lock()
 	t.bc.ann[pid] = a
 	mine := false

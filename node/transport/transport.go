@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"time"
 )
 
 // PeerID identifies a peer (a libp2p peer ID in node/p2p).
@@ -165,7 +166,10 @@ type Broadcaster interface {
 }
 
 // Announcement is what a daemon periodically tells the network about itself
-// and its job.
+// and its job. It carries the job's full spec, signed by the peer that
+// created the job, so that a peer can join the job from its announcement
+// alone: a transport delivers only announcements whose Spec hashes to
+// JobID and whose signature verifies against Creator's key.
 type Announcement struct {
 	Peer     PeerID   `json:"peer"`
 	Addrs    []string `json:"addrs,omitempty"`
@@ -173,9 +177,40 @@ type Announcement struct {
 	Name     string   `json:"name"`
 	Protocol string   `json:"protocol"`
 	Model    string   `json:"model"`
-	Members  int      `json:"members,omitempty"`
-	Updates  uint64   `json:"updates"`
-	Round    uint64   `json:"round"`
+	// Members is how many live members the announcer sees (itself
+	// included).
+	Members int    `json:"members,omitempty"`
+	Updates uint64 `json:"updates"`
+	Round   uint64 `json:"round"`
+	// Accuracy is the announcer's last test accuracy.
+	Accuracy float64 `json:"accuracy"`
+	// Spec is the job's canonical spec (JSON); its SHA-256 is JobID.
+	Spec []byte `json:"spec,omitempty"`
+	// Creator is the peer that created the job and signed Spec;
+	// CreatorSig is its signature (SignSpec), forwarded unchanged by every
+	// member that announces the job.
+	Creator    PeerID `json:"creator,omitempty"`
+	CreatorSig []byte `json:"creator_sig,omitempty"`
+	// Incarnation is new at every start of the announcer: a peer that
+	// restarted is a new incarnation, and its neighbours settle their
+	// accounts with the old one (push-sum).
+	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Leaving says the announcer is leaving the job (its goodbye): its
+	// neighbours rewire at once.
+	Leaving bool `json:"leaving,omitempty"`
 	// Time is the announcer's clock, Unix seconds.
 	Time int64 `json:"time"`
+	// Heard is when this peer received the announcement (its own clock;
+	// set by the transport, not sent).
+	Heard time.Time `json:"heard"`
 }
+
+// SpecSigner signs a job's spec with the peer's identity key, for the
+// announcements of a job it creates.
+type SpecSigner interface {
+	SignSpec(spec []byte) ([]byte, error)
+}
+
+// SpecSigningContext prefixes what a creator signs, so that a spec
+// signature cannot be taken for any other signed message.
+const SpecSigningContext = "gossipd job spec v1\n"
