@@ -32,11 +32,17 @@ const (
 	// KindViewPush and KindViewReply exchange peer-sampling views.
 	KindViewPush
 	KindViewReply
+	// KindStateRequest asks a member for its state (a peer joining a
+	// running job); KindStateReply answers with the model (push-sum: its
+	// de-biased estimate), its age and its round or clock.
+	KindStateRequest
+	KindStateReply
 )
 
 var kindNames = map[Kind]string{
 	KindModel: "model", KindParams: "params", KindAvgRequest: "avg-request", KindAvgReply: "avg-reply",
 	KindPushSum: "push-sum", KindFactors: "factors", KindViewPush: "view-push", KindViewReply: "view-reply",
+	KindStateRequest: "state-request", KindStateReply: "state-reply",
 }
 
 func (k Kind) String() string {

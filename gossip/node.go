@@ -55,6 +55,12 @@ type Node struct {
 	// members are the live members from SetMembers, sorted, self included.
 	members    []PeerID
 	membersSet bool
+	// Joining a running job (join.go).
+	joining   bool
+	joinAsked PeerID
+	joinAt    time.Duration
+	joinTries int
+	stateSent map[PeerID]time.Duration
 	proto      protocol
 	rd         Ready
 }
@@ -82,6 +88,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	n.joining = cfg.Join && cfg.Resume == nil
 	return n, nil
 }
 
@@ -100,6 +107,9 @@ func (n *Node) NextWake() time.Duration {
 	}
 	if !n.started {
 		return n.now
+	}
+	if n.joining {
+		return n.joinAt
 	}
 	w := n.proto.wake(n)
 	if n.viewOn() {
@@ -155,6 +165,10 @@ func (n *Node) Tick(now time.Duration) {
 	if n.viewOn() {
 		n.view.tick(n)
 	}
+	if n.joining {
+		n.joinTick()
+		return
+	}
 	n.proto.tick(n)
 }
 
@@ -183,6 +197,17 @@ func (n *Node) Step(m *Message) {
 	switch m.Kind {
 	case KindViewPush, KindViewReply:
 		n.view.step(n, m)
+		return
+	case KindStateRequest:
+		n.answerState(m)
+		return
+	}
+	if n.joining {
+		n.stepJoin(m)
+		return
+	}
+	if m.Kind == KindStateReply {
+		n.drop(DropUnsolicited, m.From, "a state reply to a node that is not joining")
 		return
 	}
 	n.proto.step(n, m)
@@ -213,6 +238,10 @@ func (n *Node) Halted() bool { return n.halted }
 func (n *Node) ensureStarted() {
 	if !n.started {
 		n.started = true
+		if n.joining {
+			n.joinAt = n.now
+			return // the protocol starts once the state is in (join.go)
+		}
 		n.proto.start(n)
 	}
 }

@@ -40,6 +40,9 @@ type protocol interface {
 	// from a saved state whose common fields are already restored.
 	snapshot(s *State)
 	restore(s *State) error
+	// joined takes in a member's state that a joining node has just
+	// copied into the node's model, age and round.
+	joined(n *Node)
 }
 
 // base gives a protocol the behaviour most protocols share: the model is
@@ -51,6 +54,7 @@ func (base) cache() [][]float32       { return nil }
 func (base) weight() float64          { return 1 }
 func (base) snapshot(*State)          {}
 func (base) restore(*State) error     { return nil }
+func (base) joined(*Node)             {}
 
 // protocolDef registers a protocol.
 type protocolDef struct {

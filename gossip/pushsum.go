@@ -131,6 +131,10 @@ func (p *pushSum) weight() float64 { return p.w }
 
 func (p *pushSum) snapshot(s *State) { s.Weight = p.w }
 
+// joined: the joiner's model is the member's de-biased estimate, with
+// the joiner's own unit of weight.
+func (p *pushSum) joined(*Node) { p.w = 1 }
+
 func (p *pushSum) restore(s *State) error {
 	p.w = s.Weight
 	return nil

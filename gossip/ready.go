@@ -89,6 +89,10 @@ const (
 	DropTrainResult = "train_result"
 	// DropAggregation: an aggregator or a factor update failed.
 	DropAggregation = "aggregation"
+	// DropUnsolicited: a state reply this node did not ask for.
+	DropUnsolicited = "unsolicited"
+	// DropRateLimited: a state request repeated within Δ.
+	DropRateLimited = "state_rate"
 )
 
 // Ready is what the core wants the shell to do.

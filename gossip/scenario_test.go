@@ -30,7 +30,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of gossip
 //	new KEY=VALUE...       a node "me" (protocol, neighbors=b:0.5,c:0.5,
 //	                       self, delta, timeout, lr, variant, cache,
 //	                       staleness, fanout, sampling, aggregator,
-//	                       compression, tokens, broadcast, topology)
+//	                       compression, tokens, broadcast, topology, join)
 //	peers ID...            SetPeers
 //	members ID[@INC]...    SetMembers (the live members and their
 //	                       incarnations; "me" is added)
@@ -242,6 +242,8 @@ func (s *scenario) config(kv map[string]string) gossip.Config {
 			c.Broadcast = v == "true"
 		case "topology":
 			c.Topology = v
+		case "join":
+			c.Join = v == "true"
 		default:
 			t.Fatalf("new: unknown key %q", k)
 		}
@@ -256,6 +258,7 @@ var kinds = map[string]gossip.Kind{
 	"model": gossip.KindModel, "params": gossip.KindParams, "avg-request": gossip.KindAvgRequest,
 	"avg-reply": gossip.KindAvgReply, "push-sum": gossip.KindPushSum, "factors": gossip.KindFactors,
 	"view-push": gossip.KindViewPush, "view-reply": gossip.KindViewReply,
+	"state-request": gossip.KindStateRequest, "state-reply": gossip.KindStateReply,
 }
 
 func (s *scenario) message(kv map[string]string) *gossip.Message {

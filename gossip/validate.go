@@ -34,8 +34,13 @@ func (n *Node) validate(m *Message) error {
 			}
 		}
 		return nil
+	case KindStateRequest:
+		if len(m.Params) > 0 || len(m.Factors) > 0 || len(m.View) > 0 || len(m.Indices) > 0 {
+			return invalid("shape", "a state request carries nothing")
+		}
+		return nil
 	}
-	if !slices.Contains(n.def.kinds, m.Kind) {
+	if !slices.Contains(n.def.kinds, m.Kind) && m.Kind != KindStateReply {
 		return invalid("kind", "%s message for a %s node", m.Kind, n.cfg.Protocol)
 	}
 	if math.IsNaN(m.Age) || math.IsInf(m.Age, 0) || m.Age < 0 {

@@ -20,6 +20,9 @@ type Status struct {
 	// Joined says the node joined a running job and has taken its state
 	// from a member.
 	Joined bool `json:"joined,omitempty"`
+	// PushSumWeight is push-sum's weight w (the model is x/w); over the
+	// live members the weights sum to their number.
+	PushSumWeight float64 `json:"pushsum_weight,omitempty"`
 	ModelAge      float64           `json:"model_age"`
 	Updates       uint64            `json:"updates"`
 	Round         uint64            `json:"round"`
@@ -67,6 +70,10 @@ func (n *Node) refreshStatus() {
 	core := n.peer.Core()
 	n.mu.Lock()
 	n.status.ModelAge, n.status.Updates, n.status.Round = core.Age(), core.Updates(), core.Round()
+	n.status.Joined = n.cfg.Join && !core.Joining()
+	if n.cfg.Job.Protocol == gossip.PushSum {
+		n.status.PushSumWeight = core.PushSumWeight()
+	}
 	n.mu.Unlock()
 	n.met.age.Set(core.Age())
 	n.met.round.Set(float64(core.Round()))

@@ -70,7 +70,7 @@ func (n *Node) frame(m *gossip.Message) transport.Frame {
 // factors each travel apart from the small rest.
 func Lane(k gossip.Kind) string {
 	switch k {
-	case gossip.KindModel:
+	case gossip.KindModel, gossip.KindStateReply:
 		return transport.LaneModel
 	case gossip.KindViewPush, gossip.KindViewReply:
 		return transport.LaneView

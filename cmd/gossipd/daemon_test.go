@@ -86,6 +86,11 @@ type status struct {
 	ResumedFrom uint64            `json:"resumed_from_seq"`
 	JobID       string            `json:"job_id"`
 	Rejected    map[string]uint64 `json:"rejected"`
+	Members     int               `json:"members"`
+	Joined      bool              `json:"joined"`
+	Updates     uint64            `json:"updates"`
+	// PushSumWeight is push-sum's weight.
+	PushSumWeight float64 `json:"pushsum_weight"`
 }
 
 func (d *daemon) status() (status, error) {

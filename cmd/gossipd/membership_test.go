@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestDaemonJoinLeave: four real daemons run a job with no member list;
+// a fifth joins it with --join JOB_ID --bootstrap ADDR and no job flag,
+// takes its state from a member (it does not start from the initial
+// model), and all five reach 0.90. Then one leaves with SIGTERM and
+// another is killed with -9 and restarted on its store: the others drop
+// the leaver, take the restarted one back, and keep improving; the job ID
+// never changes. For D-PSGD (ring) and push-sum (exponential graph, where
+// the weights over the live members must also keep summing to their
+// number within 1%).
+func TestDaemonJoinLeave(t *testing.T) {
+	bin := buildBinary(t)
+	for _, proto := range []string{"dpsgd", "pushsum"} {
+		t.Run(proto, func(t *testing.T) {
+			dir := t.TempDir()
+			ds := startCluster(t, bin, dir, 4, "100ms", "--protocol", proto, "--checkpoint-every", "10")
+			first := poll(t, ds[0], "a job and four live members", 60*time.Second, func(s status) bool { return s.Members == 4 })
+			boot := ds[0].flag("--listen") + "/p2p/" + first.PeerID
+			port := freePorts(t, 2)
+			joiner := &daemon{api: fmt.Sprintf("127.0.0.1:%d", port[1]), log: filepath.Join(dir, "joiner.log"),
+				args: []string{"run", "--join", first.JobID, "--bootstrap", boot, "--store", filepath.Join(dir, "joiner"),
+					"--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port[0]), "--api", fmt.Sprintf("127.0.0.1:%d", port[1]),
+					"--shard", "1/5", "--lr", "0.5", "--mdns=false", "--announce-interval", "500ms", "--log-format", "json"}}
+			joiner.start(t, bin)
+			t.Cleanup(func() {
+				if joiner.cmd.ProcessState == nil {
+					joiner.cmd.Process.Kill()
+					joiner.cmd.Wait()
+				}
+			})
+			j := poll(t, joiner, "the joiner to take a member's state", 60*time.Second, func(s status) bool { return s.Joined })
+			if j.JobID != first.JobID || j.ModelAge == 0 {
+				t.Fatalf("joiner: job %s (want %s), model age %v (a member's state has seen examples)", j.JobID, first.JobID, j.ModelAge)
+			}
+			all := append(slices.Clone(ds), joiner)
+			for _, d := range all {
+				poll(t, d, "accuracy ≥ 0.90 with five live members", 120*time.Second, func(s status) bool {
+					return s.Accuracy >= 0.90 && s.Members == 5 && s.JobID == first.JobID
+				})
+			}
+			checkMass(t, proto, all)
+
+			// ds[1] leaves; ds[2] is killed with -9 and restarted.
+			stop(t, ds[1])
+			after := ds[2].killRestart(t, bin)
+			if after.JobID != first.JobID {
+				t.Fatalf("restarted daemon runs job %s, want %s", after.JobID, first.JobID)
+			}
+			live := []*daemon{ds[0], ds[2], ds[3], joiner}
+			for _, d := range live {
+				before, _ := d.status()
+				poll(t, d, "four live members, improving on", 90*time.Second, func(s status) bool {
+					return s.Members == 4 && s.Updates > before.Updates+20 && s.Accuracy >= 0.90 && s.JobID == first.JobID
+				})
+			}
+			checkMass(t, proto, live)
+			stopAll(t, live, nil)
+		})
+	}
+}
+
+// checkMass: for push-sum, the weights over the live members sum to their
+// number within 1% (polled: shares in flight are counted nowhere).
+func checkMass(t *testing.T, proto string, ds []*daemon) {
+	t.Helper()
+	if proto != "pushsum" {
+		return
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sum, n := 0.0, 0
+		for _, d := range ds {
+			if s, err := d.status(); err == nil {
+				sum += s.PushSumWeight
+				n++
+			}
+		}
+		if n == len(ds) && sum > 0.99*float64(n) && sum < 1.01*float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("push-sum weights over %d live members sum to %.4f (want within 1%% of %d)", len(ds), sum, len(ds))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
