@@ -131,3 +131,30 @@ func liveSpec(spec string, k int) string {
 // mhWeight is the Metropolis–Hastings weight of an edge between nodes of
 // degrees a and b.
 func mhWeight(a, b int) float64 { return merge.MetropolisHastings(a, b) }
+
+// Leave starts the node's departure from its job: it keeps taking what
+// arrives but sends no more of its own (push-sum stops pushing; other
+// protocols simply go on until Depart). The shell then waits a grace
+// period, for shares in flight to land, and calls Depart.
+func (n *Node) Leave() {
+	if l, ok := n.proto.(leaver); ok && !n.halted {
+		l.leave(n)
+	}
+}
+
+// Depart ends the departure: push-sum hands its weight beyond one unit
+// (or its shortfall) to its out-neighbours, so that the weights over the
+// members that stay keep summing to their number; then the node halts.
+func (n *Node) Depart() {
+	if l, ok := n.proto.(leaver); ok && !n.halted && n.started && !n.joining {
+		l.depart(n)
+	}
+	n.halted = true
+	n.rd.Train = nil
+}
+
+// leaver is a protocol with something to settle before it leaves.
+type leaver interface {
+	leave(n *Node)
+	depart(n *Node)
+}

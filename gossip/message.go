@@ -73,6 +73,11 @@ type Message struct {
 	// topology it is the sender's degree (0: not advertised), for
 	// Metropolis–Hastings weights that both ends of an edge agree on.
 	Weight float64
+	// Sent is push-sum's running sum: all the weight the sender has ever
+	// pushed to the receiver, this share included (Round then numbers the
+	// link's shares). A receiver that missed shares, or got more than the
+	// sender now accounts for, corrects its weight by the difference.
+	Sent float64
 	// Params is a parameter vector (model, D-PSGD, AD-PSGD, push-sum share)
 	// or, for KindFactors, the dense part of the update in layout order
 	// (every tensor not sent as factors).

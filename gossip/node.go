@@ -61,8 +61,8 @@ type Node struct {
 	joinAt    time.Duration
 	joinTries int
 	stateSent map[PeerID]time.Duration
-	proto      protocol
-	rd         Ready
+	proto     protocol
+	rd        Ready
 }
 
 // New returns a node; it starts at its first Tick.

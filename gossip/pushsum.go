@@ -1,6 +1,9 @@
 package gossip
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/gossipd/gossipd/merge"
@@ -12,13 +15,38 @@ import (
 // shares of (x, w) to its out-neighbours for the round, keeping one share.
 // Receivers add what arrives. Σx and Σw are conserved, so the z's converge
 // to the average on directed and time-varying graphs.
+//
+// Mass through faults. Over the live members the weights must keep
+// summing to their number, whatever happens to messages and peers:
+//
+//   - Running sums (Hadjicostis, Vaidya, Domínguez-García 2016): every
+//     share also carries Sent, all the weight its sender ever pushed over
+//     the link, and Round numbers the link's shares. A receiver whose
+//     running sum lags (lost shares) or leads (the sender restarted from a
+//     state older than what it had sent) corrects its weight by the
+//     difference, at its own estimate, so its model does not jump. A
+//     duplicate or reordered share is dropped.
+//   - Persist before sending: each push's Commit is Durable, so a shell
+//     writes the state after the push before the shares leave. A node
+//     killed at any moment restarts from a state that accounts for every
+//     share it sent; what it received after that state comes back through
+//     its senders' running sums.
+//   - A leaving node (Leave, then Depart) stops pushing, keeps receiving
+//     for a grace period, then hands its weight beyond one unit (or its
+//     shortfall below one) to its out-neighbours and leaves with exactly
+//     one unit — the unit a joiner brings (join.go).
+//
+// What it cannot do: a node that dies for good takes its weight with it
+// (about one unit, but not exactly).
 type pushSum struct {
 	base
-	cfg    *Config
-	w      float64
-	next   time.Duration
-	cursor int
-	z      []float32
+	cfg     *Config
+	w       float64
+	next    time.Duration
+	cursor  int
+	z       []float32
+	links   map[PeerID]*psLink
+	leaving bool
 	// With a robust aggregator: the last CacheSize de-biased models
 	// received, and the weight received since the last merge.
 	window   [][]float32
@@ -26,10 +54,30 @@ type pushSum struct {
 	inW      float64
 }
 
-func newPushSum(cfg *Config) *pushSum { return &pushSum{cfg: cfg, w: 1} }
+// psLink is a node's account with one peer: the running sums of the
+// weight pushed to it and received from it, and the numbers of the shares.
+type psLink struct {
+	sent, recv       float64
+	seqSent, seqRecv uint64
+}
+
+// minWeight is the smallest weight a correction may leave a node with (a
+// weight at or below zero has no estimate).
+const minWeight = 1e-3
+
+func newPushSum(cfg *Config) *pushSum { return &pushSum{cfg: cfg, w: 1, links: map[PeerID]*psLink{}} }
 
 func (p *pushSum) start(n *Node) {
 	p.next = n.firstWake()
+}
+
+func (p *pushSum) link(id PeerID) *psLink {
+	l := p.links[id]
+	if l == nil {
+		l = &psLink{}
+		p.links[id] = l
+	}
+	return l
 }
 
 func (p *pushSum) estimate(n *Node) []float32 {
@@ -41,14 +89,14 @@ func (p *pushSum) estimate(n *Node) []float32 {
 }
 
 func (p *pushSum) wake(n *Node) time.Duration {
-	if n.training {
+	if n.training || p.leaving {
 		return Never
 	}
 	return p.next
 }
 
 func (p *pushSum) tick(n *Node) {
-	if n.now < p.next || n.training {
+	if n.now < p.next || n.training || p.leaving {
 		return
 	}
 	p.next = n.now + n.jittered()
@@ -66,7 +114,7 @@ func (p *pushSum) tick(n *Node) {
 func (p *pushSum) robustMerge(n *Node) {
 	z := make([]float32, len(n.params))
 	n.aggregateEqual(z, append([][]float32{p.estimate(n)}, p.window...))
-	p.w += p.inW
+	p.w = max(p.w+p.inW, minWeight)
 	p.inW = 0
 	for j := range n.params {
 		n.params[j] = z[j] * float32(p.w)
@@ -78,9 +126,14 @@ func (p *pushSum) trainDone(n *Node, r *TrainResult) {
 		merge.Axpy(n.params, -float32(p.cfg.LR), r.Grad)
 		n.age += float64(r.Examples)
 	}
+	if p.leaving {
+		n.commit()
+		return
+	}
 	p.push(n)
 	n.round++
 	n.commit()
+	n.rd.Commit.Durable = true // the state after the push, before its shares leave
 }
 
 // push sends this round's shares: to one out-neighbour, cycling through
@@ -98,14 +151,34 @@ func (p *pushSum) push(n *Node) {
 		for j, v := range n.params {
 			x[j] = float32(share) * v
 		}
-		n.send(Message{Kind: KindPushSum, To: to, Params: x, Weight: share * p.w})
+		p.send(n, to, x, share*p.w)
 	}
 	p.cursor = (p.cursor + k) % len(nb)
 	merge.Scale(n.params, float32(share))
 	p.w *= share
 }
 
+// send pushes the share (x, w) to a peer over its link.
+func (p *pushSum) send(n *Node, to PeerID, x []float32, w float64) {
+	l := p.link(to)
+	l.sent += w
+	l.seqSent++
+	n.send(Message{Kind: KindPushSum, To: to, Params: x, Weight: w, Sent: l.sent, Round: l.seqSent})
+}
+
 func (p *pushSum) step(n *Node, m *Message) {
+	l := p.link(m.From)
+	if m.Round <= l.seqRecv {
+		n.trace("stale", m.From, fmt.Sprintf("push-sum share %d after share %d", m.Round, l.seqRecv), 0)
+		return
+	}
+	// What the sender's running sum says beyond this share and what was
+	// received before. A link never heard from has no past to credit.
+	var c float64
+	if l.seqRecv > 0 {
+		c = m.Sent - l.recv - m.Weight
+	}
+	l.recv, l.seqRecv = m.Sent, m.Round
 	if p.cfg.robust() {
 		z := make([]float32, len(m.Params))
 		merge.DeBias(z, m.Params, m.Weight)
@@ -115,27 +188,81 @@ func (p *pushSum) step(n *Node, m *Message) {
 			p.window[p.windowAt] = z
 			p.windowAt = (p.windowAt + 1) % p.cfg.CacheSize
 		}
-		p.inW += m.Weight
+		p.inW += m.Weight + c
 		return
 	}
 	merge.Axpy(n.params, 1, m.Params)
 	p.w += m.Weight
+	if c != 0 {
+		n.trace("mass-correction", m.From, fmt.Sprintf("running sum differs by %.4g from the shares received", c), c)
+		p.rescale(n, p.w+c)
+	}
+}
+
+// rescale sets the weight to w, moving x along so that the estimate x/w
+// stays where it is; the weight never falls below minWeight.
+func (p *pushSum) rescale(n *Node, w float64) {
+	if w < minWeight {
+		n.trace("weight-floor", "", fmt.Sprintf("weight %.4g raised to %g", w, minWeight), w)
+		w = minWeight
+	}
+	z := p.estimate(n)
+	p.w = w
+	for j := range n.params {
+		n.params[j] = z[j] * float32(w)
+	}
 }
 
 func (p *pushSum) params(n *Node) []float32 { return p.estimate(n) }
 
+func (p *pushSum) weight() float64 { return p.w }
+
 // rewire takes new out-neighbours (live membership).
 func (p *pushSum) rewire(*Node) { p.cursor = 0 }
 
-func (p *pushSum) weight() float64 { return p.w }
+// leave stops pushing: the node keeps what arrives until it departs.
+func (p *pushSum) leave(*Node) { p.leaving = true }
 
-func (p *pushSum) snapshot(s *State) { s.Weight = p.w }
+// depart hands the weight beyond one unit (or the shortfall below it) to
+// the out-neighbours, in equal parts at the node's estimate, and keeps one
+// unit: the weights over the members that stay keep summing to their
+// number.
+func (p *pushSum) depart(n *Node) {
+	nb := p.cfg.Neighbors
+	excess := p.w - 1
+	if len(nb) == 0 || excess == 0 {
+		return
+	}
+	z := slices.Clone(p.estimate(n))
+	part := excess / float64(len(nb))
+	for _, to := range nb {
+		x := make([]float32, len(z))
+		for j, v := range z {
+			x[j] = v * float32(part)
+		}
+		p.send(n, to.ID, x, part)
+	}
+	n.trace("handoff", "", fmt.Sprintf("weight %.4g: %.4g handed to %d out-neighbours", p.w, excess, len(nb)), excess)
+	p.w = 1
+	copy(n.params, z)
+	n.commit()
+	n.rd.Commit.Durable = true
+}
 
-// joined: the joiner's model is the member's de-biased estimate, with
-// the joiner's own unit of weight.
 func (p *pushSum) joined(*Node) { p.w = 1 }
+
+func (p *pushSum) snapshot(s *State) {
+	s.Weight = p.w
+	for _, id := range slices.Sorted(maps.Keys(p.links)) {
+		l := p.links[id]
+		s.Links = append(s.Links, Link{Peer: id, Sent: l.sent, Recv: l.recv, SeqSent: l.seqSent, SeqRecv: l.seqRecv})
+	}
+}
 
 func (p *pushSum) restore(s *State) error {
 	p.w = s.Weight
+	for _, l := range s.Links {
+		p.links[l.Peer] = &psLink{sent: l.Sent, recv: l.Recv, seqSent: l.SeqSent, seqRecv: l.SeqRecv}
+	}
 	return nil
 }

@@ -59,6 +59,10 @@ type Commit struct {
 	Age     float64
 	Round   uint64
 	Updates uint64
+	// Durable asks the shell to make the state (Node.Snapshot) durable
+	// before it sends this Ready's messages: push-sum persists before it
+	// sends, so that a crash never counts a sent share twice.
+	Durable bool
 }
 
 // TraceEvent records something a shell may count or log.

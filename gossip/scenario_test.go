@@ -35,13 +35,14 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of gossip
 //	members ID[@INC]...    SetMembers (the live members and their
 //	                       incarnations; "me" is added)
 //	tick DURATION          Tick
-//	step from=ID kind=K [round= age= weight= params=V|V,V,… view=ID:AGE,…]
+//	step from=ID kind=K [round= age= weight= sent= params=V|V,V,… view=ID:AGE,…]
 //	train-done [value=V] [examples=N] [id=N]
 //	                       answers the outstanding request: an update
 //	                       subtracts V from every parameter, a gradient
 //	                       is V everywhere
 //	state                  the node's counters and parameters
 //	restart                a new node from the old one's Snapshot
+//	leave, depart          Leave, Depart
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
@@ -182,6 +183,10 @@ func (s *scenario) run(cmd string) string {
 		return out
 	case "train-done":
 		return s.trainDone(kv)
+	case "leave":
+		s.node.Leave()
+	case "depart":
+		s.node.Depart()
 	case "state":
 		return s.state()
 	case "restart":
@@ -270,6 +275,7 @@ func (s *scenario) message(kv map[string]string) *gossip.Message {
 	m.Round, _ = strconv.ParseUint(kv["round"], 10, 64)
 	m.Age, _ = strconv.ParseFloat(kv["age"], 64)
 	m.Weight, _ = strconv.ParseFloat(kv["weight"], 64)
+	m.Sent, _ = strconv.ParseFloat(kv["sent"], 64)
 	if v, ok := kv["params"]; ok {
 		m.Params = vector(t, v, 8)
 	}
@@ -362,7 +368,11 @@ func (s *scenario) ready() string {
 			b.WriteString("\n")
 		}
 		if c := rd.Commit; c != nil {
-			fmt.Fprintf(&b, "commit age=%g round=%d updates=%d\n", c.Age, c.Round, c.Updates)
+			fmt.Fprintf(&b, "commit age=%g round=%d updates=%d", c.Age, c.Round, c.Updates)
+			if c.Durable {
+				b.WriteString(" durable")
+			}
+			b.WriteString("\n")
 		}
 		if r := rd.Train; r != nil {
 			s.req = r
@@ -388,6 +398,9 @@ func formatMessage(m *gossip.Message) string {
 	}
 	if m.Weight != 0 {
 		fmt.Fprintf(&b, " weight=%.4g", m.Weight)
+	}
+	if m.Sent != 0 {
+		fmt.Fprintf(&b, " sent=%.4g", m.Sent)
 	}
 	if m.Params != nil {
 		fmt.Fprintf(&b, " params=%s", floats(m.Params))

@@ -20,6 +20,16 @@ type State struct {
 	PartitionAges []float64
 	// View is the Newscast view.
 	View []Descriptor
+	// Links are push-sum's accounts with its peers (running sums).
+	Links []Link
+}
+
+// Link is push-sum's account with one peer: the running sums of weight
+// pushed to and received from it, and the numbers of the last shares.
+type Link struct {
+	Peer             PeerID
+	Sent, Recv       float64
+	SeqSent, SeqRecv uint64
 }
 
 // Snapshot returns a copy of the node's state.

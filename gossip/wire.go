@@ -14,7 +14,7 @@ import (
 )
 
 // WireVersion is the version of the message encoding.
-const WireVersion = 1
+const WireVersion = 2
 
 var wireMagic = [4]byte{'G', 'S', 'P', 'D'}
 
@@ -41,7 +41,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // The encoding, little-endian:
 //
-//	magic "GSPD" | version u8 | kind u8 | round u64 | age f64 | weight f64
+//	magic "GSPD" | version u8 | kind u8 | round u64 | age f64 | weight f64 | sent f64
 //	from: u16 len + bytes
 //	params: u32 count + f32s
 //	indices: u32 count + u32s
@@ -54,7 +54,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // EncodedSize returns the length of Encode(m) without encoding.
 func EncodedSize(m *Message) int {
-	n := 4 + 1 + 1 + 8 + 8 + 8 + 2 + len(m.From) + 4 + 4*len(m.Params) + 4 + 4*len(m.Indices) + 4 + 2
+	n := 4 + 1 + 1 + 8 + 8 + 8 + 8 + 2 + len(m.From) + 4 + 4*len(m.Params) + 4 + 4*len(m.Indices) + 4 + 2
 	for _, f := range m.Factors {
 		n += 2 + len(f.Weight) + 12 + 4*(len(f.U)+len(f.V))
 	}
@@ -68,7 +68,7 @@ func EncodedSize(m *Message) int {
 // ParamsOffset is where m's parameter vector starts in its encoding. A
 // buffer that places it at a multiple of 4 lets Decode with Borrow use
 // the vector in place.
-func ParamsOffset(m *Message) int { return 4 + 1 + 1 + 8 + 8 + 8 + 2 + len(m.From) + 4 }
+func ParamsOffset(m *Message) int { return 4 + 1 + 1 + 8 + 8 + 8 + 8 + 2 + len(m.From) + 4 }
 
 // Encode serialises m.
 func Encode(m *Message) ([]byte, error) {
@@ -191,6 +191,7 @@ func (e *encoder) message(m *Message) error {
 	b = binary.LittleEndian.AppendUint64(b, m.Round)
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Age))
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Weight))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(m.Sent))
 	b = appendString(b, string(m.From))
 	e.buf = binary.LittleEndian.AppendUint32(b, uint32(len(m.Params)))
 	e.floats(m.Params)
@@ -348,6 +349,7 @@ func Decode(b []byte, lim DecodeLimits) (*Message, error) {
 	m.Round = d.u64("round")
 	m.Age = math.Float64frombits(d.u64("age"))
 	m.Weight = math.Float64frombits(d.u64("weight"))
+	m.Sent = math.Float64frombits(d.u64("sent"))
 	m.From = PeerID(d.str("sender"))
 	m.Params = d.floats(d.u32("parameter count"), "parameters")
 	m.Indices = d.u32s(d.u32("index count"), "indices")

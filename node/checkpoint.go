@@ -1,10 +1,39 @@
 package node
 
+import "errors"
+
 // Checkpoints are taken on the core goroutine (a snapshot is a copy of the
 // state) and written by a goroutine of their own, so that a slow disk
 // never stalls the protocol. /status reports a checkpoint only once it is
 // durable: a daemon killed at any moment restarts from a model at least as
 // old as the last checkpoint it reported.
+
+// snapshot is a checkpoint of the current state (core goroutine).
+func (n *Node) snapshot() *Checkpoint {
+	core := n.peer.Core()
+	c := &Checkpoint{Time: n.cfg.Now(), Job: n.job, Spec: n.cfg.Job, State: core.Snapshot(), Meta: n.modelMetadata(core.Age())}
+	if b := n.peer.Budget(); b != nil {
+		c.DPSteps, c.DPEpsilon = uint64(b.Steps()), b.Spent()
+	}
+	return c
+}
+
+// checkpointNow writes the state before it returns: the core asked for it
+// to be durable before its messages leave (push-sum persists before it
+// sends). A periodic snapshot still waiting for the writer is older, and
+// the store refuses it.
+func (n *Node) checkpointNow() {
+	if n.cfg.Store == nil {
+		return
+	}
+	c := n.snapshot()
+	n.lastCkptUpdates = c.State.Updates
+	if err := n.cfg.Store.Save(c); err != nil {
+		n.log.Error("durable checkpoint failed: a crash now may count sent shares twice", "err", err)
+		return
+	}
+	n.saved(c)
+}
 
 // checkpoint snapshots the state and hands it to the writer; an older
 // snapshot not yet written is replaced (core goroutine).
@@ -12,11 +41,7 @@ func (n *Node) checkpoint(why string) {
 	if n.cfg.Store == nil {
 		return
 	}
-	core := n.peer.Core()
-	c := &Checkpoint{Time: n.cfg.Now(), Job: n.job, Spec: n.cfg.Job, State: core.Snapshot(), Meta: n.modelMetadata(core.Age())}
-	if b := n.peer.Budget(); b != nil {
-		c.DPSteps, c.DPEpsilon = uint64(b.Steps()), b.Spent()
-	}
+	c := n.snapshot()
 	n.lastCkptUpdates = c.State.Updates
 	n.log.Debug("checkpoint", "why", why, "age", c.State.Age)
 	for {
@@ -35,13 +60,22 @@ func (n *Node) checkpoint(why string) {
 // writeCheckpoints saves what checkpoint hands over until ckptCh closes.
 func (n *Node) writeCheckpoints() {
 	for c := range n.ckptCh {
-		if err := n.cfg.Store.Save(c); err != nil {
+		if err := n.cfg.Store.Save(c); errors.Is(err, ErrSuperseded) {
+			continue
+		} else if err != nil {
 			n.log.Error("checkpoint failed", "err", err)
 			continue
 		}
-		n.met.ckpts.Inc()
-		n.mu.Lock()
-		n.status.Checkpoint, n.status.CheckpointAge = c.Seq, c.State.Age
-		n.mu.Unlock()
+		n.saved(c)
 	}
+}
+
+// saved reports a durable checkpoint.
+func (n *Node) saved(c *Checkpoint) {
+	n.met.ckpts.Inc()
+	n.mu.Lock()
+	if c.Seq > n.status.Checkpoint {
+		n.status.Checkpoint, n.status.CheckpointAge = c.Seq, c.State.Age
+	}
+	n.mu.Unlock()
 }

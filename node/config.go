@@ -83,6 +83,10 @@ type Config struct {
 	// MembershipInterval is how often the live members are recomputed
 	// (default DefaultMembershipInterval, 250ms).
 	MembershipInterval time.Duration
+	// LeaveGrace is how long a leaving push-sum node keeps taking the
+	// shares in flight to it before it hands off its weight and goes
+	// (default max(1s, 3Δ)).
+	LeaveGrace time.Duration
 	// Backend computes training (default compute.NewCPU()).
 	Backend compute.Backend
 	// EvalInterval is how often the model is evaluated on Test (default
@@ -140,13 +144,16 @@ func (c *Config) Validate() error {
 	if c.MembershipInterval == 0 {
 		c.MembershipInterval = DefaultMembershipInterval
 	}
+	if c.LeaveGrace == 0 {
+		c.LeaveGrace = max(time.Second, 3*time.Duration(c.Job.DeltaMillis)*time.Millisecond)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.AnnounceInterval < 0 || c.LiveTimeout < 0 || c.MembershipInterval < 0 {
+	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.AnnounceInterval < 0 || c.LiveTimeout < 0 || c.MembershipInterval < 0 || c.LeaveGrace < 0 {
 		return errors.New("node: negative checkpoint interval, evaluation interval, senders or timeout")
 	}
 	if err := c.DP.Validate(); err != nil {

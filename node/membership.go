@@ -2,7 +2,7 @@ package node
 
 import (
 	"context"
-		"math/rand/v2"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -134,4 +134,36 @@ func (n *Node) signSpec() error {
 		n.creator, n.creatorSig = n.cfg.Transport.ID(), sig
 	}
 	return nil
+}
+
+// leave ends the node's part in the job (core goroutine, once ctx is
+// done): it says goodbye, so that its peers rewire at once; a push-sum
+// node then stops pushing, keeps taking the shares in flight to it for
+// LeaveGrace, and hands its weight beyond one unit to its out-neighbours
+// (gossip.Node.Depart) before it goes.
+func (n *Node) leave() {
+	n.goodbye()
+	if n.cfg.Job.Protocol != gossip.PushSum {
+		return
+	}
+	n.peer.Leave()
+	grace := time.NewTimer(n.cfg.LeaveGrace)
+	defer grace.Stop()
+	for done := false; !done; {
+		select {
+		case <-grace.C:
+			done = true
+		case in, ok := <-n.cfg.Transport.Inbound():
+			if !ok {
+				done = true
+				break
+			}
+			n.handle(in)
+		case r := <-n.doneCh:
+			n.peer.TrainDone(r)
+		}
+	}
+	n.peer.Depart()
+	n.refreshStatus()
+	n.log.Info("left the job", "pushsum_weight", n.peer.Core().PushSumWeight())
 }

@@ -35,13 +35,13 @@ type Node struct {
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
 	rejected                           sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
-	incarnation                        uint64                          // new at every start
-	spec                               []byte                          // the canonical spec announced
-	creator                            gossip.PeerID                   // who signed it
+	incarnation                        uint64        // new at every start
+	spec                               []byte        // the canonical spec announced
+	creator                            gossip.PeerID // who signed it
 	creatorSig                         []byte
 	live                               atomic.Pointer[[]gossip.PeerID] // live members but self, for broadcasts without a broadcaster
-	lastCkptUpdates                    uint64          // core goroutine
-	dpSteps                            int             // DP steps last shown in the status (-1: none yet)
+	lastCkptUpdates                    uint64                          // core goroutine
+	dpSteps                            int                             // DP steps last shown in the status (-1: none yet)
 
 	// Channels from the core goroutine to the workers (workers.go) and
 	// the checkpoint writer (checkpoint.go), and back.
@@ -90,7 +90,7 @@ func New(cfg Config) (*Node, error) {
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
 		Jitter: gossip.DefaultJitter, LR: cfg.Local.LR, Variant: cfg.Job.Variant, Batch: cfg.Local.Batch,
 		LocalSteps: peer.LocalSteps(cfg.Local.LocalEpochs, cfg.Train.N, cfg.Local.Batch),
-		Topology: cfg.Job.liveTopology(), TopologySeed: cfg.Job.topologySeed(),
+		Topology:   cfg.Job.liveTopology(), TopologySeed: cfg.Job.topologySeed(),
 		Staleness: cfg.Job.Staleness, Broadcast: broadcast, SFBMode: cfg.Job.SFBMode,
 		Aggregator: cfg.Aggregator, MaxNorm: cfg.MaxNorm, Incarnation: n.incarnation,
 	}
@@ -178,17 +178,23 @@ func (n *Node) Run(ctx context.Context) error {
 	n.start = n.cfg.Now()
 	n.mu.Unlock()
 	var wg, ckpt sync.WaitGroup
+	// Senders outlive ctx a little: what the node sends as it leaves (a
+	// push-sum handoff) goes out before they stop.
+	sendCtx, stopSending := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSending()
 	defer func() {
 		close(n.trainCh)
 		close(n.sendCh)
 		close(n.evalCh)
+		drain := time.AfterFunc(n.cfg.SendTimeout, stopSending)
 		wg.Wait()
+		drain.Stop()
 		close(n.ckptCh) // after the final checkpoint was handed over
 		ckpt.Wait()
 	}()
 	wg.Go(n.trainLoop)
 	for i := 0; i < n.cfg.Senders; i++ {
-		wg.Go(func() { n.sendLoop(ctx) })
+		wg.Go(func() { n.sendLoop(sendCtx) })
 	}
 	wg.Go(n.evalLoop)
 	if n.cfg.Store != nil {
@@ -219,7 +225,7 @@ func (n *Node) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			n.goodbye()
+			n.leave()
 			n.checkpoint("shutdown")
 			return nil
 		case <-wake.C:

@@ -8,11 +8,11 @@ import (
 
 // Status is what /status reports.
 type Status struct {
-	PeerID        gossip.PeerID     `json:"peer_id"`
-	Addrs         []string          `json:"addrs"`
-	JobID         string            `json:"job_id"`
-	Protocol      string            `json:"protocol"`
-	Peers         int               `json:"peers"`
+	PeerID   gossip.PeerID `json:"peer_id"`
+	Addrs    []string      `json:"addrs"`
+	JobID    string        `json:"job_id"`
+	Protocol string        `json:"protocol"`
+	Peers    int           `json:"peers"`
 	// Members is the live members of the job (this node included) and
 	// Neighbors how many of them it mixes with (membership.go).
 	Members   int `json:"members"`
@@ -22,7 +22,7 @@ type Status struct {
 	Joined bool `json:"joined,omitempty"`
 	// PushSumWeight is push-sum's weight w (the model is x/w); over the
 	// live members the weights sum to their number.
-	PushSumWeight float64 `json:"pushsum_weight,omitempty"`
+	PushSumWeight float64           `json:"pushsum_weight,omitempty"`
 	ModelAge      float64           `json:"model_age"`
 	Updates       uint64            `json:"updates"`
 	Round         uint64            `json:"round"`

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"sync"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -39,8 +40,16 @@ type Store struct {
 	db   *badger.DB
 	keep int
 	log  *slog.Logger
+
+	mu   sync.Mutex // serialises Save
 	seq  uint64
+	last *Checkpoint // the newest saved by this process (its job and updates)
 }
+
+// ErrSuperseded means Save was handed a state older than one it already
+// saved for the same job (a periodic snapshot overtaken by a durable one):
+// it is not written.
+var ErrSuperseded = errors.New("node: checkpoint superseded by a newer one")
 
 var ckptPrefix = []byte("ckpt/")
 
@@ -110,6 +119,11 @@ func decode(b []byte) (*Checkpoint, error) {
 // Save writes c as the newest checkpoint (assigning its Seq) and prunes
 // older ones beyond the last keep, atomically.
 func (s *Store) Save(c *Checkpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.last; l != nil && l.Job == c.Job && c.State.Updates < l.State.Updates {
+		return ErrSuperseded
+	}
 	c.Seq = s.seq + 1
 	b, err := encode(c)
 	if err != nil {
@@ -139,7 +153,7 @@ func (s *Store) Save(c *Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("node: saving checkpoint %d: %w", c.Seq, err)
 	}
-	s.seq = c.Seq
+	s.seq, s.last = c.Seq, &Checkpoint{Job: c.Job, State: gossip.State{Updates: c.State.Updates}}
 	return nil
 }
 

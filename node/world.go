@@ -37,6 +37,10 @@ func (w *world) Commit(c gossip.Commit) {
 	n := w.node()
 	n.publish()
 	n.met.updates.Inc()
+	if c.Durable {
+		n.checkpointNow()
+		return
+	}
 	if c.Updates-n.lastCkptUpdates >= uint64(n.cfg.CheckpointEvery) {
 		n.checkpoint("periodic")
 	}

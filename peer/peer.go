@@ -34,7 +34,9 @@ type World interface {
 	// handed back through Peer.TrainDone. The privacy budget has already
 	// been charged for it.
 	Train(req *gossip.TrainRequest)
-	// Commit hears of a new model (Peer.Core().Params()).
+	// Commit hears of a new model (Peer.Core().Params()). When c.Durable,
+	// the world makes the state durable before it returns: the messages
+	// that follow must not leave before it is.
 	Commit(c gossip.Commit)
 	// Reject hears of every message or training result that was dropped:
 	// reason is a snake_case code (wrong_job, undecodable, shape, norm, …).
@@ -127,6 +129,19 @@ func (p *Peer) SetMembers(ms []gossip.Member) {
 	p.flush()
 }
 
+// Leave starts the peer's departure from its job (gossip.Node.Leave).
+func (p *Peer) Leave() {
+	p.core.Leave()
+	p.flush()
+}
+
+// Depart ends it: push-sum hands off its weight beyond one unit; the
+// peer then halts (gossip.Node.Depart).
+func (p *Peer) Depart() {
+	p.core.Depart()
+	p.flush()
+}
+
 // TrainDone hands the core the result of its training request.
 func (p *Peer) TrainDone(r *gossip.TrainResult) {
 	p.core.TrainDone(r)
@@ -147,6 +162,10 @@ func (p *Peer) flush() {
 	for p.core.HasReady() {
 		rd := p.core.Ready()
 		p.core.Advance()
+		if rd.Commit != nil && rd.Commit.Durable {
+			// The state must be durable before its messages leave.
+			p.world.Commit(*rd.Commit)
+		}
 		for i := range rd.Messages {
 			p.world.Send(&rd.Messages[i])
 		}
@@ -162,7 +181,7 @@ func (p *Peer) flush() {
 				p.cfg.Trace(t)
 			}
 		}
-		if rd.Commit != nil {
+		if rd.Commit != nil && !rd.Commit.Durable {
 			p.world.Commit(*rd.Commit)
 		}
 		if rd.Train == nil {

@@ -93,4 +93,3 @@ func checkMass(t *testing.T, proto string, ds []*daemon) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
