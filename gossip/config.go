@@ -106,8 +106,12 @@ type Config struct {
 	// state from a live member (join.go) instead of from Init.
 	Join bool
 	// Incarnation identifies this start of the node (new at each start; 0:
-	// none). Push-sum scopes its accounts with each peer by incarnation.
+	// none), for the shell's membership layer.
 	Incarnation uint64
+	// Accounts, when set, are push-sum's saved accounts (Ready.Accounts):
+	// the weight and running sums replace Resume's, and the model is
+	// rescaled to that weight.
+	Accounts *Accounts
 	// SelfWeight is dpsgd's W_ii.
 	SelfWeight float64
 	// RoundTimeout is how long dpsgd and sfb wait for contributions before

@@ -158,3 +158,17 @@ type leaver interface {
 	leave(n *Node)
 	depart(n *Node)
 }
+
+// Undelivered tells the node that the shell could not deliver one of its
+// messages (the peer was unreachable): push-sum takes the share back, so
+// that its weight is not lost.
+func (n *Node) Undelivered(m *Message) {
+	if u, ok := n.proto.(undeliverer); ok && !n.halted {
+		u.undelivered(n, m)
+	}
+}
+
+// undeliverer is a protocol that takes back what could not be delivered.
+type undeliverer interface {
+	undelivered(n *Node, m *Message)
+}

@@ -88,6 +88,17 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	if cfg.Accounts != nil {
+		a, ok := n.proto.(interface {
+			resumeAccounts(n *Node, a *Accounts) error
+		})
+		if !ok {
+			return nil, fmt.Errorf("%w: accounts are push-sum's; this node runs %s", ErrConfig, cfg.Protocol)
+		}
+		if err := a.resumeAccounts(n, cfg.Accounts); err != nil {
+			return nil, err
+		}
+	}
 	n.joining = cfg.Join && cfg.Resume == nil
 	return n, nil
 }

@@ -26,11 +26,15 @@ import (
 //     state older than what it had sent) corrects its weight by the
 //     difference, at its own estimate, so its model does not jump. A
 //     duplicate or reordered share is dropped.
-//   - Persist before sending: each push's Commit is Durable, so a shell
-//     writes the state after the push before the shares leave. A node
-//     killed at any moment restarts from a state that accounts for every
-//     share it sent; what it received after that state comes back through
-//     its senders' running sums.
+//   - Accounts before sending: every change to the weight and running
+//     sums goes out in the Ready as Accounts, which the shell makes
+//     durable before it sends that Ready's shares (a few bytes per link,
+//     not the model). A node killed at any moment restarts with accounts
+//     that count every share it sent and every share it took in, and
+//     with its last checkpoint's model at that weight (Config.Accounts):
+//     the weights stay exact, the model is as old as any restart's. It
+//     then sends its running sums (syncs), so receivers settle what its
+//     queue never sent.
 //   - A leaving node (Leave, then Depart) stops pushing, keeps receiving
 //     for a grace period, then hands its weight beyond one unit (or its
 //     shortfall below one) to its out-neighbours and leaves with exactly
@@ -47,6 +51,10 @@ type pushSum struct {
 	z       []float32
 	links   map[PeerID]*psLink
 	leaving bool
+	resumed bool   // restored from a saved state: sync the links at start
+	seq     uint64 // of the accounts
+	// accounted: the weight came with Config.Accounts (a joiner keeps it).
+	accounted bool
 	// With a robust aggregator: the last CacheSize de-biased models
 	// received, and the weight received since the last merge.
 	window   [][]float32
@@ -67,8 +75,72 @@ const minWeight = 1e-3
 
 func newPushSum(cfg *Config) *pushSum { return &pushSum{cfg: cfg, w: 1, links: map[PeerID]*psLink{}} }
 
+// account records that the weight or a running sum changed: the Ready
+// carries the accounts, durable before its messages leave.
+func (p *pushSum) account(n *Node) {
+	p.seq++
+	a := &Accounts{Seq: p.seq, Weight: p.w + p.inW} // a robust node's weight not yet merged is its own too
+	for _, id := range slices.Sorted(maps.Keys(p.links)) {
+		l := p.links[id]
+		a.Links = append(a.Links, Link{Peer: id, Sent: l.sent, Recv: l.recv, SeqSent: l.seqSent, SeqRecv: l.seqRecv})
+	}
+	n.rd.Accounts = a
+}
+
+// resumeAccounts takes saved accounts: the weight and running sums as of
+// the node's last event, the model (its estimate) as of its last
+// checkpoint, rescaled to that weight.
+func (p *pushSum) resumeAccounts(n *Node, a *Accounts) error {
+	if !(a.Weight > 0) {
+		return fmt.Errorf("%w: saved push-sum weight %v", ErrConfig, a.Weight)
+	}
+	z := slices.Clone(p.estimate(n))
+	p.w, p.seq, p.accounted, p.resumed = a.Weight, a.Seq, true, len(a.Links) > 0
+	clear(p.links)
+	for _, l := range a.Links {
+		p.links[l.Peer] = &psLink{sent: l.Sent, recv: l.Recv, seqSent: l.SeqSent, seqRecv: l.SeqRecv}
+	}
+	for j := range n.params {
+		n.params[j] = z[j] * float32(p.w)
+	}
+	return nil
+}
+
 func (p *pushSum) start(n *Node) {
 	p.next = n.firstWake()
+	if p.resumed {
+		p.sync(n)
+	}
+}
+
+// sync tells every peer this node has pushed to its running sum, without
+// a share (a node restarted from a saved state): a receiver that got
+// shares this node no longer accounts for, or missed shares that never
+// left its queue, corrects its weight now, not whenever the link is next
+// used (it may never be, once the topology has changed). A sync reuses
+// the number of the link's last share, so it needs no durable state.
+func (p *pushSum) sync(n *Node) {
+	for _, id := range slices.Sorted(maps.Keys(p.links)) {
+		if l := p.links[id]; l.seqSent > 0 {
+			n.send(Message{Kind: KindPushSum, To: id, Sent: l.sent, Round: l.seqSent})
+		}
+	}
+}
+
+// undelivered takes back a share the shell could not deliver: its weight
+// and model return to the node, and the link's running sum goes down. If
+// the share did arrive after all, the receiver gives it back when the
+// link's next running sum shows less than it got.
+func (p *pushSum) undelivered(n *Node, m *Message) {
+	l := p.links[m.To]
+	if m.Kind != KindPushSum || l == nil || len(m.Params) != len(n.params) || m.Weight == 0 {
+		return
+	}
+	l.sent -= m.Weight
+	merge.Axpy(n.params, 1, m.Params)
+	p.w += m.Weight
+	p.account(n)
+	n.trace("undelivered", m.To, fmt.Sprintf("share %d (weight %.4g) taken back", m.Round, m.Weight), m.Weight)
 }
 
 func (p *pushSum) link(id PeerID) *psLink {
@@ -116,6 +188,7 @@ func (p *pushSum) robustMerge(n *Node) {
 	n.aggregateEqual(z, append([][]float32{p.estimate(n)}, p.window...))
 	p.w = max(p.w+p.inW, minWeight)
 	p.inW = 0
+	p.account(n)
 	for j := range n.params {
 		n.params[j] = z[j] * float32(p.w)
 	}
@@ -133,7 +206,6 @@ func (p *pushSum) trainDone(n *Node, r *TrainResult) {
 	p.push(n)
 	n.round++
 	n.commit()
-	n.rd.Commit.Durable = true // the state after the push, before its shares leave
 }
 
 // push sends this round's shares: to one out-neighbour, cycling through
@@ -156,6 +228,7 @@ func (p *pushSum) push(n *Node) {
 	p.cursor = (p.cursor + k) % len(nb)
 	merge.Scale(n.params, float32(share))
 	p.w *= share
+	p.account(n)
 }
 
 // send pushes the share (x, w) to a peer over its link.
@@ -168,7 +241,8 @@ func (p *pushSum) send(n *Node, to PeerID, x []float32, w float64) {
 
 func (p *pushSum) step(n *Node, m *Message) {
 	l := p.link(m.From)
-	if m.Round <= l.seqRecv {
+	sync := m.Weight == 0 // a running sum without a share (sync)
+	if m.Round < l.seqRecv || (m.Round == l.seqRecv && !sync) {
 		n.trace("stale", m.From, fmt.Sprintf("push-sum share %d after share %d", m.Round, l.seqRecv), 0)
 		return
 	}
@@ -179,6 +253,18 @@ func (p *pushSum) step(n *Node, m *Message) {
 		c = m.Sent - l.recv - m.Weight
 	}
 	l.recv, l.seqRecv = m.Sent, m.Round
+	defer p.account(n)
+	if sync {
+		if c != 0 {
+			n.trace("mass-correction", m.From, fmt.Sprintf("running sum differs by %.4g from the shares received", c), c)
+			if p.cfg.robust() {
+				p.inW += c
+			} else {
+				p.rescale(n, p.w+c)
+			}
+		}
+		return
+	}
 	if p.cfg.robust() {
 		z := make([]float32, len(m.Params))
 		merge.DeBias(z, m.Params, m.Weight)
@@ -245,11 +331,21 @@ func (p *pushSum) depart(n *Node) {
 	n.trace("handoff", "", fmt.Sprintf("weight %.4g: %.4g handed to %d out-neighbours", p.w, excess, len(nb)), excess)
 	p.w = 1
 	copy(n.params, z)
+	p.account(n)
 	n.commit()
-	n.rd.Commit.Durable = true
 }
 
-func (p *pushSum) joined(*Node) { p.w = 1 }
+// joined: the joiner's model is the member's de-biased estimate, with the
+// joiner's own unit of weight (or, restarted before its first checkpoint,
+// the weight its accounts hold).
+func (p *pushSum) joined(n *Node) {
+	if !p.accounted {
+		p.w = 1
+		p.account(n)
+		return
+	}
+	merge.Scale(n.params, float32(p.w))
+}
 
 func (p *pushSum) snapshot(s *State) {
 	s.Weight = p.w
@@ -260,7 +356,7 @@ func (p *pushSum) snapshot(s *State) {
 }
 
 func (p *pushSum) restore(s *State) error {
-	p.w = s.Weight
+	p.w, p.resumed = s.Weight, len(s.Links) > 0
 	for _, l := range s.Links {
 		p.links[l.Peer] = &psLink{sent: l.Sent, recv: l.Recv, seqSent: l.SeqSent, seqRecv: l.SeqRecv}
 	}

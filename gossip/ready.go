@@ -59,10 +59,18 @@ type Commit struct {
 	Age     float64
 	Round   uint64
 	Updates uint64
-	// Durable asks the shell to make the state (Node.Snapshot) durable
-	// before it sends this Ready's messages: push-sum persists before it
-	// sends, so that a crash never counts a sent share twice.
-	Durable bool
+}
+
+// Accounts are push-sum's weight and running sums (pushsum.go). A shell
+// makes them durable before it sends the messages of the Ready that
+// carries them, and restores them with Config.Accounts: a node that
+// crashes then never counts a sent share twice, nor loses one it got,
+// whatever its last checkpoint of the model.
+type Accounts struct {
+	// Seq numbers the accounts; a later record has a larger one.
+	Seq    uint64
+	Weight float64
+	Links  []Link
 }
 
 // TraceEvent records something a shell may count or log.
@@ -106,10 +114,12 @@ type Ready struct {
 	// one at a time and waits for its TrainDone.
 	Train  *TrainRequest
 	Commit *Commit
-	Trace  []TraceEvent
+	// Accounts, when set, must be durable before Messages are sent.
+	Accounts *Accounts
+	Trace    []TraceEvent
 }
 
 // Empty reports whether there is nothing to do.
 func (r *Ready) Empty() bool {
-	return len(r.Messages) == 0 && r.Train == nil && r.Commit == nil && len(r.Trace) == 0
+	return len(r.Messages) == 0 && r.Train == nil && r.Commit == nil && r.Accounts == nil && len(r.Trace) == 0
 }

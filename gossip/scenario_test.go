@@ -43,6 +43,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of gossip
 //	state                  the node's counters and parameters
 //	restart                a new node from the old one's Snapshot
 //	leave, depart          Leave, Depart
+//	undelivered            Undelivered: the last message sent never arrived
+//	checkpoint             keep a Snapshot for "crash"
+//	crash                  a new node from the kept snapshot and the last
+//	                       Accounts the node wrote (a kill -9 and restart)
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
@@ -59,6 +63,12 @@ type scenario struct {
 	cfg  gossip.Config
 	node *gossip.Node
 	req  *gossip.TrainRequest
+	// lastSent is the last message the node sent.
+	lastSent *gossip.Message
+	// accounts are the last accounts the node wrote; saved the last
+	// snapshot taken by "checkpoint".
+	accounts *gossip.Accounts
+	saved    *gossip.State
 }
 
 type testCase struct {
@@ -183,11 +193,28 @@ func (s *scenario) run(cmd string) string {
 		return out
 	case "train-done":
 		return s.trainDone(kv)
+	case "undelivered":
+		// The last message the node sent could not be delivered.
+		s.node.Undelivered(s.lastSent)
 	case "leave":
 		s.node.Leave()
 	case "depart":
 		s.node.Depart()
 	case "state":
+		return s.state()
+	case "checkpoint":
+		st := s.node.Snapshot()
+		s.saved = &st
+		return ""
+	case "crash":
+		// A restart from the last "checkpoint" with the last accounts.
+		cfg := s.cfg
+		cfg.Resume, cfg.Init, cfg.Rand, cfg.Accounts = s.saved, nil, rand.New(rand.NewPCG(3, 3)), s.accounts
+		n, err := gossip.New(cfg)
+		if err != nil {
+			return "error: " + err.Error() + "\n"
+		}
+		s.node, s.req = n, nil
 		return s.state()
 	case "restart":
 		st := s.node.Snapshot()
@@ -348,8 +375,18 @@ func (s *scenario) ready() string {
 	for s.node.HasReady() {
 		rd := s.node.Ready()
 		s.node.Advance()
+		if a := rd.Accounts; a != nil {
+			// Printed first: the driver makes them durable before sending.
+			fmt.Fprintf(&b, "accounts #%d weight=%.4g", a.Seq, a.Weight)
+			for _, l := range a.Links {
+				fmt.Fprintf(&b, " %s:sent=%.4g/%d,recv=%.4g/%d", l.Peer, l.Sent, l.SeqSent, l.Recv, l.SeqRecv)
+			}
+			b.WriteString("\n")
+			s.accounts = a
+		}
 		for _, m := range rd.Messages {
 			b.WriteString(formatMessage(&m))
+			s.lastSent = &m
 		}
 		for _, tr := range rd.Trace {
 			fmt.Fprintf(&b, "trace %s", tr.Event)
@@ -368,11 +405,7 @@ func (s *scenario) ready() string {
 			b.WriteString("\n")
 		}
 		if c := rd.Commit; c != nil {
-			fmt.Fprintf(&b, "commit age=%g round=%d updates=%d", c.Age, c.Round, c.Updates)
-			if c.Durable {
-				b.WriteString(" durable")
-			}
-			b.WriteString("\n")
+			fmt.Fprintf(&b, "commit age=%g round=%d updates=%d\n", c.Age, c.Round, c.Updates)
 		}
 		if r := rd.Train; r != nil {
 			s.req = r

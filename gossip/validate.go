@@ -48,8 +48,15 @@ func (n *Node) validate(m *Message) error {
 	}
 	// A push-sum share has a positive weight, but for a departing
 	// member's handoff of its shortfall below one unit (pushsum.go).
-	if m.Kind == KindPushSum && !(m.Weight >= -1 && m.Weight != 0 && !math.IsInf(m.Weight, 0) && !math.IsNaN(m.Sent) && !math.IsInf(m.Sent, 0) && m.Round > 0) {
+	// A sync carries a running sum and no share: weight 0, no parameters.
+	if m.Kind == KindPushSum && !(m.Weight >= -1 && !math.IsInf(m.Weight, 0) && !math.IsNaN(m.Sent) && !math.IsInf(m.Sent, 0) && m.Round > 0) {
 		return invalid("weight", "push-sum weight %v, running sum %v, share %d", m.Weight, m.Sent, m.Round)
+	}
+	if m.Kind == KindPushSum && m.Weight == 0 {
+		if len(m.Params) > 0 || len(m.Indices) > 0 || len(m.Factors) > 0 {
+			return invalid("weight", "a push-sum share of weight 0 (a sync carries no parameters)")
+		}
+		return nil
 	}
 	if m.Kind == KindParams && !(m.Weight >= 0 && m.Weight <= maxDegree && m.Weight == math.Trunc(m.Weight)) {
 		return invalid("weight", "advertised degree %v", m.Weight)

@@ -17,8 +17,9 @@ import (
 const maxPredictBody = 16 << 20
 
 // Handler serves the operator API: /healthz, /status (JSON), /metrics
-// (Prometheus), /model (safetensors), /predict (JSON) and /jobs (the job
-// announcements heard on the network).
+// (Prometheus), /model (safetensors), /predict (JSON), /jobs (the jobs
+// announced on the network: ID, protocol, model, members seen, best
+// accuracy) and /announcements (the latest announcement of each peer).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +44,12 @@ func (n *Node) Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /predict", n.servePredict)
 	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(n.Jobs())
+	})
+	mux.HandleFunc("GET /announcements", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

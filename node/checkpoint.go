@@ -18,23 +18,6 @@ func (n *Node) snapshot() *Checkpoint {
 	return c
 }
 
-// checkpointNow writes the state before it returns: the core asked for it
-// to be durable before its messages leave (push-sum persists before it
-// sends). A periodic snapshot still waiting for the writer is older, and
-// the store refuses it.
-func (n *Node) checkpointNow() {
-	if n.cfg.Store == nil {
-		return
-	}
-	c := n.snapshot()
-	n.lastCkptUpdates = c.State.Updates
-	if err := n.cfg.Store.Save(c); err != nil {
-		n.log.Error("durable checkpoint failed: a crash now may count sent shares twice", "err", err)
-		return
-	}
-	n.saved(c)
-}
-
 // checkpoint snapshots the state and hands it to the writer; an older
 // snapshot not yet written is replaced (core goroutine).
 func (n *Node) checkpoint(why string) {

@@ -161,6 +161,8 @@ func (n *Node) leave() {
 			n.handle(in)
 		case r := <-n.doneCh:
 			n.peer.TrainDone(r)
+		case m := <-n.undeliveredCh:
+			n.peer.Undelivered(m)
 		}
 	}
 	n.peer.Depart()

@@ -50,6 +50,9 @@ type Node struct {
 	sendCh  chan outgoing
 	evalCh  chan []float32
 	ckptCh  chan *Checkpoint
+	// undeliveredCh brings push-sum shares that could not be sent back
+	// to the core.
+	undeliveredCh chan *gossip.Message
 
 	// published is a copy of the parameters as of the last update, for
 	// the API (the core itself belongs to the Run goroutine).
@@ -71,7 +74,7 @@ func New(cfg Config) (*Node, error) {
 	_, broadcast := cfg.Transport.(transport.Broadcaster)
 	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(), dpSteps: -1, incarnation: newIncarnation(),
 		trainCh: make(chan *gossip.TrainRequest, 1), doneCh: make(chan *gossip.TrainResult, 1),
-		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1)}
+		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1), undeliveredCh: make(chan *gossip.Message, 256)}
 	if err := n.signSpec(); err != nil {
 		return nil, err
 	}
@@ -108,6 +111,16 @@ func New(cfg Config) (*Node, error) {
 			n.resumed = c
 			n.lastCkptUpdates = c.State.Updates
 			n.log.Info("resuming from checkpoint", "seq", c.Seq, "age", c.State.Age, "updates", c.State.Updates, "saved", c.Time)
+		}
+	}
+	if cfg.Store != nil && cfg.Job.Protocol == gossip.PushSum {
+		// Push-sum's accounts are newer than any checkpoint: its weight
+		// and running sums as of its last event.
+		if gc.Accounts, err = cfg.Store.Accounts(n.job); err != nil {
+			return nil, err
+		}
+		if gc.Accounts != nil {
+			n.log.Info("push-sum accounts restored", "weight", gc.Accounts.Weight, "links", len(gc.Accounts.Links))
 		}
 	}
 	// A joining peer pulls the newest model and protocol state from a live
@@ -238,6 +251,8 @@ func (n *Node) Run(ctx context.Context) error {
 			n.handle(in)
 		case r := <-n.doneCh:
 			n.peer.TrainDone(r)
+		case m := <-n.undeliveredCh:
+			n.peer.Undelivered(m)
 		case <-slow.C:
 			peers := n.admitted(n.cfg.Transport.Peers())
 			n.peer.SetPeers(peers)

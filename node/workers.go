@@ -37,7 +37,13 @@ func (n *Node) sendLoop(ctx context.Context) {
 	for o := range n.sendCh {
 		f := n.frame(o.msg)
 		if o.to != gossip.Broadcast {
-			n.send(ctx, o.to, f)
+			if !n.send(ctx, o.to, f) && o.msg.Kind == gossip.KindPushSum {
+				select { // the core takes the share back
+				case n.undeliveredCh <- o.msg:
+				default:
+					n.log.Warn("undelivered push-sum share dropped: the queue is full", "to", o.to)
+				}
+			}
 			continue
 		}
 		// One publish reaches every member; without a broadcaster, or for a
@@ -80,17 +86,18 @@ func Lane(k gossip.Kind) string {
 	return transport.LaneParams
 }
 
-// send delivers one frame, counting it.
-func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame) {
+// send delivers one frame, counting it, and reports whether it could.
+func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame) bool {
 	sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
 	err := n.cfg.Transport.Send(sctx, to, f)
 	cancel()
 	if err != nil {
 		n.met.sendErrors.Inc()
 		n.log.Debug("send failed", "to", to, "err", err)
-		return
+		return false
 	}
 	n.sent(f)
+	return true
 }
 
 func (n *Node) sent(f transport.Frame) {

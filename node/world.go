@@ -37,12 +37,18 @@ func (w *world) Commit(c gossip.Commit) {
 	n := w.node()
 	n.publish()
 	n.met.updates.Inc()
-	if c.Durable {
-		n.checkpointNow()
-		return
-	}
 	if c.Updates-n.lastCkptUpdates >= uint64(n.cfg.CheckpointEvery) {
 		n.checkpoint("periodic")
+	}
+}
+
+func (w *world) SaveAccounts(a gossip.Accounts) {
+	n := w.node()
+	if n.cfg.Store == nil {
+		return
+	}
+	if err := n.cfg.Store.SaveAccounts(n.job, a); err != nil {
+		n.log.Error("saving push-sum accounts failed: a crash now may count shares twice", "err", err)
 	}
 }
 

@@ -34,10 +34,12 @@ type World interface {
 	// handed back through Peer.TrainDone. The privacy budget has already
 	// been charged for it.
 	Train(req *gossip.TrainRequest)
-	// Commit hears of a new model (Peer.Core().Params()). When c.Durable,
-	// the world makes the state durable before it returns: the messages
-	// that follow must not leave before it is.
+	// Commit hears of a new model (Peer.Core().Params()).
 	Commit(c gossip.Commit)
+	// SaveAccounts makes push-sum's accounts durable (the daemon's store)
+	// before it returns: the messages that follow must not leave before
+	// they are. A world without a store ignores them.
+	SaveAccounts(a gossip.Accounts)
 	// Reject hears of every message or training result that was dropped:
 	// reason is a snake_case code (wrong_job, undecodable, shape, norm, …).
 	Reject(reason string, from gossip.PeerID, err error)
@@ -129,6 +131,13 @@ func (p *Peer) SetMembers(ms []gossip.Member) {
 	p.flush()
 }
 
+// Undelivered tells the core that one of its messages could not be
+// delivered (gossip.Node.Undelivered).
+func (p *Peer) Undelivered(m *gossip.Message) {
+	p.core.Undelivered(m)
+	p.flush()
+}
+
 // Leave starts the peer's departure from its job (gossip.Node.Leave).
 func (p *Peer) Leave() {
 	p.core.Leave()
@@ -162,9 +171,9 @@ func (p *Peer) flush() {
 	for p.core.HasReady() {
 		rd := p.core.Ready()
 		p.core.Advance()
-		if rd.Commit != nil && rd.Commit.Durable {
-			// The state must be durable before its messages leave.
-			p.world.Commit(*rd.Commit)
+		if rd.Accounts != nil {
+			// Push-sum's accounts must be durable before its shares leave.
+			p.world.SaveAccounts(*rd.Accounts)
 		}
 		for i := range rd.Messages {
 			p.world.Send(&rd.Messages[i])
@@ -181,7 +190,7 @@ func (p *Peer) flush() {
 				p.cfg.Trace(t)
 			}
 		}
-		if rd.Commit != nil && !rd.Commit.Durable {
+		if rd.Commit != nil {
 			p.world.Commit(*rd.Commit)
 		}
 		if rd.Train == nil {

@@ -30,6 +30,7 @@ type recorder struct {
 func (r *recorder) Send(m *gossip.Message)         { r.sent = append(r.sent, *m) }
 func (r *recorder) Train(req *gossip.TrainRequest) { r.trains = append(r.trains, req) }
 func (r *recorder) Commit(c gossip.Commit)         { r.commits = append(r.commits, c) }
+func (r *recorder) SaveAccounts(gossip.Accounts)   {}
 func (r *recorder) Reject(reason string, _ gossip.PeerID, _ error) {
 	r.rejects = append(r.rejects, reason)
 }

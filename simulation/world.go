@@ -40,6 +40,9 @@ func (w *world) Train(req *gossip.TrainRequest) {
 
 func (w *world) Commit(gossip.Commit) { w.s.stats.Updates++ }
 
+// SaveAccounts: simulated peers keep their state in memory.
+func (w *world) SaveAccounts(gossip.Accounts) {}
+
 func (w *world) Reject(reason string, _ gossip.PeerID, _ error) { w.s.stats.Rejected[reason]++ }
 
 func (w *world) Halt(err error) {

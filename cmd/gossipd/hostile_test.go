@@ -26,7 +26,7 @@ import (
 // and publishes job announcements on gossipsub that are unsigned or signed
 // by it in another daemon's name. Every daemon still reaches 0.90 accuracy,
 // counts each kind of attack under its own reason in /status, and lists
-// none of the unsigned or forged announcements in /jobs, while a properly
+// none of the unsigned or forged announcements in /announcements, while a properly
 // signed announcement from the same peer does arrive (so the forged ones
 // reached the daemons and were dropped for their signatures).
 func TestDaemonHostilePeer(t *testing.T) {
@@ -123,7 +123,7 @@ func TestDaemonHostilePeer(t *testing.T) {
 	cancel()
 	wg.Wait()
 	var jobs []transport.Announcement
-	resp, err := http.Get("http://" + ds[0].api + "/jobs")
+	resp, err := http.Get("http://" + ds[0].api + "/announcements")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +134,11 @@ func TestDaemonHostilePeer(t *testing.T) {
 	signed := false
 	for _, a := range jobs {
 		if a.JobID == "unsigned" || a.JobID == "forged" {
-			t.Errorf("/jobs lists a %s announcement: %+v", a.JobID, a)
+			t.Errorf("/announcements lists a %s announcement: %+v", a.JobID, a)
 		}
 		signed = signed || (a.JobID == "signed" && a.Peer == evil.ID())
 	}
 	if !signed {
-		t.Errorf("the signed announcement never arrived: /jobs = %+v", jobs)
+		t.Errorf("the signed announcement never arrived: /announcements = %+v", jobs)
 	}
 }

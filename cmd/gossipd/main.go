@@ -32,6 +32,7 @@ func commands() []command {
 		{"plot", "plot the accuracy curves of simulation runs", runPlot},
 		{"run", "run the daemon: train and gossip with peers over libp2p", runRun},
 		{"status", "print a running daemon's status", runStatus},
+		{"jobs", "list the jobs announced on the network, to --join one", runJobs},
 		{"init", "write a commented default config file", runInit},
 		{"keygen", "create an identity key and print its peer ID", runKeygen},
 		{"export", "write a store's newest model as safetensors", runExport},

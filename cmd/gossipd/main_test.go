@@ -81,6 +81,9 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"train", "stray"}, 2, `unexpected argument "stray"`},
 		{[]string{"train", "--dataset", "nonesuch"}, 1, "not a named dataset"},
 		{[]string{"bench", "--what", "disk"}, 2, "--what"},
+		{[]string{"run", "--join", "0123456789ab", "--protocol", "dpsgd", "--init-seed", "3"}, 2, "--protocol, --init-seed: part of the job"},
+		{[]string{"jobs", "--listen-for", "1s"}, 2, "need --bootstrap"},
+		{[]string{"privacy", "ledger", "--delta", "2"}, 2, "--delta"},
 	} {
 		code, _, errs := run(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.want) {

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gossipd/gossipd/node"
 )
 
 // TestDaemonJoinLeave: four real daemons run a job with no member list;
@@ -48,9 +53,18 @@ func TestDaemonJoinLeave(t *testing.T) {
 				})
 			}
 			checkMass(t, proto, all)
+			checkJobs(t, bin, first.JobID, ds[0], boot)
 
 			// ds[1] leaves; ds[2] is killed with -9 and restarted.
 			stop(t, ds[1])
+			if os.Getenv("DEBUG_MASS") != "" {
+				rest := []*daemon{ds[0], ds[2], ds[3], joiner}
+				for _, d := range rest {
+					poll(t, d, "four live members", 30*time.Second, func(s status) bool { return s.Members == 4 })
+				}
+				checkMass(t, proto, rest)
+				t.Log("mass ok after the leave")
+			}
 			after := ds[2].killRestart(t, bin)
 			if after.JobID != first.JobID {
 				t.Fatalf("restarted daemon runs job %s, want %s", after.JobID, first.JobID)
@@ -88,8 +102,33 @@ func checkMass(t *testing.T, proto string, ds []*daemon) {
 			return
 		}
 		if time.Now().After(deadline) {
+			for _, d := range ds {
+				s, _ := d.status()
+				t.Logf("%s: weight %.4f members %d updates %d rejected %v", d.api, s.PushSumWeight, s.Members, s.Updates, s.Rejected)
+			}
 			t.Fatalf("push-sum weights over %d live members sum to %.4f (want within 1%% of %d)", len(ds), sum, len(ds))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkJobs: `gossipd jobs` lists the job with its five members and their
+// best accuracy, as a daemon heard it (--api) and as a listener that joins
+// the network on its own (--bootstrap).
+func checkJobs(t *testing.T, bin, job string, d *daemon, boot string) {
+	t.Helper()
+	for _, args := range [][]string{{"jobs", "--json", "--api", d.api}, {"jobs", "--json", "--bootstrap", boot, "--listen-for", "3s"}} {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var jobs []node.AnnouncedJob
+		if err := json.Unmarshal(out, &jobs); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		i := slices.IndexFunc(jobs, func(j node.AnnouncedJob) bool { return j.JobID == job })
+		if i < 0 || jobs[i].MembersSeen != 5 || jobs[i].BestAccuracy < 0.9 || !jobs[i].Joinable || jobs[i].Protocol == "" {
+			t.Fatalf("%v: job %.12s not listed with 5 members, accuracy ≥ 0.9 and its spec: %+v", args, job, jobs)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -216,11 +215,11 @@ func (r *runFlags) checkJoin(fs *flag.FlagSet) error {
 		return nil
 	}
 	var set []string
-	fs.Visit(func(f *flag.Flag) {
-		if slices.Contains(jobFlags, f.Name) {
-			set = append(set, "--"+f.Name)
+	for _, f := range jobFlags {
+		if cli.FlagSet(fs, f) {
+			set = append(set, "--"+f)
 		}
-	})
+	}
 	if len(set) > 0 {
 		return fmt.Errorf("%w: %s: part of the job, which --join takes from the job's announcement; leave them out", errUsage, strings.Join(set, ", "))
 	}

@@ -85,3 +85,11 @@ func SplitList(s string) []string {
 	}
 	return out
 }
+
+// FlagSet reports whether the flag name was set on the command line (or
+// by a settings file or the environment, which set flags the same way).
+func FlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

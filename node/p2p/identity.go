@@ -59,3 +59,10 @@ func CheckPeerID(s string) error {
 	}
 	return nil
 }
+
+// NewEphemeralKey returns a fresh Ed25519 identity that is never written
+// anywhere (a short-lived observer, such as `gossipd jobs`).
+func NewEphemeralKey() (crypto.PrivKey, error) {
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	return k, err
+}
