@@ -49,7 +49,7 @@ noasm:
 # fail it with "context deadline exceeded").
 FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
 	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
-	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger \
+	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./node:FuzzParseSpec ./node:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./cmd/gossipd:FuzzConfigFile \
 	./peer:FuzzReceive
 

@@ -1,7 +1,10 @@
 package node_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +69,51 @@ func TestNonMember(t *testing.T) {
 		ep.Send(t.Context(), "d000", transport.Frame{Job: jid, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: msg})
 		return r.nodes[0].Status().Rejected["not_member"] > 0
 	})
+}
+
+// TestGoodbye: a daemon stopped on purpose says goodbye, and its peers
+// rewire at once. The live timeout is an hour and the leaver's endpoint
+// stays connected, so only the goodbye can take it out of their view.
+func TestGoodbye(t *testing.T) {
+	net := memnet.New()
+	parts, test := shards(t, 3)
+	var nodes []*node.Node
+	var cancels []context.CancelFunc
+	var wg sync.WaitGroup
+	for i := range 3 {
+		ep, err := net.Join(fmt.Sprintf("d%03d", i), 1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := job()
+		j.Protocol = gossip.DPSGD
+		nd, err := node.New(node.Config{Job: j, Local: node.Local{LR: 0.3}, Train: parts[i], Test: test, Transport: ep, Logger: quiet(),
+			AnnounceInterval: 50 * time.Millisecond, LiveTimeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		nodes, cancels = append(nodes, nd), append(cancels, cancel)
+		wg.Go(func() { nd.Run(ctx) })
+	}
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+		wg.Wait()
+	}()
+	for _, nd := range nodes {
+		waitFor(t, "three live members", 10*time.Second, func() bool { return nd.Status().Members == 3 && nd.Status().Neighbors == 2 })
+	}
+	cancels[2]()
+	for _, nd := range nodes[:2] {
+		waitFor(t, "the leaver gone from the view (its goodbye)", 10*time.Second, func() bool {
+			s := nd.Status()
+			return s.Members == 2 && s.Neighbors == 1
+		})
+	}
+	// The two that stay still learn: their rounds close without waiting
+	// for the leaver's deadline.
+	r0 := nodes[0].Status().Round
+	waitFor(t, "rounds going on", 10*time.Second, func() bool { return nodes[0].Status().Round > r0+5 })
 }

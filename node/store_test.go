@@ -1,7 +1,10 @@
 package node
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/gob"
 	"hash/crc32"
 	"math"
 	"slices"
@@ -270,6 +273,40 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		}
 		if _, err := decode(again); err != nil {
 			t.Fatalf("a decoded checkpoint does not round-trip: %v", err)
+		}
+	})
+}
+
+// FuzzParseSpec: any bytes (an announcement's spec) parse to a valid spec
+// whose canonical form they are, or give an error; never a panic.
+func FuzzParseSpec(f *testing.F) {
+	j := JobSpec{Name: "j", Model: testSpec(), Protocol: "pushsum"}
+	j.Validate()
+	f.Add(j.Canonical())
+	f.Add([]byte(`{"name":"x","model":{"kind":"mlp"}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSpec(b)
+		if err != nil {
+			return
+		}
+		if string(s.Canonical()) != string(b) || s.ID() != sha256.Sum256(b) {
+			t.Fatalf("accepted a spec that is not its own canonical form: %q", b)
+		}
+	})
+}
+
+// FuzzDecodeAccounts: any bytes (a corrupt store entry) decode to push-sum
+// accounts with a positive weight, or an error.
+func FuzzDecodeAccounts(f *testing.F) {
+	var b bytes.Buffer
+	gob.NewEncoder(&b).Encode(gossip.Accounts{Seq: 3, Weight: 0.5, Links: []gossip.Link{{Peer: "a", Sent: 1, SeqSent: 2}}})
+	f.Add(binary.LittleEndian.AppendUint32(b.Bytes(), crc32.Checksum(b.Bytes(), castagnoli)))
+	f.Add([]byte{1, 2, 3, 4, 5})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		a, err := decodeAccounts(v)
+		if err == nil && !(a.Weight > 0) {
+			t.Fatalf("accepted weight %v", a.Weight)
 		}
 	})
 }

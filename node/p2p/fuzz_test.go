@@ -1,10 +1,14 @@
 package p2p
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gossipd/gossipd/node/transport"
@@ -52,4 +56,42 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 			t.Fatalf("accepted %+v", a)
 		}
 	})
+}
+
+// TestVerifySpec: an announcement's spec is accepted only if it hashes to
+// the job ID and its creator's signature verifies: a tampered spec, a
+// signature by someone else, a spec under another job's ID and a
+// signature without a spec are all refused.
+func TestVerifySpec(t *testing.T) {
+	key, err := NewEphemeralKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewEphemeralKey()
+	id, _ := PeerIDOf(key)
+	spec := []byte(`{"name":"j","protocol":"dpsgd"}`)
+	sum := sha256.Sum256(spec)
+	sign := func(k crypto.PrivKey, b []byte) []byte {
+		s, err := k.Sign(append([]byte(transport.SpecSigningContext), b...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	good := transport.Announcement{JobID: hex.EncodeToString(sum[:]), Spec: spec, Creator: id, CreatorSig: sign(key, spec)}
+	if err := VerifySpec(good); err != nil {
+		t.Fatalf("a good spec: %v", err)
+	}
+	tampered := good
+	tampered.Spec = []byte(`{"name":"j","protocol":"sfb"}`)
+	forged := good
+	forged.CreatorSig = sign(other, spec)
+	moved := good
+	moved.JobID = strings.Repeat("0", 64)
+	bare := transport.Announcement{JobID: good.JobID, Creator: id, CreatorSig: good.CreatorSig}
+	for name, a := range map[string]transport.Announcement{"tampered": tampered, "forged": forged, "moved": moved, "bare": bare} {
+		if err := VerifySpec(a); !errors.Is(err, ErrSpec) {
+			t.Errorf("%s spec: %v, want ErrSpec", name, err)
+		}
+	}
 }
