@@ -24,7 +24,8 @@ type dpsgd struct {
 	next       time.Duration
 	got        map[PeerID][]float32
 	future     map[uint64]map[PeerID][]float32
-	adv        map[PeerID]int // neighbours' advertised degrees (live topology)
+	adv        map[PeerID]int    // neighbours' advertised degrees (live topology)
+	filled     map[PeerID]uint64 // 1 + the latest round filled in for a neighbour behind
 	grad       []float32
 	scratch    []float32
 	xs         [][]float32
@@ -36,7 +37,7 @@ type dpsgd struct {
 const futureRounds = 2
 
 func newDPSGD(cfg *Config) *dpsgd {
-	d := &dpsgd{cfg: cfg, future: map[uint64]map[PeerID][]float32{}, adv: map[PeerID]int{}}
+	d := &dpsgd{cfg: cfg, future: map[uint64]map[PeerID][]float32{}, adv: map[PeerID]int{}, filled: map[PeerID]uint64{}}
 	d.setNeighbors()
 	return d
 }
@@ -78,10 +79,19 @@ func (d *dpsgd) selfWeight() float64 {
 }
 
 // rewire takes new neighbours (live membership): a neighbour that left is
-// not waited for, so the round may close at once.
+// not waited for, so the round may close at once, and a new one is sent
+// this round's parameters.
 func (d *dpsgd) rewire(n *Node) {
+	old := slices.Clone(d.order)
 	d.setNeighbors()
 	if d.active {
+		// A new neighbour has not had this round's parameters (they went
+		// to the old ones); the model is still the round's starting point.
+		for _, p := range d.order {
+			if !slices.Contains(old, p) {
+				n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.params), Weight: d.degree()})
+			}
+		}
 		for p := range d.got {
 			if _, ok := d.weights[p]; !ok {
 				delete(d.got, p)
@@ -100,10 +110,7 @@ func (d *dpsgd) begin(n *Node) {
 		d.got = map[PeerID][]float32{}
 	}
 	delete(d.future, n.round)
-	var deg float64
-	if d.live() {
-		deg = float64(len(d.order))
-	}
+	deg := d.degree()
 	for _, p := range d.order {
 		n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.params), Weight: deg})
 	}
@@ -168,8 +175,27 @@ func (d *dpsgd) step(n *Node, m *Message) {
 			d.future[m.Round] = map[PeerID][]float32{m.From: m.Params}
 		}
 	default:
+		// The neighbour is behind: it waits for this node's parameters of
+		// its round, which went to others or were mixed long ago. Send the
+		// current ones in their place, once per round, so that it closes
+		// its round now rather than at its deadline; otherwise one late
+		// round begets the next, and after a change of membership the
+		// rounds drift apart along the graph.
 		n.trace("stale", m.From, fmt.Sprintf("round %d at round %d", m.Round, n.round), 0)
+		if m.Round+1 > d.filled[m.From] { // rounds only go up: a filled-in answer to a fill-in gets none
+
+			d.filled[m.From] = m.Round + 1
+			n.send(Message{Kind: KindParams, To: m.From, Round: m.Round, Params: slices.Clone(n.params), Weight: d.degree()})
+		}
 	}
+}
+
+// degree is the degree this node advertises (over a live topology).
+func (d *dpsgd) degree() float64 {
+	if d.live() {
+		return float64(len(d.order))
+	}
+	return 0
 }
 
 func (d *dpsgd) trainDone(n *Node, r *TrainResult) {

@@ -3,6 +3,7 @@ package gossip
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -251,6 +252,9 @@ func (p *pushSum) step(n *Node, m *Message) {
 	var c float64
 	if l.seqRecv > 0 {
 		c = m.Sent - l.recv - m.Weight
+		if math.Abs(c) <= 1e-9*max(1, math.Abs(m.Sent)) {
+			c = 0 // rounding in the running sums, not a lost share
+		}
 	}
 	l.recv, l.seqRecv = m.Sent, m.Round
 	defer p.account(n)
@@ -277,12 +281,41 @@ func (p *pushSum) step(n *Node, m *Message) {
 		p.inW += m.Weight + c
 		return
 	}
-	merge.Axpy(n.params, 1, m.Params)
-	p.w += m.Weight
+	if m.Weight < 0 {
+		p.absorb(n, m.Weight)
+	} else {
+		merge.Axpy(n.params, 1, m.Params)
+		p.w += m.Weight
+	}
 	if c != 0 {
 		n.trace("mass-correction", m.From, fmt.Sprintf("running sum differs by %.4g from the shares received", c), c)
 		p.rescale(n, p.w+c)
 	}
+}
+
+// absorb takes in a debt (a negative share: a departing node's shortfall
+// below one unit) at the node's own estimate, but never more than half
+// its weight; the rest goes on to an out-neighbour. The debt is paid in
+// full, so the weights keep summing to the members' number, and no
+// weight comes near zero, where an estimate x/w would blow up.
+func (p *pushSum) absorb(n *Node, debt float64) {
+	take := max(debt, -p.w/2)
+	p.rescale(n, p.w+take)
+	rest := debt - take
+	if rest == 0 {
+		return
+	}
+	nb := p.cfg.Neighbors
+	if len(nb) == 0 {
+		n.trace("debt-dropped", "", fmt.Sprintf("no out-neighbour to pass a debt of %.4g on to", rest), rest)
+		return
+	}
+	to := nb[p.cursor%len(nb)].ID
+	p.cursor = (p.cursor + 1) % len(nb)
+	x := slices.Clone(p.estimate(n))
+	merge.Scale(x, float32(rest))
+	p.send(n, to, x, rest)
+	n.trace("debt-passed", to, fmt.Sprintf("a debt of %.4g passed on", rest), rest)
 }
 
 // rescale sets the weight to w, moving x along so that the estimate x/w
@@ -303,8 +336,10 @@ func (p *pushSum) params(n *Node) []float32 { return p.estimate(n) }
 
 func (p *pushSum) weight() float64 { return p.w }
 
-// rewire takes new out-neighbours (live membership).
-func (p *pushSum) rewire(*Node) { p.cursor = 0 }
+// rewire takes new out-neighbours (live membership); the cursor keeps
+// its place, so that the shares after a change do not all go to the
+// first out-neighbour.
+func (p *pushSum) rewire(*Node) { p.cursor %= max(1, len(p.cfg.Neighbors)) }
 
 // leave stops pushing: the node keeps what arrives until it departs.
 func (p *pushSum) leave(*Node) { p.leaving = true }

@@ -82,6 +82,21 @@ type Config struct {
 	ChurnTrace []Interval
 	// Netsplits are scheduled partitions of the network.
 	Netsplits []Netsplit
+	// Turnover is the fraction of the membership replaced during the run
+	// (0: a static roster): that many members depart, one at a time,
+	// spread over rounds 20%–70% of the run, and as many new peers join,
+	// each with the data shard of the member it replaces (so that a run
+	// differs from a static one in its membership only), taking a live
+	// member's state (gossip.Config.Join). The topology protocols then build their graph
+	// over the live members (gossip.Node.SetMembers), as the daemon does.
+	Turnover float64
+	// Departure is how members go: "leave" (default: a goodbye, a grace
+	// period, and push-sum's handoff of its weight beyond one unit) or
+	// "die" (silently; the others drop it after MemberTimeout).
+	Departure string
+	// MemberTimeout is how long a dead member stays in the others' view
+	// (default 3Δ).
+	MemberTimeout time.Duration
 	// Seed drives everything random.
 	Seed uint64
 	// Protocol knobs (see gossip.Config).
@@ -225,6 +240,12 @@ func (c *Config) Validate() error {
 	if c.FedAvgFraction == 0 {
 		c.FedAvgFraction = 0.1
 	}
+	if c.Departure == "" {
+		c.Departure = DepartLeave
+	}
+	if c.MemberTimeout == 0 {
+		c.MemberTimeout = 3 * c.Delta
+	}
 	switch {
 	case c.Peers < 1 || (c.Peers < 2 && c.Protocol != Centralized):
 		return fmt.Errorf("%w: %d peers", ErrConfig, c.Peers)
@@ -263,6 +284,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.ChurnTrace) > 0 && c.Churn > 0 {
 		return fmt.Errorf("%w: churn and a churn trace are exclusive", ErrConfig)
+	}
+	if err := c.validateTurnover(); err != nil {
+		return err
 	}
 	for _, s := range c.Netsplits {
 		if s.Groups < 2 || s.From < 0 || s.To < s.From {

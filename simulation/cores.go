@@ -27,72 +27,45 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	init := slices.Clone(m.Params())
-	ws := trainer.NewWorkspace(m)
-	var graph *gossip.Graph
-	if gossip.NeedsTopology(cfg.Protocol) {
+	s.init = slices.Clone(m.Params())
+	s.ws = trainer.NewWorkspace(m)
+	if gossip.NeedsTopology(cfg.Protocol) && cfg.Turnover == 0 {
 		if cfg.EdgeList != nil {
-			graph, err = gossip.EdgeList(cfg.EdgeList, cfg.Peers)
+			s.graph, err = gossip.EdgeList(cfg.EdgeList, cfg.Peers)
 		} else {
-			graph, err = gossip.ParseTopology(cfg.Topology, cfg.Peers, rand.New(rand.NewPCG(cfg.Seed, 0x746f70)))
+			s.graph, err = gossip.ParseTopology(cfg.Topology, cfg.Peers, rand.New(rand.NewPCG(cfg.Seed, 0x746f70)))
 		}
 		if err != nil {
 			return err
 		}
 	}
-	var flippedY []int32 // label-flip attackers train on classes−1−y
 	if s.adv != nil && cfg.Attack == "labelflip" {
-		flippedY = make([]int32, len(s.train.Y))
+		s.flippedY = make([]int32, len(s.train.Y))
 		for i, y := range s.train.Y {
-			flippedY[i] = int32(s.train.Classes-1) - y
+			s.flippedY[i] = int32(s.train.Classes-1) - y
 		}
 	}
 	all := make([]gossip.PeerID, cfg.Peers)
 	for i := range all {
 		all[i] = peerName(i)
 	}
-	subsample, partitions, _ := gossip.ParseCompression(cfg.Compression)
+	if cfg.Turnover > 0 {
+		s.roster = &roster{} // the topology follows the live members
+	}
 	s.peers = make([]*simPeer, cfg.Peers)
 	for i := range s.peers {
-		id := all[i]
-		data := &trainer.Data{X: s.train.X, Y: s.train.Y, D: s.train.D, Idx: parts[i]}
-		if s.adv != nil && s.adv.byz[i] && cfg.Attack == "labelflip" {
-			data.Y = flippedY
-		}
-		gc := gossip.Config{
-			ID: id, Protocol: cfg.Protocol, Spec: s.spec, Init: init,
-			Rand:  rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)),
-			Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: peer.LocalSteps(cfg.LocalEpochs, len(parts[i]), cfg.Batch),
-			Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
-			Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
-			Subsample: subsample, Partitions: partitions,
-		}
-		gc.Aggregator, _ = merge.ParseAggregator(cfg.Aggregator) // validated
-		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, graph, cfg.Peers, i, func(j int) gossip.PeerID { return all[j] })
-		tc := trainer.Config{Batch: cfg.Batch, LR: cfg.LR}
-		if cfg.DP.Enabled() {
-			tc.DP, tc.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
-		}
-		tr, err := trainer.New(ws, data, rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|2)), tc)
-		if err != nil {
-			return fmt.Errorf("peer %d: %w", i, err)
-		}
-		var budget *privacy.Budget
-		if cfg.DP.Enabled() {
-			if budget, err = privacy.NewBudget(cfg.DP, tr.SamplingRate(), privacy.Spending{}); err != nil {
-				return fmt.Errorf("peer %d: %w", i, err)
-			}
-		}
-		drv, err := peer.New(peer.Config{Core: gc, Trainer: tr, Budget: budget}, &world{s: s, i: i})
+		p, err := s.newPeer(i, parts[i], false)
 		if err != nil {
 			return err
 		}
-		p := &simPeer{Peer: drv, online: true, wakeAt: -1}
 		s.peers[i] = p
-		s.byID[id] = i
+		s.byID[p.ID()] = i
 		if cfg.Protocol == gossip.RandomWalk {
 			p.SetPeers(s.bootstrap(i, all))
 		}
+	}
+	if cfg.Turnover > 0 {
+		s.startRoster(parts)
 	}
 	// Churn: each peer starts online with probability 1−Churn and flips
 	// after exponential sessions.
@@ -133,6 +106,50 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	}
 	s.final(res)
 	return nil
+}
+
+// newPeer builds peer i on its data shard: a driver around a core, with
+// its trainer and privacy budget; a joiner takes a live member's state.
+func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
+	cfg := s.cfg
+	id := peerName(i)
+	data := &trainer.Data{X: s.train.X, Y: s.train.Y, D: s.train.D, Idx: part}
+	if s.adv != nil && s.adv.byz[i] && cfg.Attack == "labelflip" {
+		data.Y = s.flippedY
+	}
+	subsample, partitions, _ := gossip.ParseCompression(cfg.Compression)
+	gc := gossip.Config{
+		ID: id, Protocol: cfg.Protocol, Spec: s.spec, Init: s.init,
+		Rand:  rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)),
+		Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: peer.LocalSteps(cfg.LocalEpochs, len(part), cfg.Batch),
+		Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
+		Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
+		Subsample: subsample, Partitions: partitions, Join: join,
+		Topology: s.liveTopology(), TopologySeed: cfg.Seed,
+	}
+	gc.Aggregator, _ = merge.ParseAggregator(cfg.Aggregator) // validated
+	if gc.Topology == "" {
+		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, s.graph, cfg.Peers, i, peerName)
+	}
+	tc := trainer.Config{Batch: cfg.Batch, LR: cfg.LR}
+	if cfg.DP.Enabled() {
+		tc.DP, tc.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
+	}
+	tr, err := trainer.New(s.ws, data, rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|2)), tc)
+	if err != nil {
+		return nil, fmt.Errorf("peer %d: %w", i, err)
+	}
+	var budget *privacy.Budget
+	if cfg.DP.Enabled() {
+		if budget, err = privacy.NewBudget(cfg.DP, tr.SamplingRate(), privacy.Spending{}); err != nil {
+			return nil, fmt.Errorf("peer %d: %w", i, err)
+		}
+	}
+	drv, err := peer.New(peer.Config{Core: gc, Trainer: tr, Budget: budget}, &world{s: s, i: i})
+	if err != nil {
+		return nil, err
+	}
+	return &simPeer{Peer: drv, online: true, wakeAt: -1}, nil
 }
 
 // bootstrap gives a random-walk peer its initial contacts: every peer in
@@ -208,6 +225,16 @@ func (s *sim) runUntil(t time.Duration) error {
 			}
 		case evDown:
 			p.online = false
+		case evTurnover:
+			if err := s.turnover(); err != nil {
+				return err
+			}
+			continue
+		case evDepart:
+			p.Depart() // hands off what it must, then goes
+			p.online = false
+		case evDrop:
+			s.setMembers() // the dead member timed out
 		}
 		if s.err != nil {
 			return s.err
@@ -227,6 +254,12 @@ func (s *sim) runUntil(t time.Duration) error {
 func (s *sim) deliver(p *simPeer, e *event) {
 	if !p.online || s.split(e.from, e.peer) {
 		s.stats.Dropped++
+		// The sender finds out, as a daemon's failed send does (a lossy
+		// link, Drop, is silent).
+		if from := s.peers[e.from]; from.online && e.orig != nil {
+			from.Undelivered(e.orig)
+			s.schedule(e.from)
+		}
 		return
 	}
 	from := s.peers[e.from].ID()

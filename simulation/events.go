@@ -16,6 +16,11 @@ const (
 	evChurn
 	evUp   // trace-driven: the peer comes online
 	evDown // trace-driven: the peer goes offline
+	// Turnover (turnover.go): a member is replaced; a leaver's grace ends;
+	// a dead member times out.
+	evTurnover
+	evDepart
+	evDrop
 )
 
 // event is one thing that happens at a virtual time. Events at equal times
@@ -31,7 +36,9 @@ type event struct {
 	msg     *gossip.Message
 	buf     []byte
 	msgKind gossip.Kind
-	result  *gossip.TrainResult
+	// orig is the message as sent, for the sender's undelivered notice.
+	orig   *gossip.Message
+	result *gossip.TrainResult
 }
 
 type eventHeap []*event

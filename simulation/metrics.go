@@ -67,6 +67,15 @@ type Result struct {
 	DPEpsilon    []float64 `json:"dp_epsilon_per_peer,omitempty"`
 	DPEpsilonMax float64   `json:"dp_epsilon_max,omitempty"`
 	DPDelta      float64   `json:"dp_delta,omitempty"`
+	// With turnover: the live members at the end, how many peers joined,
+	// and (push-sum) the sum of the live members' weights, which stays
+	// their number when members leave (not when they die).
+	LiveMembers      int     `json:"live_members,omitempty"`
+	JoinedPeers      int     `json:"joined_peers,omitempty"`
+	PushSumWeightSum float64 `json:"pushsum_weight_sum,omitempty"`
+	// PushSumWeightDead is the weight the members that died took with
+	// them: with the live sum, every peer's unit is accounted for.
+	PushSumWeightDead float64 `json:"pushsum_weight_dead,omitempty"`
 	Stats
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/gossipd/gossipd/dataset"
@@ -12,6 +13,7 @@ import (
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/peer"
+	"github.com/gossipd/gossipd/peer/trainer"
 )
 
 // simPeer is one simulated peer: the shared driver and what the
@@ -38,6 +40,12 @@ type sim struct {
 	stats   Stats
 	onRound func(Row)
 	adv     *adversary // nil without attackers
+	roster  *roster    // nil with a static roster (turnover.go)
+	// What peers are built from (cores.go).
+	init     []float32
+	ws       *trainer.Workspace
+	graph    *gossip.Graph
+	flippedY []int32
 	// err is the first error of a world callback; it ends the run.
 	err error
 }
@@ -100,12 +108,15 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 }
 
 // partition returns each peer's example indices.
-func (s *sim) partition() ([][]int, error) {
+func (s *sim) partition() ([][]int, error) { return s.partitionInto(s.cfg.Peers) }
+
+// partitionInto splits the training data into n shards.
+func (s *sim) partitionInto(n int) ([][]int, error) {
 	p, err := dataset.ParsePartitioner(s.cfg.Partition)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	return p.Partition(s.train, s.cfg.Peers, s.cfg.Seed)
+	return p.Partition(s.train, n, s.cfg.Seed)
 }
 
 func peerName(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("p%05d", i)) }
@@ -121,7 +132,11 @@ func (s *sim) params() [][]float32 {
 
 func (s *sim) record(res *Result, round int) {
 	xs := s.params()
-	row := s.eval.row(xs, s.eval.roundPeers, s.eval.sub)
+	peers := s.eval.roundPeers
+	if s.roster != nil {
+		peers = s.roster.evalPeers(s.cfg.EvalPeers, s.cfg.Seed, round)
+	}
+	row := s.eval.row(xs, peers, s.eval.sub)
 	row.Round = round
 	row.Time = s.now.Seconds()
 	row.Messages, row.Bytes = s.stats.Messages, s.stats.Bytes
@@ -130,6 +145,10 @@ func (s *sim) record(res *Result, round int) {
 		if p.online {
 			row.Online++
 		}
+	}
+	if s.roster != nil {
+		row.Consensus = merge.ConsensusDistance(s.liveParams(xs))
+		row.Online = len(s.roster.live)
 	}
 	res.Rows = append(res.Rows, row)
 	if s.onRound != nil {
@@ -150,9 +169,26 @@ func cacheSize(voting bool, aggregator string) int {
 
 func (s *sim) final(res *Result) {
 	xs := s.params()
-	r := s.eval.row(xs, s.eval.finalPeers, s.test)
+	finalPeers := s.eval.finalPeers
+	if s.roster != nil {
+		finalPeers = s.roster.evalPeers(s.cfg.FinalEvalPeers, s.cfg.Seed, -1)
+		res.LiveMembers, res.JoinedPeers = len(s.roster.live), s.roster.joined
+		if s.cfg.Protocol == gossip.PushSum {
+			for _, i := range s.roster.live {
+				res.PushSumWeightSum += s.peers[i].Core().PushSumWeight()
+			}
+			if s.cfg.Departure == DepartDie {
+				for i, p := range s.peers {
+					if !slices.Contains(s.roster.live, i) {
+						res.PushSumWeightDead += p.Core().PushSumWeight()
+					}
+				}
+			}
+		}
+	}
+	r := s.eval.row(xs, finalPeers, s.test)
 	res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.FinalLoss = r.MeanAcc, r.MinAcc, r.MaxAcc, r.MeanLoss
-	res.EvaluatedPeers = len(s.eval.finalPeers)
+	res.EvaluatedPeers = len(finalPeers)
 	if math.IsNaN(res.FinalLoss) {
 		res.FinalLoss = math.Inf(1)
 	}
@@ -166,10 +202,19 @@ func (s *sim) final(res *Result) {
 	}
 	if s.cfg.Voting && s.cfg.Protocol == gossip.RandomWalk {
 		var sum float64
-		for _, i := range s.eval.finalPeers {
+		for _, i := range finalPeers {
 			n := s.peers[i].Core()
 			sum += s.eval.voteAccuracy(append(n.Cache(), n.Params()), s.test)
 		}
-		res.FinalVotingAccuracy = sum / float64(len(s.eval.finalPeers))
+		res.FinalVotingAccuracy = sum / float64(len(finalPeers))
 	}
+}
+
+// liveParams is the live members' models.
+func (s *sim) liveParams(xs [][]float32) [][]float32 {
+	out := make([][]float32, len(s.roster.live))
+	for k, i := range s.roster.live {
+		out[k] = xs[i]
+	}
+	return out
 }

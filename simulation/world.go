@@ -66,7 +66,7 @@ func (s *sim) send(from int, m *gossip.Message) error {
 		return fmt.Errorf("peer %s sent to unknown peer %q", m.From, m.To)
 	}
 	size := gossip.EncodedSize(m)
-	ev := &event{kind: evDeliver, peer: to, from: from, msg: m}
+	ev := &event{kind: evDeliver, peer: to, from: from, msg: m, orig: m}
 	if s.cfg.Codec {
 		b, err := peer.Encode(m)
 		if err != nil {
