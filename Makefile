@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness clean
+.PHONY: all build demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
@@ -19,6 +19,9 @@ build: ## build bin/gossipd (pure Go)
 
 robustness: build ## regenerate docs/ROBUSTNESS.md (every aggregator under every attack)
 	$(BIN) robustness --out docs/ROBUSTNESS.md
+
+turnover: build ## regenerate the turnover table of docs/SIMULATION.md (needs dataset-fashion-mnist)
+	$(BIN) turnover --update docs/SIMULATION.md
 
 demo: build ## train softmax regression on the embedded digits dataset
 	$(BIN) train --dataset digits --model softmax --epochs 20 --scale standard

@@ -38,6 +38,7 @@ func commands() []command {
 		{"export", "write a store's newest model as safetensors", runExport},
 		{"consortium", "create and extend a consortium (private network key and members)", runConsortium},
 		{"robustness", "simulate every aggregator under every attack; write the table", runRobustness},
+		{"turnover", "simulate members leaving, dying and joining mid-run; write the table", runTurnover},
 		{"privacy", "differential privacy: ε spent by DP-SGD, noise for a budget", runPrivacy},
 		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},
 		{"version", "print the version", runVersion},

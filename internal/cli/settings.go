@@ -99,3 +99,21 @@ func WriteNew(path, text string, stdout io.Writer) error {
 	}
 	return os.WriteFile(path, []byte(text), 0o644)
 }
+
+// ReplaceSection replaces what lies between the lines "<!-- NAME:begin -->"
+// and "<!-- NAME:end -->" of the file at path with text, so that a
+// generated table can live inside a hand-written document.
+func ReplaceSection(path, name, text string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no section between %q and %q", path, strings.TrimSpace(begin), end)
+	}
+	s = s[:i+len(begin)] + text + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
