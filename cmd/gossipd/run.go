@@ -153,7 +153,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var job node.JobSpec
 	var origin *transport.Announcement
 	if r.join != "" {
-		log.Info("waiting for the job's announcement", "job", r.join, "timeout", r.joinTimeout)
+		log.Info("waiting for the job's announcement", "job", r.join, "timeout", r.joinTimeout.String())
 		if job, origin, err = node.FindJob(ctx, host, r.join, r.joinTimeout); err != nil {
 			return err
 		}
