@@ -75,6 +75,6 @@ func SummarizeJobs(anns []transport.Announcement, now time.Time, liveTimeout tim
 func (n *Node) Jobs() []AnnouncedJob {
 	anns := n.Announcements()
 	anns = append(anns, n.announcement(false))
-	anns[len(anns)-1].Peer, anns[len(anns)-1].Heard = n.peer.ID(), n.cfg.Now()
+	anns[len(anns)-1].Peer, anns[len(anns)-1].Heard = n.cfg.Transport.ID(), n.cfg.Now()
 	return SummarizeJobs(anns, n.cfg.Now(), n.cfg.LiveTimeout)
 }
