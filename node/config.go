@@ -47,7 +47,8 @@ type Config struct {
 	Train, Test *dataset.Dataset
 	// Transport carries frames. Required.
 	Transport transport.Transport
-	// Addrs are shown in /status (the transport's listen addresses).
+	// Addrs are shown in /status when the transport cannot tell its
+	// current addresses (transport.Addresser).
 	Addrs []string
 	// Scaler maps raw features to the model's inputs (it was fitted on the
 	// training data); /predict applies it and /model exports it. Nil: none.

@@ -15,6 +15,7 @@ type metrics struct {
 	sendErrors prometheus.Counter
 	published  prometheus.Counter
 	rejected   *prometheus.CounterVec
+	faults     *prometheus.CounterVec
 	updates    prometheus.Counter
 	ckpts      prometheus.Counter
 	age        prometheus.Gauge
@@ -49,6 +50,9 @@ func newMetrics() *metrics {
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gossipd", Name: "rejected_total",
 		Help: "Inbound messages rejected, by reason."}, []string{"reason"})
 	m.reg.MustRegister(m.rejected)
+	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gossipd", Name: "network_faults_total",
+		Help: "Network faults: streams that broke mid-frame or timed out, by reason (not input rejected)."}, []string{"reason"})
+	m.reg.MustRegister(m.faults)
 	m.age = g("model_age", "Examples the model has seen.")
 	m.accuracy = g("accuracy", "Accuracy on the node's held-out split.")
 	m.loss = g("loss", "Loss on the node's held-out split.")

@@ -34,6 +34,7 @@ type Node struct {
 
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
 	rejected                           sync.Map // reason → *atomic.Uint64
+	faults                             sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
 	incarnation                        uint64        // new at every start
 	spec                               []byte        // the canonical spec announced
@@ -283,6 +284,10 @@ func (n *Node) Run(ctx context.Context) error {
 // decodes and checks it; the payload goes back to the transport unless
 // the core kept it.
 func (n *Node) handle(in transport.Inbound) {
+	if in.Fault != "" {
+		n.fault(in.Fault, in.From, in.Err)
+		return
+	}
 	if in.Reject != "" {
 		n.reject(in.Reject, in.From, in.Err)
 		return

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,5 +190,32 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	nd2, err := node.New(node.Config{Job: other, Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
 	if err != nil || nd2.Status().ResumedFrom != 0 {
 		t.Fatal("a checkpoint of another job was resumed")
+	}
+}
+
+// movingEndpoint is a memnet endpoint whose address changes, as a host's
+// does when its IP does.
+type movingEndpoint struct {
+	*memnet.Endpoint
+	addr atomic.Pointer[string]
+}
+
+func (m *movingEndpoint) Addrs() []string { return []string{*m.addr.Load()} }
+
+// TestStatusAddrsFollowTheTransport: /status shows the transport's
+// current addresses, not those it had at the start.
+func TestStatusAddrsFollowTheTransport(t *testing.T) {
+	parts, test := shards(t, 1)
+	ep, _ := memnet.New().Join("d000", 16)
+	m := &movingEndpoint{Endpoint: ep}
+	old, now := "/ip4/10.0.0.1/tcp/4001", "/ip4/10.0.0.9/tcp/4001"
+	m.addr.Store(&old)
+	nd, err := node.New(node.Config{Job: job(), Train: parts[0], Test: test, Transport: m, Addrs: []string{old}, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.addr.Store(&now)
+	if got := nd.Status().Addrs; len(got) != 1 || got[0] != now {
+		t.Fatalf("/status addrs %v after the address changed to %s", got, now)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // Status is what /status reports.
@@ -33,6 +34,9 @@ type Status struct {
 	BytesIn       uint64            `json:"bytes_in"`
 	BytesOut      uint64            `json:"bytes_out"`
 	Rejected      map[string]uint64 `json:"rejected"`
+	// Faults counts network faults (streams that broke mid-frame or timed
+	// out), by reason: not input rejected, nobody's fault in particular.
+	Faults map[string]uint64 `json:"faults"`
 	UptimeSeconds float64           `json:"uptime_seconds"`
 	Checkpoint    uint64            `json:"checkpoint_seq"`
 	CheckpointAge float64           `json:"checkpoint_age"`
@@ -54,6 +58,14 @@ func (n *Node) Status() Status {
 	s.Rejected = map[string]uint64{}
 	n.rejected.Range(func(k, v any) bool {
 		s.Rejected[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	if a, ok := n.cfg.Transport.(transport.Addresser); ok {
+		s.Addrs = a.Addrs() // current, not as of the start
+	}
+	s.Faults = map[string]uint64{}
+	n.faults.Range(func(k, v any) bool {
+		s.Faults[k.(string)] = v.(*atomic.Uint64).Load()
 		return true
 	})
 	s.MessagesIn, s.MessagesOut = n.msgsIn.Load(), n.msgsOut.Load()
@@ -99,4 +111,13 @@ func (n *Node) reject(reason string, from gossip.PeerID, err error) {
 		n.log.Warn("rejected a message", "reason", reason, "peer", from, "err", err)
 	}
 	n.met.rejected.WithLabelValues(reason).Inc()
+}
+
+// fault counts a network fault (transport.Inbound.Fault): logged at debug
+// level, since dead peers and resets are ordinary on real networks.
+func (n *Node) fault(reason string, from gossip.PeerID, err error) {
+	v, _ := n.faults.LoadOrStore(reason, new(atomic.Uint64))
+	v.(*atomic.Uint64).Add(1)
+	n.log.Debug("network fault", "reason", reason, "peer", from, "err", err)
+	n.met.faults.WithLabelValues(reason).Inc()
 }

@@ -21,6 +21,11 @@ const DefaultMaxFrame = 64 << 20
 // ErrFrame marks a malformed frame.
 var ErrFrame = errors.New("p2p: bad frame")
 
+// ErrBroken marks a stream that ended or failed in the middle of a frame
+// (a reset, a dead connection, a deadline): a network fault, not
+// malformed input, so it is not counted against the peer.
+var ErrBroken = errors.New("p2p: stream broke mid-frame")
+
 // errOversized marks a frame over the size limit (wrapped with ErrFrame).
 var errOversized = errors.New("oversized")
 
@@ -67,7 +72,7 @@ func ReadFrame(r io.Reader, max int) (transport.Frame, error) {
 func readFrame(r io.Reader, max int, alloc func(int) ([]byte, error)) (transport.Frame, error) {
 	var hdr [frameHeader]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return transport.Frame{}, fmt.Errorf("%w: header: %v", ErrFrame, err)
+		return transport.Frame{}, fmt.Errorf("%w: header: %w", ErrBroken, err)
 	}
 	if got, want := crc32.Checksum(hdr[:38], castagnoli), binary.LittleEndian.Uint32(hdr[38:]); got != want {
 		return transport.Frame{}, fmt.Errorf("%w: header checksum mismatch", ErrFrame)
@@ -84,7 +89,7 @@ func readFrame(r io.Reader, max int, alloc func(int) ([]byte, error)) (transport
 		return transport.Frame{}, fmt.Errorf("%w: %w", ErrFrame, err)
 	}
 	if _, err := io.ReadFull(r, payload); err != nil {
-		return transport.Frame{}, fmt.Errorf("%w: payload truncated: %v", ErrFrame, err)
+		return transport.Frame{}, fmt.Errorf("%w: payload: %w", ErrBroken, err)
 	}
 	f := transport.Frame{Kind: hdr[5], Payload: payload}
 	copy(f.Job[:], hdr[6:])

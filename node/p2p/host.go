@@ -32,6 +32,7 @@ import (
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/gossipd/gossipd/node/transport"
 )
@@ -316,10 +317,27 @@ func (t *Host) ID() transport.PeerID { return transport.PeerID(t.h.ID().String()
 // to bootstrap from.
 func (t *Host) Addrs() []string {
 	var out []string
-	for _, a := range t.h.Addrs() {
+	for _, a := range advertised(t.h.Addrs()) {
 		out = append(out, a.Encapsulate(ma.StringCast("/p2p/"+t.h.ID().String())).String())
 	}
 	slices.Sort(out)
+	return out
+}
+
+// advertised drops loopback addresses when there are others: a remote
+// peer cannot dial 127.0.0.1, and a node listening on every interface
+// would otherwise announce it. A node that listens on loopback only (a
+// cluster on one machine) keeps them.
+func advertised(addrs []ma.Multiaddr) []ma.Multiaddr {
+	var out []ma.Multiaddr
+	for _, a := range addrs {
+		if !manet.IsIPLoopback(a) {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return addrs
+	}
 	return out
 }
 

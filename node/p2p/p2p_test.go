@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/node/transport"
@@ -105,10 +107,16 @@ func TestFrameRoundTripAndErrors(t *testing.T) {
 		b   []byte
 		max int
 	}{
-		"checksum": {flip, 100}, "version": {badVer, 100}, "too big": {raw, 2}, "truncated": {raw[:len(raw)-2], 100}, "empty": {nil, 100},
+		"checksum": {flip, 100}, "version": {badVer, 100}, "too big": {raw, 2},
 	} {
-		if _, err := ReadFrame(bytes.NewReader(c.b), c.max); !errors.Is(err, ErrFrame) {
-			t.Errorf("%s: %v", name, err)
+		if _, err := ReadFrame(bytes.NewReader(c.b), c.max); !errors.Is(err, ErrFrame) || errors.Is(err, ErrBroken) {
+			t.Errorf("%s: %v, want ErrFrame", name, err)
+		}
+	}
+	// A stream that ends inside a frame is a network fault, not bad input.
+	for name, b := range map[string][]byte{"truncated payload": raw[:len(raw)-2], "truncated header": raw[:10], "empty": nil} {
+		if _, err := ReadFrame(bytes.NewReader(b), 100); !errors.Is(err, ErrBroken) || errors.Is(err, ErrFrame) {
+			t.Errorf("%s: %v, want ErrBroken", name, err)
 		}
 	}
 }
@@ -229,4 +237,36 @@ func TestRecycledBuffers(t *testing.T) {
 	}
 	in1.Done()
 	in1.Done() // Done twice must not put the buffer back twice
+}
+
+// TestAdvertisedAddrs: loopback addresses are not advertised beside
+// others (a remote peer cannot dial them), but a node on loopback only
+// keeps them; a host listening on every interface lists no loopback
+// address when the machine has another.
+func TestAdvertisedAddrs(t *testing.T) {
+	m := func(s string) ma.Multiaddr { return ma.StringCast(s) }
+	got := advertised([]ma.Multiaddr{m("/ip4/127.0.0.1/tcp/1"), m("/ip4/10.1.2.3/tcp/1"), m("/ip6/::1/udp/1/quic-v1"), m("/ip4/172.17.0.2/udp/1/quic-v1")})
+	if len(got) != 2 || got[0].String() != "/ip4/10.1.2.3/tcp/1" || got[1].String() != "/ip4/172.17.0.2/udp/1/quic-v1" {
+		t.Fatalf("advertised %v", got)
+	}
+	if got := advertised([]ma.Multiaddr{m("/ip4/127.0.0.1/tcp/1")}); len(got) != 1 {
+		t.Fatalf("loopback only: %v", got)
+	}
+	h, err := New(Config{Key: mustKey(t), Listen: []string{"/ip4/0.0.0.0/tcp/0"}, DHT: DHTOff, NoPEX: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	addrs := h.Addrs()
+	loop, other := 0, 0
+	for _, a := range addrs {
+		if strings.Contains(a, "/ip4/127.") {
+			loop++
+		} else {
+			other++
+		}
+	}
+	if other > 0 && loop > 0 {
+		t.Fatalf("listening on every interface, the host advertises loopback beside %d other addresses: %v", other, addrs)
+	}
 }

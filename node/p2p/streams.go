@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -131,6 +132,17 @@ func (t *Host) handleFrame(s network.Stream) {
 			s.SetReadDeadline(time.Now().Add(t.cfg.ReadTimeout)) // not counting the wait
 			return t.bufs.get(n), nil
 		})
+		if errors.Is(err, ErrBroken) {
+			// The connection failed under the frame (a reset, a dead peer,
+			// a deadline): a fault of the network, reported apart.
+			reason := "stream_broken"
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				reason = "stream_timeout"
+			}
+			t.report(transport.Inbound{From: from.String(), Fault: reason, Err: err})
+			s.Reset()
+			return
+		}
 		if err != nil {
 			reason := "bad_frame"
 			switch {
@@ -157,13 +169,19 @@ func (t *Host) handleFrame(s network.Stream) {
 // loses the report, not a frame: a hostile peer cannot crowd out real
 // frames with its rejects.
 func (t *Host) rejected(reason string, from peer.ID, err error) {
+	t.report(transport.Inbound{From: from.String(), Reject: reason, Err: err})
+}
+
+// report puts a report (a reject or a fault) on Inbound unless the queue
+// is full.
+func (t *Host) report(in transport.Inbound) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return
 	}
 	select {
-	case t.in <- transport.Inbound{From: from.String(), Reject: reason, Err: err}:
+	case t.in <- in:
 	default:
 	}
 }

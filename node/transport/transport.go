@@ -113,7 +113,11 @@ type Inbound struct {
 	// limit, a forged broadcast): a snake_case reason for metrics, with
 	// the details in Err. Such an Inbound carries no frame.
 	Reject string
-	Err    error
+	// Fault, when set, reports a network fault rather than bad input: a
+	// stream that broke mid-frame (stream_broken) or timed out
+	// (stream_timeout). It carries no frame, and counts against nobody.
+	Fault string
+	Err   error
 }
 
 // Done releases the frame's payload to its transport, if it recycles them.
@@ -203,6 +207,13 @@ type Announcement struct {
 	// Heard is when this peer received the announcement (its own clock;
 	// set by the transport, not sent).
 	Heard time.Time `json:"heard"`
+}
+
+// Addresser is a Transport that knows the addresses it can be reached at
+// now (they change with the network: a new IP, a NAT mapping); /status
+// shows them.
+type Addresser interface {
+	Addrs() []string
 }
 
 // SpecSigner signs a job's spec with the peer's identity key, for the
