@@ -36,7 +36,7 @@ type Status struct {
 	Rejected      map[string]uint64 `json:"rejected"`
 	// Faults counts network faults (streams that broke mid-frame or timed
 	// out), by reason: not input rejected, nobody's fault in particular.
-	Faults map[string]uint64 `json:"faults"`
+	Faults        map[string]uint64 `json:"faults"`
 	UptimeSeconds float64           `json:"uptime_seconds"`
 	Checkpoint    uint64            `json:"checkpoint_seq"`
 	CheckpointAge float64           `json:"checkpoint_age"`
