@@ -169,3 +169,26 @@ func (n *Node) leave() {
 	n.refreshStatus()
 	n.log.Info("left the job", "pushsum_weight", n.peer.Core().PushSumWeight())
 }
+
+// AloneWarning is how long a daemon may have no peer before it says so.
+const AloneWarning = 30 * time.Second
+
+// watchAlone warns once when the daemon has had no peer for AloneWarning
+// (a wrong bootstrap address, another network key, mDNS off on a LAN),
+// and says when peers come (core goroutine).
+func (n *Node) watchAlone(peers int) {
+	now := n.cfg.Now()
+	switch {
+	case peers > 0:
+		if n.aloneWarned {
+			n.log.Info("peers found", "peers", peers)
+		}
+		n.aloneSince, n.aloneWarned = time.Time{}, false
+	case n.aloneSince.IsZero():
+		n.aloneSince = now
+	case !n.aloneWarned && now.Sub(n.aloneSince) >= AloneWarning:
+		n.aloneWarned = true
+		n.log.Warn("no peers: training alone. Check --bootstrap (multiaddrs ending in /p2p/ID), that the peers run and are reachable, "+
+			"and the consortium file (network key and members) if any", "for", now.Sub(n.aloneSince).Round(time.Second).String())
+	}
+}

@@ -43,6 +43,8 @@ type Node struct {
 	live                               atomic.Pointer[[]gossip.PeerID] // live members but self, for broadcasts without a broadcaster
 	lastCkptUpdates                    uint64                          // core goroutine
 	dpSteps                            int                             // DP steps last shown in the status (-1: none yet)
+	aloneSince                         time.Time                       // when the peers last went to zero (core goroutine)
+	aloneWarned                        bool
 
 	// Channels from the core goroutine to the workers (workers.go) and
 	// the checkpoint writer (checkpoint.go), and back.
@@ -257,6 +259,7 @@ func (n *Node) Run(ctx context.Context) error {
 		case <-slow.C:
 			peers := n.admitted(n.cfg.Transport.Peers())
 			n.peer.SetPeers(peers)
+			n.watchAlone(len(peers))
 			n.met.peers.Set(float64(len(peers)))
 			n.mu.Lock()
 			n.status.Peers = len(peers)

@@ -1,7 +1,10 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -75,3 +78,45 @@ func TestRoundDeadlinesOnVirtualClock(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestAloneIsSaid: a daemon with no peer for 30 s says so at warning
+// level (on the virtual clock: 31 s of it).
+func TestAloneIsSaid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parts, test := shards(t, 1)
+		ep, _ := memnet.New().Join("d000", 16)
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return buf.Write(p)
+		}), nil))
+		nd, err := node.New(node.Config{Job: job(), Train: parts[0], Test: test, Transport: ep, Logger: log,
+			Backend: compute.NewCPU(compute.WithThreads(1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { nd.Run(ctx); close(done) }()
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		early := strings.Contains(buf.String(), "no peers")
+		mu.Unlock()
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if early || !strings.Contains(buf.String(), "level=WARN msg=\"no peers: training alone") {
+			t.Fatalf("warned after 20 s: %v; log after 32 s:\n%s", early, buf.String())
+		}
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

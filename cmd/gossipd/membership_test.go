@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,4 +133,68 @@ func checkJobs(t *testing.T, bin, job string, d *daemon, boot string) {
 			t.Fatalf("%v: job %.12s not listed with 5 members, accuracy ≥ 0.9 and its spec: %+v", args, job, jobs)
 		}
 	}
+}
+
+// TestDaemonDeadPeerOverQUIC: two daemons connected over QUIC only; one is
+// killed with -9. UDP gives no reset, and QUIC would keep the connection
+// for its 30 s idle timeout, sending models into the void; the survivor's
+// liveness check (a ping to a peer that has sent nothing for 5 s)
+// disconnects it well before: its peers drop to 0 within 20 s, and its
+// sends to the dead peer fail (they count as send errors) instead of
+// counting as delivered.
+func TestDaemonDeadPeerOverQUIC(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ports := freeUDPPorts(t, 2)
+	api := freePorts(t, 2)
+	ds := make([]*daemon, 2)
+	var boot string
+	for i := range ds {
+		listen := fmt.Sprintf("/ip4/127.0.0.1/udp/%d/quic-v1", ports[i])
+		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", api[i]), log: filepath.Join(dir, fmt.Sprintf("q%d.log", i)),
+			args: []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("q%d", i)), "--listen", listen, "--api", fmt.Sprintf("127.0.0.1:%d", api[i]),
+				"--shard", fmt.Sprintf("%d/2", i), "--delta", "100ms", "--mdns=false", "--dht", "off", "--log-format", "json"}}
+		if i == 1 {
+			ds[i].args = append(ds[i].args, "--bootstrap", boot)
+		}
+		ds[i].start(t, bin)
+		t.Cleanup(func() {
+			if ds[i].cmd.ProcessState == nil {
+				ds[i].cmd.Process.Kill()
+				ds[i].cmd.Wait()
+			}
+		})
+		if i == 0 {
+			s := poll(t, ds[0], "the first daemon's API", 30*time.Second, func(status) bool { return true })
+			boot = listen + "/p2p/" + s.PeerID
+		}
+	}
+	poll(t, ds[0], "a peer over QUIC exchanging models", 30*time.Second, func(s status) bool { return s.Peers == 1 && s.MessagesIn > 0 })
+	if err := ds[1].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ds[1].cmd.Wait()
+	poll(t, ds[0], "the dead peer dropped (liveness check, not QUIC's 30 s idle timeout)", 20*time.Second, func(s status) bool { return s.Peers == 0 })
+	deadline := time.Now().Add(20 * time.Second)
+	for metric(t, ds[0], "gossipd_send_errors_total") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no send to the dead peer failed: models went into the void")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// freeUDPPorts returns k distinct free UDP ports on 127.0.0.1.
+func freeUDPPorts(t testing.TB, k int) []int {
+	t.Helper()
+	out := make([]int, k)
+	for i := range out {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		out[i] = c.LocalAddr().(*net.UDPAddr).Port
+	}
+	return out
 }

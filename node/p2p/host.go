@@ -84,6 +84,13 @@ type Config struct {
 	IdleTimeout time.Duration
 	// PEXInterval is how often peers exchange addresses (default 5s).
 	PEXInterval time.Duration
+	// Liveness is how often a connected gossipd peer that has sent no
+	// frame since the last check is pinged; one that does not answer
+	// within Liveness is disconnected, so that a dead peer leaves Peers
+	// (and sends to it fail) within two intervals, whatever the transport
+	// (a QUIC connection to a killed peer otherwise lingers for its 30 s
+	// idle timeout). Default 5s; negative: off.
+	Liveness time.Duration
 	// NoPEX turns peer exchange off (discovery is then left to mDNS, the
 	// DHT and job announcements).
 	NoPEX bool
@@ -128,6 +135,8 @@ type Host struct {
 		Close() error
 	}
 	ctx context.Context
+	// lastHeard is when a frame last arrived from each peer (liveness.go).
+	lastHeard sync.Map
 
 	omu sync.Mutex
 	out map[outKey]*outbound
@@ -164,6 +173,9 @@ func New(cfg Config) (*Host, error) {
 	}
 	if cfg.PEXInterval == 0 {
 		cfg.PEXInterval = 5 * time.Second
+	}
+	if cfg.Liveness == 0 {
+		cfg.Liveness = 5 * time.Second
 	}
 	if cfg.Inbound == 0 {
 		cfg.Inbound = 1024
@@ -269,6 +281,9 @@ func New(cfg Config) (*Host, error) {
 		}
 	}
 	t.wg.Go(func() { t.maintain(ctx, boot) })
+	if cfg.Liveness > 0 {
+		t.wg.Go(func() { t.checkLiveness(ctx) })
+	}
 	return t, nil
 }
 
@@ -289,14 +304,44 @@ func (t *Host) HandlePeerFound(ai peer.AddrInfo) {
 func (t *Host) maintain(ctx context.Context, boot []peer.AddrInfo) {
 	tick := time.NewTicker(t.cfg.PEXInterval)
 	defer tick.Stop()
+	// What each bootstrap peer last did, so that a failure is said at
+	// warning level when it starts or changes, and once a minute while it
+	// lasts, and a recovery is said too: a daemon that cannot reach its
+	// bootstrap peers (down, unreachable, another network key, not in the
+	// consortium) must not sit silently at zero peers.
+	type state struct {
+		err    string
+		logged time.Time
+	}
+	last := map[peer.ID]*state{}
 	for {
 		for _, ai := range boot {
-			if t.h.Network().Connectedness(ai.ID) != network.Connected {
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				if err := t.h.Connect(cctx, ai); err != nil {
-					t.log.Debug("bootstrap peer unreachable", "peer", ai.ID, "err", err)
+			if t.h.Network().Connectedness(ai.ID) == network.Connected {
+				continue
+			}
+			st := last[ai.ID]
+			if st == nil {
+				st = &state{}
+				last[ai.ID] = st
+			}
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := t.h.Connect(cctx, ai)
+			cancel()
+			switch {
+			case err == nil:
+				if st.err != "" {
+					t.log.Info("reached bootstrap peer", "peer", ai.ID)
 				}
-				cancel()
+				st.err = ""
+			case ctx.Err() != nil:
+				return
+			case err.Error() != st.err || time.Since(st.logged) >= time.Minute:
+				hint := "is it running and reachable?"
+				if t.cfg.Consortium != nil {
+					hint = "is it running, reachable, on the same network key, and is this node in its member list?"
+				}
+				t.log.Warn("cannot reach bootstrap peer: "+hint, "peer", ai.ID, "addrs", ai.Addrs, "err", err)
+				st.err, st.logged = err.Error(), time.Now()
 			}
 		}
 		if !t.cfg.NoPEX {

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/crc32"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,4 +271,44 @@ func TestAdvertisedAddrs(t *testing.T) {
 	if other > 0 && loop > 0 {
 		t.Fatalf("listening on every interface, the host advertises loopback beside %d other addresses: %v", other, addrs)
 	}
+}
+
+// TestBootstrapFailureIsLogged: a host that cannot reach its bootstrap
+// peer says so at warning level, naming the peer, instead of sitting
+// silently at zero peers.
+func TestBootstrapFailureIsLogged(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	dead := newHost(t)
+	addr := dead.Addrs()[0]
+	id := dead.ID()
+	dead.Close() // nothing listens there any more
+	h, err := New(Config{Key: mustKey(t), Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Bootstrap: []string{addr}, DHT: DHTOff, NoPEX: true,
+		PEXInterval: 100 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	waitFor(t, "a warning about the bootstrap peer", func() bool {
+		s := buf.String()
+		return strings.Contains(s, "level=WARN") && strings.Contains(s, "cannot reach bootstrap peer") && strings.Contains(s, string(id))
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

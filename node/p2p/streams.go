@@ -155,6 +155,7 @@ func (t *Host) handleFrame(s network.Stream) {
 			s.Reset()
 			return
 		}
+		t.heardFrom(from)
 		payload := f.Payload
 		t.deliver(transport.Inbound{From: transport.PeerID(s.Conn().RemotePeer().String()), Frame: f, Authenticated: true,
 			Recycle: func() { t.bufs.put(payload) }})
