@@ -10,12 +10,21 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build image demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
 build: ## build bin/gossipd (pure Go)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gossipd
+
+IMAGE ?= gossipd:dev
+
+# The container image: FROM scratch around the static binary (deploy/Dockerfile).
+image:
+	rm -rf deploy/.build && mkdir -p deploy/.build/data
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o deploy/.build/gossipd ./cmd/gossipd
+	docker build -q -t $(IMAGE) -f deploy/Dockerfile deploy/.build >/dev/null
+	@echo "$(IMAGE): $$(docker image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%.1f MB", $$1/1e6}')"
 
 robustness: build ## regenerate docs/ROBUSTNESS.md (every aggregator under every attack)
 	$(BIN) robustness --out docs/ROBUSTNESS.md

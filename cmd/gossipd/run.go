@@ -41,7 +41,7 @@ type runFlags struct {
 func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.config, "config", "", "YAML config file (keys are these flags' names); precedence: flags > $GOSSIPD_* > file > defaults")
 	fs.StringVar(&r.listen, "listen", "/ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1", "libp2p listen multiaddrs, comma-separated")
-	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, comma-separated")
+	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, comma-separated, or @FILE with one per line")
 	fs.BoolVar(&r.mdns, "mdns", true, "discover peers on the LAN with mDNS")
 	fs.StringVar(&r.consortium, "consortium", "", "consortium file: join its private network (TCP only) and admit its members only")
 	fs.BoolVar(&r.pex, "pex", true, "exchange peer addresses with connected peers")
@@ -123,6 +123,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := r.checkJoin(fs); err != nil {
 		return err
 	}
+	bootstrap, err := cli.ListOrFile(r.bootstrap)
+	if err != nil {
+		return fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
+	}
 	keyPath := r.key
 	if keyPath == "" {
 		keyPath = filepath.Join(r.store, "identity.key")
@@ -143,7 +147,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	limits := p2p.Limits{Conns: r.maxConns, PeerBytes: r.peerBytes, PeerFrames: r.peerFrames}
-	host, err := p2p.New(p2p.Config{Limits: limits, Consortium: club, Key: key, Listen: cli.SplitList(r.listen), Bootstrap: cli.SplitList(r.bootstrap), MDNS: r.mdns, Logger: log,
+	host, err := p2p.New(p2p.Config{Limits: limits, Consortium: club, Key: key, Listen: cli.SplitList(r.listen), Bootstrap: bootstrap, MDNS: r.mdns, Logger: log,
 		DHT: r.dht, NoPEX: !r.pex, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
 			Relays: cli.SplitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
 	if err != nil {
@@ -250,13 +254,19 @@ func (r *runFlags) jobSpec(train *dataset.Dataset) (node.JobSpec, error) {
 }
 
 func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("keygen", "keygen --out FILE\n\nCreates an identity key (mode 0600) and prints its peer ID.", stderr)
+	fs := cli.NewFlagSet("keygen", "keygen --out FILE [--keep] [--addr MULTIADDR --addr-out FILE]\n\nCreates an identity key (mode 0600) and prints its peer ID; with --addr, also\nwrites MULTIADDR/p2p/ID to --addr-out, for others' --bootstrap @FILE.", stderr)
 	out := fs.String("out", "identity.key", "key file to create")
+	keep := fs.Bool("keep", false, "use the key file if it exists (for a deployment's one-shot step) instead of refusing")
+	addr := fs.String("addr", "", "this peer's address without /p2p (e.g. /dns4/node0/tcp/4001), for --addr-out")
+	addrOut := fs.String("addr-out", "", "file to write ADDR/p2p/ID to")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*out); err == nil {
-		return fmt.Errorf("%w: %s exists; refusing to overwrite an identity", errUsage, *out)
+	if (*addr == "") != (*addrOut == "") {
+		return fmt.Errorf("%w: keygen: --addr and --addr-out go together", errUsage)
+	}
+	if _, err := os.Stat(*out); err == nil && !*keep {
+		return fmt.Errorf("%w: %s exists; refusing to overwrite an identity (--keep uses it)", errUsage, *out)
 	}
 	k, err := p2p.LoadOrCreateKey(*out)
 	if err != nil {
@@ -265,6 +275,15 @@ func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	id, err := p2p.PeerIDOf(k)
 	if err != nil {
 		return err
+	}
+	if *addr != "" {
+		full := strings.TrimSuffix(*addr, "/") + "/p2p/" + id
+		if err := p2p.CheckAddr(full); err != nil {
+			return fmt.Errorf("%w: keygen: --addr: %v", errUsage, err)
+		}
+		if err := os.WriteFile(*addrOut, []byte(full+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(stdout, id)
 	return nil

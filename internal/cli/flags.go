@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 )
 
@@ -92,4 +93,31 @@ func FlagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// ListOrFile reads a list flag: comma-separated values, or "@FILE" with
+// one value per line ('#' starts a comment). A missing or empty file is
+// an error naming it.
+func ListOrFile(s string) ([]string, error) {
+	path, ok := strings.CutPrefix(s, "@")
+	if !ok {
+		return SplitList(s), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if k := strings.IndexByte(line, '#'); k >= 0 {
+			line = line[:k]
+		}
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s lists nothing", path)
+	}
+	return out, nil
 }

@@ -66,3 +66,12 @@ func NewEphemeralKey() (crypto.PrivKey, error) {
 	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	return k, err
 }
+
+// CheckAddr reports whether s is a multiaddr ending in /p2p/ID, as
+// bootstrap addresses must be.
+func CheckAddr(s string) error {
+	if _, err := peer.AddrInfoFromString(s); err != nil {
+		return fmt.Errorf("address %q: %w", s, err)
+	}
+	return nil
+}
