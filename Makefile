@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build image e2e demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
@@ -25,6 +25,14 @@ image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o deploy/.build/gossipd ./cmd/gossipd
 	docker build -q -t $(IMAGE) -f deploy/Dockerfile deploy/.build >/dev/null
 	@echo "$(IMAGE): $$(docker image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%.1f MB", $$1/1e6}')"
+
+# End-to-end: clusters of containers on the Docker engine (deploy/e2e):
+# converge, a 2|3 partition and its heal, kill -9 and restart, the
+# liveness of a dead peer, a late joiner, an address change; for random
+# walk, D-PSGD and push-sum. Needs Docker and root (nsenter, iptables).
+e2e: image
+	$(GO) vet -tags e2e ./deploy/e2e
+	$(GO) test -tags e2e -count=1 -v -timeout 20m ./deploy/e2e
 
 robustness: build ## regenerate docs/ROBUSTNESS.md (every aggregator under every attack)
 	$(BIN) robustness --out docs/ROBUSTNESS.md
