@@ -562,7 +562,7 @@ func TestDaemonConsortium(t *testing.T) {
 		}
 	}
 	logHas(ds[0], "the first member refusing the non-member", "refused a peer outside the consortium", ids[2])
-	logHas(ds[3], "the keyless daemon's failed dial", "bootstrap peer unreachable")
+	logHas(ds[3], "the keyless daemon's failed dial, at warning level", `"level":"WARN","msg":"cannot reach bootstrap peer`)
 	for i, want := range []int{1, 1, 0, 0} {
 		if s, err := ds[i].status(); err != nil || s.Peers != want {
 			t.Errorf("daemon %d: %d peers (%v), want %d", i, s.Peers, err, want)
