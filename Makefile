@@ -27,7 +27,7 @@ image:
 	@echo "$(IMAGE): $$(docker image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%.1f MB", $$1/1e6}')"
 
 # End-to-end: clusters of containers on the Docker engine (deploy/e2e):
-# converge, a 2|3 partition and its heal, kill -9 and restart, the
+# converge, bad links (loss and rate limits), a 2|3 partition and its heal, kill -9 and restart, the
 # liveness of a dead peer, a late joiner, an address change; for random
 # walk, D-PSGD and push-sum. Needs Docker and root (nsenter, iptables).
 e2e: image

@@ -1,9 +1,10 @@
 //go:build e2e
 
 // Package e2e runs gossipd clusters in containers on the Docker engine
-// (`make e2e`): real hosts with their own addresses, partitions cut with
-// iptables in the containers' network namespaces, kills, restarts, a late
-// joiner and an address change, for random walk, D-PSGD and push-sum.
+// (`make e2e`): real hosts with their own addresses, lossy and slow links
+// (iptables statistic, tbf), partitions cut with iptables in the
+// containers' network namespaces, kills, restarts, a late joiner and an
+// address change, for random walk, D-PSGD and push-sum.
 // It needs the image `make image` builds, the Docker CLI, and root for
 // nsenter. Every wait is bounded; containers, volumes and networks are
 // removed at the end, and on failure each container's log is kept under
@@ -198,6 +199,41 @@ func TestCluster(t *testing.T) {
 				c.t = t
 				c.waitAll("accuracy ≥ 0.85 with 4 peers each", 120*time.Second, all(), func(s status) bool {
 					return s.Accuracy >= 0.85 && s.Peers == 4
+				})
+			})
+			t.Run("bad-links", func(t *testing.T) {
+				c.t = t
+				// 5% loss (iptables statistic on INPUT: a drop on OUTPUT would
+				// return EPERM to the sender) and 1 Mbit/s (tbf) everywhere,
+				// then 25% and 128 kbit/s on node 4. This kernel has no netem,
+				// so there is no added delay.
+				shape := func(i int, loss, rate string) {
+					c.nsenter(c.name(i), "iptables", "-A", "INPUT", "-m", "statistic", "--mode", "random", "--probability", loss, "-j", "DROP")
+					c.nsenter(c.name(i), "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate, "burst", "32kbit", "latency", "400ms")
+				}
+				for i := range 4 {
+					shape(i, "0.05", "1mbit")
+				}
+				shape(4, "0.25", "128kbit")
+				defer func() {
+					for i := range 5 {
+						c.nsenter(c.name(i), "iptables", "-F", "INPUT")
+						c.nsenter(c.name(i), "tc", "qdisc", "del", "dev", "eth0", "root")
+					}
+				}()
+				before := map[string]uint64{} // by peer ID
+				for _, n := range all() {
+					s, _ := c.status(n)
+					before[s.PeerID] = s.Updates
+				}
+				// The healthy nodes go on learning; the slow one does not
+				// stall them (D-PSGD closes rounds at their deadline), and it
+				// learns too.
+				c.waitAll("20 more updates on every healthy node at ≥ 0.85", 90*time.Second, all()[:4], func(s status) bool {
+					return s.Updates >= before[s.PeerID]+20 && s.Accuracy >= 0.85
+				})
+				c.waitAll("the slow node learning on", 90*time.Second, all()[4:], func(s status) bool {
+					return s.Updates > before[s.PeerID] && s.Accuracy >= 0.8
 				})
 			})
 			t.Run("partition", func(t *testing.T) {
