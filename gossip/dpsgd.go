@@ -53,7 +53,7 @@ func (d *dpsgd) setNeighbors() {
 	if d.live() {
 		for p, deg := range d.adv {
 			if _, ok := d.weights[p]; ok {
-				d.weights[p] = mhWeight(len(d.order), deg)
+				d.weights[p] = merge.MetropolisHastings(len(d.order), deg)
 			} else {
 				delete(d.adv, p)
 			}
@@ -149,7 +149,7 @@ func (d *dpsgd) step(n *Node, m *Message) {
 	}
 	if d.live() && m.Weight > 0 && d.adv[m.From] != int(m.Weight) {
 		d.adv[m.From] = int(m.Weight)
-		d.weights[m.From] = mhWeight(len(d.order), int(m.Weight))
+		d.weights[m.From] = merge.MetropolisHastings(len(d.order), int(m.Weight))
 	}
 	switch {
 	case d.active && m.Round == n.round:

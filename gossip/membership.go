@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/gossipd/gossipd/merge"
 )
 
 // Live membership. A job's roster changes while it runs: peers join, say
@@ -127,10 +125,6 @@ func liveSpec(spec string, k int) string {
 	}
 	return "regular:" + strconv.Itoa(d)
 }
-
-// mhWeight is the Metropolis–Hastings weight of an edge between nodes of
-// degrees a and b.
-func mhWeight(a, b int) float64 { return merge.MetropolisHastings(a, b) }
 
 // Leave starts the node's departure from its job: it keeps taking what
 // arrives but sends no more of its own (push-sum stops pushing; other

@@ -193,7 +193,7 @@ func legacyLedgers(txn *badger.Txn) (map[JobID]uint64, error) {
 	return out, nil
 }
 
-// LegacyConversion says how MigrateLedger turns an old per-job entry (a
+// LegacyConversion says how OpenLedger turns an old per-job entry (a
 // step count) into spending: the steps at the migrating run's sampling
 // rate and noise multiplier (old ledgers did not record theirs), and a
 // floor of ε that checkpoints recorded.
