@@ -14,6 +14,9 @@ type Status struct {
 	JobID    string        `json:"job_id"`
 	Protocol string        `json:"protocol"`
 	Peers    int           `json:"peers"`
+	// Connections are the open connections to peers: how each is reached
+	// (direct or relayed, over which transport) and its round-trip time.
+	Connections []transport.Conn `json:"connections"`
 	// Members is the live members of the job (this node included) and
 	// Neighbors how many of them it mixes with (membership.go).
 	Members   int `json:"members"`
@@ -62,6 +65,10 @@ func (n *Node) Status() Status {
 	})
 	if a, ok := n.cfg.Transport.(transport.Addresser); ok {
 		s.Addrs = a.Addrs() // current, not as of the start
+	}
+	s.Connections = []transport.Conn{}
+	if c, ok := n.cfg.Transport.(transport.ConnLister); ok {
+		s.Connections = c.Conns()
 	}
 	s.Faults = map[string]uint64{}
 	n.faults.Range(func(k, v any) bool {

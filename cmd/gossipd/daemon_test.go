@@ -91,6 +91,9 @@ type status struct {
 	Updates     uint64            `json:"updates"`
 	// PushSumWeight is push-sum's weight.
 	PushSumWeight float64 `json:"pushsum_weight"`
+	Connections   []struct {
+		Peer, Type, Transport, Direction string
+	} `json:"connections"`
 }
 
 func (d *daemon) status() (status, error) {
@@ -324,7 +327,18 @@ func (d *daemon) killRestart(t *testing.T, bin string) status {
 func converge(t *testing.T, ds []*daemon) {
 	t.Helper()
 	for _, d := range ds {
-		poll(t, d, "accuracy ≥ 0.90 with all peers", 90*time.Second, func(s status) bool { return s.Accuracy >= 0.90 && s.Peers == len(ds)-1 })
+		s := poll(t, d, "accuracy ≥ 0.90 with all peers", 90*time.Second, func(s status) bool { return s.Accuracy >= 0.90 && s.Peers == len(ds)-1 })
+		// /status says how each peer is reached: on loopback, directly.
+		peers := map[string]bool{}
+		for _, c := range s.Connections {
+			if c.Type != "direct" || c.Transport == "" || (c.Direction != "inbound" && c.Direction != "outbound") {
+				t.Errorf("%s: connection %+v, want a direct one with its transport and direction", d.api, c)
+			}
+			peers[c.Peer] = true
+		}
+		if len(peers) < s.Peers {
+			t.Errorf("%s: connections to %d peers listed, %d peers", d.api, len(peers), s.Peers)
+		}
 	}
 }
 

@@ -92,4 +92,12 @@ func TestRelay(t *testing.T) {
 	if _, err := conns[0].RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT); err != nil {
 		t.Fatalf("connection %s is not relayed", conns[0].RemoteMultiaddr())
 	}
+	// /status shows it as relayed, and the relay itself as direct.
+	types := map[transport.PeerID]string{}
+	for _, c := range dialer.Conns() {
+		types[c.Peer] += c.Type + "/" + c.Transport + " "
+	}
+	if got := types[natted.ID()]; got != "relayed/circuit-relay-v2 " {
+		t.Errorf("connection to the natted host reported as %q, want relayed", got)
+	}
 }

@@ -62,6 +62,9 @@ func ProtocolFor(lane string) protocol.ID {
 	return protocol.ID("/gossipd/" + lane + "/1.0.0")
 }
 
+// DefaultLiveness is Config.Liveness's default.
+const DefaultLiveness = 4 * time.Second
+
 // Config configures a Host. Zero values take the documented defaults.
 type Config struct {
 	// Key is the identity; see LoadOrCreateKey.
@@ -84,12 +87,12 @@ type Config struct {
 	IdleTimeout time.Duration
 	// PEXInterval is how often peers exchange addresses (default 5s).
 	PEXInterval time.Duration
-	// Liveness is how often a connected gossipd peer that has sent no
-	// frame since the last check is pinged; one that does not answer
-	// within Liveness is disconnected, so that a dead peer leaves Peers
-	// (and sends to it fail) within two intervals, whatever the transport
-	// (a QUIC connection to a killed peer otherwise lingers for its 30 s
-	// idle timeout). Default 5s; negative: off.
+	// Liveness: a connected gossipd peer that has sent no frame for
+	// Liveness is pinged, and one that does not answer within Liveness is
+	// disconnected, so that a dead peer leaves Peers (and sends to it
+	// fail) within DeadPeerBound(Liveness), whatever the transport (a QUIC
+	// connection to a killed peer otherwise lingers for its 30 s idle
+	// timeout). Default 4s (a bound of 8.8 s); negative: off.
 	Liveness time.Duration
 	// NoPEX turns peer exchange off (discovery is then left to mDNS, the
 	// DHT and job announcements).
@@ -175,7 +178,7 @@ func New(cfg Config) (*Host, error) {
 		cfg.PEXInterval = 5 * time.Second
 	}
 	if cfg.Liveness == 0 {
-		cfg.Liveness = 5 * time.Second
+		cfg.Liveness = DefaultLiveness
 	}
 	if cfg.Inbound == 0 {
 		cfg.Inbound = 1024

@@ -12,18 +12,35 @@ import (
 // Liveness the application can see. A connection's transport may take
 // long to notice that the peer behind it died (QUIC waits for its idle
 // timeout), and meanwhile writes to it succeed and models are lost with
-// no sign. So every Config.Liveness the host pings each connected gossipd
-// peer it has heard nothing from since the last check, and disconnects
-// one that does not answer in time: it leaves Peers, its streams are
-// reset, and sends to it fail (and count as send errors).
+// no sign. So the host pings each connected gossipd peer it has heard
+// nothing from for Config.Liveness, and disconnects one that does not
+// answer within Config.Liveness: it leaves Peers, its streams are reset,
+// and sends to it fail (and count as send errors).
+//
+// The check runs every Liveness/livenessTicks, so a peer that dies just
+// after its last frame is dropped at most 2·Liveness + Liveness/5 later
+// (8.8 s with the default of 4 s; DeadPeerBound).
 
-// heard notes that a frame arrived from p.
+// livenessTicks is how many checks run per Liveness interval.
+const livenessTicks = 5
+
+// DeadPeerBound is the longest a dead peer stays in Peers after its last
+// frame, for a liveness interval l (Config.Liveness).
+func DeadPeerBound(l time.Duration) time.Duration { return 2*l + l/livenessTicks }
+
+// heardFrom notes that a frame arrived from p.
 func (t *Host) heardFrom(p peer.ID) { t.lastHeard.Store(p, time.Now()) }
 
 // checkLiveness runs until ctx ends.
 func (t *Host) checkLiveness(ctx context.Context) {
-	tick := time.NewTicker(t.cfg.Liveness)
+	tick := time.NewTicker(t.cfg.Liveness / livenessTicks)
 	defer tick.Stop()
+	var (
+		mu       sync.Mutex
+		inFlight = map[peer.ID]bool{} // one ping at a time per peer
+		wg       sync.WaitGroup
+	)
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -31,7 +48,6 @@ func (t *Host) checkLiveness(ctx context.Context) {
 		case <-tick.C:
 		}
 		since := time.Now().Add(-t.cfg.Liveness)
-		var wg sync.WaitGroup
 		for _, id := range t.Peers() {
 			p, err := peer.Decode(string(id))
 			if err != nil {
@@ -40,9 +56,20 @@ func (t *Host) checkLiveness(ctx context.Context) {
 			if v, ok := t.lastHeard.Load(p); ok && v.(time.Time).After(since) {
 				continue // it spoke recently
 			}
-			wg.Go(func() { t.ping(ctx, p) })
+			mu.Lock()
+			busy := inFlight[p]
+			inFlight[p] = true
+			mu.Unlock()
+			if busy {
+				continue
+			}
+			wg.Go(func() {
+				t.ping(ctx, p)
+				mu.Lock()
+				delete(inFlight, p)
+				mu.Unlock()
+			})
 		}
-		wg.Wait()
 	}
 }
 

@@ -225,3 +225,33 @@ type SpecSigner interface {
 // SpecSigningContext prefixes what a creator signs, so that a spec
 // signature cannot be taken for any other signed message.
 const SpecSigningContext = "gossipd job spec v1\n"
+
+// Conn is one open connection to a peer, as /status shows it.
+type Conn struct {
+	Peer PeerID `json:"peer"`
+	// Type is "direct", or "relayed" through a circuit relay (the peers
+	// could not dial each other, or not yet: hole punching upgrades a
+	// relayed connection to a direct one).
+	Type string `json:"type"`
+	// Transport is the connection's transport protocol ("tcp", "quic-v1").
+	Transport string `json:"transport"`
+	// Direction is "inbound" or "outbound".
+	Direction string `json:"direction"`
+	// Addr is the peer's address as this connection sees it.
+	Addr string `json:"addr"`
+	// RTTMillis is the peer's smoothed round-trip time, when measured.
+	RTTMillis float64 `json:"rtt_ms,omitempty"`
+	// Opened is when the connection was made.
+	Opened time.Time `json:"opened"`
+}
+
+// The types of Conn.
+const (
+	ConnDirect  = "direct"
+	ConnRelayed = "relayed"
+)
+
+// ConnLister is a Transport that can list its open connections to peers.
+type ConnLister interface {
+	Conns() []Conn
+}
