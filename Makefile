@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image e2e demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build image e2e-images e2e demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
@@ -26,11 +26,21 @@ image:
 	docker build -q -t $(IMAGE) -f deploy/Dockerfile deploy/.build >/dev/null
 	@echo "$(IMAGE): $$(docker image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%.1f MB", $$1/1e6}')"
 
+LINKEMU_IMAGE ?= gossipd-linkemu:dev
+
+# The e2e suite's helper image: linkemu, a packet delayer (this kernel has
+# no netem) and a NAT router's process (deploy/e2e/linkemu).
+e2e-images: image
+	rm -rf deploy/.build-e2e && mkdir -p deploy/.build-e2e
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o deploy/.build-e2e/linkemu ./deploy/e2e/linkemu
+	docker build -q -t $(LINKEMU_IMAGE) -f deploy/e2e/linkemu/Dockerfile deploy/.build-e2e >/dev/null
+	@echo "$(LINKEMU_IMAGE): $$(docker image inspect -f '{{.Size}}' $(LINKEMU_IMAGE) | awk '{printf "%.1f MB", $$1/1e6}')"
+
 # End-to-end: clusters of containers on the Docker engine (deploy/e2e):
 # converge, bad links (loss and rate limits), a 2|3 partition and its heal, kill -9 and restart, the
 # liveness of a dead peer, a late joiner, an address change; for random
 # walk, D-PSGD and push-sum. Needs Docker and root (nsenter, iptables).
-e2e: image
+e2e: e2e-images
 	$(GO) vet -tags e2e ./deploy/e2e
 	$(GO) test -tags e2e -count=1 -v -timeout 20m ./deploy/e2e
 

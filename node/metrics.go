@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/gossipd/gossipd/node/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -62,4 +63,33 @@ func newMetrics() *metrics {
 	m.dpSteps = g("dp_steps", "DP-SGD steps charged to the privacy ledger.")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// watchConns adds series read from a transport that lists its connections:
+// open connections by type (direct, relayed) and hole punches by outcome.
+func (m *metrics) watchConns(c transport.ConnLister) {
+	for _, typ := range []string{transport.ConnDirect, transport.ConnRelayed} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gossipd", Name: "connections",
+			Help: "Open connections to gossipd peers, by type: direct, or relayed through a circuit relay.", ConstLabels: prometheus.Labels{"type": typ}},
+			func() float64 {
+				n := 0
+				for _, x := range c.Conns() {
+					if x.Type == typ {
+						n++
+					}
+				}
+				return float64(n)
+			}))
+	}
+	for _, r := range []string{"succeeded", "failed"} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "gossipd", Name: "hole_punches_total",
+			Help: "Hole punches (relayed connections upgraded to direct ones) this node took part in, by result.", ConstLabels: prometheus.Labels{"result": r}},
+			func() float64 {
+				h := c.HolePunches()
+				if r == "succeeded" {
+					return float64(h.Succeeded)
+				}
+				return float64(h.Failed)
+			}))
+	}
 }

@@ -78,6 +78,9 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(), dpSteps: -1, incarnation: newIncarnation(),
 		trainCh: make(chan *gossip.TrainRequest, 1), doneCh: make(chan *gossip.TrainResult, 1),
 		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1), undeliveredCh: make(chan *gossip.Message, 256)}
+	if c, ok := cfg.Transport.(transport.ConnLister); ok {
+		n.met.watchConns(c)
+	}
 	if err := n.signSpec(); err != nil {
 		return nil, err
 	}

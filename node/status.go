@@ -17,6 +17,9 @@ type Status struct {
 	// Connections are the open connections to peers: how each is reached
 	// (direct or relayed, over which transport) and its round-trip time.
 	Connections []transport.Conn `json:"connections"`
+	// HolePunches counts attempts to turn relayed connections into direct
+	// ones, by outcome (with --hole-punching).
+	HolePunches transport.HolePunches `json:"hole_punches"`
 	// Members is the live members of the job (this node included) and
 	// Neighbors how many of them it mixes with (membership.go).
 	Members   int `json:"members"`
@@ -68,7 +71,7 @@ func (n *Node) Status() Status {
 	}
 	s.Connections = []transport.Conn{}
 	if c, ok := n.cfg.Transport.(transport.ConnLister); ok {
-		s.Connections = c.Conns()
+		s.Connections, s.HolePunches = append(s.Connections, c.Conns()...), c.HolePunches()
 	}
 	s.Faults = map[string]uint64{}
 	n.faults.Range(func(k, v any) bool {

@@ -55,3 +55,6 @@ func describeConn(id transport.PeerID, remote ma.Multiaddr, st network.ConnStats
 	}
 	return c
 }
+
+// HolePunches counts the hole punches this host took part in, by outcome.
+func (t *Host) HolePunches() transport.HolePunches { return t.punches.stats() }

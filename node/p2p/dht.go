@@ -40,7 +40,16 @@ func (t *Host) newDHT(h host.Host, boot []peer.AddrInfo) (routing.PeerRouting, e
 	case DHTServer:
 		mode = dht.ModeServer
 	}
-	d, err := dht.New(t.ctx, h, dht.Mode(mode), dht.ProtocolPrefix(DHTProtocolPrefix), dht.BootstrapPeers(boot...))
+	// The DHT dials its bootstrap peers as soon as it exists, which is
+	// before the host listens: a QUIC dial then leaves from a random port,
+	// and what peers observe of it is no use for hole punching. So it gets
+	// its bootstrap peers only once the host is listening.
+	d, err := dht.New(t.ctx, h, dht.Mode(mode), dht.ProtocolPrefix(DHTProtocolPrefix), dht.BootstrapPeersFunc(func() []peer.AddrInfo {
+		if !t.listening.Load() {
+			return nil
+		}
+		return boot
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("p2p: dht: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -145,6 +146,8 @@ type Host struct {
 	out map[outKey]*outbound
 
 	refusedPeers sync.Map // peer.ID → true: refused by the consortium gater
+	punches      *punchTracer
+	listening    atomic.Bool // the host is up and listening (dht.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -245,14 +248,16 @@ func New(cfg Config) (*Host, error) {
 		opts = append(opts, libp2p.Transport(quic.NewTransport))
 	}
 	opts = append(opts, libp2p.ListenAddrStrings(listen...))
+	t.punches = &punchTracer{log: t.log}
 	nat, err := natOptions(cfg.NAT)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	opts = append(opts, nat...)
+	var basic host.Host // the host under the routed one
 	if cfg.dhtEnabled() {
-		opts = append(opts, libp2p.Routing(func(h host.Host) (routing.PeerRouting, error) { return t.newDHT(h, boot) }))
+		opts = append(opts, libp2p.Routing(func(h host.Host) (routing.PeerRouting, error) { basic = h; return t.newDHT(h, boot) }))
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
@@ -260,6 +265,17 @@ func New(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("p2p: %w", err)
 	}
 	t.h = h
+	t.listening.Store(true)
+	if basic == nil {
+		basic = h
+	}
+	if cfg.NAT.HolePunching {
+		if _, err := startPuncher(t, basic); err != nil {
+			cancel()
+			h.Close()
+			return nil, err
+		}
+	}
 	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(nw network.Network, c network.Conn) {
 		if nw.Connectedness(c.RemotePeer()) != network.Connected {
 			t.forget(c.RemotePeer())

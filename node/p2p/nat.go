@@ -2,10 +2,15 @@ package p2p
 
 import (
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
+
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // NATConfig turns on libp2p's NAT traversal. All off by default.
@@ -30,6 +35,43 @@ type NATConfig struct {
 	ForcePrivate bool
 }
 
+// punchTracer counts and logs the outcome of each hole punch, on both
+// sides of it: an operator sees whether peers behind NATs reached each
+// other directly or still talk through a relay.
+type punchTracer struct {
+	log               *slog.Logger
+	succeeded, failed atomic.Uint64
+}
+
+// Trace implements holepunch.EventTracer.
+func (p *punchTracer) Trace(e *holepunch.Event) {
+	var end *holepunch.EndHolePunchEvt
+	switch ev := e.Evt.(type) {
+	case *holepunch.EndHolePunchEvt:
+		end = ev
+	case *holepunch.ProtocolErrorEvt:
+		p.failed.Add(1)
+		p.log.Info("hole punching could not start: the connection stays relayed", "peer", e.Remote, "err", ev.Error)
+		return
+	case *holepunch.DirectDialEvt:
+		p.log.Debug("hole punching: direct dial first", "peer", e.Remote, "ok", ev.Success, "err", ev.Error)
+		return
+	default:
+		return
+	}
+	if end.Success {
+		p.succeeded.Add(1)
+		p.log.Info("hole punched: a direct connection replaces the relayed one", "peer", e.Remote, "took", end.EllapsedTime)
+		return
+	}
+	p.failed.Add(1)
+	p.log.Info("hole punching failed: the connection stays relayed", "peer", e.Remote, "took", end.EllapsedTime, "err", end.Error)
+}
+
+func (p *punchTracer) stats() transport.HolePunches {
+	return transport.HolePunches{Succeeded: p.succeeded.Load(), Failed: p.failed.Load()}
+}
+
 // natOptions turns a NATConfig into libp2p options.
 func natOptions(c NATConfig) ([]libp2p.Option, error) {
 	var opts []libp2p.Option
@@ -39,9 +81,8 @@ func natOptions(c NATConfig) ([]libp2p.Option, error) {
 	if c.AutoNAT {
 		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableAutoNATv2())
 	}
-	if c.HolePunching {
-		opts = append(opts, libp2p.EnableHolePunching())
-	}
+	// Hole punching (HolePunching) is started on the host by New
+	// (holepunch.go), with retries.
 	if c.RelayService {
 		// libp2p runs the relay service only on hosts it deems publicly
 		// reachable; an operator who makes a host a relay asserts that.

@@ -251,7 +251,16 @@ const (
 	ConnRelayed = "relayed"
 )
 
-// ConnLister is a Transport that can list its open connections to peers.
+// HolePunches counts attempts to upgrade relayed connections to direct
+// ones (hole punching), by outcome.
+type HolePunches struct {
+	Succeeded uint64 `json:"succeeded"`
+	Failed    uint64 `json:"failed"`
+}
+
+// ConnLister is a Transport that can list its open connections to peers
+// and say how its hole punching went.
 type ConnLister interface {
 	Conns() []Conn
+	HolePunches() HolePunches
 }
