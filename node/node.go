@@ -33,6 +33,7 @@ type Node struct {
 	status Status
 
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
+	traffic                            traffic // per peer
 	rejected                           sync.Map // reason → *atomic.Uint64
 	faults                             sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
@@ -304,6 +305,7 @@ func (n *Node) handle(in transport.Inbound) {
 	if stepped {
 		n.msgsIn.Add(1)
 		n.met.msgsIn.Inc()
+		n.traffic.in(in.From, len(in.Payload), n.cfg.Now())
 	}
 	if !kept {
 		in.Done()

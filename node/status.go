@@ -17,6 +17,9 @@ type Status struct {
 	// Connections are the open connections to peers: how each is reached
 	// (direct or relayed, over which transport) and its round-trip time.
 	Connections []transport.Conn `json:"connections"`
+	// Traffic is what the node exchanged with each peer (sent and
+	// received messages and bytes, undeliverable sends), keyed by peer.
+	Traffic map[gossip.PeerID]PeerTraffic `json:"traffic"`
 	// HolePunches counts attempts to turn relayed connections into direct
 	// ones, by outcome (with --hole-punching).
 	HolePunches transport.HolePunches `json:"hole_punches"`
@@ -79,6 +82,7 @@ func (n *Node) Status() Status {
 		return true
 	})
 	s.MessagesIn, s.MessagesOut = n.msgsIn.Load(), n.msgsOut.Load()
+	s.Traffic = n.traffic.snapshot(n.cfg.Now())
 	s.BytesIn, s.BytesOut = n.bytesIn.Load(), n.bytesOut.Load()
 	if !n.start.IsZero() { // under n.mu, which Run holds to set it
 		s.UptimeSeconds = n.cfg.Now().Sub(n.start).Seconds()

@@ -93,10 +93,12 @@ func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame) bo
 	cancel()
 	if err != nil {
 		n.met.sendErrors.Inc()
+		n.traffic.failed(to, n.cfg.Now())
 		n.log.Debug("send failed", "to", to, "err", err)
 		return false
 	}
 	n.sent(f)
+	n.traffic.out(to, f.Len(), n.cfg.Now())
 	return true
 }
 
