@@ -33,7 +33,7 @@ type Node struct {
 	status Status
 
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
-	traffic                            traffic // per peer
+	traffic                            traffic  // per peer
 	rejected                           sync.Map // reason → *atomic.Uint64
 	faults                             sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
