@@ -72,6 +72,7 @@ func (n *Node) Status() Status {
 	if a, ok := n.cfg.Transport.(transport.Addresser); ok {
 		s.Addrs = a.Addrs() // current, not as of the start
 	}
+	s.Peers = len(n.admitted(n.cfg.Transport.Peers())) // now, not as of the last tick
 	s.Connections = []transport.Conn{}
 	if c, ok := n.cfg.Transport.(transport.ConnLister); ok {
 		s.Connections, s.HolePunches = append(s.Connections, c.Conns()...), c.HolePunches()

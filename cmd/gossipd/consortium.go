@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/node/p2p"
@@ -18,12 +20,22 @@ func runConsortium(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 func runConsortiumInit(args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("consortium init", "consortium init --out FILE [PEERID ...]\n\nCreates a consortium file (mode 0600) with a fresh 256-bit network key and\nthe given members. Give it to every member; run each daemon with\n--consortium FILE.", stderr)
+	fs := cli.NewFlagSet("consortium init", "consortium init --out FILE [--keep] [PEERID|@FILE ...]\n\nCreates a consortium file (mode 0600) with a fresh 256-bit network key and\nthe given members. Give it to every member; run each daemon with\n--consortium FILE. A member given as @FILE is read from FILE: a peer ID,\nor an address ending in /p2p/ID (as keygen --addr-out writes it).", stderr)
 	out := fs.String("out", "consortium.yaml", "file to create")
+	keep := fs.Bool("keep", false, "if the file exists, keep its key and add the members to it (for a deployment's one-shot step) instead of refusing")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	c, err := p2p.NewConsortium(fs.Args()...)
+	ids, err := memberIDs(fs.Args())
+	if err != nil {
+		return err
+	}
+	if *keep {
+		if _, err := os.Stat(*out); err == nil {
+			return addMembers(*out, ids, stdout)
+		}
+	}
+	c, err := p2p.NewConsortium(ids...)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -34,8 +46,52 @@ func runConsortiumInit(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// memberIDs reads consortium members: peer IDs, or @FILE naming a file
+// that holds one (a bare ID, or an address ending in /p2p/ID).
+func memberIDs(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		path, ok := strings.CutPrefix(a, "@")
+		if !ok {
+			out = append(out, a)
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("consortium member %s: %w", a, err)
+		}
+		s := strings.TrimSpace(string(b))
+		if i := strings.LastIndex(s, "/p2p/"); i >= 0 {
+			s = s[i+len("/p2p/"):]
+		}
+		if err := p2p.CheckPeerID(s); err != nil {
+			return nil, fmt.Errorf("%w: consortium member %s: %v", errUsage, a, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// addMembers admits ids to the consortium file at path.
+func addMembers(path string, ids []string, stdout io.Writer) error {
+	c, err := p2p.LoadConsortium(path)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := c.Add(id); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	if err := c.Save(path); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d member(s)\n", path, len(c.Members))
+	return nil
+}
+
 func runConsortiumAdd(args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("consortium add-member", "consortium add-member --file FILE PEERID [PEERID ...]\n\nAdmits peers to a consortium file (every member needs the updated file).", stderr)
+	fs := cli.NewFlagSet("consortium add-member", "consortium add-member --file FILE PEERID|@FILE [...]\n\nAdmits peers to a consortium file (every member needs the updated file).", stderr)
 	file := fs.String("file", "consortium.yaml", "consortium file")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -43,18 +99,9 @@ func runConsortiumAdd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return fmt.Errorf("%w: consortium add-member: no peer ID given", errUsage)
 	}
-	c, err := p2p.LoadConsortium(*file)
+	ids, err := memberIDs(fs.Args())
 	if err != nil {
 		return err
 	}
-	for _, id := range fs.Args() {
-		if err := c.Add(id); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-	}
-	if err := c.Save(*file); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s: %d member(s)\n", *file, len(c.Members))
-	return nil
+	return addMembers(*file, ids, stdout)
 }

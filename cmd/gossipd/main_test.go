@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gossipd/gossipd/node/p2p"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -196,5 +197,44 @@ func TestRobustnessCommand(t *testing.T) {
 	}
 	if len(rows) != 15 || strings.Count(rows[0], "|") != 13 || !strings.HasPrefix(rows[3], "| krum:2 |") || !strings.HasPrefix(rows[13], "| krum:2 |") {
 		t.Fatalf("table rows:\n%s", strings.Join(rows, "\n"))
+	}
+}
+
+// TestConsortiumInitFromFiles: members given as @FILE (a keygen --addr-out
+// address or a bare ID); --keep adds to an existing file and keeps its key.
+func TestConsortiumInitFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	const (
+		id1 = "12D3KooWRP1m4r8V9EQp11BeqcJ3PkHPDDGCBWJZ8zjBByH5Ncah"
+		id2 = "12D3KooWKYydqc8xkTc7fhV2LYRTBFFh8GWNG8nscp9xUHN2hQ9p"
+	)
+	a1, a2, bad := filepath.Join(dir, "a1.addr"), filepath.Join(dir, "a2.addr"), filepath.Join(dir, "bad.addr")
+	os.WriteFile(a1, []byte("/dns4/a0/tcp/4001/p2p/"+id1+"\n"), 0o644)
+	os.WriteFile(a2, []byte(id2+"\n"), 0o644)
+	os.WriteFile(bad, []byte("/dns4/a0/tcp/4001/p2p/not-an-id\n"), 0o644)
+	f := filepath.Join(dir, "c.yaml")
+	if code, _, stderr := run(t, "consortium", "init", "--out", f, "@"+a1); code != 0 {
+		t.Fatalf("init: %d %s", code, stderr)
+	}
+	before, err := p2p.LoadConsortium(f)
+	if err != nil || len(before.Members) != 1 || before.Members[0] != id1 {
+		t.Fatalf("after init: %+v, %v", before, err)
+	}
+	if code, _, _ := run(t, "consortium", "init", "--out", f, "@"+a2); code == 0 {
+		t.Fatal("init over an existing file without --keep succeeded")
+	}
+	if code, _, stderr := run(t, "consortium", "init", "--keep", "--out", f, "@"+a1, "@"+a2); code != 0 {
+		t.Fatalf("init --keep: %d %s", code, stderr)
+	}
+	after, err := p2p.LoadConsortium(f)
+	if err != nil || len(after.Members) != 2 || !bytes.Equal(after.PSK, before.PSK) {
+		t.Fatalf("after init --keep: %d members, same key %v, %v", len(after.Members), bytes.Equal(after.PSK, before.PSK), err)
+	}
+	code, _, stderr := run(t, "consortium", "add-member", "--file", f, "@"+bad)
+	if code == 0 || !strings.Contains(stderr, "@"+bad) {
+		t.Fatalf("a bad member file: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := run(t, "consortium", "add-member", "--file", f, "@"+filepath.Join(dir, "missing")); code == 0 || !strings.Contains(stderr, "missing") {
+		t.Fatalf("a missing member file: exit %d, %q", code, stderr)
 	}
 }

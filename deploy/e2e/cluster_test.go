@@ -10,8 +10,8 @@ import (
 )
 
 // deadPeerBound is the stated bound on dropping a dead peer: the design
-// gives 8.8 s (p2p.DeadPeerBound of the default 4 s liveness interval);
-// the rest is the polls'.
+// gives 7.6 s (p2p.DeadPeerBound with the default liveness interval and
+// ping timeout); the rest is the polls'.
 const deadPeerBound = 10 * time.Second
 
 // cluster is one protocol's containers on a network of their own.

@@ -63,8 +63,13 @@ func ProtocolFor(lane string) protocol.ID {
 	return protocol.ID("/gossipd/" + lane + "/1.0.0")
 }
 
-// DefaultLiveness is Config.Liveness's default.
-const DefaultLiveness = 4 * time.Second
+// The defaults of Config.Liveness and Config.PingTimeout: a dead peer is
+// dropped at most DeadPeerBound(DefaultLiveness, DefaultPingTimeout) =
+// 7.6 s after its last frame.
+const (
+	DefaultLiveness    = 3 * time.Second
+	DefaultPingTimeout = 4 * time.Second
+)
 
 // Config configures a Host. Zero values take the documented defaults.
 type Config struct {
@@ -89,12 +94,15 @@ type Config struct {
 	// PEXInterval is how often peers exchange addresses (default 5s).
 	PEXInterval time.Duration
 	// Liveness: a connected gossipd peer that has sent no frame for
-	// Liveness is pinged, and one that does not answer within Liveness is
-	// disconnected, so that a dead peer leaves Peers (and sends to it
-	// fail) within DeadPeerBound(Liveness), whatever the transport (a QUIC
-	// connection to a killed peer otherwise lingers for its 30 s idle
-	// timeout). Default 4s (a bound of 8.8 s); negative: off.
+	// Liveness is pinged, and one that does not answer within PingTimeout
+	// is disconnected, so that a dead peer leaves Peers (and sends to it
+	// fail) within DeadPeerBound(Liveness, PingTimeout), whatever the
+	// transport (a QUIC connection to a killed peer otherwise lingers for
+	// its 30 s idle timeout). Default 3s (DefaultLiveness); negative: off.
 	Liveness time.Duration
+	// PingTimeout is how long a liveness ping may take (default 4s,
+	// DefaultPingTimeout: a slow, lossy link may queue it behind a model).
+	PingTimeout time.Duration
 	// NoPEX turns peer exchange off (discovery is then left to mDNS, the
 	// DHT and job announcements).
 	NoPEX bool
@@ -182,6 +190,9 @@ func New(cfg Config) (*Host, error) {
 	}
 	if cfg.Liveness == 0 {
 		cfg.Liveness = DefaultLiveness
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = DefaultPingTimeout
 	}
 	if cfg.Inbound == 0 {
 		cfg.Inbound = 1024

@@ -14,19 +14,19 @@ import (
 // timeout), and meanwhile writes to it succeed and models are lost with
 // no sign. So the host pings each connected gossipd peer it has heard
 // nothing from for Config.Liveness, and disconnects one that does not
-// answer within Config.Liveness: it leaves Peers, its streams are reset,
-// and sends to it fail (and count as send errors).
+// answer within Config.PingTimeout: it leaves Peers, its streams are
+// reset, and sends to it fail (and count as send errors).
 //
 // The check runs every Liveness/livenessTicks, so a peer that dies just
-// after its last frame is dropped at most 2·Liveness + Liveness/5 later
-// (8.8 s with the default of 4 s; DeadPeerBound).
+// after its last frame is dropped at most Liveness + Liveness/5 +
+// PingTimeout later (DeadPeerBound: 7.6 s with the defaults).
 
 // livenessTicks is how many checks run per Liveness interval.
 const livenessTicks = 5
 
 // DeadPeerBound is the longest a dead peer stays in Peers after its last
-// frame, for a liveness interval l (Config.Liveness).
-func DeadPeerBound(l time.Duration) time.Duration { return 2*l + l/livenessTicks }
+// frame, for a liveness interval l and a ping timeout pt.
+func DeadPeerBound(l, pt time.Duration) time.Duration { return l + l/livenessTicks + pt }
 
 // heardFrom notes that a frame arrived from p.
 func (t *Host) heardFrom(p peer.ID) { t.lastHeard.Store(p, time.Now()) }
@@ -75,7 +75,7 @@ func (t *Host) checkLiveness(ctx context.Context) {
 
 // ping pings p once and disconnects it if no answer comes in time.
 func (t *Host) ping(ctx context.Context, p peer.ID) {
-	pctx, cancel := context.WithTimeout(ctx, t.cfg.Liveness)
+	pctx, cancel := context.WithTimeout(ctx, t.cfg.PingTimeout)
 	defer cancel()
 	select {
 	case r, ok := <-ping.Ping(pctx, t.h, p):
