@@ -34,7 +34,7 @@ var timingColumns = []struct{ key, heading string }{
 var timings = struct {
 	sync.Mutex
 	rows map[string]map[string]string // protocol → column → value
-	rest []string                      // other lines (NAT, compose)
+	rest []string                     // other lines (NAT, compose)
 }{rows: map[string]map[string]string{}}
 
 // record notes a timing of a protocol's scenario.

@@ -2,8 +2,10 @@ package p2p
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +80,35 @@ func TestConsortium(t *testing.T) {
 	if _, err := LoadConsortium(path); err == nil {
 		t.Fatal("a world-readable consortium file was accepted")
 	}
+}
+
+// TestNonMemberSaysSo: a daemon that holds the network key but is not in
+// the member list completes its own handshake before the member's gater
+// closes the connection, so its dial "succeeds"; it must still warn that
+// it cannot reach its bootstrap peer, naming the member list.
+func TestNonMemberSaysSo(t *testing.T) {
+	ka, kc := mustKey(t), mustKey(t)
+	ida, _ := PeerIDOf(ka)
+	club, err := NewConsortium(ida)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Key: ka, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, NoPEX: true, Consortium: club})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c, err := New(Config{Key: kc, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, NoPEX: true, Consortium: club,
+		Bootstrap: a.Addrs(), PEXInterval: 100 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, "the non-member's warning", func() bool {
+		s := buf.String()
+		return strings.Contains(s, "level=WARN") && strings.Contains(s, "cannot reach bootstrap peer") &&
+			strings.Contains(s, "member list") && strings.Contains(s, ida)
+	})
 }

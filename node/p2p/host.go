@@ -342,21 +342,30 @@ func (t *Host) maintain(ctx context.Context, boot []peer.AddrInfo) {
 	type state struct {
 		err    string
 		logged time.Time
+		// up: the last Connect succeeded. If the peer is gone again by the
+		// next round, it closed the connection at once: what a consortium
+		// member does to a peer that holds the key but is not a member.
+		up bool
 	}
 	last := map[peer.ID]*state{}
 	for {
 		for _, ai := range boot {
-			if t.h.Network().Connectedness(ai.ID) == network.Connected {
-				continue
-			}
 			st := last[ai.ID]
 			if st == nil {
 				st = &state{}
 				last[ai.ID] = st
 			}
+			if t.h.Network().Connectedness(ai.ID) == network.Connected {
+				st.up = false // it stayed
+				continue
+			}
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := t.h.Connect(cctx, ai)
 			cancel()
+			if err == nil && st.up {
+				err = errors.New("it closed the connection right after it was made")
+			}
+			st.up = err == nil
 			switch {
 			case err == nil:
 				if st.err != "" {
