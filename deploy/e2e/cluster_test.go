@@ -201,7 +201,7 @@ func (c *cluster) badLinks() {
 		return s.Updates >= before[s.PeerID]+20 && s.Accuracy >= 0.85
 	})
 	record(c.proto, "badlinks", at.Sub(start))
-	waitAll(c.t, "the slow node learning on", 90*time.Second, c.all()[4:], func(s status) bool {
+	waitAll(c.t, "the slow node learning on", 150*time.Second, c.all()[4:], func(s status) bool {
 		return s.Updates > before[s.PeerID] && s.Accuracy >= 0.8
 	})
 }
