@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image e2e-images e2e demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build image e2e-images compose-v2 e2e demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
@@ -36,13 +36,25 @@ e2e-images: image
 	docker build -q -t $(LINKEMU_IMAGE) -f deploy/e2e/linkemu/Dockerfile deploy/.build-e2e >/dev/null
 	@echo "$(LINKEMU_IMAGE): $$(docker image inspect -f '{{.Size}}' $(LINKEMU_IMAGE) | awk '{printf "%.1f MB", $$1/1e6}')"
 
+# Compose v2, for the e2e suite to run the compose files with both
+# versions: this machine has docker-compose v1 only, and no plugin can be
+# downloaded, but Compose v2 is a Go module (cached by the Go build cache).
+COMPOSE_V2_VERSION ?= v2.29.7
+COMPOSE_V2 := $(CURDIR)/bin/compose-$(COMPOSE_V2_VERSION)/cmd
+compose-v2: $(COMPOSE_V2)
+$(COMPOSE_V2):
+	GOBIN=$(dir $(COMPOSE_V2)) $(GO) install github.com/docker/compose/v2/cmd@$(COMPOSE_V2_VERSION)
+
 # End-to-end: clusters of containers on the Docker engine (deploy/e2e):
-# converge, bad links (loss and rate limits), a 2|3 partition and its heal, kill -9 and restart, the
-# liveness of a dead peer, a late joiner, an address change; for random
-# walk, D-PSGD and push-sum. Needs Docker and root (nsenter, iptables).
-e2e: e2e-images
+# converge, bad links (loss, rate limits, delay), a 2|3 partition and its
+# heal, kill -9 and restart, the liveness of a dead peer, a late joiner,
+# an address change, for random walk, D-PSGD and push-sum; two peers
+# behind NATs (relay, hole punching); deploy/compose.yaml and
+# deploy/consortium with Compose v1 and v2. Needs Docker, docker-compose
+# and root (nsenter, iptables). Timings go to e2e-logs/timings.md.
+e2e: e2e-images compose-v2
 	$(GO) vet -tags e2e ./deploy/e2e
-	$(GO) test -tags e2e -count=1 -v -timeout 20m ./deploy/e2e
+	COMPOSE_V2=$(COMPOSE_V2) $(GO) test -tags e2e -count=1 -v -timeout 20m ./deploy/e2e
 
 robustness: build ## regenerate docs/ROBUSTNESS.md (every aggregator under every attack)
 	$(BIN) robustness --out docs/ROBUSTNESS.md

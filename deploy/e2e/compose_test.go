@@ -11,51 +11,73 @@ import (
 	"time"
 )
 
-// compose runs docker-compose (v1, as installed here; the files work with
-// v2 too) on a file of deploy/ under a project name of the suite's.
-func compose(t testing.TB, project, file string, args ...string) string {
+// composeTool is a Compose implementation: docker-compose v1 as Debian
+// installs it, or v2 (`make e2e` builds it from the Go module proxy, since
+// this machine has no `docker compose` plugin; COMPOSE_V2 names it).
+type composeTool struct{ name, bin string }
+
+func composeTools(t testing.TB) []composeTool {
+	v2 := os.Getenv("COMPOSE_V2")
+	if v2 == "" {
+		t.Fatal("COMPOSE_V2 is not set: `make e2e` builds Compose v2 (make compose-v2) and sets it")
+	}
+	return []composeTool{{"v1", "docker-compose"}, {"v2", v2}}
+}
+
+// project is one Compose project of the suite: a file of deploy/ under a
+// name of the suite's, run by one tool.
+type project struct {
+	tool       composeTool
+	name, file string
+}
+
+// compose runs the project's tool with args.
+func (p project) compose(t testing.TB, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("docker-compose", append([]string{"-p", project, "-f", filepath.Join("..", file)}, args...)...)
+	cmd := exec.Command(p.tool.bin, append([]string{"-p", p.name, "-f", filepath.Join("..", p.file)}, args...)...)
 	cmd.Env = append(os.Environ(), "GOSSIPD_IMAGE="+image)
 	timer := time.AfterFunc(4*time.Minute, func() { cmd.Process.Kill() })
 	defer timer.Stop()
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output() // warnings go to stderr
 	if err != nil {
-		t.Fatalf("docker-compose %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("compose %s %s: %v\n%s%s", p.tool.name, strings.Join(args, " "), err, out, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
 }
 
-// composeNodes finds the containers of a project's services and their
-// first address.
-func composeNodes(t testing.TB, project, file string, services ...string) []node {
+// nodes finds the containers of a project's services and their first
+// address.
+func (p project) nodes(t testing.TB, services ...string) []node {
 	t.Helper()
 	var out []node
 	for _, s := range services {
-		id := compose(t, project, file, "ps", "-q", s)
+		id := p.compose(t, "ps", "-q", s)
 		if id == "" {
-			t.Fatalf("%s: no container for service %s", project, s)
+			t.Fatalf("%s: no container for service %s", p.name, s)
 		}
 		ips := strings.Fields(docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", id))
 		if len(ips) == 0 {
-			t.Fatalf("%s: service %s has no address", project, s)
+			t.Fatalf("%s: service %s has no address", p.name, s)
 		}
 		out = append(out, node{name: s, ip: ips[0]})
 	}
 	return out
 }
 
-// composeDown keeps the project's logs on failure and removes it with its
+// down keeps the project's logs on failure and removes it with its
 // volumes.
-func composeDown(t *testing.T, project, file string) {
+func (p project) down(t *testing.T) {
+	base := []string{"-p", p.name, "-f", filepath.Join("..", p.file)}
 	if t.Failed() {
-		d := filepath.Join("..", "..", "e2e-logs", project)
+		d := filepath.Join("..", "..", "e2e-logs", p.name)
 		os.MkdirAll(d, 0o755)
-		out, _ := exec.Command("docker-compose", "-p", project, "-f", filepath.Join("..", file), "logs", "--no-color").CombinedOutput()
+		out, _ := exec.Command(p.tool.bin, append(base, "logs", "--no-color")...).CombinedOutput()
 		os.WriteFile(filepath.Join(d, "compose.log"), out, 0o644)
-		t.Logf("compose logs kept in e2e-logs/%s", project)
+		t.Logf("compose logs kept in e2e-logs/%s", p.name)
 	}
-	exec.Command("docker-compose", "-p", project, "-f", filepath.Join("..", file), "down", "-v", "--remove-orphans").Run()
+	exec.Command(p.tool.bin, append(base, "down", "-v", "--remove-orphans")...).Run()
 }
 
 // TestCompose brings up deploy/compose.yaml (five nodes bootstrapping by
@@ -63,66 +85,75 @@ func composeDown(t *testing.T, project, file string) {
 // organisations on two networks, a network key and a member list) with
 // docker-compose, as a user would.
 func TestCompose(t *testing.T) {
-	t.Run("cluster", func(t *testing.T) {
-		const project, file = "gossipde2e", "compose.yaml"
-		composeDown(t, project, file)
-		defer composeDown(t, project, file)
-		start := time.Now()
-		compose(t, project, file, "up", "-d")
-		nodes := composeNodes(t, project, file, "node0", "node1", "node2", "node3", "node4")
-		at := waitAll(t, "five nodes with 4 peers each at ≥ 0.85", 120*time.Second, nodes, func(s status) bool {
-			return s.Peers == 4 && s.Accuracy >= 0.85
+	for _, tool := range composeTools(t) {
+		t.Run(tool.name, func(t *testing.T) {
+			t.Run("cluster", func(t *testing.T) { composeCluster(t, project{tool, "gossipde2e" + tool.name, "compose.yaml"}) })
+			t.Run("consortium", func(t *testing.T) { composeConsortium(t, project{tool, "gossipde2econs" + tool.name, "consortium/compose.yaml"}) })
 		})
-		note("compose: deploy/compose.yaml up to five nodes at ≥ 0.85 with 4 peers each in %.1f s (docker-compose %s).", at.Sub(start).Seconds(), composeVersion())
-	})
-	t.Run("consortium", func(t *testing.T) {
-		const project, file = "gossipde2econs", "consortium/compose.yaml"
-		outsider := "e2e-consortium-outsider"
-		removeAll([]string{outsider}, nil, nil)
-		composeDown(t, project, file)
-		defer func() {
-			keepLogs(t, project, []string{outsider})
-			removeAll([]string{outsider}, nil, nil)
-			composeDown(t, project, file)
-		}()
-		start := time.Now()
-		compose(t, project, file, "up", "-d")
-		nodes := composeNodes(t, project, file, "a0", "a1", "b0", "b1")
-		// The gateways reach everyone; a1 and b1 reach the two gateways.
-		want := map[string]int{}
-		for _, n := range nodes {
-			want[statusOf(t, n.ip).PeerID] = map[bool]int{true: 3, false: 2}[strings.HasSuffix(n.name, "0")]
-		}
-		at := waitAll(t, "four members learning across the two networks", 120*time.Second, nodes, func(s status) bool {
-			return s.Peers == want[s.PeerID] && s.Accuracy >= 0.85
-		})
-		note("consortium: deploy/consortium up to four members of two organisations at ≥ 0.85 in %.1f s.", at.Sub(start).Seconds())
-		// An outsider that holds the network key but is not a member is
-		// turned away, and both sides say so.
-		docker(t, "run", "-d", "--name", outsider, "--network", project+"_org-a", "-v", project+"_shared:/shared:ro", image,
-			"run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4")
-		ip := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", outsider)
-		them := statusOf(t, ip)
-		a0 := compose(t, project, file, "ps", "-q", "a0")
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			theirs, _ := dockerErr("logs", a0)
-			ours, _ := dockerErr("logs", outsider)
-			s, err := getStatus(ip)
-			if err == nil && s.Peers == 0 && strings.Contains(theirs, "refused a peer outside the consortium") && strings.Contains(theirs, them.PeerID) &&
-				strings.Contains(ours, "cannot reach bootstrap peer") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the outsider (%s): peers %d (%v); a0 logged its refusal: %v; the outsider logged its failure: %v", them.PeerID, s.Peers, err,
-					strings.Contains(theirs, them.PeerID), strings.Contains(ours, "cannot reach bootstrap peer"))
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	})
+	}
 }
 
-func composeVersion() string {
-	out, _ := run(10*time.Second, "docker-compose", "version", "--short")
+// composeCluster: deploy/compose.yaml's five nodes reach 0.85 with 4 peers
+// each.
+func composeCluster(t *testing.T, p project) {
+	p.down(t)
+	defer p.down(t)
+	start := time.Now()
+	p.compose(t, "up", "-d")
+	nodes := p.nodes(t, "node0", "node1", "node2", "node3", "node4")
+	at := waitAll(t, "five nodes with 4 peers each at ≥ 0.85", 120*time.Second, nodes, func(s status) bool {
+		return s.Peers == 4 && s.Accuracy >= 0.85
+	})
+	note("compose %s (%s): deploy/compose.yaml up to five nodes at ≥ 0.85 with 4 peers each in %.1f s.", p.tool.name, composeVersion(p.tool), at.Sub(start).Seconds())
+}
+
+// composeConsortium: deploy/consortium's four members learn across the
+// two networks, and an outsider that holds the network key but is not a
+// member is turned away, both sides saying so.
+func composeConsortium(t *testing.T, p project) {
+	outsider := "e2e-consortium-outsider-" + p.tool.name
+	removeAll([]string{outsider}, nil, nil)
+	p.down(t)
+	defer func() {
+		keepLogs(t, p.name, []string{outsider})
+		removeAll([]string{outsider}, nil, nil)
+		p.down(t)
+	}()
+	start := time.Now()
+	p.compose(t, "up", "-d")
+	nodes := p.nodes(t, "a0", "a1", "b0", "b1")
+	// The gateways reach everyone; a1 and b1 reach the two gateways.
+	want := map[string]int{}
+	for _, n := range nodes {
+		want[statusOf(t, n.ip).PeerID] = map[bool]int{true: 3, false: 2}[strings.HasSuffix(n.name, "0")]
+	}
+	at := waitAll(t, "four members learning across the two networks", 120*time.Second, nodes, func(s status) bool {
+		return s.Peers == want[s.PeerID] && s.Accuracy >= 0.85
+	})
+	note("consortium, compose %s: deploy/consortium up to four members of two organisations at ≥ 0.85 in %.1f s.", p.tool.name, at.Sub(start).Seconds())
+	docker(t, "run", "-d", "--name", outsider, "--network", p.name+"_org-a", "-v", p.name+"_shared:/shared:ro", image,
+		"run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4")
+	ip := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", outsider)
+	them := statusOf(t, ip)
+	a0 := p.compose(t, "ps", "-q", "a0")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		theirs, _ := dockerErr("logs", a0)
+		ours, _ := dockerErr("logs", outsider)
+		s, err := getStatus(ip)
+		if err == nil && s.Peers == 0 && strings.Contains(theirs, "refused a peer outside the consortium") && strings.Contains(theirs, them.PeerID) &&
+			strings.Contains(ours, "cannot reach bootstrap peer") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the outsider (%s): peers %d (%v); a0 logged its refusal: %v; the outsider logged its failure: %v", them.PeerID, s.Peers, err,
+				strings.Contains(theirs, them.PeerID), strings.Contains(ours, "cannot reach bootstrap peer"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func composeVersion(tool composeTool) string {
+	out, _ := run(10*time.Second, tool.bin, "version", "--short")
 	return out
 }
