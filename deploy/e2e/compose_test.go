@@ -88,7 +88,9 @@ func TestCompose(t *testing.T) {
 	for _, tool := range composeTools(t) {
 		t.Run(tool.name, func(t *testing.T) {
 			t.Run("cluster", func(t *testing.T) { composeCluster(t, project{tool, "gossipde2e" + tool.name, "compose.yaml"}) })
-			t.Run("consortium", func(t *testing.T) { composeConsortium(t, project{tool, "gossipde2econs" + tool.name, "consortium/compose.yaml"}) })
+			t.Run("consortium", func(t *testing.T) {
+				composeConsortium(t, project{tool, "gossipde2econs" + tool.name, "consortium/compose.yaml"})
+			})
 		})
 	}
 }
