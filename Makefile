@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image e2e-images compose-v2 e2e demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build image e2e-images compose-v2 e2e qemu demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
@@ -67,7 +67,7 @@ demo: build ## train softmax regression on the embedded digits dataset
 
 # The full check that CI runs: static checks, the race-detector suite, the
 # pure-Go (noasm) kernels, brief fuzzing of every decoder and cross builds.
-test: vet fmt-check race noasm fuzz cross
+test: vet fmt-check race noasm fuzz cross qemu
 
 vet:
 	$(GO) vet $(PKGS)
@@ -93,13 +93,19 @@ FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLI
 	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
 	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./node:FuzzParseSpec ./node:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./cmd/gossipd:FuzzConfigFile \
-	./peer:FuzzReceive
+	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t#*:}; \
 		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
+
+# The linux/arm64 and linux/arm (v7) binaries run under qemu-user
+# (Debian's qemu-user-static): training on digits and a two-node exchange.
+qemu:
+	$(GO) vet -tags qemu ./cmd/gossipd
+	$(GO) test -tags qemu -run '^TestCrossArch$$' -count=1 -v ./cmd/gossipd
 
 cross:
 	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/gossipd
