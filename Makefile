@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image e2e-images compose-v2 e2e qemu demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build image e2e-images compose-v2 e2e qemu deploy-check demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
@@ -67,7 +67,7 @@ demo: build ## train softmax regression on the embedded digits dataset
 
 # The full check that CI runs: static checks, the race-detector suite, the
 # pure-Go (noasm) kernels, brief fuzzing of every decoder and cross builds.
-test: vet fmt-check race noasm fuzz cross qemu
+test: vet fmt-check race noasm fuzz cross qemu deploy-check
 
 vet:
 	$(GO) vet $(PKGS)
@@ -106,6 +106,13 @@ fuzz:
 qemu:
 	$(GO) vet -tags qemu ./cmd/gossipd
 	$(GO) test -tags qemu -run '^TestCrossArch$$' -count=1 -v ./cmd/gossipd
+
+# The deployment files, read by their own tools: systemd-analyze (verify,
+# security), promtool (config, rules, rule unit tests), and the series the
+# rules and the Grafana dashboard use.
+deploy-check:
+	$(GO) vet -tags deploytools ./deploy
+	$(GO) test -tags deploytools -count=1 -v ./deploy
 
 cross:
 	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/gossipd

@@ -16,7 +16,8 @@ import (
 // maxPredictBody bounds a /predict request.
 const maxPredictBody = 16 << 20
 
-// Handler serves the operator API: /healthz, /status (JSON), /metrics
+// Handler serves the operator API: /healthz (the process serves), /readyz
+// (it trains with peers: see Ready), /status (JSON), /metrics
 // (Prometheus), /model (safetensors), /predict (JSON), /jobs (the jobs
 // announced on the network: ID, protocol, model, members seen, best
 // accuracy) and /announcements (the latest announcement of each peer).
@@ -24,6 +25,13 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if why := n.NotReady(); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

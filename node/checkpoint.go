@@ -56,6 +56,7 @@ func (n *Node) writeCheckpoints() {
 // saved reports a durable checkpoint.
 func (n *Node) saved(c *Checkpoint) {
 	n.met.ckpts.Inc()
+	n.met.ckptTime.Set(float64(n.cfg.Now().UnixNano()) / 1e9)
 	n.mu.Lock()
 	if c.Seq > n.status.Checkpoint {
 		n.status.Checkpoint, n.status.CheckpointAge = c.Seq, c.State.Age

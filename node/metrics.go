@@ -1,6 +1,9 @@
 package node
 
 import (
+	"regexp"
+	"slices"
+
 	"github.com/gossipd/gossipd/node/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -9,6 +12,7 @@ import (
 // metrics are the daemon's Prometheus series, in a registry of its own.
 type metrics struct {
 	reg        *prometheus.Registry
+	own        []prometheus.Collector // gossipd's series, for SeriesNames
 	msgsIn     prometheus.Counter
 	msgsOut    prometheus.Counter
 	bytesIn    prometheus.Counter
@@ -25,19 +29,21 @@ type metrics struct {
 	peers      prometheus.Gauge
 	round      prometheus.Gauge
 	dpEpsilon  prometheus.Gauge
+	dpBudget   prometheus.Gauge
 	dpSteps    prometheus.Gauge
+	ckptTime   prometheus.Gauge
 }
 
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	c := func(name, help string) prometheus.Counter {
 		x := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "gossipd", Name: name, Help: help})
-		m.reg.MustRegister(x)
+		m.register(x)
 		return x
 	}
 	g := func(name, help string) prometheus.Gauge {
 		x := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "gossipd", Name: name, Help: help})
-		m.reg.MustRegister(x)
+		m.register(x)
 		return x
 	}
 	m.msgsIn = c("messages_in_total", "Gossip messages received and accepted for the core.")
@@ -50,10 +56,10 @@ func newMetrics() *metrics {
 	m.ckpts = c("checkpoints_total", "Checkpoints written.")
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gossipd", Name: "rejected_total",
 		Help: "Inbound messages rejected, by reason."}, []string{"reason"})
-	m.reg.MustRegister(m.rejected)
+	m.register(m.rejected)
 	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gossipd", Name: "network_faults_total",
 		Help: "Network faults: streams that broke mid-frame or timed out, by reason (not input rejected)."}, []string{"reason"})
-	m.reg.MustRegister(m.faults)
+	m.register(m.faults)
 	m.age = g("model_age", "Examples the model has seen.")
 	m.accuracy = g("accuracy", "Accuracy on the node's held-out split.")
 	m.loss = g("loss", "Loss on the node's held-out split.")
@@ -61,15 +67,54 @@ func newMetrics() *metrics {
 	m.round = g("round", "D-PSGD round or SFB clock.")
 	m.dpEpsilon = g("dp_epsilon_spent", "Privacy spent by DP-SGD on this node's data: ε at the configured δ (0 without DP).")
 	m.dpSteps = g("dp_steps", "DP-SGD steps charged to the privacy ledger.")
+	m.dpBudget = g("dp_epsilon_budget", "The privacy budget ε this node stops at (0: none).")
+	m.ckptTime = g("checkpoint_timestamp_seconds", "When the last checkpoint was written (or resumed from), Unix seconds: alert on its age.")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+func (m *metrics) register(c prometheus.Collector) {
+	m.reg.MustRegister(c)
+	m.own = append(m.own, c)
+}
+
+// SeriesNames lists the gossipd_* series a daemon can export (with a
+// transport that lists its connections), sorted: what dashboards and
+// alert rules may use. A labelled series appears in /metrics only once a
+// value was counted under some label.
+func SeriesNames() []string {
+	m := newMetrics()
+	m.watchConns(noConns{})
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range m.own {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var out []string
+	for d := range ch {
+		if s := descName.FindStringSubmatch(d.String()); s != nil {
+			out = append(out, s[1])
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+var descName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// noConns is a ConnLister with nothing to list.
+type noConns struct{}
+
+func (noConns) Conns() []transport.Conn            { return nil }
+func (noConns) HolePunches() transport.HolePunches { return transport.HolePunches{} }
 
 // watchConns adds series read from a transport that lists its connections:
 // open connections by type (direct, relayed) and hole punches by outcome.
 func (m *metrics) watchConns(c transport.ConnLister) {
 	for _, typ := range []string{transport.ConnDirect, transport.ConnRelayed} {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gossipd", Name: "connections",
+		m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gossipd", Name: "connections",
 			Help: "Open connections to gossipd peers, by type: direct, or relayed through a circuit relay.", ConstLabels: prometheus.Labels{"type": typ}},
 			func() float64 {
 				n := 0
@@ -82,7 +127,7 @@ func (m *metrics) watchConns(c transport.ConnLister) {
 			}))
 	}
 	for _, r := range []string{"succeeded", "failed"} {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "gossipd", Name: "hole_punches_total",
+		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "gossipd", Name: "hole_punches_total",
 			Help: "Hole punches (relayed connections upgraded to direct ones) this node took part in, by result.", ConstLabels: prometheus.Labels{"result": r}},
 			func() float64 {
 				h := c.HolePunches()

@@ -160,9 +160,11 @@ func New(cfg Config) (*Node, error) {
 		n.status.ResumedFrom = n.resumed.Seq
 		n.status.Checkpoint = n.resumed.Seq
 		n.status.CheckpointAge = n.resumed.State.Age
+		n.met.ckptTime.Set(float64(n.resumed.Time.UnixNano()) / 1e9)
 	}
 	if pc.Budget != nil {
 		n.status.DPDelta, n.status.DPBudget = cfg.DP.Delta, cfg.DP.Epsilon
+		n.met.dpBudget.Set(cfg.DP.Epsilon)
 	}
 	n.refreshStatus()
 	n.publish()

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,4 +220,50 @@ func TestStatusAddrsFollowTheTransport(t *testing.T) {
 	if got := nd.Status().Addrs; len(got) != 1 || got[0] != now {
 		t.Fatalf("/status addrs %v after the address changed to %s", got, now)
 	}
+}
+
+// TestReadyz: /readyz is 503 with its reason until the node runs with a
+// peer; /healthz is 200 from the start.
+func TestReadyz(t *testing.T) {
+	parts, test := shards(t, 2)
+	net := memnet.New()
+	var nodes []*node.Node
+	for i := range 2 {
+		ep, _ := net.Join(fmt.Sprintf("r%03d", i), 16)
+		nd, err := node.New(node.Config{Job: job(), Train: parts[i], Test: test, Transport: ep, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, nd)
+	}
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		nodes[0].Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz %d before the start", code)
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "starting") {
+		t.Fatalf("/readyz before the start: %d %q", code, body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, nd := range nodes {
+		wg.Go(func() { nd.Run(ctx) })
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := get("/readyz")
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz with a peer: %d %q", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
 }

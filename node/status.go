@@ -136,3 +136,23 @@ func (n *Node) fault(reason string, from gossip.PeerID, err error) {
 	n.log.Debug("network fault", "reason", reason, "peer", from, "err", err)
 	n.met.faults.WithLabelValues(reason).Inc()
 }
+
+// NotReady says why the node is not ready to serve its part of the job
+// (/readyz), or "" once it is: it runs, has a model (a joining node has
+// taken a member's state) and has at least one peer.
+func (n *Node) NotReady() string {
+	n.mu.Lock()
+	started := !n.start.IsZero()
+	n.mu.Unlock()
+	if !started {
+		return "starting"
+	}
+	s := n.Status()
+	switch {
+	case n.cfg.Join && !s.Joined:
+		return "joining: waiting for a member's state"
+	case s.Peers == 0:
+		return "no peers"
+	}
+	return ""
+}
