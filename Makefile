@@ -93,7 +93,7 @@ FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLI
 	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
 	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./node:FuzzParseSpec ./node:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./cmd/gossipd:FuzzConfigFile \
-	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse
+	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./node/p2p:FuzzParseIDResponse
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
@@ -108,8 +108,9 @@ qemu:
 	$(GO) test -tags qemu -run '^TestCrossArch$$' -count=1 -v ./cmd/gossipd
 
 # The deployment files, read by their own tools: systemd-analyze (verify,
-# security), promtool (config, rules, rule unit tests), and the series the
-# rules and the Grafana dashboard use.
+# security), promtool (config, rules, rule unit tests), kubectl kustomize
+# (the rendered objects, and the ConfigMap's settings start a daemon), and
+# the series the rules and the Grafana dashboard use.
 deploy-check:
 	$(GO) vet -tags deploytools ./deploy
 	$(GO) test -tags deploytools -count=1 -v ./deploy

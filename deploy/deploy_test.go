@@ -10,8 +10,12 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -27,6 +31,7 @@ import (
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/memnet"
+	"gopkg.in/yaml.v3"
 )
 
 // tool runs a command (bounded) and returns its combined output.
@@ -179,4 +184,149 @@ func daemonSeries(t *testing.T) map[string]bool {
 		t.Fatalf("node.SeriesNames: %v", declared)
 	}
 	return out
+}
+
+// TestKubernetes: `kubectl kustomize deploy/k8s` renders offline, and the
+// objects fit together: a headless Service that publishes pods before
+// they are ready, a StatefulSet whose probes hit /healthz and /readyz on
+// its API port, whose store is a volume claim mounted where the config
+// says, and whose replicas match the shard count; a PodDisruptionBudget
+// over the same pods; and the ConfigMap's settings start a real daemon.
+func TestKubernetes(t *testing.T) {
+	out, err := tool(t, "kubectl", "kustomize", "k8s")
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
+	}
+	objs := map[string]map[string]any{}
+	dec := yaml.NewDecoder(strings.NewReader(out))
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		kind := o["kind"].(string)
+		if objs[kind] != nil {
+			t.Fatalf("two %s objects", kind)
+		}
+		objs[kind] = o
+	}
+	for _, k := range []string{"ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"} {
+		if objs[k] == nil {
+			t.Fatalf("no %s rendered (got %v)", k, slices.Sorted(maps.Keys(objs)))
+		}
+	}
+	svc, sts, pdb, cm := objs["Service"], objs["StatefulSet"], objs["PodDisruptionBudget"], objs["ConfigMap"]
+	at := func(o any, path ...any) any {
+		for _, p := range path {
+			switch k := p.(type) {
+			case string:
+				m, _ := o.(map[string]any)
+				o = m[k]
+			case int:
+				l, _ := o.([]any)
+				if k >= len(l) {
+					return nil
+				}
+				o = l[k]
+			}
+		}
+		return o
+	}
+	str := func(o any, path ...any) string { s, _ := at(o, path...).(string); return s }
+	if str(svc, "spec", "clusterIP") != "None" || at(svc, "spec", "publishNotReadyAddresses") != true {
+		t.Errorf("service: clusterIP %q, publishNotReadyAddresses %v; want a headless service that publishes pods before they are ready",
+			str(svc, "spec", "clusterIP"), at(svc, "spec", "publishNotReadyAddresses"))
+	}
+	if str(sts, "spec", "serviceName") != str(svc, "metadata", "name") {
+		t.Errorf("statefulset serviceName %q, service %q", str(sts, "spec", "serviceName"), str(svc, "metadata", "name"))
+	}
+	labels := fmt.Sprint(at(sts, "spec", "template", "metadata", "labels"))
+	for name, sel := range map[string]any{"statefulset": at(sts, "spec", "selector", "matchLabels"), "service": at(svc, "spec", "selector"), "pdb": at(pdb, "spec", "selector", "matchLabels")} {
+		if fmt.Sprint(sel) != labels {
+			t.Errorf("%s selects %v, the pods are labelled %s", name, sel, labels)
+		}
+	}
+	c := at(sts, "spec", "template", "spec", "containers", 0)
+	ports := map[string]string{}
+	for _, p := range at(c, "ports").([]any) {
+		ports[str(p, "name")] = fmt.Sprintf("%v/%s", at(p, "containerPort"), str(p, "protocol"))
+	}
+	for name, want := range map[string]string{"p2p-tcp": "4001/TCP", "p2p-quic": "4001/UDP", "api": "8080/TCP"} {
+		if ports[name] != want {
+			t.Errorf("container port %s: %q, want %s", name, ports[name], want)
+		}
+	}
+	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
+		if str(c, probe, "httpGet", "path") != path || str(c, probe, "httpGet", "port") != "api" {
+			t.Errorf("%s: %v, want GET %s on the api port", probe, at(c, probe), path)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range at(c, "volumeMounts").([]any) {
+		mounts[str(m, "name")] = str(m, "mountPath")
+	}
+	if str(sts, "spec", "volumeClaimTemplates", 0, "metadata", "name") != "data" || mounts["data"] != "/data" {
+		t.Errorf("store: claim %q mounted at %q, want the volume claim data at /data", str(sts, "spec", "volumeClaimTemplates", 0, "metadata", "name"), mounts["data"])
+	}
+	if str(sts, "spec", "template", "spec", "volumes", 0, "configMap", "name") != str(cm, "metadata", "name") || mounts["config"] != "/etc/gossipd" {
+		t.Errorf("config: volume %v mounted at %q", at(sts, "spec", "template", "spec", "volumes"), mounts["config"])
+	}
+	if r := fmt.Sprint(at(sts, "spec", "replicas")); r != str(cm, "data", "shards") {
+		t.Errorf("%s replicas, %s shards", r, str(cm, "data", "shards"))
+	}
+	if at(pdb, "spec", "maxUnavailable") != 1 {
+		t.Errorf("pdb maxUnavailable %v, want 1", at(pdb, "spec", "maxUnavailable"))
+	}
+	var conf map[string]any
+	if err := yaml.Unmarshal([]byte(str(cm, "data", "gossipd.yaml")), &conf); err != nil {
+		t.Fatalf("gossipd.yaml: %v", err)
+	}
+	if conf["store"] != "/data" || !strings.HasPrefix(fmt.Sprint(conf["bootstrap"]), "http://gossipd-0."+str(svc, "metadata", "name")+":") {
+		t.Errorf("gossipd.yaml: store %v, bootstrap %v", conf["store"], conf["bootstrap"])
+	}
+	// The settings start a daemon, as the pod's args run it (its store,
+	// API and listen address moved to this machine by flags, which win
+	// over the file).
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gossipd.yaml")
+	os.WriteFile(cfg, []byte(str(cm, "data", "gossipd.yaml")), 0o600)
+	bin := filepath.Join(dir, "gossipd")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/gossipd")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := l.Addr().String()
+	l.Close()
+	var log strings.Builder
+	d := exec.Command(bin, "run", "--config", cfg, "--shard", "1/"+str(cm, "data", "shards"), "--store", filepath.Join(dir, "data"),
+		"--api", api, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", "")
+	d.Stdout, d.Stderr = &log, &log
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + api + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "no peers") {
+				break
+			}
+		}
+		if time.Now().After(deadline) || d.ProcessState != nil {
+			t.Fatalf("the daemon with the ConfigMap's settings did not come up (alone, not ready): %v\n%s", err, log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.Process.Signal(os.Interrupt)
+	d.Wait()
 }

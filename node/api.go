@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/node/transport"
 )
 
 // maxPredictBody bounds a /predict request.
@@ -25,6 +26,12 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /id", func(w http.ResponseWriter, r *http.Request) {
+		// Who this daemon is, for --bootstrap http://HOST:PORT: what its
+		// announcements tell the network anyway.
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(transport.IDResponse{PeerID: n.cfg.Transport.ID(), Addrs: n.Status().Addrs})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if why := n.NotReady(); why != "" {

@@ -244,6 +244,9 @@ func TestReadyz(t *testing.T) {
 	if code, _ := get("/healthz"); code != 200 {
 		t.Fatalf("/healthz %d before the start", code)
 	}
+	if code, body := get("/id"); code != 200 || !strings.Contains(body, `"peer_id":"r000"`) {
+		t.Fatalf("/id: %d %q", code, body)
+	}
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "starting") {
 		t.Fatalf("/readyz before the start: %d %q", code, body)
 	}

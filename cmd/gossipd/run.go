@@ -41,7 +41,7 @@ type runFlags struct {
 func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.config, "config", "", "YAML config file (keys are these flags' names); precedence: flags > $GOSSIPD_* > file > defaults")
 	fs.StringVar(&r.listen, "listen", "/ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1", "libp2p listen multiaddrs, comma-separated")
-	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, comma-separated, or @FILE with one per line")
+	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, or http(s)://HOST:PORT of a daemon's API (its GET /id names it); comma-separated, or @FILE with one per line")
 	fs.BoolVar(&r.mdns, "mdns", true, "discover peers on the LAN with mDNS")
 	fs.StringVar(&r.consortium, "consortium", "", "consortium file: join its private network (TCP only) and admit its members only")
 	fs.BoolVar(&r.pex, "pex", true, "exchange peer addresses with connected peers")

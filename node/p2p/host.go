@@ -78,7 +78,8 @@ type Config struct {
 	// Listen addresses (default /ip4/0.0.0.0/tcp/4001 and
 	// /ip4/0.0.0.0/udp/4001/quic-v1).
 	Listen []string
-	// Bootstrap peers as multiaddrs with /p2p/ID.
+	// Bootstrap peers as multiaddrs with /p2p/ID, or the http(s):// address
+	// of a daemon's API, whose GET /id names it (bootstrap.go).
 	Bootstrap []string
 	// MDNS turns on LAN discovery (the daemon's default is on).
 	MDNS bool
@@ -221,7 +222,15 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	boot := make([]peer.AddrInfo, 0, len(cfg.Bootstrap))
+	var bootURLs []string
 	for _, s := range cfg.Bootstrap {
+		if isBootstrapURL(s) {
+			if err := checkBootstrapURL(s); err != nil {
+				return nil, err
+			}
+			bootURLs = append(bootURLs, s)
+			continue
+		}
 		ai, err := peer.AddrInfoFromString(s)
 		if err != nil {
 			return nil, fmt.Errorf("p2p: bootstrap address %q: %w", s, err)
@@ -310,7 +319,7 @@ func New(cfg Config) (*Host, error) {
 			t.log.Warn("mDNS discovery unavailable", "err", err)
 		}
 	}
-	t.wg.Go(func() { t.maintain(ctx, boot) })
+	t.wg.Go(func() { t.maintain(ctx, boot, bootURLs) })
 	if cfg.Liveness > 0 {
 		t.wg.Go(func() { t.checkLiveness(ctx) })
 	}
@@ -331,7 +340,8 @@ func (t *Host) HandlePeerFound(ai peer.AddrInfo) {
 }
 
 // maintain keeps bootstrap peers connected and exchanges peer addresses.
-func (t *Host) maintain(ctx context.Context, boot []peer.AddrInfo) {
+// Bootstrap URLs are resolved to peers each round (bootstrap.go).
+func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []string) {
 	tick := time.NewTicker(t.cfg.PEXInterval)
 	defer tick.Stop()
 	// What each bootstrap peer last did, so that a failure is said at
@@ -348,7 +358,30 @@ func (t *Host) maintain(ctx context.Context, boot []peer.AddrInfo) {
 		up bool
 	}
 	last := map[peer.ID]*state{}
+	lastURL := map[string]*state{}
 	for {
+		boot := fixed
+		if len(urls) > 0 {
+			var errs map[string]error
+			boot, errs = t.bootstrapPeers(ctx, fixed, urls)
+			for _, u := range urls {
+				st := lastURL[u]
+				if st == nil {
+					st = &state{}
+					lastURL[u] = st
+				}
+				err := errs[u]
+				switch {
+				case err == nil:
+					st.err = ""
+				case ctx.Err() != nil:
+					return
+				case err.Error() != st.err || time.Since(st.logged) >= time.Minute:
+					t.log.Warn("cannot read the bootstrap peer's ID from its API: is it running, and is its API reachable?", "url", u, "err", err)
+					st.err, st.logged = err.Error(), time.Now()
+				}
+			}
+		}
 		for _, ai := range boot {
 			st := last[ai.ID]
 			if st == nil {

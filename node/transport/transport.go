@@ -264,3 +264,10 @@ type ConnLister interface {
 	Conns() []Conn
 	HolePunches() HolePunches
 }
+
+// IDResponse is what a daemon's GET /id serves: its peer ID and current
+// addresses (with /p2p/ID), for others to bootstrap from its API address.
+type IDResponse struct {
+	PeerID PeerID   `json:"peer_id"`
+	Addrs  []string `json:"addrs"`
+}
