@@ -180,7 +180,10 @@ func LoadIDX(imagesPath, labelsPath string) (*Dataset, error) {
 	return FromIDX(img, lab, imagesPath)
 }
 
-// FromIDX pairs decoded image and label arrays into a dataset.
+// FromIDX pairs decoded image and label arrays into a dataset. The dataset
+// takes img's data as its features (no copy: a 60,000-image set is 188 MB
+// of float32, and a second copy doubled the peak memory of loading it);
+// img must not be used after.
 func FromIDX(img, lab *IDXArray, name string) (*Dataset, error) {
 	n := img.Dims[0]
 	if len(lab.Dims) != 1 {
@@ -190,8 +193,8 @@ func FromIDX(img, lab *IDXArray, name string) (*Dataset, error) {
 		return nil, fmt.Errorf("%s: %w: %d images but %d labels", name, ErrShape, n, lab.Dims[0])
 	}
 	d := len(img.Data) / n
-	ds := &Dataset{Name: name, N: n, D: d, X: make([]float32, len(img.Data)), Y: make([]int32, n)}
-	copy(ds.X, img.Data)
+	ds := &Dataset{Name: name, N: n, D: d, X: img.Data, Y: make([]int32, n)}
+	img.Data = nil
 	for i, v := range lab.Data {
 		if v < 0 || v >= MaxClasses || float64(v) != math.Trunc(float64(v)) {
 			return nil, fmt.Errorf("%s: label %d: %w: %v", name, i, ErrLabelRange, v)

@@ -98,6 +98,10 @@ type Config struct {
 	Senders int
 	// SendTimeout bounds one send (default DefaultSendTimeout, 10s).
 	SendTimeout time.Duration
+	// SendRate paces what the node sends, in payload bytes per second over
+	// all peers (0: unpaced), for slow or metered uplinks: a send waits
+	// for its turn instead of filling the link's queue.
+	SendRate float64
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
@@ -154,7 +158,7 @@ func (c *Config) Validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.AnnounceInterval < 0 || c.LiveTimeout < 0 || c.MembershipInterval < 0 || c.LeaveGrace < 0 {
+	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.SendRate < 0 || c.AnnounceInterval < 0 || c.LiveTimeout < 0 || c.MembershipInterval < 0 || c.LeaveGrace < 0 {
 		return errors.New("node: negative checkpoint interval, evaluation interval, senders or timeout")
 	}
 	if err := c.DP.Validate(); err != nil {

@@ -34,6 +34,7 @@ type Node struct {
 
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
 	traffic                            traffic  // per peer
+	pace                               *pacer   // nil: unpaced
 	rejected                           sync.Map // reason → *atomic.Uint64
 	faults                             sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
@@ -82,6 +83,7 @@ func New(cfg Config) (*Node, error) {
 	if c, ok := cfg.Transport.(transport.ConnLister); ok {
 		n.met.watchConns(c)
 	}
+	n.pace = newPacer(cfg.SendRate)
 	if err := n.signSpec(); err != nil {
 		return nil, err
 	}

@@ -49,6 +49,9 @@ func (n *Node) sendLoop(ctx context.Context) {
 		// One publish reaches every member; without a broadcaster, or for a
 		// frame too large to publish, send to each neighbour.
 		if b, ok := n.cfg.Transport.(transport.Broadcaster); ok {
+			if err := n.pace.wait(ctx, f.Len()); err != nil {
+				return
+			}
 			sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
 			err := b.Publish(sctx, f)
 			cancel()
@@ -88,6 +91,9 @@ func Lane(k gossip.Kind) string {
 
 // send delivers one frame, counting it, and reports whether it could.
 func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame) bool {
+	if err := n.pace.wait(ctx, f.Len()); err != nil {
+		return false // shutting down
+	}
 	sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
 	err := n.cfg.Transport.Send(sctx, to, f)
 	cancel()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -29,9 +31,9 @@ type runFlags struct {
 	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
 	members, topology, dht, relays, join                                           string
-	sfbMode, aggregator, consortium                                                string
+	sfbMode, aggregator, consortium, memoryLimit                                   string
 	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise, maxNorm                 float64
-	peerBytes, peerFrames                                                          float64
+	peerBytes, peerFrames, sendRate                                                float64
 	batch, localEpochs, ckptEvery, keep, staleness, maxConns                       int
 	delta, joinTimeout, announceEvery                                              time.Duration
 	initSeed                                                                       uint64
@@ -55,6 +57,7 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&r.maxConns, "max-conns", 256, "most libp2p connections (libp2p's resource manager)")
 	fs.Float64Var(&r.peerBytes, "peer-rate", 256<<20, "bytes per second one peer's frames are read at; faster senders are slowed, frames that would wait over 30 s dropped (negative: no limit)")
 	fs.Float64Var(&r.peerFrames, "peer-frames", 200, "frames per second one peer may send (negative: no limit)")
+	fs.Float64Var(&r.sendRate, "send-rate", 0, "pace what this node sends to this many payload bytes per second over all peers (0: unpaced), for slow or metered uplinks")
 	fs.Float64Var(&r.maxNorm, "max-norm", 0, "drop received parameter vectors of larger L2 norm (0: 1000·√n for n values; negative: no bound)")
 	fs.StringVar(&r.api, "api", "127.0.0.1:8080", "HTTP API address (/healthz, /status, /metrics)")
 	fs.StringVar(&r.store, "store", "gossipd-data", "directory of the checkpoint store")
@@ -91,6 +94,25 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&r.keep, "keep", 3, "checkpoints to keep")
 	fs.StringVar(&r.logFormat, "log-format", "auto", "log format: auto (text on a terminal, else JSON)|text|json")
 	fs.StringVar(&r.logLevel, "log-level", "info", "log level: debug|info|warn|error")
+	fs.StringVar(&r.memoryLimit, "memory-limit", "", "soft memory limit of the Go runtime (e.g. 192MiB; empty: $GOMEMLIMIT or none): the garbage collector works harder near it")
+}
+
+// profiles are the settings `gossipd init --profile NAME` writes over the
+// defaults, each with why.
+var profiles = map[string][]struct{ flag, value, why string }{
+	"default": nil,
+	// Small boards (ARM, 512 MB or less), slow or metered uplinks.
+	"edge": {
+		{"memory-limit", "192MiB", "keep the heap small: the collector runs more often instead of letting it double"},
+		{"max-conns", "32", "fewer connections, fewer buffers"},
+		{"dht", p2p.DHTClient, "do not serve the DHT to others"},
+		{"send-rate", "262144", "send at most 256 KiB/s: models wait their turn instead of flooding the uplink"},
+		{"announce-interval", "15s", "announce less often (a member silent for 45 s is dropped)"},
+		{"peer-rate", "1048576", "read at most 1 MiB/s from any one peer"},
+		{"peer-frames", "20", "at most 20 frames per second from any one peer"},
+		{"checkpoint-every", "50", "write the store less often (flash wear)"},
+		{"keep", "2", "keep two checkpoints"},
+	},
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -106,6 +128,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log, err := cli.NewLogger(stderr, r.logFormat, r.logLevel)
 	if err != nil {
 		return err
+	}
+	if r.memoryLimit != "" {
+		n, err := cli.ParseBytes(r.memoryLimit)
+		if err != nil || n == 0 {
+			return fmt.Errorf("%w: --memory-limit: %v", errUsage, cmp.Or(err, errors.New("must be positive")))
+		}
+		debug.SetMemoryLimit(n)
 	}
 	members, err := node.ParseMembers(r.members, p2p.CheckPeerID)
 	if err != nil {
@@ -175,6 +204,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// The whole data set is garbage once a shard is cut from it: give its
+	// memory back now rather than as the scavenger gets to it.
+	debug.FreeOSMemory()
 	if origin == nil {
 		if job, err = r.jobSpec(train); err != nil {
 			return err
@@ -186,7 +218,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	d, err := node.New(node.Config{Job: job, Local: node.Local{LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Members: members},
 		Join: origin != nil, Origin: origin, AnnounceInterval: r.announceEvery,
 		Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
-		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: dp, DataFingerprint: train.Fingerprint})
+		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: dp, DataFingerprint: train.Fingerprint, SendRate: r.sendRate})
 	if err != nil {
 		return err
 	}
@@ -308,15 +340,30 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("init", "init [--out FILE]\n\nWrites a commented default config file for `gossipd run --config FILE`.", stderr)
+	fs := cli.NewFlagSet("init", "init [--out FILE] [--profile default|edge]\n\nWrites a commented config file for `gossipd run --config FILE`: every\nsetting at its default, or at a profile's value (edge: small memory, paced\ntraffic, fewer connections).", stderr)
 	out := fs.String("out", "gossipd.yaml", "file to write ('-' for stdout)")
+	profile := fs.String("profile", "default", "settings for: default|edge")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	settings, ok := profiles[*profile]
+	if !ok {
+		return fmt.Errorf("%w: --profile %q, want default|edge", errUsage, *profile)
 	}
 	rf := flag.NewFlagSet("run", flag.ContinueOnError)
 	var r runFlags
 	r.declare(rf)
-	return cli.WriteNew(*out, cli.SettingsTemplate(rf, "# gossipd run configuration. Keys are `gossipd run` flags; flags and\n# $GOSSIPD_* variables override what is set here.\n\n", "config"), stdout)
+	header := "# gossipd run configuration. Keys are `gossipd run` flags; flags and\n# $GOSSIPD_* variables override what is set here.\n"
+	if len(settings) > 0 {
+		header += fmt.Sprintf("#\n# Profile %s:\n", *profile)
+		for _, x := range settings {
+			if err := rf.Set(x.flag, x.value); err != nil {
+				return fmt.Errorf("profile %s: %s: %w", *profile, x.flag, err)
+			}
+			header += fmt.Sprintf("#   %s: %s (%s)\n", x.flag, x.value, x.why)
+		}
+	}
+	return cli.WriteNew(*out, cli.SettingsTemplate(rf, header+"\n", "config"), stdout)
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {

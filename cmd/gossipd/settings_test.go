@@ -32,3 +32,37 @@ func FuzzConfigFile(f *testing.F) {
 		}
 	})
 }
+
+// TestInitProfiles: each profile's file reads back into `gossipd run`'s
+// flags with the profile's values, and the rest at their defaults.
+func TestInitProfiles(t *testing.T) {
+	for name, settings := range profiles {
+		path := filepath.Join(t.TempDir(), name+".yaml")
+		if code, _, stderr := run(t, "init", "--profile", name, "--out", path); code != 0 {
+			t.Fatalf("init --profile %s: %d %s", name, code, stderr)
+		}
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		var r runFlags
+		r.declare(fs)
+		if err := cli.ApplySettings(fs, path, ""); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// What the flags hold when set from the profile directly.
+		ref := flag.NewFlagSet("run", flag.ContinueOnError)
+		var rr runFlags
+		rr.declare(ref)
+		for _, x := range settings {
+			if err := ref.Set(x.flag, x.value); err != nil {
+				t.Fatalf("profile %s: %s: %v", name, x.flag, err)
+			}
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			if want := ref.Lookup(f.Name).Value.String(); f.Name != "config" && f.Value.String() != want {
+				t.Errorf("profile %s: %s = %q, want %q", name, f.Name, f.Value.String(), want)
+			}
+		})
+	}
+	if code, _, _ := run(t, "init", "--profile", "tiny", "--out", "-"); code != 2 {
+		t.Fatalf("an unknown profile: exit %d, want 2", code)
+	}
+}

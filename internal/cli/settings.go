@@ -75,13 +75,14 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 }
 
 // SettingsTemplate is a commented YAML settings file holding every flag
-// of fs but skip at its default, for ApplySettings to read back.
+// of fs but skip at its current value (its default unless set), for
+// ApplySettings to read back.
 func SettingsTemplate(fs *flag.FlagSet, header string, skip ...string) string {
 	var b strings.Builder
 	b.WriteString(header)
 	fs.VisitAll(func(f *flag.Flag) {
 		if !slices.Contains(skip, f.Name) {
-			fmt.Fprintf(&b, "# %s\n%s: %q\n\n", f.Usage, f.Name, f.DefValue)
+			fmt.Fprintf(&b, "# %s\n%s: %q\n\n", f.Usage, f.Name, f.Value.String())
 		}
 	})
 	return b.String()
