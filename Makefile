@@ -62,8 +62,8 @@ robustness: build ## regenerate docs/ROBUSTNESS.md (every aggregator under every
 turnover: build ## regenerate the turnover table of docs/SIMULATION.md (needs dataset-fashion-mnist)
 	$(BIN) turnover --update docs/SIMULATION.md
 
-demo: build ## train softmax regression on the embedded digits dataset
-	$(BIN) train --dataset digits --model softmax --epochs 20 --scale standard
+demo: build ## watch 8 local daemons learn together from non-IID pieces of digits, no server (about half a minute)
+	$(BIN) demo
 
 # The full check that CI runs: static checks, the race-detector suite, the
 # pure-Go (noasm) kernels, brief fuzzing of every decoder and cross builds.

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,10 +10,13 @@ import (
 // LoadOptions configures Load.
 type LoadOptions struct {
 	OpenOptions
-	// Shard, "i/n", keeps IID shard i of n of the training split (seeded
-	// by Seed, so the shards of daemons sharing a seed are disjoint).
+	// Shard, "i/n", keeps shard i of n of the training split (seeded by
+	// Seed, so the shards of daemons sharing a seed are disjoint).
 	// Empty: all of it.
 	Shard string
+	// Partition is how the shards are cut (ParsePartitioner; default
+	// "iid"): "shards:2", say, gives each shard two classes' worth.
+	Partition string
 	// Scale is the feature scaling (FitScaler), fitted on the training
 	// data kept and applied to both splits.
 	Scale string
@@ -30,12 +34,19 @@ func Load(source string, o LoadOptions) (train, test *Dataset, sc *Scaler, err e
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if o.Partition != "" && o.Shard == "" {
+		return nil, nil, nil, fmt.Errorf("%w: a partition (%q) without a shard to keep", ErrBadPartition, o.Partition)
+	}
 	if o.Shard != "" {
 		i, n, err := ParseShard(o.Shard)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		parts, err := IID{}.Partition(train, n, o.Seed)
+		p, err := ParsePartitioner(cmp.Or(o.Partition, "iid"))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		parts, err := p.Partition(train, n, o.Seed)
 		if err != nil {
 			return nil, nil, nil, err
 		}

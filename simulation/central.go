@@ -22,6 +22,9 @@ type CentralConfig struct {
 	TestFraction float64
 	// Scale is the feature scaling (dataset.FitScaler).
 	Scale string
+	// Shard ("i/n") and Partition (dataset.LoadOptions) train on one
+	// peer's part of the data only: what a peer reaches alone.
+	Shard, Partition string
 	// Model is the model kind; Hidden the MLP widths ("128,64"); Lambda
 	// the SVM's regularisation.
 	Model  string
@@ -85,7 +88,7 @@ func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Prog
 	if err := dataset.CheckScaling(c.Scale); err != nil {
 		return nil, fmt.Errorf("%w: scale: %v", ErrConfig, err)
 	}
-	trainSet, testSet, _, err := dataset.Load(c.Dataset, dataset.LoadOptions{Scale: c.Scale, OpenOptions: dataset.OpenOptions{
+	trainSet, testSet, _, err := dataset.Load(c.Dataset, dataset.LoadOptions{Scale: c.Scale, Shard: c.Shard, Partition: c.Partition, OpenOptions: dataset.OpenOptions{
 		CSV: dataset.CSVOptions{LabelColumn: c.LabelColumn}, TestFraction: c.TestFraction, Seed: c.Seed}})
 	if err != nil {
 		return nil, err

@@ -27,6 +27,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"demo", "watch a handful of local daemons learn together, with no server", runDemo},
 		{"train", "train a model centrally on one machine", runTrain},
 		{"simulate", "simulate many peers of a protocol on virtual time", runSimulate},
 		{"plot", "plot the accuracy curves of simulation runs", runPlot},

@@ -29,6 +29,7 @@ import (
 // runFlags declares `gossipd run`'s flags (shared with `gossipd init`).
 type runFlags struct {
 	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
+	partition                                                                      string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
 	members, topology, dht, relays, join                                           string
 	sfbMode, aggregator, consortium, memoryLimit                                   string
@@ -64,6 +65,7 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.key, "key", "", "identity key file (default STORE/identity.key; created on first run, mode 0600)")
 	fs.StringVar(&r.dataset, "dataset", "digits", "local data: digits, fashion-mnist or a path")
 	fs.StringVar(&r.shard, "shard", "", "train on shard i/n of the dataset (e.g. 0/5), for demos and tests")
+	fs.StringVar(&r.partition, "partition", "", "how --shard cuts the data: iid (default)|dirichlet:α|shards:k (k label-sorted pieces each: non-IID)|quantity:α")
 	fs.StringVar(&r.labelColumn, "label-column", "", "CSV label column")
 	fs.StringVar(&r.scale, "scale", "global", "feature scaling: global|minmax|standard|none (part of the job)")
 	fs.Float64Var(&r.testFraction, "test-fraction", 0.2, "held-out fraction when the dataset has no test split")
@@ -149,6 +151,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("%w: --shard: %v", errUsage, err)
 		}
 	}
+	if r.partition != "" {
+		if r.shard == "" {
+			return fmt.Errorf("%w: --partition %s cuts --shard, which is not given", errUsage, r.partition)
+		}
+		if _, err := dataset.ParsePartitioner(r.partition); err != nil {
+			return fmt.Errorf("%w: --partition: %v", errUsage, err)
+		}
+	}
 	if err := r.checkJoin(fs); err != nil {
 		return err
 	}
@@ -199,7 +209,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	} else if err := dataset.CheckScaling(r.scale); err != nil {
 		return fmt.Errorf("%w: --scale: %v", errUsage, err)
 	}
-	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Scale: scale, Fingerprint: dp.Enabled(),
+	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Partition: r.partition, Scale: scale, Fingerprint: dp.Enabled(),
 		OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: seed}})
 	if err != nil {
 		return err

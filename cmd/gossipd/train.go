@@ -22,6 +22,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.LabelColumn, "label-column", "", "CSV label column: a header name or 0-based index (default: last column)")
 	fs.StringVar(&c.Scale, "scale", "minmax", "feature scaling fitted on the training split: minmax|standard|none")
 	fs.Float64Var(&c.TestFraction, "test-fraction", 0.2, "fraction held out for testing when the dataset has no test split")
+	fs.StringVar(&c.Shard, "shard", "", "train on shard i/n of the training split only (e.g. 0/8): what one peer reaches alone")
+	fs.StringVar(&c.Partition, "partition", "", "how --shard cuts the data: iid (default)|dirichlet:α|shards:k|quantity:α")
 	fs.StringVar(&c.Model, "model", "softmax", "model: "+strings.Join(model.Kinds, "|"))
 	fs.StringVar(&c.Hidden, "hidden", "128", "MLP hidden layer widths, comma-separated (mlp only)")
 	fs.Float64Var(&c.Lambda, "lambda", model.DefaultLambda, "SVM L2 regularisation λ (svm only)")
