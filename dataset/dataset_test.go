@@ -408,3 +408,54 @@ func TestFingerprint(t *testing.T) {
 		t.Fatal("two shards share a fingerprint")
 	}
 }
+
+// TestShardFromIDX: loading a shard of an IDX directory decodes only the
+// shard's images, and gives exactly what loading it all and cutting the
+// shard gives.
+func TestShardFromIDX(t *testing.T) {
+	dir := t.TempDir()
+	const n, d = 60, 6
+	img := make([]byte, n*d)
+	lab := make([]byte, n)
+	for i := range n {
+		lab[i] = byte((i * 7) % 5)
+		for j := range d {
+			img[i*d+j] = byte(i*d + j)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"train-images-idx3-ubyte.gz": gz(idxBytes([]int{n, 2, 3}, img)),
+		"train-labels-idx1-ubyte":    idxBytes([]int{n}, lab),
+		"t10k-images-idx3-ubyte":     idxBytes([]int{5, 2, 3}, img[:5*d]),
+		"t10k-labels-idx1-ubyte":     idxBytes([]int{5}, lab[:5]),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, part := range []string{"iid", "shards:2", "dirichlet:0.5"} {
+		got, _, _, err := Load(dir, LoadOptions{Shard: "1/3", Partition: part, Scale: "none", OpenOptions: OpenOptions{Seed: 7}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, _, err := LoadIDXDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := ParsePartitioner(part)
+		parts, err := p.Partition(all, 3, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := all.Subset(parts[1])
+		if got.N != want.N || got.D != want.D || got.Classes != want.Classes || !slices.Equal(got.X, want.X) || !slices.Equal(got.Y, want.Y) {
+			t.Fatalf("%s: shard %d×%d (%d classes), want %d×%d (%d classes); X equal %v, Y equal %v", part, got.N, got.D, got.Classes,
+				want.N, want.D, want.Classes, slices.Equal(got.X, want.X), slices.Equal(got.Y, want.Y))
+		}
+	}
+	for _, keep := range [][]int{{0, 0}, {-1}, {n}} {
+		if _, err := ReadIDXRows(bytes.NewReader(idxBytes([]int{n, 6}, img)), "rows", keep); !errors.Is(err, ErrShape) {
+			t.Errorf("rows %v: %v, want a shape error", keep, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,6 +16,9 @@ func FuzzReadIDX(f *testing.F) {
 	f.Add([]byte{0, 0, 0x0E, 2, 0, 0, 0, 1, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ReadIDX(bytes.NewReader(b), "fuzz")
+		// The last row alone, read past the others: the same values, and
+		// the same verdict on a stream that ends early.
+		last, rerr := ReadIDXRows(bytes.NewReader(b), "fuzz", []int{0})
 		if err != nil {
 			return
 		}
@@ -24,6 +28,13 @@ func FuzzReadIDX(f *testing.F) {
 		}
 		if total != len(a.Data) {
 			t.Fatalf("dims %v but %d values", a.Dims, len(a.Data))
+		}
+		if rerr != nil {
+			t.Fatalf("ReadIDX read it, ReadIDXRows refused its first row: %v", rerr)
+		}
+		row := len(a.Data) / a.Dims[0]
+		if !slices.Equal(last.Data, a.Data[:row]) {
+			t.Fatalf("first row %v, ReadIDX has %v", last.Data, a.Data[:row])
 		}
 	})
 }

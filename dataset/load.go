@@ -30,10 +30,6 @@ type LoadOptions struct {
 // the simulator, centralized training) goes through it. The scaler is
 // returned for the features of later inputs (/predict, exported models).
 func Load(source string, o LoadOptions) (train, test *Dataset, sc *Scaler, err error) {
-	train, test, err = Open(source, o.OpenOptions)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	if o.Partition != "" && o.Shard == "" {
 		return nil, nil, nil, fmt.Errorf("%w: a partition (%q) without a shard to keep", ErrBadPartition, o.Partition)
 	}
@@ -46,11 +42,19 @@ func Load(source string, o LoadOptions) (train, test *Dataset, sc *Scaler, err e
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		parts, err := p.Partition(train, n, o.Seed)
-		if err != nil {
-			return nil, nil, nil, err
+		// The partition needs the labels only: Open decodes just the
+		// shard's examples where it can (IDX files).
+		o.OpenOptions.KeepTrain = func(y []int32, classes int) ([]int, error) {
+			parts, err := p.Partition(&Dataset{N: len(y), Y: y, Classes: classes}, n, o.Seed)
+			if err != nil {
+				return nil, err
+			}
+			return parts[i], nil
 		}
-		train = train.Subset(parts[i])
+	}
+	train, test, err = Open(source, o.OpenOptions)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if o.Fingerprint {
 		train.Fingerprint = Fingerprint(train)

@@ -41,6 +41,11 @@ type OpenOptions struct {
 	Seed uint64
 	// DataDir overrides $GOSSIPD_DATA_DIR.
 	DataDir string
+	// KeepTrain, when set, picks the training examples to keep from their
+	// labels (and the number of classes); Open returns only those, in its
+	// order. From IDX files only the kept images are decoded, so a shard
+	// of a large set costs the shard's memory.
+	KeepTrain func(y []int32, classes int) ([]int, error)
 }
 
 // Open loads a named dataset ("digits", "fashion-mnist") or a path and
@@ -69,7 +74,7 @@ func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		train, test, err = LoadIDXDir(dir)
+		train, test, err = loadIDXDir(dir, opts.KeepTrain)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -88,6 +93,13 @@ func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
 		return nil, nil, err
 	}
 	train, test = StratifiedSplit(all, opts.TestFraction, opts.Seed)
+	if opts.KeepTrain != nil {
+		keep, err := opts.KeepTrain(train.Y, train.Classes)
+		if err != nil {
+			return nil, nil, err
+		}
+		train = train.Subset(keep)
+	}
 	return train, test, nil
 }
 
@@ -105,7 +117,7 @@ func openPath(path string, opts OpenOptions) (all, train, test *Dataset, err err
 	}
 	switch format {
 	case "idx":
-		train, test, err = LoadIDXDir(path)
+		train, test, err = loadIDXDir(path, opts.KeepTrain)
 		return nil, train, test, err
 	case "csv":
 		all, err = ReadCSVFile(path, opts.CSV)
@@ -169,22 +181,38 @@ func idxFile(dir, base string) (string, error) {
 // LoadIDXDir loads the MNIST-style train and test sets from a directory
 // holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
 // t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each raw or .gz).
-func LoadIDXDir(dir string) (train, test *Dataset, err error) {
-	load := func(images, labels string) (*Dataset, error) {
+func LoadIDXDir(dir string) (train, test *Dataset, err error) { return loadIDXDir(dir, nil) }
+
+// loadIDXDir loads an IDX directory, keeping only the training examples
+// keep picks (nil: all), whose images alone are decoded.
+func loadIDXDir(dir string, keep func(y []int32, classes int) ([]int, error)) (train, test *Dataset, err error) {
+	paths := func(images, labels string) (string, string, error) {
 		ip, err := idxFile(dir, images)
 		if err != nil {
-			return nil, fmt.Errorf("dataset: %w", err)
+			return "", "", fmt.Errorf("dataset: %w", err)
 		}
 		lp, err := idxFile(dir, labels)
 		if err != nil {
-			return nil, fmt.Errorf("dataset: %w", err)
+			return "", "", fmt.Errorf("dataset: %w", err)
 		}
-		return LoadIDX(ip, lp)
+		return ip, lp, nil
 	}
-	if train, err = load("train-images-idx3-ubyte", "train-labels-idx1-ubyte"); err != nil {
+	ip, lp, err := paths("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
+	if err != nil {
 		return nil, nil, err
 	}
-	if test, err = load("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"); err != nil {
+	if keep == nil {
+		train, err = LoadIDX(ip, lp)
+	} else {
+		train, err = loadIDXRows(ip, lp, keep)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if ip, lp, err = paths("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"); err != nil {
+		return nil, nil, err
+	}
+	if test, err = LoadIDX(ip, lp); err != nil {
 		return nil, nil, err
 	}
 	if train.D != test.D {
