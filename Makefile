@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image e2e-images compose-v2 e2e qemu deploy-check demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
@@ -67,7 +67,7 @@ demo: build ## watch 8 local daemons learn together from non-IID pieces of digit
 
 # The full check that CI runs: static checks, the race-detector suite, the
 # pure-Go (noasm) kernels, brief fuzzing of every decoder and cross builds.
-test: vet fmt-check race noasm fuzz cross qemu deploy-check
+test: vet fmt-check race noasm fuzz cross qemu deploy-check dashboard
 
 vet:
 	$(GO) vet $(PKGS)
@@ -106,6 +106,13 @@ fuzz:
 qemu:
 	$(GO) vet -tags qemu ./cmd/gossipd
 	$(GO) test -tags qemu -run '^TestCrossArch$$' -count=1 -v ./cmd/gossipd
+
+# The dashboard of a running daemon in headless Chromium (Debian's
+# chromium): no console errors, live, charts with the daemon's points;
+# screenshots (phone and desktop widths) kept in test-artifacts/.
+dashboard:
+	$(GO) vet -tags chromium ./cmd/gossipd
+	$(GO) test -tags chromium -run '^TestDashboard$$' -count=1 -v ./cmd/gossipd
 
 # The deployment files, read by their own tools: systemd-analyze (verify,
 # security), promtool (config, rules, rule unit tests), kubectl kustomize

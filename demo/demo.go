@@ -167,7 +167,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 	}
 	fmt.Fprintf(c.Out, "gossipd demo: %d daemons on 127.0.0.1 (%s, Δ %v), each holding a non-IID piece of the digits (%s); no server.\n",
 		c.Peers, c.Protocol, c.Delta, c.Partition)
-	fmt.Fprintf(c.Out, "Alone, a peer reaches %.2f. Peer 0's API: http://%s/status (logs and stores in %s while it runs)\n\n", alone.TestAccuracy, peers[0].api, dir)
+	fmt.Fprintf(c.Out, "Alone, a peer reaches %.2f. Peer 0's dashboard: http://%s/ (logs and stores in %s while it runs)\n\n", alone.TestAccuracy, peers[0].api, dir)
 
 	started := time.Now()
 	tick := time.NewTicker(500 * time.Millisecond)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +18,13 @@ import (
 // maxPredictBody bounds a /predict request.
 const maxPredictBody = 16 << 20
 
-// Handler serves the operator API: /healthz (the process serves), /readyz
+// dashboardHTML is the page served at /.
+//
+//go:embed web/index.html
+var dashboardHTML []byte
+
+// Handler serves the operator API: / (the dashboard), /history (recent
+// samples for its charts), /healthz (the process serves), /readyz
 // (it trains with peers: see Ready), /status (JSON), /metrics
 // (Prometheus), /model (safetensors), /predict (JSON), /jobs (the jobs
 // announced on the network: ID, protocol, model, members seen, best
@@ -26,6 +33,20 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		// The dashboard: one page, embedded, no external assets; it reads
+		// /status, /history and /announcements.
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		w.Write(dashboardHTML)
+	})
+	mux.HandleFunc("GET /history", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(n.History())
 	})
 	mux.HandleFunc("GET /id", func(w http.ResponseWriter, r *http.Request) {
 		// Who this daemon is, for --bootstrap http://HOST:PORT: what its

@@ -35,6 +35,7 @@ type Node struct {
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
 	traffic                            traffic  // per peer
 	pace                               *pacer   // nil: unpaced
+	hist                               history  // /history
 	rejected                           sync.Map // reason → *atomic.Uint64
 	faults                             sync.Map // reason → *atomic.Uint64
 	resumed                            *Checkpoint
@@ -272,6 +273,7 @@ func (n *Node) Run(ctx context.Context) error {
 			n.mu.Lock()
 			n.status.Peers = len(peers)
 			n.mu.Unlock()
+			n.sample()
 		case <-members.C:
 			n.refreshMembers()
 		}

@@ -41,7 +41,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			enc.SetIndent("", "  ")
 			enc.Encode(s)
 		} else {
-			fmt.Fprintf(stdout, "\n%s\nCurves: %s. Peer 0's API was at http://%s/status (and /metrics, /model).\n", s, s.PNG, s.API)
+			fmt.Fprintf(stdout, "\n%s\nCurves: %s. Peer 0's dashboard was at http://%s/ (its API: /status, /metrics, /model).\n", s, s.PNG, s.API)
 		}
 	}
 	return err

@@ -24,6 +24,10 @@ import (
 // livenessTicks is how many checks run per Liveness interval.
 const livenessTicks = 5
 
+// rttEvery is how often a peer that talks (and so is never pinged for
+// liveness) is pinged anyway, to measure its round-trip time for /status.
+const rttEvery = 30 * time.Second
+
 // DeadPeerBound is the longest a dead peer stays in Peers after its last
 // frame, for a liveness interval l and a ping timeout pt.
 func DeadPeerBound(l, pt time.Duration) time.Duration { return l + l/livenessTicks + pt }
@@ -38,6 +42,7 @@ func (t *Host) checkLiveness(ctx context.Context) {
 	var (
 		mu       sync.Mutex
 		inFlight = map[peer.ID]bool{} // one ping at a time per peer
+		measured = map[peer.ID]time.Time{}
 		wg       sync.WaitGroup
 	)
 	defer wg.Wait()
@@ -48,28 +53,46 @@ func (t *Host) checkLiveness(ctx context.Context) {
 		case <-tick.C:
 		}
 		since := time.Now().Add(-t.cfg.Liveness)
+		present := map[peer.ID]bool{}
 		for _, id := range t.Peers() {
 			p, err := peer.Decode(string(id))
 			if err != nil {
 				continue
 			}
+			present[p] = true
+			alive := false
 			if v, ok := t.lastHeard.Load(p); ok && v.(time.Time).After(since) {
-				continue // it spoke recently
+				alive = true // it spoke recently: pinged only for its RTT
 			}
 			mu.Lock()
 			busy := inFlight[p]
-			inFlight[p] = true
+			measure := alive && time.Since(measured[p]) >= rttEvery
+			if !busy && (!alive || measure) {
+				inFlight[p] = true
+				measured[p] = time.Now()
+			}
 			mu.Unlock()
-			if busy {
+			if busy || (alive && !measure) {
 				continue
 			}
 			wg.Go(func() {
-				t.ping(ctx, p)
+				if alive {
+					t.measureRTT(ctx, p)
+				} else {
+					t.ping(ctx, p)
+				}
 				mu.Lock()
 				delete(inFlight, p)
 				mu.Unlock()
 			})
 		}
+		mu.Lock()
+		for p := range measured {
+			if !present[p] {
+				delete(measured, p)
+			}
+		}
+		mu.Unlock()
 	}
 }
 
@@ -90,6 +113,17 @@ func (t *Host) ping(ctx context.Context, p peer.ID) {
 		t.dropDead(ctx, p, err)
 	case <-pctx.Done():
 		t.dropDead(ctx, p, pctx.Err())
+	}
+}
+
+// measureRTT pings a live peer once to record its round-trip time (the
+// ping service does); a failure here means nothing, since it spoke.
+func (t *Host) measureRTT(ctx context.Context, p peer.ID) {
+	pctx, cancel := context.WithTimeout(ctx, t.cfg.PingTimeout)
+	defer cancel()
+	select {
+	case <-ping.Ping(pctx, t.h, p):
+	case <-pctx.Done():
 	}
 }
 
