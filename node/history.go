@@ -35,7 +35,15 @@ type history struct {
 	last time.Time
 }
 
-// add records s if historyEvery has passed since the last sample.
+// due says whether a sample is due at now: historyEvery has passed
+// since the last.
+func (h *history) due(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last.IsZero() || now.Sub(h.last) >= historyEvery
+}
+
+// add records s if a sample is due at now.
 func (h *history) add(now time.Time, s Sample) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -60,9 +68,13 @@ func (h *history) samples() []Sample {
 	return append(out, h.buf[:h.next]...)
 }
 
-// sample records the node's state now in its history (core goroutine).
+// sample records the node's state in its history when a sample is due
+// (core goroutine, every second: the status is read only when one is).
 func (n *Node) sample() {
 	now := n.cfg.Now()
+	if !n.hist.due(now) {
+		return
+	}
 	s := n.Status()
 	n.hist.add(now, Sample{Time: float64(now.UnixMilli()) / 1e3, Accuracy: s.Accuracy, Loss: s.Loss, Peers: s.Peers,
 		BytesIn: s.BytesIn, BytesOut: s.BytesOut, MessagesIn: s.MessagesIn, MessagesOut: s.MessagesOut, DPEpsilon: s.DPEpsilon})

@@ -270,9 +270,6 @@ func (n *Node) Run(ctx context.Context) error {
 			n.peer.SetPeers(peers)
 			n.watchAlone(len(peers))
 			n.met.peers.Set(float64(len(peers)))
-			n.mu.Lock()
-			n.status.Peers = len(peers)
-			n.mu.Unlock()
 			n.sample()
 		case <-members.C:
 			n.refreshMembers()

@@ -60,18 +60,7 @@ func (c *cluster) statuses(nodes []node) map[string]status {
 	c.t.Helper()
 	out := map[string]status{}
 	for _, n := range nodes {
-		var s status
-		var err error
-		for range 10 {
-			if s, err = getStatus(n.ip); err == nil {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		if err != nil {
-			c.t.Fatalf("%s: %v", n.name, err)
-		}
-		out[n.name] = s
+		out[n.name] = statusOf(c.t, n.ip)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
@@ -98,14 +99,19 @@ func resolveBootstrapURL(ctx context.Context, base string) (peer.AddrInfo, error
 	return ParseIDResponse(b)
 }
 
-// bootstrapPeers resolves the bootstrap URLs (each round, so that a peer
-// that restarts elsewhere is found again) and returns them with the
-// multiaddr bootstrap peers; an entry that cannot be resolved is
-// returned with its error, under its URL.
-func (t *Host) bootstrapPeers(ctx context.Context, boot []peer.AddrInfo, urls []string) ([]peer.AddrInfo, map[string]error) {
+// bootstrapPeers resolves the bootstrap URLs and returns them with the
+// multiaddr bootstrap peers; an entry that cannot be resolved is returned
+// with its error, under its URL. known holds what each URL resolved to
+// last: a URL whose peer is still connected is not asked again; one whose
+// peer is gone is, so that a peer that restarted elsewhere is found again.
+func (t *Host) bootstrapPeers(ctx context.Context, boot []peer.AddrInfo, urls []string, known map[string]peer.ID) ([]peer.AddrInfo, map[string]error) {
 	out := append([]peer.AddrInfo(nil), boot...)
 	var errs map[string]error
 	for _, u := range urls {
+		if id, ok := known[u]; ok && t.h.Network().Connectedness(id) == network.Connected {
+			out = append(out, peer.AddrInfo{ID: id})
+			continue
+		}
 		ai, err := resolveBootstrapURL(ctx, u)
 		if err != nil {
 			if errs == nil {
@@ -117,6 +123,7 @@ func (t *Host) bootstrapPeers(ctx context.Context, boot []peer.AddrInfo, urls []
 		if ai.ID == t.h.ID() {
 			continue // this daemon's own API (pod 0 of a StatefulSet)
 		}
+		known[u] = ai.ID
 		t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.AddressTTL)
 		out = append(out, ai)
 	}

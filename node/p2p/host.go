@@ -359,11 +359,12 @@ func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []strin
 	}
 	last := map[peer.ID]*state{}
 	lastURL := map[string]*state{}
+	resolved := map[string]peer.ID{}
 	for {
 		boot := fixed
 		if len(urls) > 0 {
 			var errs map[string]error
-			boot, errs = t.bootstrapPeers(ctx, fixed, urls)
+			boot, errs = t.bootstrapPeers(ctx, fixed, urls, resolved)
 			for _, u := range urls {
 				st := lastURL[u]
 				if st == nil {
