@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"slices"
 	"time"
 
 	"github.com/gossipd/gossipd/model"
@@ -51,6 +52,21 @@ type TrainResult struct {
 	Examples int
 	// Loss is the mean training loss.
 	Loss float64
+}
+
+// Skip is the result of a request answered without training (a paused
+// peer): the starting parameters for OpUpdate, a zero gradient for
+// OpGradient and OpFactors, no examples. The protocol carries on as if
+// the step had been taken with a learning rate of zero: it still
+// averages, forwards and pushes.
+func (r *TrainRequest) Skip() *TrainResult {
+	s := &TrainResult{ID: r.ID}
+	if r.Op == OpUpdate {
+		s.Params = slices.Clone(r.Params)
+	} else {
+		s.Grad = make([]float32, len(r.Params))
+	}
+	return s
 }
 
 // Commit tells the shell that the node has a new model: persist it or

@@ -86,9 +86,10 @@ var ErrBudgetSpent = errors.New("peer: privacy budget spent")
 
 // Peer is one learning peer.
 type Peer struct {
-	cfg   Config
-	core  *gossip.Node
-	world World
+	cfg    Config
+	core   *gossip.Node
+	world  World
+	paused bool
 }
 
 // New builds the core and the peer around it.
@@ -137,6 +138,16 @@ func (p *Peer) Undelivered(m *gossip.Message) {
 	p.core.Undelivered(m)
 	p.flush()
 }
+
+// SetPaused pauses or resumes local training. A paused peer answers the
+// core's training requests itself with TrainRequest.Skip: it touches no
+// local data, spends no privacy budget and no CPU on gradients, yet stays
+// in the job, averaging, forwarding and pushing, so that its neighbours'
+// rounds and push-sum's mass are not disturbed.
+func (p *Peer) SetPaused(paused bool) { p.paused = paused }
+
+// Paused reports whether local training is paused.
+func (p *Peer) Paused() bool { return p.paused }
 
 // Leave starts the peer's departure from its job (gossip.Node.Leave).
 func (p *Peer) Leave() {
@@ -194,6 +205,10 @@ func (p *Peer) flush() {
 			p.world.Commit(*rd.Commit)
 		}
 		if rd.Train == nil {
+			continue
+		}
+		if p.paused {
+			p.core.TrainDone(rd.Train.Skip()) // its Ready is handled by this loop
 			continue
 		}
 		if err := p.charge(rd.Train); err != nil {

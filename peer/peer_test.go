@@ -233,3 +233,46 @@ func TestLocalSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestPaused: a paused peer takes no training step and spends no privacy
+// budget, yet its rounds go on (it still sends its parameters and
+// averages); resumed, it trains again.
+func TestPaused(t *testing.T) {
+	dp := privacy.Config{Clip: 1, Noise: 1, Delta: 1e-5}
+	tr := newTrainer(t)
+	budget, err := privacy.NewBudget(dp, tr.SamplingRate(), privacy.Spending{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reserved int
+	p, w := newPeer(t, gossip.Config{ID: "me", Protocol: gossip.DPSGD, Delta: time.Second,
+		Neighbors: []gossip.Neighbor{{ID: "n", Weight: 0.5}}, SelfWeight: 0.5}, func(c *peer.Config) {
+		c.Trainer, c.Budget = tr, budget
+		c.Ledger = ledgerFunc(func(privacy.Spending) error { reserved++; return nil })
+	})
+	p.SetPaused(true)
+	if !p.Paused() {
+		t.Fatal("Paused() = false after SetPaused(true)")
+	}
+	before := slices.Clone(p.Core().Params())
+	for r := range 3 { // each deadline closes a round without the neighbour
+		p.Tick(time.Duration(r) * 10 * time.Second)
+	}
+	if len(w.trains) != 0 || budget.Steps() != 0 || reserved != 0 {
+		t.Fatalf("paused: %d training requests, %d DP steps, %d ledger entries; want none", len(w.trains), budget.Steps(), reserved)
+	}
+	if p.Core().Round() < 2 || len(w.sent) < 2 {
+		t.Fatalf("paused: round %d, %d messages sent; the rounds should go on", p.Core().Round(), len(w.sent))
+	}
+	if !slices.Equal(p.Core().Params(), before) {
+		t.Errorf("paused: the parameters moved without a neighbour's and without training")
+	}
+	p.SetPaused(false)
+	p.Tick(40 * time.Second)
+	if len(w.trains) != 1 || budget.Steps() != 1 {
+		t.Errorf("resumed: %d training requests, %d DP steps; want 1 and 1", len(w.trains), budget.Steps())
+	}
+	if len(w.rejects) != 0 {
+		t.Errorf("rejects %v: skipped steps are not bad training results", w.rejects)
+	}
+}
