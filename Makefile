@@ -93,7 +93,8 @@ FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLI
 	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
 	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./node:FuzzParseSpec ./node:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./cmd/gossipd:FuzzConfigFile \
-	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./node/p2p:FuzzParseIDResponse
+	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./node/p2p:FuzzParseIDResponse \
+	./node/apiserver:FuzzParseToken ./node/apiserver:FuzzGuard
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

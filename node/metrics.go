@@ -32,6 +32,7 @@ type metrics struct {
 	dpBudget   prometheus.Gauge
 	dpSteps    prometheus.Gauge
 	ckptTime   prometheus.Gauge
+	paused     prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -52,6 +53,7 @@ func newMetrics() *metrics {
 	m.bytesOut = c("bytes_out_total", "Payload bytes sent.")
 	m.sendErrors = c("send_errors_total", "Messages that could not be delivered.")
 	m.published = c("messages_published_total", "Messages broadcast to every member at once (gossipsub); each also counts once in messages_out_total.")
+	m.paused = g("paused", "1 while local training is paused (POST /pause), else 0.")
 	m.updates = c("updates_total", "Model updates.")
 	m.ckpts = c("checkpoints_total", "Checkpoints written.")
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gossipd", Name: "rejected_total",

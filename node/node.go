@@ -59,6 +59,12 @@ type Node struct {
 	// undeliveredCh brings push-sum shares that could not be sent back
 	// to the core.
 	undeliveredCh chan *gossip.Message
+	// Job control (control.go): pause requests, the leave signal, and
+	// runDone, closed when Run returns.
+	pauseCh   chan pauseReq
+	leaveCh   chan struct{}
+	leaveOnce sync.Once
+	runDone   chan struct{}
 
 	// published is a copy of the parameters as of the last update, for
 	// the API (the core itself belongs to the Run goroutine).
@@ -80,7 +86,8 @@ func New(cfg Config) (*Node, error) {
 	_, broadcast := cfg.Transport.(transport.Broadcaster)
 	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(), dpSteps: -1, incarnation: newIncarnation(),
 		trainCh: make(chan *gossip.TrainRequest, 1), doneCh: make(chan *gossip.TrainResult, 1),
-		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1), undeliveredCh: make(chan *gossip.Message, 256)}
+		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1), undeliveredCh: make(chan *gossip.Message, 256),
+		pauseCh: make(chan pauseReq), leaveCh: make(chan struct{}), runDone: make(chan struct{})}
 	if c, ok := cfg.Transport.(transport.ConnLister); ok {
 		n.met.watchConns(c)
 	}
@@ -195,10 +202,12 @@ func (n *Node) admitted(peers []gossip.PeerID) []gossip.PeerID {
 	return slices.DeleteFunc(peers, func(p gossip.PeerID) bool { return !n.cfg.Local.IsMember(p) })
 }
 
-// Run drives the daemon until ctx is done, then writes a final checkpoint.
-// Its goroutine is the core's: every call into the peer driver is made
-// here, in turn with the clock, arriving frames and training results.
+// Run drives the daemon until ctx is done or Leave is called, then says
+// goodbye and writes a final checkpoint. Its goroutine is the core's:
+// every call into the peer driver is made here, in turn with the clock,
+// arriving frames, training results and job control. Run is called once.
 func (n *Node) Run(ctx context.Context) error {
+	defer close(n.runDone)
 	n.mu.Lock()
 	n.start = n.cfg.Now()
 	n.mu.Unlock()
@@ -253,6 +262,13 @@ func (n *Node) Run(ctx context.Context) error {
 			n.leave()
 			n.checkpoint("shutdown")
 			return nil
+		case <-n.leaveCh:
+			n.log.Info("leaving the job, as asked through the API")
+			n.leave()
+			n.checkpoint("left the job")
+			return nil
+		case r := <-n.pauseCh:
+			n.applyPause(r)
 		case <-wake.C:
 			n.peer.Tick(now())
 		case in, ok := <-n.cfg.Transport.Inbound():

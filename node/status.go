@@ -30,6 +30,9 @@ type Status struct {
 	// Joined says the node joined a running job and has taken its state
 	// from a member.
 	Joined bool `json:"joined,omitempty"`
+	// Paused says local training is paused (POST /pause): the node stays
+	// in the job without training on its data.
+	Paused bool `json:"paused"`
 	// PushSumWeight is push-sum's weight w (the model is x/w); over the
 	// live members the weights sum to their number.
 	PushSumWeight float64           `json:"pushsum_weight,omitempty"`
