@@ -2,12 +2,15 @@ package node
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -23,14 +26,40 @@ const maxPredictBody = 16 << 20
 //go:embed web/index.html
 var dashboardHTML []byte
 
+// PublicPaths are the API paths anyone who reaches the daemon may read
+// (apiserver.Policy): the probes, the daemon's peer ID and addresses
+// (which its announcements tell the network anyway) and the static
+// dashboard page, which holds no data of its own.
+var PublicPaths = []string{"/healthz", "/readyz", "/id", "/"}
+
+// ReadOnlyPosts are the POST paths that change nothing.
+var ReadOnlyPosts = []string{"/predict"}
+
 // Handler serves the operator API: / (the dashboard), /history (recent
 // samples for its charts), /healthz (the process serves), /readyz
 // (it trains with peers: see Ready), /status (JSON), /metrics
-// (Prometheus), /model (safetensors), /predict (JSON), /jobs (the jobs
-// announced on the network: ID, protocol, model, members seen, best
-// accuracy) and /announcements (the latest announcement of each peer).
+// (Prometheus), /model (the model as safetensors: the export), /predict
+// (JSON), /jobs (the jobs announced on the network: ID, protocol, model,
+// members seen, best accuracy), /announcements (the latest announcement
+// of each peer) and job control: POST /pause and /resume (local
+// training; see Pause) and POST /leave (leave the job and stop). The
+// daemon serves it behind apiserver.Guard.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /pause", func(w http.ResponseWriter, r *http.Request) { n.servePause(w, r, true) })
+	mux.HandleFunc("POST /resume", func(w http.ResponseWriter, r *http.Request) { n.servePause(w, r, false) })
+	mux.HandleFunc("POST /leave", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-n.runDone:
+			http.Error(w, "leave: the node has stopped", http.StatusConflict)
+			return
+		default:
+		}
+		n.Leave()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		json.NewEncoder(w).Encode(map[string]any{"leaving": true, "job_id": n.job.String()})
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -92,6 +121,23 @@ func (n *Node) Handler() http.Handler {
 		enc.Encode(n.Announcements())
 	})
 	return mux
+}
+
+// servePause pauses or resumes local training and answers with the
+// state now in effect.
+func (n *Node) servePause(w http.ResponseWriter, r *http.Request, paused bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := n.setPaused(ctx, paused); err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, ErrNotRunning) {
+			code = http.StatusConflict
+		}
+		http.Error(w, r.URL.Path[1:]+": "+err.Error(), code)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"paused": paused})
 }
 
 // modelMetadata is what an exported model's safetensors metadata holds: the

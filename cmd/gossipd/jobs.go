@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gossipd/gossipd/internal/apiclient"
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/p2p"
@@ -17,7 +18,8 @@ import (
 
 func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("jobs", "jobs [--api ADDR | --bootstrap ADDRS [--listen-for D]] [--json]\n\nLists the jobs announced on the network (ID, protocol, model, members seen,\nbest accuracy reported): as a running daemon heard them (--api), or by\nlistening for announcements itself (--bootstrap), to find a job to --join.", stderr)
-	api := fs.String("api", "127.0.0.1:8080", "a running daemon's API address")
+	var af apiclient.Flags
+	af.Declare(fs)
 	bootstrap := fs.String("bootstrap", "", "listen on the network instead: bootstrap peers (multiaddrs with /p2p/ID, comma-separated)")
 	consortium := fs.String("consortium", "", "with --bootstrap: the consortium file of a private network")
 	listenFor := fs.Duration("listen-for", 12*time.Second, "with --bootstrap: how long to listen for announcements")
@@ -31,10 +33,10 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *consortium != "" || cli.FlagSet(fs, "listen-for") {
 			return fmt.Errorf("%w: jobs: --consortium and --listen-for need --bootstrap", errUsage)
 		}
-		jobs, err = jobsFromAPI(ctx, *api)
+		jobs, err = jobsFromAPI(ctx, af)
 	} else {
-		if cli.FlagSet(fs, "api") {
-			return fmt.Errorf("%w: jobs: --api and --bootstrap are exclusive", errUsage)
+		if cli.FlagSet(fs, "api") || cli.FlagSet(fs, "api-token") || cli.FlagSet(fs, "api-ca") {
+			return fmt.Errorf("%w: jobs: --api, --api-token and --api-ca ask a daemon; --bootstrap listens instead: give one or the other", errUsage)
 		}
 		jobs, err = jobsFromNetwork(ctx, cli.SplitList(*bootstrap), *consortium, *listenFor)
 	}
@@ -57,18 +59,20 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // jobsFromAPI reads a daemon's /jobs.
-func jobsFromAPI(ctx context.Context, api string) ([]node.AnnouncedJob, error) {
+func jobsFromAPI(ctx context.Context, af apiclient.Flags) ([]node.AnnouncedJob, error) {
+	c, err := af.New()
+	if err != nil {
+		return nil, fmt.Errorf("%w: jobs: %v", errUsage, err)
+	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+api+"/jobs", nil)
-	resp, err := http.DefaultClient.Do(req)
+	b, err := c.Do(rctx, http.MethodGet, "/jobs", nil)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: is a daemon running with --api %s? %w", api, err)
+		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	defer resp.Body.Close()
 	var jobs []node.AnnouncedJob
-	if err := json.NewDecoder(resp.Body).Decode(&jobs); err != nil {
-		return nil, fmt.Errorf("jobs: %s/jobs: %w", api, err)
+	if err := json.Unmarshal(b, &jobs); err != nil {
+		return nil, fmt.Errorf("jobs: %s/jobs: %w", c.Base(), err)
 	}
 	return jobs, nil
 }

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,10 +16,12 @@ import (
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/internal/apiclient"
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/apiserver"
 	"github.com/gossipd/gossipd/node/p2p"
 	"github.com/gossipd/gossipd/node/transport"
 	"github.com/gossipd/gossipd/privacy"
@@ -33,6 +34,7 @@ type runFlags struct {
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
 	members, topology, dht, relays, join                                           string
 	sfbMode, aggregator, consortium, memoryLimit                                   string
+	apiToken, apiCert, apiKey                                                      string
 	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise, maxNorm                 float64
 	peerBytes, peerFrames, sendRate                                                float64
 	batch, localEpochs, ckptEvery, keep, staleness, maxConns                       int
@@ -60,7 +62,10 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.Float64Var(&r.peerFrames, "peer-frames", 200, "frames per second one peer may send (negative: no limit)")
 	fs.Float64Var(&r.sendRate, "send-rate", 0, "pace what this node sends to this many payload bytes per second over all peers (0: unpaced), for slow or metered uplinks")
 	fs.Float64Var(&r.maxNorm, "max-norm", 0, "drop received parameter vectors of larger L2 norm (0: 1000·√n for n values; negative: no bound)")
-	fs.StringVar(&r.api, "api", "127.0.0.1:8080", "HTTP API address (/healthz, /status, /metrics)")
+	fs.StringVar(&r.api, "api", "127.0.0.1:8080", "HTTP API address (the dashboard at /, /healthz, /status, /metrics, job control); beyond loopback it needs --api-token")
+	fs.StringVar(&r.apiToken, "api-token", "", "bearer token file (mode 0600; created if missing): required by job control (POST /pause, /resume, /leave), and by every read but the probes when --api is beyond loopback")
+	fs.StringVar(&r.apiCert, "api-tls-cert", "", "serve the API over TLS with this PEM certificate (with --api-tls-key; renewed files are picked up)")
+	fs.StringVar(&r.apiKey, "api-tls-key", "", "the PEM private key of --api-tls-cert")
 	fs.StringVar(&r.store, "store", "gossipd-data", "directory of the checkpoint store")
 	fs.StringVar(&r.key, "key", "", "identity key file (default STORE/identity.key; created on first run, mode 0600)")
 	fs.StringVar(&r.dataset, "dataset", "digits", "local data: digits, fashion-mnist or a path")
@@ -130,6 +135,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log, err := cli.NewLogger(stderr, r.logFormat, r.logLevel)
 	if err != nil {
 		return err
+	}
+	api := apiserver.Config{Addr: r.api, TokenFile: r.apiToken, CertFile: r.apiCert, KeyFile: r.apiKey, Logger: log,
+		Public: node.PublicPaths, ReadOnlyPosts: node.ReadOnlyPosts}
+	if err := api.Validate(); err != nil { // before the data is loaded and the network joined
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if r.memoryLimit != "" {
 		n, err := cli.ParseBytes(r.memoryLimit)
@@ -232,13 +242,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", r.api)
+	srv, err := apiserver.Listen(api, d.Handler())
 	if err != nil {
-		return fmt.Errorf("api: %w", err)
+		return err
 	}
-	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	log.Info("gossipd started", "peer", host.ID(), "addrs", strings.Join(host.Addrs(), " "), "api", ln.Addr().String(),
+	if srv.TokenCreated {
+		log.Info("created the API token", "file", r.apiToken)
+	}
+	go srv.Serve()
+	log.Info("gossipd started", "peer", host.ID(), "addrs", strings.Join(host.Addrs(), " "), "api", srv.Addr(), "dashboard", srv.URL()+"/",
 		"job", d.JobID().Short(), "train_examples", train.N, "test_examples", test.N)
 	runErr := d.Run(ctx)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -247,7 +259,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
-	log.Info("gossipd stopped", "updates", d.Status().Updates, "checkpoint", d.Status().Checkpoint)
+	why := "stopped"
+	if ctx.Err() == nil {
+		why = "left the job" // POST /leave
+	}
+	log.Info("gossipd stopped", "why", why, "updates", d.Status().Updates, "checkpoint", d.Status().Checkpoint)
 	return nil
 }
 
@@ -332,33 +348,42 @@ func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("status", "status [--api ADDR]\n\nPrints a running daemon's /status.", stderr)
-	api := fs.String("api", "127.0.0.1:8080", "the daemon's API address")
+	fs := cli.NewFlagSet("status", "status [--api ADDR] [--api-token FILE]\n\nPrints a running daemon's /status.", stderr)
+	var af apiclient.Flags
+	af.Declare(fs)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	c, err := af.New()
+	if err != nil {
+		return fmt.Errorf("%w: status: %v", errUsage, err)
+	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+*api+"/status", nil)
-	resp, err := http.DefaultClient.Do(req)
+	b, err := c.Do(rctx, http.MethodGet, "/status", nil)
 	if err != nil {
-		return fmt.Errorf("status: is a daemon running with --api %s? %w", *api, err)
+		return fmt.Errorf("status: %w", err)
 	}
-	defer resp.Body.Close()
-	_, err = io.Copy(stdout, resp.Body)
+	_, err = stdout.Write(b)
 	return err
 }
 
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("init", "init [--out FILE] [--profile default|edge]\n\nWrites a commented config file for `gossipd run --config FILE`: every\nsetting at its default, or at a profile's value (edge: small memory, paced\ntraffic, fewer connections).", stderr)
+	fs := cli.NewFlagSet("init", "init [--out FILE] [--profile default|edge] [--api-token FILE]\n\nWrites a commented config file for `gossipd run --config FILE`: every\nsetting at its default, or at a profile's value (edge: small memory, paced\ntraffic, fewer connections). It also creates an API bearer token file\n(mode 0600; kept if it exists), which the config names, for job control\nand for an API beyond loopback.", stderr)
 	out := fs.String("out", "gossipd.yaml", "file to write ('-' for stdout)")
 	profile := fs.String("profile", "default", "settings for: default|edge")
+	tokenFile := fs.String("api-token", "", "API token file to create (default api.token beside --out; \"\" given: none)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	settings, ok := profiles[*profile]
 	if !ok {
 		return fmt.Errorf("%w: --profile %q, want default|edge", errUsage, *profile)
+	}
+	if *out != "-" {
+		if _, err := os.Stat(*out); err == nil {
+			return fmt.Errorf("%w: %s exists", errUsage, *out)
+		}
 	}
 	rf := flag.NewFlagSet("run", flag.ContinueOnError)
 	var r runFlags
@@ -373,15 +398,47 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			header += fmt.Sprintf("#   %s: %s (%s)\n", x.flag, x.value, x.why)
 		}
 	}
+	if *tokenFile == "" && !cli.FlagSet(fs, "api-token") {
+		dir := "."
+		if *out != "-" {
+			dir = filepath.Dir(*out)
+		}
+		*tokenFile = filepath.Join(dir, "api.token")
+	}
+	if *tokenFile != "" {
+		abs, err := filepath.Abs(*tokenFile)
+		if err != nil {
+			return err
+		}
+		_, created, err := apiserver.LoadOrCreateTokenFile(abs)
+		if err != nil {
+			return err
+		}
+		rf.Set("api-token", abs)
+		verb := "created"
+		if !created {
+			verb = "kept"
+		}
+		fmt.Fprintf(stderr, "%s the API token %s (mode 0600): give it to clients with --api-token\n", verb, abs)
+	}
 	return cli.WriteNew(*out, cli.SettingsTemplate(rf, header+"\n", "config"), stdout)
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("export", "export --store DIR --out FILE\n\nWrites the newest checkpointed model of a (stopped) daemon's store as\nsafetensors, with the job spec and the feature scaler in its metadata.", stderr)
+	fs := cli.NewFlagSet("export", "export (--store DIR | --api ADDR [--api-token FILE]) --out FILE\n\nWrites a model as safetensors, with the job spec and the feature scaler in\nits metadata: the newest checkpoint of a stopped daemon's store (--store),\nor a running daemon's current model (--api: its GET /model).", stderr)
 	storeDir := fs.String("store", "gossipd-data", "the daemon's --store directory")
 	out := fs.String("out", "model.safetensors", "file to write")
+	var af apiclient.Flags
+	af.Declare(fs)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	fromAPI := cli.FlagSet(fs, "api") || cli.FlagSet(fs, "api-token") || cli.FlagSet(fs, "api-ca")
+	if fromAPI && cli.FlagSet(fs, "store") {
+		return fmt.Errorf("%w: export: --store reads a stopped daemon's store, --api asks a running one: give one or the other", errUsage)
+	}
+	if fromAPI {
+		return exportFromAPI(ctx, af, *out, stdout)
 	}
 	store, err := node.OpenStore(filepath.Join(*storeDir, "checkpoints"), 0, nil)
 	if err != nil {
@@ -401,5 +458,29 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("export %s: %w", *storeDir, err)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %s, checkpoint %d (age %g, %s)\n", *out, c.Spec.Model, c.Seq, c.State.Age, c.Time.Format(time.RFC3339))
+	return nil
+}
+
+// exportFromAPI writes a running daemon's /model to out, after checking
+// that it is a safetensors file.
+func exportFromAPI(ctx context.Context, af apiclient.Flags, out string, stdout io.Writer) error {
+	c, err := af.New()
+	if err != nil {
+		return fmt.Errorf("%w: export: %v", errUsage, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	b, err := c.Do(rctx, http.MethodGet, "/model", nil)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	_, vals, meta, err := model.ReadSafetensors(b)
+	if err != nil {
+		return fmt.Errorf("export: %s/model: %w", c.Base(), err)
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d tensors of job %.12s (age %s) from %s\n", out, len(vals), meta["job_id"], meta["age"], c.Base())
 	return nil
 }
