@@ -52,10 +52,11 @@ func freePorts(t testing.TB, k int) []int {
 }
 
 type daemon struct {
-	args []string
-	api  string
-	cmd  *exec.Cmd
-	log  string
+	args  []string
+	api   string
+	cmd   *exec.Cmd
+	log   string
+	token string // the API token, if reads need it
 }
 
 func (d *daemon) start(t testing.TB, bin string) {
@@ -90,6 +91,7 @@ type status struct {
 	Members     int               `json:"members"`
 	Joined      bool              `json:"joined"`
 	Updates     uint64            `json:"updates"`
+	Paused      bool              `json:"paused"`
 	// PushSumWeight is push-sum's weight.
 	PushSumWeight float64 `json:"pushsum_weight"`
 	Connections   []struct {
@@ -99,7 +101,11 @@ type status struct {
 
 func (d *daemon) status() (status, error) {
 	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + d.api + "/status")
+	req, _ := http.NewRequest("GET", "http://"+d.api+"/status", nil)
+	if d.token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.token)
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return status{}, err
 	}

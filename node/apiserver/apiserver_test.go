@@ -2,25 +2,22 @@ package apiserver
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"io/fs"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/gossipd/gossipd/internal/testcert"
 )
 
 func TestTokenFiles(t *testing.T) {
@@ -182,7 +179,7 @@ func TestListen(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	pool := x509.NewCertPool()
-	pool.AddCert(writeCert(t, cert, key, "first"))
+	pool.AddCert(testcert.Write(t, cert, key, "first"))
 	tokenFile := filepath.Join(dir, "api.token")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("status")) })
@@ -230,7 +227,7 @@ func TestListen(t *testing.T) {
 		t.Fatalf("TLS state %v", cs)
 	}
 	// Renew: a new key pair in the same files, a second later (mtimes).
-	pool.AddCert(writeCert(t, cert, key, "second"))
+	pool.AddCert(testcert.Write(t, cert, key, "second"))
 	later := time.Now().Add(2 * time.Second)
 	os.Chtimes(cert, later, later)
 	os.Chtimes(key, later, later)
@@ -273,24 +270,23 @@ func TestListenBeyondLoopback(t *testing.T) {
 	}
 }
 
-// writeCert writes a self-signed certificate for localhost and its key.
-func writeCert(t *testing.T, certFile, keyFile, cn string) *x509.Certificate {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+// TestTokenFileRace: daemons that share a token path and start together
+// all end up with the one token, never half of it.
+func TestTokenFileRace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "api.token")
+	toks := make([]string, 8)
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range toks {
+		wg.Go(func() { toks[i], _, errs[i] = LoadOrCreateTokenFile(path) })
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
+	wg.Wait()
+	for i := range toks {
+		if errs[i] != nil || toks[i] != toks[0] {
+			t.Errorf("daemon %d: %q, %v; daemon 0: %q", i, toks[i], errs[i], toks[0])
+		}
 	}
-	kb, _ := x509.MarshalECPrivateKey(k)
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	c, _ := x509.ParseCertificate(der)
-	return c
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".api-token-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
 }

@@ -29,25 +29,34 @@ func NewToken() (string, error) {
 
 // CreateTokenFile writes a new token to path, readable by its owner only
 // (0600), creating its directory (0700) if need be. It refuses to
-// overwrite a file: a token in use would stop working.
+// overwrite a file (fs.ErrExist): a token in use would stop working. The
+// file appears whole or not at all (written aside, then linked into
+// place), so daemons sharing one path never read half a token.
 func CreateTokenFile(path string) (string, error) {
 	tok, err := NewToken()
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("api token %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.CreateTemp(dir, ".api-token-*")
 	if err != nil {
 		return "", fmt.Errorf("api token %s: %w", path, err)
 	}
+	defer os.Remove(f.Name())
 	_, err = f.WriteString(tok + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil { // CreateTemp made it 0600
+		err = os.Link(f.Name(), path)
+	}
 	if err != nil {
-		os.Remove(path)
 		return "", fmt.Errorf("api token %s: %w", path, err)
 	}
 	return tok, nil
@@ -102,7 +111,12 @@ func LoadOrCreateTokenFile(path string) (tok string, created bool, err error) {
 	tok, err = LoadTokenFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		tok, err = CreateTokenFile(path)
-		return tok, err == nil, err
+		if err == nil {
+			return tok, true, nil
+		}
+		if errors.Is(err, fs.ErrExist) { // another daemon created it first
+			tok, err = LoadTokenFile(path)
+		}
 	}
 	return tok, false, err
 }
