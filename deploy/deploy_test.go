@@ -30,6 +30,7 @@ import (
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/apiserver"
 	"github.com/gossipd/gossipd/node/memnet"
 	"gopkg.in/yaml.v3"
 )
@@ -85,12 +86,24 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
-// TestPrometheus: promtool accepts the scrape configuration and the rules,
-// and the rules' unit tests pass (each alert fires when it should, and
-// not before).
+// TestPrometheus: promtool accepts the scrape configuration (beside the
+// API token file and the rules it names, as an install puts them) and the
+// rules, and the rules' unit tests pass (each alert fires when it should,
+// and not before).
 func TestPrometheus(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"prometheus.yml", "rules.yml"} {
+		b, err := os.ReadFile(filepath.Join("prometheus", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	if _, err := apiserver.CreateTokenFile(filepath.Join(dir, "gossipd-api.token")); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
-		{"check", "config", "prometheus/prometheus.yml"},
+		{"check", "config", filepath.Join(dir, "prometheus.yml")},
 		{"check", "rules", "prometheus/rules.yml"},
 		{"test", "rules", "prometheus/rules_test.yml"},
 	} {
@@ -193,25 +206,7 @@ func daemonSeries(t *testing.T) map[string]bool {
 // says, and whose replicas match the shard count; a PodDisruptionBudget
 // over the same pods; and the ConfigMap's settings start a real daemon.
 func TestKubernetes(t *testing.T) {
-	out, err := tool(t, "kubectl", "kustomize", "k8s")
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
-	}
-	objs := map[string]map[string]any{}
-	dec := yaml.NewDecoder(strings.NewReader(out))
-	for {
-		var o map[string]any
-		if err := dec.Decode(&o); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		kind := o["kind"].(string)
-		if objs[kind] != nil {
-			t.Fatalf("two %s objects", kind)
-		}
-		objs[kind] = o
-	}
+	objs := kustomize(t, "k8s")
 	for _, k := range []string{"ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"} {
 		if objs[k] == nil {
 			t.Fatalf("no %s rendered (got %v)", k, slices.Sorted(maps.Keys(objs)))
@@ -235,6 +230,13 @@ func TestKubernetes(t *testing.T) {
 		return o
 	}
 	str := func(o any, path ...any) string { s, _ := at(o, path...).(string); return s }
+	env := func(c any) map[string]string {
+		m := map[string]string{}
+		for _, e := range at(c, "env").([]any) {
+			m[str(e, "name")] = str(e, "value")
+		}
+		return m
+	}
 	if str(svc, "spec", "clusterIP") != "None" || at(svc, "spec", "publishNotReadyAddresses") != true {
 		t.Errorf("service: clusterIP %q, publishNotReadyAddresses %v; want a headless service that publishes pods before they are ready",
 			str(svc, "spec", "clusterIP"), at(svc, "spec", "publishNotReadyAddresses"))
@@ -273,6 +275,28 @@ func TestKubernetes(t *testing.T) {
 	if str(sts, "spec", "template", "spec", "volumes", 0, "configMap", "name") != str(cm, "metadata", "name") || mounts["config"] != "/etc/gossipd" {
 		t.Errorf("config: volume %v mounted at %q", at(sts, "spec", "template", "spec", "volumes"), mounts["config"])
 	}
+	// The API listens beyond loopback, so it has a token: on the volume,
+	// or, in the shared-token overlay, from a Secret its group may read.
+	token := env(c)["GOSSIPD_API_TOKEN"]
+	if !strings.HasPrefix(token, mounts["data"]+"/") {
+		t.Errorf("GOSSIPD_API_TOKEN %q, want a file on the store's volume %s", token, mounts["data"])
+	}
+	shared := kustomize(t, "k8s/shared-token")["StatefulSet"]
+	sc := at(shared, "spec", "template", "spec", "containers", 0)
+	smounts := map[string]string{}
+	for _, m := range at(sc, "volumeMounts").([]any) {
+		smounts[str(m, "name")] = str(m, "mountPath")
+	}
+	var secret any
+	for _, v := range at(shared, "spec", "template", "spec", "volumes").([]any) {
+		if str(v, "name") == "api-token" {
+			secret = at(v, "secret")
+		}
+	}
+	if str(secret, "secretName") != "gossipd-api-token" || fmt.Sprint(at(secret, "defaultMode")) != "288" || // 0440
+		env(sc)["GOSSIPD_API_TOKEN"] != smounts["api-token"]+"/api.token" || smounts["data"] != "/data" {
+		t.Errorf("shared-token overlay: secret %v, mounts %v, GOSSIPD_API_TOKEN %q", secret, smounts, env(sc)["GOSSIPD_API_TOKEN"])
+	}
 	if r := fmt.Sprint(at(sts, "spec", "replicas")); r != str(cm, "data", "shards") {
 		t.Errorf("%s replicas, %s shards", r, str(cm, "data", "shards"))
 	}
@@ -286,9 +310,10 @@ func TestKubernetes(t *testing.T) {
 	if conf["store"] != "/data" || !strings.HasPrefix(fmt.Sprint(conf["bootstrap"]), "http://gossipd-0."+str(svc, "metadata", "name")+":") {
 		t.Errorf("gossipd.yaml: store %v, bootstrap %v", conf["store"], conf["bootstrap"])
 	}
-	// The settings start a daemon, as the pod's args run it (its store,
-	// API and listen address moved to this machine by flags, which win
-	// over the file).
+	// The settings start a daemon, as the pod's args and environment run
+	// it (its store, API port and listen address moved to this machine
+	// by flags, which win over the file): beyond loopback, with the token
+	// it creates.
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gossipd.yaml")
 	os.WriteFile(cfg, []byte(str(cm, "data", "gossipd.yaml")), 0o600)
@@ -304,9 +329,12 @@ func TestKubernetes(t *testing.T) {
 	}
 	api := l.Addr().String()
 	l.Close()
+	_, port, _ := net.SplitHostPort(api)
 	var log strings.Builder
+	tokenFile := filepath.Join(dir, "data", "api.token")
 	d := exec.Command(bin, "run", "--config", cfg, "--shard", "1/"+str(cm, "data", "shards"), "--store", filepath.Join(dir, "data"),
-		"--api", api, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", "")
+		"--api", "0.0.0.0:"+port, "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", "")
+	d.Env = append(os.Environ(), "GOSSIPD_API_TOKEN="+tokenFile)
 	d.Stdout, d.Stderr = &log, &log
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
@@ -327,6 +355,40 @@ func TestKubernetes(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	resp, err := http.Get("http://" + api + "/status")
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /status without the token: %v %v, want 401", resp.Status, err)
+	}
+	resp.Body.Close()
+	out, err := exec.Command(bin, "status", "--api", api, "--api-token", tokenFile).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"peer_id"`) {
+		t.Errorf("gossipd status with the token the daemon created: %v\n%s", err, out)
+	}
 	d.Process.Signal(os.Interrupt)
 	d.Wait()
+}
+
+// kustomize renders a kustomization under deploy/ offline, by kind.
+func kustomize(t *testing.T, dir string) map[string]map[string]any {
+	t.Helper()
+	out, err := tool(t, "kubectl", "kustomize", dir)
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
+	}
+	objs := map[string]map[string]any{}
+	dec := yaml.NewDecoder(strings.NewReader(out))
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		kind := o["kind"].(string)
+		if objs[kind] != nil {
+			t.Fatalf("%s: two %s objects", dir, kind)
+		}
+		objs[kind] = o
+	}
+	return objs
 }

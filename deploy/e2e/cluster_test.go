@@ -32,8 +32,8 @@ func (c *cluster) gateway() string   { return c.subnet + ".1" }
 func (c *cluster) start(i int, extra ...string) {
 	c.t.Helper()
 	name := c.name(i)
-	args := []string{"run", "-d", "--name", name, "--network", c.net, "--ip", c.ip(i),
-		"-v", name + ":/data", image, "run", "--shard", fmt.Sprintf("%d/6", i), "--lr", "0.5", "--announce-interval", "1s"}
+	args := append(append([]string{"run", "-d", "--name", name, "--network", c.net, "--ip", c.ip(i), "-v", name + ":/data"}, tokenArgs()...),
+		image, "run", "--shard", fmt.Sprintf("%d/6", i), "--lr", "0.5", "--announce-interval", "1s")
 	if len(extra) == 0 || extra[0] != "--join" {
 		args = append(args, "--protocol", c.proto, "--delta", "200ms")
 	}

@@ -48,7 +48,7 @@ func (p project) compose(t testing.TB, args ...string) string {
 }
 
 // nodes finds the containers of a project's services and their first
-// address.
+// address, and reads their API tokens.
 func (p project) nodes(t testing.TB, services ...string) []node {
 	t.Helper()
 	var out []node
@@ -60,6 +60,9 @@ func (p project) nodes(t testing.TB, services ...string) []node {
 		ips := strings.Fields(docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", id))
 		if len(ips) == 0 {
 			t.Fatalf("%s: service %s has no address", p.name, s)
+		}
+		if err := containerToken(id, ips[0]); err != nil {
+			t.Fatalf("%s: service %s: its API token: %v", p.name, s, err)
 		}
 		out = append(out, node{name: s, ip: ips[0]})
 	}
@@ -133,8 +136,8 @@ func composeConsortium(t *testing.T, p project) {
 		return s.Peers == want[s.PeerID] && s.Accuracy >= 0.85
 	})
 	note("consortium, compose %s: deploy/consortium up to four members of two organisations at ≥ 0.85 in %.1f s.", p.tool.name, at.Sub(start).Seconds())
-	docker(t, "run", "-d", "--name", outsider, "--network", p.name+"_org-a", "-v", p.name+"_shared:/shared:ro", image,
-		"run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4")
+	docker(t, append(append([]string{"run", "-d", "--name", outsider, "--network", p.name + "_org-a", "-v", p.name + "_shared:/shared:ro"}, tokenArgs()...),
+		image, "run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4")...)
 	ip := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", outsider)
 	them := statusOf(t, ip)
 	a0 := p.compose(t, "ps", "-q", "a0")

@@ -127,8 +127,14 @@ func getStatus(ip string) (status, error) {
 	return s, json.Unmarshal(b, &s)
 }
 
+// get reads a URL of a daemon's API with its token.
 func get(url string) ([]byte, error) {
-	resp, err := httpc.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tokenFor(url))
+	resp, err := httpc.Do(req)
 	if err != nil {
 		return nil, err
 	}

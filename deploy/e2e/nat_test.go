@@ -63,8 +63,8 @@ func TestNAT(t *testing.T) {
 	// The relay is on the WAN, with a job of its own: it is not a member
 	// of the NATed peers' job, so any model they receive came from each
 	// other.
-	docker(t, "run", "-d", "--name", relay, "--network", wan, "--ip", natRelayIP, "-v", relay+":/data", image,
-		"run", "--relay-service", "--name", "relay", "--shard", "0/3")
+	docker(t, append(append([]string{"run", "-d", "--name", relay, "--network", wan, "--ip", natRelayIP, "-v", relay + ":/data"}, tokenArgs()...),
+		image, "run", "--relay-service", "--name", "relay", "--shard", "0/3")...)
 	waitAll(t, "the relay up", 60*time.Second, []node{{relay, natRelayIP}}, func(s status) bool { return s.PeerID != "" })
 	rst := statusOf(t, natRelayIP)
 	relayAddr := "/ip4/" + natRelayIP + "/udp/4001/quic-v1/p2p/" + rst.PeerID
@@ -92,9 +92,9 @@ func TestNAT(t *testing.T) {
 	}
 	startDaemons := func(extra ...string) {
 		for i, s := range sites {
-			args := []string{"run", "-d", "--name", s.daemon(), "--network", "container:" + s.host(), "-v", s.daemon() + ":/data", image,
-				"run", "--shard", fmt.Sprintf("%d/3", i+1), "--lr", "0.5", "--delta", "200ms", "--announce-interval", "1s",
-				"--bootstrap", relayAddr, "--relays", relayAddr, "--behind-nat"}
+			args := append(append([]string{"run", "-d", "--name", s.daemon(), "--network", "container:" + s.host(), "-v", s.daemon() + ":/data"}, tokenArgs()...),
+				image, "run", "--shard", fmt.Sprintf("%d/3", i+1), "--lr", "0.5", "--delta", "200ms", "--announce-interval", "1s",
+				"--bootstrap", relayAddr, "--relays", relayAddr, "--behind-nat")
 			docker(t, append(args, extra...)...)
 		}
 	}

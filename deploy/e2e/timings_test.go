@@ -103,7 +103,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	if err := setupToken(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: the suite's API token: %v\n", err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	dockerErr("volume", "rm", "-f", tokenVolume)
 	writeTimings()
 	os.Exit(code)
 }

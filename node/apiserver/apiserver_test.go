@@ -43,10 +43,19 @@ func TestTokenFiles(t *testing.T) {
 		t.Error("two new tokens are equal")
 	}
 
-	os.Chmod(path, 0o644)
-	if _, err := LoadTokenFile(path); err == nil || !strings.Contains(err.Error(), "chmod 600") || !strings.Contains(err.Error(), path) {
-		t.Errorf("a world-readable token file: %v, want an error naming the file and chmod 600", err)
+	for _, mode := range []os.FileMode{0o644, 0o604, 0o660, 0o620} {
+		os.Chmod(path, mode)
+		if _, err := LoadTokenFile(path); err == nil || !strings.Contains(err.Error(), "chmod 600") || !strings.Contains(err.Error(), path) {
+			t.Errorf("a token file of mode %v: %v, want an error naming the file and chmod 600", mode, err)
+		}
 	}
+	for _, mode := range []os.FileMode{0o400, 0o440, 0o640} { // a Secret shared through a group
+		os.Chmod(path, mode)
+		if _, err := LoadTokenFile(path); err != nil {
+			t.Errorf("a token file of mode %v: %v", mode, err)
+		}
+	}
+	os.Chmod(path, 0o600)
 	for _, c := range []struct{ body, want string }{
 		{"short\n", "characters long"},
 		{"abcdefghijklmnop qrs\n", "character 17"},

@@ -62,8 +62,10 @@ func CreateTokenFile(path string) (string, error) {
 	return tok, nil
 }
 
-// LoadTokenFile reads the token in path. The file must be readable by
-// its owner only (as ssh insists for its keys) and hold one token of
+// LoadTokenFile reads the token in path. Nobody but its owner may write
+// it and nobody outside its group read it: 0600, or 0640/0440 for a file
+// shared through a group, as a Kubernetes Secret mounted with an fsGroup
+// is (PostgreSQL's rule for its key). It holds one token of
 // MinTokenLen or more printable ASCII characters without spaces,
 // optionally followed by a newline.
 func LoadTokenFile(path string) (string, error) {
@@ -74,8 +76,8 @@ func LoadTokenFile(path string) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("api token %s: not a regular file", path)
 	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("api token %s has mode %v: it must be readable by its owner only (chmod 600 %s)", path, perm, path)
+	if perm := st.Mode().Perm(); perm&0o037 != 0 {
+		return "", fmt.Errorf("api token %s has mode %v: others can read or change it; it must be readable by its owner only (chmod 600 %s)", path, perm, path)
 	}
 	if st.Size() > 4096 {
 		return "", fmt.Errorf("api token %s: %d bytes; a token file holds one token", path, st.Size())
