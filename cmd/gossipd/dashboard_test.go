@@ -53,10 +53,15 @@ func chromium(t *testing.T, url string, args ...string) (string, string) {
 // train together) in headless Chromium: the page loads with no console
 // message (it logs none, so any is an error), it is live, and its charts
 // hold points from the daemon's history. Screenshots at a phone's and a
-// desktop's width are kept as test artefacts.
+// desktop's width are kept as test artefacts. Paused through the API, the
+// page says so and offers to resume. The other daemon's API listens
+// beyond loopback: without its token the page asks for it; given the
+// token in the address's fragment, it is live.
 func TestDashboard(t *testing.T) {
 	bin := buildBinary(t)
-	ds := startCluster(t, bin, t.TempDir(), 2, "200ms")
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "api.token")
+	ds := startCluster(t, bin, dir, 2, "200ms", "--api-token", tokenFile)
 	poll(t, ds[0], "a peer and some learning", 60*time.Second, func(s status) bool { return s.Peers == 1 && s.Accuracy > 0.5 })
 	base := "http://" + ds[0].api + "/"
 	deadline := time.Now().Add(30 * time.Second)
@@ -96,9 +101,9 @@ func TestDashboard(t *testing.T) {
 	if !regexp.MustCompile(`<td>\d+\.\d ms</td>`).MatchString(dom) {
 		t.Errorf("the page shows no peer's round-trip time:\n%s", dom)
 	}
-	dir := artifacts(t)
+	shots := artifacts(t)
 	for name, size := range map[string]string{"dashboard-phone.png": "390,1500", "dashboard-desktop.png": "1280,1000"} {
-		out := filepath.Join(dir, name)
+		out := filepath.Join(shots, name)
 		os.Remove(out)
 		_, log := chromium(t, base, "--window-size="+size, "--screenshot="+out)
 		if strings.Contains(log, ":CONSOLE") {
@@ -110,6 +115,45 @@ func TestDashboard(t *testing.T) {
 		}
 		abs, _ := filepath.Abs(out)
 		t.Logf("screenshot: %s", abs)
+	}
+
+	// Paused: the page says so, and only Resume is offered.
+	if out, err := exec.Command(bin, "pause", "--api", ds[0].api, "--api-token", tokenFile).CombinedOutput(); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	dom, log = chromium(t, base, "--dump-dom")
+	if !regexp.MustCompile(`<span id="paused" class="tag paused">`).MatchString(dom) ||
+		!regexp.MustCompile(`<button id="pause" type="button" disabled="">`).MatchString(dom) ||
+		!regexp.MustCompile(`<button id="resume" type="button">`).MatchString(dom) {
+		t.Errorf("paused: the page does not show it (paused tag, pause disabled, resume enabled):\n%s", dom)
+	}
+	if strings.Contains(log, ":CONSOLE") {
+		t.Errorf("paused: console messages:\n%s", consoleLines(log))
+	}
+
+	// Beyond loopback: the token is needed, and works from the fragment.
+	port := ds[1].api[strings.LastIndex(ds[1].api, ":")+1:]
+	ds[1].cmd.Process.Kill()
+	ds[1].cmd.Wait()
+	ds[1].args = append(ds[1].args, "--api", "0.0.0.0:"+port)
+	ds[1].start(t, bin)
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds[1].token = strings.TrimSpace(string(token))
+	poll(t, ds[1], "node 1 back, beyond loopback", 60*time.Second, func(s status) bool { return s.Peers == 1 })
+	guarded := "http://" + ds[1].api + "/"
+	dom, _ = chromium(t, guarded, "--dump-dom")
+	if !regexp.MustCompile(`id="state"[^>]*>API token needed<`).MatchString(dom) || strings.Contains(dom, `<form id="token-form" hidden`) {
+		t.Errorf("beyond loopback without the token: the page should ask for it:\n%s", dom)
+	}
+	dom, log = chromium(t, guarded+"#token="+ds[1].token, "--dump-dom")
+	if !regexp.MustCompile(`id="state"[^>]*>live<`).MatchString(dom) || !regexp.MustCompile(`id="accuracy">0\.\d{3}<`).MatchString(dom) {
+		t.Errorf("beyond loopback with the token in the fragment: the page is not live:\n%s", dom)
+	}
+	if strings.Contains(log, ":CONSOLE") || strings.Contains(log, "Uncaught") {
+		t.Errorf("with the token: console messages:\n%s", consoleLines(log))
 	}
 	stopAll(t, ds, nil)
 }
