@@ -34,7 +34,8 @@ func FuzzConfigFile(f *testing.F) {
 }
 
 // TestInitProfiles: each profile's file reads back into `gossipd run`'s
-// flags with the profile's values, and the rest at their defaults.
+// flags with the profile's values, the API token init created beside it,
+// and the rest at their defaults.
 func TestInitProfiles(t *testing.T) {
 	for name, settings := range profiles {
 		path := filepath.Join(t.TempDir(), name+".yaml")
@@ -56,6 +57,11 @@ func TestInitProfiles(t *testing.T) {
 				t.Fatalf("profile %s: %s: %v", name, x.flag, err)
 			}
 		}
+		token := filepath.Join(filepath.Dir(path), "api.token")
+		ref.Set("api-token", token)
+		if st, err := os.Stat(token); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("profile %s: the API token beside the config: %v", name, err)
+		}
 		fs.VisitAll(func(f *flag.Flag) {
 			if want := ref.Lookup(f.Name).Value.String(); f.Name != "config" && f.Value.String() != want {
 				t.Errorf("profile %s: %s = %q, want %q", name, f.Name, f.Value.String(), want)
@@ -64,5 +70,23 @@ func TestInitProfiles(t *testing.T) {
 	}
 	if code, _, _ := run(t, "init", "--profile", "tiny", "--out", "-"); code != 2 {
 		t.Fatalf("an unknown profile: exit %d, want 2", code)
+	}
+	// --api-token "" writes no token and names none.
+	path := filepath.Join(t.TempDir(), "plain.yaml")
+	if code, _, stderr := run(t, "init", "--out", path, "--api-token", ""); code != 0 {
+		t.Fatalf("init --api-token '': %d %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "\napi-token: \"\"\n") {
+		t.Errorf("init --api-token '': the config names a token")
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "api.token")); err == nil {
+		t.Errorf("init --api-token '' created a token")
+	}
+	// Run again over an existing config: refused before touching anything.
+	if code, _, _ := run(t, "init", "--out", path); code != 2 {
+		t.Errorf("init over an existing file: exit %d, want 2", code)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "api.token")); err == nil {
+		t.Errorf("a refused init created a token")
 	}
 }
