@@ -117,3 +117,55 @@ func TestGoodbye(t *testing.T) {
 	r0 := nodes[0].Status().Round
 	waitFor(t, "rounds going on", 10*time.Second, func() bool { return nodes[0].Status().Round > r0+5 })
 }
+
+// TestPauseEveryProtocol: for every protocol, a paused daemon stays in its
+// job (its rounds or updates go on, its peers keep hearing from it, and
+// nobody rejects anything: a skipped step is not a bad training result),
+// resumes, and then leaves through Leave: Run returns nil and its peers
+// drop it.
+func TestPauseEveryProtocol(t *testing.T) {
+	const n = 3
+	for _, proto := range []string{gossip.RandomWalk, gossip.DPSGD, gossip.ADPSGD, gossip.PushSum, gossip.SFB} {
+		t.Run(proto, func(t *testing.T) {
+			r := start(t, memnet.New(), n, func(i int, c *node.Config) {
+				c.Job.Protocol, c.Local.LR = proto, 0.3
+				c.AnnounceInterval = 100 * time.Millisecond
+			})
+			p := r.nodes[0]
+			waitFor(t, "three members", 30*time.Second, func() bool { return p.Status().Members == n && p.Status().Updates > 0 })
+			if err := p.Pause(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			s := p.Status()
+			if !s.Paused {
+				t.Fatal("Status().Paused is false after Pause")
+			}
+			heard := func() uint64 { return r.nodes[1].Status().Traffic[p.Status().PeerID].MessagesIn }
+			h0 := heard()
+			waitFor(t, "the paused daemon still in the job", 30*time.Second, func() bool {
+				now := p.Status()
+				return now.Updates+now.Round >= s.Updates+s.Round+5 && heard() >= h0+5 && now.Members == n
+			})
+			if err := p.Resume(t.Context()); err != nil || p.Status().Paused {
+				t.Fatalf("resume: %v, paused %v", err, p.Status().Paused)
+			}
+			for _, nd := range r.nodes {
+				if rej := nd.Status().Rejected; len(rej) != 0 {
+					t.Errorf("%s rejected %v", nd.Status().PeerID, rej)
+				}
+			}
+			p.Leave()
+			select {
+			case <-p.Left():
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return within 30 s of Leave")
+			}
+			if err := p.Pause(t.Context()); err != node.ErrNotRunning {
+				t.Errorf("Pause after leaving: %v, want ErrNotRunning", err)
+			}
+			waitFor(t, "the others drop the leaver", 30*time.Second, func() bool {
+				return r.nodes[1].Status().Members == n-1 && r.nodes[2].Status().Members == n-1
+			})
+		})
+	}
+}
