@@ -143,7 +143,7 @@ type Config struct {
 	EvalPeers    int
 	EvalExamples int
 	// FinalEvalPeers is how many peers are evaluated on the full test set at
-	// the end for final_accuracy (default 100; 0 after Validate means all).
+	// the end for final_accuracy (default 100; Peers or more: all).
 	FinalEvalPeers int
 }
 

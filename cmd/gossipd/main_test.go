@@ -238,3 +238,48 @@ func TestConsortiumInitFromFiles(t *testing.T) {
 		t.Fatalf("a missing member file: exit %d, %q", code, stderr)
 	}
 }
+
+// TestSimulateRefusesWhatItDoesNotModel: an option for another protocol or
+// model, a network model for a baseline, and a count of 0 that would
+// silently become the default are usage errors (exit 2) naming the flag;
+// --final-eval-peers 0 evaluates every peer.
+func TestSimulateRefusesWhatItDoesNotModel(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--protocol", "fedavg", "--drop", "0.5"}, "--drop applies to the gossip protocols"},
+		{[]string{"--protocol", "allreduce", "--latency", "2s"}, "--latency"},
+		{[]string{"--protocol", "centralized", "--churn", "0.5"}, "--churn"},
+		{[]string{"--protocol", "fedavg", "--bandwidth", "1000"}, "--bandwidth"},
+		{[]string{"--protocol", "allreduce", "--netsplit", "2-4:2"}, "--netsplit"},
+		{[]string{"--protocol", "randomwalk", "--topology", "ring"}, "--topology applies to dpsgd"},
+		{[]string{"--hidden", "64"}, "--hidden applies to --model mlp"},
+		{[]string{"--protocol", "dpsgd", "--sampling", "oracle"}, "--sampling applies to randomwalk"},
+		{[]string{"--protocol", "dpsgd", "--fedavg-fraction", "0.5"}, "--fedavg-fraction applies to fedavg"},
+		{[]string{"--protocol", "sfb", "--topology", "ring"}, "--topology"},
+		{[]string{"--churn-session", "5s"}, "--churn-session applies to --churn"},
+		{[]string{"--peers", "0"}, "--peers 0"},
+		{[]string{"--rounds", "0"}, "--rounds 0"},
+		{[]string{"--eval-peers", "0"}, "--eval-peers 0"},
+	} {
+		args := append([]string{"simulate", "--out", t.TempDir(), "--quiet"}, c.args...)
+		code, _, errs := run(t, args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("simulate %v: exit %d, %q; want 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+	// A scenario file's keys count as given flags.
+	sc := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(sc, []byte("protocol: fedavg\ndrop: 0.3\n"), 0o644)
+	if code, _, errs := run(t, "simulate", "--scenario", sc, "--quiet"); code != 2 || !strings.Contains(errs, "--drop") {
+		t.Errorf("scenario with a network model for fedavg: exit %d, %q", code, errs)
+	}
+	code, out, errs := run(t, "simulate", "--peers", "7", "--rounds", "2", "--final-eval-peers", "0", "--out", t.TempDir(), "--quiet", "--json")
+	var sum struct {
+		EvaluatedPeers int `json:"evaluated_peers"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); code != 0 || err != nil || sum.EvaluatedPeers != 7 {
+		t.Errorf("--final-eval-peers 0: exit %d, %v, evaluated %d of 7 peers; %s", code, err, sum.EvaluatedPeers, errs)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -79,8 +81,17 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if err := cli.ApplySettings(fs, scenario, ""); err != nil {
-		return err
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	// Counts whose zero would silently become the default are refused;
+	// --final-eval-peers 0 means every peer.
+	for _, name := range []string{"peers", "rounds", "local-epochs", "batch", "eval-every", "eval-peers", "eval-examples"} {
+		if cli.FlagSet(fs, name) && fs.Lookup(name).Value.String() == "0" {
+			return fmt.Errorf("%w: --%s 0: want at least 1", errUsage, name)
+		}
+	}
+	var set []string
+	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
 	var err error
 	if c.Model == model.MLP {
 		if c.Hidden, err = model.ParseHidden(hidden); err != nil {
@@ -100,10 +111,17 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if topo != "" {
 		if err := c.SetTopology(topo); err != nil {
-			return err
+			return fmt.Errorf("%w: --topology: %v", errUsage, err)
 		}
 	}
+	allPeers := cli.FlagSet(fs, "final-eval-peers") && c.FinalEvalPeers == 0
 	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if allPeers {
+		c.FinalEvalPeers = c.Peers
+	}
+	if err := c.CheckOptions(set); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -126,6 +144,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		bar.Update("simulate", r.Round, c.Rounds, fmt.Sprintf("acc %.4f msgs %d", r.MeanAcc, r.Messages))
 	})
 	bar.Finish()
+	if errors.Is(err, simulation.ErrConfig) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,98 @@
+package simulation
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+)
+
+// Options apply to some runs only. One given for a run it does not apply
+// to would be silently ignored, and a comparison made with it silently
+// wrong, so CheckOptions refuses it.
+
+// scope says which runs an option (named as `gossipd simulate` spells
+// its flag) applies to.
+type scope struct {
+	applies func(c *Config) bool
+	to      string // "… applies to TO"
+}
+
+func protocols(ps ...string) func(c *Config) bool {
+	return func(c *Config) bool { return slices.Contains(ps, c.Protocol) }
+}
+
+func isGossip(c *Config) bool { return slices.Contains(gossip.Protocols, c.Protocol) }
+
+var scopes = map[string]scope{
+	"hidden":           {func(c *Config) bool { return c.Model == model.MLP }, "--model mlp"},
+	"topology":         {protocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum (SFB talks to every peer)"},
+	"variant":          {protocols(gossip.RandomWalk), "randomwalk"},
+	"sampling":         {protocols(gossip.RandomWalk), "randomwalk"},
+	"compression":      {protocols(gossip.RandomWalk), "randomwalk"},
+	"tokens":           {protocols(gossip.RandomWalk), "randomwalk"},
+	"voting":           {protocols(gossip.RandomWalk), "randomwalk"},
+	"local-epochs":     {protocols(gossip.RandomWalk, FedAvg), "randomwalk and fedavg (the others take one minibatch step per round)"},
+	"staleness":        {protocols(gossip.SFB), "sfb"},
+	"sfb-mode":         {protocols(gossip.SFB), "sfb"},
+	"fanout":           {protocols(gossip.SFB, gossip.PushSum), "sfb and pushsum"},
+	"fedavg-fraction":  {protocols(FedAvg), "fedavg"},
+	"aggregator":       {protocols(gossip.RandomWalk, gossip.DPSGD, gossip.PushSum), "randomwalk, dpsgd and pushsum"},
+	"jitter":           {isGossip, "the gossip protocols"},
+	"codec":            {isGossip, "the gossip protocols (the baselines send no messages)"},
+	"churn-session":    {func(c *Config) bool { return c.Churn > 0 }, "--churn"},
+	"departure":        {func(c *Config) bool { return c.Turnover > 0 }, "--turnover"},
+	"member-timeout":   {func(c *Config) bool { return c.Turnover > 0 && c.Departure == DepartDie }, "--turnover with --departure die"},
+	"latency":          {isGossip, networkModels},
+	"bandwidth":        {isGossip, networkModels},
+	"drop":             {isGossip, networkModels},
+	"churn":            {isGossip, networkModels},
+	"churn-trace":      {isGossip, networkModels},
+	"netsplit":         {isGossip, networkModels},
+	"final-eval-peers": {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
+	"eval-peers":       {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
+}
+
+// networkModels is where the network model applies.
+const networkModels = "the gossip protocols: the baselines (fedavg, allreduce, centralized) do not model the network, so a comparison under it would be wrong; compare gossip protocols under it, or leave it out"
+
+// CheckOptions refuses the options named in set (flag names, as `gossipd
+// simulate` and scenario files spell them) that do not apply to c, and a
+// network model set for a baseline whichever way it was set. Call it
+// after Validate.
+func (c *Config) CheckOptions(set []string) error {
+	var bad []string
+	for _, name := range set {
+		s, ok := scopes[name]
+		if ok && !s.applies(c) {
+			bad = append(bad, fmt.Sprintf("--%s applies to %s, not to this run (--protocol %s, --model %s)", name, s.to, c.Protocol, c.Model))
+		}
+	}
+	if len(bad) == 0 && !isGossip(c) {
+		var net []string
+		if c.Latency != "" && c.Latency != "0" {
+			net = append(net, "latency")
+		}
+		if c.Bandwidth > 0 {
+			net = append(net, "bandwidth")
+		}
+		if c.Drop > 0 {
+			net = append(net, "drop")
+		}
+		if c.Churn > 0 || len(c.ChurnTrace) > 0 {
+			net = append(net, "churn")
+		}
+		if len(c.Netsplits) > 0 {
+			net = append(net, "netsplits")
+		}
+		if len(net) > 0 {
+			bad = append(bad, fmt.Sprintf("%s: set for the %s baseline, which does not model them; the network model applies to %s", strings.Join(net, ", "), c.Protocol, networkModels))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(bad, "; "))
+	}
+	return nil
+}
