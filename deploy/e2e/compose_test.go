@@ -136,9 +136,12 @@ func composeConsortium(t *testing.T, p project) {
 		return s.Peers == want[s.PeerID] && s.Accuracy >= 0.85
 	})
 	note("consortium, compose %s: deploy/consortium up to four members of two organisations at ≥ 0.85 in %.1f s.", p.tool.name, at.Sub(start).Seconds())
-	docker(t, append(append([]string{"run", "-d", "--name", outsider, "--network", p.name + "_org-a", "-v", p.name + "_shared:/shared:ro"}, tokenArgs()...),
-		image, "run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4")...)
+	docker(t, "run", "-d", "--name", outsider, "--network", p.name+"_org-a", "-v", p.name+"_shared:/shared:ro", image,
+		"run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4")
 	ip := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", outsider)
+	if err := containerToken(outsider, ip); err != nil { // the image's default, on its own /data
+		t.Fatalf("the outsider's API token: %v", err)
+	}
 	them := statusOf(t, ip)
 	a0 := p.compose(t, "ps", "-q", "a0")
 	deadline := time.Now().Add(60 * time.Second)

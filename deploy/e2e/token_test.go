@@ -22,7 +22,9 @@ import (
 // (setupToken) and mounted by each (tokenArgs); a compose project's come
 // from its containers (readToken).
 
-// tokenVolume holds the suite's token, /token/api.token in the containers.
+// tokenVolume holds the suite's token, /shared/api.token in the
+// containers: a new volume takes the ownership of the image's /shared
+// (the unprivileged user's), so the token made there is that user's.
 const tokenVolume = "gossipd-e2e-token"
 
 var (
@@ -33,23 +35,23 @@ var (
 // tokenArgs are the `docker run` options that give a container the
 // suite's token.
 func tokenArgs() []string {
-	return []string{"-v", tokenVolume + ":/token:ro", "-e", "GOSSIPD_API_TOKEN=/token/api.token"}
+	return []string{"-v", tokenVolume + ":/shared:ro", "-e", "GOSSIPD_API_TOKEN=/shared/api.token"}
 }
 
 // setupToken creates the suite's token in a fresh volume, as the image's
 // unprivileged user (`gossipd token`), and reads it back.
 func setupToken() error {
 	dockerErr("volume", "rm", "-f", tokenVolume)
-	if out, err := dockerErr("run", "--rm", "-v", tokenVolume+":/token", image, "token", "--out", "/token/api.token"); err != nil {
+	if out, err := dockerErr("run", "--rm", "-v", tokenVolume+":/shared", image, "token", "--out", "/shared/api.token"); err != nil {
 		return fmt.Errorf("gossipd token: %v: %s", err, out)
 	}
 	const reader = "gossipd-e2e-token-reader"
 	dockerErr("rm", "-f", reader)
-	if out, err := dockerErr("create", "--name", reader, "-v", tokenVolume+":/token", image); err != nil {
+	if out, err := dockerErr("create", "--name", reader, "-v", tokenVolume+":/shared", image); err != nil {
 		return fmt.Errorf("docker create: %v: %s", err, out)
 	}
 	defer dockerErr("rm", "-f", reader)
-	tok, err := readToken(reader, "/token/api.token")
+	tok, err := readToken(reader, "/shared/api.token")
 	suiteToken = tok
 	return err
 }
