@@ -459,3 +459,42 @@ func TestShardFromIDX(t *testing.T) {
 		}
 	}
 }
+
+// TestSamplePartition: sample:K gives every node K examples, more nodes
+// than the dataset has examples, about uniformly, as a function of the
+// seed; bad specs are refused.
+func TestSamplePartition(t *testing.T) {
+	ds := synthetic(100, 10)
+	p, err := ParsePartitioner("sample:8")
+	if err != nil || p.String() != "sample:8" {
+		t.Fatalf("%v %v", p, err)
+	}
+	parts, err := p.Partition(ds, 1000, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]int, ds.N)
+	for k, part := range parts {
+		if len(part) != 8 || !slices.IsSorted(part) {
+			t.Fatalf("node %d: %v", k, part)
+		}
+		for _, i := range part {
+			seen[i]++
+		}
+	}
+	for i, c := range seen { // 80 expected each; 40 is eight standard deviations off
+		if c < 40 || c > 120 {
+			t.Errorf("example %d drawn %d times of 8000, want about 80", i, c)
+		}
+	}
+	again, _ := p.Partition(ds, 1000, 3)
+	other, _ := p.Partition(ds, 1000, 4)
+	if !equalParts(parts, again) || equalParts(parts, other) {
+		t.Error("sample: not a function of the seed")
+	}
+	for _, bad := range []string{"sample", "sample:0", "sample:1.5", "sample:-2", "sample:9999999"} {
+		if _, err := ParsePartitioner(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

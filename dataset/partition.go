@@ -53,8 +53,9 @@ type Partitioner interface {
 }
 
 // ParsePartitioner reads a partition spec: "iid", "dirichlet:ALPHA",
-// "shards:K" (K label-sorted shards per node) or "quantity:ALPHA" (IID labels,
-// Dirichlet(ALPHA) sizes).
+// "shards:K" (K label-sorted shards per node), "quantity:ALPHA" (IID labels,
+// Dirichlet(ALPHA) sizes) or "sample:K" (K examples drawn with replacement
+// per node: more nodes than examples).
 func ParsePartitioner(spec string) (Partitioner, error) {
 	name, arg, hasArg := strings.Cut(spec, ":")
 	num := func() (float64, error) {
@@ -85,8 +86,14 @@ func ParsePartitioner(spec string) (Partitioner, error) {
 			err = fmt.Errorf("%w: %q: shards per node must be an integer", ErrBadPartition, spec)
 		}
 		return Shards{PerNode: int(k)}, err
+	case "sample":
+		k, err := num()
+		if err == nil && (k != math.Trunc(k) || k > 1<<20) {
+			err = fmt.Errorf("%w: %q: examples per node must be an integer up to %d", ErrBadPartition, spec, 1<<20)
+		}
+		return Sample{PerNode: int(k)}, err
 	}
-	return nil, fmt.Errorf("%w: %q, want iid|dirichlet:α|shards:k|quantity:α", ErrBadPartition, spec)
+	return nil, fmt.Errorf("%w: %q, want iid|dirichlet:α|shards:k|quantity:α|sample:k", ErrBadPartition, spec)
 }
 
 func checkNodes(ds *Dataset, n int) error {
@@ -102,6 +109,33 @@ func checkNodes(ds *Dataset, n int) error {
 // IID deals a random permutation of the examples round-robin, so node sizes
 // differ by at most one.
 type IID struct{}
+
+// Sample gives every node PerNode examples drawn uniformly with
+// replacement, independently of the other nodes: IID, and any number of
+// nodes, more than the dataset has examples (a node's examples may repeat,
+// and nodes share examples). It is how a simulation of 100,000 peers runs
+// on a dataset of 60,000.
+type Sample struct{ PerNode int }
+
+func (s Sample) String() string { return fmt.Sprintf("sample:%d", s.PerNode) }
+
+// Partition implements Partitioner.
+func (s Sample) Partition(ds *Dataset, n int, seed uint64) ([][]int, error) {
+	if n <= 0 || s.PerNode <= 0 || ds.N == 0 {
+		return nil, fmt.Errorf("%w: %d nodes of %d examples from %d", ErrBadPartition, n, s.PerNode, ds.N)
+	}
+	rng := NewRand(seed)
+	all := make([]int, n*s.PerNode) // one allocation for every node
+	for i := range all {
+		all[i] = rng.IntN(ds.N)
+	}
+	parts := make([][]int, n)
+	for k := range parts {
+		parts[k] = all[k*s.PerNode : (k+1)*s.PerNode : (k+1)*s.PerNode]
+		slices.Sort(parts[k])
+	}
+	return parts, nil
+}
 
 func (IID) String() string { return "iid" }
 

@@ -34,7 +34,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&hidden, "hidden", "128", "MLP hidden layer widths (mlp only)")
 	fs.StringVar(&c.Dataset, "dataset", "digits", "dataset: digits, fashion-mnist or a path")
 	fs.StringVar(&c.Scale, "scale", "minmax", "feature scaling: minmax|global|standard|none")
-	fs.StringVar(&c.Partition, "partition", "iid", "data partition: iid|dirichlet:α|shards:k|quantity:α")
+	fs.StringVar(&c.Partition, "partition", "iid", "data partition: iid|dirichlet:α|shards:k|quantity:α|sample:k (k examples per peer drawn with replacement: any number of peers)")
 	fs.IntVar(&c.Rounds, "rounds", 100, "rounds to simulate (a round is one Δ of virtual time)")
 	fs.DurationVar(&c.Delta, "delta", time.Second, "virtual length Δ of a round")
 	fs.Float64Var(&c.Jitter, "jitter", 0.1, "jitter of periodic actions, as a fraction of Δ")
