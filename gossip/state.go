@@ -50,6 +50,6 @@ func (n *Node) restore(s *State) error {
 	}
 	n.params = slices.Clone(s.Params)
 	n.age, n.round, n.updates = s.Age, s.Round, s.Updates
-	n.view.merge(s.View, n.rng)
+	n.view.merge(s.View, nil)
 	return n.proto.restore(s)
 }

@@ -60,8 +60,10 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		}
 		s.peers[i] = p
 		s.byID[p.ID()] = i
-		if cfg.Protocol == gossip.RandomWalk {
-			p.SetPeers(s.bootstrap(i, all))
+	}
+	if cfg.Protocol == gossip.RandomWalk {
+		for i, contacts := range s.bootstraps(all) {
+			s.peers[i].SetPeers(contacts)
 		}
 	}
 	if cfg.Turnover > 0 {
@@ -105,8 +107,15 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		}
 	}
 	s.final(res)
+	if afterRun != nil {
+		afterRun(s)
+	}
 	return nil
 }
+
+// afterRun, set by tests, sees the finished simulation of the gossip
+// protocols.
+var afterRun func(*sim)
 
 // newPeer builds peer i on its data shard: a driver around a core, with
 // its trainer and privacy budget; a joiner takes a live member's state.
@@ -152,18 +161,35 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 	return &simPeer{Peer: drv, online: true, wakeAt: -1}, nil
 }
 
-// bootstrap gives a random-walk peer its initial contacts: every peer in
-// oracle mode, a few random ones for Newscast.
-func (s *sim) bootstrap(i int, all []gossip.PeerID) []gossip.PeerID {
+// bootstraps gives each random-walk peer its initial contacts: every
+// peer in oracle mode; for Newscast, a few random ones, and each peer is
+// also a contact of those it knows, as a daemon's first connections are
+// known at both ends. (One-sided contacts left a peer in no view with
+// probability e⁻⁵, and some such peers never received a model.)
+func (s *sim) bootstraps(all []gossip.PeerID) [][]gossip.PeerID {
+	out := make([][]gossip.PeerID, len(all))
 	if s.cfg.Sampling == "oracle" {
-		return all
+		for i := range out {
+			out[i] = all
+		}
+		return out
 	}
 	k := min(5, len(all)-1)
-	out := make([]gossip.PeerID, 0, k)
-	for len(out) < k {
-		j := s.rng.IntN(len(all))
-		if j != i && !slices.Contains(out, all[j]) {
-			out = append(out, all[j])
+	for i := range out {
+		for n := 0; n < k; {
+			j := s.rng.IntN(len(all))
+			if j != i && !slices.Contains(out[i], all[j]) {
+				out[i] = append(out[i], all[j])
+				n++
+			}
+		}
+	}
+	for i := range out {
+		for _, p := range out[i][:k] {
+			j := s.byID[p]
+			if !slices.Contains(out[j], all[i]) {
+				out[j] = append(out[j], all[i])
+			}
 		}
 	}
 	return out

@@ -120,7 +120,10 @@ func TestRobustRandomWalkAndPushSum(t *testing.T) {
 			c.Aggregator = agg
 			_, robust := csvOf(t, c)
 			t.Logf("%s: mean %.3f, %s %.3f", proto, mean.FinalAccuracy, agg, robust.FinalAccuracy)
-			if robust.FinalAccuracy < mean.FinalAccuracy+0.2 || robust.FinalAccuracy < floor {
+			// Margin: with Cyclon sampling the plain mean holds up better
+			// (0.666 against 0.858 for random walk; it was lower under
+			// Newscast), so 0.15 rather than 0.2.
+			if robust.FinalAccuracy < mean.FinalAccuracy+0.15 || robust.FinalAccuracy < floor {
 				t.Errorf("%s under bit-flip: %s %.3f, mean %.3f", proto, agg, robust.FinalAccuracy, mean.FinalAccuracy)
 			}
 		}
