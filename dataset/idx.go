@@ -204,6 +204,20 @@ func (h *idxHeader) noTrailing(rd io.Reader) error {
 // dst, refusing non-finite values.
 func (h *idxHeader) decode(dst []float32, raw []byte, off int) error {
 	size := h.size
+	switch h.typ { // bytes are always finite: one tight loop, no checks
+	case idxUint8:
+		raw = raw[:len(dst)]
+		for i, c := range raw {
+			dst[i] = float32(c)
+		}
+		return nil
+	case idxInt8:
+		raw = raw[:len(dst)]
+		for i, c := range raw {
+			dst[i] = float32(int8(c))
+		}
+		return nil
+	}
 	for i := range dst {
 		b := raw[i*size : (i+1)*size]
 		var v float64
