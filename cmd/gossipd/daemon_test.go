@@ -92,6 +92,11 @@ type status struct {
 	Joined      bool              `json:"joined"`
 	Updates     uint64            `json:"updates"`
 	Paused      bool              `json:"paused"`
+	Uptime      float64           `json:"uptime_seconds"`
+	Traffic     map[string]struct {
+		MessagesOut uint64 `json:"messages_out"`
+		SendErrors  uint64 `json:"send_errors"`
+	} `json:"traffic"`
 	// PushSumWeight is push-sum's weight.
 	PushSumWeight float64 `json:"pushsum_weight"`
 	Connections   []struct {
