@@ -274,7 +274,7 @@ func (n *Node) SetPeers(peers []PeerID) {
 	n.peers = slices.DeleteFunc(n.peers, func(p PeerID) bool { return p == n.cfg.ID })
 	slices.Sort(n.peers)
 	n.peers = slices.Compact(n.peers)
-	n.view.seed(n.peers, n.rng)
+	n.view.seed(n.peers)
 }
 
 // Ready returns what the node wants done. Call Advance once it is handled.

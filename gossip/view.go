@@ -50,7 +50,7 @@ func newView(self PeerID, size int) *view { return &view{self: self, size: size}
 func (v *view) shuffleLen() int { return max(1, v.size/2) }
 
 // seed adds bootstrap peers not yet in the view, while there is room.
-func (v *view) seed(peers []PeerID, rng *rand.Rand) {
+func (v *view) seed(peers []PeerID) {
 	add := make([]Descriptor, 0, len(peers))
 	for _, p := range peers {
 		add = append(add, Descriptor{ID: p})

@@ -38,19 +38,13 @@ func control(ctx context.Context, action, usage string, args []string, stdout, s
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: %s takes no arguments (got %q)", errUsage, action, fs.Args())
 	}
-	c, err := af.New()
+	b, base, err := af.Request(ctx, action, http.MethodPost, "/"+action, 15*time.Second)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", errUsage, action, err)
-	}
-	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	b, err := c.Do(rctx, http.MethodPost, "/"+action, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", action, err)
+		return err
 	}
 	var reply map[string]any
 	if err := json.Unmarshal(b, &reply); err != nil {
-		return fmt.Errorf("%s: %s answered %q: %w", action, c.Base(), b, err)
+		return fmt.Errorf("%s: %s answered %q: %w", action, base, b, err)
 	}
 	switch action {
 	case "leave":

@@ -60,19 +60,13 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // jobsFromAPI reads a daemon's /jobs.
 func jobsFromAPI(ctx context.Context, af apiclient.Flags) ([]node.AnnouncedJob, error) {
-	c, err := af.New()
+	b, base, err := af.Request(ctx, "jobs", http.MethodGet, "/jobs", 5*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("%w: jobs: %v", errUsage, err)
-	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	b, err := c.Do(rctx, http.MethodGet, "/jobs", nil)
-	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
+		return nil, err
 	}
 	var jobs []node.AnnouncedJob
 	if err := json.Unmarshal(b, &jobs); err != nil {
-		return nil, fmt.Errorf("jobs: %s/jobs: %w", c.Base(), err)
+		return nil, fmt.Errorf("jobs: %s/jobs: %w", base, err)
 	}
 	return jobs, nil
 }

@@ -354,15 +354,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	c, err := af.New()
+	b, _, err := af.Request(ctx, "status", http.MethodGet, "/status", 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("%w: status: %v", errUsage, err)
-	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	b, err := c.Do(rctx, http.MethodGet, "/status", nil)
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return err
 	}
 	_, err = stdout.Write(b)
 	return err
@@ -464,23 +458,17 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // exportFromAPI writes a running daemon's /model to out, after checking
 // that it is a safetensors file.
 func exportFromAPI(ctx context.Context, af apiclient.Flags, out string, stdout io.Writer) error {
-	c, err := af.New()
+	b, base, err := af.Request(ctx, "export", http.MethodGet, "/model", time.Minute)
 	if err != nil {
-		return fmt.Errorf("%w: export: %v", errUsage, err)
-	}
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	b, err := c.Do(rctx, http.MethodGet, "/model", nil)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
+		return err
 	}
 	_, vals, meta, err := model.ReadSafetensors(b)
 	if err != nil {
-		return fmt.Errorf("export: %s/model: %w", c.Base(), err)
+		return fmt.Errorf("export: %s/model: %w", base, err)
 	}
 	if err := os.WriteFile(out, b, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d tensors of job %.12s (age %s) from %s\n", out, len(vals), meta["job_id"], meta["age"], c.Base())
+	fmt.Fprintf(stdout, "wrote %s: %d tensors of job %.12s (age %s) from %s\n", out, len(vals), meta["job_id"], meta["age"], base)
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/node/apiserver"
 )
 
@@ -109,4 +110,22 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader) ([
 		return nil, fmt.Errorf("%s %s: %s: %s%s", method, c.base+path, resp.Status, msg, hint)
 	}
 	return b, nil
+}
+
+// Request is one command's call: it builds the client from the flags (a
+// bad flag is a usage error, cli.ErrUsage), sends method path bounded by
+// limit, and returns the answer's body and the API's base URL. Errors
+// start with cmd.
+func (f *Flags) Request(ctx context.Context, cmd, method, path string, limit time.Duration) ([]byte, string, error) {
+	c, err := f.New()
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %s: %v", cli.ErrUsage, cmd, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	b, err := c.Do(rctx, method, path, nil)
+	if err != nil {
+		return nil, c.Base(), fmt.Errorf("%s: %w", cmd, err)
+	}
+	return b, c.Base(), nil
 }

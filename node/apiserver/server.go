@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -132,9 +131,7 @@ func Listen(cfg Config, h http.Handler) (*Server, error) {
 func (s *Server) URL() string { return s.url }
 
 // Addr is the bound HOST:PORT.
-func (s *Server) Addr() string {
-	return strings.TrimPrefix(strings.TrimPrefix(s.url, "https://"), "http://")
-}
+func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Serve serves until Shutdown; it returns http.ErrServerClosed then.
 func (s *Server) Serve() error { return s.srv.Serve(s.ln) }
