@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
@@ -66,8 +66,9 @@ demo: build ## watch 8 local daemons learn together from non-IID pieces of digit
 	$(BIN) demo
 
 # The full check that CI runs: static checks, the race-detector suite, the
-# pure-Go (noasm) kernels, brief fuzzing of every decoder and cross builds.
-test: vet fmt-check race noasm fuzz cross qemu deploy-check dashboard
+# pure-Go (noasm) build, every kernel set forced in turn, brief fuzzing of
+# every decoder and cross builds.
+test: vet fmt-check race noasm kernels fuzz cross qemu deploy-check dashboard
 
 vet:
 	$(GO) vet $(PKGS)
@@ -84,12 +85,25 @@ unit:
 	$(GO) test -count=1 $(PKGS)
 
 noasm:
-	$(GO) test -count=1 -tags noasm ./model/...
+	$(GO) test -count=1 -tags noasm ./model/... ./dataset
+
+# The model, trainer and simulator tests once per kernel set, forced with
+# $$GOSSIPD_KERNEL: pure Go, AVX2/FMA and AVX-512 where this CPU runs them
+# (a CPU without AVX-512 cannot execute those kernels; the line says so).
+kernels: build
+	@for k in go avx2 avx512; do \
+		if GOSSIPD_KERNEL=$$k $(BIN) version >/dev/null 2>&1; then \
+			echo "== GOSSIPD_KERNEL=$$k"; \
+			GOSSIPD_KERNEL=$$k $(GO) test -count=1 ./model/... ./peer/... ./simulation || exit 1; \
+		else \
+			echo "== GOSSIPD_KERNEL=$$k: this CPU cannot run these kernels; not tested on this machine"; \
+		fi; \
+	done
 
 # Every decoder has a fuzz target; CI runs each briefly, for a fixed number
 # of executions (a time limit can end a run while a worker is mid-input and
 # fail it with "context deadline exceeded").
-FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
+FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCache ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
 	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
 	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./node:FuzzParseSpec ./node:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./cmd/gossipd:FuzzConfigFile \

@@ -2,6 +2,8 @@ package dataset
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +71,40 @@ func FuzzReadLIBSVM(f *testing.F) {
 		}
 		if err := ds.Validate(); err != nil {
 			t.Fatalf("accepted an invalid dataset: %v", err)
+		}
+	})
+}
+
+// FuzzReadCache: a cache file of any content is read or refused with an
+// error, never a panic, and what is read is a valid dataset.
+func FuzzReadCache(f *testing.F) {
+	src := writeIDXDir(f, 8, 5)
+	dir := f.TempDir()
+	f.Setenv(CacheDirEnv, dir)
+	if _, _, _, err := Load(src, LoadOptions{Scale: "minmax"}); err != nil {
+		f.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.f32"))
+	if len(files) != 1 {
+		f.Fatalf("%d cache files", len(files))
+	}
+	key := strings.TrimSuffix(filepath.Base(files[0]), ".f32")
+	b, _ := os.ReadFile(files[0])
+	f.Add(b)
+	f.Add([]byte(cacheMagic + "{}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := t.TempDir()
+		if err := os.WriteFile(cachePath(d, key), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tr, te, _, err := readCache(d, key)
+		if err != nil {
+			return
+		}
+		for _, s := range []*Dataset{tr, te} {
+			if err := s.Validate(); err != nil {
+				t.Fatalf("read an invalid dataset: %v", err)
+			}
 		}
 	})
 }

@@ -52,6 +52,9 @@ func Load(source string, o LoadOptions) (train, test *Dataset, sc *Scaler, err e
 			return parts[i], nil
 		}
 	}
+	if train, test, sc, ok, err := loadCachedIDX(source, o); ok {
+		return train, test, sc, err
+	}
 	train, test, err = Open(source, o.OpenOptions)
 	if err != nil {
 		return nil, nil, nil, err

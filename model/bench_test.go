@@ -49,3 +49,34 @@ func BenchmarkPerExampleGradients(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "samples/s")
 }
+
+// BenchmarkSGDStepRows compares a fused step on a minibatch copied out of
+// a dataset-sized matrix with one that reads the rows in place.
+func BenchmarkSGDStepRows(b *testing.B) {
+	spec := Spec{Kind: Softmax, Inputs: 784, Classes: 10}
+	const N, batch = 60000, 32
+	x, y := randBatch(rand.New(rand.NewPCG(1, 1)), N, spec.Inputs, spec.Classes)
+	rng := rand.New(rand.NewPCG(2, 2))
+	rows, yb := make([]int, batch), make([]int32, batch)
+	xb := make([]float32, batch*spec.Inputs)
+	for _, mode := range []string{"copy", "gather"} {
+		b.Run(mode, func(b *testing.B) {
+			m, _ := New(spec)
+			for b.Loop() {
+				for i := range rows {
+					rows[i] = rng.IntN(N)
+					yb[i] = y[rows[i]]
+				}
+				if mode == "gather" {
+					m.SGDStepRows(x, rows, yb, 0.01)
+					continue
+				}
+				for i, r := range rows {
+					copy(xb[i*spec.Inputs:(i+1)*spec.Inputs], x[r*spec.Inputs:(r+1)*spec.Inputs])
+				}
+				m.SGDStep(xb, yb, batch, 0.01)
+			}
+			b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
+}

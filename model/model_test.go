@@ -19,10 +19,61 @@ var testSpecs = []Spec{
 	{Kind: MLP, Inputs: 6, Hidden: []int{8, 5}, Classes: 3},
 }
 
+// testBackends are every kernel set this CPU runs.
 func testBackends() map[string]compute.Backend {
-	return map[string]compute.Backend{
-		"default": compute.NewCPU(),
-		"purego":  compute.NewCPU(compute.WithPureGo(), compute.WithThreads(1)),
+	out := map[string]compute.Backend{"default": compute.NewCPU()}
+	for _, k := range compute.Kernels() {
+		out[k] = compute.NewCPU(compute.WithKernel(k), compute.WithThreads(1))
+	}
+	return out
+}
+
+// noGather hides a backend's Gatherer, for SGDStepRows' copying fallback.
+type noGather struct{ compute.Backend }
+
+// TestSGDStep: the fused step equals Gradient followed by w −= lr·grad (up
+// to rounding), and reading the batch through row indices equals copying
+// it out, bit for bit, with or without a gathering backend.
+func TestSGDStep(t *testing.T) {
+	for name, be := range testBackends() {
+		for _, spec := range testSpecs {
+			rng := rand.New(rand.NewPCG(7, 8))
+			x, y := randBatch(rng, 40, spec.Inputs, spec.Classes)
+			rows := []int{3, 17, 3, 39, 0, 22, 11}
+			xb := make([]float32, len(rows)*spec.Inputs)
+			yb := make([]int32, len(rows))
+			for i, r := range rows {
+				copy(xb[i*spec.Inputs:], x[r*spec.Inputs:(r+1)*spec.Inputs])
+				yb[i] = y[r]
+			}
+			ref, _ := New(spec, WithSeed(3), WithBackend(be))
+			grad := make([]float32, ref.NumParams())
+			const lr = 0.3
+			wantLoss := ref.Gradient(grad, xb, yb, len(rows))
+			want := slices.Clone(ref.Params())
+			for i, g := range grad {
+				want[i] -= lr * g
+			}
+			fused, _ := New(spec, WithSeed(3), WithBackend(be))
+			loss := fused.SGDStep(xb, yb, len(rows), lr)
+			if math.Abs(loss-wantLoss) > 1e-5*math.Max(1, math.Abs(wantLoss)) {
+				t.Fatalf("%s %v: SGDStep loss %v, Gradient %v", name, spec, loss, wantLoss)
+			}
+			for i, w := range want {
+				if math.Abs(float64(fused.Params()[i]-w)) > 1e-5 {
+					t.Fatalf("%s %v: param %d = %v after SGDStep, %v after Gradient and update", name, spec, i, fused.Params()[i], w)
+				}
+			}
+			for _, gb := range []compute.Backend{be, noGather{be}} {
+				g, _ := New(spec, WithSeed(3), WithBackend(gb))
+				if l := g.SGDStepRows(x, rows, yb, lr); l != loss {
+					t.Fatalf("%s %v: SGDStepRows loss %v, SGDStep %v", name, spec, l, loss)
+				}
+				if !slices.Equal(g.Params(), fused.Params()) {
+					t.Fatalf("%s %v (%T): SGDStepRows and SGDStep on copied rows differ", name, spec, gb)
+				}
+			}
+		}
 	}
 }
 

@@ -62,7 +62,13 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 	bs := min(cfg.Batch, n)
 	xb := make([]float32, bs*d)
 	yb := make([]int32, bs)
-	grad := make([]float32, m.NumParams())
+	// Plain SGD (no momentum, no weight decay) takes the fused step.
+	sgd, plain := opt.(*SGD)
+	plain = plain && sgd.Momentum == 0 && sgd.WeightDecay == 0
+	var grad []float32
+	if !plain {
+		grad = make([]float32, m.NumParams())
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x747261696e))
 	perm := make([]int, n)
 	for i := range perm {
@@ -80,11 +86,18 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 			lo, hi := s*bs, min(n, (s+1)*bs)
 			k := hi - lo
 			for r, i := range perm[lo:hi] {
-				copy(xb[r*d:(r+1)*d], x[i*d:(i+1)*d])
 				yb[r] = y[i]
 			}
-			loss := m.Gradient(grad, xb[:k*d], yb[:k], k)
-			opt.Step(m.params, grad)
+			var loss float64
+			if plain {
+				loss = m.SGDStepRows(x, perm[lo:hi], yb[:k], sgd.LR)
+			} else {
+				for r, i := range perm[lo:hi] {
+					copy(xb[r*d:(r+1)*d], x[i*d:(i+1)*d])
+				}
+				loss = m.Gradient(grad, xb[:k*d], yb[:k], k)
+				opt.Step(m.params, grad)
+			}
 			sum += loss * float64(k)
 			res.Steps++
 			res.Samples += k

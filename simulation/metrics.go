@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // Row is one line of metrics.csv: the state of the network after a round.
@@ -79,9 +83,11 @@ type Result struct {
 	Stats
 }
 
-// evaluator measures peers' models on test data.
+// evaluator measures peers' models on test data, several at once: one
+// model per core, each on one thread.
 type evaluator struct {
 	m          *model.Model
+	workers    []*model.Model
 	sub        *dataset.Dataset
 	roundPeers []int
 	finalPeers []int
@@ -92,6 +98,12 @@ func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible [
 	m, err := model.New(spec)
 	if err != nil {
 		return nil, err
+	}
+	workers := make([]*model.Model, runtime.GOMAXPROCS(0))
+	for i := range workers {
+		if workers[i], err = model.New(spec, model.WithBackend(compute.NewCPU(compute.WithThreads(1)))); err != nil {
+			return nil, err
+		}
 	}
 	rng := dataset.NewRand(cfg.Seed ^ 0x6576616c)
 	idx := rng.Perm(test.N)[:min(cfg.EvalExamples, test.N)]
@@ -113,19 +125,29 @@ func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible [
 		slices.Sort(out)
 		return out
 	}
-	return &evaluator{m: m, sub: test.Subset(idx), roundPeers: pick(cfg.EvalPeers), finalPeers: pick(cfg.FinalEvalPeers)}, nil
+	return &evaluator{m: m, workers: workers, sub: test.Subset(idx), roundPeers: pick(cfg.EvalPeers), finalPeers: pick(cfg.FinalEvalPeers)}, nil
 }
 
 // row evaluates xs[i] for i in peers on ds (indices past len(xs) use the last
 // vector, so baselines with one model pass a single one).
 func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) Row {
 	r := Row{MinAcc: math.Inf(1), MinLoss: math.Inf(1), MaxAcc: math.Inf(-1), MaxLoss: math.Inf(-1)}
-	for _, i := range peers {
-		x := xs[min(i, len(xs)-1)]
-		if err := e.m.SetParams(x); err != nil {
-			panic(err) // every peer has the job's layout
-		}
-		met := e.m.Evaluate(ds.X, ds.Y, ds.N)
+	mets := make([]model.Metrics, len(peers))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for _, m := range e.workers[:min(len(e.workers), len(peers))] {
+		wg.Go(func() {
+			for k := int(next.Add(1) - 1); k < len(peers); k = int(next.Add(1) - 1) {
+				if err := m.SetParams(xs[min(peers[k], len(xs)-1)]); err != nil {
+					panic(err) // every peer has the job's layout
+				}
+				mets[k] = m.Evaluate(ds.X, ds.Y, ds.N)
+			}
+		})
+	}
+	wg.Wait()
+	// Summed in the peers' order, whichever worker measured each.
+	for _, met := range mets {
 		r.MeanAcc += met.Accuracy
 		r.MeanLoss += met.Loss
 		r.MinAcc, r.MaxAcc = math.Min(r.MinAcc, met.Accuracy), math.Max(r.MaxAcc, met.Accuracy)

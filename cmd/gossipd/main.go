@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gossipd/gossipd/model/compute"
 	"io"
 	"os"
 	"os/signal"
@@ -80,6 +81,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) == 0 {
 		usage(stderr)
 		return fmt.Errorf("%w: no command given", errUsage)
+	}
+	if err := compute.CheckKernelEnv(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	name := args[0]
 	if name == "help" || name == "-h" || name == "--help" || name == "-help" {

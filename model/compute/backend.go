@@ -41,3 +41,17 @@ type Backend interface {
 	// when grad is not nil it writes scale·(−t·[t·s < 1]) to grad.
 	HingeOneVsRest(grad, scores []float32, y []int32, m, n int, scale float32) (loss float64, correct int)
 }
+
+// Gatherer is implemented by backends that read one operand of a GEMM
+// through a list of row indices, so that a minibatch is used where it lies
+// in its dataset instead of being copied out first.
+type Gatherer interface {
+	// GemmGatherA computes C = alpha·A[rows]·Bᵀ + beta·C, where A[rows] is
+	// the len(rows)×k matrix of the listed rows of A (stride lda), B is
+	// n×k (stride ldb) and C is len(rows)×n.
+	GemmGatherA(n, k int, alpha float32, a []float32, lda int, rows []int, b []float32, ldb int, beta float32, c []float32, ldc int)
+	// GemmGatherB computes C = alpha·Aᵀ·B[rows] + beta·C, where A is
+	// len(rows)×m (stride lda), B[rows] the len(rows)×n matrix of the
+	// listed rows of B (stride ldb) and C is m×n.
+	GemmGatherB(m, n int, alpha float32, a []float32, lda int, b []float32, ldb int, rows []int, beta float32, c []float32, ldc int)
+}

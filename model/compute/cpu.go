@@ -6,13 +6,15 @@ import (
 	"runtime"
 )
 
-// CPU is the CPU backend. Its GEMM runs on up to Threads goroutines; the
-// element-wise kernels run on the caller's goroutine (they are memory-bound
-// and small next to the GEMMs around them).
+// CPU is the CPU backend. Large GEMMs run on up to Threads goroutines;
+// small ones (the small path, small.go) and the element-wise kernels run on
+// the caller's goroutine, so a caller that trains many small models can run
+// one per core without nested threading.
 type CPU struct {
 	threads int
-	kernel  kernelFunc
-	name    string
+	ks      *kernels
+	kernel  string // requested by WithKernel
+	path    gemmPath
 }
 
 // CPUOption configures NewCPU.
@@ -22,21 +24,30 @@ type CPUOption func(*CPU)
 // runtime.GOMAXPROCS(0), the default.
 func WithThreads(n int) CPUOption { return func(c *CPU) { c.threads = n } }
 
-// WithPureGo forces the portable Go micro-kernel even where the assembly one
-// could run (for tests and comparisons).
-func WithPureGo() CPUOption {
-	return func(c *CPU) { c.kernel, c.name = kernelGo, "cpu/go" }
-}
+// WithPureGo forces the portable Go kernels even where assembly ones could
+// run (for tests and comparisons). It is WithKernel("go").
+func WithPureGo() CPUOption { return WithKernel("go") }
 
-// NewCPU returns a CPU backend: the AVX2/FMA kernel where the CPU has it and
-// the build allows it, else the pure-Go kernel.
+// WithKernel forces a kernel set: "go", "avx2" or "avx512". NewCPU panics
+// if this build or CPU cannot run it; check with CheckKernel first.
+func WithKernel(name string) CPUOption { return func(c *CPU) { c.kernel = name } }
+
+// NewCPU returns a CPU backend with the best kernels this CPU and build can
+// run (AVX-512, then AVX2/FMA, then pure Go), or those $GOSSIPD_KERNEL or
+// WithKernel force.
 func NewCPU(opts ...CPUOption) *CPU {
-	c := &CPU{kernel: kernelGo, name: "cpu/go"}
-	if haveAsm {
-		c.kernel, c.name = kernelAsm, "cpu/"+asmName
-	}
+	c := &CPU{}
 	for _, o := range opts {
 		o(c)
+	}
+	var err error
+	if c.kernel != "" {
+		c.ks, err = findKernels(c.kernel)
+	} else {
+		c.ks, err = envKernels()
+	}
+	if err != nil {
+		panic(err)
 	}
 	if c.threads <= 0 {
 		c.threads = runtime.GOMAXPROCS(0)
@@ -45,14 +56,47 @@ func NewCPU(opts ...CPUOption) *CPU {
 }
 
 // Name implements Backend.
-func (c *CPU) Name() string { return fmt.Sprintf("%s×%d", c.name, c.threads) }
+func (c *CPU) Name() string { return fmt.Sprintf("cpu/%s×%d", c.ks.name, c.threads) }
+
+// Kernel names the kernel set in use: "avx512", "avx2" or "go".
+func (c *CPU) Kernel() string { return c.ks.name }
 
 // Threads reports how many goroutines a GEMM may use.
 func (c *CPU) Threads() int { return c.threads }
 
 // Gemm implements Backend.
 func (c *CPU) Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, cc []float32, ldc int) {
-	gemm(c.kernel, c.threads, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+	gemm(c.ks, c.threads, c.path, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+}
+
+// GemmGatherA implements Gatherer, on the small path.
+func (c *CPU) GemmGatherA(n, k int, alpha float32, a []float32, lda int, rows []int, b []float32, ldb int, beta float32, cc []float32, ldc int) {
+	m := len(rows)
+	checkRows("A", rows, a, lda, k)
+	checkGemm(false, true, m, n, k, nil, 0, b, ldb, cc, ldc)
+	if scaleC(m, n, beta, cc, ldc) && k > 0 && alpha != 0 {
+		smallDot(c.ks.dot, false, m, n, k, alpha, a, lda, rows, b, ldb, cc, ldc)
+	}
+}
+
+// GemmGatherB implements Gatherer, on the small path.
+func (c *CPU) GemmGatherB(m, n int, alpha float32, a []float32, lda int, b []float32, ldb int, rows []int, beta float32, cc []float32, ldc int) {
+	k := len(rows)
+	checkRows("B", rows, b, ldb, n)
+	checkGemm(true, false, m, n, k, a, lda, nil, 0, cc, ldc)
+	if scaleC(m, n, beta, cc, ldc) && k > 0 && alpha != 0 {
+		smallAxpy(c.ks.axpy, true, m, n, k, alpha, a, lda, b, ldb, rows, cc, ldc)
+	}
+}
+
+// checkRows panics if a listed row of cols values at stride ld lies
+// outside s.
+func checkRows(name string, rows []int, s []float32, ld, cols int) {
+	for _, r := range rows {
+		if r < 0 || r*ld+cols > len(s) {
+			panic(fmt.Sprintf("compute: GEMM %s: row %d outside %d values (stride %d)", name, r, len(s), ld))
+		}
+	}
 }
 
 // BroadcastRows implements Backend.
@@ -116,7 +160,7 @@ func (c *CPU) SoftmaxCrossEntropy(probs, grad, logits []float32, y []int32, m, n
 		zy := z[label]
 		var sum float32
 		for j, v := range z {
-			e := float32(math.Exp(float64(v - mx)))
+			e := expf(v - mx)
 			p[j] = e
 			sum += e
 		}

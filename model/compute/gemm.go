@@ -37,27 +37,30 @@ var packPool = sync.Pool{New: func() any {
 
 // gemm is the shared driver: it checks shapes, applies beta, splits the work
 // among threads and runs the blocked algorithm with the given kernel.
-func gemm(kernel kernelFunc, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// gemmPath chooses between the small path and the packed one: by shape
+// (pathAuto), or forced, for tests.
+type gemmPath uint8
+
+const (
+	pathAuto gemmPath = iota
+	pathSmall
+	pathPacked
+)
+
+func gemm(ks *kernels, threads int, path gemmPath, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
-	if m == 0 || n == 0 {
+	if !scaleC(m, n, beta, c, ldc) || k == 0 || alpha == 0 {
 		return
 	}
-	if beta != 1 {
-		for i := 0; i < m; i++ {
-			row := c[i*ldc : i*ldc+n]
-			if beta == 0 {
-				clear(row)
-			} else {
-				for j := range row {
-					row[j] *= beta
-				}
-			}
+	if path == pathSmall || path == pathAuto && useSmall(m, n, k) {
+		if transB {
+			smallDot(ks.dot, transA, m, n, k, alpha, a, lda, nil, b, ldb, c, ldc)
+		} else {
+			smallAxpy(ks.axpy, transA, m, n, k, alpha, a, lda, b, ldb, nil, c, ldc)
 		}
-	}
-	if k == 0 || alpha == 0 {
 		return
 	}
-	g := gemmArgs{kernel: kernel, transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc}
+	g := gemmArgs{kernel: ks.packed, transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc}
 	if threads <= 1 || m*n*k < gemmMinParallel {
 		g.run(0, m, 0, n)
 		return
@@ -81,6 +84,27 @@ func gemm(kernel kernelFunc, threads int, transA, transB bool, m, n, k int, alph
 		}
 	}
 	wg.Wait()
+}
+
+// scaleC applies C = beta·C to the m×n matrix C and reports whether C is
+// not empty.
+func scaleC(m, n int, beta float32, c []float32, ldc int) bool {
+	if m == 0 || n == 0 {
+		return false
+	}
+	if beta != 1 {
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			if beta == 0 {
+				clear(row)
+			} else {
+				for j := range row {
+					row[j] *= beta
+				}
+			}
+		}
+	}
+	return true
 }
 
 type gemmArgs struct {
@@ -206,8 +230,12 @@ func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	if transB {
 		br, bc = n, k
 	}
-	need("A", a, ar, ac, lda)
-	need("B", b, br, bc, ldb)
+	if a != nil {
+		need("A", a, ar, ac, lda)
+	}
+	if b != nil {
+		need("B", b, br, bc, ldb)
+	}
 	need("C", c, m, n, ldc)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -39,13 +40,18 @@ func randSlice(rng *rand.Rand, n int) []float32 {
 	return s
 }
 
+func withPath(p gemmPath) CPUOption { return func(c *CPU) { c.path = p } }
+
+// backends are every kernel set this CPU runs, each on the small path and
+// on the packed one with one and several threads.
 func backends() map[string]*CPU {
-	return map[string]*CPU{
-		"default/1": NewCPU(WithThreads(1)),
-		"default/3": NewCPU(WithThreads(3)),
-		"go/1":      NewCPU(WithPureGo(), WithThreads(1)),
-		"go/2":      NewCPU(WithPureGo(), WithThreads(2)),
+	out := map[string]*CPU{"default/auto": NewCPU()}
+	for _, k := range Kernels() {
+		out[k+"/small"] = NewCPU(WithKernel(k), withPath(pathSmall))
+		out[k+"/packed/1"] = NewCPU(WithKernel(k), withPath(pathPacked), WithThreads(1))
+		out[k+"/packed/3"] = NewCPU(WithKernel(k), withPath(pathPacked), WithThreads(3))
 	}
+	return out
 }
 
 // TestGemmMatchesNaive checks every transpose combination on sizes around
@@ -53,7 +59,7 @@ func backends() map[string]*CPU {
 // float64 triple loop.
 func TestGemmMatchesNaive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	sizes := [][3]int{{1, 1, 1}, {6, 16, 1}, {7, 17, 3}, {5, 15, 257}, {13, 33, 300}, {97, 40, 260}, {64, 64, 64}, {32, 128, 784}, {200, 10, 31}, {3, 4100, 5}}
+	sizes := [][3]int{{1, 1, 1}, {6, 16, 1}, {7, 17, 3}, {5, 15, 257}, {13, 33, 300}, {97, 40, 260}, {64, 64, 64}, {32, 128, 784}, {200, 10, 31}, {3, 4100, 5}, {32, 10, 784}, {10, 784, 32}, {33, 11, 17}, {2, 3, 1}, {5, 37, 9}}
 	for name, be := range backends() {
 		for _, sz := range sizes {
 			m, n, k := sz[0], sz[1], sz[2]
@@ -153,4 +159,74 @@ func BenchmarkGemm(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestGemmGather: reading rows through an index equals copying them out
+// and multiplying, bit for bit, on every kernel set.
+func TestGemmGather(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, kn := range Kernels() {
+		be := NewCPU(WithKernel(kn))
+		for _, sz := range [][3]int{{32, 10, 784}, {7, 3, 5}, {1, 1, 1}, {33, 17, 40}} {
+			rowsN, n, k := sz[0], sz[1], sz[2]
+			src := randSlice(rng, 100*k)
+			rows := make([]int, rowsN)
+			gathered := make([]float32, rowsN*k)
+			for i := range rows {
+				rows[i] = rng.IntN(100)
+				copy(gathered[i*k:(i+1)*k], src[rows[i]*k:(rows[i]+1)*k])
+			}
+			// A[rows]·Bᵀ.
+			b := randSlice(rng, n*k)
+			c0 := randSlice(rng, rowsN*n)
+			want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
+			be.Gemm(false, true, rowsN, n, k, 0.5, gathered, k, b, k, 0.25, want, n)
+			be.GemmGatherA(n, k, 0.5, src, k, rows, b, k, 0.25, got, n)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s %v GemmGatherA: C[%d]=%v, copied rows give %v", kn, sz, i, got[i], want[i])
+				}
+			}
+			// Aᵀ·B[rows], with A rowsN×n and C n×k.
+			a := randSlice(rng, rowsN*n)
+			c1 := randSlice(rng, n*k)
+			want, got = append([]float32(nil), c1...), append([]float32(nil), c1...)
+			NewCPU(WithKernel(kn), withPath(pathSmall)).Gemm(true, false, n, k, rowsN, -1, a, n, gathered, k, 1, want, k)
+			be.GemmGatherB(n, k, -1, a, n, src, k, rows, 1, got, k)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s %v GemmGatherB: C[%d]=%v, copied rows give %v", kn, sz, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic for a row index past A")
+			}
+		}()
+		NewCPU().GemmGatherA(1, 4, 1, make([]float32, 8), 4, []int{2}, make([]float32, 4), 4, 0, make([]float32, 1), 1)
+	}()
+}
+
+// TestKernelChoice: a forced kernel set is used or refused by name.
+func TestKernelChoice(t *testing.T) {
+	for _, k := range Kernels() {
+		if got := NewCPU(WithKernel(k)).Kernel(); got != k {
+			t.Errorf("WithKernel(%q) runs %q", k, got)
+		}
+	}
+	if err := CheckKernel("sse9"); err == nil || !strings.Contains(err.Error(), `unknown kernel "sse9"`) {
+		t.Errorf("CheckKernel(sse9) = %v", err)
+	}
+	if got := Kernels(); got[len(got)-1] != "go" {
+		t.Errorf("Kernels() = %v, want the pure-Go set last", got)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "unknown kernel") {
+			t.Errorf("NewCPU(WithKernel(bogus)) recovered %v", r)
+		}
+	}()
+	NewCPU(WithKernel("bogus"))
 }

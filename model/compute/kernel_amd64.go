@@ -4,10 +4,19 @@ package compute
 
 import "golang.org/x/sys/cpu"
 
-// haveAsm reports whether the AVX2/FMA micro-kernel can run here.
-var haveAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
-
-const asmName = "avx2-fma"
+// archKernels returns the assembly kernel sets this CPU can run: AVX-512
+// (F and VL, for the small path; the packed GEMM keeps its AVX2 kernel),
+// then AVX2 with FMA.
+func archKernels() []*kernels {
+	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
+		return nil
+	}
+	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot4x4AVX2, axpy: axpy2x4AVX2}
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
+		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x4AVX512, axpy: axpy2x4AVX512}, avx2}
+	}
+	return []*kernels{avx2}
+}
 
 //go:noescape
 func kernel6x16AVX2(kc int, a, b, c *float32, ldc int)
@@ -18,3 +27,15 @@ func kernelAsm(kc int, a, b, c []float32, ldc int) {
 	_ = c[(mr-1)*ldc+nr-1]
 	kernel6x16AVX2(kc, &a[0], &b[0], &c[0], ldc)
 }
+
+//go:noescape
+func dot4x4AVX2(k int, a, b *[4]*float32, out *[16]float32)
+
+//go:noescape
+func dot4x4AVX512(k int, a, b *[4]*float32, out *[16]float32)
+
+//go:noescape
+func axpy2x4AVX2(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32)
+
+//go:noescape
+func axpy2x4AVX512(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32)

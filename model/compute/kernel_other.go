@@ -2,9 +2,5 @@
 
 package compute
 
-// haveAsm is false: this build has only the pure-Go micro-kernel.
-const haveAsm = false
-
-const asmName = ""
-
-func kernelAsm(kc int, a, b, c []float32, ldc int) { kernelGo(kc, a, b, c, ldc) }
+// archKernels is empty: this build has only the pure-Go kernels.
+func archKernels() []*kernels { return nil }

@@ -54,6 +54,7 @@ type Workspace struct {
 	model *model.Model
 	xb    []float32
 	yb    []int32
+	rows  []int
 	grad  []float32
 	pe    []float32 // a chunk's clipped gradient sum (DP)
 }
@@ -123,20 +124,20 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 		t0 := 1 + math.Floor(req.Age/float64(t.batchSize()))
 		var lossSum float64
 		for s := 0; s < steps; s++ {
-			var k int
-			var loss float64
-			if t.cfg.DP.Enabled() {
-				k = t.dpGradient(t.grad)
-			} else {
-				k = t.nextBatch()
-				loss = t.model.Gradient(t.grad, t.xb[:k*t.data.D], t.yb[:k], k)
-			}
 			lr := float32(t.cfg.LR)
 			if spec.Kind == model.SVM {
 				lr = float32(1 / (spec.Lambda * (t0 + float64(s))))
 			}
-			for i, g := range t.grad {
-				params[i] -= lr * g
+			var k int
+			var loss float64
+			if t.cfg.DP.Enabled() {
+				k = t.dpGradient(t.grad)
+				for i, g := range t.grad {
+					params[i] -= lr * g
+				}
+			} else {
+				k = t.nextRows()
+				loss = t.model.SGDStepRows(t.data.X, t.rows[:k], t.yb[:k], lr)
 			}
 			lossSum += loss * float64(k)
 			res.Examples += k
@@ -171,14 +172,16 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 
 func (t *Trainer) batchSize() int { return min(t.cfg.Batch, t.data.Len()) }
 
-// nextBatch gathers the next minibatch of a shuffled pass into xb, yb and
-// returns its size; passes reshuffle.
-func (t *Trainer) nextBatch() int {
+// nextRows picks the next minibatch of a shuffled pass: its rows of the
+// data into rows and their labels into yb. It returns the batch size;
+// passes reshuffle.
+func (t *Trainer) nextRows() int {
 	bs := t.batchSize()
-	d := t.data.D
 	if len(t.yb) < bs {
-		t.xb = make([]float32, bs*d)
 		t.yb = make([]int32, bs)
+	}
+	if len(t.rows) < bs {
+		t.rows = make([]int, bs)
 	}
 	for r := 0; r < bs; r++ {
 		if t.cursor == len(t.perm) {
@@ -187,8 +190,21 @@ func (t *Trainer) nextBatch() int {
 		}
 		i := t.perm[t.cursor]
 		t.cursor++
-		copy(t.xb[r*d:(r+1)*d], t.data.X[i*d:(i+1)*d])
+		t.rows[r] = i
 		t.yb[r] = t.data.Y[i]
+	}
+	return bs
+}
+
+// nextBatch is nextRows with the rows' features copied into xb.
+func (t *Trainer) nextBatch() int {
+	bs := t.nextRows()
+	d := t.data.D
+	if len(t.xb) < bs*d {
+		t.xb = make([]float32, bs*d)
+	}
+	for r, i := range t.rows[:bs] {
+		copy(t.xb[r*d:(r+1)*d], t.data.X[i*d:(i+1)*d])
 	}
 	return bs
 }
