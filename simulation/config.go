@@ -70,6 +70,13 @@ type Config struct {
 	Latency string
 	// Bandwidth per link in bytes per second (0: unlimited).
 	Bandwidth float64
+	// Compute is each peer's compute speed, which makes training take
+	// virtual time (compute.go): "0" or "" (default: updates take no
+	// time), RATE in FLOP/s ("20G"), "uniform:LO:HI" or
+	// "lognormal:MEDIAN:SIGMA". ComputeTrace, when set, gives the speeds
+	// instead (ParseComputeTrace).
+	Compute      string
+	ComputeTrace []float64
 	// Drop is the probability that a message is lost.
 	Drop float64
 	// Churn is the long-run fraction of time a peer is offline (0: none);
@@ -294,6 +301,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if _, _, err := gossip.ParseCompression(c.Compression); err != nil {
+		return err
+	}
+	if _, err := parseCompute(c.Compute, c.ComputeTrace, c.Seed); err != nil {
 		return err
 	}
 	if _, err := parseLatency(c.Latency); err != nil {

@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,26 @@ func FuzzParseChurnTrace(f *testing.F) {
 		for _, iv := range ivs {
 			if iv.Peer < 0 || iv.Start < 0 || iv.End < iv.Start {
 				t.Fatalf("accepted %+v", iv)
+			}
+		}
+	})
+}
+
+func FuzzParseComputeTrace(f *testing.F) {
+	f.Add([]byte("# FLOP/s\n1G\n500M\n2.5e9\n"))
+	f.Add([]byte("-1\n"))
+	f.Add([]byte("1Q\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		speeds, err := ParseComputeTrace(b, "speeds.txt")
+		if err != nil {
+			if !strings.Contains(err.Error(), "speeds.txt") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		for _, v := range speeds {
+			if !(v > 0) || math.IsInf(v, 0) {
+				t.Fatalf("accepted speed %v", v)
 			}
 		}
 	})

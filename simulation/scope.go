@@ -51,6 +51,8 @@ var scopes = map[string]scope{
 	"churn":            {isGossip, networkModels},
 	"churn-trace":      {isGossip, networkModels},
 	"netsplit":         {isGossip, networkModels},
+	"compute":          {isGossip, "the gossip protocols: the baselines do not model compute time"},
+	"compute-trace":    {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"final-eval-peers": {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
 	"eval-peers":       {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
 }
@@ -86,6 +88,9 @@ func (c *Config) CheckOptions(set []string) error {
 		}
 		if len(c.Netsplits) > 0 {
 			net = append(net, "netsplits")
+		}
+		if (c.Compute != "" && c.Compute != "0") || len(c.ComputeTrace) > 0 {
+			net = append(net, "compute speeds")
 		}
 		if len(net) > 0 {
 			bad = append(bad, fmt.Sprintf("%s: set for the %s baseline, which does not model them; the network model applies to %s", strings.Join(net, ", "), c.Protocol, networkModels))

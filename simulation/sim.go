@@ -33,6 +33,7 @@ type sim struct {
 	peers   []*simPeer
 	byID    map[gossip.PeerID]int
 	lat     latency
+	speed   computeSpeeds // nil: training takes no virtual time
 	train   *dataset.Dataset
 	test    *dataset.Dataset
 	spec    model.Spec
@@ -81,6 +82,7 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}
 	s.lat, _ = parseLatency(cfg.Latency)
+	s.speed, _ = parseCompute(cfg.Compute, cfg.ComputeTrace, cfg.Seed)
 	var eligible []int
 	if cfg.Byzantine > 0 {
 		s.adv = newAdversary(cfg)

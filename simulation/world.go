@@ -10,9 +10,10 @@ import (
 )
 
 // world is the simulator's side of one peer's driver: messages travel
-// through the simulated network, training runs at once (it costs no
-// virtual time) and its result arrives as an event at the same instant,
-// and commits, rejects and halts are counted.
+// through the simulated network, training runs at once and its result
+// arrives as an event when the peer's compute speed says it would be done
+// (at the same instant by default: compute.go), and commits, rejects and
+// halts are counted.
 type world struct {
 	s *sim
 	i int
@@ -35,7 +36,7 @@ func (w *world) Train(req *gossip.TrainRequest) {
 		}
 		return
 	}
-	w.s.q.push(&event{at: w.s.now, kind: evTrainDone, peer: w.i, result: r})
+	w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, r.Examples), kind: evTrainDone, peer: w.i, result: r})
 }
 
 func (w *world) Commit(gossip.Commit) { w.s.stats.Updates++ }

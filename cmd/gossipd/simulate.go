@@ -25,7 +25,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var c simulation.Config
 	var hidden, netsplits, tokens, scenario, out, topo string
 	var jsonOut, quiet bool
-	var cpuProfile, churnTrace string
+	var cpuProfile, churnTrace, computeTrace string
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	fs.StringVar(&scenario, "scenario", "", "YAML scenario file whose keys are these flags' names (flags given on the command line win)")
 	fs.IntVar(&c.Peers, "peers", 100, "number of peers")
@@ -44,6 +44,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&topo, "topology", "", "dpsgd/adpsgd/pushsum topology: ring|torus|regular:K|exponential|complete, or a file of edges \"i j\" (default ring; exponential for pushsum)")
 	fs.StringVar(&c.Latency, "latency", "0", "latency: 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
 	fs.Float64Var(&c.Bandwidth, "bandwidth", 0, "per-link bandwidth in bytes/s (0: unlimited)")
+	fs.StringVar(&c.Compute, "compute", "0", "peers' compute speeds in FLOP/s, making training take virtual time (6·params·examples FLOPs per update): 0 (instant), RATE (20G), uniform:LO:HI or lognormal:MEDIAN:SIGMA")
+	fs.StringVar(&computeTrace, "compute-trace", "", "file of compute speeds in FLOP/s, one per line (peer i gets line i, wrapping)")
 	fs.Float64Var(&c.Drop, "drop", 0, "probability that a message is lost")
 	fs.Float64Var(&c.Churn, "churn", 0, "fraction of time peers are offline (exponential sessions)")
 	fs.DurationVar(&c.ChurnSession, "churn-session", 0, "mean online session (default 10·Δ)")
@@ -101,6 +103,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if churnTrace != "" {
 		if c.ChurnTrace, err = simulation.ReadChurnTrace(churnTrace); err != nil {
 			return fmt.Errorf("%w: --churn-trace: %v", errUsage, err)
+		}
+	}
+	if computeTrace != "" {
+		if c.ComputeTrace, err = simulation.ReadComputeTrace(computeTrace); err != nil {
+			return fmt.Errorf("%w: --compute-trace: %v", errUsage, err)
 		}
 	}
 	if c.Netsplits, err = simulation.ParseNetsplits(netsplits); err != nil {
