@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"time"
 
@@ -14,7 +17,7 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("bench", "bench [flags]\n\nMeasures float32 GEMM (GFLOP/s; against gonum's pure-Go GEMM and gossipd's own\npure-Go kernel) and one epoch of training on a dataset (samples/s and test\naccuracy). With --torch, runs the PyTorch reference in the same run and prints\nratios.", stderr)
-	what := fs.String("what", "gemm,train", "what to measure: gemm, train or both (comma-separated)")
+	what := fs.String("what", "gemm,train", "what to measure, comma-separated: gemm, train, sim (the simulator's reference runs as whole processes, against the pure-Go kernels)")
 	ds := fs.String("dataset", "fashion-mnist", "dataset for the training benchmark")
 	torch := fs.String("torch", "", "path of shared/reference/torch_baseline.py to run as the reference (needs python3-torch)")
 	python := fs.String("python", "/usr/bin/python3", "python interpreter for --torch")
@@ -23,6 +26,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "machine: %s\ncompute: %s\n\n", compute.CPUModel(), compute.NewCPU(compute.WithThreads(*threads)).Name())
 	for _, w := range strings.Split(*what, ",") {
 		switch strings.TrimSpace(w) {
 		case "gemm":
@@ -31,8 +35,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err := benchTrain(ctx, stdout, stderr, *ds, *threads, *torch, *python); err != nil {
 				return err
 			}
+		case "sim":
+			if err := benchSim(ctx, stdout, stderr, *ds); err != nil {
+				return err
+			}
 		default:
-			return fmt.Errorf("%w: bench: --what %q, want gemm|train", errUsage, w)
+			return fmt.Errorf("%w: bench: --what %q, want gemm|train|sim", errUsage, w)
 		}
 	}
 	return nil
@@ -82,3 +90,59 @@ func benchTrain(ctx context.Context, stdout, stderr io.Writer, ds string, thread
 	}
 	return nil
 }
+
+// benchSim times the simulator's reference runs (docs/SIMULATION.md) as
+// whole processes of this binary, once with the kernels in use and once
+// with the pure-Go ones as the same-run reference; the dataset cache is
+// warmed first, as a user's second run finds it.
+func benchSim(ctx context.Context, stdout, stderr io.Writer, ds string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	out, err := os.MkdirTemp("", "gossipd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(out)
+	run := func(kernel string, args ...string) (time.Duration, string, error) {
+		cmd := exec.CommandContext(ctx, self, append([]string{"simulate", "--dataset", ds, "--out", out}, args...)...)
+		cmd.Env = os.Environ()
+		if kernel != "" {
+			cmd.Env = append(cmd.Env, compute.KernelEnv+"="+kernel)
+		}
+		cmd.Stderr = stderr
+		start := time.Now()
+		b, err := cmd.Output()
+		took := time.Since(start)
+		if err != nil {
+			return 0, "", fmt.Errorf("bench: simulate %s: %w", strings.Join(args, " "), err)
+		}
+		acc := ""
+		if m := finalAccuracy.FindSubmatch(b); m != nil {
+			acc = string(m[1])
+		}
+		return took, acc, nil
+	}
+	if _, _, err := run("", "--peers", "2", "--rounds", "1"); err != nil { // warm the dataset cache
+		return err
+	}
+	fmt.Fprintf(stdout, "simulate randomwalk on %s, whole process (seconds, lower is better)\n", ds)
+	fmt.Fprintf(stdout, "%-14s %10s %9s %12s %9s %8s\n", "peers×rounds", "gossipd", "acc", "pure-Go", "acc", "speedup")
+	for _, pr := range [][2]string{{"100", "10"}, {"1000", "20"}} {
+		args := []string{"--peers", pr[0], "--rounds", pr[1]}
+		fast, acc, err := run("", args...)
+		if err != nil {
+			return err
+		}
+		slow, accGo, err := run("go", args...)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%-14s %10.2f %9s %12.2f %9s %7.1f×\n", pr[0]+"×"+pr[1], fast.Seconds(), acc, slow.Seconds(), accGo, slow.Seconds()/fast.Seconds())
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+var finalAccuracy = regexp.MustCompile(`final accuracy ([0-9.]+)`)
