@@ -9,7 +9,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/peer/trainer"
 )
 
 // Training in virtual time. By default a local update finishes at the
@@ -20,7 +26,9 @@ import (
 // FLOPs per weight and example forward and four backward. Meanwhile the
 // peer's core goes on receiving and ticking, as a daemon's does while its
 // trainer runs, so slow peers (stragglers) hold models longer and forward
-// them later, on a simulated fleet as on a real one.
+// them later, on a simulated fleet as on a real one. The work charged is
+// what the request plans (its steps times the batch), so the update can
+// run on another core while the simulation goes on (trainPool).
 
 // computeSpeeds gives each peer its speed in FLOP/s; nil means training
 // takes no virtual time.
@@ -138,6 +146,58 @@ func ReadComputeTrace(path string) ([]float64, error) {
 		return nil, err
 	}
 	return ParseComputeTrace(b, path)
+}
+
+// trainPool runs updates that take virtual time on every core, one peer's
+// update per goroutine, each goroutine computing in its own workspace
+// (single-threaded kernels: no nested threading). An update's result
+// depends only on its request and its peer's trainer, which runs one
+// request at a time, and the event loop takes results in event order, so
+// a run is the same whatever the number of cores.
+type trainPool struct {
+	jobs chan func(*trainer.Workspace)
+	wg   sync.WaitGroup
+}
+
+type trainJob struct {
+	done chan struct{}
+	res  *gossip.TrainResult
+	err  error
+}
+
+func newTrainPool(spec model.Spec, workers int) (*trainPool, error) {
+	p := &trainPool{jobs: make(chan func(*trainer.Workspace), 4*workers)}
+	for range workers {
+		m, err := model.New(spec, model.WithBackend(compute.NewCPU(compute.WithThreads(1))))
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		ws := trainer.NewWorkspace(m)
+		p.wg.Go(func() {
+			for f := range p.jobs {
+				f(ws)
+			}
+		})
+	}
+	return p, nil
+}
+
+// run starts req on tr and returns its job.
+func (p *trainPool) run(tr *trainer.Trainer, req *gossip.TrainRequest) *trainJob {
+	j := &trainJob{done: make(chan struct{})}
+	p.jobs <- func(ws *trainer.Workspace) {
+		defer close(j.done)
+		j.res, j.err = tr.RunIn(ws, req)
+	}
+	return j
+}
+
+// close waits for the updates still running (those whose done events lie
+// past the end of the run) and stops the workers.
+func (p *trainPool) close() {
+	close(p.jobs)
+	p.wg.Wait()
 }
 
 // trainTime is how long peer i's update of examples takes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"time"
 
@@ -29,6 +30,12 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	}
 	s.init = slices.Clone(m.Params())
 	s.ws = trainer.NewWorkspace(m)
+	if s.speed != nil {
+		if s.pool, err = newTrainPool(s.spec, runtime.GOMAXPROCS(0)); err != nil {
+			return err
+		}
+		defer s.pool.close()
+	}
 	if gossip.NeedsTopology(cfg.Protocol) && cfg.Turnover == 0 {
 		if cfg.EdgeList != nil {
 			s.graph, err = gossip.EdgeList(cfg.EdgeList, cfg.Peers)
@@ -158,7 +165,7 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &simPeer{Peer: drv, online: true, wakeAt: -1}, nil
+	return &simPeer{Peer: drv, tr: tr, online: true, wakeAt: -1}, nil
 }
 
 // bootstraps gives each random-walk peer its initial contacts: every
@@ -237,6 +244,13 @@ func (s *sim) runUntil(t time.Duration) error {
 		case evDeliver:
 			s.deliver(p, e)
 		case evTrainDone:
+			if e.job != nil {
+				<-e.job.done
+				if e.job.err != nil {
+					return fmt.Errorf("peer %s: %w", p.ID(), e.job.err)
+				}
+				e.result = e.job.res
+			}
 			p.TrainDone(e.result)
 		case evChurn:
 			p.online = !p.online

@@ -39,6 +39,9 @@ type event struct {
 	// orig is the message as sent, for the sender's undelivered notice.
 	orig   *gossip.Message
 	result *gossip.TrainResult
+	// job, for an update that takes virtual time, is its run on the
+	// training pool; result is its result once done.
+	job *trainJob
 }
 
 type eventHeap []*event

@@ -20,6 +20,7 @@ import (
 // simulator adds to it.
 type simPeer struct {
 	*peer.Peer
+	tr     *trainer.Trainer
 	online bool
 	wakeAt time.Duration // the pending tick's time; -1 if none
 }
@@ -34,6 +35,7 @@ type sim struct {
 	byID    map[gossip.PeerID]int
 	lat     latency
 	speed   computeSpeeds // nil: training takes no virtual time
+	pool    *trainPool    // runs updates in parallel when they take time
 	train   *dataset.Dataset
 	test    *dataset.Dataset
 	spec    model.Spec

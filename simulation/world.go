@@ -29,6 +29,13 @@ func (w *world) Send(m *gossip.Message) {
 
 func (w *world) Train(req *gossip.TrainRequest) {
 	p := w.s.peers[w.i]
+	if w.s.pool != nil {
+		// The update takes virtual time: it runs on the pool meanwhile,
+		// and its done event waits for it (compute.go).
+		job := w.s.pool.run(p.tr, req)
+		w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, p.tr.Work(req)), kind: evTrainDone, peer: w.i, job: job})
+		return
+	}
 	r, err := p.Run(req)
 	if err != nil {
 		if w.s.err == nil {
@@ -36,7 +43,7 @@ func (w *world) Train(req *gossip.TrainRequest) {
 		}
 		return
 	}
-	w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, r.Examples), kind: evTrainDone, peer: w.i, result: r})
+	w.s.q.push(&event{at: w.s.now, kind: evTrainDone, peer: w.i, result: r})
 }
 
 func (w *world) Commit(gossip.Commit) { w.s.stats.Updates++ }

@@ -209,6 +209,22 @@ func (t *Trainer) nextBatch() int {
 	return bs
 }
 
+// RunIn is Run computing in ws instead of the trainer's own workspace, so
+// that trainers which share one workspace can run requests on several
+// goroutines at once, each goroutine with its own workspace. The trainer
+// itself (its shuffling state) must still run one request at a time.
+func (t *Trainer) RunIn(ws *Workspace, req *gossip.TrainRequest) (*gossip.TrainResult, error) {
+	own := t.Workspace
+	t.Workspace = ws
+	defer func() { t.Workspace = own }()
+	return t.Run(req)
+}
+
+// Work is how many examples req plans to process: its steps times the
+// batch (for DP-SGD the expected lot; the lots drawn vary). A simulator
+// charges compute time for it before the work is done.
+func (t *Trainer) Work(req *gossip.TrainRequest) int { return t.Steps(req) * t.batchSize() }
+
 // Steps is how many minibatch steps req takes: what a DP-SGD budget is
 // charged for it.
 func (t *Trainer) Steps(req *gossip.TrainRequest) int {
