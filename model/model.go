@@ -53,6 +53,7 @@ type workspace struct {
 	// minibatch for backends that cannot gather (SGDStepRows).
 	colSums []float32
 	xg      []float32
+	probs   []float32 // evaluation's probabilities (TallyWith)
 }
 
 // Option configures New.

@@ -123,19 +123,64 @@ type Metrics struct {
 
 // Evaluate measures m on n examples.
 func (m *Model) Evaluate(x []float32, y []int32, n int) Metrics {
+	var t Tally
+	m.TallyWith(&t, m.params, x, y, n)
+	return t.Metrics(m.spec.Classes)
+}
+
+// Tally adds up a model's results over several calls (chunks of a test
+// set, say), so that one pass over the data can serve many models.
+type Tally struct {
+	N, Correct int
+	// Loss is the summed data loss.
+	Loss float64
+	// Confusion[t][p] counts examples of true class t predicted as p.
+	Confusion [][]int
+}
+
+// Metrics turns the tally into Metrics (for C classes).
+func (t *Tally) Metrics(classes int) Metrics {
+	out := Metrics{N: t.N, Confusion: t.Confusion}
+	if out.Confusion == nil {
+		out.Confusion = make([][]int, classes)
+		for i := range out.Confusion {
+			out.Confusion[i] = make([]int, classes)
+		}
+	}
+	if t.N > 0 {
+		out.Accuracy = float64(t.Correct) / float64(t.N)
+		out.Loss = t.Loss / float64(t.N)
+	}
+	return out
+}
+
+// TallyWith measures the parameter vector params (of m's layout, read in
+// place, not copied; m's own parameters are untouched) on n examples and
+// adds the results to t.
+func (m *Model) TallyWith(t *Tally, params []float32, x []float32, y []int32, n int) {
 	m.check(x, y, n)
+	if len(params) != len(m.params) {
+		panic(fmt.Sprintf("model: %d parameters, want %d", len(params), len(m.params)))
+	}
+	own := m.params
+	m.params = params
+	defer func() { m.params = own }()
 	C := m.spec.Classes
-	out := Metrics{N: n, Confusion: make([][]int, C)}
-	for i := range out.Confusion {
-		out.Confusion[i] = make([]int, C)
+	if t.Confusion == nil {
+		t.Confusion = make([][]int, C)
+		for i := range t.Confusion {
+			t.Confusion[i] = make([]int, C)
+		}
 	}
 	if n == 0 {
-		return out
+		return
 	}
 	const chunk = 512
-	probs := make([]float32, min(chunk, n)*C)
-	var loss float64
-	correct := 0
+	m.grow(min(chunk, n))
+	if len(m.ws.probs) < min(chunk, n)*C {
+		m.ws.probs = make([]float32, min(chunk, n)*C)
+	}
+	probs := m.ws.probs
 	for lo := 0; lo < n; lo += chunk {
 		k := min(chunk, n-lo)
 		m.forward(x[lo*m.spec.Inputs:], k)
@@ -148,15 +193,13 @@ func (m *Model) Evaluate(x []float32, y []int32, n int) Metrics {
 		} else {
 			l, c = m.backend.SoftmaxCrossEntropy(probs, nil, z, y[lo:lo+k], k, C, 0)
 		}
-		loss += l
-		correct += c
+		t.Loss += l
+		t.Correct += c
 		for r := 0; r < k; r++ {
-			out.Confusion[y[lo+r]][argmax(probs[r*C:(r+1)*C])]++
+			t.Confusion[y[lo+r]][argmax(probs[r*C:(r+1)*C])]++
 		}
 	}
-	out.Accuracy = float64(correct) / float64(n)
-	out.Loss = loss / float64(n)
-	return out
+	t.N += n
 }
 
 func argmax(v []float32) int {

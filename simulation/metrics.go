@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/model"
@@ -83,6 +82,10 @@ type Result struct {
 	Stats
 }
 
+// evalChunk is how many test examples the evaluator measures every model
+// on at a time: 256 rows of Fashion-MNIST are 800 KB, within a core's L2.
+const evalChunk = 256
+
 // evaluator measures peers' models on test data, several at once: one
 // model per core, each on one thread.
 type evaluator struct {
@@ -132,20 +135,30 @@ func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible [
 // vector, so baselines with one model pass a single one).
 func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) Row {
 	r := Row{MinAcc: math.Inf(1), MinLoss: math.Inf(1), MaxAcc: math.Inf(-1), MaxLoss: math.Inf(-1)}
-	mets := make([]model.Metrics, len(peers))
-	var next atomic.Int64
+	// Each worker takes every W-th peer and walks the test set once, in
+	// chunks that stay in its cache while all its peers are measured on
+	// them: the test set is read from memory once per worker instead of
+	// once per peer. Each peer's tally adds its chunks in order, so the
+	// numbers do not depend on the number of workers.
+	tallies := make([]model.Tally, len(peers))
+	workers := e.workers[:min(len(e.workers), len(peers))]
 	var wg sync.WaitGroup
-	for _, m := range e.workers[:min(len(e.workers), len(peers))] {
+	for w, m := range workers {
 		wg.Go(func() {
-			for k := int(next.Add(1) - 1); k < len(peers); k = int(next.Add(1) - 1) {
-				if err := m.SetParams(xs[min(peers[k], len(xs)-1)]); err != nil {
-					panic(err) // every peer has the job's layout
+			d := ds.D
+			for lo := 0; lo < ds.N; lo += evalChunk {
+				k := min(evalChunk, ds.N-lo)
+				for j := w; j < len(peers); j += len(workers) {
+					m.TallyWith(&tallies[j], xs[min(peers[j], len(xs)-1)], ds.X[lo*d:(lo+k)*d], ds.Y[lo:lo+k], k)
 				}
-				mets[k] = m.Evaluate(ds.X, ds.Y, ds.N)
 			}
 		})
 	}
 	wg.Wait()
+	mets := make([]model.Metrics, len(peers))
+	for j := range tallies {
+		mets[j] = tallies[j].Metrics(ds.Classes)
+	}
 	// Summed in the peers' order, whichever worker measured each.
 	for _, met := range mets {
 		r.MeanAcc += met.Accuracy

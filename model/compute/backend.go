@@ -2,10 +2,14 @@
 // multiply and the fused element-wise kernels that training needs, behind a
 // small Backend interface so that a GPU backend can be added later.
 //
-// The CPU backend is pure Go by default with an AVX2/FMA assembly micro-kernel
-// on amd64; building with the noasm tag (or running on a CPU without AVX2 and
-// FMA) uses the pure-Go kernel instead. Matrices are row-major float32 with
-// explicit leading dimensions, in the style of BLAS and gonum: functions are
+// The CPU backend has two GEMM paths: a packed, blocked one for large
+// products (BLIS-style, threaded) and a small-GEMM path for the shapes of
+// training steps (small.go: operands read in place, rows optionally
+// through an index, one goroutine). Each path runs one of three kernel
+// sets, chosen at run time: AVX-512, AVX2/FMA (amd64 assembly) or pure Go
+// (every platform, and the noasm build tag). $GOSSIPD_KERNEL or WithKernel
+// forces one. Matrices are row-major float32 with explicit leading
+// dimensions, in the style of BLAS and gonum: functions are
 // destination-first and panic only on programmer error (bad shapes).
 package compute
 
