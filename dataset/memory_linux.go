@@ -24,7 +24,11 @@ func frozenFloats(n int, fill func([]float32) error) ([]float32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset: mapping %d bytes: %w", 4*n, err)
 	}
-	_ = syscall.Madvise(b, 14) // MADV_HUGEPAGE; only a hint
+	// Only hints: MADV_HUGEPAGE, then MADV_POPULATE_WRITE (Linux 5.14)
+	// to fault every page in at once. On this project's VMs touching 220 MB
+	// page by page took 0.3–0.6 s, populating it 11 ms.
+	_ = syscall.Madvise(b, 14)
+	_ = syscall.Madvise(b, 23)
 	x := unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
 	if err := fill(x); err != nil {
 		_ = syscall.Munmap(b)
