@@ -121,6 +121,13 @@ fuzz:
 qemu:
 	$(GO) vet -tags qemu ./cmd/gossipd
 	$(GO) test -tags qemu -run '^TestCrossArch$$' -count=1 -v ./cmd/gossipd
+	@# The arm64 NEON kernels, checked for correctness only (qemu-user
+	@# says nothing about their speed) against the naive GEMM and the
+	@# pure-Go kernels.
+	GOARCH=arm64 $(GO) test -c -o bin/compute-arm64.test ./model/compute
+	GOARCH=arm64 $(GO) test -c -o bin/model-arm64.test ./model
+	qemu-aarch64-static bin/compute-arm64.test -test.run 'Gemm|Kernel|Expf'
+	qemu-aarch64-static bin/model-arm64.test
 
 # The dashboard of a running daemon in headless Chromium (Debian's
 # chromium): no console errors, live, charts with the daemon's points;

@@ -5,9 +5,9 @@
 // The CPU backend has two GEMM paths: a packed, blocked one for large
 // products (BLIS-style, threaded) and a small-GEMM path for the shapes of
 // training steps (small.go: operands read in place, rows optionally
-// through an index, one goroutine). Each path runs one of three kernel
-// sets, chosen at run time: AVX-512, AVX2/FMA (amd64 assembly) or pure Go
-// (every platform, and the noasm build tag). $GOSSIPD_KERNEL or WithKernel
+// through an index, one goroutine). Each path runs a kernel set chosen at
+// run time: AVX-512 or AVX2/FMA (amd64 assembly), NEON (arm64 assembly,
+// small path only) or pure Go (every platform, and the noasm build tag). $GOSSIPD_KERNEL or WithKernel
 // forces one. Matrices are row-major float32 with explicit leading
 // dimensions, in the style of BLAS and gonum: functions are
 // destination-first and panic only on programmer error (bad shapes).

@@ -28,7 +28,7 @@ func WithThreads(n int) CPUOption { return func(c *CPU) { c.threads = n } }
 // run (for tests and comparisons). It is WithKernel("go").
 func WithPureGo() CPUOption { return WithKernel("go") }
 
-// WithKernel forces a kernel set: "go", "avx2" or "avx512". NewCPU panics
+// WithKernel forces a kernel set: "go", "avx2", "avx512" or "neon". NewCPU panics
 // if this build or CPU cannot run it; check with CheckKernel first.
 func WithKernel(name string) CPUOption { return func(c *CPU) { c.kernel = name } }
 

@@ -8,8 +8,8 @@ import (
 )
 
 // KernelEnv names the environment variable that forces a kernel set for
-// every backend that does not choose one with WithKernel: "go", "avx2" or
-// "avx512". Tests use it to run the whole suite on each path; a value this
+// every backend that does not choose one with WithKernel: "go", "avx2",
+// "avx512" or, on arm64, "neon". Tests use it to run the whole suite on each path; a value this
 // CPU or build cannot run is an error (see CheckKernelEnv), never a silent
 // fallback.
 const KernelEnv = "GOSSIPD_KERNEL"
@@ -30,8 +30,8 @@ var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, axpy: axpyGo}
 var kernelSets = func() []*kernels { return append(archKernels(), goKernels) }()
 
 // Kernels names the kernel sets this build can run on this CPU, best first
-// ("avx512", "avx2", "go" on an AVX-512 machine; "go" alone with the noasm
-// tag or off amd64).
+// ("avx512", "avx2", "go" on an AVX-512 machine; "neon", "go" on arm64;
+// "go" alone with the noasm tag or elsewhere).
 func Kernels() []string {
 	out := make([]string, len(kernelSets))
 	for i, k := range kernelSets {
@@ -41,7 +41,7 @@ func Kernels() []string {
 }
 
 // knownKernels are every set's name, whether or not it can run here.
-var knownKernels = []string{"avx512", "avx2", "go"}
+var knownKernels = []string{"avx512", "avx2", "neon", "go"}
 
 func findKernels(name string) (*kernels, error) {
 	for _, k := range kernelSets {

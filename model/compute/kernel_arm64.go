@@ -1,0 +1,61 @@
+//go:build arm64 && !noasm
+
+package compute
+
+// archKernels returns the NEON kernel set: Advanced SIMD is part of every
+// arm64 CPU. The packed GEMM keeps the portable micro-kernel.
+func archKernels() []*kernels {
+	return []*kernels{{name: "neon", packed: kernelGo, dot: dotNEON, axpy: axpyNEON}}
+}
+
+//go:noescape
+func dot4x4NEON(k4 int, a, b *[4]*float32, acc *[64]float32)
+
+//go:noescape
+func axpy2x4NEON(n4 int, coef *[32]float32, b *[4]*float32, c *[2]*float32)
+
+// dotNEON is the dot kernel: the assembly loop over groups of four, then
+// the lanes summed and the last k mod 4 products added here.
+func dotNEON(k int, a, b *[4]*float32, out *[16]float32) {
+	var acc [64]float32
+	k4 := k &^ 3
+	if k4 > 0 {
+		dot4x4NEON(k4, a, b, &acc)
+	}
+	for r := range 4 {
+		ar := rowOf(a[r], k)
+		for c := range 4 {
+			l := acc[(4*r+c)*4 : (4*r+c)*4+4]
+			s := (l[0] + l[1]) + (l[2] + l[3])
+			br := rowOf(b[c], k)
+			for p := k4; p < k; p++ {
+				s += ar[p] * br[p]
+			}
+			out[4*r+c] = s
+		}
+	}
+}
+
+// axpyNEON is the axpy kernel: the assembly loop over groups of four
+// columns, the last n mod 4 here.
+func axpyNEON(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32) {
+	n4 := n &^ 3
+	if n4 > 0 {
+		var wide [32]float32
+		for i, w := range coef {
+			wide[4*i], wide[4*i+1], wide[4*i+2], wide[4*i+3] = w, w, w, w
+		}
+		axpy2x4NEON(n4, &wide, b, c)
+	}
+	if n4 == n {
+		return
+	}
+	b0, b1, b2, b3 := rowOf(b[0], n), rowOf(b[1], n), rowOf(b[2], n), rowOf(b[3], n)
+	c0, c1 := rowOf(c[0], n), rowOf(c[1], n)
+	w := *coef
+	for j := n4; j < n; j++ {
+		x0, x1, x2, x3 := b0[j], b1[j], b2[j], b3[j]
+		c0[j] = c0[j] + w[0]*x0 + w[1]*x1 + w[2]*x2 + w[3]*x3
+		c1[j] = c1[j] + w[4]*x0 + w[5]*x1 + w[6]*x2 + w[7]*x3
+	}
+}
