@@ -89,8 +89,8 @@ func parseCompute(spec string, trace []float64, seed uint64) (computeSpeeds, err
 	return func(int) float64 { return r }, nil
 }
 
-// parseRate reads a positive, finite rate with an optional k, M, G or T
-// suffix.
+// parseRate reads a finite rate of at least 1 with an optional k, M, G or
+// T suffix.
 func parseRate(s string) (float64, error) {
 	mul := 1.0
 	if n := len(s); n > 0 {
@@ -107,8 +107,8 @@ func parseRate(s string) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	v *= mul
-	if err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("rate %q: want a positive number of FLOP/s", s)
+	if err != nil || !(v >= 1) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("rate %q: want at least 1 FLOP/s", s)
 	}
 	return v, nil
 }
@@ -205,5 +205,6 @@ func (s *sim) trainTime(i, examples int) time.Duration {
 	if s.speed == nil || examples == 0 {
 		return 0
 	}
-	return time.Duration(trainFLOPs(len(s.init), examples) / s.speed(i) * float64(time.Second))
+	d := trainFLOPs(len(s.init), examples) / s.speed(i)
+	return time.Duration(min(d, maxTraceSeconds) * float64(time.Second)) // no overflow past ~292 years
 }

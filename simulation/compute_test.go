@@ -69,7 +69,7 @@ func TestComputeTime(t *testing.T) {
 // TestComputeErrors: bad speeds are refused, naming what is wrong, and
 // the baselines, which do not model compute time, refuse it.
 func TestComputeErrors(t *testing.T) {
-	for _, spec := range []string{"fast", "-5G", "uniform:3G:1G", "uniform:1G", "lognormal:1G:-1", "0:1", "inf", "NaN"} {
+	for _, spec := range []string{"fast", "-5G", "0.5", "1e-300", "uniform:3G:1G", "uniform:1G", "lognormal:1G:-1", "0:1", "inf", "NaN"} {
 		c := Config{Compute: spec}
 		if err := c.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "compute") {
 			t.Errorf("--compute %q: %v", spec, err)

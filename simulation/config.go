@@ -160,6 +160,10 @@ type Interval struct {
 	Start, End time.Duration
 }
 
+// maxTraceSeconds is the latest time a churn trace may name: about 292
+// years, the span of a time.Duration.
+const maxTraceSeconds = float64(math.MaxInt64/int64(time.Second)) - 1
+
 // ParseChurnTrace reads online intervals, one per line: "PEER START END" with
 // PEER a 0-based peer index and START, END in virtual seconds ('#' starts a
 // comment).
@@ -179,8 +183,10 @@ func ParseChurnTrace(data []byte, name string) ([]Interval, error) {
 		p, err1 := strconv.Atoi(f[0])
 		a, err2 := strconv.ParseFloat(f[1], 64)
 		b, err3 := strconv.ParseFloat(f[2], 64)
-		if err1 != nil || err2 != nil || err3 != nil || p < 0 || a < 0 || b < a || math.IsInf(b, 0) {
-			return nil, fmt.Errorf("%w: %s: line %d: %q is not a peer index and 0 ≤ START ≤ END seconds", ErrConfig, name, ln+1, line)
+		// END ≤ maxTraceSeconds keeps the nanoseconds inside a
+		// time.Duration (and refuses NaN, which compares false).
+		if err1 != nil || err2 != nil || err3 != nil || p < 0 || !(a >= 0) || !(b >= a) || !(b <= maxTraceSeconds) {
+			return nil, fmt.Errorf("%w: %s: line %d: %q is not a peer index and 0 ≤ START ≤ END ≤ %.0f seconds", ErrConfig, name, ln+1, line, maxTraceSeconds)
 		}
 		out = append(out, Interval{Peer: p, Start: time.Duration(a * float64(time.Second)), End: time.Duration(b * float64(time.Second))})
 	}
