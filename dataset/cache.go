@@ -235,12 +235,16 @@ func fillFeatures(x []float32, f *os.File, off int64, elem string, sc *Scaler) e
 	return errors.Join(errs...)
 }
 
+// elemSize is the bytes per stored feature of an Elem ("u8", "f32"); 0
+// for an unknown one.
+func elemSize(elem string) int64 { return map[string]int64{"u8": 1, "f32": 4}[elem] }
+
 // layoutOK checks that the arrays lie in order, aligned, inside the file.
 func (h *cacheHeader) layoutOK() bool {
 	if h.TrainN <= 0 || h.TestN <= 0 || h.D <= 0 || h.Classes <= 0 || len(h.Shift) != h.D || len(h.Mul) != h.D {
 		return false
 	}
-	es := map[string]int64{"u8": 1, "f32": 4}[h.Elem]
+	es := elemSize(h.Elem)
 	if es == 0 || int64(h.D) > h.FileLen || int64(h.TrainN) > h.FileLen/int64(h.D) || int64(h.TestN) > h.FileLen/int64(h.D) {
 		return false // also keeps the products below from overflowing
 	}
@@ -298,7 +302,7 @@ func writeCache(dir, key string, train, test *Dataset, sc *Scaler) error {
 		}
 		return b
 	}
-	es := map[string]int64{"u8": 1, "f32": 4}[h.Elem]
+	es := elemSize(h.Elem)
 	hdr, err := json.Marshal(h)
 	if err != nil {
 		return err

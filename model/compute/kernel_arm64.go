@@ -50,12 +50,14 @@ func axpyNEON(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32) {
 	if n4 == n {
 		return
 	}
-	b0, b1, b2, b3 := rowOf(b[0], n), rowOf(b[1], n), rowOf(b[2], n), rowOf(b[3], n)
-	c0, c1 := rowOf(c[0], n), rowOf(c[1], n)
-	w := *coef
-	for j := n4; j < n; j++ {
-		x0, x1, x2, x3 := b0[j], b1[j], b2[j], b3[j]
-		c0[j] = c0[j] + w[0]*x0 + w[1]*x1 + w[2]*x2 + w[3]*x3
-		c1[j] = c1[j] + w[4]*x0 + w[5]*x1 + w[6]*x2 + w[7]*x3
+	// The last n mod 4 columns: the portable kernel on the rows' tails.
+	var bt [4]*float32
+	var ct [2]*float32
+	for q := range bt {
+		bt[q] = &rowOf(b[q], n)[n4]
 	}
+	for r := range ct {
+		ct[r] = &rowOf(c[r], n)[n4]
+	}
+	axpyGo(n-n4, coef, &bt, &ct)
 }

@@ -1,0 +1,73 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// SGDStep takes one plain SGD step, w ← w − lr·∇L, on the mean loss L over
+// the n examples in x with labels y, and returns L (for the SVM including
+// λ/2·‖W‖², whose gradient λ·W it applies as the shrinkage w ← (1 − lr·λ)·w).
+// It computes each layer's weight gradient straight into the weights, so it
+// needs no gradient buffer and no second pass over the parameters; its
+// result equals Gradient followed by w −= lr·grad up to rounding.
+func (m *Model) SGDStep(x []float32, y []int32, n int, lr float32) float64 {
+	m.check(x, y, n)
+	return m.sgdStep(x, y, n, lr)
+}
+
+// SGDStepRows is SGDStep on the rows of x (a matrix of Inputs columns)
+// that rows lists, with their labels y (len(rows) of them), read in place:
+// a minibatch need not be copied out of its dataset. Backends that cannot
+// gather (compute.Gatherer) get a copy.
+func (m *Model) SGDStepRows(x []float32, rows []int, y []int32, lr float32) float64 {
+	n, d := len(rows), m.spec.Inputs
+	if len(y) < n {
+		panic(fmt.Sprintf("model: %d labels for %d rows", len(y), n))
+	}
+	m.checkLabels(y, n)
+	for _, r := range rows {
+		if r < 0 || (r+1)*d > len(x) {
+			panic(fmt.Sprintf("model: row %d outside x of %d values", r, len(x)))
+		}
+	}
+	g, ok := m.backend.(compute.Gatherer)
+	if !ok {
+		if len(m.ws.xg) < n*d {
+			m.ws.xg = make([]float32, n*d)
+		}
+		for i, r := range rows {
+			copy(m.ws.xg[i*d:(i+1)*d], x[r*d:(r+1)*d])
+		}
+		return m.sgdStep(m.ws.xg[:n*d], y, n, lr)
+	}
+	m.rows, m.gather = rows, g
+	defer func() { m.rows, m.gather = nil, nil }()
+	return m.sgdStep(x, y, n, lr)
+}
+
+func (m *Model) sgdStep(x []float32, y []int32, n int, lr float32) float64 {
+	loss, _ := m.backward(x, y, n, 1/float32(n))
+	loss = loss/float64(n) + m.regLoss()
+	beta := float32(1)
+	if m.spec.Kind == SVM {
+		beta = 1 - lr*float32(m.spec.Lambda)
+	}
+	be := m.backend
+	for l, ly := range m.layers {
+		dz := m.ws.dz[l][:n*ly.out]
+		if l == 0 && m.rows != nil {
+			m.gather.GemmGatherB(ly.out, ly.in, -lr, dz, ly.out, x, ly.in, m.rows, beta, m.params[ly.wOff:ly.bOff], ly.in)
+		} else {
+			be.Gemm(true, false, ly.out, ly.in, n, -lr, dz, ly.out, m.input(x, l), ly.in, beta, m.params[ly.wOff:ly.bOff], ly.in)
+		}
+		sums := m.ws.colSums[:ly.out]
+		be.ColumnSums(sums, dz, n, ly.out)
+		bias := m.params[ly.bOff : ly.bOff+ly.out]
+		for j, g := range sums {
+			bias[j] = beta*bias[j] - lr*g
+		}
+	}
+	return loss
+}
