@@ -75,7 +75,7 @@ func (c *CPU) GemmGatherA(n, k int, alpha float32, a []float32, lda int, rows []
 	checkRows("A", rows, a, lda, k)
 	checkGemm(false, true, m, n, k, nil, 0, b, ldb, cc, ldc)
 	if scaleC(m, n, beta, cc, ldc) && k > 0 && alpha != 0 {
-		smallDot(c.ks.dot, false, m, n, k, alpha, a, lda, rows, b, ldb, cc, ldc)
+		smallDot(c.ks, false, m, n, k, alpha, a, lda, rows, b, ldb, cc, ldc)
 	}
 }
 
@@ -142,11 +142,14 @@ func (c *CPU) ColumnSums(dst, src []float32, m, n int) {
 // before exponentiating and computes the loss as logsumexp − z_y, so it
 // neither overflows nor takes the log of 0.
 func (c *CPU) SoftmaxCrossEntropy(probs, grad, logits []float32, y []int32, m, n int, scale float32) (float64, int) {
+	// First pass, row by row (probs may alias logits): the arg-max, the
+	// label's shifted logit and the shifted logits z − max. Then e^· over
+	// the whole block at once, in the kernel set's vector exp, and a last
+	// pass to normalize.
 	var loss float64
 	correct := 0
 	for i := 0; i < m; i++ {
 		z := logits[i*n : i*n+n]
-		p := probs[i*n : i*n+n]
 		label := int(y[i])
 		mx, arg := z[0], 0
 		for j, v := range z {
@@ -157,14 +160,20 @@ func (c *CPU) SoftmaxCrossEntropy(probs, grad, logits []float32, y []int32, m, n
 		if arg == label {
 			correct++
 		}
-		zy := z[label]
-		var sum float32
+		loss -= float64(z[label] - mx)
+		p := probs[i*n : i*n+n]
 		for j, v := range z {
-			e := expf(v - mx)
-			p[j] = e
+			p[j] = v - mx
+		}
+	}
+	c.ks.exp(probs[:m*n])
+	for i := 0; i < m; i++ {
+		p := probs[i*n : i*n+n]
+		var sum float32
+		for _, e := range p {
 			sum += e
 		}
-		loss += math.Log(float64(sum)) - float64(zy-mx)
+		loss += math.Log(float64(sum))
 		inv := 1 / sum
 		for j := range p {
 			p[j] *= inv
@@ -174,7 +183,7 @@ func (c *CPU) SoftmaxCrossEntropy(probs, grad, logits []float32, y []int32, m, n
 			for j, v := range p {
 				g[j] = scale * v
 			}
-			g[label] -= scale
+			g[int(y[i])] -= scale
 		}
 	}
 	return loss, correct

@@ -40,3 +40,15 @@ func expf(x float32) float32 {
 	}
 	return p * math.Float32frombits(uint32(ki+127)<<23)
 }
+
+// expKernel sets x[i] = e^x[i] for every i, as expf does (the vector
+// versions in exp_amd64.s fuse its multiply-adds, so they agree with it
+// within an ulp).
+type expKernel func(x []float32)
+
+// expGo is the portable exp kernel.
+func expGo(x []float32) {
+	for i, v := range x {
+		x[i] = expf(v)
+	}
+}

@@ -11,9 +11,9 @@ func archKernels() []*kernels {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return nil
 	}
-	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot4x4AVX2, axpy: axpy2x4AVX2}
+	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2}
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
-		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x4AVX512, axpy: axpy2x4AVX512}, avx2}
+		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512}, avx2}
 	}
 	return []*kernels{avx2}
 }
@@ -29,13 +29,29 @@ func kernelAsm(kc int, a, b, c []float32, ldc int) {
 }
 
 //go:noescape
-func dot4x4AVX2(k int, a, b *[4]*float32, out *[16]float32)
+func dot2x5AVX2(k int, a *[4]*float32, b *[5]*float32, out *[20]float32, pf *[4]*float32)
 
 //go:noescape
-func dot4x4AVX512(k int, a, b *[4]*float32, out *[16]float32)
+func dot4x5AVX512(k int, a *[4]*float32, b *[5]*float32, out *[20]float32, pf *[4]*float32)
 
 //go:noescape
 func axpy2x4AVX2(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32)
 
 //go:noescape
 func axpy2x4AVX512(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32)
+
+func expAVX2(n int, x *float32)
+
+func expAVX512(n int, x *float32)
+
+func expVecAVX2(x []float32) {
+	if len(x) > 0 {
+		expAVX2(len(x), &x[0])
+	}
+}
+
+func expVecAVX512(x []float32) {
+	if len(x) > 0 {
+		expAVX512(len(x), &x[0])
+	}
+}

@@ -5,7 +5,7 @@ package compute
 // archKernels returns the NEON kernel set: Advanced SIMD is part of every
 // arm64 CPU. The packed GEMM keeps the portable micro-kernel.
 func archKernels() []*kernels {
-	return []*kernels{{name: "neon", packed: kernelGo, dot: dotNEON, axpy: axpyNEON}}
+	return []*kernels{{name: "neon", packed: kernelGo, dot: dotNEON, dotRows: 4, dotCols: 4, axpy: axpyNEON, exp: expGo}}
 }
 
 //go:noescape
@@ -16,11 +16,11 @@ func axpy2x4NEON(n4 int, coef *[32]float32, b *[4]*float32, c *[2]*float32)
 
 // dotNEON is the dot kernel: the assembly loop over groups of four, then
 // the lanes summed and the last k mod 4 products added here.
-func dotNEON(k int, a, b *[4]*float32, out *[16]float32) {
+func dotNEON(k int, a *[4]*float32, b *[5]*float32, out *[20]float32, _ *[4]*float32) {
 	var acc [64]float32
 	k4 := k &^ 3
 	if k4 > 0 {
-		dot4x4NEON(k4, a, b, &acc)
+		dot4x4NEON(k4, a, (*[4]*float32)(b[:4]), &acc)
 	}
 	for r := range 4 {
 		ar := rowOf(a[r], k)
@@ -31,7 +31,7 @@ func dotNEON(k int, a, b *[4]*float32, out *[16]float32) {
 			for p := k4; p < k; p++ {
 				s += ar[p] * br[p]
 			}
-			out[4*r+c] = s
+			out[5*r+c] = s
 		}
 	}
 }

@@ -14,16 +14,18 @@ import (
 // fallback.
 const KernelEnv = "GOSSIPD_KERNEL"
 
-// kernels is one set of micro-kernels: the packed GEMM's and the small
-// path's.
+// kernels is one set of micro-kernels: the packed GEMM's, the small
+// path's and softmax's exponential.
 type kernels struct {
-	name   string
-	packed kernelFunc
-	dot    dotKernel
-	axpy   axpyKernel
+	name             string
+	packed           kernelFunc
+	dot              dotKernel
+	dotRows, dotCols int // the dot kernel's block
+	axpy             axpyKernel
+	exp              expKernel
 }
 
-var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, axpy: axpyGo}
+var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, dotRows: 4, dotCols: 4, axpy: axpyGo, exp: expGo}
 
 // kernelSets lists the sets this build and CPU can run, best first; the
 // last is always the pure-Go set. Filled by the architecture files.

@@ -9,7 +9,10 @@ import "unsafe"
 // lie, with two kinds of micro-kernel:
 //
 //   - dot: C = op(A)·Bᵀ reads rows of A and rows of B that are both
-//     contiguous along k, and computes a 4×4 block of dot products at once.
+//     contiguous along k, and computes a block of dot products at once:
+//     4×4 (pure Go, NEON), 2×5 (AVX2: ten accumulators fit its sixteen
+//     registers) or 4×5 (AVX-512). Five columns fit the ten classes of the
+//     softmax layer without computing columns that are thrown away.
 //   - axpy: C = op(A)·B with B not transposed adds rows of B, scaled by
 //     elements of A, into two rows of C at a time, four rows of B per pass.
 //
@@ -33,8 +36,11 @@ func useSmall(m, n, k int) bool {
 	return m*n*k <= smallMaxWork || min(m, n, k) <= smallNarrow
 }
 
-// dotKernel computes out[4·r+c] = Σ_{p<k} a[r][p]·b[c][p] for r, c < 4.
-type dotKernel func(k int, a, b *[4]*float32, out *[16]float32)
+// dotKernel computes out[5·r+c] = Σ_{p<k} a[r][p]·b[c][p] for the rows
+// r and columns c of its block (kernels.dotRows × kernels.dotCols, at most
+// 4 × 5). Meanwhile it may prefetch the first k floats of the block's rows
+// in pf into the cache (the vector kernels do; pf may repeat a).
+type dotKernel func(k int, a *[4]*float32, b *[5]*float32, out *[20]float32, pf *[4]*float32)
 
 // axpyKernel adds Σ_{q<4} coef[4·r+q]·b[q][0:n] to c[r][0:n] for r < 2.
 type axpyKernel func(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32)
@@ -43,7 +49,7 @@ type axpyKernel func(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32)
 // With transA the rows of op(A) are columns of A, so it copies them into
 // contiguous rows first (A is small on this path). rowsA, if not nil, lists
 // the rows of A that make op(A) (without transA).
-func smallDot(kern dotKernel, transA bool, m, n, k int, alpha float32, a []float32, lda int, rowsA []int, b []float32, ldb int, c []float32, ldc int) {
+func smallDot(ks *kernels, transA bool, m, n, k int, alpha float32, a []float32, lda int, rowsA []int, b []float32, ldb int, c []float32, ldc int) {
 	if transA {
 		at := make([]float32, m*k)
 		for p := 0; p < k; p++ {
@@ -54,29 +60,45 @@ func smallDot(kern dotKernel, transA bool, m, n, k int, alpha float32, a []float
 		}
 		a, lda = at, k
 	}
-	var ap, bp [4]*float32
-	var out [16]float32
-	for i0 := 0; i0 < m; i0 += 4 {
-		ri := min(4, m-i0)
-		for r := range 4 {
+	mr, nr := ks.dotRows, ks.dotCols
+	var ap, next [4]*float32
+	var bp [5]*float32
+	var out [20]float32
+	rowPtr := func(i int) *float32 {
+		if rowsA != nil {
+			i = rowsA[i]
+		}
+		return &a[i*lda]
+	}
+	for i0 := 0; i0 < m; i0 += mr {
+		ri := min(mr, m-i0)
+		for r := range mr {
 			// Rows past the edge repeat the last row: their results are
 			// computed and dropped, and nothing past the matrix is read.
-			i := i0 + min(r, ri-1)
-			if rowsA != nil {
-				i = rowsA[i]
-			}
-			ap[r] = &a[i*lda]
+			ap[r] = rowPtr(i0 + min(r, ri-1))
 		}
-		for j0 := 0; j0 < n; j0 += 4 {
-			cj := min(4, n-j0)
-			for q := range 4 {
+		// Gathered rows lie anywhere in memory, where the hardware's
+		// prefetcher cannot guess them: the first call on this block of
+		// rows fetches the next block's meanwhile.
+		pf := &ap
+		if rowsA != nil && i0+mr < m {
+			rn := min(mr, m-i0-mr)
+			for r := range mr {
+				next[r] = rowPtr(i0 + mr + min(r, rn-1))
+			}
+			pf = &next
+		}
+		for j0 := 0; j0 < n; j0 += nr {
+			cj := min(nr, n-j0)
+			for q := range nr {
 				bp[q] = &b[(j0+min(q, cj-1))*ldb]
 			}
-			kern(k, &ap, &bp, &out)
+			ks.dot(k, &ap, &bp, &out, pf)
+			pf = &ap
 			for r := 0; r < ri; r++ {
 				crow := c[(i0+r)*ldc+j0 : (i0+r)*ldc+j0+cj]
 				for q := range crow {
-					crow[q] += alpha * out[4*r+q]
+					crow[q] += alpha * out[5*r+q]
 				}
 			}
 		}
@@ -134,9 +156,9 @@ func smallAxpy(kern axpyKernel, transA bool, m, n, k int, alpha float32, a []flo
 	}
 }
 
-// dotGo is the portable dot kernel: sixteen running sums over k, each in
-// the order p = 0, 1, 2, …
-func dotGo(k int, a, b *[4]*float32, out *[16]float32) {
+// dotGo is the portable dot kernel, 4×4: sixteen running sums over k,
+// each in the order p = 0, 1, 2, …
+func dotGo(k int, a *[4]*float32, b *[5]*float32, out *[20]float32, _ *[4]*float32) {
 	a0, a1, a2, a3 := rowOf(a[0], k), rowOf(a[1], k), rowOf(a[2], k), rowOf(a[3], k)
 	b0, b1, b2, b3 := rowOf(b[0], k), rowOf(b[1], k), rowOf(b[2], k), rowOf(b[3], k)
 	var s [16]float32
@@ -160,7 +182,9 @@ func dotGo(k int, a, b *[4]*float32, out *[16]float32) {
 		s[14] += x3 * y2
 		s[15] += x3 * y3
 	}
-	*out = s
+	for r := range 4 {
+		copy(out[5*r:5*r+4], s[4*r:4*r+4])
+	}
 }
 
 // axpyGo is the portable axpy kernel.

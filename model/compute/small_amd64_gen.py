@@ -4,8 +4,11 @@ AVX-512.
 
 Run from this directory: python3 small_amd64_gen.py.
 
-dot4x4{AVX2,AVX512}(k int, a, b *[4]*float32, out *[16]float32)
-    out[4r+c] = sum over p < k of a[r][p] * b[c][p].
+dot2x5AVX2, dot4x5AVX512(k int, a *[4]*float32, b *[5]*float32, out *[20]float32, pf *[4]*float32)
+    out[5r+c] = sum over p < k of a[r][p] * b[c][p] for a 2×5 or 4×5 block;
+    meanwhile the first k floats of the block's rows in pf are prefetched
+    into the cache (the next rows of A, which a gathered minibatch reads
+    from all over memory: the hardware prefetcher cannot guess them).
 axpy2x4{AVX2,AVX512}(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32)
     c[r][j] += coef[4r+q] * b[q][j] for q = 0..3 in that order, j < n.
 
@@ -42,77 +45,106 @@ def reduce8(regs, out_off):
 
 
 # ---------------------------------------------------------------- dot AVX-512
+# A 4×5 block: Z0..Z19 accumulate out[5r + c], Z20..Z23 hold the A rows,
+# Z24 one B row at a time. The A rows' pointers are in SI, DI, R8, R9, the
+# B rows' in R10..R13 and BX; the rows to prefetch are read from pf in
+# each pass (no register is left to keep them).
 APTR = ['SI', 'DI', 'R8', 'R9']
-BPTR = ['R10', 'R11', 'R12', 'R13']
+BPTR = ['R10', 'R11', 'R12', 'R13', 'BX']
 
 
-def dot512_body(load):
-    out = []
-    for r in range(4):
-        out.append(load(f'(({APTR[r]})(AX*1))', f'Z{16+r}'))
-    for c in range(4):
-        out.append(load(f'(({BPTR[c]})(AX*1))', f'Z{20+c}'))
-    for r in range(4):
-        for c in range(4):
-            out.append(f'\tVFMADD231PS Z{20+c}, Z{16+r}, Z{4*r+c}')
-    return out
+def reduce4(regs, out_off):
+    """Sums each of 4 ymm registers (in Y0..Y15) and stores the 4 sums, in
+    order, at out_off(DX). Destroys the registers."""
+    r = regs
+    return [f'\tVHADDPS {r[1]}, {r[0]}, {r[0]}', f'\tVHADDPS {r[3]}, {r[2]}, {r[2]}',
+            f'\tVHADDPS {r[2]}, {r[0]}, {r[0]}', f'\tVEXTRACTF128 $1, {r[0]}, X{r[1][1:]}',
+            f'\tVADDPS X{r[1][1:]}, X{r[0][1:]}, X{r[0][1:]}', f'\tVMOVUPS X{r[0][1:]}, {out_off}(DX)']
 
 
-def ptrs(arg_a, arg_b):
+def reduce2(regs, out_off):
+    """Sums each of 2 ymm registers and stores the 2 sums at out_off(DX)."""
+    r = regs
+    return [f'\tVHADDPS {r[1]}, {r[0]}, {r[0]}', f'\tVHADDPS {r[0]}, {r[0]}, {r[0]}',
+            f'\tVEXTRACTF128 $1, {r[0]}, X{r[1][1:]}', f'\tVADDPS X{r[1][1:]}, X{r[0][1:]}, X{r[0][1:]}',
+            f'\tVMOVQ X{r[0][1:]}, {out_off}(DX)']
+
+
+def ptrs(arg_a, na, arg_b, nb):
     out = [f'\tMOVQ {arg_a}, BX']
-    out += [f'\tMOVQ {8*i}(BX), {APTR[i]}' for i in range(4)]
+    out += [f'\tMOVQ {8*i}(BX), {APTR[i]}' for i in range(na)]
     out += [f'\tMOVQ {arg_b}, BX']
-    out += [f'\tMOVQ {8*i}(BX), {BPTR[i]}' for i in range(4)]
+    out += [f'\tMOVQ {8*i}(BX), {BPTR[i]}' for i in range(nb)]
     return out
 
 
-L += ['// func dot4x4AVX512(k int, a, b *[4]*float32, out *[16]float32)',
-      'TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-32', '\tMOVQ k+0(FP), CX']
-L += ptrs('a+8(FP)', 'b+16(FP)')
-L += ['\tMOVQ out+24(FP), DX', '\tXORQ AX, AX']
-L += [f'\tVPXORD Z{i}, Z{i}, Z{i}' for i in range(16)]
+def dot512_body(load, prefetch=True):
+    out = []
+    if prefetch:
+        out.append('\tMOVQ pf+32(FP), R15')
+        for r in range(4):
+            out += [f'\tMOVQ {8*r}(R15), R14', '\tPREFETCHT0 (R14)(AX*1)']
+    for r in range(4):
+        out.append(load(f'({APTR[r]})(AX*1)', f'Z{20+r}'))
+    for c in range(5):
+        out.append(load(f'({BPTR[c]})(AX*1)', 'Z24'))
+        for r in range(4):
+            out.append(f'\tVFMADD231PS Z24, Z{20+r}, Z{5*r+c}')
+    return out
+
+
+L += ['// func dot4x5AVX512(k int, a *[4]*float32, b *[5]*float32, out *[20]float32, pf *[4]*float32)',
+      'TEXT ·dot4x5AVX512(SB), NOSPLIT, $0-40']
+L += ptrs('a+8(FP)', 4, 'b+16(FP)', 4)
+L += ['\tMOVQ 32(BX), BX', '\tMOVQ k+0(FP), CX', '\tXORQ AX, AX']
+L += [f'\tVPXORD Z{i}, Z{i}, Z{i}' for i in range(20)]
 L += ['\tCMPQ CX, $16', '\tJL dot512tail', 'dot512loop:']
-L += dot512_body(lambda m, z: f'\tVMOVUPS {m[1:-1]}, {z}')
+L += dot512_body(lambda m, z: f'\tVMOVUPS {m}, {z}')
 L += ['\tADDQ $64, AX', '\tSUBQ $16, CX', '\tCMPQ CX, $16', '\tJGE dot512loop',
       'dot512tail:', '\tTESTQ CX, CX', '\tJE dot512reduce',
-      '\tMOVL $1, BX', '\tSHLL CX, BX', '\tDECL BX', '\tKMOVW BX, K1']
-L += dot512_body(lambda m, z: f'\tVMOVUPS.Z {m[1:-1]}, K1, {z}')
-L += ['dot512reduce:']
-for i in range(16):
-    L += [f'\tVEXTRACTF64X4 $1, Z{i}, Y16', f'\tVADDPS Y16, Y{i}, Y{i}']
+      '\tMOVL $1, DX', '\tSHLL CX, DX', '\tDECL DX', '\tKMOVW DX, K1']
+L += dot512_body(lambda m, z: f'\tVMOVUPS.Z {m}, K1, {z}', prefetch=False)
+L += ['dot512reduce:', '\tMOVQ out+24(FP), DX']
+for i in range(20):
+    L += [f'\tVEXTRACTF64X4 $1, Z{i}, Y24', f'\tVADDPS Y24, Y{i}, Y{i}']
 L += reduce8([f'Y{i}' for i in range(8)], 0)
 L += reduce8([f'Y{i}' for i in range(8, 16)], 32)
+L += [f'\tVMOVAPS Y{16+i}, Y{i}' for i in range(4)]
+L += reduce4([f'Y{i}' for i in range(4)], 64)
 L += ['\tVZEROUPPER', '\tRET', '']
 
 # ------------------------------------------------------------------- dot AVX2
-# Two passes over k: rows a0, a1 against b0..b3, then rows a2, a3. Y0..Y7
-# accumulate out[8·pass + 4r + c]; Y8, Y9 hold the A rows, Y10..Y13 the B
-# rows, Y14 the tail mask.
-L += ['// func dot4x4AVX2(k int, a, b *[4]*float32, out *[16]float32)',
-      'TEXT ·dot4x4AVX2(SB), NOSPLIT, $0-32']
-L += ptrs('a+8(FP)', 'b+16(FP)')
-L += ['\tMOVQ out+24(FP), DX']
-for pas in range(2):
-    ra = APTR[2*pas:2*pas+2]
-    lbl = f'dot2p{pas}'
+# A 2×5 block in one pass over k: Y0..Y9 accumulate out[5r + c]; Y10, Y11
+# hold the A rows, Y12 one B row at a time, Y14 the tail mask. The rows to
+# prefetch are in BX and DX.
+L += ['// func dot2x5AVX2(k int, a *[4]*float32, b *[5]*float32, out *[20]float32, pf *[4]*float32)',
+      'TEXT ·dot2x5AVX2(SB), NOSPLIT, $0-40']
+L += ptrs('a+8(FP)', 2, 'b+16(FP)', 4)
+L += ['\tMOVQ 32(BX), R9', '\tMOVQ k+0(FP), CX', '\tMOVQ pf+32(FP), AX', '\tMOVQ 0(AX), BX',
+      '\tMOVQ 8(AX), DX', '\tXORQ AX, AX']
+B2 = ['R10', 'R11', 'R12', 'R13', 'R9']
 
-    def body(load):
-        out = [load(f'({ra[0]})(AX*1)', 'Y8'), load(f'({ra[1]})(AX*1)', 'Y9')]
-        out += [load(f'({BPTR[c]})(AX*1)', f'Y{10+c}') for c in range(4)]
-        for r in range(2):
-            for c in range(4):
-                out.append(f'\tVFMADD231PS Y{10+c}, Y{8+r}, Y{4*r+c}')
-        return out
-    L += ['\tMOVQ k+0(FP), CX', '\tXORQ AX, AX']
-    L += [f'\tVXORPS Y{i}, Y{i}, Y{i}' for i in range(8)]
-    L += ['\tCMPQ CX, $8', f'\tJL {lbl}tail', f'{lbl}loop:']
-    L += body(lambda m, y: f'\tVMOVUPS {m}, {y}')
-    L += ['\tADDQ $32, AX', '\tSUBQ $8, CX', '\tCMPQ CX, $8', f'\tJGE {lbl}loop',
-          f'{lbl}tail:', '\tTESTQ CX, CX', f'\tJE {lbl}reduce']
-    L += avx2_mask('CX', 'Y14')
-    L += body(lambda m, y: f'\tVMASKMOVPS {m}, Y14, {y}')
-    L += [f'{lbl}reduce:']
-    L += reduce8([f'Y{i}' for i in range(8)], 32 * pas)
+
+def dot2_body(load, prefetch=True):
+    # Prefetching every 32-byte step touches each cache line twice.
+    out = ['\tPREFETCHT0 (BX)(AX*1)', '\tPREFETCHT0 (DX)(AX*1)'] if prefetch else []
+    out += [load('(SI)(AX*1)', 'Y10'), load('(DI)(AX*1)', 'Y11')]
+    for c in range(5):
+        out.append(load(f'({B2[c]})(AX*1)', 'Y12'))
+        out += [f'\tVFMADD231PS Y12, Y10, Y{c}', f'\tVFMADD231PS Y12, Y11, Y{5+c}']
+    return out
+
+
+L += [f'\tVXORPS Y{i}, Y{i}, Y{i}' for i in range(10)]
+L += ['\tCMPQ CX, $8', '\tJL dot2tail', 'dot2loop:']
+L += dot2_body(lambda m, y: f'\tVMOVUPS {m}, {y}')
+L += ['\tADDQ $32, AX', '\tSUBQ $8, CX', '\tCMPQ CX, $8', '\tJGE dot2loop',
+      'dot2tail:', '\tTESTQ CX, CX', '\tJE dot2reduce']
+L += avx2_mask('CX', 'Y14')
+L += dot2_body(lambda m, y: f'\tVMASKMOVPS {m}, Y14, {y}', prefetch=False)
+L += ['dot2reduce:', '\tMOVQ out+24(FP), DX']
+L += reduce8([f'Y{i}' for i in range(8)], 0)
+L += reduce2(['Y8', 'Y9'], 32)
 L += ['\tVZEROUPPER', '\tRET', '']
 
 # --------------------------------------------------------------- axpy AVX-512
