@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Sentinel errors.
@@ -173,12 +174,22 @@ func DeBias(z, x []float32, w float64) {
 // SquaredDistance returns ‖a − b‖².
 func SquaredDistance(a, b []float32) float64 {
 	sameLen(a, b)
-	var s float64
-	for i, v := range a {
-		d := float64(v - b[i])
-		s += d * d
+	// Four running sums: one would wait on each addition's latency.
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		d0, d1 := float64(a[i]-b[i]), float64(a[i+1]-b[i+1])
+		d2, d3 := float64(a[i+2]-b[i+2]), float64(a[i+3]-b[i+3])
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
 	}
-	return s
+	for ; i < len(a); i++ {
+		d := float64(a[i] - b[i])
+		s0 += d * d
+	}
+	return s0 + s1 + s2 + s3
 }
 
 // Mean sets dst to the unweighted mean of xs.
@@ -203,17 +214,59 @@ func Mean(dst []float32, xs [][]float32) error {
 
 // ConsensusDistance returns (1/n)·Σ_i ‖x_i − x̄‖², the mean squared distance
 // of the vectors from their average: 0 when all replicas agree.
-func ConsensusDistance(xs [][]float32) float64 {
+func ConsensusDistance(xs [][]float32) float64 { return ConsensusDistanceN(xs, 1) }
+
+// consensusChunk is how many coordinates ConsensusDistanceN takes at a
+// time: the chunk's mean stays in the cache between its two passes.
+const consensusChunk = 1024
+
+// ConsensusDistanceN is ConsensusDistance computed on up to workers
+// goroutines, for a simulator's thousands of replicas. Coordinates are
+// taken in fixed chunks whose sums are added in order, so the result does
+// not depend on workers.
+func ConsensusDistanceN(xs [][]float32, workers int) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	mean := make([]float32, len(xs[0]))
-	Mean(mean, xs)
-	var s float64
-	for _, x := range xs {
-		s += SquaredDistance(x, mean)
+	sameLen(xs[0], xs...)
+	n := len(xs[0])
+	chunks := (n + consensusChunk - 1) / consensusChunk
+	part := make([]float64, chunks)
+	inv := 1 / float64(len(xs))
+	run := func(first int) {
+		acc := make([]float64, consensusChunk)
+		mean := make([]float32, consensusChunk)
+		for c := first; c < chunks; c += workers {
+			lo, hi := c*consensusChunk, min(n, (c+1)*consensusChunk)
+			acc, mean := acc[:hi-lo], mean[:hi-lo]
+			clear(acc)
+			for _, x := range xs {
+				for i, v := range x[lo:hi] {
+					acc[i] += float64(v)
+				}
+			}
+			for i, s := range acc {
+				mean[i] = float32(s * inv)
+			}
+			var s float64
+			for _, x := range xs {
+				s += SquaredDistance(x[lo:hi], mean)
+			}
+			part[c] = s
+		}
 	}
-	return s / float64(len(xs))
+	workers = max(1, min(workers, chunks))
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { run(w) })
+	}
+	run(0)
+	wg.Wait()
+	var s float64
+	for _, p := range part {
+		s += p
+	}
+	return s * inv
 }
 
 // Finite reports whether every element of x is finite (neither NaN nor

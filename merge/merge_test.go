@@ -94,6 +94,37 @@ func TestConsensusDistance(t *testing.T) {
 	if !Finite([]float32{1, 2}) || Finite([]float32{float32(math.Inf(1))}) {
 		t.Fatal("Finite")
 	}
+	// Several chunks and a ragged last one: against float64 arithmetic,
+	// and the same bits whatever the number of workers.
+	xs := make([][]float32, 37)
+	for i := range xs {
+		xs[i] = make([]float32, 2*consensusChunk+77)
+		for j := range xs[i] {
+			xs[i][j] = float32(math.Sin(float64(i*7919+j*31))) * float32(1+j%5)
+		}
+	}
+	var want float64
+	for j := range xs[0] {
+		var m float64
+		for _, x := range xs {
+			m += float64(x[j])
+		}
+		m /= float64(len(xs))
+		for _, x := range xs {
+			d := float64(x[j]) - m
+			want += d * d
+		}
+	}
+	want /= float64(len(xs))
+	one := ConsensusDistance(xs)
+	if math.Abs(one-want) > 1e-6*want {
+		t.Fatalf("distance %v, want %v", one, want)
+	}
+	for _, w := range []int{2, 3, 8, 100} {
+		if got := ConsensusDistanceN(xs, w); got != one {
+			t.Fatalf("%d workers: %v, one worker: %v", w, got, one)
+		}
+	}
 }
 
 func TestSubsetAndStrided(t *testing.T) {

@@ -144,14 +144,14 @@ func (s *sim) record(res *Result, round int) {
 	row.Round = round
 	row.Time = s.now.Seconds()
 	row.Messages, row.Bytes = s.stats.Messages, s.stats.Bytes
-	row.Consensus = merge.ConsensusDistance(xs)
+	row.Consensus = merge.ConsensusDistanceN(xs, len(s.eval.workers))
 	for _, p := range s.peers {
 		if p.online {
 			row.Online++
 		}
 	}
 	if s.roster != nil {
-		row.Consensus = merge.ConsensusDistance(s.liveParams(xs))
+		row.Consensus = merge.ConsensusDistanceN(s.liveParams(xs), len(s.eval.workers))
 		row.Online = len(s.roster.live)
 	}
 	res.Rows = append(res.Rows, row)
