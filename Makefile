@@ -10,12 +10,28 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build build-cuda cuda-check image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover clean
 
 all: build
 
 build: ## build bin/gossipd (pure Go)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gossipd
+
+# The CUDA build: still without cgo, but with the loader that opens the
+# NVIDIA driver at run time (model/compute/cuda, through purego), which
+# needs the system's dynamic loader, so it is a dynamically linked
+# executable; bin/gossipd stays static for containers and small boards.
+build-cuda: ## build bin/gossipd-cuda (linux amd64/arm64; loads libcuda.so.1 at run time)
+	$(GO) build -tags cuda -trimpath -ldflags '$(LDFLAGS)' -o bin/gossipd-cuda ./cmd/gossipd
+
+# The CUDA build's checks on a machine without a GPU: vet, the loader's
+# tests against a stand-in libcuda.so.1 compiled with gcc, the device
+# choice, and the arm64 cross build.
+cuda-check:
+	$(GO) vet -tags cuda ./model/compute/cuda ./model/device ./cmd/gossipd
+	$(GO) test -tags cuda -count=1 ./model/compute/cuda ./model/device
+	$(GO) build -tags cuda -o /dev/null ./cmd/gossipd
+	GOOS=linux GOARCH=arm64 $(GO) build -tags cuda -o /dev/null ./cmd/gossipd
 
 IMAGE ?= gossipd:dev
 
@@ -67,8 +83,8 @@ demo: build ## watch 8 local daemons learn together from non-IID pieces of digit
 
 # The full check that CI runs: static checks, the race-detector suite, the
 # pure-Go (noasm) build, every kernel set forced in turn, brief fuzzing of
-# every decoder and cross builds.
-test: vet fmt-check race noasm kernels fuzz cross qemu deploy-check dashboard
+# every decoder, cross builds and the CUDA build's loader.
+test: vet fmt-check race noasm kernels fuzz cross cuda-check qemu deploy-check dashboard
 
 vet:
 	$(GO) vet $(PKGS)

@@ -10,6 +10,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/node/transport"
 	"github.com/gossipd/gossipd/privacy"
 )
@@ -88,8 +89,16 @@ type Config struct {
 	// shares in flight to it before it hands off its weight and goes
 	// (default max(1s, 3Δ)).
 	LeaveGrace time.Duration
-	// Backend computes training (default compute.NewCPU()).
+	// Backend computes training. When nil, Validate opens the one Device
+	// names.
 	Backend compute.Backend
+	// Device is where training runs when Backend is nil: auto, cpu or
+	// cuda[:N] (--device; default auto, which takes the CPU until gossipd
+	// has a CUDA backend). One that cannot be had here is an error
+	// wrapping device.ErrDevice.
+	Device string
+	// device is the choice made, for /status.
+	device device.Choice
 	// EvalInterval is how often the model is evaluated on Test (default
 	// DefaultEvalInterval, 2s).
 	EvalInterval time.Duration
@@ -129,7 +138,15 @@ func (c *Config) Validate() error {
 		c.CheckpointEvery = DefaultCheckpointEvery
 	}
 	if c.Backend == nil {
-		c.Backend = compute.NewCPU()
+		spec, err := device.Parse(c.Device)
+		if err != nil {
+			return fmt.Errorf("node: --device: %w", err)
+		}
+		if c.Backend, c.device, err = device.Open(spec); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	} else {
+		c.device = device.Describe(c.Backend)
 	}
 	if c.EvalInterval == 0 {
 		c.EvalInterval = DefaultEvalInterval

@@ -165,7 +165,7 @@ func New(cfg Config) (*Node, error) {
 	if n.peer, err = peer.New(pc, (*world)(n)); err != nil {
 		return nil, err
 	}
-	n.status = Status{PeerID: self, Addrs: cfg.Addrs, JobID: n.job.String(), Protocol: cfg.Job.Protocol, Rejected: map[string]uint64{}}
+	n.status = Status{PeerID: self, Addrs: cfg.Addrs, JobID: n.job.String(), Protocol: cfg.Job.Protocol, Device: cfg.device, Rejected: map[string]uint64{}}
 	if n.resumed != nil {
 		n.status.ResumedFrom = n.resumed.Seq
 		n.status.Checkpoint = n.resumed.Seq

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/node/transport"
 )
 
@@ -13,7 +14,9 @@ type Status struct {
 	Addrs    []string      `json:"addrs"`
 	JobID    string        `json:"job_id"`
 	Protocol string        `json:"protocol"`
-	Peers    int           `json:"peers"`
+	// Device is where training runs and why (--device).
+	Device device.Choice `json:"device"`
+	Peers  int           `json:"peers"`
 	// Connections are the open connections to peers: how each is reached
 	// (direct or relayed, over which transport) and its round-trip time.
 	Connections []transport.Conn `json:"connections"`

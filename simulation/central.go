@@ -8,6 +8,7 @@ import (
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/device"
 )
 
 // CentralConfig is a centralized training run: one model trained on all
@@ -44,28 +45,33 @@ type CentralConfig struct {
 	// portable GEMM kernel.
 	Threads int
 	PureGo  bool
+	// Device is where training runs: auto (default), cpu or cuda[:N]
+	// (model/device).
+	Device string
 }
 
 // CentralReport is the outcome of a centralized run.
 type CentralReport struct {
-	Model            string     `json:"model"`
-	Spec             model.Spec `json:"spec"`
-	Params           int        `json:"params"`
-	Dataset          string     `json:"dataset"`
-	TrainExamples    int        `json:"train_examples"`
-	TestExamples     int        `json:"test_examples"`
-	Epochs           int        `json:"epochs"`
-	Batch            int        `json:"batch"`
-	Optimizer        string     `json:"optimizer"`
-	Seed             uint64     `json:"seed"`
-	Backend          string     `json:"backend"`
-	TrainLoss        float64    `json:"train_loss"`
-	TestAccuracy     float64    `json:"test_accuracy"`
-	TestLoss         float64    `json:"test_loss"`
-	TrainSeconds     float64    `json:"train_seconds"`
-	SamplesPerSecond float64    `json:"samples_per_second"`
-	Confusion        [][]int    `json:"confusion"`
-	Classes          []string   `json:"class_names,omitempty"`
+	Model         string     `json:"model"`
+	Spec          model.Spec `json:"spec"`
+	Params        int        `json:"params"`
+	Dataset       string     `json:"dataset"`
+	TrainExamples int        `json:"train_examples"`
+	TestExamples  int        `json:"test_examples"`
+	Epochs        int        `json:"epochs"`
+	Batch         int        `json:"batch"`
+	Optimizer     string     `json:"optimizer"`
+	Seed          uint64     `json:"seed"`
+	Backend       string     `json:"backend"`
+	// Device is where training ran and why (--device).
+	Device           device.Choice `json:"device"`
+	TrainLoss        float64       `json:"train_loss"`
+	TestAccuracy     float64       `json:"test_accuracy"`
+	TestLoss         float64       `json:"test_loss"`
+	TrainSeconds     float64       `json:"train_seconds"`
+	SamplesPerSecond float64       `json:"samples_per_second"`
+	Confusion        [][]int       `json:"confusion"`
+	Classes          []string      `json:"class_names,omitempty"`
 }
 
 // TrainCentral loads the data, builds the model, trains and evaluates it.
@@ -104,7 +110,14 @@ func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Prog
 	if c.PureGo {
 		copts = append(copts, compute.WithPureGo())
 	}
-	backend := compute.NewCPU(copts...)
+	dev, err := device.Parse(c.Device)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --device: %v", ErrConfig, err)
+	}
+	backend, choice, err := device.Open(dev, copts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	m, err := model.New(spec, model.WithSeed(c.Seed), model.WithBackend(backend))
 	if err != nil {
 		return nil, err
@@ -127,7 +140,7 @@ func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Prog
 	return &CentralReport{
 		Model: spec.Kind, Spec: spec, Params: m.NumParams(), Dataset: c.Dataset,
 		TrainExamples: trainSet.N, TestExamples: testSet.N,
-		Epochs: res.Epochs, Batch: tcfg.Batch, Optimizer: opt.Name(), Seed: c.Seed, Backend: backend.Name(),
+		Epochs: res.Epochs, Batch: tcfg.Batch, Optimizer: opt.Name(), Seed: c.Seed, Backend: backend.Name(), Device: choice,
 		TrainLoss: res.Loss, TestAccuracy: met.Accuracy, TestLoss: met.Loss,
 		TrainSeconds: elapsed, SamplesPerSecond: float64(res.Samples) / elapsed,
 		Confusion: met.Confusion, Classes: trainSet.ClassNames,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -77,6 +78,10 @@ type Config struct {
 	// instead (ParseComputeTrace).
 	Compute      string
 	ComputeTrace []float64
+	// Device is where the peers train: auto (default), cpu or cuda[:N]
+	// (model/device). The simulator runs on the CPU backend; cuda is
+	// refused until gossipd has a CUDA backend.
+	Device string
 	// Drop is the probability that a message is lost.
 	Drop float64
 	// Churn is the long-run fraction of time a peer is offline (0: none);
@@ -205,6 +210,9 @@ func (c *Config) Validate() error {
 		if *v == 0 {
 			*v = d
 		}
+	}
+	if _, err := device.Parse(c.Device); err != nil {
+		return fmt.Errorf("%w: --device: %v", ErrConfig, err)
 	}
 	def(&c.Peers, 100)
 	def(&c.Rounds, 100)

@@ -12,6 +12,7 @@ import (
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/device"
 )
 
 // Row is one line of metrics.csv: the state of the network after a round.
@@ -54,11 +55,13 @@ type Result struct {
 	Rows   []Row  `json:"-"`
 	// FinalAccuracy is the mean test accuracy of the evaluated peers' models
 	// on the whole test set at the end.
-	FinalAccuracy    float64 `json:"final_accuracy"`
-	FinalMinAccuracy float64 `json:"final_min_accuracy"`
-	FinalMaxAccuracy float64 `json:"final_max_accuracy"`
-	FinalLoss        float64 `json:"final_loss"`
-	EvaluatedPeers   int     `json:"evaluated_peers"`
+	FinalAccuracy float64 `json:"final_accuracy"`
+	// Device is where the peers trained and why (--device).
+	Device           device.Choice `json:"device"`
+	FinalMinAccuracy float64       `json:"final_min_accuracy"`
+	FinalMaxAccuracy float64       `json:"final_max_accuracy"`
+	FinalLoss        float64       `json:"final_loss"`
+	EvaluatedPeers   int           `json:"evaluated_peers"`
 	// FinalVotingAccuracy is the mean accuracy of the evaluated peers'
 	// majority votes over their cached models (Config.Voting).
 	FinalVotingAccuracy float64 `json:"final_voting_accuracy,omitempty"`

@@ -12,6 +12,8 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/peer"
 	"github.com/gossipd/gossipd/peer/trainer"
 )
@@ -73,6 +75,11 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	dev, _ := device.Parse(cfg.Device) // checked by Validate
+	_, choice, err := device.Open(dev, compute.WithThreads(1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	train, test, _, err := dataset.Load(cfg.Dataset, dataset.LoadOptions{OpenOptions: dataset.OpenOptions{Seed: cfg.Seed}, Scale: cfg.Scale})
 	if err != nil {
 		return nil, err
@@ -94,7 +101,7 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Config: cfg}
+	res := &Result{Config: cfg, Device: choice}
 	if s.adv != nil {
 		res.ByzantinePeers = s.adv.count()
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/simulation"
 )
 
@@ -23,7 +24,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	python := fs.String("python", "/usr/bin/python3", "python interpreter for --torch")
 	threads := fs.Int("threads", 0, "compute threads (default: all cores)")
 	minTime := fs.Duration("min-time", time.Second, "minimum measuring time per GEMM size")
+	dev := fs.String("device", "auto", "where to measure: "+device.Values+" (the benchmarks run on the CPU backend for now)")
 	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkDevice(*dev); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "machine: %s\ncompute: %s\n\n", compute.CPUModel(), compute.NewCPU(compute.WithThreads(*threads)).Name())

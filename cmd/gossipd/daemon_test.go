@@ -99,7 +99,10 @@ type status struct {
 	} `json:"traffic"`
 	// PushSumWeight is push-sum's weight.
 	PushSumWeight float64 `json:"pushsum_weight"`
-	Connections   []struct {
+	Device        struct {
+		Requested, Device, Backend, Note string
+	} `json:"device"`
+	Connections []struct {
 		Peer, Type, Transport, Direction string
 	} `json:"connections"`
 }
@@ -154,6 +157,11 @@ func TestDaemonCluster(t *testing.T) {
 	dir := t.TempDir()
 	ds := startCluster(t, bin, dir, 5, "100ms", "--checkpoint-every", "5")
 	converge(t, ds)
+	// /status says where training runs: the CPU, the default --device
+	// auto having found no GPU gossipd can use, and why.
+	if s, err := ds[0].status(); err != nil || s.Device.Requested != "auto" || s.Device.Device != "cpu" || !strings.HasPrefix(s.Device.Backend, "cpu/") || s.Device.Note == "" {
+		t.Fatalf("/status device: %+v, %v", s.Device, err)
+	}
 	checkExportedModel(t, ds[1], dir)
 	killAndRestart(t, bin, ds, 3)
 	stopAll(t, ds, func() {

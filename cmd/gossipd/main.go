@@ -47,6 +47,7 @@ func commands() []command {
 		{"turnover", "simulate members leaving, dying and joining mid-run; write the table", runTurnover},
 		{"privacy", "differential privacy: ε spent by DP-SGD, noise for a budget", runPrivacy},
 		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},
+		{"devices", "list where training can run: the CPU's kernels and CUDA GPUs", runDevices},
 		{"version", "print the version", runVersion},
 	}
 }

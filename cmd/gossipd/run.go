@@ -20,6 +20,7 @@ import (
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/apiserver"
 	"github.com/gossipd/gossipd/node/p2p"
@@ -33,7 +34,7 @@ type runFlags struct {
 	partition                                                                      string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
 	members, topology, dht, relays, join                                           string
-	sfbMode, aggregator, consortium, memoryLimit                                   string
+	sfbMode, aggregator, consortium, memoryLimit, device                           string
 	apiToken, apiCert, apiKey                                                      string
 	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise, maxNorm                 float64
 	peerBytes, peerFrames, sendRate                                                float64
@@ -67,6 +68,7 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.apiCert, "api-tls-cert", "", "serve the API over TLS with this PEM certificate (with --api-tls-key; renewed files are picked up)")
 	fs.StringVar(&r.apiKey, "api-tls-key", "", "the PEM private key of --api-tls-cert")
 	fs.StringVar(&r.store, "store", "gossipd-data", "directory of the checkpoint store")
+	fs.StringVar(&r.device, "device", "auto", "where training runs: "+device.Values+" (auto: a GPU when gossipd can use one, else the CPU; /status says which and why)")
 	fs.StringVar(&r.key, "key", "", "identity key file (default STORE/identity.key; created on first run, mode 0600)")
 	fs.StringVar(&r.dataset, "dataset", "digits", "local data: digits, fashion-mnist or a path")
 	fs.StringVar(&r.shard, "shard", "", "train on shard i/n of the dataset (e.g. 0/5), for demos and tests")
@@ -147,6 +149,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("%w: --memory-limit: %v", errUsage, cmp.Or(err, errors.New("must be positive")))
 		}
 		debug.SetMemoryLimit(n)
+	}
+	if err := checkDevice(r.device); err != nil { // before the data is loaded and the network joined
+		return err
 	}
 	members, err := node.ParseMembers(r.members, p2p.CheckPeerID)
 	if err != nil {
@@ -238,7 +243,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	d, err := node.New(node.Config{Job: job, Local: node.Local{LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Members: members},
 		Join: origin != nil, Origin: origin, AnnounceInterval: r.announceEvery,
 		Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
-		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: dp, DataFingerprint: train.Fingerprint, SendRate: r.sendRate})
+		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: dp, DataFingerprint: train.Fingerprint, SendRate: r.sendRate,
+		Device: r.device})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/simulation"
 )
 
@@ -44,6 +45,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&topo, "topology", "", "dpsgd/adpsgd/pushsum topology: ring|torus|regular:K|exponential|complete, or a file of edges \"i j\" (default ring; exponential for pushsum)")
 	fs.StringVar(&c.Latency, "latency", "0", "latency: 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
 	fs.Float64Var(&c.Bandwidth, "bandwidth", 0, "per-link bandwidth in bytes/s (0: unlimited)")
+	fs.StringVar(&c.Device, "device", "auto", "where the peers train: "+device.Values+" (the simulator runs on the CPU backend for now; summary.json says which and why)")
 	fs.StringVar(&c.Compute, "compute", "0", "peers' compute speeds in FLOP/s, making training take virtual time (6·params·examples FLOPs per update): 0 (instant), RATE (20G), uniform:LO:HI or lognormal:MEDIAN:SIGMA")
 	fs.StringVar(&computeTrace, "compute-trace", "", "file of compute speeds in FLOP/s, one per line (peer i gets line i, wrapping)")
 	fs.Float64Var(&c.Drop, "drop", 0, "probability that a message is lost")
@@ -177,7 +179,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			res.DPEpsilonMax, res.DPDelta, c.DP.Clip, c.DP.Noise, res.Halted)
 	}
 	fmt.Fprintf(stdout, "messages %d, bytes %d, dropped %d, updates %d\n", res.Messages, res.Bytes, res.Dropped, res.Updates)
-	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20)
+	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB, on %s\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20, res.Device.Backend)
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", out)
 	return nil
 }

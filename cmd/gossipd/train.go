@@ -11,6 +11,7 @@ import (
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/simulation"
 )
 
@@ -36,6 +37,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed for initialisation, split and shuffling")
 	fs.IntVar(&c.Threads, "threads", 0, "compute threads (default: all cores)")
 	fs.BoolVar(&c.PureGo, "purego", false, "use the portable Go GEMM kernel instead of assembly")
+	fs.StringVar(&c.Device, "device", "auto", "where training runs: "+device.Values+" (auto: a GPU when gossipd can use one, else the CPU; the report says which and why)")
 	fs.BoolVar(&jsonOut, "json", false, "print the summary as one JSON object")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	if err := cli.ParseFlags(fs, args); err != nil {
@@ -72,6 +74,9 @@ func printTrainReport(w io.Writer, r *simulation.CentralReport) {
 	fmt.Fprintf(w, "model       %s (%d parameters)\n", r.Spec, r.Params)
 	fmt.Fprintf(w, "dataset     %s: %d train, %d test examples\n", r.Dataset, r.TrainExamples, r.TestExamples)
 	fmt.Fprintf(w, "training    %d epochs, batch %d, %s, seed %d on %s\n", r.Epochs, r.Batch, r.Optimizer, r.Seed, r.Backend)
+	if r.Device.Note != "" {
+		fmt.Fprintf(w, "device      %s (--device %s): %s\n", r.Device.Device, r.Device.Requested, r.Device.Note)
+	}
 	fmt.Fprintf(w, "speed       %.0f samples/s (%.2f s)\n", r.SamplesPerSecond, r.TrainSeconds)
 	fmt.Fprintf(w, "train loss  %.4f\n", r.TrainLoss)
 	fmt.Fprintf(w, "test        accuracy %.4f, loss %.4f\n", r.TestAccuracy, r.TestLoss)

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/gossipd/gossipd/internal/cli"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/compute/cuda"
+	"github.com/gossipd/gossipd/model/device"
+)
+
+// checkDevice refuses a --device value that is malformed or cannot be had
+// on this machine, as a usage error naming what is missing.
+func checkDevice(s string) error {
+	spec, err := device.Parse(s)
+	if err == nil {
+		_, _, err = device.Open(spec)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// devicesReport is `gossipd devices --json`.
+type devicesReport struct {
+	CPU        string        `json:"cpu"`
+	Kernels    []string      `json:"kernels"`
+	CUDABuilt  bool          `json:"cuda_loader"`
+	CUDA       *cuda.Info    `json:"cuda,omitempty"`
+	CUDAError  string        `json:"cuda_error,omitempty"`
+	AutoChoice device.Choice `json:"auto"`
+}
+
+func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("devices", "devices [--json]\n\nLists where training can run: the CPU and the kernel sets it runs, and the\nCUDA GPUs the driver reports (or why there are none), and what --device auto\npicks here.", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	rep := devicesReport{CPU: compute.CPUModel(), Kernels: compute.Kernels(), CUDABuilt: cuda.Built}
+	info, err := cuda.Probe()
+	if err != nil {
+		rep.CUDAError = err.Error()
+	} else {
+		rep.CUDA = info
+	}
+	if _, rep.AutoChoice, err = device.Open(device.Spec{Kind: "auto"}); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	fmt.Fprintf(stdout, "cpu     %s; kernels %v\n", rep.CPU, rep.Kernels)
+	if rep.CUDA != nil {
+		v := rep.CUDA.DriverVersion
+		fmt.Fprintf(stdout, "cuda    driver %s (CUDA %d.%d)\n", rep.CUDA.Library, v/1000, v%1000/10)
+		for _, d := range rep.CUDA.Devices {
+			fmt.Fprintf(stdout, "        %s\n", d)
+		}
+	} else {
+		fmt.Fprintf(stdout, "cuda    none: %s\n", rep.CUDAError)
+	}
+	fmt.Fprintf(stdout, "auto    %s (%s)", rep.AutoChoice.Device, rep.AutoChoice.Backend)
+	if rep.AutoChoice.Note != "" {
+		fmt.Fprintf(stdout, ": %s", rep.AutoChoice.Note)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}

@@ -1,0 +1,123 @@
+// Package device chooses where a run trains: --device auto|cpu|cuda[:N].
+//
+// "cpu" is the CPU backend (model/compute). "cuda" or "cuda:N" asks for
+// GPU N (0 by default) through the CUDA driver (model/compute/cuda) and is
+// an error, naming what is missing, where it cannot be had: a binary
+// without the CUDA loader, no driver library, no device, or (today) no
+// CUDA compute backend. "auto", the default, takes a usable GPU when there
+// is one and the CPU otherwise, and says why in Choice.Note.
+package device
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/compute/cuda"
+)
+
+// ErrDevice wraps every error of this package: a bad --device value or a
+// device that cannot be used here.
+var ErrDevice = errors.New("device")
+
+// Spec is a parsed --device value.
+type Spec struct {
+	// Kind is "auto", "cpu" or "cuda".
+	Kind string
+	// Index is the GPU's ordinal for "cuda".
+	Index int
+}
+
+func (s Spec) String() string {
+	if s.Kind == "cuda" {
+		return fmt.Sprintf("cuda:%d", s.Index)
+	}
+	return s.Kind
+}
+
+// Values lists the accepted forms, for flag help.
+const Values = "auto|cpu|cuda[:N]"
+
+// Parse reads a --device value; "" is "auto".
+func Parse(s string) (Spec, error) {
+	switch s {
+	case "", "auto":
+		return Spec{Kind: "auto"}, nil
+	case "cpu":
+		return Spec{Kind: "cpu"}, nil
+	case "cuda":
+		return Spec{Kind: "cuda"}, nil
+	}
+	if n, ok := strings.CutPrefix(s, "cuda:"); ok {
+		i, err := strconv.Atoi(n)
+		if err == nil && i >= 0 && n == strconv.Itoa(i) {
+			return Spec{Kind: "cuda", Index: i}, nil
+		}
+	}
+	return Spec{}, fmt.Errorf("%w: %q: want %s (N a GPU's ordinal: 0, 1, …)", ErrDevice, s, Values)
+}
+
+// Choice is the device a run uses, and why.
+type Choice struct {
+	// Requested is the --device value as parsed ("auto", "cpu", "cuda:0").
+	Requested string `json:"requested"`
+	// Device is where training runs: "cpu" or "cuda:N".
+	Device string `json:"device"`
+	// Backend names the backend and its kernels ("cpu/avx512×2").
+	Backend string `json:"backend"`
+	// Note says, for "auto", why a GPU was not used.
+	Note string `json:"note,omitempty"`
+}
+
+// Describe is the choice a backend given directly (not through Open)
+// stands for.
+func Describe(be compute.Backend) Choice {
+	d := "cpu"
+	if !strings.HasPrefix(be.Name(), "cpu") {
+		d = be.Name()
+	}
+	return Choice{Requested: "backend", Device: d, Backend: be.Name()}
+}
+
+// probe is cuda.Probe; tests replace it.
+var probe = cuda.Probe
+
+// Open returns the backend spec asks for, and the choice made. The CPU
+// backend is built with opts.
+func Open(spec Spec, opts ...compute.CPUOption) (compute.Backend, Choice, error) {
+	ch := Choice{Requested: spec.String()}
+	cpu := func() (compute.Backend, Choice, error) {
+		be := compute.NewCPU(opts...)
+		ch.Device, ch.Backend = "cpu", be.Name()
+		return be, ch, nil
+	}
+	switch spec.Kind {
+	case "cpu":
+		return cpu()
+	case "auto":
+		info, err := probe()
+		switch {
+		case err != nil:
+			ch.Note = "no GPU used: " + err.Error()
+		default:
+			ch.Note = fmt.Sprintf("no GPU used: found %s, but gossipd's CUDA compute backend is not written yet (docs/GPU.md)", info.Devices[0])
+		}
+		return cpu()
+	case "cuda":
+		info, err := probe()
+		if err != nil {
+			return nil, ch, fmt.Errorf("%w: --device %s: %w", ErrDevice, spec, err)
+		}
+		if spec.Index >= len(info.Devices) {
+			names := make([]string, len(info.Devices))
+			for i, d := range info.Devices {
+				names[i] = d.String()
+			}
+			return nil, ch, fmt.Errorf("%w: --device %s: the driver (%s) has %d device(s): %s", ErrDevice, spec, info.Library, len(info.Devices), strings.Join(names, "; "))
+		}
+		return nil, ch, fmt.Errorf("%w: --device %s: found %s, but gossipd's CUDA compute backend is not written yet (docs/GPU.md): use --device cpu or auto", ErrDevice, spec, info.Devices[spec.Index])
+	}
+	return nil, ch, fmt.Errorf("%w: unknown kind %q", ErrDevice, spec.Kind)
+}
