@@ -1,0 +1,274 @@
+// Package backendtest checks a compute.Backend kernel by kernel against
+// float64 reference code, and whole training steps of every model against
+// the pure-Go CPU backend, within the tolerances below. Every CPU kernel
+// set runs it (model/compute's and model's tests); a GPU backend is to run
+// the same checks wherever a GPU is present (docs/GPU.md).
+//
+// Tolerances, for inputs in [−1, 1):
+//   - GEMM (plain and gathered): |got − want| ≤ 1e-4·(k+1)·max(1, |α|),
+//     float32 accumulation against float64.
+//   - BroadcastRows, ReLU, ReLUBackward: exact.
+//   - ColumnSums: ≤ 1e-5·(m+1).
+//   - SoftmaxCrossEntropy: probabilities and gradient ≤ 1e-6 (times the
+//     scale for the gradient); loss ≤ 1e-5 relative; correct rows exact.
+//   - HingeOneVsRest: gradient exact; loss ≤ 1e-5 relative; correct exact.
+//   - A training step (TrainSteps): parameters within 1e-4 relative to the
+//     largest parameter of the pure-Go CPU backend's after the same steps.
+package backendtest
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// T is the part of testing.TB the checks use.
+type T interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(2*rng.Float64() - 1)
+	}
+	return s
+}
+
+func naiveGemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	for i := range m {
+		for j := range n {
+			var s float64
+			for p := range k {
+				var av, bv float32
+				if tA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if tB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += float64(av) * float64(bv)
+			}
+			c[i*ldc+j] = float32(float64(alpha)*s + float64(beta)*float64(c[i*ldc+j]))
+		}
+	}
+}
+
+func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
+
+// Kernels checks every kernel of be (and its Gatherer, if it has one).
+func Kernels(t T, be compute.Backend) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(11, 12))
+	name := be.Name()
+	for _, sz := range [][3]int{{1, 1, 1}, {7, 10, 33}, {32, 10, 784}, {32, 128, 784}, {10, 784, 32}, {65, 17, 129}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				for _, ab := range [][2]float32{{1, 0}, {-0.5, 1}} {
+					lda, ldb, ldc := k+1, n+2, n+3
+					ra, rb := m, k
+					if tA {
+						lda, ra = m+1, k
+					}
+					if tB {
+						ldb, rb = k+2, n
+					}
+					a, b, c := randSlice(rng, ra*lda), randSlice(rng, rb*ldb), randSlice(rng, m*ldc)
+					want := append([]float32(nil), c...)
+					naiveGemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], want, ldc)
+					be.Gemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
+					tol := 1e-4 * float64(k+1) * max(1, math.Abs(float64(ab[0])))
+					for i := range m {
+						for j := range ldc {
+							g, w := c[i*ldc+j], want[i*ldc+j]
+							if (j >= n && g != w) || (j < n && !near(float64(g), float64(w), tol)) {
+								t.Errorf("%s: Gemm %v tA=%v tB=%v α,β=%v: C[%d,%d] = %v, want %v", name, sz, tA, tB, ab, i, j, g, w)
+								return
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	gather(t, be, rng)
+	elementwise(t, be, rng)
+	losses(t, be, rng)
+}
+
+func gather(t T, be compute.Backend, rng *rand.Rand) {
+	t.Helper()
+	g, ok := be.(compute.Gatherer)
+	if !ok {
+		return
+	}
+	const rowsN, k, n = 40, 37, 10
+	x := randSlice(rng, rowsN*k)
+	rows := []int{3, 39, 0, 17, 17, 5, 22, 8, 31}
+	w := randSlice(rng, n*k)
+	xs := make([]float32, len(rows)*k)
+	for i, r := range rows {
+		copy(xs[i*k:], x[r*k:(r+1)*k])
+	}
+	got, want := make([]float32, len(rows)*n), make([]float32, len(rows)*n)
+	g.GemmGatherA(n, k, 1, x, k, rows, w, k, 0, got, n)
+	naiveGemm(false, true, len(rows), n, k, 1, xs, k, w, k, 0, want, n)
+	for i := range got {
+		if !near(float64(got[i]), float64(want[i]), 1e-4*(k+1)) {
+			t.Errorf("%s: GemmGatherA [%d] = %v, want %v", be.Name(), i, got[i], want[i])
+			return
+		}
+	}
+	dz := randSlice(rng, len(rows)*n)
+	gotB, wantB := make([]float32, n*k), make([]float32, n*k)
+	g.GemmGatherB(n, k, 1, dz, n, x, k, rows, 0, gotB, k)
+	naiveGemm(true, false, n, k, len(rows), 1, dz, n, xs, k, 0, wantB, k)
+	for i := range gotB {
+		if !near(float64(gotB[i]), float64(wantB[i]), 1e-4*float64(len(rows)+1)) {
+			t.Errorf("%s: GemmGatherB [%d] = %v, want %v", be.Name(), i, gotB[i], wantB[i])
+			return
+		}
+	}
+}
+
+func elementwise(t T, be compute.Backend, rng *rand.Rand) {
+	t.Helper()
+	name := be.Name()
+	const m, n = 13, 7
+	v := randSlice(rng, n)
+	dst := randSlice(rng, m*n)
+	be.BroadcastRows(dst, m, n, v)
+	for i, d := range dst {
+		if d != v[i%n] {
+			t.Errorf("%s: BroadcastRows [%d] = %v, want %v", name, i, d, v[i%n])
+			return
+		}
+	}
+	x := randSlice(rng, 101)
+	x[0], x[1] = 0, float32(math.Copysign(0, -1))
+	r := append([]float32(nil), x...)
+	be.ReLU(r)
+	for i, v := range x {
+		if want := max(v, 0); r[i] != want && !(v == 0 && r[i] == 0) {
+			t.Errorf("%s: ReLU(%v) = %v", name, v, r[i])
+			return
+		}
+	}
+	grad := randSlice(rng, len(x))
+	g := append([]float32(nil), grad...)
+	be.ReLUBackward(g, x)
+	for i := range g {
+		want := grad[i]
+		if !(x[i] > 0) {
+			want = 0
+		}
+		if g[i] != want {
+			t.Errorf("%s: ReLUBackward [%d] (z=%v) = %v, want %v", name, i, x[i], g[i], want)
+			return
+		}
+	}
+	src := randSlice(rng, m*n)
+	sums := make([]float32, n)
+	be.ColumnSums(sums, src, m, n)
+	for j := range n {
+		var s float64
+		for i := range m {
+			s += float64(src[i*n+j])
+		}
+		if !near(float64(sums[j]), s, 1e-5*(m+1)) {
+			t.Errorf("%s: ColumnSums [%d] = %v, want %v", name, j, sums[j], s)
+			return
+		}
+	}
+}
+
+func losses(t T, be compute.Backend, rng *rand.Rand) {
+	t.Helper()
+	name := be.Name()
+	for _, sz := range [][2]int{{1, 2}, {32, 10}, {7, 3}, {64, 10}} {
+		m, n := sz[0], sz[1]
+		logits := randSlice(rng, m*n)
+		for i := range logits {
+			logits[i] *= 8
+		}
+		y := make([]int32, m)
+		for i := range y {
+			y[i] = int32(rng.IntN(n))
+		}
+		const scale = 0.25
+		probs, grad := make([]float32, m*n), make([]float32, m*n)
+		loss, correct := be.SoftmaxCrossEntropy(probs, grad, logits, y, m, n, scale)
+		var wantLoss float64
+		wantCorrect := 0
+		for i := range m {
+			z := logits[i*n : (i+1)*n]
+			mx, arg := z[0], 0
+			for j, v := range z {
+				if v > mx {
+					mx, arg = v, j
+				}
+			}
+			if arg == int(y[i]) {
+				wantCorrect++
+			}
+			var s float64
+			for _, v := range z {
+				s += math.Exp(float64(v - mx))
+			}
+			wantLoss += math.Log(s) - float64(z[y[i]]-mx)
+			for j, v := range z {
+				p := math.Exp(float64(v-mx)) / s
+				gw := scale * p
+				if j == int(y[i]) {
+					gw -= scale
+				}
+				if !near(float64(probs[i*n+j]), p, 1e-6) || !near(float64(grad[i*n+j]), gw, 1e-6*scale) {
+					t.Errorf("%s: SoftmaxCrossEntropy %v row %d col %d: p %v g %v, want %v %v", name, sz, i, j, probs[i*n+j], grad[i*n+j], p, gw)
+					return
+				}
+			}
+		}
+		if correct != wantCorrect || !near(loss, wantLoss, 1e-5*max(1, wantLoss)) {
+			t.Errorf("%s: SoftmaxCrossEntropy %v: loss %v correct %d, want %v %d", name, sz, loss, correct, wantLoss, wantCorrect)
+		}
+		hg := make([]float32, m*n)
+		hl, hc := be.HingeOneVsRest(hg, logits, y, m, n, scale)
+		var wantHL float64
+		wantHC := 0
+		for i := range m {
+			arg := 0
+			for j := range n {
+				s := logits[i*n+j]
+				if s > logits[i*n+arg] {
+					arg = j
+				}
+				tv := float32(-1)
+				if j == int(y[i]) {
+					tv = 1
+				}
+				var gw float32
+				if tv*s < 1 {
+					wantHL += float64(1 - tv*s)
+					gw = -tv * scale
+				}
+				if hg[i*n+j] != gw {
+					t.Errorf("%s: HingeOneVsRest %v row %d col %d: g %v, want %v", name, sz, i, j, hg[i*n+j], gw)
+					return
+				}
+			}
+			if arg == int(y[i]) {
+				wantHC++
+			}
+		}
+		if hc != wantHC || !near(hl, wantHL, 1e-5*max(1, wantHL)) {
+			t.Errorf("%s: HingeOneVsRest %v: loss %v correct %d, want %v %d", name, sz, hl, hc, wantHL, wantHC)
+		}
+	}
+}
