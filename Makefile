@@ -130,7 +130,7 @@ FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCache ./dataset:FuzzRead
 	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./node:FuzzParseSpec ./node:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./simulation:FuzzParseComputeTrace ./cmd/gossipd:FuzzConfigFile \
 	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./node/p2p:FuzzParseIDResponse \
-	./node/apiserver:FuzzParseToken ./node/apiserver:FuzzGuard
+	./node/apiserver:FuzzParseToken ./node/apiserver:FuzzGuard ./gossip/compress:FuzzDecode
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

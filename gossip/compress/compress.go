@@ -1,0 +1,253 @@
+// Package compress shrinks the parameter vectors peers exchange: float16
+// (fp16), 8-bit integers with a scale per chunk (int8), the largest
+// fraction F of the coordinates by magnitude (topk:F) or a random fraction
+// F (randk:F). It is pure and deterministic, like the protocol core that
+// uses it: randomness comes from the caller's *rand.Rand.
+//
+// Compression loses information; Feedback keeps what was not sent (error
+// feedback, as in CHOCO-SGD, DeMo and SparseLoCo) and adds it to the next
+// vector sent to the same place, so that nothing is lost for good.
+//
+// A Payload is a compressed vector; AppendEncode and Decode give its
+// bytes, and Decode validates everything (kinds, lengths, indices, finite
+// values and scales) and says what is wrong.
+package compress
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Kind is a compression method.
+type Kind uint8
+
+// Compression kinds.
+const (
+	None Kind = iota
+	FP16
+	Int8
+	TopK
+	RandK
+)
+
+var kindNames = [...]string{None: "none", FP16: "fp16", Int8: "int8", TopK: "topk", RandK: "randk"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ErrSpec marks a bad compression setting; ErrPayload a malformed
+// compressed vector.
+var (
+	ErrSpec    = errors.New("compress: bad setting")
+	ErrPayload = errors.New("compress: bad payload")
+)
+
+// Int8Chunk is how many values share one scale in int8 payloads.
+const Int8Chunk = 256
+
+// Spec is a compression setting.
+type Spec struct {
+	Kind Kind
+	// Fraction is the share of coordinates topk and randk keep, in (0, 1].
+	Fraction float64
+}
+
+func (s Spec) String() string {
+	if s.Kind == TopK || s.Kind == RandK {
+		return s.Kind.String() + ":" + strconv.FormatFloat(s.Fraction, 'g', -1, 64)
+	}
+	return s.Kind.String()
+}
+
+// Values lists the accepted settings, for flag help.
+const Values = "none|fp16|int8|topk:F|randk:F"
+
+// Parse reads a setting: none, fp16, int8, topk:F or randk:F with F in
+// (0, 1].
+func Parse(s string) (Spec, error) {
+	name, arg, hasArg := strings.Cut(s, ":")
+	for k, n := range kindNames {
+		if n != name {
+			continue
+		}
+		kind := Kind(k)
+		if kind == TopK || kind == RandK {
+			f, err := strconv.ParseFloat(arg, 64)
+			if err != nil || !(f > 0 && f <= 1) {
+				return Spec{}, fmt.Errorf("%w: %q: the fraction F of %s:F must be in (0, 1]", ErrSpec, s, name)
+			}
+			return Spec{Kind: kind, Fraction: f}, nil
+		}
+		if hasArg {
+			return Spec{}, fmt.Errorf("%w: %q: %s takes no argument", ErrSpec, s, name)
+		}
+		return Spec{Kind: kind}, nil
+	}
+	return Spec{}, fmt.Errorf("%w: %q, want %s", ErrSpec, s, Values)
+}
+
+// Keep is how many of n coordinates topk and randk keep: ⌈F·n⌉, at least
+// one of a non-empty vector.
+func (s Spec) Keep(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return min(n, max(1, int(math.Ceil(s.Fraction*float64(n)))))
+}
+
+// Payload is a compressed vector of N float32s. Which fields are set
+// depends on Kind.
+type Payload struct {
+	Kind Kind
+	N    int
+	// Half holds fp16 values (FP16).
+	Half []uint16
+	// Scales holds one scale per Int8Chunk values and Bytes the values
+	// (Int8): value i is Bytes[i]·Scales[i/Int8Chunk].
+	Scales []float32
+	Bytes  []int8
+	// Indices (ascending) and Values are the kept coordinates (TopK,
+	// RandK). RandK sends Seed instead of the indices: the receiver draws
+	// the same ones (RandIndices).
+	Indices []uint32
+	Values  []float32
+	Seed    uint64
+}
+
+// Compress writes x compressed under spec into p (reusing its slices).
+// rng draws randk's seed; the other kinds do not use it.
+func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
+	*p = Payload{Kind: spec.Kind, N: len(x), Half: p.Half[:0], Scales: p.Scales[:0], Bytes: p.Bytes[:0], Indices: p.Indices[:0], Values: p.Values[:0]}
+	switch spec.Kind {
+	case None:
+		p.Values = append(p.Values, x...)
+	case FP16:
+		for _, v := range x {
+			p.Half = append(p.Half, toHalf(v))
+		}
+	case Int8:
+		for lo := 0; lo < len(x); lo += Int8Chunk {
+			chunk := x[lo:min(lo+Int8Chunk, len(x))]
+			var mx float32
+			for _, v := range chunk {
+				mx = max(mx, float32(math.Abs(float64(v))))
+			}
+			scale := mx / 127
+			p.Scales = append(p.Scales, scale)
+			for _, v := range chunk {
+				q := int8(0)
+				if scale > 0 {
+					q = int8(math.Round(float64(v / scale)))
+				}
+				p.Bytes = append(p.Bytes, q)
+			}
+		}
+	case TopK:
+		k := spec.Keep(len(x))
+		idx := make([]uint32, len(x))
+		for i := range idx {
+			idx[i] = uint32(i)
+		}
+		// The k largest magnitudes, ties to the lower index.
+		slices.SortStableFunc(idx, func(a, b uint32) int {
+			va, vb := math.Abs(float64(x[a])), math.Abs(float64(x[b]))
+			switch {
+			case va > vb:
+				return -1
+			case va < vb:
+				return 1
+			}
+			return 0
+		})
+		p.Indices = append(p.Indices, idx[:k]...)
+		slices.Sort(p.Indices)
+		for _, i := range p.Indices {
+			p.Values = append(p.Values, x[i])
+		}
+	case RandK:
+		p.Seed = rng.Uint64()
+		p.Indices = RandIndices(p.Indices, len(x), spec.Keep(len(x)), p.Seed)
+		for _, i := range p.Indices {
+			p.Values = append(p.Values, x[i])
+		}
+		p.Indices = p.Indices[:0] // not sent: the receiver draws them
+	}
+}
+
+// RandIndices appends to dst k distinct indices below n, ascending, drawn
+// from seed (Floyd's algorithm on a PCG stream): sender and receiver of a
+// randk payload get the same ones.
+func RandIndices(dst []uint32, n, k int, seed uint64) []uint32 {
+	rng := rand.New(rand.NewPCG(seed, 0x72616e646b))
+	chosen := make(map[uint32]struct{}, k)
+	start := len(dst)
+	for j := n - k; j < n; j++ {
+		t := uint32(rng.IntN(j + 1))
+		if _, ok := chosen[t]; ok {
+			t = uint32(j)
+		}
+		chosen[t] = struct{}{}
+		dst = append(dst, t)
+	}
+	slices.Sort(dst[start:])
+	return dst
+}
+
+// Decompress writes p's vector into dst (len p.N): coordinates a sparse
+// payload does not carry are 0. p must be valid (Decode checks).
+func Decompress(dst []float32, p *Payload) {
+	if len(dst) != p.N {
+		panic(fmt.Sprintf("compress: destination holds %d values, payload %d", len(dst), p.N))
+	}
+	switch p.Kind {
+	case None:
+		copy(dst, p.Values)
+	case FP16:
+		for i, h := range p.Half {
+			dst[i] = fromHalf(h)
+		}
+	case Int8:
+		for i, q := range p.Bytes {
+			dst[i] = float32(q) * p.Scales[i/Int8Chunk]
+		}
+	case TopK, RandK:
+		clear(dst)
+		idx := p.Indices
+		if p.Kind == RandK {
+			idx = RandIndices(nil, p.N, len(p.Values), p.Seed)
+		}
+		for j, i := range idx {
+			dst[i] = p.Values[j]
+		}
+	}
+}
+
+// AddTo adds p's vector, times scale, into dst (len p.N), touching only
+// the coordinates a sparse payload carries.
+func AddTo(dst []float32, p *Payload, scale float32) {
+	switch p.Kind {
+	case TopK, RandK:
+		idx := p.Indices
+		if p.Kind == RandK {
+			idx = RandIndices(nil, p.N, len(p.Values), p.Seed)
+		}
+		for j, i := range idx {
+			dst[i] += scale * p.Values[j]
+		}
+	default:
+		tmp := make([]float32, p.N)
+		Decompress(tmp, p)
+		for i, v := range tmp {
+			dst[i] += scale * v
+		}
+	}
+}
