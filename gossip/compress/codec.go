@@ -109,7 +109,7 @@ func Decode(b []byte, maxN int) (*Payload, error) {
 	r := b[5:]
 	need := func(n int) bool { return len(r) >= n }
 	f32s := func(k int, what string) ([]float32, error) {
-		if !need(4*k) {
+		if !need(4 * k) {
 			return nil, fmt.Errorf("%w: %s: %d values need %d bytes, %d left", ErrPayload, what, k, 4*k, len(r))
 		}
 		out := make([]float32, k)
@@ -130,7 +130,7 @@ func Decode(b []byte, maxN int) (*Payload, error) {
 			return nil, err
 		}
 	case FP16:
-		if !need(2*p.N) {
+		if !need(2 * p.N) {
 			return bad("fp16: %d values need %d bytes, %d left", p.N, 2*p.N, len(r))
 		}
 		p.Half = make([]uint16, p.N)
