@@ -17,7 +17,7 @@ func ApplyFactors(be compute.Backend, w []float32, f *model.Factors, scale float
 	if f.K == 0 {
 		return nil
 	}
-	be.Gemm(true, false, f.J, f.D, f.K, scale, f.U, f.J, f.V, f.D, 1, w, f.D)
+	be.Gemm(true, false, f.J, f.D, f.K, scale, compute.Host(f.U), f.J, compute.Host(f.V), f.D, 1, compute.Host(w), f.D)
 	return nil
 }
 

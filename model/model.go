@@ -21,6 +21,11 @@ import (
 	"github.com/gossipd/gossipd/model/compute"
 )
 
+// host wraps a host slice as a tensor for the backend. The model's state
+// is in host memory for now; docs/GPU.md says how it moves to the
+// backend's.
+func host(x []float32) compute.Tensor { return compute.Host(x) }
+
 // Model is a stack of fully connected layers with ReLU between them and a
 // loss head: softmax cross-entropy (softmax, mlp) or one-vs-rest hinge (svm).
 type Model struct {
@@ -204,16 +209,16 @@ func (m *Model) forward(x []float32, n int) {
 	be := m.backend
 	for l, ly := range m.layers {
 		z := m.ws.z[l][:n*ly.out]
-		be.BroadcastRows(z, n, ly.out, m.params[ly.bOff:ly.bOff+ly.out])
+		be.BroadcastRows(host(z), n, ly.out, host(m.params[ly.bOff:ly.bOff+ly.out]))
 		if l == 0 && m.rows != nil {
-			m.gather.GemmGatherA(ly.out, ly.in, 1, x, ly.in, m.rows, m.params[ly.wOff:ly.bOff], ly.in, 1, z, ly.out)
+			m.gather.GemmGatherA(ly.out, ly.in, 1, host(x), ly.in, m.rows, host(m.params[ly.wOff:ly.bOff]), ly.in, 1, host(z), ly.out)
 		} else {
-			be.Gemm(false, true, n, ly.out, ly.in, 1, m.input(x, l), ly.in, m.params[ly.wOff:ly.bOff], ly.in, 1, z, ly.out)
+			be.Gemm(false, true, n, ly.out, ly.in, 1, host(m.input(x, l)), ly.in, host(m.params[ly.wOff:ly.bOff]), ly.in, 1, host(z), ly.out)
 		}
 		if l < len(m.layers)-1 {
 			a := m.ws.a[l][:n*ly.out]
 			copy(a, z)
-			be.ReLU(a)
+			be.ReLU(host(a))
 		}
 	}
 }
@@ -232,15 +237,15 @@ func (m *Model) backward(x []float32, y []int32, n int, scale float32) (float64,
 	var loss float64
 	var correct int
 	if m.spec.Kind == SVM {
-		loss, correct = be.HingeOneVsRest(dz, logits, y, n, last.out, scale)
+		loss, correct = be.HingeOneVsRest(host(dz), host(logits), y, n, last.out, scale)
 	} else {
-		loss, correct = be.SoftmaxCrossEntropy(logits, dz, logits, y, n, last.out, scale)
+		loss, correct = be.SoftmaxCrossEntropy(host(logits), host(dz), host(logits), y, n, last.out, scale)
 	}
 	for l := L - 1; l > 0; l-- {
 		ly, prev := m.layers[l], m.layers[l-1]
 		dprev := m.ws.dz[l-1][:n*prev.out]
-		be.Gemm(false, false, n, prev.out, ly.out, 1, m.ws.dz[l], ly.out, m.params[ly.wOff:ly.bOff], ly.in, 0, dprev, prev.out)
-		be.ReLUBackward(dprev, m.ws.z[l-1][:n*prev.out])
+		be.Gemm(false, false, n, prev.out, ly.out, 1, host(m.ws.dz[l]), ly.out, host(m.params[ly.wOff:ly.bOff]), ly.in, 0, host(dprev), prev.out)
+		be.ReLUBackward(host(dprev), host(m.ws.z[l-1][:n*prev.out]))
 	}
 	return loss, correct
 }
@@ -273,8 +278,8 @@ func (m *Model) Gradient(grad, x []float32, y []int32, n int) float64 {
 	be := m.backend
 	for l, ly := range m.layers {
 		dz := m.ws.dz[l][:n*ly.out]
-		be.Gemm(true, false, ly.out, ly.in, n, 1, dz, ly.out, m.input(x, l), ly.in, 0, grad[ly.wOff:ly.bOff], ly.in)
-		be.ColumnSums(grad[ly.bOff:ly.bOff+ly.out], dz, n, ly.out)
+		be.Gemm(true, false, ly.out, ly.in, n, 1, host(dz), ly.out, host(m.input(x, l)), ly.in, 0, host(grad[ly.wOff:ly.bOff]), ly.in)
+		be.ColumnSums(host(grad[ly.bOff:ly.bOff+ly.out]), host(dz), n, ly.out)
 	}
 	m.addRegGrad(grad)
 	return loss/float64(n) + m.regLoss()
@@ -363,8 +368,8 @@ func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip flo
 	be := m.backend
 	for l, ly := range m.layers {
 		dz := m.ws.dz[l][:n*ly.out]
-		be.Gemm(true, false, ly.out, ly.in, n, 1, dz, ly.out, m.input(x, l), ly.in, 0, grad[ly.wOff:ly.bOff], ly.in)
-		be.ColumnSums(grad[ly.bOff:ly.bOff+ly.out], dz, n, ly.out)
+		be.Gemm(true, false, ly.out, ly.in, n, 1, host(dz), ly.out, host(m.input(x, l)), ly.in, 0, host(grad[ly.wOff:ly.bOff]), ly.in)
+		be.ColumnSums(host(grad[ly.bOff:ly.bOff+ly.out]), host(dz), n, ly.out)
 	}
 	return clipped
 }
@@ -420,7 +425,7 @@ func (m *Model) GradientWithFactors(grad, x []float32, y []int32, n int, layers 
 
 // Reconstruct writes f's weight gradient Uᵀ·V into dst (J×D).
 func (f *Factors) Reconstruct(be compute.Backend, dst []float32) {
-	be.Gemm(true, false, f.J, f.D, f.K, 1, f.U, f.J, f.V, f.D, 0, dst, f.D)
+	be.Gemm(true, false, f.J, f.D, f.K, 1, host(f.U), f.J, host(f.V), f.D, 0, host(dst), f.D)
 }
 
 // Predict writes the model's output for n rows of x into out (n×Classes):

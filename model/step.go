@@ -58,12 +58,12 @@ func (m *Model) sgdStep(x []float32, y []int32, n int, lr float32) float64 {
 	for l, ly := range m.layers {
 		dz := m.ws.dz[l][:n*ly.out]
 		if l == 0 && m.rows != nil {
-			m.gather.GemmGatherB(ly.out, ly.in, -lr, dz, ly.out, x, ly.in, m.rows, beta, m.params[ly.wOff:ly.bOff], ly.in)
+			m.gather.GemmGatherB(ly.out, ly.in, -lr, host(dz), ly.out, host(x), ly.in, m.rows, beta, host(m.params[ly.wOff:ly.bOff]), ly.in)
 		} else {
-			be.Gemm(true, false, ly.out, ly.in, n, -lr, dz, ly.out, m.input(x, l), ly.in, beta, m.params[ly.wOff:ly.bOff], ly.in)
+			be.Gemm(true, false, ly.out, ly.in, n, -lr, host(dz), ly.out, host(m.input(x, l)), ly.in, beta, host(m.params[ly.wOff:ly.bOff]), ly.in)
 		}
 		sums := m.ws.colSums[:ly.out]
-		be.ColumnSums(sums, dz, n, ly.out)
+		be.ColumnSums(host(sums), host(dz), n, ly.out)
 		bias := m.params[ly.bOff : ly.bOff+ly.out]
 		for j, g := range sums {
 			bias[j] = beta*bias[j] - lr*g

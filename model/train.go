@@ -188,10 +188,10 @@ func (m *Model) TallyWith(t *Tally, params []float32, x []float32, y []int32, n 
 		var l float64
 		var c int
 		if m.spec.Kind == SVM {
-			l, c = m.backend.HingeOneVsRest(nil, z, y[lo:lo+k], k, C, 0)
+			l, c = m.backend.HingeOneVsRest(host(nil), host(z), y[lo:lo+k], k, C, 0)
 			copy(probs, z)
 		} else {
-			l, c = m.backend.SoftmaxCrossEntropy(probs, nil, z, y[lo:lo+k], k, C, 0)
+			l, c = m.backend.SoftmaxCrossEntropy(host(probs), host(nil), host(z), y[lo:lo+k], k, C, 0)
 		}
 		t.Loss += l
 		t.Correct += c

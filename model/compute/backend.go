@@ -1,6 +1,7 @@
 // Package compute holds gossipd's numeric backends: the float32 matrix
 // multiply and the fused element-wise kernels that training needs, behind a
-// small Backend interface so that a GPU backend can be added later.
+// small Backend interface of tensors in the backend's own memory, so that
+// a GPU backend keeps parameters and activations on its device.
 //
 // The CPU backend has two GEMM paths: a packed, blocked one for large
 // products (BLIS-style, threaded) and a small-GEMM path for the shapes of
@@ -13,37 +14,40 @@
 // destination-first and panic only on programmer error (bad shapes).
 package compute
 
-// Backend computes the numeric kernels of training and inference. A Backend
-// is safe for concurrent use by several goroutines unless it says otherwise.
+// Backend computes the numeric kernels of training and inference on
+// tensors in its memory (Tensor, Memory). A Backend is safe for concurrent
+// use by several goroutines unless it says otherwise.
 type Backend interface {
-	// Name says which backend and kernel run, e.g. "cpu/avx2-fma".
+	// Name says which backend and kernel run, e.g. "cpu/avx2×2".
 	Name() string
+	Memory
 
 	// Gemm computes C = alpha·op(A)·op(B) + beta·C where op(A) is m×k,
 	// op(B) is k×n and C is m×n, all row-major; op(X) is Xᵀ when the
 	// corresponding trans flag is set. lda, ldb, ldc are the row strides of
 	// A, B and C as stored.
-	Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+	Gemm(transA, transB bool, m, n, k int, alpha float32, a Tensor, lda int, b Tensor, ldb int, beta float32, c Tensor, ldc int)
 
 	// BroadcastRows sets every row of the m×n matrix dst to v.
-	BroadcastRows(dst []float32, m, n int, v []float32)
+	BroadcastRows(dst Tensor, m, n int, v Tensor)
 	// ReLU applies max(x, 0) in place.
-	ReLU(x []float32)
+	ReLU(x Tensor)
 	// ReLUBackward zeroes grad where the pre-activation z is not positive.
-	ReLUBackward(grad, z []float32)
+	ReLUBackward(grad, z Tensor)
 	// ColumnSums sets dst[j] = Σ_i src[i·n+j] over m rows.
-	ColumnSums(dst, src []float32, m, n int)
+	ColumnSums(dst, src Tensor, m, n int)
 
 	// SoftmaxCrossEntropy takes m×n logits and labels y. It writes the
-	// softmax probabilities to probs (may alias logits) and, when grad is not
-	// nil, scale·(probs − onehot(y)) to grad. It returns the summed
-	// cross-entropy loss and the number of rows whose arg-max equals y.
-	SoftmaxCrossEntropy(probs, grad, logits []float32, y []int32, m, n int, scale float32) (loss float64, correct int)
+	// softmax probabilities to probs (may alias logits) and, when grad is
+	// not empty (Len 0), scale·(probs − onehot(y)) to grad. It returns the
+	// summed cross-entropy loss and the number of rows whose arg-max
+	// equals y.
+	SoftmaxCrossEntropy(probs, grad, logits Tensor, y []int32, m, n int, scale float32) (loss float64, correct int)
 	// HingeOneVsRest takes m×n scores and labels y and, for each class c,
 	// the binary label t = +1 if y = c else −1. It returns the summed hinge
 	// loss Σ max(0, 1 − t·s) and the number of rows whose arg-max equals y;
-	// when grad is not nil it writes scale·(−t·[t·s < 1]) to grad.
-	HingeOneVsRest(grad, scores []float32, y []int32, m, n int, scale float32) (loss float64, correct int)
+	// when grad is not empty it writes scale·(−t·[t·s < 1]) to grad.
+	HingeOneVsRest(grad, scores Tensor, y []int32, m, n int, scale float32) (loss float64, correct int)
 }
 
 // Gatherer is implemented by backends that read one operand of a GEMM
@@ -53,9 +57,9 @@ type Gatherer interface {
 	// GemmGatherA computes C = alpha·A[rows]·Bᵀ + beta·C, where A[rows] is
 	// the len(rows)×k matrix of the listed rows of A (stride lda), B is
 	// n×k (stride ldb) and C is len(rows)×n.
-	GemmGatherA(n, k int, alpha float32, a []float32, lda int, rows []int, b []float32, ldb int, beta float32, c []float32, ldc int)
+	GemmGatherA(n, k int, alpha float32, a Tensor, lda int, rows []int, b Tensor, ldb int, beta float32, c Tensor, ldc int)
 	// GemmGatherB computes C = alpha·Aᵀ·B[rows] + beta·C, where A is
 	// len(rows)×m (stride lda), B[rows] the len(rows)×n matrix of the
 	// listed rows of B (stride ldb) and C is m×n.
-	GemmGatherB(m, n int, alpha float32, a []float32, lda int, b []float32, ldb int, rows []int, beta float32, c []float32, ldc int)
+	GemmGatherB(m, n int, alpha float32, a Tensor, lda int, b Tensor, ldb int, rows []int, beta float32, c Tensor, ldc int)
 }

@@ -64,13 +64,31 @@ func (c *CPU) Kernel() string { return c.ks.name }
 // Threads reports how many goroutines a GEMM may use.
 func (c *CPU) Threads() int { return c.threads }
 
+// host returns t's host memory; the CPU computes on host tensors only.
+func host(t Tensor) []float32 {
+	if !t.OnHost() {
+		panic("compute: the CPU backend got a device tensor")
+	}
+	return t.HostSlice()
+}
+
+// Alloc implements Memory.
+func (c *CPU) Alloc(n int) Tensor { return Host(make([]float32, n)) }
+
+// Load implements Memory: the CPU computes on x where it is.
+func (c *CPU) Load(x []float32) Tensor { return Host(x) }
+
+// Store implements Memory.
+func (c *CPU) Store(dst []float32, t Tensor) { copy(dst[:t.Len()], host(t)) }
+
 // Gemm implements Backend.
-func (c *CPU) Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, cc []float32, ldc int) {
-	gemm(c.ks, c.threads, c.path, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+func (c *CPU) Gemm(transA, transB bool, m, n, k int, alpha float32, a Tensor, lda int, b Tensor, ldb int, beta float32, cc Tensor, ldc int) {
+	gemm(c.ks, c.threads, c.path, transA, transB, m, n, k, alpha, host(a), lda, host(b), ldb, beta, host(cc), ldc)
 }
 
 // GemmGatherA implements Gatherer, on the small path.
-func (c *CPU) GemmGatherA(n, k int, alpha float32, a []float32, lda int, rows []int, b []float32, ldb int, beta float32, cc []float32, ldc int) {
+func (c *CPU) GemmGatherA(n, k int, alpha float32, at Tensor, lda int, rows []int, bt Tensor, ldb int, beta float32, ct Tensor, ldc int) {
+	a, b, cc := host(at), host(bt), host(ct)
 	m := len(rows)
 	checkRows("A", rows, a, lda, k)
 	checkGemm(false, true, m, n, k, nil, 0, b, ldb, cc, ldc)
@@ -80,7 +98,8 @@ func (c *CPU) GemmGatherA(n, k int, alpha float32, a []float32, lda int, rows []
 }
 
 // GemmGatherB implements Gatherer, on the small path.
-func (c *CPU) GemmGatherB(m, n int, alpha float32, a []float32, lda int, b []float32, ldb int, rows []int, beta float32, cc []float32, ldc int) {
+func (c *CPU) GemmGatherB(m, n int, alpha float32, at Tensor, lda int, bt Tensor, ldb int, rows []int, beta float32, ct Tensor, ldc int) {
+	a, b, cc := host(at), host(bt), host(ct)
 	k := len(rows)
 	checkRows("B", rows, b, ldb, n)
 	checkGemm(true, false, m, n, k, a, lda, nil, 0, cc, ldc)
@@ -100,15 +119,16 @@ func checkRows(name string, rows []int, s []float32, ld, cols int) {
 }
 
 // BroadcastRows implements Backend.
-func (c *CPU) BroadcastRows(dst []float32, m, n int, v []float32) {
-	v = v[:n]
+func (c *CPU) BroadcastRows(dt Tensor, m, n int, vt Tensor) {
+	dst, v := host(dt), host(vt)[:n]
 	for i := 0; i < m; i++ {
 		copy(dst[i*n:i*n+n], v)
 	}
 }
 
 // ReLU implements Backend.
-func (c *CPU) ReLU(x []float32) {
+func (c *CPU) ReLU(xt Tensor) {
+	x := host(xt)
 	for i, v := range x {
 		if v < 0 {
 			x[i] = 0
@@ -117,8 +137,9 @@ func (c *CPU) ReLU(x []float32) {
 }
 
 // ReLUBackward implements Backend.
-func (c *CPU) ReLUBackward(grad, z []float32) {
-	z = z[:len(grad)]
+func (c *CPU) ReLUBackward(gt, zt Tensor) {
+	grad := host(gt)
+	z := host(zt)[:len(grad)]
 	for i, v := range z {
 		if v <= 0 {
 			grad[i] = 0
@@ -127,7 +148,8 @@ func (c *CPU) ReLUBackward(grad, z []float32) {
 }
 
 // ColumnSums implements Backend.
-func (c *CPU) ColumnSums(dst, src []float32, m, n int) {
+func (c *CPU) ColumnSums(dt, st Tensor, m, n int) {
+	dst, src := host(dt), host(st)
 	dst = dst[:n]
 	clear(dst)
 	for i := 0; i < m; i++ {
@@ -141,7 +163,8 @@ func (c *CPU) ColumnSums(dst, src []float32, m, n int) {
 // SoftmaxCrossEntropy implements Backend. It subtracts the row maximum
 // before exponentiating and computes the loss as logsumexp − z_y, so it
 // neither overflows nor takes the log of 0.
-func (c *CPU) SoftmaxCrossEntropy(probs, grad, logits []float32, y []int32, m, n int, scale float32) (float64, int) {
+func (c *CPU) SoftmaxCrossEntropy(pt, gt, lt Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	probs, grad, logits := host(pt), host(gt), host(lt)
 	// First pass, row by row (probs may alias logits): the arg-max, the
 	// label's shifted logit and the shifted logits z − max. Then e^· over
 	// the whole block at once, in the kernel set's vector exp, and a last
@@ -190,7 +213,8 @@ func (c *CPU) SoftmaxCrossEntropy(probs, grad, logits []float32, y []int32, m, n
 }
 
 // HingeOneVsRest implements Backend.
-func (c *CPU) HingeOneVsRest(grad, scores []float32, y []int32, m, n int, scale float32) (float64, int) {
+func (c *CPU) HingeOneVsRest(gt, st Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	grad, scores := host(gt), host(st)
 	var loss float64
 	correct := 0
 	for i := 0; i < m; i++ {

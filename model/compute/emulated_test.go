@@ -110,7 +110,7 @@ func TestEmulatedGemm(t *testing.T) {
 						c := randSlice(rng, m*ldc)
 						want := slices.Clone(c)
 						naiveGemm(tA, tB, m, n, k, 0.5, a, lda, b, ldb, 1, want, ldc)
-						be.Gemm(tA, tB, m, n, k, 0.5, a, lda, b, ldb, 1, c, ldc)
+						be.Gemm(tA, tB, m, n, k, 0.5, Host(a), lda, Host(b), ldb, 1, Host(c), ldc)
 						for i := range c {
 							if math.Abs(float64(c[i]-want[i])) > 1e-4*float64(k+1) {
 								t.Fatalf("%s path %d %v tA=%v tB=%v: C[%d]=%v want %v", ks.name, path, sz, tA, tB, i, c[i], want[i])
@@ -126,7 +126,7 @@ func TestEmulatedGemm(t *testing.T) {
 		rows := []int{4, 49, 0, 17, 17, 3, 30, 8, 22}
 		w := randSlice(rng, 10*37)
 		got := make([]float32, len(rows)*10)
-		be.GemmGatherA(10, 37, 1, x, 37, rows, w, 37, 0, got, 10)
+		be.GemmGatherA(10, 37, 1, Host(x), 37, rows, Host(w), 37, 0, Host(got), 10)
 		for i, r := range rows {
 			for j := range 10 {
 				var s float64
@@ -195,8 +195,8 @@ func TestEmulatorMatchesHardware(t *testing.T) {
 						ldb = k
 					}
 					c1, c2 := make([]float32, m*n), make([]float32, m*n)
-					(&CPU{threads: 1, ks: hw, path: path}).Gemm(false, tB, m, n, k, 1, a, k, b, ldb, 0, c1, n)
-					(&CPU{threads: 1, ks: emu, path: path}).Gemm(false, tB, m, n, k, 1, a, k, b, ldb, 0, c2, n)
+					(&CPU{threads: 1, ks: hw, path: path}).Gemm(false, tB, m, n, k, 1, Host(a), k, Host(b), ldb, 0, Host(c1), n)
+					(&CPU{threads: 1, ks: emu, path: path}).Gemm(false, tB, m, n, k, 1, Host(a), k, Host(b), ldb, 0, Host(c2), n)
 					for i := range c1 {
 						if d := math.Abs(float64(c1[i] - c2[i])); d > 1e-6*max(1, math.Abs(float64(c1[i]))) {
 							t.Fatalf("%s %v path %d tB=%v: native %v, emulated %v", name, sz, path, tB, c1[i], c2[i])

@@ -87,7 +87,7 @@ func TestGemmMatchesNaive(t *testing.T) {
 						c := randSlice(rng, m*ldc)
 						want := append([]float32(nil), c...)
 						naiveGemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, want, ldc)
-						be.Gemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+						be.Gemm(tA, tB, m, n, k, alpha, Host(a), lda, Host(b), ldb, beta, Host(c), ldc)
 						tol := 1e-4 * float64(k+1) * float64(max(abs32(alpha), 1))
 						for i := 0; i < m; i++ {
 							for j := 0; j < ldc; j++ {
@@ -121,7 +121,7 @@ func TestGemmThreadCountInvariant(t *testing.T) {
 	var ref []float32
 	for _, th := range []int{1, 2, 3, 8} {
 		c := make([]float32, m*n)
-		NewCPU(WithThreads(th)).Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n)
+		NewCPU(WithThreads(th)).Gemm(false, false, m, n, k, 1, Host(a), k, Host(b), n, 0, Host(c), n)
 		if ref == nil {
 			ref = c
 			continue
@@ -140,7 +140,7 @@ func TestGemmPanicsOnShortSlice(t *testing.T) {
 			t.Fatal("no panic for a short A")
 		}
 	}()
-	NewCPU().Gemm(false, false, 4, 4, 4, 1, make([]float32, 15), 4, make([]float32, 16), 4, 0, make([]float32, 16), 4)
+	NewCPU().Gemm(false, false, 4, 4, 4, 1, Host(make([]float32, 15)), 4, Host(make([]float32, 16)), 4, 0, Host(make([]float32, 16)), 4)
 }
 
 func BenchmarkGemm(b *testing.B) {
@@ -153,7 +153,7 @@ func BenchmarkGemm(b *testing.B) {
 				be := NewCPU(WithThreads(th))
 				b.SetBytes(0)
 				for b.Loop() {
-					be.Gemm(false, false, m, n, k, 1, a, k, bb, n, 0, c, n)
+					be.Gemm(false, false, m, n, k, 1, Host(a), k, Host(bb), n, 0, Host(c), n)
 				}
 				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
@@ -180,8 +180,8 @@ func TestGemmGather(t *testing.T) {
 			b := randSlice(rng, n*k)
 			c0 := randSlice(rng, rowsN*n)
 			want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
-			be.Gemm(false, true, rowsN, n, k, 0.5, gathered, k, b, k, 0.25, want, n)
-			be.GemmGatherA(n, k, 0.5, src, k, rows, b, k, 0.25, got, n)
+			be.Gemm(false, true, rowsN, n, k, 0.5, Host(gathered), k, Host(b), k, 0.25, Host(want), n)
+			be.GemmGatherA(n, k, 0.5, Host(src), k, rows, Host(b), k, 0.25, Host(got), n)
 			for i := range got {
 				if got[i] != want[i] {
 					t.Fatalf("%s %v GemmGatherA: C[%d]=%v, copied rows give %v", kn, sz, i, got[i], want[i])
@@ -191,8 +191,8 @@ func TestGemmGather(t *testing.T) {
 			a := randSlice(rng, rowsN*n)
 			c1 := randSlice(rng, n*k)
 			want, got = append([]float32(nil), c1...), append([]float32(nil), c1...)
-			NewCPU(WithKernel(kn), withPath(pathSmall)).Gemm(true, false, n, k, rowsN, -1, a, n, gathered, k, 1, want, k)
-			be.GemmGatherB(n, k, -1, a, n, src, k, rows, 1, got, k)
+			NewCPU(WithKernel(kn), withPath(pathSmall)).Gemm(true, false, n, k, rowsN, -1, Host(a), n, Host(gathered), k, 1, Host(want), k)
+			be.GemmGatherB(n, k, -1, Host(a), n, Host(src), k, rows, 1, Host(got), k)
 			for i := range got {
 				if got[i] != want[i] {
 					t.Fatalf("%s %v GemmGatherB: C[%d]=%v, copied rows give %v", kn, sz, i, got[i], want[i])
@@ -206,7 +206,7 @@ func TestGemmGather(t *testing.T) {
 				t.Fatal("no panic for a row index past A")
 			}
 		}()
-		NewCPU().GemmGatherA(1, 4, 1, make([]float32, 8), 4, []int{2}, make([]float32, 4), 4, 0, make([]float32, 1), 1)
+		NewCPU().GemmGatherA(1, 4, 1, Host(make([]float32, 8)), 4, []int{2}, Host(make([]float32, 4)), 4, 0, Host(make([]float32, 1)), 1)
 	}()
 }
 

@@ -36,8 +36,8 @@ func MeasureGEMM(threads int, minTime time.Duration, sizes [][3]int) []GEMMRate 
 		flops := 2 * float64(m*n*k)
 		var impl gonumblas.Implementation
 		out = append(out, GEMMRate{M: m, K: k, N: n, Backend: fast.Name(),
-			Fast:   gflops(flops, minTime, func() { fast.Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n) }),
-			PureGo: gflops(flops, minTime, func() { slow.Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n) }),
+			Fast:   gflops(flops, minTime, func() { fast.Gemm(false, false, m, n, k, 1, Host(a), k, Host(b), n, 0, Host(c), n) }),
+			PureGo: gflops(flops, minTime, func() { slow.Gemm(false, false, m, n, k, 1, Host(a), k, Host(b), n, 0, Host(c), n) }),
 			Gonum:  gflops(flops, minTime, func() { impl.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, b, n, 0, c, n) }),
 		})
 	}

@@ -42,7 +42,7 @@ func BenchmarkTrainShapes(b *testing.B) {
 					}
 					be := NewCPU(WithKernel(kn), withPath(p.path), WithThreads(p.th))
 					for b.Loop() {
-						be.Gemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, lda, bb, ldb, 0, c, sh.n)
+						be.Gemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, Host(a), lda, Host(bb), ldb, 0, Host(c), sh.n)
 					}
 					b.ReportMetric(2*float64(sh.m*sh.n*sh.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})

@@ -83,7 +83,7 @@ func Kernels(t T, be compute.Backend) {
 					a, b, c := randSlice(rng, ra*lda), randSlice(rng, rb*ldb), randSlice(rng, m*ldc)
 					want := append([]float32(nil), c...)
 					naiveGemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], want, ldc)
-					be.Gemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
+					be.Gemm(tA, tB, m, n, k, ab[0], compute.Host(a), lda, compute.Host(b), ldb, ab[1], compute.Host(c), ldc)
 					tol := 1e-4 * float64(k+1) * max(1, math.Abs(float64(ab[0])))
 					for i := range m {
 						for j := range ldc {
@@ -118,7 +118,7 @@ func gather(t T, be compute.Backend, rng *rand.Rand) {
 		copy(xs[i*k:], x[r*k:(r+1)*k])
 	}
 	got, want := make([]float32, len(rows)*n), make([]float32, len(rows)*n)
-	g.GemmGatherA(n, k, 1, x, k, rows, w, k, 0, got, n)
+	g.GemmGatherA(n, k, 1, compute.Host(x), k, rows, compute.Host(w), k, 0, compute.Host(got), n)
 	naiveGemm(false, true, len(rows), n, k, 1, xs, k, w, k, 0, want, n)
 	for i := range got {
 		if !near(float64(got[i]), float64(want[i]), 1e-4*(k+1)) {
@@ -128,7 +128,7 @@ func gather(t T, be compute.Backend, rng *rand.Rand) {
 	}
 	dz := randSlice(rng, len(rows)*n)
 	gotB, wantB := make([]float32, n*k), make([]float32, n*k)
-	g.GemmGatherB(n, k, 1, dz, n, x, k, rows, 0, gotB, k)
+	g.GemmGatherB(n, k, 1, compute.Host(dz), n, compute.Host(x), k, rows, 0, compute.Host(gotB), k)
 	naiveGemm(true, false, n, k, len(rows), 1, dz, n, xs, k, 0, wantB, k)
 	for i := range gotB {
 		if !near(float64(gotB[i]), float64(wantB[i]), 1e-4*float64(len(rows)+1)) {
@@ -144,7 +144,7 @@ func elementwise(t T, be compute.Backend, rng *rand.Rand) {
 	const m, n = 13, 7
 	v := randSlice(rng, n)
 	dst := randSlice(rng, m*n)
-	be.BroadcastRows(dst, m, n, v)
+	be.BroadcastRows(compute.Host(dst), m, n, compute.Host(v))
 	for i, d := range dst {
 		if d != v[i%n] {
 			t.Errorf("%s: BroadcastRows [%d] = %v, want %v", name, i, d, v[i%n])
@@ -154,7 +154,7 @@ func elementwise(t T, be compute.Backend, rng *rand.Rand) {
 	x := randSlice(rng, 101)
 	x[0], x[1] = 0, float32(math.Copysign(0, -1))
 	r := append([]float32(nil), x...)
-	be.ReLU(r)
+	be.ReLU(compute.Host(r))
 	for i, v := range x {
 		if want := max(v, 0); r[i] != want && !(v == 0 && r[i] == 0) {
 			t.Errorf("%s: ReLU(%v) = %v", name, v, r[i])
@@ -163,7 +163,7 @@ func elementwise(t T, be compute.Backend, rng *rand.Rand) {
 	}
 	grad := randSlice(rng, len(x))
 	g := append([]float32(nil), grad...)
-	be.ReLUBackward(g, x)
+	be.ReLUBackward(compute.Host(g), compute.Host(x))
 	for i := range g {
 		want := grad[i]
 		if !(x[i] > 0) {
@@ -176,7 +176,7 @@ func elementwise(t T, be compute.Backend, rng *rand.Rand) {
 	}
 	src := randSlice(rng, m*n)
 	sums := make([]float32, n)
-	be.ColumnSums(sums, src, m, n)
+	be.ColumnSums(compute.Host(sums), compute.Host(src), m, n)
 	for j := range n {
 		var s float64
 		for i := range m {
@@ -204,7 +204,7 @@ func losses(t T, be compute.Backend, rng *rand.Rand) {
 		}
 		const scale = 0.25
 		probs, grad := make([]float32, m*n), make([]float32, m*n)
-		loss, correct := be.SoftmaxCrossEntropy(probs, grad, logits, y, m, n, scale)
+		loss, correct := be.SoftmaxCrossEntropy(compute.Host(probs), compute.Host(grad), compute.Host(logits), y, m, n, scale)
 		var wantLoss float64
 		wantCorrect := 0
 		for i := range m {
@@ -239,7 +239,7 @@ func losses(t T, be compute.Backend, rng *rand.Rand) {
 			t.Errorf("%s: SoftmaxCrossEntropy %v: loss %v correct %d, want %v %d", name, sz, loss, correct, wantLoss, wantCorrect)
 		}
 		hg := make([]float32, m*n)
-		hl, hc := be.HingeOneVsRest(hg, logits, y, m, n, scale)
+		hl, hc := be.HingeOneVsRest(compute.Host(hg), compute.Host(logits), y, m, n, scale)
 		var wantHL float64
 		wantHC := 0
 		for i := range m {
