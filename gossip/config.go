@@ -11,6 +11,8 @@ import (
 
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+
+	"github.com/gossipd/gossipd/gossip/compress"
 )
 
 // Sentinel errors.
@@ -80,6 +82,10 @@ type Config struct {
 	// partition k mod Partitions), each with its own age, sent round-robin
 	// (random walk).
 	Partitions int
+	// Quantize compresses the values of every vector a node sends (fp16
+	// or int8; gossip/compress): the receiver's Step decompresses them.
+	// Exclusive with Subsample and Partitions.
+	Quantize compress.Spec
 	// CacheSize is how many received models a random-walk node keeps, for
 	// voting prediction and robust merging; push-sum with a robust
 	// aggregator keeps as many de-biased models. Default DefaultCacheSize
@@ -234,6 +240,12 @@ func (c *Config) Validate() error {
 	if c.Partitions == 1 {
 		c.Partitions = 0
 	}
+	if q := c.Quantize.Kind; q != compress.None && q != compress.FP16 && q != compress.Int8 {
+		return fmt.Errorf("%w: quantize %v: only fp16 and int8", ErrConfig, c.Quantize)
+	}
+	if c.Quantize.Kind != compress.None && (c.Subsample > 0 || c.Partitions > 0) {
+		return fmt.Errorf("%w: value compression and subsampling or partitioning are exclusive", ErrConfig)
+	}
 	if c.Subsample > 0 && c.Partitions > 0 {
 		return fmt.Errorf("%w: subsampling and partitioning are exclusive", ErrConfig)
 	}
@@ -298,25 +310,45 @@ func minInputs(a merge.Aggregator) int {
 	return 1
 }
 
-// ParseCompression reads "none", "subsample:S" (0 < S < 1) or
-// "partition:P" (P ≥ 2) into Config's Subsample and Partitions.
-func ParseCompression(spec string) (subsample float64, partitions int, err error) {
+// Compression is a job's --compression: random walk's subsampling or
+// partitioning, or a compression of the values every protocol sends.
+type Compression struct {
+	Subsample  float64
+	Partitions int
+	Quantize   compress.Spec
+}
+
+// CompressionValues lists --compression's forms, for flag help.
+const CompressionValues = "none|fp16|int8|subsample:S|partition:P"
+
+// ParseCompression reads "none", "fp16", "int8" (every protocol's vectors
+// as float16, or as 8-bit integers with a scale per 256 values),
+// "subsample:S" (0 < S < 1) or "partition:P" (P ≥ 2; random walk).
+func ParseCompression(spec string) (Compression, error) {
 	name, arg, _ := strings.Cut(spec, ":")
 	switch name {
 	case "", "none":
-		return 0, 0, nil
+		return Compression{}, nil
+	case "fp16", "int8":
+		q, err := compress.Parse(spec)
+		if err != nil {
+			return Compression{}, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		return Compression{Quantize: q}, nil
+	case "topk", "randk":
+		return Compression{}, fmt.Errorf("%w: compression %q: top-k and rand-k need error feedback against a reference both ends share, which the protocols do not keep yet; use fp16 or int8", ErrConfig, spec)
 	case "subsample":
 		v, err := strconv.ParseFloat(arg, 64)
 		if err != nil || !(v > 0 && v < 1) {
-			return 0, 0, fmt.Errorf("%w: compression %q: fraction must be in (0,1)", ErrConfig, spec)
+			return Compression{}, fmt.Errorf("%w: compression %q: fraction must be in (0,1)", ErrConfig, spec)
 		}
-		return v, 0, nil
+		return Compression{Subsample: v}, nil
 	case "partition":
 		v, err := strconv.Atoi(arg)
 		if err != nil || v < 2 {
-			return 0, 0, fmt.Errorf("%w: compression %q: partitions must be an integer ≥ 2", ErrConfig, spec)
+			return Compression{}, fmt.Errorf("%w: compression %q: partitions must be an integer ≥ 2", ErrConfig, spec)
 		}
-		return 0, v, nil
+		return Compression{Partitions: v}, nil
 	}
-	return 0, 0, fmt.Errorf("%w: compression %q, want none|subsample:S|partition:P", ErrConfig, spec)
+	return Compression{}, fmt.Errorf("%w: compression %q, want %s", ErrConfig, spec, CompressionValues)
 }

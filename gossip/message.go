@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/model"
 )
 
@@ -82,6 +83,10 @@ type Message struct {
 	// or, for KindFactors, the dense part of the update in layout order
 	// (every tensor not sent as factors).
 	Params []float32
+	// Packed, with a job's value compression (Config.Quantize), carries
+	// Params compressed: the sender sets it instead of Params, and Step
+	// puts the decompressed vector back in Params.
+	Packed *compress.Payload
 	// Indices, when set, lists (ascending) the coordinates a randomly
 	// subsampled model carries in Params.
 	Indices []uint32

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 )
@@ -195,7 +196,11 @@ func (n *Node) Step(m *Message) {
 	if n.halted {
 		return
 	}
-	if err := n.validate(m); err != nil {
+	err := n.unpack(m)
+	if err == nil {
+		err = n.validate(m)
+	}
+	if err != nil {
 		code := "invalid"
 		var ie *InvalidError
 		if errors.As(err, &ie) {
@@ -286,10 +291,40 @@ func (n *Node) HasReady() bool { return !n.rd.Empty() }
 // Advance acknowledges the last Ready.
 func (n *Node) Advance() { n.rd = Ready{} }
 
-// send queues a message.
+// send queues a message, its vector compressed under Config.Quantize.
 func (n *Node) send(m Message) {
 	m.From = n.cfg.ID
+	if n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0 {
+		m.Packed = new(compress.Payload)
+		compress.Compress(m.Packed, m.Params, n.cfg.Quantize, n.rng)
+		m.Params = nil
+	}
 	n.rd.Messages = append(n.rd.Messages, m)
+}
+
+// unpack puts a compressed message's vector back in Params, checking it
+// against the job's compression first.
+func (n *Node) unpack(m *Message) error {
+	q := n.cfg.Quantize.Kind
+	switch {
+	case m.Packed == nil:
+		if q != compress.None && len(m.Params) > 0 {
+			return invalid("compression", "a %s job received an uncompressed vector", q)
+		}
+		return nil
+	case q == compress.None:
+		return invalid("compression", "a job without compression received a %s vector", m.Packed.Kind)
+	case m.Packed.Kind != q:
+		return invalid("compression", "a %s job received a %s vector", q, m.Packed.Kind)
+	case len(m.Params) > 0:
+		return invalid("compression", "a message with both a plain and a compressed vector")
+	case m.Packed.N > n.layout.Size:
+		return invalid("shape", "a compressed vector of %d values, the model has %d", m.Packed.N, n.layout.Size)
+	}
+	m.Params = make([]float32, m.Packed.N)
+	compress.Decompress(m.Params, m.Packed)
+	m.Packed = nil
+	return nil
 }
 
 // train queues a training request; the caller checks !n.training first.

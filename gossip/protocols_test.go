@@ -1,6 +1,7 @@
 package gossip_test
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 )
@@ -294,6 +296,54 @@ func TestInvalidMessagesDropped(t *testing.T) {
 	}
 }
 
+// TestCompressedMessages: a job with fp16 sends packed vectors, takes
+// them back as plain ones, and drops a vector packed another way, one
+// that claims more values than the model has, and a plain vector.
+func TestCompressedMessages(t *testing.T) {
+	h := newHarness(t, 2, func(i int, c *gossip.Config) { c.Sampling, c.Quantize = "oracle", compress.Spec{Kind: compress.FP16} })
+	h.train = zeroGrad
+	nd := h.nodes[0]
+	for i, nd := range h.nodes {
+		nd.SetPeers([]gossip.PeerID{name(1 - i)})
+	}
+	var sent []gossip.Message
+	h.drop = func(m *gossip.Message) bool {
+		if m.Kind == gossip.KindModel {
+			sent = append(sent, *m)
+		}
+		return false
+	}
+	h.run(5*time.Second, 100*time.Millisecond)
+	h.drop = nil
+	if len(sent) == 0 || sent[0].Packed == nil || sent[0].Packed.Kind != compress.FP16 || len(sent[0].Params) != 0 {
+		t.Fatalf("sent %+v, want an fp16-packed model", sent)
+	}
+	pack := func(kind compress.Kind, n int) *compress.Payload {
+		var p compress.Payload
+		compress.Compress(&p, make([]float32, n), compress.Spec{Kind: kind}, rand.New(rand.NewPCG(1, 1)))
+		return &p
+	}
+	good := gossip.Message{Kind: gossip.KindModel, From: name(1), Packed: pack(compress.FP16, 8), Age: 1}
+	h.traces = nil
+	nd.Step(&good)
+	h.drain(0)
+	if len(good.Params) != 8 || good.Packed != nil {
+		t.Fatalf("an fp16 model was not unpacked: %+v", good)
+	}
+	for _, m := range []gossip.Message{
+		{Kind: gossip.KindModel, From: name(1), Packed: pack(compress.Int8, 8), Age: 1},
+		{Kind: gossip.KindModel, From: name(1), Packed: pack(compress.FP16, 9), Age: 1},
+		{Kind: gossip.KindModel, From: name(1), Params: make([]float32, 8), Age: 1},
+	} {
+		h.traces = nil
+		nd.Step(&m)
+		h.drain(0)
+		if len(h.traces) == 0 || h.traces[len(h.traces)-1].Event != "drop" {
+			t.Fatalf("message %+v: traces %+v, want a drop", m, h.traces)
+		}
+	}
+}
+
 // TestDPSGDRejoin: a peer that was down for many rounds catches up with its
 // neighbours' round when it returns and mixes with them again.
 func TestDPSGDRejoin(t *testing.T) {
@@ -378,11 +428,21 @@ func TestSubsampledMessages(t *testing.T) {
 			t.Fatalf("indices %v not dropped: %+v", bad, h.traces)
 		}
 	}
-	if _, _, err := gossip.ParseCompression("subsample:1.5"); err == nil {
+	if _, err := gossip.ParseCompression("subsample:1.5"); err == nil {
 		t.Fatal("subsample:1.5 accepted")
 	}
-	if s, p, err := gossip.ParseCompression("partition:8"); err != nil || s != 0 || p != 8 {
-		t.Fatalf("partition:8 → %v %v %v", s, p, err)
+	if c, err := gossip.ParseCompression("partition:8"); err != nil || c.Subsample != 0 || c.Partitions != 8 {
+		t.Fatalf("partition:8 → %+v %v", c, err)
+	}
+	for spec, want := range map[string]compress.Kind{"fp16": compress.FP16, "int8": compress.Int8, "none": compress.None} {
+		if c, err := gossip.ParseCompression(spec); err != nil || c.Quantize.Kind != want || c.Subsample != 0 || c.Partitions != 0 {
+			t.Fatalf("%s → %+v %v", spec, c, err)
+		}
+	}
+	for _, spec := range []string{"topk:0.01", "randk:0.1", "fp16:2", "zip"} {
+		if _, err := gossip.ParseCompression(spec); !errors.Is(err, gossip.ErrConfig) {
+			t.Fatalf("%s: err %v, want ErrConfig", spec, err)
+		}
 	}
 }
 

@@ -267,7 +267,9 @@ func (s *scenario) config(kv map[string]string) gossip.Config {
 		case "aggregator":
 			c.Aggregator, err = merge.ParseAggregator(v)
 		case "compression":
-			c.Subsample, c.Partitions, err = gossip.ParseCompression(v)
+			var comp gossip.Compression
+			comp, err = gossip.ParseCompression(v)
+			c.Subsample, c.Partitions, c.Quantize = comp.Subsample, comp.Partitions, comp.Quantize
 		case "tokens":
 			c.Tokens, err = gossip.ParseTokens(v)
 		case "broadcast":

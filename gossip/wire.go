@@ -10,11 +10,12 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/model"
 )
 
 // WireVersion is the version of the message encoding.
-const WireVersion = 2
+const WireVersion = 3
 
 var wireMagic = [4]byte{'G', 'S', 'P', 'D'}
 
@@ -48,6 +49,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 //	partition u32
 //	factors: u16 count + each { name: u16 len + bytes; K, J, D u32; U f32s (K·J); V f32s (K·D) }
 //	view: u16 count + each { id: u16 len + bytes; age i64 }
+//	packed: u32 len + a compressed vector (gossip/compress's encoding), len 0 for none
 //	crc32c of everything before it, u32
 //
 // To is not encoded: the transport knows where a message goes.
@@ -62,7 +64,21 @@ func EncodedSize(m *Message) int {
 	for _, d := range m.View {
 		n += 2 + len(d.ID) + 8
 	}
+	n += 4
+	if m.Packed != nil {
+		n += compress.EncodedSize(m.Packed)
+	}
 	return n + 4
+}
+
+// UncompressedSize is what m's encoding would take with its vector sent
+// as plain float32 (Config.Quantize off): the yardstick of compression.
+func UncompressedSize(m *Message) int {
+	n := EncodedSize(m)
+	if m.Packed != nil {
+		n += 4*m.Packed.N - compress.EncodedSize(m.Packed)
+	}
+	return n
 }
 
 // ParamsOffset is where m's parameter vector starts in its encoding. A
@@ -214,7 +230,12 @@ func (e *encoder) message(m *Message) error {
 		b = appendString(b, string(d.ID))
 		b = binary.LittleEndian.AppendUint64(b, uint64(d.Age))
 	}
-	e.buf = b
+	if m.Packed == nil {
+		e.buf = binary.LittleEndian.AppendUint32(b, 0)
+		return nil
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(compress.EncodedSize(m.Packed)))
+	e.buf = compress.AppendEncode(b, m.Packed)
 	return nil
 }
 
@@ -370,6 +391,16 @@ func Decode(b []byte, lim DecodeLimits) (*Message, error) {
 	for i := 0; i < nv && d.err == nil; i++ {
 		id := PeerID(d.str("view entry"))
 		m.View = append(m.View, Descriptor{ID: id, Age: int64(d.u64("view entry age"))})
+	}
+	if np := d.u32("packed length"); np > 0 && d.err == nil {
+		raw := d.take(np, "packed vector")
+		if d.err == nil {
+			p, err := compress.Decode(raw, 1<<30) // allocations are bounded by the bytes; the core checks the length
+			if err != nil {
+				return nil, fmt.Errorf("%w: byte %d: %w", ErrWire, d.off-np, err)
+			}
+			m.Packed = p
+		}
 	}
 	if d.err != nil {
 		return nil, d.err

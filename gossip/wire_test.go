@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/model"
 )
 
@@ -21,6 +22,9 @@ func sampleMessages() []gossip.Message {
 		{Kind: gossip.KindModel, From: "e", Params: []float32{7, 8}, Indices: []uint32{3, 90}, Age: 1},
 		{Kind: gossip.KindModel, From: "f", Params: []float32{7, 8}, Partition: 3, Age: 2},
 		{Kind: gossip.KindViewPush, From: "d", View: []gossip.Descriptor{{ID: "x", Age: 7}, {ID: "y", Age: 3}}},
+		{Kind: gossip.KindParams, From: "g", Round: 4, Packed: &compress.Payload{Kind: compress.FP16, N: 2, Half: []uint16{0x3c00, 0xc000}}},
+		{Kind: gossip.KindModel, From: "h", Age: 3, Packed: &compress.Payload{Kind: compress.Int8, N: 3, Scales: []float32{0.5}, Bytes: []int8{1, -2, 127}}},
+		{Kind: gossip.KindPushSum, From: "i", Weight: 0.5, Packed: &compress.Payload{Kind: compress.TopK, N: 300, Indices: []uint32{1, 170, 299}, Values: []float32{1, 2, 3}}},
 	}
 }
 

@@ -119,7 +119,7 @@ func (j *JobSpec) Validate() error {
 	if j.DeltaMillis < 0 {
 		return fmt.Errorf("node: job period %dms is negative", j.DeltaMillis)
 	}
-	if _, _, err := gossip.ParseCompression(j.Compression); err != nil {
+	if _, err := gossip.ParseCompression(j.Compression); err != nil {
 		return err
 	}
 	if !slices.Contains([]string{"", "auto", "factors", "dense"}, j.SFBMode) {

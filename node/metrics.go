@@ -11,28 +11,30 @@ import (
 
 // metrics are the daemon's Prometheus series, in a registry of its own.
 type metrics struct {
-	reg        *prometheus.Registry
-	own        []prometheus.Collector // gossipd's series, for SeriesNames
-	msgsIn     prometheus.Counter
-	msgsOut    prometheus.Counter
-	bytesIn    prometheus.Counter
-	bytesOut   prometheus.Counter
-	sendErrors prometheus.Counter
-	published  prometheus.Counter
-	rejected   *prometheus.CounterVec
-	faults     *prometheus.CounterVec
-	updates    prometheus.Counter
-	ckpts      prometheus.Counter
-	age        prometheus.Gauge
-	accuracy   prometheus.Gauge
-	loss       prometheus.Gauge
-	peers      prometheus.Gauge
-	round      prometheus.Gauge
-	dpEpsilon  prometheus.Gauge
-	dpBudget   prometheus.Gauge
-	dpSteps    prometheus.Gauge
-	ckptTime   prometheus.Gauge
-	paused     prometheus.Gauge
+	reg      *prometheus.Registry
+	own      []prometheus.Collector // gossipd's series, for SeriesNames
+	msgsIn   prometheus.Counter
+	msgsOut  prometheus.Counter
+	bytesIn  prometheus.Counter
+	bytesOut prometheus.Counter
+	// bytesOutFull counts what was sent as if vectors were plain float32.
+	bytesOutFull prometheus.Counter
+	sendErrors   prometheus.Counter
+	published    prometheus.Counter
+	rejected     *prometheus.CounterVec
+	faults       *prometheus.CounterVec
+	updates      prometheus.Counter
+	ckpts        prometheus.Counter
+	age          prometheus.Gauge
+	accuracy     prometheus.Gauge
+	loss         prometheus.Gauge
+	peers        prometheus.Gauge
+	round        prometheus.Gauge
+	dpEpsilon    prometheus.Gauge
+	dpBudget     prometheus.Gauge
+	dpSteps      prometheus.Gauge
+	ckptTime     prometheus.Gauge
+	paused       prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -51,6 +53,7 @@ func newMetrics() *metrics {
 	m.msgsOut = c("messages_out_total", "Gossip messages sent.")
 	m.bytesIn = c("bytes_in_total", "Payload bytes received.")
 	m.bytesOut = c("bytes_out_total", "Payload bytes sent.")
+	m.bytesOutFull = c("bytes_out_uncompressed_total", "Payload bytes sent, counted as if every vector went as plain float32 (--compression makes bytes_out_total smaller).")
 	m.sendErrors = c("send_errors_total", "Messages that could not be delivered.")
 	m.published = c("messages_published_total", "Messages broadcast to every member at once (gossipsub); each also counts once in messages_out_total.")
 	m.paused = g("paused", "1 while local training is paused (POST /pause), else 0.")

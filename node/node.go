@@ -117,7 +117,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Job.Protocol == gossip.SFB {
 		gc.Batch = cfg.Job.FactorBatch // every member must choose its factor layers alike
 	}
-	gc.Subsample, gc.Partitions, _ = gossip.ParseCompression(cfg.Job.Compression)
+	comp, _ := gossip.ParseCompression(cfg.Job.Compression)
+	gc.Subsample, gc.Partitions, gc.Quantize = comp.Subsample, comp.Partitions, comp.Quantize
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)
 		if err != nil {

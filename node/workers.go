@@ -113,6 +113,11 @@ func (n *Node) sent(f transport.Frame) {
 	n.bytesOut.Add(uint64(f.Len()))
 	n.met.msgsOut.Inc()
 	n.met.bytesOut.Add(float64(f.Len()))
+	full := f.Len()
+	if b, ok := f.Body.(peer.Body); ok && b.M != nil {
+		full += gossip.UncompressedSize(b.M) - gossip.EncodedSize(b.M)
+	}
+	n.met.bytesOutFull.Add(float64(full))
 }
 
 // evalLoop evaluates the parameters it is handed on the test split.

@@ -314,7 +314,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: netsplit %+v", ErrConfig, s)
 		}
 	}
-	if _, _, err := gossip.ParseCompression(c.Compression); err != nil {
+	if _, err := gossip.ParseCompression(c.Compression); err != nil {
 		return err
 	}
 	if _, err := parseCompute(c.Compute, c.ComputeTrace, c.Seed); err != nil {

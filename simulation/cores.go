@@ -133,14 +133,14 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 	if s.adv != nil && s.adv.byz[i] && cfg.Attack == "labelflip" {
 		data.Y = s.flippedY
 	}
-	subsample, partitions, _ := gossip.ParseCompression(cfg.Compression)
+	comp, _ := gossip.ParseCompression(cfg.Compression) // validated
 	gc := gossip.Config{
 		ID: id, Protocol: cfg.Protocol, Spec: s.spec, Init: s.init,
 		Rand:  rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)),
 		Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: peer.LocalSteps(cfg.LocalEpochs, len(part), cfg.Batch),
 		Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
 		Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
-		Subsample: subsample, Partitions: partitions, Join: join,
+		Subsample: comp.Subsample, Partitions: comp.Partitions, Quantize: comp.Quantize, Join: join,
 		Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}
 	gc.Aggregator, _ = merge.ParseAggregator(cfg.Aggregator) // validated

@@ -26,12 +26,22 @@ func protocols(ps ...string) func(c *Config) bool {
 
 func isGossip(c *Config) bool { return slices.Contains(gossip.Protocols, c.Protocol) }
 
+// compressionApplies: value compression to every gossip protocol,
+// subsampling and partitioning to random walk.
+func compressionApplies(c *Config) bool {
+	comp, err := gossip.ParseCompression(c.Compression)
+	if err == nil && comp.Subsample == 0 && comp.Partitions == 0 {
+		return isGossip(c)
+	}
+	return c.Protocol == gossip.RandomWalk
+}
+
 var scopes = map[string]scope{
 	"hidden":           {func(c *Config) bool { return c.Model == model.MLP }, "--model mlp"},
 	"topology":         {protocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum (SFB talks to every peer)"},
 	"variant":          {protocols(gossip.RandomWalk), "randomwalk"},
 	"sampling":         {protocols(gossip.RandomWalk), "randomwalk"},
-	"compression":      {protocols(gossip.RandomWalk), "randomwalk"},
+	"compression":      {compressionApplies, "the gossip protocols (fp16, int8) or randomwalk (subsample:S, partition:P)"},
 	"tokens":           {protocols(gossip.RandomWalk), "randomwalk"},
 	"voting":           {protocols(gossip.RandomWalk), "randomwalk"},
 	"local-epochs":     {protocols(gossip.RandomWalk, FedAvg), "randomwalk and fedavg (the others take one minibatch step per round)"},

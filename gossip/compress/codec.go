@@ -176,8 +176,8 @@ func Decode(b []byte, maxN int) (*Payload, error) {
 		next := 0
 		for j := range k {
 			gap, n := binary.Uvarint(r)
-			if n <= 0 {
-				return bad("topk: index %d is not a varint", j)
+			if n <= 0 || n != uvarintLen(gap) {
+				return bad("topk: index %d is not a minimal varint", j)
 			}
 			r = r[n:]
 			if gap >= uint64(p.N) || next+int(gap) >= p.N {
