@@ -327,11 +327,18 @@ func (n *Node) unpack(m *Message) error {
 	return nil
 }
 
-// train queues a training request; the caller checks !n.training first.
+// train queues a training request on a copy of params; the caller checks
+// !n.training first.
 func (n *Node) train(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
+	return n.trainOwned(op, slices.Clone(params), steps, layers)
+}
+
+// trainOwned is train for a vector nothing else refers to: the request
+// takes it without a copy.
+func (n *Node) trainOwned(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
 	n.trainID++
 	n.training = true
-	n.rd.Train = &TrainRequest{ID: n.trainID, Op: op, Params: slices.Clone(params), Steps: steps, FactorLayers: layers, Age: n.age}
+	n.rd.Train = &TrainRequest{ID: n.trainID, Op: op, Params: params, Steps: steps, FactorLayers: layers, Age: n.age}
 	return n.rd.Train
 }
 

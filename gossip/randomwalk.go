@@ -197,7 +197,7 @@ func (w *randomWalk) process(n *Node, m *Message) {
 			omega = merge.AgeWeight(n.age, m.Age)
 		}
 		n.trace("merge", m.From, "", omega)
-		n.train(OpUpdate, merged, steps, nil).Age = w.baseAge
+		n.trainOwned(OpUpdate, merged, steps, nil).Age = w.baseAge // merged is this request's alone
 	case "um":
 		w.umStage = 1
 		w.baseAge = m.Age
