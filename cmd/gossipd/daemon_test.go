@@ -614,7 +614,8 @@ func TestDaemonConsortium(t *testing.T) {
 	logHas(ds[3], "the keyless daemon's failed dial, at warning level", `"level":"WARN","msg":"cannot reach bootstrap peer`)
 	for i, want := range []int{1, 1, 0, 0} {
 		if s, err := ds[i].status(); err != nil || s.Peers != want {
-			t.Errorf("daemon %d: %d peers (%v), want %d", i, s.Peers, err, want)
+			b, _ := os.ReadFile(ds[i].log)
+			t.Errorf("daemon %d: %d peers (%v), want %d; log tail:\n%s", i, s.Peers, err, want, tail(string(b), 1500))
 		}
 	}
 }
