@@ -613,7 +613,13 @@ func TestDaemonConsortium(t *testing.T) {
 	logHas(ds[0], "the first member refusing the non-member", "refused a peer outside the consortium", ids[2])
 	logHas(ds[3], "the keyless daemon's failed dial, at warning level", `"level":"WARN","msg":"cannot reach bootstrap peer`)
 	for i, want := range []int{1, 1, 0, 0} {
-		if s, err := ds[i].status(); err != nil || s.Peers != want {
+		// A daemon logs its first connections before its API listens (it
+		// loads its data in between): wait, bounded, for the API.
+		s, err := ds[i].status()
+		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); s, err = ds[i].status() {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil || s.Peers != want {
 			b, _ := os.ReadFile(ds[i].log)
 			t.Errorf("daemon %d: %d peers (%v), want %d; log tail:\n%s", i, s.Peers, err, want, tail(string(b), 1500))
 		}
