@@ -71,14 +71,14 @@ func EncodedSize(m *Message) int {
 	return n + 4
 }
 
-// UncompressedSize is what m's encoding would take with its vector sent
-// as plain float32 (Config.Quantize off): the yardstick of compression.
-func UncompressedSize(m *Message) int {
-	n := EncodedSize(m)
-	if m.Packed != nil {
-		n += 4*m.Packed.N - compress.EncodedSize(m.Packed)
+// CompressionSaved is how many bytes m's encoding saves by sending its
+// vector packed (Config.Quantize) rather than as plain float32: add it to
+// EncodedSize(m) for the yardstick of compression. 0 for a plain message.
+func CompressionSaved(m *Message) int {
+	if m.Packed == nil {
+		return 0
 	}
-	return n
+	return 4*m.Packed.N - compress.EncodedSize(m.Packed)
 }
 
 // ParamsOffset is where m's parameter vector starts in its encoding. A

@@ -115,7 +115,7 @@ func (n *Node) sent(f transport.Frame) {
 	n.met.bytesOut.Add(float64(f.Len()))
 	full := f.Len()
 	if b, ok := f.Body.(peer.Body); ok && b.M != nil {
-		full += gossip.UncompressedSize(b.M) - gossip.EncodedSize(b.M)
+		full += gossip.CompressionSaved(b.M)
 	}
 	n.met.bytesOutFull.Add(float64(full))
 }

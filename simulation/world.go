@@ -84,7 +84,7 @@ func (s *sim) send(from int, m *gossip.Message) error {
 	}
 	s.stats.Messages++
 	s.stats.Bytes += uint64(size)
-	s.stats.BytesUncompressed += uint64(gossip.UncompressedSize(m))
+	s.stats.BytesUncompressed += uint64(size + gossip.CompressionSaved(m))
 	if s.cfg.Drop > 0 && s.rng.Float64() < s.cfg.Drop {
 		s.stats.Dropped++
 		return nil

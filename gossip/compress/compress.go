@@ -230,24 +230,3 @@ func Decompress(dst []float32, p *Payload) {
 		}
 	}
 }
-
-// AddTo adds p's vector, times scale, into dst (len p.N), touching only
-// the coordinates a sparse payload carries.
-func AddTo(dst []float32, p *Payload, scale float32) {
-	switch p.Kind {
-	case TopK, RandK:
-		idx := p.Indices
-		if p.Kind == RandK {
-			idx = RandIndices(nil, p.N, len(p.Values), p.Seed)
-		}
-		for j, i := range idx {
-			dst[i] += scale * p.Values[j]
-		}
-	default:
-		tmp := make([]float32, p.N)
-		Decompress(tmp, p)
-		for i, v := range tmp {
-			dst[i] += scale * v
-		}
-	}
-}

@@ -47,9 +47,6 @@ func (t Tensor) Slice(lo, hi int) Tensor {
 	return t
 }
 
-// From returns the view from lo to the end.
-func (t Tensor) From(lo int) Tensor { return t.Slice(lo, t.n) }
-
 // HostSlice returns a host tensor's values (the memory itself, not a
 // copy); it panics on a device tensor.
 func (t Tensor) HostSlice() []float32 {

@@ -159,7 +159,6 @@ func loadAsm(files ...string) (*asmProgram, error) {
 			return nil, err
 		}
 		var fn string
-		var pendingLabel string
 		sc := bufio.NewScanner(strings.NewReader(string(b)))
 		for line := 1; sc.Scan(); line++ {
 			t := sc.Text()
@@ -201,8 +200,7 @@ func loadAsm(files ...string) (*asmProgram, error) {
 				}
 				datas = append(datas, pendingData{m.sym, int(m.disp), w, val.imm})
 			case strings.HasSuffix(op, ":") && rest == "":
-				pendingLabel = strings.TrimSuffix(op, ":")
-				p.funcs[fn] = append(p.funcs[fn], insn{op: "LABEL", label: pendingLabel, line: line})
+				p.funcs[fn] = append(p.funcs[fn], insn{op: "LABEL", label: strings.TrimSuffix(op, ":"), line: line})
 			default:
 				in := insn{op: op, line: line}
 				if base, ok := strings.CutSuffix(op, ".Z"); ok {
