@@ -27,6 +27,9 @@ type harness struct {
 	sent   int
 	// skew offsets each node's clock (nodes started at different times).
 	skew map[int]time.Duration
+	// quiet counts training results handed over by whether the node
+	// called them quiet; a quiet one that sent fails the test.
+	quiet map[bool]int
 }
 
 func name(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("n%03d", i)) }
@@ -34,7 +37,7 @@ func name(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("n%03d", i)) }
 var tinySpec = model.Spec{Kind: model.Softmax, Inputs: 3, Classes: 2} // 8 parameters
 
 func newHarness(t *testing.T, n int, mk func(i int, c *gossip.Config)) *harness {
-	h := &harness{t: t, byID: map[gossip.PeerID]int{}, dead: map[int]bool{}}
+	h := &harness{t: t, byID: map[gossip.PeerID]int{}, dead: map[int]bool{}, quiet: map[bool]int{}}
 	for i := 0; i < n; i++ {
 		c := gossip.Config{ID: name(i), Spec: tinySpec, Init: make([]float32, 8), Rand: rand.New(rand.NewPCG(uint64(i), 7)), Delta: time.Second}
 		mk(i, &c)
@@ -67,7 +70,12 @@ func (h *harness) drain(i int) {
 			h.queue = append(h.queue, m)
 		}
 		if rd.Train != nil {
+			quiet := nd.QuietTrainDone()
 			nd.TrainDone(h.train(i, rd.Train))
+			if quiet && len(nd.Ready().Messages) > 0 {
+				h.t.Errorf("%s sent %d messages on a training result it called quiet", nd.ID(), len(nd.Ready().Messages))
+			}
+			h.quiet[quiet]++
 		}
 	}
 }

@@ -81,7 +81,10 @@ type Message struct {
 	Sent float64
 	// Params is a parameter vector (model, D-PSGD, AD-PSGD, push-sum share)
 	// or, for KindFactors, the dense part of the update in layout order
-	// (every tensor not sent as factors).
+	// (every tensor not sent as factors). It may be the sender's own
+	// model, shared, which the sender then never writes in place (random
+	// walk replaces its model after each update): a receiver, the network
+	// and everything in between only read it.
 	Params []float32
 	// Packed, with a job's value compression (Config.Quantize), carries
 	// Params compressed: the sender sets it instead of Params, and Step

@@ -343,6 +343,17 @@ func (n *Node) trainOwned(op TrainOp, params []float32, steps int, layers []stri
 }
 
 // commit records a new model.
+// QuietTrainDone reports whether handing the node the result of its
+// outstanding training request now would make it send nothing: the
+// result then changes this node alone (its model, its next wake, its
+// next request), and a driver may hand it over later, as long as nothing
+// reaches the node in between. The simulator trains such peers on every
+// core while other peers' events go on. It is false for protocols that
+// answer an update with messages, and whenever no request is out.
+func (n *Node) QuietTrainDone() bool {
+	return n.training && !n.halted && n.proto.quietTrainDone(n)
+}
+
 func (n *Node) commit() {
 	n.updates++
 	n.rd.Commit = &Commit{Age: n.age, Round: n.round, Updates: n.updates}

@@ -30,6 +30,9 @@ type protocol interface {
 	tick(n *Node)
 	step(n *Node, m *Message)
 	trainDone(n *Node, r *TrainResult)
+	// quietTrainDone reports whether trainDone, called now, would send
+	// no message (Node.QuietTrainDone).
+	quietTrainDone(n *Node) bool
 	// params is the node's model (push-sum: its de-biased estimate).
 	params(n *Node) []float32
 	// cache is the received models kept for voting (nil: none).
@@ -49,12 +52,13 @@ type protocol interface {
 // the node's parameter vector, and there is no state beyond the Node's.
 type base struct{}
 
-func (base) params(n *Node) []float32 { return n.params }
-func (base) cache() [][]float32       { return nil }
-func (base) weight() float64          { return 1 }
-func (base) snapshot(*State)          {}
-func (base) restore(*State) error     { return nil }
-func (base) joined(*Node)             {}
+func (base) params(n *Node) []float32  { return n.params }
+func (base) cache() [][]float32        { return nil }
+func (base) weight() float64           { return 1 }
+func (base) snapshot(*State)           {}
+func (base) restore(*State) error      { return nil }
+func (base) joined(*Node)              {}
+func (base) quietTrainDone(*Node) bool { return false }
 
 // protocolDef registers a protocol.
 type protocolDef struct {

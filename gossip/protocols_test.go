@@ -607,3 +607,48 @@ func TestKept(t *testing.T) {
 		t.Fatalf("the waiting model was not trained next: %+v", next)
 	}
 }
+
+// TestQuietTrainDone: a node calls its outstanding training result quiet
+// (the simulator then hands it over later, on another core) only where
+// handing it over sends nothing; the harness fails a quiet result that
+// sends. Random walk's results are quiet unless tokens owe replies;
+// D-PSGD's, which answer with the new model, never are.
+func TestQuietTrainDone(t *testing.T) {
+	tokens, err := gossip.ParseTokens("1:3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gossip.Ring(6)
+	cases := []struct {
+		name            string
+		edit            func(i int, c *gossip.Config)
+		quiet, notQuiet bool // which kinds of result must occur
+	}{
+		{"randomwalk", func(i int, c *gossip.Config) { c.Sampling = "oracle" }, true, false},
+		{"randomwalk tokens", func(i int, c *gossip.Config) { c.Sampling, c.Tokens = "oracle", tokens }, true, true},
+		{"dpsgd", func(i int, c *gossip.Config) {
+			c.Protocol = gossip.DPSGD
+			c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
+		}, false, true},
+	}
+	for _, tc := range cases {
+		h := newHarness(t, 6, tc.edit)
+		h.train = zeroGrad
+		for i, nd := range h.nodes {
+			if nd.QuietTrainDone() {
+				t.Fatalf("%s: node %d quiet with no request out", tc.name, i)
+			}
+			var all []gossip.PeerID
+			for k := range h.nodes {
+				if k != i {
+					all = append(all, name(k))
+				}
+			}
+			nd.SetPeers(all)
+		}
+		h.run(30*time.Second, 250*time.Millisecond)
+		if (h.quiet[true] > 0) != tc.quiet || (h.quiet[false] > 0) != tc.notQuiet {
+			t.Errorf("%s: %d quiet results, %d not quiet", tc.name, h.quiet[true], h.quiet[false])
+		}
+	}
+}

@@ -108,7 +108,9 @@ func (w *randomWalk) sendModel(n *Node) {
 		vals := merge.Strided(nil, n.params, k, w.cfg.Partitions)
 		n.send(Message{Kind: KindModel, To: p, Params: vals, Partition: uint32(k), Age: w.partAge[k]})
 	default:
-		n.send(Message{Kind: KindModel, To: p, Params: slices.Clone(n.params), Age: n.age})
+		// The message shares the model: a random walk replaces n.params
+		// after each update and never writes it in place (Message.Params).
+		n.send(Message{Kind: KindModel, To: p, Params: n.params, Age: n.age})
 	}
 }
 
@@ -241,6 +243,11 @@ func (w *randomWalk) trainDone(n *Node, r *TrainResult) {
 }
 
 // resume starts on the model that arrived during training, if any.
+// quietTrainDone: an update's result sends only the reactive models that
+// tokens owe (trainDone); resuming a pending message trains, it does not
+// send.
+func (w *randomWalk) quietTrainDone(*Node) bool { return w.reactive == 0 }
+
 func (w *randomWalk) resume(n *Node) {
 	if m := w.pending; m != nil {
 		w.pending = nil

@@ -30,7 +30,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	}
 	s.init = slices.Clone(m.Params())
 	s.ws = trainer.NewWorkspace(m)
-	if s.speed != nil {
+	if s.speed != nil || s.overlapUpdates() {
 		if s.pool, err = newTrainPool(s.spec, runtime.GOMAXPROCS(0)); err != nil {
 			return err
 		}
@@ -227,7 +227,35 @@ func (s *sim) schedule(i int) {
 
 // runUntil runs the events up to virtual time t.
 func (s *sim) runUntil(t time.Duration) error {
+	for {
+		if err := s.runEvents(t); err != nil {
+			return err
+		}
+		if s.deferredN == 0 {
+			break
+		}
+		// The round ends: every peer has its model before it is read.
+		if err := s.takeAll(); err != nil {
+			return err
+		}
+	}
+	s.now = t
+	return nil
+}
+
+// runEvents runs the events up to virtual time t, setting quiet peers'
+// done events aside (overlap.go).
+func (s *sim) runEvents(t time.Duration) error {
 	for e := s.q.peek(); e != nil && e.at <= t; e = s.q.peek() {
+		if s.deferredN > 0 {
+			took, err := s.takeSetAside(e)
+			if err != nil {
+				return err
+			}
+			if took {
+				continue // the queue may hold earlier events now
+			}
+		}
 		s.q.pop()
 		s.now = e.at
 		p := s.peers[e.peer]
@@ -244,6 +272,10 @@ func (s *sim) runUntil(t time.Duration) error {
 		case evDeliver:
 			s.deliver(p, e)
 		case evTrainDone:
+			if e.job != nil && s.speed == nil && p.Core().QuietTrainDone() {
+				s.setAside(e)
+				continue
+			}
 			if e.job != nil {
 				<-e.job.done
 				if e.job.err != nil {
@@ -283,7 +315,6 @@ func (s *sim) runUntil(t time.Duration) error {
 			s.schedule(e.peer)
 		}
 	}
-	s.now = t
 	return nil
 }
 

@@ -30,6 +30,12 @@ type Row struct {
 	Online    int
 }
 
+// setAccuracy takes the accuracy and loss figures of m.
+func (r *Row) setAccuracy(m Row) {
+	r.MeanAcc, r.MinAcc, r.MaxAcc = m.MeanAcc, m.MinAcc, m.MaxAcc
+	r.MeanLoss, r.MinLoss, r.MaxLoss = m.MeanLoss, m.MinLoss, m.MaxLoss
+}
+
 // CSVHeader is metrics.csv's first line.
 const CSVHeader = "round,time,messages,bytes,mean_accuracy,min_accuracy,max_accuracy,mean_loss,min_loss,max_loss,consensus_distance,online\n"
 
@@ -172,6 +178,51 @@ func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) Row {
 	r.MeanAcc /= float64(len(peers))
 	r.MeanLoss /= float64(len(peers))
 	return r
+}
+
+// maxSnapshot bounds the memory that measuring a round's row beside the
+// simulation may copy; larger sets of models are measured in place, with
+// the simulation waiting (10,000 MLP peers evaluated at 10% would copy
+// 400 MB).
+const maxSnapshot = 64 << 20
+
+// measurement is a row of accuracy and loss being measured (start).
+type measurement struct {
+	done chan struct{}
+	row  Row
+}
+
+// wait returns the measured figures.
+func (m *measurement) wait() Row {
+	<-m.done
+	return m.row
+}
+
+// start measures xs[i] for i in peers on ds, as row does, beside the
+// caller: the models are copied first, so the caller may change them
+// as soon as start returns. Sets of models larger than maxSnapshot are
+// measured before start returns. The figures are the same either way.
+func (e *evaluator) start(xs [][]float32, peers []int, ds *dataset.Dataset) *measurement {
+	m := &measurement{done: make(chan struct{})}
+	size := 0
+	for _, i := range peers {
+		size += 4 * len(xs[min(i, len(xs)-1)])
+	}
+	if size > maxSnapshot {
+		m.row = e.row(xs, peers, ds)
+		close(m.done)
+		return m
+	}
+	snap := make([][]float32, len(peers))
+	idx := make([]int, len(peers))
+	for j, i := range peers {
+		snap[j], idx[j] = slices.Clone(xs[min(i, len(xs)-1)]), j
+	}
+	go func() {
+		defer close(m.done)
+		m.row = e.row(snap, idx, ds)
+	}()
+	return m
 }
 
 // voteAccuracy is the accuracy of the majority vote of sets on ds.

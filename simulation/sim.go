@@ -29,23 +29,30 @@ type simPeer struct {
 
 // sim is the state of one run.
 type sim struct {
-	cfg     Config
-	rng     *rand.Rand // the network's randomness
-	q       queue
-	now     time.Duration
-	peers   []*simPeer
-	byID    map[gossip.PeerID]int
-	lat     latency
-	speed   computeSpeeds // nil: training takes no virtual time
-	pool    *trainPool    // runs updates in parallel when they take time
-	train   *dataset.Dataset
-	test    *dataset.Dataset
-	spec    model.Spec
-	eval    *evaluator
-	stats   Stats
-	onRound func(Row)
-	adv     *adversary // nil without attackers
-	roster  *roster    // nil with a static roster (turnover.go)
+	cfg   Config
+	rng   *rand.Rand // the network's randomness
+	q     queue
+	now   time.Duration
+	peers []*simPeer
+	byID  map[gossip.PeerID]int
+	lat   latency
+	speed computeSpeeds // nil: training takes no virtual time
+	pool  *trainPool    // runs updates on every core (compute.go, overlap.go)
+	// Done events of quiet updates set aside, by peer (overlap.go), their
+	// number, and the peer whose set-aside result is being taken.
+	deferred  []*event
+	deferredN int
+	setAsides int // over the run
+	late      gossip.PeerID
+	train     *dataset.Dataset
+	test      *dataset.Dataset
+	spec      model.Spec
+	eval      *evaluator
+	stats     Stats
+	onRound   func(Row)
+	pending   *pendingRow // the last row, being measured (record)
+	adv       *adversary  // nil without attackers
+	roster    *roster     // nil with a static roster (turnover.go)
 	// What peers are built from (cores.go).
 	init     []float32
 	ws       *trainer.Workspace
@@ -144,16 +151,20 @@ func (s *sim) params() [][]float32 {
 	return out
 }
 
+// record takes the metrics row at the end of a round. The accuracy and
+// loss of the evaluated peers are measured while the simulation goes on,
+// on copies of their models (evaluator.start), and the row is filed when
+// the next one is taken or the run ends (fileRow): the same numbers, but
+// the event loop does not wait for the test set to be walked.
 func (s *sim) record(res *Result, round int) {
+	s.fileRow(res)
 	xs := s.params()
 	peers := s.eval.roundPeers
 	if s.roster != nil {
 		peers = s.roster.evalPeers(s.cfg.EvalPeers, s.cfg.Seed, round)
 	}
-	row := s.eval.row(xs, peers, s.eval.sub)
-	row.Round = round
-	row.Time = s.now.Seconds()
-	row.Messages, row.Bytes = s.stats.Messages, s.stats.Bytes
+	row := Row{Round: round, Time: s.now.Seconds(), Messages: s.stats.Messages, Bytes: s.stats.Bytes}
+	m := s.eval.start(xs, peers, s.eval.sub)
 	row.Consensus = merge.ConsensusDistanceN(xs, len(s.eval.workers))
 	for _, p := range s.peers {
 		if p.online {
@@ -164,9 +175,26 @@ func (s *sim) record(res *Result, round int) {
 		row.Consensus = merge.ConsensusDistanceN(s.liveParams(xs), len(s.eval.workers))
 		row.Online = len(s.roster.live)
 	}
-	res.Rows = append(res.Rows, row)
+	s.pending = &pendingRow{row: row, m: m}
+}
+
+// pendingRow is a metrics row whose accuracy is still being measured.
+type pendingRow struct {
+	row Row
+	m   *measurement
+}
+
+// fileRow waits for the pending row's measurement and files the row.
+func (s *sim) fileRow(res *Result) {
+	p := s.pending
+	if p == nil {
+		return
+	}
+	s.pending = nil
+	p.row.setAccuracy(p.m.wait())
+	res.Rows = append(res.Rows, p.row)
 	if s.onRound != nil {
-		s.onRound(row)
+		s.onRound(p.row)
 	}
 }
 
@@ -182,6 +210,7 @@ func cacheSize(voting bool, aggregator string) int {
 }
 
 func (s *sim) final(res *Result) {
+	s.fileRow(res)
 	xs := s.params()
 	finalPeers := s.eval.finalPeers
 	if s.roster != nil {

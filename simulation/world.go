@@ -22,6 +22,12 @@ type world struct {
 var _ peer.World = (*world)(nil)
 
 func (w *world) Send(m *gossip.Message) {
+	if w.s.late != "" {
+		if w.s.err == nil {
+			w.s.err = sendLate(w.s.late)
+		}
+		return
+	}
 	if err := w.s.send(w.i, m); err != nil && w.s.err == nil {
 		w.s.err = err
 	}
@@ -30,8 +36,9 @@ func (w *world) Send(m *gossip.Message) {
 func (w *world) Train(req *gossip.TrainRequest) {
 	p := w.s.peers[w.i]
 	if w.s.pool != nil {
-		// The update takes virtual time: it runs on the pool meanwhile,
-		// and its done event waits for it (compute.go).
+		// The update runs on the pool while the simulation goes on, and
+		// its done event, due when the update would finish in virtual
+		// time (compute.go) or at once (overlap.go), waits for it.
 		job := w.s.pool.run(p.tr, req)
 		w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, p.tr.Work(req)), kind: evTrainDone, peer: w.i, job: job})
 		return

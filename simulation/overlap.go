@@ -1,0 +1,113 @@
+package simulation
+
+import (
+	"fmt"
+
+	"github.com/gossipd/gossipd/gossip"
+)
+
+// Instant updates on every core. With updates that take no virtual time
+// (the default), an update's result is due at the instant it was asked
+// for, so taken in event order it would be waited for at once, and
+// training would use one core. But a random walk's update changes only
+// its own peer (gossip.Node.QuietTrainDone: it sends nothing), so its
+// done event can be set aside while the update runs on the pool
+// (trainPool) and the events of other peers go on; it is taken when the
+// next event that involves the peer comes up (a tick, a delivery to it or
+// one it sent that failed), or at the end of the round, in any case
+// before anything reads the peer. Taking it later changes nothing it
+// does: nothing has reached the peer in between, its model is its own,
+// and it sends nothing (a message sent from a set-aside update ends the
+// run with an error). The only difference from strict event order is the
+// tie-break of events the update schedules (its next tick) against other
+// events at the very same nanosecond, and the runs stay the same whatever
+// the number of cores: what is set aside depends on the events alone,
+// never on which update finishes first. Updates that do send (D-PSGD's,
+// or a random walk's that owes token replies) are taken in event order
+// as before, but their updates still run on the pool, so a round's
+// updates asked for at the same instant run side by side.
+
+// overlapUpdates says whether instant updates run on the pool. Runs with
+// attackers that read honest models (ipm, alie) or a changing roster
+// keep strict event order; tests turn it off to compare.
+func (s *sim) overlapUpdates() bool {
+	return !sequentialUpdates && s.speed == nil && s.adv == nil && s.cfg.Turnover == 0
+}
+
+// sequentialUpdates, set by tests, trains on the event loop, in strict
+// event order.
+var sequentialUpdates bool
+
+// setAside keeps e, a done event of an update of a quiet peer, for later.
+func (s *sim) setAside(e *event) {
+	if s.deferred == nil {
+		s.deferred = make([]*event, len(s.peers))
+	}
+	s.deferred[e.peer] = e
+	s.deferredN++
+	s.setAsides++
+}
+
+// takeSetAside hands their results to the peers that the event e involves
+// and reports whether it did: the queue may then hold earlier events.
+func (s *sim) takeSetAside(e *event) (bool, error) {
+	took := false
+	involved := []int{e.peer}
+	if e.kind == evDeliver { // a failed delivery tells its sender
+		involved = append(involved, e.from)
+	}
+	for _, k := range involved {
+		if s.deferred[k] != nil {
+			if err := s.takeResult(k); err != nil {
+				return false, err
+			}
+			took = true
+		}
+	}
+	if e.kind == evTurnover || e.kind == evDrop { // they involve everyone
+		if err := s.takeAll(); err != nil {
+			return false, err
+		}
+		took = true
+	}
+	return took, nil
+}
+
+// takeAll hands every set-aside result to its peer, in peer order.
+func (s *sim) takeAll() error {
+	for k := 0; s.deferredN > 0 && k < len(s.deferred); k++ {
+		if s.deferred[k] != nil {
+			if err := s.takeResult(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// takeResult hands peer k its set-aside result at the virtual time it was
+// due.
+func (s *sim) takeResult(k int) error {
+	e := s.deferred[k]
+	s.deferred[k] = nil
+	s.deferredN--
+	p := s.peers[k]
+	<-e.job.done
+	if e.job.err != nil {
+		return fmt.Errorf("peer %s: %w", p.ID(), e.job.err)
+	}
+	now := s.now
+	s.now, s.late = e.at, p.ID()
+	p.TrainDone(e.job.res)
+	if s.err == nil && p.online {
+		s.schedule(k)
+	}
+	s.now, s.late = now, ""
+	return s.err
+}
+
+// sendLate is the error of a message sent while a set-aside result is
+// taken: the peer's core called the update quiet.
+func sendLate(id gossip.PeerID) error {
+	return fmt.Errorf("simulation: peer %s sent a message from an update its core called quiet (gossip.Node.QuietTrainDone)", id)
+}
