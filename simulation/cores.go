@@ -273,7 +273,9 @@ func (s *sim) runEvents(t time.Duration) error {
 			s.deliver(p, e)
 		case evTrainDone:
 			if e.job != nil && s.speed == nil && p.Core().QuietTrainDone() {
-				s.setAside(e)
+				if err := s.setAside(e); err != nil {
+					return err
+				}
 				continue
 			}
 			if e.job != nil {

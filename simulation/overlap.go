@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gossipd/gossipd/gossip"
 )
@@ -38,14 +39,35 @@ func (s *sim) overlapUpdates() bool {
 // event order.
 var sequentialUpdates bool
 
+// maxAside bounds the results set aside at once: each holds its peer's
+// old model and its new one (two vectors where strict order holds one),
+// and a few dozen keep two cores busy. When more are set aside, the
+// oldest is handed over. The bound does not depend on the machine (tests
+// lower it).
+var maxAside = 64
+
 // setAside keeps e, a done event of an update of a quiet peer, for later.
-func (s *sim) setAside(e *event) {
+func (s *sim) setAside(e *event) error {
 	if s.deferred == nil {
 		s.deferred = make([]*event, len(s.peers))
 	}
 	s.deferred[e.peer] = e
 	s.deferredN++
 	s.setAsides++
+	s.asideOrder = append(s.asideOrder, e)
+	for s.deferredN > maxAside {
+		old := s.asideOrder[0]
+		s.asideOrder = s.asideOrder[1:]
+		if s.deferred[old.peer] == old { // not handed over yet
+			if err := s.takeResult(old.peer); err != nil {
+				return err
+			}
+		}
+	}
+	if len(s.asideOrder) > 4*maxAside { // drop the handed-over entries
+		s.asideOrder = slices.DeleteFunc(s.asideOrder, func(x *event) bool { return s.deferred[x.peer] != x })
+	}
+	return nil
 }
 
 // takeSetAside hands their results to the peers that the event e involves

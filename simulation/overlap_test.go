@@ -58,8 +58,11 @@ func TestOverlappedUpdates(t *testing.T) {
 			runtime.GOMAXPROCS(3)
 			three, _ := csvOf(t, c)
 			runtime.GOMAXPROCS(prev)
-			if one != want || three != want {
-				t.Fatalf("overlapped updates changed the metrics:\nstrict order:\n%s\none core:\n%s\nthree cores:\n%s", want, one, three)
+			maxAside = 2 // the oldest result handed over early, often
+			few, _ := csvOf(t, c)
+			maxAside = 64
+			if one != want || three != want || few != want {
+				t.Fatalf("overlapped updates changed the metrics:\nstrict order:\n%s\none core:\n%s\nthree cores:\n%s\ntwo set aside at most:\n%s", want, one, three, few)
 			}
 			if oneRes.Stats.Messages != wantRes.Stats.Messages || oneRes.Stats.Updates != wantRes.Stats.Updates ||
 				oneRes.Stats.Dropped != wantRes.Stats.Dropped || oneRes.FinalAccuracy != wantRes.FinalAccuracy {

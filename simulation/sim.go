@@ -42,17 +42,19 @@ type sim struct {
 	// number, and the peer whose set-aside result is being taken.
 	deferred  []*event
 	deferredN int
-	setAsides int // over the run
-	late      gossip.PeerID
-	train     *dataset.Dataset
-	test      *dataset.Dataset
-	spec      model.Spec
-	eval      *evaluator
-	stats     Stats
-	onRound   func(Row)
-	pending   *pendingRow // the last row, being measured (record)
-	adv       *adversary  // nil without attackers
-	roster    *roster     // nil with a static roster (turnover.go)
+	// asideOrder lists set-aside events, oldest first (some handed over).
+	asideOrder []*event
+	setAsides  int // over the run
+	late       gossip.PeerID
+	train      *dataset.Dataset
+	test       *dataset.Dataset
+	spec       model.Spec
+	eval       *evaluator
+	stats      Stats
+	onRound    func(Row)
+	pending    *pendingRow // the last row, being measured (record)
+	adv        *adversary  // nil without attackers
+	roster     *roster     // nil with a static roster (turnover.go)
 	// What peers are built from (cores.go).
 	init     []float32
 	ws       *trainer.Workspace
