@@ -86,6 +86,14 @@ type Config struct {
 	// or int8; gossip/compress): the receiver's Step decompresses them.
 	// Exclusive with Subsample and Partitions.
 	Quantize compress.Spec
+	// Sparse, top-k or rand-k, makes D-PSGD send compressed steps of a
+	// public copy of the model instead of the model (CHOCO gossip,
+	// choco.go), with ConsensusStep γ (default 0.5) and a dense keyframe
+	// every KeyframeEvery rounds (default 50; negative: only when needed).
+	// Exclusive with Quantize.
+	Sparse        compress.Spec
+	ConsensusStep float64
+	KeyframeEvery int
 	// CacheSize is how many received models a random-walk node keeps, for
 	// voting prediction and robust merging; push-sum with a robust
 	// aggregator keeps as many de-biased models. Default DefaultCacheSize
@@ -243,6 +251,9 @@ func (c *Config) Validate() error {
 	if q := c.Quantize.Kind; q != compress.None && q != compress.FP16 && q != compress.Int8 {
 		return fmt.Errorf("%w: quantize %v: only fp16 and int8", ErrConfig, c.Quantize)
 	}
+	if err := c.validateSparse(); err != nil {
+		return err
+	}
 	if c.Quantize.Kind != compress.None && (c.Subsample > 0 || c.Partitions > 0) {
 		return fmt.Errorf("%w: value compression and subsampling or partitioning are exclusive", ErrConfig)
 	}
@@ -310,19 +321,58 @@ func minInputs(a merge.Aggregator) int {
 	return 1
 }
 
+// validateSparse checks Sparse and sets its defaults.
+func (c *Config) validateSparse() error {
+	if c.Sparse.Kind == compress.None {
+		if c.ConsensusStep != 0 || c.KeyframeEvery != 0 {
+			return fmt.Errorf("%w: a consensus step and keyframes need top-k or rand-k compression", ErrConfig)
+		}
+		return nil
+	}
+	switch {
+	case c.Sparse.Kind != compress.TopK && c.Sparse.Kind != compress.RandK:
+		return fmt.Errorf("%w: sparse compression %v: only topk and randk", ErrConfig, c.Sparse)
+	case c.Protocol != DPSGD:
+		return fmt.Errorf("%w: compression %v: top-k and rand-k need a public copy both ends keep, which only dpsgd does (CHOCO gossip); %s takes fp16 or int8", ErrConfig, c.Sparse, c.Protocol)
+	case c.Quantize.Kind != compress.None:
+		return fmt.Errorf("%w: %v and %v together", ErrConfig, c.Sparse, c.Quantize)
+	case c.Aggregator != nil && c.Aggregator.Name() != (merge.WeightedMean{}).Name():
+		return fmt.Errorf("%w: compression %v mixes by the mean; aggregator %s does not apply", ErrConfig, c.Sparse, c.Aggregator.Name())
+	case !(c.Sparse.Fraction > 0 && c.Sparse.Fraction <= 1):
+		return fmt.Errorf("%w: compression %v: fraction must be in (0,1]", ErrConfig, c.Sparse)
+	case c.ConsensusStep < 0 || c.ConsensusStep > 1 || c.ConsensusStep != c.ConsensusStep:
+		return fmt.Errorf("%w: consensus step %v, want (0,1]", ErrConfig, c.ConsensusStep)
+	}
+	if c.ConsensusStep == 0 {
+		c.ConsensusStep = 0.5
+	}
+	if c.KeyframeEvery == 0 {
+		c.KeyframeEvery = 50
+	}
+	return nil
+}
+
 // Compression is a job's --compression: random walk's subsampling or
-// partitioning, or a compression of the values every protocol sends.
+// partitioning, a compression of the values every protocol sends, or
+// D-PSGD's sparse steps.
 type Compression struct {
 	Subsample  float64
 	Partitions int
 	Quantize   compress.Spec
+	Sparse     compress.Spec
+}
+
+// Apply sets the compression in a node's config.
+func (c Compression) Apply(gc *Config) {
+	gc.Subsample, gc.Partitions, gc.Quantize, gc.Sparse = c.Subsample, c.Partitions, c.Quantize, c.Sparse
 }
 
 // CompressionValues lists --compression's forms, for flag help.
-const CompressionValues = "none|fp16|int8|subsample:S|partition:P"
+const CompressionValues = "none|fp16|int8|topk:F|randk:F|subsample:S|partition:P"
 
 // ParseCompression reads "none", "fp16", "int8" (every protocol's vectors
 // as float16, or as 8-bit integers with a scale per 256 values),
+// "topk:F" or "randk:F" (D-PSGD's CHOCO steps, a fraction F kept),
 // "subsample:S" (0 < S < 1) or "partition:P" (P ≥ 2; random walk).
 func ParseCompression(spec string) (Compression, error) {
 	name, arg, _ := strings.Cut(spec, ":")
@@ -336,7 +386,11 @@ func ParseCompression(spec string) (Compression, error) {
 		}
 		return Compression{Quantize: q}, nil
 	case "topk", "randk":
-		return Compression{}, fmt.Errorf("%w: compression %q: top-k and rand-k need error feedback against a reference both ends share, which the protocols do not keep yet; use fp16 or int8", ErrConfig, spec)
+		q, err := compress.Parse(spec)
+		if err != nil {
+			return Compression{}, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		return Compression{Sparse: q}, nil
 	case "subsample":
 		v, err := strconv.ParseFloat(arg, 64)
 		if err != nil || !(v > 0 && v < 1) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 )
 
@@ -30,6 +31,7 @@ type dpsgd struct {
 	scratch    []float32
 	xs         [][]float32
 	ws         []float64
+	choco      *choco // with sparse compression (choco.go)
 }
 
 // futureRounds bounds how far ahead of its own round a node buffers
@@ -39,6 +41,9 @@ const futureRounds = 2
 func newDPSGD(cfg *Config) *dpsgd {
 	d := &dpsgd{cfg: cfg, future: map[uint64]map[PeerID][]float32{}, adv: map[PeerID]int{}, filled: map[PeerID]uint64{}}
 	d.setNeighbors()
+	if cfg.Sparse.Kind != compress.None {
+		d.choco = newChoco(cfg)
+	}
 	return d
 }
 
@@ -84,7 +89,10 @@ func (d *dpsgd) selfWeight() float64 {
 func (d *dpsgd) rewire(n *Node) {
 	old := slices.Clone(d.order)
 	d.setNeighbors()
-	if d.active {
+	if d.choco != nil {
+		d.choco.rewire(n, d.order)
+	}
+	if d.active && d.choco == nil {
 		// A new neighbour has not had this round's parameters (they went
 		// to the old ones); the model is still the round's starting point.
 		for _, p := range d.order {
@@ -101,7 +109,12 @@ func (d *dpsgd) rewire(n *Node) {
 	}
 }
 
-func (d *dpsgd) start(n *Node) { d.begin(n) }
+func (d *dpsgd) start(n *Node) {
+	if d.choco != nil {
+		d.choco.init(n, d.order)
+	}
+	d.begin(n)
+}
 
 func (d *dpsgd) begin(n *Node) {
 	d.active, d.roundStart, d.grad = true, n.now, nil
@@ -112,6 +125,9 @@ func (d *dpsgd) begin(n *Node) {
 	delete(d.future, n.round)
 	deg := d.degree()
 	for _, p := range d.order {
+		if d.choco != nil {
+			break // CHOCO sends once the local step is taken (trainDone)
+		}
 		n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.params), Weight: deg})
 	}
 	n.train(OpGradient, n.params, 0, nil)
@@ -151,6 +167,9 @@ func (d *dpsgd) step(n *Node, m *Message) {
 		d.adv[m.From] = int(m.Weight)
 		d.weights[m.From] = merge.MetropolisHastings(len(d.order), int(m.Weight))
 	}
+	if d.choco != nil {
+		d.choco.receive(n, m)
+	}
 	switch {
 	case d.active && m.Round == n.round:
 		n.keep() // the parameters wait for the round
@@ -182,7 +201,7 @@ func (d *dpsgd) step(n *Node, m *Message) {
 		// round begets the next, and after a change of membership the
 		// rounds drift apart along the graph.
 		n.trace("stale", m.From, fmt.Sprintf("round %d at round %d", m.Round, n.round), 0)
-		if m.Round+1 > d.filled[m.From] { // rounds only go up: a filled-in answer to a fill-in gets none
+		if m.Round+1 > d.filled[m.From] && d.choco == nil { // rounds only go up: a filled-in answer to a fill-in gets none; CHOCO's copies take steps in order
 
 			d.filled[m.From] = m.Round + 1
 			n.send(Message{Kind: KindParams, To: m.From, Round: m.Round, Params: slices.Clone(n.params), Weight: d.degree()})
@@ -204,6 +223,9 @@ func (d *dpsgd) trainDone(n *Node, r *TrainResult) {
 	} else {
 		n.age += float64(r.Examples)
 	}
+	if d.choco != nil {
+		d.choco.step(n, d, r.Grad)
+	}
 	d.grad = r.Grad
 	d.tryFinish(n)
 }
@@ -215,6 +237,10 @@ func (d *dpsgd) tryFinish(n *Node) {
 		return
 	}
 	if len(d.got) < len(d.order) && n.now < d.roundStart+d.cfg.RoundTimeout {
+		return
+	}
+	if d.choco != nil {
+		d.finish(n, d.choco.mix(d))
 		return
 	}
 	d.xs = append(d.xs[:0], n.params)
@@ -236,7 +262,14 @@ func (d *dpsgd) tryFinish(n *Node) {
 		copy(d.scratch, n.params)
 	}
 	merge.Axpy(d.scratch, -float32(d.cfg.LR), d.grad)
-	n.params, d.scratch = d.scratch, n.params
+	x := d.scratch
+	d.scratch = n.params
+	d.finish(n, x)
+}
+
+// finish ends the round with the new model x.
+func (d *dpsgd) finish(n *Node, x []float32) {
+	n.params = x
 	d.active = false
 	n.round++
 	n.commit()

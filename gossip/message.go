@@ -100,4 +100,8 @@ type Message struct {
 	Factors []model.Factors
 	// View is a peer-sampling view.
 	View []Descriptor
+
+	// keyframe marks, in a job with sparse compression, a dense public
+	// copy rather than a compressed step (set by Node.unpack).
+	keyframe bool
 }

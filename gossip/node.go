@@ -305,6 +305,23 @@ func (n *Node) send(m Message) {
 // unpack puts a compressed message's vector back in Params, checking it
 // against the job's compression first.
 func (n *Node) unpack(m *Message) error {
+	if sp := n.cfg.Sparse.Kind; sp != compress.None {
+		switch {
+		case m.Packed == nil:
+			m.keyframe = len(m.Params) > 0
+			return nil
+		case m.Packed.Kind != sp:
+			return invalid("compression", "a %s job received a %s vector", sp, m.Packed.Kind)
+		case len(m.Params) > 0:
+			return invalid("compression", "a message with both a plain and a compressed vector")
+		case m.Packed.N > n.layout.Size:
+			return invalid("shape", "a compressed vector of %d values, the model has %d", m.Packed.N, n.layout.Size)
+		}
+		m.Params = make([]float32, m.Packed.N)
+		compress.Decompress(m.Params, m.Packed)
+		m.Packed = nil
+		return nil
+	}
 	q := n.cfg.Quantize.Kind
 	switch {
 	case m.Packed == nil:

@@ -439,7 +439,12 @@ func TestSubsampledMessages(t *testing.T) {
 			t.Fatalf("%s → %+v %v", spec, c, err)
 		}
 	}
-	for _, spec := range []string{"topk:0.01", "randk:0.1", "fp16:2", "zip"} {
+	for spec, want := range map[string]compress.Spec{"topk:0.01": {Kind: compress.TopK, Fraction: 0.01}, "randk:0.1": {Kind: compress.RandK, Fraction: 0.1}} {
+		if c, err := gossip.ParseCompression(spec); err != nil || c.Sparse != want || c.Quantize.Kind != compress.None {
+			t.Fatalf("%s → %+v %v", spec, c, err)
+		}
+	}
+	for _, spec := range []string{"topk:0", "randk:2", "fp16:2", "zip"} {
 		if _, err := gossip.ParseCompression(spec); !errors.Is(err, gossip.ErrConfig) {
 			t.Fatalf("%s: err %v, want ErrConfig", spec, err)
 		}

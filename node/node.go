@@ -118,7 +118,7 @@ func New(cfg Config) (*Node, error) {
 		gc.Batch = cfg.Job.FactorBatch // every member must choose its factor layers alike
 	}
 	comp, _ := gossip.ParseCompression(cfg.Job.Compression)
-	gc.Subsample, gc.Partitions, gc.Quantize = comp.Subsample, comp.Partitions, comp.Quantize
+	comp.Apply(&gc)
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)
 		if err != nil {

@@ -140,9 +140,10 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: peer.LocalSteps(cfg.LocalEpochs, len(part), cfg.Batch),
 		Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
 		Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
-		Subsample: comp.Subsample, Partitions: comp.Partitions, Quantize: comp.Quantize, Join: join,
+		Join:     join,
 		Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}
+	comp.Apply(&gc)
 	gc.Aggregator, _ = merge.ParseAggregator(cfg.Aggregator) // validated
 	if gc.Topology == "" {
 		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, s.graph, cfg.Peers, i, peerName)

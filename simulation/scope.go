@@ -27,13 +27,19 @@ func protocols(ps ...string) func(c *Config) bool {
 func isGossip(c *Config) bool { return slices.Contains(gossip.Protocols, c.Protocol) }
 
 // compressionApplies: value compression to every gossip protocol,
-// subsampling and partitioning to random walk.
+// subsampling and partitioning to random walk, top-k and rand-k to
+// D-PSGD (CHOCO gossip).
 func compressionApplies(c *Config) bool {
 	comp, err := gossip.ParseCompression(c.Compression)
-	if err == nil && comp.Subsample == 0 && comp.Partitions == 0 {
-		return isGossip(c)
+	switch {
+	case err != nil:
+		return c.Protocol == gossip.RandomWalk
+	case comp.Sparse.Kind != 0:
+		return c.Protocol == gossip.DPSGD
+	case comp.Subsample > 0 || comp.Partitions > 0:
+		return c.Protocol == gossip.RandomWalk
 	}
-	return c.Protocol == gossip.RandomWalk
+	return isGossip(c)
 }
 
 var scopes = map[string]scope{
@@ -41,7 +47,7 @@ var scopes = map[string]scope{
 	"topology":         {protocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum (SFB talks to every peer)"},
 	"variant":          {protocols(gossip.RandomWalk), "randomwalk"},
 	"sampling":         {protocols(gossip.RandomWalk), "randomwalk"},
-	"compression":      {compressionApplies, "the gossip protocols (fp16, int8) or randomwalk (subsample:S, partition:P)"},
+	"compression":      {compressionApplies, "the gossip protocols (fp16, int8), dpsgd (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
 	"tokens":           {protocols(gossip.RandomWalk), "randomwalk"},
 	"voting":           {protocols(gossip.RandomWalk), "randomwalk"},
 	"local-epochs":     {protocols(gossip.RandomWalk, FedAvg), "randomwalk and fedavg (the others take one minibatch step per round)"},

@@ -1,0 +1,163 @@
+package gossip
+
+import (
+	"slices"
+
+	"github.com/gossipd/gossipd/gossip/compress"
+	"github.com/gossipd/gossipd/merge"
+)
+
+// CHOCO gossip for D-PSGD (Koloskova, Stich and Jaggi 2019): with a
+// sparsifying compression (Config.Sparse: top-k or rand-k) a node does not
+// send its model each round but a compressed step towards it. Every node
+// i keeps x̂_i, the public copy of its model that its neighbours hold too,
+// and x̂_j for each neighbour j. Round r:
+//
+//	x' = x − γ_lr·∇F_i(x)                      (the local step)
+//	q  = Q(x' − x̂_i);  x̂_i ← x̂_i + q          send q to every neighbour
+//	x̂_j ← x̂_j + q_j                            for each q_j received
+//	x  = x' + γ·Σ_j W_ij·(x̂_j − x̂_i)           (ConsensusStep γ)
+//
+// What Q leaves out of a round stays in x' − x̂_i and goes out later:
+// nothing is lost (error feedback against a reference both ends share).
+// A neighbour's x̂_j is only right if every q_j was applied, in order: q
+// carries its round, out-of-order ones wait (up to futureRounds), and a
+// gap makes the copy stale, left out of the sum until a keyframe (a dense
+// x̂_j) replaces it. Keyframes go out in a node's first round (after a
+// start, a restart or a join), when it has a new neighbour, and every
+// KeyframeEvery rounds.
+
+// choco is a D-PSGD node's CHOCO state.
+type choco struct {
+	spec  compress.Spec
+	gamma float64
+	every uint64
+	self  []float32          // x̂_i
+	hats  map[PeerID]*copyOf // x̂_j
+	half  []float32          // x' of the round in progress
+	key   bool               // the next round sends a keyframe
+}
+
+// copyOf is a neighbour's public copy as this node holds it.
+type copyOf struct {
+	x     []float32
+	round uint64 // the copy has the neighbour's steps up to round-1
+	stale bool
+	early map[uint64][]float32 // steps that came before the previous ones
+}
+
+func newChoco(cfg *Config) *choco {
+	c := &choco{spec: cfg.Sparse, gamma: cfg.ConsensusStep, hats: map[PeerID]*copyOf{}}
+	if cfg.KeyframeEvery > 0 {
+		c.every = uint64(cfg.KeyframeEvery)
+	}
+	return c
+}
+
+// init starts the public copies: each node sends its own as a keyframe
+// in its first round (the nodes need not start from the same model, and
+// a restarted or joining node's copies are not what its neighbours hold),
+// and a neighbour's copy counts once its keyframe is in.
+func (c *choco) init(n *Node, order []PeerID) {
+	c.self, c.key = slices.Clone(n.params), true
+	clear(c.hats)
+	for _, p := range order {
+		c.hats[p] = &copyOf{stale: true}
+	}
+}
+
+// rewire keeps the copies of the neighbours that stay; new neighbours'
+// are unknown, and they do not know this node's: a keyframe goes out.
+func (c *choco) rewire(n *Node, order []PeerID) {
+	for p := range c.hats {
+		if !slices.Contains(order, p) {
+			delete(c.hats, p)
+		}
+	}
+	for _, p := range order {
+		if c.hats[p] == nil {
+			c.hats[p] = &copyOf{stale: true}
+			c.key = true
+		}
+	}
+}
+
+// step takes the local step x' = x − lr·g and sends the round's message:
+// a compressed step of the public copy, or a keyframe.
+func (c *choco) step(n *Node, d *dpsgd, g []float32) {
+	c.half = slices.Clone(n.params)
+	merge.Axpy(c.half, -float32(d.cfg.LR), g)
+	if c.key || (c.every > 0 && n.round > 0 && n.round%c.every == 0) {
+		c.key = false
+		copy(c.self, c.half)
+		for _, p := range d.order {
+			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: c.self, Weight: d.degree()})
+		}
+		c.self = slices.Clone(c.self) // the messages share the sent copy
+		return
+	}
+	diff := slices.Clone(c.half)
+	merge.Axpy(diff, -1, c.self)
+	p := new(compress.Payload)
+	compress.Compress(p, diff, c.spec, n.rng)
+	compress.Decompress(diff, p)
+	merge.Axpy(c.self, 1, diff)
+	for _, to := range d.order {
+		n.send(Message{Kind: KindParams, To: to, Round: n.round, Packed: p, Weight: d.degree()})
+	}
+}
+
+// receive applies a neighbour's message to its copy: a step in order (or
+// kept until the ones before it come), a keyframe whatever came before.
+func (c *choco) receive(n *Node, m *Message) {
+	h := c.hats[m.From]
+	if h == nil {
+		return
+	}
+	if m.keyframe {
+		if m.Round+1 > h.round || h.stale {
+			h.x = append(h.x[:0], m.Params...)
+			h.round, h.stale, h.early = m.Round+1, false, nil
+		}
+		return
+	}
+	switch {
+	case h.stale || m.Round < h.round:
+		return // waiting for a keyframe, or a step already applied
+	case m.Round > h.round:
+		if m.Round > h.round+futureRounds {
+			n.trace("choco-gap", m.From, "missed compressed steps: the copy waits for a keyframe", float64(m.Round-h.round))
+			h.stale, h.early = true, nil
+			return
+		}
+		if h.early == nil {
+			h.early = map[uint64][]float32{}
+		}
+		h.early[m.Round] = m.Params
+		return
+	}
+	merge.Axpy(h.x, 1, m.Params)
+	h.round++
+	for q, ok := h.early[h.round]; ok; q, ok = h.early[h.round] {
+		delete(h.early, h.round)
+		merge.Axpy(h.x, 1, q)
+		h.round++
+	}
+}
+
+// mix returns x' + γ·Σ_j W_ij·(x̂_j − x̂_i) over the neighbours whose
+// copies are current.
+func (c *choco) mix(d *dpsgd) []float32 {
+	x := c.half
+	c.half = nil
+	for _, p := range d.order {
+		h := c.hats[p]
+		if h == nil || h.stale {
+			continue
+		}
+		w := float32(c.gamma * d.weights[p])
+		merge.Axpy(x, w, h.x)
+		merge.Axpy(x, -w, c.self)
+	}
+	return x
+}
