@@ -444,7 +444,10 @@ func TestSubsampledMessages(t *testing.T) {
 			t.Fatalf("%s → %+v %v", spec, c, err)
 		}
 	}
-	for _, spec := range []string{"topk:0", "randk:2", "fp16:2", "zip"} {
+	if c, err := gossip.ParseCompression("topk:0.01:0.05"); err != nil || c.ConsensusStep != 0.05 || c.Sparse.Fraction != 0.01 {
+		t.Fatalf("topk:0.01:0.05 → %+v %v", c, err)
+	}
+	for _, spec := range []string{"topk:0", "randk:2", "fp16:2", "zip", "topk:0.1:0", "topk:0.1:2", "topk:0.1:x", "randk:0.1:NaN"} {
 		if _, err := gossip.ParseCompression(spec); !errors.Is(err, gossip.ErrConfig) {
 			t.Fatalf("%s: err %v, want ErrConfig", spec, err)
 		}

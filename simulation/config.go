@@ -118,8 +118,9 @@ type Config struct {
 	Staleness int
 	Fanout    int
 	SFBMode   string
-	// Compression of random-walk models: "none" (default), "subsample:S"
-	// or "partition:P" (see gossip.ParseCompression).
+	// Compression of what peers send: "none" (default), "fp16", "int8",
+	// "topk:F[:γ]" or "randk:F[:γ]" (dpsgd), "subsample:S" or
+	// "partition:P" (randomwalk); see gossip.ParseCompression.
 	Compression string
 	// Byzantine is the fraction of peers that attack (0: none), with
 	// Attack one of Attacks.

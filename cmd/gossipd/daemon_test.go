@@ -224,6 +224,27 @@ func TestDaemonCompression(t *testing.T) {
 	stopAll(t, ds, nil)
 }
 
+// TestDaemonSparseCompression: three daemons train D-PSGD with CHOCO steps
+// of 1% of the coordinates (--compression topk:0.01) over libp2p and
+// converge; /metrics counts a small fraction of float32's bytes on the
+// wire, and no message was refused.
+func TestDaemonSparseCompression(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ds := startCluster(t, bin, dir, 3, "100ms", "--protocol", "dpsgd", "--compression", "topk:0.01")
+	converge(t, ds)
+	for _, d := range ds {
+		sent, full := metric(t, d, "gossipd_bytes_out_total"), metric(t, d, "gossipd_bytes_out_uncompressed_total")
+		if sent <= 0 || sent > 0.15*full {
+			t.Errorf("%s: topk:0.01: %v bytes out, %v as float32: want at most 15%%", d.api, sent, full)
+		}
+		if s, err := d.status(); err != nil || len(s.Rejected) != 0 {
+			t.Errorf("%s: rejected %v (%v)", d.api, s.Rejected, err)
+		}
+	}
+	stopAll(t, ds, nil)
+}
+
 // metric reads one unlabelled series from a daemon's /metrics.
 func metric(t *testing.T, d *daemon, name string) float64 {
 	t.Helper()

@@ -96,7 +96,7 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&r.batch, "batch", 32, "minibatch size (this peer's own; sfb's factor layers follow the creator's)")
 	fs.IntVar(&r.localEpochs, "local-epochs", 1, "local epochs per update (this peer's own)")
 	fs.StringVar(&r.variant, "variant", "mu", "random-walk variant: mu|rw|um (part of the job)")
-	fs.StringVar(&r.compression, "compression", "none", "compression of what the node sends: "+gossip.CompressionValues+" (fp16 and int8 for every protocol; subsample and partition for randomwalk; part of the job)")
+	fs.StringVar(&r.compression, "compression", "none", "compression of what the node sends: "+gossip.CompressionValues+" (fp16 and int8 for every protocol; topk and randk, CHOCO steps with an optional consensus step γ, for dpsgd; subsample and partition for randomwalk; part of the job)")
 	fs.Uint64Var(&r.initSeed, "init-seed", 1, "seed of the initial model (part of the job)")
 	fs.StringVar(&r.name, "name", "gossipd", "job name (part of the job)")
 	fs.IntVar(&r.ckptEvery, "checkpoint-every", 10, "model updates between checkpoints")

@@ -59,7 +59,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of everything random")
 	fs.StringVar(&c.Variant, "variant", "mu", "random-walk variant: mu|rw|um")
 	fs.StringVar(&c.Sampling, "sampling", "newscast", "random-walk peer sampling: newscast|oracle")
-	fs.StringVar(&c.Compression, "compression", "none", "compression of what peers send: "+gossip.CompressionValues+" (fp16 and int8 for every gossip protocol; subsample and partition for randomwalk)")
+	fs.StringVar(&c.Compression, "compression", "none", "compression of what peers send: "+gossip.CompressionValues+" (fp16 and int8 for every gossip protocol; topk and randk, CHOCO steps with an optional consensus step γ, for dpsgd; subsample and partition for randomwalk)")
 	fs.StringVar(&tokens, "tokens", "", "randomized token-account flow control A:B (random walk; default: purely proactive, one send per Δ)")
 	fs.IntVar(&c.Staleness, "staleness", 0, "SFB staleness bound s (0: BSP)")
 	fs.IntVar(&c.Fanout, "fanout", 0, "SFB: peers per broadcast (0: all); pushsum: out-neighbours per step (0: one, cycling)")
