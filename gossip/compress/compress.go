@@ -152,26 +152,32 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 			}
 		}
 	case TopK:
+		// The k largest magnitudes, ties to the lower index: the k-th
+		// largest magnitude t by selection (linear time), then every
+		// coordinate above t and the first of those at t.
 		k := spec.Keep(len(x))
-		idx := make([]uint32, len(x))
-		for i := range idx {
-			idx[i] = uint32(i)
+		if k == 0 {
+			break
 		}
-		// The k largest magnitudes, ties to the lower index.
-		slices.SortStableFunc(idx, func(a, b uint32) int {
-			va, vb := math.Abs(float64(x[a])), math.Abs(float64(x[b]))
-			switch {
-			case va > vb:
-				return -1
-			case va < vb:
-				return 1
+		mags := make([]float32, len(x))
+		for i, v := range x {
+			mags[i] = abs32(v)
+		}
+		t := kthLargest(mags, k)
+		ties := k
+		for _, v := range x {
+			if abs32(v) > t {
+				ties--
 			}
-			return 0
-		})
-		p.Indices = append(p.Indices, idx[:k]...)
-		slices.Sort(p.Indices)
-		for _, i := range p.Indices {
-			p.Values = append(p.Values, x[i])
+		}
+		for i, v := range x {
+			if a := abs32(v); a > t || a == t && ties > 0 {
+				if a == t {
+					ties--
+				}
+				p.Indices = append(p.Indices, uint32(i))
+				p.Values = append(p.Values, v)
+			}
 		}
 	case RandK:
 		p.Seed = rng.Uint64()
@@ -181,6 +187,54 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 		}
 		p.Indices = p.Indices[:0] // not sent: the receiver draws them
 	}
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// kthLargest returns the k-th largest of a (1 ≤ k ≤ len(a)), reordering
+// a: quickselect with a median-of-three pivot.
+func kthLargest(a []float32, k int) float32 {
+	lo, hi, want := 0, len(a)-1, k-1 // want: index in descending order
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		// Median of three to a[hi] as the pivot.
+		if a[mid] > a[lo] {
+			a[mid], a[lo] = a[lo], a[mid]
+		}
+		if a[hi] > a[lo] {
+			a[hi], a[lo] = a[lo], a[hi]
+		}
+		if a[mid] > a[hi] {
+			a[mid], a[hi] = a[hi], a[mid]
+		}
+		pivot := a[hi]
+		// Partition descending: [lo, i) > pivot, then == pivot, then <.
+		i := lo
+		for j := lo; j < hi; j++ {
+			if a[j] > pivot {
+				a[i], a[j] = a[j], a[i]
+				i++
+			}
+		}
+		eq := i
+		for j := i; j < hi; j++ {
+			if a[j] == pivot {
+				a[eq], a[j] = a[j], a[eq]
+				eq++
+			}
+		}
+		a[eq], a[hi] = a[hi], a[eq]
+		// [i, eq] hold the pivot.
+		switch {
+		case want < i:
+			hi = i - 1
+		case want > eq:
+			lo = eq + 1
+		default:
+			return pivot
+		}
+	}
+	return a[lo]
 }
 
 // RandIndices appends to dst k distinct indices below n, ascending, drawn

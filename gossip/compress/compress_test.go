@@ -233,3 +233,43 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestTopKTies: top-k by selection keeps exactly what a stable sort by
+// decreasing magnitude keeps (ties to the lower index), on vectors with
+// many equal magnitudes.
+func TestTopKTies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for trial := range 300 {
+		n := 1 + rng.IntN(200)
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.IntN(7) - 3) // magnitudes 0..3, signs
+		}
+		spec := Spec{Kind: TopK, Fraction: rng.Float64()}
+		k := spec.Keep(n)
+		idx := make([]uint32, n)
+		for i := range idx {
+			idx[i] = uint32(i)
+		}
+		slices.SortStableFunc(idx, func(a, b uint32) int {
+			return cmpDesc(math.Abs(float64(x[a])), math.Abs(float64(x[b])))
+		})
+		want := slices.Clone(idx[:k])
+		slices.Sort(want)
+		var p Payload
+		Compress(&p, x, spec, nil)
+		if !slices.Equal(p.Indices, want) {
+			t.Fatalf("trial %d, n %d, k %d: kept %v, want %v", trial, n, k, p.Indices, want)
+		}
+	}
+}
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
