@@ -45,6 +45,7 @@ func commands() []command {
 		{"consortium", "create and extend a consortium (private network key and members)", runConsortium},
 		{"robustness", "simulate every aggregator under every attack; write the table", runRobustness},
 		{"turnover", "simulate members leaving, dying and joining mid-run; write the table", runTurnover},
+		{"commtable", "simulate protocols under each compression; write the bytes-to-accuracy table", runCommTable},
 		{"privacy", "differential privacy: ε spent by DP-SGD, noise for a budget", runPrivacy},
 		{"bench", "benchmark GEMM and training (optionally against PyTorch)", runBench},
 		{"devices", "list where training can run: the CPU's kernels and CUDA GPUs", runDevices},
