@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build build-cuda cuda-check image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover clean
+.PHONY: all build build-cuda cuda-check image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover commtable clean
 
 all: build
 

@@ -94,6 +94,10 @@ type Config struct {
 	Sparse        compress.Spec
 	ConsensusStep float64
 	KeyframeEvery int
+	// Outer makes D-PSGD a local-SGD method with an outer optimizer
+	// (outer.go): each round trains Outer.Steps local steps and mixes the
+	// results. Zero: one gradient step a round (plain D-PSGD).
+	Outer OuterConfig
 	// CacheSize is how many received models a random-walk node keeps, for
 	// voting prediction and robust merging; push-sum with a robust
 	// aggregator keeps as many de-biased models. Default DefaultCacheSize
@@ -252,6 +256,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: quantize %v: only fp16 and int8", ErrConfig, c.Quantize)
 	}
 	if err := c.validateSparse(); err != nil {
+		return err
+	}
+	if err := c.validateOuter(); err != nil {
 		return err
 	}
 	if c.Quantize.Kind != compress.None && (c.Subsample > 0 || c.Partitions > 0) {

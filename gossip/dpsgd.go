@@ -31,7 +31,9 @@ type dpsgd struct {
 	scratch    []float32
 	xs         [][]float32
 	ws         []float64
-	choco      *choco // with sparse compression (choco.go)
+	choco      *choco    // with sparse compression (choco.go)
+	local      []float32 // the round's local result (outer.go)
+	momentum   []float32 // the outer momentum (outer.go)
 }
 
 // futureRounds bounds how far ahead of its own round a node buffers
@@ -125,10 +127,14 @@ func (d *dpsgd) begin(n *Node) {
 	delete(d.future, n.round)
 	deg := d.degree()
 	for _, p := range d.order {
-		if d.choco != nil {
-			break // CHOCO sends once the local step is taken (trainDone)
+		if d.choco != nil || d.cfg.Outer.Enabled() {
+			break // sent once the local step(s) are taken (trainDone)
 		}
 		n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.params), Weight: deg})
+	}
+	if d.cfg.Outer.Enabled() {
+		n.train(OpUpdate, n.params, d.cfg.Outer.Steps, nil)
+		return
 	}
 	n.train(OpGradient, n.params, 0, nil)
 }
@@ -218,6 +224,20 @@ func (d *dpsgd) degree() float64 {
 }
 
 func (d *dpsgd) trainDone(n *Node, r *TrainResult) {
+	if d.cfg.Outer.Enabled() {
+		d.local = r.Params
+		if n.badVector(r.Params, "parameter vector") {
+			d.local = slices.Clone(n.params) // mix without local progress
+		} else {
+			n.age += float64(r.Examples)
+		}
+		for _, p := range d.order {
+			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: d.local, Weight: d.degree()})
+		}
+		d.grad = d.local // the round's own part is in
+		d.tryFinish(n)
+		return
+	}
 	if n.badVector(r.Grad, "gradient") {
 		r.Grad = make([]float32, len(n.params)) // average without a step
 	} else {
@@ -243,7 +263,11 @@ func (d *dpsgd) tryFinish(n *Node) {
 		d.finish(n, d.choco.mix(d))
 		return
 	}
-	d.xs = append(d.xs[:0], n.params)
+	own := n.params
+	if d.cfg.Outer.Enabled() {
+		own = d.local
+	}
+	d.xs = append(d.xs[:0], own)
 	d.ws = append(d.ws[:0], d.selfWeight())
 	for _, p := range d.order {
 		if x, ok := d.got[p]; ok {
@@ -260,6 +284,12 @@ func (d *dpsgd) tryFinish(n *Node) {
 	if err := d.cfg.Aggregator.Aggregate(d.scratch, d.xs, d.ws, 0); err != nil {
 		n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
 		copy(d.scratch, n.params)
+	}
+	if d.cfg.Outer.Enabled() {
+		x := d.outerStep(n, d.scratch)
+		d.scratch, d.local = nil, nil // the messages share the local result
+		d.finish(n, x)
+		return
 	}
 	merge.Axpy(d.scratch, -float32(d.cfg.LR), d.grad)
 	x := d.scratch

@@ -22,6 +22,8 @@ type State struct {
 	View []Descriptor
 	// Links are push-sum's accounts with its peers (running sums).
 	Links []Link
+	// Momentum is the outer optimizer's momentum (D-PSGD with Outer).
+	Momentum []float32
 }
 
 // Link is push-sum's account with one peer: the running sums of weight

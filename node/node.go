@@ -119,6 +119,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	comp, _ := gossip.ParseCompression(cfg.Job.Compression)
 	comp.Apply(&gc)
+	if cfg.Job.Outer != nil {
+		gc.Outer = *cfg.Job.Outer
+	}
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)
 		if err != nil {

@@ -22,26 +22,35 @@ type CommTableConfig struct {
 	Runs   []CommRun
 }
 
-// CommRun is one row: a protocol, a compression and a learning rate.
+// CommRun is one row: a protocol, a compression, a learning rate and,
+// for D-PSGD, local steps under the outer optimizer (0: none).
 type CommRun struct {
 	Protocol, Compression string
 	LR                    float64
+	LocalSteps            int
 }
 
-// ParseCommRuns reads runs written PROTOCOL/COMPRESSION/LR, comma-separated
-// ("dpsgd/none/0.5,dpsgd/topk:0.01/0.5").
+// ParseCommRuns reads runs written PROTOCOL/COMPRESSION/LR[/H],
+// comma-separated ("dpsgd/none/0.5,dpsgd/topk:0.01/0.5,dpsgd/none/0.5/10":
+// the last with 10 local steps and the outer Nesterov step).
 func ParseCommRuns(s string) ([]CommRun, error) {
 	var out []CommRun
 	for _, f := range strings.Split(s, ",") {
 		parts := strings.Split(strings.TrimSpace(f), "/")
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("%w: run %q, want PROTOCOL/COMPRESSION/LR", ErrConfig, f)
+		if len(parts) != 3 && len(parts) != 4 {
+			return nil, fmt.Errorf("%w: run %q, want PROTOCOL/COMPRESSION/LR[/H]", ErrConfig, f)
 		}
 		lr, err := strconv.ParseFloat(parts[2], 64)
 		if err != nil || !(lr > 0) {
 			return nil, fmt.Errorf("%w: run %q: learning rate %q", ErrConfig, f, parts[2])
 		}
-		out = append(out, CommRun{Protocol: parts[0], Compression: parts[1], LR: lr})
+		r := CommRun{Protocol: parts[0], Compression: parts[1], LR: lr}
+		if len(parts) == 4 {
+			if r.LocalSteps, err = strconv.Atoi(parts[3]); err != nil || r.LocalSteps < 1 {
+				return nil, fmt.Errorf("%w: run %q: local steps %q, want at least 1", ErrConfig, f, parts[3])
+			}
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -70,7 +79,7 @@ func (c *CommTableConfig) defaults() {
 // config is the simulation of run r.
 func (c *CommTableConfig) config(r CommRun) Config {
 	return Config{Dataset: c.Dataset, Model: c.Model, Hidden: c.Hidden, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed,
-		Protocol: r.Protocol, Compression: r.Compression, LR: r.LR}
+		Protocol: r.Protocol, Compression: r.Compression, LR: r.LR, LocalSteps: r.LocalSteps}
 }
 
 // command is the gossipd command line of run r.
@@ -83,8 +92,12 @@ func (c *CommTableConfig) command(r CommRun) string {
 		}
 		cmd += " --hidden " + strings.Join(h, ",")
 	}
-	return cmd + fmt.Sprintf(" --peers %d --rounds %d --seed %d --protocol %s --compression %s --lr %g",
+	cmd += fmt.Sprintf(" --peers %d --rounds %d --seed %d --protocol %s --compression %s --lr %g",
 		c.Peers, c.Rounds, c.Seed, r.Protocol, r.Compression, r.LR)
+	if r.LocalSteps > 0 {
+		cmd += fmt.Sprintf(" --local-steps %d", r.LocalSteps)
+	}
+	return cmd
 }
 
 // BytesToTarget is what the network had sent when the mean accuracy
@@ -121,7 +134,7 @@ func CommTable(ctx context.Context, c CommTableConfig, progress func(string)) (s
 		}
 		b, round, ok := BytesToTarget(res.Rows, c.Target)
 		results[i] = result{bytes: b, total: res.Bytes, round: round, reached: ok, final: res.FinalAccuracy}
-		if r.Compression == "none" || r.Compression == "" {
+		if (r.Compression == "none" || r.Compression == "") && r.LocalSteps == 0 {
 			if _, seen := plain[r.Protocol]; !seen {
 				plain[r.Protocol] = i
 			}
@@ -131,8 +144,8 @@ func CommTable(ctx context.Context, c CommTableConfig, progress func(string)) (s
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| protocol | compression | lr | bytes to %.2f (round) | fewer than none | final accuracy | vs none | all bytes |\n", c.Target)
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| protocol | compression | local steps | lr | bytes to %.2f (round) | fewer than none | final accuracy | vs none | all bytes |\n", c.Target)
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range c.Runs {
 		res := results[i]
 		reach, fewer, delta := "not reached", "—", "—"
@@ -145,7 +158,11 @@ func CommTable(ctx context.Context, c CommTableConfig, progress func(string)) (s
 			}
 			delta = fmt.Sprintf("%+.4f", res.final-results[p].final)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %g | %s | %s | %.4f | %s | %s |\n", r.Protocol, r.Compression, r.LR, reach, fewer, res.final, delta, humanBytes(res.total))
+		steps := "—"
+		if r.LocalSteps > 0 {
+			steps = fmt.Sprintf("%d, outer Nesterov", r.LocalSteps)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %g | %s | %s | %.4f | %s | %s |\n", r.Protocol, r.Compression, steps, r.LR, reach, fewer, res.final, delta, humanBytes(res.total))
 	}
 	b.WriteString("\nCommands:\n\n")
 	for _, r := range c.Runs {

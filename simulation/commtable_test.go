@@ -20,11 +20,11 @@ func TestCommTable(t *testing.T) {
 	if _, _, ok := BytesToTarget(rows, 0.9); ok {
 		t.Fatal("a target never reached was reached")
 	}
-	runs, err := ParseCommRuns("dpsgd/none/0.5, dpsgd/topk:0.1/0.5")
-	if err != nil || len(runs) != 2 || runs[1] != (CommRun{Protocol: "dpsgd", Compression: "topk:0.1", LR: 0.5}) {
+	runs, err := ParseCommRuns("dpsgd/none/0.5, dpsgd/topk:0.1/0.5,dpsgd/none/0.5/10")
+	if err != nil || len(runs) != 3 || runs[1] != (CommRun{Protocol: "dpsgd", Compression: "topk:0.1", LR: 0.5}) || runs[2].LocalSteps != 10 {
 		t.Fatalf("ParseCommRuns: %+v %v", runs, err)
 	}
-	for _, bad := range []string{"dpsgd/none", "dpsgd/none/x", "dpsgd/none/-1", ""} {
+	for _, bad := range []string{"dpsgd/none", "dpsgd/none/x", "dpsgd/none/-1", "", "dpsgd/none/0.5/0", "dpsgd/none/0.5/x"} {
 		if _, err := ParseCommRuns(bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("%q: %v", bad, err)
 		}
@@ -34,14 +34,15 @@ func TestCommTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(table, "\n")
-	if len(lines) < 4 || !strings.HasPrefix(lines[2], "| dpsgd | none | 0.5 |") || !strings.HasPrefix(lines[3], "| dpsgd | topk:0.1 | 0.5 |") {
+	if len(lines) < 5 || !strings.HasPrefix(lines[2], "| dpsgd | none | — | 0.5 |") || !strings.HasPrefix(lines[3], "| dpsgd | topk:0.1 | — | 0.5 |") ||
+		!strings.HasPrefix(lines[4], "| dpsgd | none | 10, outer Nesterov | 0.5 |") {
 		t.Fatalf("table:\n%s", table)
 	}
 	cells := strings.Split(lines[3], "|")
-	if !strings.HasSuffix(strings.TrimSpace(cells[5]), "×") || strings.Contains(lines[3], "not reached") {
+	if !strings.HasSuffix(strings.TrimSpace(cells[6]), "×") || strings.Contains(lines[3], "not reached") {
 		t.Fatalf("topk row %q: want bytes to the target and a ratio to none", lines[3])
 	}
-	if !strings.Contains(table, "gossipd simulate --dataset digits --model softmax --peers 8 --rounds 30 --seed 1 --protocol dpsgd --compression topk:0.1 --lr 0.5") {
+	if !strings.Contains(table, "gossipd simulate --dataset digits --model softmax --peers 8 --rounds 30 --seed 1 --protocol dpsgd --compression topk:0.1 --lr 0.5\n") || !strings.Contains(table, "--compression none --lr 0.5 --local-steps 10\n") {
 		t.Fatalf("table without its commands:\n%s", table)
 	}
 	if _, err := CommTable(context.Background(), CommTableConfig{Dataset: "digits", Peers: 8, Rounds: 2, Runs: []CommRun{{Protocol: "randomwalk", Compression: "topk:0.1", LR: 0.1}}}, nil); !errors.Is(err, ErrConfig) && !errors.Is(err, gossip.ErrConfig) {

@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"errors"
 	"math"
 	"testing"
 )
@@ -65,5 +66,30 @@ func TestSparseCompression(t *testing.T) {
 	_, wire := csvOf(t, cfg)
 	if wire.FinalAccuracy != res.FinalAccuracy || wire.Bytes != res.Bytes || len(wire.Rejected) != 0 {
 		t.Errorf("through the codec %.4f / %d bytes / rejected %v, without %.4f / %d", wire.FinalAccuracy, wire.Bytes, wire.Rejected, res.FinalAccuracy, res.Bytes)
+	}
+}
+
+// TestOuterOptimizer: D-PSGD with ten local steps between exchanges and
+// the outer Nesterov step learns more from the same messages than one
+// gradient step per exchange, and ends above it; the averaging outer
+// method learns too.
+func TestOuterOptimizer(t *testing.T) {
+	base := Config{Peers: 16, Protocol: "dpsgd", Rounds: 30, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16, LR: 0.5}
+	_, plain := csvOf(t, base)
+	for _, method := range []string{"", "average"} {
+		c := base
+		c.LocalSteps, c.Outer = 10, method
+		_, res := csvOf(t, c)
+		if res.Bytes != plain.Bytes || res.Messages != plain.Messages {
+			t.Errorf("outer %q: %d bytes in %d messages, plain D-PSGD %d in %d", method, res.Bytes, res.Messages, plain.Bytes, plain.Messages)
+		}
+		if res.FinalAccuracy < plain.FinalAccuracy+0.02 {
+			t.Errorf("outer %q: accuracy %.4f after 30 exchanges, plain D-PSGD %.4f", method, res.FinalAccuracy, plain.FinalAccuracy)
+		}
+	}
+	c := base
+	c.LocalSteps = -1
+	if err := c.Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("--local-steps -1: %v", err)
 	}
 }

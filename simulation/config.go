@@ -122,6 +122,13 @@ type Config struct {
 	// "topk:F[:γ]" or "randk:F[:γ]" (dpsgd), "subsample:S" or
 	// "partition:P" (randomwalk); see gossip.ParseCompression.
 	Compression string
+	// LocalSteps, when positive, makes D-PSGD train that many local steps
+	// between exchanges with an outer optimizer: Outer "nesterov"
+	// (default; OuterLR 0.7, OuterMomentum 0.9) or "average"
+	// (gossip.OuterConfig).
+	LocalSteps             int
+	Outer                  string
+	OuterLR, OuterMomentum float64
 	// Byzantine is the fraction of peers that attack (0: none), with
 	// Attack one of Attacks.
 	Byzantine float64
@@ -271,7 +278,7 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Peers < 1 || (c.Peers < 2 && c.Protocol != Centralized):
 		return fmt.Errorf("%w: %d peers", ErrConfig, c.Peers)
-	case c.Rounds < 0 || c.LocalEpochs < 0 || c.Batch < 0 || c.EvalEvery < 0 || c.EvalPeers < 0 || c.EvalExamples < 0 || c.FinalEvalPeers < 0:
+	case c.Rounds < 0 || c.LocalEpochs < 0 || c.LocalSteps < 0 || c.Batch < 0 || c.EvalEvery < 0 || c.EvalPeers < 0 || c.EvalExamples < 0 || c.FinalEvalPeers < 0:
 		return fmt.Errorf("%w: negative count", ErrConfig)
 	case c.Delta < 0 || !(c.LR > 0):
 		return fmt.Errorf("%w: delta %v, lr %v", ErrConfig, c.Delta, c.LR)

@@ -144,6 +144,9 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}
 	comp.Apply(&gc)
+	if cfg.LocalSteps > 0 {
+		gc.Outer = gossip.OuterConfig{Steps: cfg.LocalSteps, Method: cfg.Outer, LR: cfg.OuterLR, Momentum: cfg.OuterMomentum}
+	}
 	gc.Aggregator, _ = merge.ParseAggregator(cfg.Aggregator) // validated
 	if gc.Topology == "" {
 		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, s.graph, cfg.Peers, i, peerName)

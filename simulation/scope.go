@@ -43,12 +43,20 @@ func compressionApplies(c *Config) bool {
 }
 
 var scopes = map[string]scope{
-	"hidden":           {func(c *Config) bool { return c.Model == model.MLP }, "--model mlp"},
-	"topology":         {protocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum (SFB talks to every peer)"},
-	"variant":          {protocols(gossip.RandomWalk), "randomwalk"},
-	"sampling":         {protocols(gossip.RandomWalk), "randomwalk"},
-	"compression":      {compressionApplies, "the gossip protocols (fp16, int8), dpsgd (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
-	"tokens":           {protocols(gossip.RandomWalk), "randomwalk"},
+	"hidden":      {func(c *Config) bool { return c.Model == model.MLP }, "--model mlp"},
+	"topology":    {protocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum (SFB talks to every peer)"},
+	"variant":     {protocols(gossip.RandomWalk), "randomwalk"},
+	"sampling":    {protocols(gossip.RandomWalk), "randomwalk"},
+	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
+	"tokens":      {protocols(gossip.RandomWalk), "randomwalk"},
+	"local-steps": {protocols(gossip.DPSGD), "dpsgd (an outer optimizer over local SGD)"},
+	"outer":       {func(c *Config) bool { return c.Protocol == gossip.DPSGD && c.LocalSteps > 0 }, "dpsgd with --local-steps"},
+	"outer-lr": {func(c *Config) bool {
+		return c.Protocol == gossip.DPSGD && c.LocalSteps > 0 && c.Outer != gossip.OuterAverage
+	}, "dpsgd with --local-steps and --outer nesterov"},
+	"outer-momentum": {func(c *Config) bool {
+		return c.Protocol == gossip.DPSGD && c.LocalSteps > 0 && c.Outer != gossip.OuterAverage
+	}, "dpsgd with --local-steps and --outer nesterov"},
 	"voting":           {protocols(gossip.RandomWalk), "randomwalk"},
 	"local-epochs":     {protocols(gossip.RandomWalk, FedAvg), "randomwalk and fedavg (the others take one minibatch step per round)"},
 	"staleness":        {protocols(gossip.SFB), "sfb"},

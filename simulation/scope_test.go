@@ -20,14 +20,16 @@ func TestCheckOptions(t *testing.T) {
 			for _, m := range models {
 				for _, churn := range []float64{0, 0.1} {
 					for _, dep := range []string{"", DepartLeave, DepartDie} {
-						c := Config{Protocol: p, Model: m, Churn: churn, Departure: dep}
-						if dep != "" {
-							c.Turnover = 0.1
-						}
-						if s.applies(&c) {
-							yes = true
-						} else {
-							no = true
+						for _, steps := range []int{0, 5} {
+							c := Config{Protocol: p, Model: m, Churn: churn, Departure: dep, LocalSteps: steps}
+							if dep != "" {
+								c.Turnover = 0.1
+							}
+							if s.applies(&c) {
+								yes = true
+							} else {
+								no = true
+							}
 						}
 					}
 				}
@@ -50,6 +52,14 @@ func TestCheckOptions(t *testing.T) {
 		if err := c.CheckOptions([]string{"drop", "latency", "churn", "churn-session", "seed"}); err != nil {
 			t.Errorf("%s under a network model: %v", p, err)
 		}
+	}
+	outer := Config{Protocol: gossip.DPSGD, Model: "softmax", Outer: "average"}
+	if err := outer.CheckOptions([]string{"outer"}); err == nil || !strings.Contains(err.Error(), "--outer applies to dpsgd with --local-steps") {
+		t.Errorf("--outer without --local-steps: %v", err)
+	}
+	outer.LocalSteps = 5
+	if err := outer.CheckOptions([]string{"outer", "local-steps", "outer-lr"}); err == nil || !strings.Contains(err.Error(), "--outer-lr") || strings.Contains(err.Error(), "--outer applies") {
+		t.Errorf("--outer average with --outer-lr: %v", err)
 	}
 	c := Config{Protocol: gossip.RandomWalk, Model: "softmax"}
 	err := c.CheckOptions([]string{"topology", "hidden", "peers"})

@@ -33,6 +33,9 @@ type runFlags struct {
 	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
 	partition                                                                      string
 	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
+	outer                                                                          string
+	outerLR, outerMomentum                                                         float64
+	localSteps                                                                     int
 	members, topology, dht, relays, join                                           string
 	sfbMode, aggregator, consortium, memoryLimit, device                           string
 	apiToken, apiCert, apiKey                                                      string
@@ -97,6 +100,10 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&r.localEpochs, "local-epochs", 1, "local epochs per update (this peer's own)")
 	fs.StringVar(&r.variant, "variant", "mu", "random-walk variant: mu|rw|um (part of the job)")
 	fs.StringVar(&r.compression, "compression", "none", "compression of what the node sends: "+gossip.CompressionValues+" (fp16 and int8 for every protocol; topk and randk, CHOCO steps with an optional consensus step γ, for dpsgd; subsample and partition for randomwalk; part of the job)")
+	fs.IntVar(&r.localSteps, "local-steps", 0, "dpsgd: local SGD steps H between exchanges, with an outer optimizer (0: one gradient step a round; part of the job)")
+	fs.StringVar(&r.outer, "outer", "nesterov", "with --local-steps: outer optimizer nesterov|average (part of the job)")
+	fs.Float64Var(&r.outerLR, "outer-lr", 0.7, "with --local-steps and --outer nesterov: outer learning rate (part of the job)")
+	fs.Float64Var(&r.outerMomentum, "outer-momentum", 0.9, "with --local-steps and --outer nesterov: outer momentum (part of the job)")
 	fs.Uint64Var(&r.initSeed, "init-seed", 1, "seed of the initial model (part of the job)")
 	fs.StringVar(&r.name, "name", "gossipd", "job name (part of the job)")
 	fs.IntVar(&r.ckptEvery, "checkpoint-every", 10, "model updates between checkpoints")
@@ -275,7 +282,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // jobFlags are the flags that make up a job (node.JobSpec); --join takes
 // them from the job's announcement instead.
-var jobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology", "staleness", "sfb-mode", "init-seed", "name"}
+var jobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology", "staleness", "sfb-mode", "init-seed", "name", "local-steps", "outer", "outer-lr", "outer-momentum"}
 
 // checkJoin refuses job flags beside --join: they would be ignored.
 func (r *runFlags) checkJoin(fs *flag.FlagSet) error {
@@ -305,6 +312,13 @@ func (r *runFlags) jobSpec(train *dataset.Dataset) (node.JobSpec, error) {
 	}
 	job := node.JobSpec{Name: r.name, Model: spec, Scale: r.scale, Protocol: r.protocol, DeltaMillis: r.delta.Milliseconds(),
 		Variant: r.variant, Compression: r.compression, InitSeed: r.initSeed, Topology: r.topology, Staleness: r.staleness}
+	if r.localSteps != 0 {
+		o := gossip.OuterConfig{Steps: r.localSteps, Method: r.outer}
+		if r.outer == gossip.OuterNesterov {
+			o.LR, o.Momentum = r.outerLR, r.outerMomentum
+		}
+		job.Outer = &o
+	}
 	if r.protocol == gossip.SFB {
 		job.FactorBatch = r.batch
 		if r.sfbMode != "auto" {

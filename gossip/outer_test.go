@@ -1,0 +1,139 @@
+package gossip_test
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
+)
+
+// outerHarness is a D-PSGD ring of n nodes with the outer optimizer, each
+// from its own random model, whose local steps change nothing (so the
+// rounds are pure mixing).
+func outerHarness(t *testing.T, n int, o gossip.OuterConfig) *harness {
+	t.Helper()
+	g := gossip.Ring(n)
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol = gossip.DPSGD
+		c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
+		rng := rand.New(rand.NewPCG(uint64(i), 42))
+		for k := range c.Init {
+			c.Init[k] = float32(rng.NormFloat64())
+		}
+		c.Outer = o
+	})
+	h.train = zeroGrad
+	return h
+}
+
+// TestOuterMixing: with local steps that change nothing the pseudo-
+// gradient is the consensus gap, so both outer methods drive the ring to
+// the average of the starting models and keep it (symmetric weights: the
+// pseudo-gradients, and so the momenta, sum to zero), and each round
+// asks for H local steps.
+func TestOuterMixing(t *testing.T) {
+	for _, o := range []gossip.OuterConfig{{Steps: 5, Method: gossip.OuterAverage}, {Steps: 5, Method: gossip.OuterNesterov}} {
+		h := outerHarness(t, 8, o)
+		var steps []int
+		h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+			steps = append(steps, req.Steps)
+			return zeroGrad(i, req)
+		}
+		start := h.params()
+		m0 := mean(start)
+		d0 := merge.ConsensusDistance(start)
+		h.run(150*time.Second, time.Second)
+		end := h.params()
+		if d := merge.ConsensusDistance(end); !(d < d0*1e-6) {
+			t.Errorf("%s: consensus distance %.3g → %.3g", o.Method, d0, d)
+		}
+		for k, v := range mean(end) {
+			if math.Abs(v-m0[k]) > 1e-4 {
+				t.Fatalf("%s: coordinate %d of the mean moved from %.6f to %.6f", o.Method, k, m0[k], v)
+			}
+		}
+		for _, s := range steps {
+			if s != 5 {
+				t.Fatalf("%s: a round asked for %d local steps", o.Method, s)
+			}
+		}
+	}
+}
+
+// TestOuterMomentumRestored: the outer momentum is in the node's state,
+// comes back after a restart, and a saved momentum of the wrong size is
+// refused.
+func TestOuterMomentumRestored(t *testing.T) {
+	h := outerHarness(t, 3, gossip.OuterConfig{Steps: 2})
+	h.run(5*time.Second, time.Second)
+	s := h.nodes[0].Snapshot()
+	if len(s.Momentum) != 8 || merge.SumSquares(s.Momentum) == 0 {
+		t.Fatalf("momentum in the state: %v", s.Momentum)
+	}
+	g := gossip.Ring(3)
+	c := gossip.Config{ID: name(0), Spec: tinySpec, Rand: rand.New(rand.NewPCG(1, 1)), Delta: time.Second,
+		Protocol: gossip.DPSGD, Outer: gossip.OuterConfig{Steps: 2}, Resume: &s}
+	c.Neighbors, c.SelfWeight = g.MHWeights(0, name)
+	nd, err := gossip.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nd.Snapshot().Momentum; len(got) != 8 || got[3] != s.Momentum[3] {
+		t.Fatalf("restored momentum %v, saved %v", got, s.Momentum)
+	}
+	bad := s
+	bad.Momentum = s.Momentum[:5]
+	c.Resume = &bad
+	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "momentum") {
+		t.Fatalf("a short momentum: %v", err)
+	}
+	for _, tc := range []struct {
+		o    gossip.OuterConfig
+		want string
+	}{
+		{gossip.OuterConfig{Method: "nesterov"}, "without local steps"},
+		{gossip.OuterConfig{Steps: 2, Method: "adam"}, "want nesterov or average"},
+		{gossip.OuterConfig{Steps: 2, Method: "average", LR: 0.5}, "no learning rate"},
+		{gossip.OuterConfig{Steps: 2, Momentum: 1}, "momentum"},
+	} {
+		c.Resume, c.Outer = nil, tc.o
+		c.Init = make([]float32, 8)
+		if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error about %q", tc.o, err, tc.want)
+		}
+	}
+	c.Outer, c.Protocol, c.Neighbors, c.SelfWeight = gossip.OuterConfig{Steps: 2}, gossip.RandomWalk, nil, 0
+	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "randomwalk does not take it") {
+		t.Errorf("outer optimizer with random walk: %v", err)
+	}
+}
+
+// TestOuterNesterovStep: one round of two nodes with weights ½, checked
+// by hand: ȳ is the midpoint, Δ_0 = (x_0 − x_1)/2, the momentum starts at
+// Δ_0, and x_0 ← x_0 − η·(1 + μ)·Δ_0.
+func TestOuterNesterovStep(t *testing.T) {
+	h := newHarness(t, 2, func(i int, c *gossip.Config) {
+		c.Protocol, c.SelfWeight = gossip.DPSGD, 0.5
+		c.Neighbors = []gossip.Neighbor{{ID: name(1 - i), Weight: 0.5}}
+		for k := range c.Init {
+			c.Init[k] = float32(i*10 + k)
+		}
+		c.Outer = gossip.OuterConfig{Steps: 3, LR: 0.5, Momentum: 0.8}
+	})
+	h.train = zeroGrad
+	x0, x1 := h.nodes[0].Params()[2], h.nodes[1].Params()[2]
+	h.run(0, time.Second) // round 0 at both
+	delta := (x0 - x1) / 2
+	want := x0 - 0.5*(1+0.8)*delta
+	if got := h.nodes[0].Params()[2]; math.Abs(float64(got-want)) > 1e-5 {
+		t.Fatalf("after one round x_0 = %v, want %v", got, want)
+	}
+	if m := h.nodes[0].Snapshot().Momentum[2]; math.Abs(float64(m-delta)) > 1e-5 {
+		t.Fatalf("momentum %v, want %v", m, delta)
+	}
+}
