@@ -24,8 +24,9 @@ import (
 // carries its round, out-of-order ones wait (up to futureRounds), and a
 // gap makes the copy stale, left out of the sum until a keyframe (a dense
 // x̂_j) replaces it. Keyframes go out in a node's first round (after a
-// start, a restart or a join), when it has a new neighbour, and every
-// KeyframeEvery rounds.
+// start, a restart or a join), when it has a new neighbour or jumped
+// rounds to catch up, in answer to a neighbour's unscheduled keyframe,
+// and every KeyframeEvery rounds.
 
 // choco is a D-PSGD node's CHOCO state.
 type choco struct {
@@ -115,7 +116,16 @@ func (c *choco) receive(n *Node, m *Message) {
 		return
 	}
 	if m.keyframe {
-		if m.Round+1 > h.round || h.stale {
+		// A newer keyframe, or one far older than the copy (the sender
+		// restarted from an earlier checkpoint), replaces it.
+		if m.Round+1 > h.round || m.Round+1+futureRounds < h.round || h.stale {
+			// A keyframe off the schedule over a good copy means the
+			// sender restarted or jumped rounds and lost its copies of
+			// this node: one goes back next round. (Over a stale copy
+			// there is no answer, so two nodes never answer each other.)
+			if !h.stale && (c.every == 0 || m.Round%c.every != 0) {
+				c.key = true
+			}
 			h.x = append(h.x[:0], m.Params...)
 			h.round, h.stale, h.early = m.Round+1, false, nil
 		}

@@ -194,6 +194,9 @@ func (d *dpsgd) step(n *Node, m *Message) {
 		n.round = m.Round
 		n.keep()
 		clear(d.future)
+		if d.choco != nil {
+			d.choco.key = true // the neighbours' copies of this node skip the rounds jumped
+		}
 		if d.active {
 			d.got = map[PeerID][]float32{m.From: m.Params}
 		} else {
