@@ -76,7 +76,9 @@ type Config struct {
 	// merge).
 	Variant string
 	// Subsample, in (0,1), makes random walk send a random fraction of the
-	// coordinates (Hegedűs et al. 2019); receivers merge only those.
+	// coordinates (Hegedűs et al. 2019), drawn from a seed the message
+	// carries (a compress.RandK payload, or RandKInt8 with Quantize
+	// int8); receivers merge only those.
 	Subsample float64
 	// Partitions, when ≥ 2, splits the model into partitions (coordinate k in
 	// partition k mod Partitions), each with its own age, sent round-robin
@@ -84,7 +86,7 @@ type Config struct {
 	Partitions int
 	// Quantize compresses the values of every vector a node sends (fp16
 	// or int8; gossip/compress): the receiver's Step decompresses them.
-	// Exclusive with Subsample and Partitions.
+	// Exclusive with Partitions; with Subsample, int8 only.
 	Quantize compress.Spec
 	// Sparse, top-k or rand-k, makes D-PSGD send compressed steps of a
 	// public copy of the model instead of the model (CHOCO gossip,
@@ -261,8 +263,8 @@ func (c *Config) Validate() error {
 	if err := c.validateOuter(); err != nil {
 		return err
 	}
-	if c.Quantize.Kind != compress.None && (c.Subsample > 0 || c.Partitions > 0) {
-		return fmt.Errorf("%w: value compression and subsampling or partitioning are exclusive", ErrConfig)
+	if c.Quantize.Kind != compress.None && c.Partitions > 0 || c.Quantize.Kind == compress.FP16 && c.Subsample > 0 {
+		return fmt.Errorf("%w: %v with partitioning, or fp16 with subsampling: not available (subsampling takes int8)", ErrConfig, c.Quantize)
 	}
 	if c.Subsample > 0 && c.Partitions > 0 {
 		return fmt.Errorf("%w: subsampling and partitioning are exclusive", ErrConfig)
@@ -392,10 +394,11 @@ func (c Compression) Apply(gc *Config) {
 }
 
 // CompressionValues lists --compression's forms, for flag help.
-const CompressionValues = "none|fp16|int8|topk:F[:γ]|randk:F[:γ]|subsample:S|partition:P"
+const CompressionValues = "none|fp16|int8|topk:F[:γ]|randk:F[:γ]|subsample:S[+int8]|partition:P"
 
 // ParseCompression reads "none", "fp16", "int8" (every protocol's vectors
 // as float16, or as 8-bit integers with a scale per 256 values),
+// "subsample:S+int8" (the subsampled values as int8),
 // "topk:F" or "randk:F" (D-PSGD's CHOCO steps, a fraction F kept; a
 // third field sets the consensus step γ, "topk:0.01:0.05"),
 // "subsample:S" (0 < S < 1) or "partition:P" (P ≥ 2; random walk).
@@ -426,11 +429,19 @@ func ParseCompression(spec string) (Compression, error) {
 		}
 		return c, nil
 	case "subsample":
-		v, err := strconv.ParseFloat(arg, 64)
+		frac, values, quantized := strings.Cut(arg, "+")
+		v, err := strconv.ParseFloat(frac, 64)
 		if err != nil || !(v > 0 && v < 1) {
 			return Compression{}, fmt.Errorf("%w: compression %q: fraction must be in (0,1)", ErrConfig, spec)
 		}
-		return Compression{Subsample: v}, nil
+		c := Compression{Subsample: v}
+		if quantized {
+			if values != "int8" {
+				return Compression{}, fmt.Errorf("%w: compression %q: subsampled values go as float32 or, with +int8, int8", ErrConfig, spec)
+			}
+			c.Quantize = compress.Spec{Kind: compress.Int8}
+		}
+		return c, nil
 	case "partition":
 		v, err := strconv.Atoi(arg)
 		if err != nil || v < 2 {

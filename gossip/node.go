@@ -322,6 +322,23 @@ func (n *Node) unpack(m *Message) error {
 		m.Packed = nil
 		return nil
 	}
+	if n.cfg.Subsample > 0 && m.Packed != nil {
+		want := compress.RandK
+		if n.cfg.Quantize.Kind == compress.Int8 {
+			want = compress.RandKInt8
+		}
+		switch {
+		case m.Packed.Kind != want:
+			return invalid("compression", "a subsampling job received a %s vector, want %s", m.Packed.Kind, want)
+		case len(m.Params) > 0 || len(m.Indices) > 0:
+			return invalid("compression", "a message with both a plain and a compressed vector")
+		case m.Packed.N != n.layout.Size:
+			return invalid("shape", "a subsampled vector of %d values, the model has %d", m.Packed.N, n.layout.Size)
+		}
+		m.Indices, m.Params = compress.Sparse(m.Packed)
+		m.Packed = nil
+		return nil
+	}
 	q := n.cfg.Quantize.Kind
 	switch {
 	case m.Packed == nil:

@@ -415,11 +415,43 @@ func TestSubsampledMessages(t *testing.T) {
 	for i, nd := range h.nodes {
 		nd.SetPeers([]gossip.PeerID{name(1 - i)})
 	}
+	var models []gossip.Message
+	h.drop = func(m *gossip.Message) bool {
+		if m.Kind == gossip.KindModel {
+			models = append(models, *m)
+		}
+		return false
+	}
 	h.run(20*time.Second, time.Second)
-	if h.sent == 0 {
+	h.drop = nil
+	if h.sent == 0 || len(models) == 0 {
 		t.Fatal("nothing sent")
 	}
+	// A subsampled model names its coordinates by a seed: half of them,
+	// as float32.
+	for _, m := range models {
+		if p := m.Packed; p == nil || p.Kind != compress.RandK || p.N != 200 || len(p.Values) != 100 || len(m.Params) != 0 || len(m.Indices) != 0 {
+			t.Fatalf("sent %+v, want a randk payload of 100 of 200 values", m)
+		}
+	}
 	nd := h.nodes[0]
+	pack := func(kind compress.Kind, n int) *compress.Payload {
+		var p compress.Payload
+		compress.Compress(&p, make([]float32, n), compress.Spec{Kind: kind, Fraction: 0.5}, rand.New(rand.NewPCG(1, 1)))
+		return &p
+	}
+	for _, tc := range []struct {
+		p    *compress.Payload
+		code string
+	}{{pack(compress.RandKInt8, 200), "compression"}, {pack(compress.TopK, 200), "compression"}, {pack(compress.RandK, 100), "shape"}} {
+		h.traces = nil
+		nd.Step(&gossip.Message{Kind: gossip.KindModel, From: name(1), Packed: tc.p, Age: 1})
+		h.drain(0)
+		if len(h.traces) != 1 || h.traces[0].Event != "drop" || h.traces[0].Code != tc.code {
+			t.Errorf("%v payload of %d in a float32 subsampling job: %+v, want a %s drop", tc.p.Kind, tc.p.N, h.traces, tc.code)
+		}
+	}
+	// Plain indices and values (the older form) are still checked.
 	for _, bad := range [][]uint32{{5, 3}, {1, 1}, {200}} {
 		h.traces = nil
 		nd.Step(&gossip.Message{Kind: gossip.KindModel, From: name(1), Params: make([]float32, len(bad)), Indices: bad})
@@ -430,6 +462,14 @@ func TestSubsampledMessages(t *testing.T) {
 	}
 	if _, err := gossip.ParseCompression("subsample:1.5"); err == nil {
 		t.Fatal("subsample:1.5 accepted")
+	}
+	if c, err := gossip.ParseCompression("subsample:0.1+int8"); err != nil || c.Subsample != 0.1 || c.Quantize.Kind != compress.Int8 {
+		t.Fatalf("subsample:0.1+int8 → %+v %v", c, err)
+	}
+	for _, bad := range []string{"subsample:0.1+fp16", "subsample:0.1+", "subsample:+int8"} {
+		if _, err := gossip.ParseCompression(bad); !errors.Is(err, gossip.ErrConfig) {
+			t.Errorf("%s: %v", bad, err)
+		}
 	}
 	if c, err := gossip.ParseCompression("partition:8"); err != nil || c.Subsample != 0 || c.Partitions != 8 {
 		t.Fatalf("partition:8 → %+v %v", c, err)

@@ -3,12 +3,12 @@ package gossip
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 )
 
@@ -100,8 +100,16 @@ func (w *randomWalk) sendModel(n *Node) {
 	}
 	switch {
 	case w.cfg.Subsample > 0:
-		idx, vals := subsample(n.rng, n.params, w.cfg.Subsample)
-		n.send(Message{Kind: KindModel, To: p, Params: vals, Indices: idx, Age: n.age})
+		// A random fraction of the coordinates, named by a seed the
+		// receiver draws them from (compress.Sparse), the values as
+		// float32 or, under int8, int8.
+		kind := compress.RandK
+		if w.cfg.Quantize.Kind == compress.Int8 {
+			kind = compress.RandKInt8
+		}
+		pk := new(compress.Payload)
+		compress.Compress(pk, n.params, compress.Spec{Kind: kind, Fraction: w.cfg.Subsample}, n.rng)
+		n.send(Message{Kind: KindModel, To: p, Packed: pk, Age: n.age})
 	case w.cfg.Partitions > 0:
 		k := w.nextPart
 		w.nextPart = (k + 1) % w.cfg.Partitions
@@ -112,23 +120,6 @@ func (w *randomWalk) sendModel(n *Node) {
 		// after each update and never writes it in place (Message.Params).
 		n.send(Message{Kind: KindModel, To: p, Params: n.params, Age: n.age})
 	}
-}
-
-// subsample draws each coordinate with probability s (geometric skips, so
-// O(s·len) work) and returns the ascending indices and their values.
-func subsample(rng *rand.Rand, x []float32, s float64) ([]uint32, []float32) {
-	idx := make([]uint32, 0, int(s*float64(len(x)))+8)
-	vals := make([]float32, 0, cap(idx))
-	logq := math.Log1p(-s)
-	for i := -1; ; {
-		i += 1 + int(math.Log(1-rng.Float64())/logq)
-		if i >= len(x) || i < 0 {
-			break
-		}
-		idx = append(idx, uint32(i))
-		vals = append(vals, x[i])
-	}
-	return idx, vals
 }
 
 func (w *randomWalk) step(n *Node, m *Message) {

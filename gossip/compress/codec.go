@@ -15,6 +15,7 @@ import (
 //	topk:  k u32, k indices as uvarint gaps (the first index, then each
 //	       index minus the previous one minus 1), k f32
 //	randk: seed u64 | k u32 | k f32
+//	randk-int8: seed u64 | k u32 | ⌈k/Int8Chunk⌉ scales f32 | k i8
 
 // EncodedSize is the length of p's encoding: the bytes on the wire.
 func EncodedSize(p *Payload) int {
@@ -35,6 +36,8 @@ func EncodedSize(p *Payload) int {
 		}
 	case RandK:
 		n += 12 + 4*len(p.Values)
+	case RandKInt8:
+		n += 12 + 4*len(p.Scales) + len(p.Bytes)
 	}
 	return n
 }
@@ -82,6 +85,13 @@ func AppendEncode(dst []byte, p *Payload) []byte {
 		dst = le.AppendUint64(dst, p.Seed)
 		dst = le.AppendUint32(dst, uint32(len(p.Values)))
 		f32s(p.Values)
+	case RandKInt8:
+		dst = le.AppendUint64(dst, p.Seed)
+		dst = le.AppendUint32(dst, uint32(len(p.Bytes)))
+		f32s(p.Scales)
+		for _, q := range p.Bytes {
+			dst = append(dst, byte(q))
+		}
 	}
 	return dst
 }
@@ -100,7 +110,7 @@ func Decode(b []byte, maxN int) (*Payload, error) {
 	}
 	le := binary.LittleEndian
 	p := &Payload{Kind: Kind(b[0]), N: int(le.Uint32(b[1:5]))}
-	if p.Kind > RandK {
+	if p.Kind > RandKInt8 {
 		return bad("unknown kind %d", b[0])
 	}
 	if p.N > maxN {
@@ -203,6 +213,32 @@ func Decode(b []byte, maxN int) (*Payload, error) {
 		if p.Values, err = f32s(k, "randk values"); err != nil {
 			return nil, err
 		}
+	case RandKInt8:
+		if len(r) < 12 {
+			return bad("randk-int8: %d bytes, need 12 for seed and count", len(r))
+		}
+		p.Seed = le.Uint64(r)
+		k := int(le.Uint32(r[8:]))
+		r = r[12:]
+		if k > p.N {
+			return bad("randk-int8: %d values kept of %d", k, p.N)
+		}
+		if p.Scales, err = f32s((k+Int8Chunk-1)/Int8Chunk, "randk-int8 scales"); err != nil {
+			return nil, err
+		}
+		for i, s := range p.Scales {
+			if s < 0 {
+				return bad("randk-int8: scale %d is negative (%v)", i, s)
+			}
+		}
+		if !need(k) {
+			return bad("randk-int8: %d values need %d bytes, %d left", k, k, len(r))
+		}
+		p.Bytes = make([]int8, k)
+		for i := range p.Bytes {
+			p.Bytes[i] = int8(r[i])
+		}
+		r = r[k:]
 	}
 	if len(r) != 0 {
 		return bad("%d bytes after the %s payload", len(r), p.Kind)

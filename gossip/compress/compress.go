@@ -33,9 +33,13 @@ const (
 	Int8
 	TopK
 	RandK
+	// RandKInt8 is rand-k with its values as int8 (a scale per
+	// Int8Chunk kept values). Not a --compression name: random walk's
+	// subsampling sends it under int8.
+	RandKInt8
 )
 
-var kindNames = [...]string{None: "none", FP16: "fp16", Int8: "int8", TopK: "topk", RandK: "randk"}
+var kindNames = [...]string{None: "none", FP16: "fp16", Int8: "int8", TopK: "topk", RandK: "randk", RandKInt8: "randk-int8"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -135,22 +139,7 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 			p.Half = append(p.Half, toHalf(v))
 		}
 	case Int8:
-		for lo := 0; lo < len(x); lo += Int8Chunk {
-			chunk := x[lo:min(lo+Int8Chunk, len(x))]
-			var mx float32
-			for _, v := range chunk {
-				mx = max(mx, float32(math.Abs(float64(v))))
-			}
-			scale := mx / 127
-			p.Scales = append(p.Scales, scale)
-			for _, v := range chunk {
-				q := int8(0)
-				if scale > 0 {
-					q = int8(math.Round(float64(v / scale)))
-				}
-				p.Bytes = append(p.Bytes, q)
-			}
-		}
+		p.Scales, p.Bytes = quantize8(p.Scales, p.Bytes, x)
 	case TopK:
 		// The k largest magnitudes, ties to the lower index: the k-th
 		// largest magnitude t by selection (linear time), then every
@@ -179,14 +168,59 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 				p.Values = append(p.Values, v)
 			}
 		}
-	case RandK:
+	case RandK, RandKInt8:
 		p.Seed = rng.Uint64()
 		p.Indices = RandIndices(p.Indices, len(x), spec.Keep(len(x)), p.Seed)
 		for _, i := range p.Indices {
 			p.Values = append(p.Values, x[i])
 		}
 		p.Indices = p.Indices[:0] // not sent: the receiver draws them
+		if spec.Kind == RandKInt8 {
+			p.Scales, p.Bytes = quantize8(p.Scales, p.Bytes, p.Values)
+			p.Values = p.Values[:0]
+		}
 	}
+}
+
+// quantize8 appends x as int8 with a scale per Int8Chunk values (the
+// chunk's largest magnitude / 127).
+func quantize8(scales []float32, bytes []int8, x []float32) ([]float32, []int8) {
+	for lo := 0; lo < len(x); lo += Int8Chunk {
+		chunk := x[lo:min(lo+Int8Chunk, len(x))]
+		var mx float32
+		for _, v := range chunk {
+			mx = max(mx, abs32(v))
+		}
+		scale := mx / 127
+		scales = append(scales, scale)
+		for _, v := range chunk {
+			q := int8(0)
+			if scale > 0 {
+				q = int8(math.Round(float64(v / scale)))
+			}
+			bytes = append(bytes, q)
+		}
+	}
+	return scales, bytes
+}
+
+// Sparse returns the coordinates a rand-k payload carries and their
+// values (RandK, RandKInt8), drawn from its seed as the sender drew them.
+// p must be valid (Decode checks).
+func Sparse(p *Payload) ([]uint32, []float32) {
+	k := len(p.Values)
+	if p.Kind == RandKInt8 {
+		k = len(p.Bytes)
+	}
+	idx := RandIndices(nil, p.N, k, p.Seed)
+	if p.Kind == RandK {
+		return idx, slices.Clone(p.Values)
+	}
+	vals := make([]float32, k)
+	for j, q := range p.Bytes {
+		vals[j] = float32(q) * p.Scales[j/Int8Chunk]
+	}
+	return idx, vals
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
@@ -281,6 +315,12 @@ func Decompress(dst []float32, p *Payload) {
 		}
 		for j, i := range idx {
 			dst[i] = p.Values[j]
+		}
+	case RandKInt8:
+		clear(dst)
+		idx, vals := Sparse(p)
+		for j, i := range idx {
+			dst[i] = vals[j]
 		}
 	}
 }

@@ -214,6 +214,9 @@ func FuzzDecode(f *testing.F) {
 		Compress(&p, randVec(rng, 300), spec, rng)
 		f.Add(AppendEncode(nil, &p))
 	}
+	var p8 Payload
+	Compress(&p8, randVec(rng, 300), Spec{Kind: RandKInt8, Fraction: 0.2}, rng)
+	f.Add(AppendEncode(nil, &p8))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Decode(b, 1<<16)
 		if err != nil {
@@ -272,4 +275,46 @@ func cmpDesc(a, b float64) int {
 		return 1
 	}
 	return 0
+}
+
+// TestRandKInt8: rand-k with int8 values carries the coordinates its seed
+// draws, each within half a scale step, in 1 byte a value (plus a scale
+// per 256); malformed ones are refused.
+func TestRandKInt8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	x := randVec(rng, 1000)
+	var p Payload
+	Compress(&p, x, Spec{Kind: RandKInt8, Fraction: 0.1}, rng)
+	b := AppendEncode(nil, &p)
+	if len(b) != EncodedSize(&p) || len(b) != 5+12+4+100 {
+		t.Fatalf("%d bytes (EncodedSize %d), want %d", len(b), EncodedSize(&p), 5+12+4+100)
+	}
+	q, err := Decode(b, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, vals := Sparse(q)
+	if want := RandIndices(nil, 1000, 100, p.Seed); !slices.Equal(idx, want) {
+		t.Fatalf("indices %v, want %v", idx, want)
+	}
+	dense := make([]float32, 1000)
+	Decompress(dense, q)
+	for j, i := range idx {
+		if d := math.Abs(float64(vals[j] - x[i])); d > float64(q.Scales[0])/2*1.0001 || dense[i] != vals[j] {
+			t.Fatalf("coordinate %d: %v → %v (dense %v), scale %v", i, x[i], vals[j], dense[i], q.Scales[0])
+		}
+	}
+	for _, bad := range [][]byte{b[:len(b)-1], append(slices.Clone(b), 0)} {
+		if _, err := Decode(bad, 1000); !errors.Is(err, ErrPayload) {
+			t.Errorf("%d bytes: %v", len(bad), err)
+		}
+	}
+	neg := slices.Clone(b)
+	neg[5+12+3] |= 0x80 // the scale's sign bit
+	if _, err := Decode(neg, 1000); !errors.Is(err, ErrPayload) || !strings.Contains(err.Error(), "negative") {
+		t.Errorf("negative scale: %v", err)
+	}
+	if _, err := Decode(b, 999); !errors.Is(err, ErrPayload) {
+		t.Errorf("more values than allowed: %v", err)
+	}
 }
