@@ -25,6 +25,7 @@ func sampleMessages() []gossip.Message {
 		{Kind: gossip.KindParams, From: "g", Round: 4, Packed: &compress.Payload{Kind: compress.FP16, N: 2, Half: []uint16{0x3c00, 0xc000}}},
 		{Kind: gossip.KindModel, From: "h", Age: 3, Packed: &compress.Payload{Kind: compress.Int8, N: 3, Scales: []float32{0.5}, Bytes: []int8{1, -2, 127}}},
 		{Kind: gossip.KindPushSum, From: "i", Weight: 0.5, Packed: &compress.Payload{Kind: compress.TopK, N: 300, Indices: []uint32{1, 170, 299}, Values: []float32{1, 2, 3}}},
+		{Kind: gossip.KindModel, From: "j", Age: 5, Packed: &compress.Payload{Kind: compress.RandKInt8, N: 50, Seed: 99, Scales: []float32{0.25}, Bytes: []int8{3, -4}}},
 	}
 }
 
