@@ -2,9 +2,12 @@ package simulation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gossipd/gossipd/gossip"
 )
 
 // CommTableConfig configures CommTable: the job every run shares, the
@@ -123,12 +126,19 @@ func CommTable(ctx context.Context, c CommTableConfig, progress func(string)) (s
 		round        int
 		reached      bool
 		final        float64
+		refused      string // the setting does not apply to the protocol
 	}
 	results := make([]result, len(c.Runs))
 	plain := map[string]int{} // protocol → its uncompressed run
 	for i, r := range c.Runs {
 		cfg := c.config(r)
 		res, err := Run(ctx, cfg, nil)
+		if errors.Is(err, ErrConfig) || errors.Is(err, gossip.ErrConfig) {
+			// A row the protocol does not take says why, so the table
+			// covers every protocol × setting.
+			results[i].refused = err.Error()
+			continue
+		}
 		if err != nil {
 			return "", fmt.Errorf("%s with %s: %w", r.Protocol, r.Compression, err)
 		}
@@ -148,6 +158,14 @@ func CommTable(ctx context.Context, c CommTableConfig, progress func(string)) (s
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range c.Runs {
 		res := results[i]
+		steps := "—"
+		if r.LocalSteps > 0 {
+			steps = fmt.Sprintf("%d, outer Nesterov", r.LocalSteps)
+		}
+		if res.refused != "" {
+			fmt.Fprintf(&b, "| %s | %s | %s | %g | not available: %s | | | | |\n", r.Protocol, r.Compression, steps, r.LR, refusal(res.refused))
+			continue
+		}
 		reach, fewer, delta := "not reached", "—", "—"
 		if res.reached {
 			reach = fmt.Sprintf("%s (%d)", humanBytes(res.bytes), res.round)
@@ -158,17 +176,24 @@ func CommTable(ctx context.Context, c CommTableConfig, progress func(string)) (s
 			}
 			delta = fmt.Sprintf("%+.4f", res.final-results[p].final)
 		}
-		steps := "—"
-		if r.LocalSteps > 0 {
-			steps = fmt.Sprintf("%d, outer Nesterov", r.LocalSteps)
-		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %g | %s | %s | %.4f | %s | %s |\n", r.Protocol, r.Compression, steps, r.LR, reach, fewer, res.final, delta, humanBytes(res.total))
 	}
 	b.WriteString("\nCommands:\n\n")
-	for _, r := range c.Runs {
+	for i, r := range c.Runs {
+		if results[i].refused != "" {
+			continue
+		}
 		fmt.Fprintf(&b, "    %s\n", c.command(r))
 	}
 	return b.String(), nil
+}
+
+// refusal is the reason of a refused run, without the package prefixes.
+func refusal(msg string) string {
+	if i := strings.LastIndex(msg, "invalid config: "); i >= 0 {
+		msg = msg[i+len("invalid config: "):]
+	}
+	return strings.ReplaceAll(msg, "|", "/")
 }
 
 // humanBytes writes n in kB, MB or GB (powers of 1000).
