@@ -80,10 +80,12 @@ turnover: build ## regenerate the turnover table of docs/SIMULATION.md (needs da
 
 COMM_SOFTMAX = dpsgd/none/0.5,dpsgd/fp16/0.5,dpsgd/int8/0.5,dpsgd/topk:0.01/0.5,dpsgd/none/0.5/10,dpsgd/none/0.5/50,dpsgd/topk:0.05/0.5,dpsgd/int8/0.5/10,pushsum/none/0.5,pushsum/fp16/0.5,pushsum/int8/0.5,pushsum/topk:0.01/0.5,pushsum/none/0.5/10,pushsum/none/0.5/50,adpsgd/none/0.5,adpsgd/fp16/0.5,adpsgd/int8/0.5,adpsgd/topk:0.01/0.5,adpsgd/none/0.5/10,adpsgd/none/0.5/50,sfb/none/0.5,sfb/fp16/0.5,sfb/int8/0.5,sfb/topk:0.01/0.5,sfb/none/0.5/10,sfb/none/0.5/50,randomwalk/none/0.1,randomwalk/fp16/0.1,randomwalk/int8/0.1,randomwalk/topk:0.01/0.1,randomwalk/none/0.1/10,randomwalk/none/0.1/50,randomwalk/subsample:0.1/0.1,randomwalk/subsample:0.2+int8/0.1,randomwalk/subsample:0.1+int8/0.1
 COMM_MLP = dpsgd/none/0.5,dpsgd/fp16/0.5,dpsgd/int8/0.5,dpsgd/topk:0.01/0.5,dpsgd/none/0.5/10,dpsgd/none/0.5/50,dpsgd/int8/0.5/10,pushsum/none/0.5,pushsum/fp16/0.5,pushsum/int8/0.5,pushsum/topk:0.01/0.5,pushsum/none/0.5/10,pushsum/none/0.5/50,adpsgd/none/0.5,adpsgd/fp16/0.5,adpsgd/int8/0.5,adpsgd/topk:0.01/0.5,adpsgd/none/0.5/10,adpsgd/none/0.5/50,randomwalk/none/0.1,randomwalk/fp16/0.1,randomwalk/int8/0.1,randomwalk/topk:0.01/0.1,randomwalk/none/0.1/10,randomwalk/none/0.1/50,randomwalk/subsample:0.2+int8/0.1,randomwalk/subsample:0.1+int8/0.1
-COMM_1000 = dpsgd/none/0.5,dpsgd/int8/0.5,dpsgd/topk:0.01/0.5,dpsgd/none/0.5/10,randomwalk/none/0.1,randomwalk/int8/0.1,randomwalk/subsample:0.2+int8/0.1
+COMM_MLP_RW = randomwalk/none/0.1,randomwalk/subsample:0.3+int8/0.1,randomwalk/subsample:0.25+int8/0.1
+COMM_1000 = dpsgd/none/0.5,dpsgd/int8/0.5,dpsgd/topk:0.01/0.5,dpsgd/none/0.5/10,randomwalk/none/0.1,randomwalk/int8/0.1,randomwalk/subsample:0.2+int8/0.1,randomwalk/subsample:0.3+int8/0.1,randomwalk/subsample:0.5+int8/0.1
 commtable: build ## regenerate docs/COMMUNICATION.md's bytes-to-accuracy tables (needs dataset-fashion-mnist; about 40 minutes on 2 cores)
 	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-softmax --peers 100 --rounds 150 --target 0.65 --runs $(COMM_SOFTMAX)
 	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-mlp --model mlp --hidden 128 --peers 100 --rounds 100 --target 0.6 --runs $(COMM_MLP)
+	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-mlp-rw --model mlp --hidden 128 --peers 100 --rounds 100 --target 0.6 --runs $(COMM_MLP_RW)
 	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-1000 --peers 1000 --rounds 60 --target 0.6 --runs $(COMM_1000)
 
 demo: build ## watch 8 local daemons learn together from non-IID pieces of digits, no server (about half a minute)
