@@ -302,61 +302,53 @@ func (n *Node) send(m Message) {
 	n.rd.Messages = append(n.rd.Messages, m)
 }
 
-// unpack puts a compressed message's vector back in Params, checking it
-// against the job's compression first.
-func (n *Node) unpack(m *Message) error {
-	if sp := n.cfg.Sparse.Kind; sp != compress.None {
-		switch {
-		case m.Packed == nil:
-			m.keyframe = len(m.Params) > 0
-			return nil
-		case m.Packed.Kind != sp:
-			return invalid("compression", "a %s job received a %s vector", sp, m.Packed.Kind)
-		case len(m.Params) > 0:
-			return invalid("compression", "a message with both a plain and a compressed vector")
-		case m.Packed.N > n.layout.Size:
-			return invalid("shape", "a compressed vector of %d values, the model has %d", m.Packed.N, n.layout.Size)
-		}
-		m.Params = make([]float32, m.Packed.N)
-		compress.Decompress(m.Params, m.Packed)
-		m.Packed = nil
-		return nil
-	}
-	if n.cfg.Subsample > 0 && m.Packed != nil {
-		want := compress.RandK
-		if n.cfg.Quantize.Kind == compress.Int8 {
-			want = compress.RandKInt8
-		}
-		switch {
-		case m.Packed.Kind != want:
-			return invalid("compression", "a subsampling job received a %s vector, want %s", m.Packed.Kind, want)
-		case len(m.Params) > 0 || len(m.Indices) > 0:
-			return invalid("compression", "a message with both a plain and a compressed vector")
-		case m.Packed.N != n.layout.Size:
-			return invalid("shape", "a subsampled vector of %d values, the model has %d", m.Packed.N, n.layout.Size)
-		}
-		m.Indices, m.Params = compress.Sparse(m.Packed)
-		m.Packed = nil
-		return nil
-	}
-	q := n.cfg.Quantize.Kind
+// packedKind is the kind of compressed vector the job's messages carry
+// (None: plain float32): D-PSGD's sparse steps, random walk's subsampled
+// models (rand-k, with int8 values under int8), or every vector under
+// Quantize.
+func (n *Node) packedKind() compress.Kind {
 	switch {
-	case m.Packed == nil:
-		if q != compress.None && len(m.Params) > 0 {
-			return invalid("compression", "a %s job received an uncompressed vector", q)
+	case n.cfg.Sparse.Kind != compress.None:
+		return n.cfg.Sparse.Kind
+	case n.cfg.Subsample > 0 && n.cfg.Quantize.Kind == compress.Int8:
+		return compress.RandKInt8
+	case n.cfg.Subsample > 0:
+		return compress.RandK
+	}
+	return n.cfg.Quantize.Kind
+}
+
+// unpack puts a compressed message's vector back in Params (a subsampled
+// model's in Indices and Params), checking it against the job's
+// compression first. Under sparse compression a plain vector is a
+// keyframe.
+func (n *Node) unpack(m *Message) error {
+	want, subsampled := n.packedKind(), n.cfg.Subsample > 0
+	if m.Packed == nil {
+		switch {
+		case n.cfg.Sparse.Kind != compress.None:
+			m.keyframe = len(m.Params) > 0
+		case n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0:
+			return invalid("compression", "a %s job received an uncompressed vector", n.cfg.Quantize.Kind)
 		}
 		return nil
-	case q == compress.None:
+	}
+	switch {
+	case want == compress.None:
 		return invalid("compression", "a job without compression received a %s vector", m.Packed.Kind)
-	case m.Packed.Kind != q:
-		return invalid("compression", "a %s job received a %s vector", q, m.Packed.Kind)
-	case len(m.Params) > 0:
+	case m.Packed.Kind != want:
+		return invalid("compression", "a job sending %s vectors received a %s vector", want, m.Packed.Kind)
+	case len(m.Params) > 0 || subsampled && len(m.Indices) > 0:
 		return invalid("compression", "a message with both a plain and a compressed vector")
-	case m.Packed.N > n.layout.Size:
+	case m.Packed.N > n.layout.Size || subsampled && m.Packed.N != n.layout.Size:
 		return invalid("shape", "a compressed vector of %d values, the model has %d", m.Packed.N, n.layout.Size)
 	}
-	m.Params = make([]float32, m.Packed.N)
-	compress.Decompress(m.Params, m.Packed)
+	if subsampled {
+		m.Indices, m.Params = compress.Sparse(m.Packed)
+	} else {
+		m.Params = make([]float32, m.Packed.N)
+		compress.Decompress(m.Params, m.Packed)
+	}
 	m.Packed = nil
 	return nil
 }

@@ -103,12 +103,8 @@ func (w *randomWalk) sendModel(n *Node) {
 		// A random fraction of the coordinates, named by a seed the
 		// receiver draws them from (compress.Sparse), the values as
 		// float32 or, under int8, int8.
-		kind := compress.RandK
-		if w.cfg.Quantize.Kind == compress.Int8 {
-			kind = compress.RandKInt8
-		}
 		pk := new(compress.Payload)
-		compress.Compress(pk, n.params, compress.Spec{Kind: kind, Fraction: w.cfg.Subsample}, n.rng)
+		compress.Compress(pk, n.params, compress.Spec{Kind: n.packedKind(), Fraction: w.cfg.Subsample}, n.rng)
 		n.send(Message{Kind: KindModel, To: p, Packed: pk, Age: n.age})
 	case w.cfg.Partitions > 0:
 		k := w.nextPart

@@ -30,7 +30,8 @@ import (
 
 // overlapUpdates says whether instant updates run on the pool. Runs with
 // attackers that read honest models (ipm, alie) or a changing roster
-// keep strict event order; tests turn it off to compare.
+// (whose events involve every peer) keep strict event order; tests turn
+// it off to compare.
 func (s *sim) overlapUpdates() bool {
 	return !sequentialUpdates && s.speed == nil && s.adv == nil && s.cfg.Turnover == 0
 }
@@ -85,12 +86,6 @@ func (s *sim) takeSetAside(e *event) (bool, error) {
 			}
 			took = true
 		}
-	}
-	if e.kind == evTurnover || e.kind == evDrop { // they involve everyone
-		if err := s.takeAll(); err != nil {
-			return false, err
-		}
-		took = true
 	}
 	return took, nil
 }

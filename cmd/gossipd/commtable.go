@@ -31,7 +31,7 @@ func runCommTable(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if *update == "" && fs.Lookup("section").Value.String() != "commtable" {
+	if *update == "" && cli.FlagSet(fs, "section") {
 		return fmt.Errorf("%w: --section needs --update", errUsage)
 	}
 	var err error
