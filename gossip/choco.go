@@ -37,6 +37,8 @@ type choco struct {
 	hats  map[PeerID]*copyOf // x̂_j
 	half  []float32          // x' of the round in progress
 	key   bool               // the next round sends a keyframe
+	// lastKey is 1 + the round of the last keyframe sent (0: none).
+	lastKey uint64
 }
 
 // copyOf is a neighbour's public copy as this node holds it.
@@ -89,7 +91,7 @@ func (c *choco) step(n *Node, d *dpsgd, g []float32) {
 	c.half = slices.Clone(n.params)
 	merge.Axpy(c.half, -float32(d.cfg.LR), g)
 	if c.key || (c.every > 0 && n.round > 0 && n.round%c.every == 0) {
-		c.key = false
+		c.key, c.lastKey = false, n.round+1
 		copy(c.self, c.half)
 		for _, p := range d.order {
 			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: c.self, Weight: d.degree()})
@@ -120,10 +122,13 @@ func (c *choco) receive(n *Node, m *Message) {
 		// restarted from an earlier checkpoint), replaces it.
 		if m.Round+1 > h.round || m.Round+1+futureRounds < h.round || h.stale {
 			// A keyframe off the schedule over a good copy means the
-			// sender restarted or jumped rounds and lost its copies of
-			// this node: one goes back next round. (Over a stale copy
-			// there is no answer, so two nodes never answer each other.)
-			if !h.stale && (c.every == 0 || m.Round%c.every != 0) {
+			// sender restarted or jumped rounds and may have lost its
+			// copies of this node: one goes back next round, unless this
+			// node sent one in the last round or since (that was the
+			// answer, or crossed it: two nodes never answer each other
+			// back and forth).
+			answered := c.lastKey > 0 && c.lastKey+1 >= m.Round
+			if !h.stale && (c.every == 0 || m.Round%c.every != 0) && !answered {
 				c.key = true
 			}
 			h.x = append(h.x[:0], m.Params...)

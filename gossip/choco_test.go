@@ -196,7 +196,19 @@ func TestChocoRestart(t *testing.T) {
 	before := slices.Clone(nd.Params())
 	d0 := merge.ConsensusDistance(h.params())
 	h.traces = nil
+	keyframes := 0
+	h.drop = func(m *gossip.Message) bool {
+		if m.Packed == nil && len(m.Params) > 0 {
+			keyframes++
+		}
+		return false
+	}
 	h.run(400*time.Second, time.Second)
+	// The restarted node's keyframes, its neighbours' answers, and no
+	// more: keyframes are not answered back and forth.
+	if keyframes == 0 || keyframes > 8 {
+		t.Fatalf("%d keyframes in 400 rounds after the restart", keyframes)
+	}
 	if d := merge.ConsensusDistance(h.params()); !(d < d0*1e-4) || d0 == 0 {
 		t.Fatalf("consensus distance %.3g → %.3g after the restart", d0, d)
 	}
