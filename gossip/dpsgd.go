@@ -33,7 +33,7 @@ type dpsgd struct {
 	ws         []float64
 	choco      *choco    // with sparse compression (choco.go)
 	local      []float32 // the round's local result (outer.go)
-	momentum   []float32 // the outer momentum (outer.go)
+	outer      outer     // the outer optimizer (outer.go)
 }
 
 // futureRounds bounds how far ahead of its own round a node buffers
@@ -41,7 +41,7 @@ type dpsgd struct {
 const futureRounds = 2
 
 func newDPSGD(cfg *Config) *dpsgd {
-	d := &dpsgd{cfg: cfg, future: map[uint64]map[PeerID][]float32{}, adv: map[PeerID]int{}, filled: map[PeerID]uint64{}}
+	d := &dpsgd{cfg: cfg, outer: outer{cfg: &cfg.Outer}, future: map[uint64]map[PeerID][]float32{}, adv: map[PeerID]int{}, filled: map[PeerID]uint64{}}
 	d.setNeighbors()
 	if cfg.Sparse.Kind != compress.None {
 		d.choco = newChoco(cfg)
@@ -289,7 +289,7 @@ func (d *dpsgd) tryFinish(n *Node) {
 		copy(d.scratch, n.params)
 	}
 	if d.cfg.Outer.Enabled() {
-		x := d.outerStep(n, d.scratch)
+		x := d.outer.step(n.params, d.scratch)
 		d.scratch, d.local = nil, nil // the messages share the local result
 		d.finish(n, x)
 		return
@@ -311,3 +311,6 @@ func (d *dpsgd) finish(n *Node, x []float32) {
 		d.begin(n)
 	}
 }
+
+func (d *dpsgd) snapshot(s *State)      { d.outer.snapshot(s) }
+func (d *dpsgd) restore(s *State) error { return d.outer.restore(s) }

@@ -22,6 +22,14 @@ import (
 // One message per neighbour per H steps instead of per step, so H times
 // fewer bytes per example trained. The momentum m is part of the
 // checkpointed state (State.Momentum).
+//
+// Random walk with Config.Outer is NoLoCo's gossip without pairing: every
+// Δ a node mixes its last local result with the results that random
+// peers sent it since, ȳ = (y_i + Σ_k y_k)/(1 + K), takes the outer step
+// with the momentum on its own pseudo-gradient (outer.stepOwn), trains H
+// local steps from the new x, and sends the result y_i to one random
+// peer (randomWalk.outerTick). One model per node per Δ, as plain
+// random walk.
 
 // Outer methods.
 const (
@@ -53,10 +61,12 @@ func (c *Config) validateOuter() error {
 		return nil
 	}
 	switch {
-	case c.Protocol != DPSGD:
-		return fmt.Errorf("%w: the outer optimizer mixes over D-PSGD's neighbourhood; %s does not take it", ErrConfig, c.Protocol)
+	case c.Protocol != DPSGD && c.Protocol != RandomWalk:
+		return fmt.Errorf("%w: the outer optimizer mixes over D-PSGD's neighbourhood or with random peers (randomwalk); %s does not take it", ErrConfig, c.Protocol)
 	case c.Sparse.Kind != 0:
 		return fmt.Errorf("%w: the outer optimizer and %v together", ErrConfig, c.Sparse)
+	case c.Protocol == RandomWalk && (c.Subsample > 0 || c.Partitions > 0 || c.Tokens.enabled() || c.Variant != "mu" || c.robust()):
+		return fmt.Errorf("%w: random walk's outer optimizer sends whole models and mixes them by its own rule: not with subsampling, partitions, tokens, variant %q or a robust aggregator", ErrConfig, c.Variant)
 	}
 	if o.Method == "" {
 		o.Method = OuterNesterov
@@ -82,41 +92,74 @@ func (c *Config) validateOuter() error {
 	return nil
 }
 
-// outerStep applies the outer update to n.params from the mixed result
+// outer is a node's outer optimizer: the momentum, kept across restarts.
+type outer struct {
+	cfg      *OuterConfig
+	momentum []float32
+}
+
+// step applies the outer update to the model x from the mixed result
 // ybar, and returns the new model (ybar's memory is reused).
-func (d *dpsgd) outerStep(n *Node, ybar []float32) []float32 {
-	o := d.cfg.Outer
-	if o.Method == OuterAverage {
+func (o *outer) step(x, ybar []float32) []float32 {
+	if o.cfg.Method == OuterAverage {
 		return ybar
 	}
-	if len(d.momentum) != len(n.params) {
-		d.momentum = make([]float32, len(n.params))
+	if len(o.momentum) != len(x) {
+		o.momentum = make([]float32, len(x))
 	}
-	mu, eta := float32(o.Momentum), float32(o.LR)
-	x := ybar // becomes the new model: x − η·(Δ + μ·m), Δ = x − ȳ
-	for k, xk := range n.params {
+	mu, eta := float32(o.cfg.Momentum), float32(o.cfg.LR)
+	out := ybar // becomes the new model: x − η·(Δ + μ·m), Δ = x − ȳ
+	for k, xk := range x {
 		delta := xk - ybar[k]
-		m := mu*d.momentum[k] + delta
-		d.momentum[k] = m
-		x[k] = xk - eta*(delta+mu*m)
+		m := mu*o.momentum[k] + delta
+		o.momentum[k] = m
+		out[k] = xk - eta*(delta+mu*m)
 	}
-	return x
+	return out
+}
+
+// stepOwn is the outer update with the momentum on the node's own
+// pseudo-gradient Δ = x − y and the mixing outside it, from the mixed
+// result ybar (reused for the result):
+//
+//	m ← μ·m + Δ;  x ← ȳ − (η·(Δ + μ·m) − Δ)
+//
+// Alone (ȳ = y) it is step's x − η·(Δ + μ·m); with local steps that
+// change nothing it is plain averaging, x ← ȳ, as the momentum dies out.
+// Random walk uses it: pushes to random peers do not mix by a doubly
+// stochastic matrix, and momentum over the consensus gap (step) drove
+// such mixing apart (TestRandomWalkOuterMixing).
+func (o *outer) stepOwn(x, y, ybar []float32) []float32 {
+	if o.cfg.Method == OuterAverage {
+		return ybar
+	}
+	if len(o.momentum) != len(x) {
+		o.momentum = make([]float32, len(x))
+	}
+	mu, eta := float32(o.cfg.Momentum), float32(o.cfg.LR)
+	for k, xk := range x {
+		delta := xk - y[k]
+		m := mu*o.momentum[k] + delta
+		o.momentum[k] = m
+		ybar[k] -= eta*(delta+mu*m) - delta
+	}
+	return ybar
 }
 
 // snapshot and restore keep the outer momentum across restarts.
-func (d *dpsgd) snapshot(s *State) {
-	if d.momentum != nil {
-		s.Momentum = slices.Clone(d.momentum)
+func (o *outer) snapshot(s *State) {
+	if o.momentum != nil {
+		s.Momentum = slices.Clone(o.momentum)
 	}
 }
 
-func (d *dpsgd) restore(s *State) error {
+func (o *outer) restore(s *State) error {
 	if len(s.Momentum) == 0 {
 		return nil
 	}
 	if len(s.Momentum) != len(s.Params) || !merge.Finite(s.Momentum) {
 		return fmt.Errorf("%w: saved outer momentum of %d values for %d parameters, or not finite", ErrConfig, len(s.Momentum), len(s.Params))
 	}
-	d.momentum = slices.Clone(s.Momentum)
+	o.momentum = slices.Clone(s.Momentum)
 	return nil
 }

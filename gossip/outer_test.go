@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,9 +108,101 @@ func TestOuterMomentumRestored(t *testing.T) {
 			t.Errorf("%+v: %v, want an error about %q", tc.o, err, tc.want)
 		}
 	}
-	c.Outer, c.Protocol, c.Neighbors, c.SelfWeight = gossip.OuterConfig{Steps: 2}, gossip.RandomWalk, nil, 0
-	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "randomwalk does not take it") {
-		t.Errorf("outer optimizer with random walk: %v", err)
+	c.Outer, c.Protocol, c.Neighbors, c.SelfWeight = gossip.OuterConfig{Steps: 2}, gossip.PushSum, nil, 0
+	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "pushsum does not take it") {
+		t.Errorf("outer optimizer with push-sum: %v", err)
+	}
+	c.Protocol = gossip.RandomWalk
+	tokens, _ := gossip.ParseTokens("1:3")
+	for name, edit := range map[string]func(*gossip.Config){
+		"subsample": func(c *gossip.Config) { c.Subsample = 0.5 },
+		"tokens":    func(c *gossip.Config) { c.Tokens = tokens },
+		"variant":   func(c *gossip.Config) { c.Variant = "rw" },
+	} {
+		bad := c
+		edit(&bad)
+		if _, err := gossip.New(bad); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "sends whole models") {
+			t.Errorf("random walk's outer optimizer with %s: %v", name, err)
+		}
+	}
+}
+
+// rwOuterHarness is n random-walk nodes with the outer optimizer, each
+// from its own random model and knowing every other, whose local steps
+// change nothing.
+func rwOuterHarness(t *testing.T, n int, o gossip.OuterConfig) *harness {
+	t.Helper()
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Sampling, c.Outer = "oracle", o
+		rng := rand.New(rand.NewPCG(uint64(i), 42))
+		for k := range c.Init {
+			c.Init[k] = float32(rng.NormFloat64())
+		}
+	})
+	h.train = zeroGrad
+	for i, nd := range h.nodes {
+		var all []gossip.PeerID
+		for k := range h.nodes {
+			if k != i {
+				all = append(all, name(k))
+			}
+		}
+		nd.SetPeers(all)
+	}
+	return h
+}
+
+// TestRandomWalkOuterStep: two random-walk nodes with the outer optimizer,
+// checked by hand, with local steps that add 1 to every coordinate. The
+// first Δ trains H steps and sends the result to the other node, one
+// model each; at the second, ȳ is the mean of the two results, the own
+// pseudo-gradient is Δ = −1, the momentum starts at Δ, and
+// x_0 ← ȳ − (η·(1 + μ)·Δ − Δ).
+func TestRandomWalkOuterStep(t *testing.T) {
+	h := rwOuterHarness(t, 2, gossip.OuterConfig{Steps: 4, LR: 0.5, Momentum: 0.8})
+	var steps []int
+	h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+		steps = append(steps, req.Steps)
+		y := slices.Clone(req.Params)
+		for k := range y {
+			y[k]++
+		}
+		return &gossip.TrainResult{ID: req.ID, Params: y, Examples: 1}
+	}
+	x0, x1 := h.nodes[0].Params()[2], h.nodes[1].Params()[2]
+	h.run(999*time.Millisecond, time.Millisecond) // both first wake in [0, Δ)
+	if h.sent != 2 || h.nodes[0].Params()[2] != x0 {
+		t.Fatalf("first Δ: %d messages sent (want 2), x_0 %v → %v", h.sent, x0, h.nodes[0].Params()[2])
+	}
+	h.run(1999*time.Millisecond, time.Millisecond)
+	delta := float32(-1)
+	ybar := (x0 + x1 + 2) / 2
+	want := ybar - (0.5*(1+0.8)*delta - delta)
+	if got := h.nodes[0].Params()[2]; math.Abs(float64(got-want)) > 1e-5 {
+		t.Fatalf("after one outer step x_0 = %v, want %v", got, want)
+	}
+	if m := h.nodes[0].Snapshot().Momentum[2]; math.Abs(float64(m-delta)) > 1e-5 {
+		t.Fatalf("momentum %v, want %v", m, delta)
+	}
+	if h.nodes[0].Round() != 1 || len(steps) != 4 || steps[0] != 4 {
+		// Two Δs at two nodes: four requests of H steps.
+		t.Fatalf("round %d, local steps asked %v", h.nodes[0].Round(), steps)
+	}
+}
+
+// TestRandomWalkOuterMixing: with local steps that change nothing, eight
+// nodes that send their results to random peers come to agree, with
+// either method. (Momentum over the consensus gap, D-PSGD's rule, went
+// from 4.8 to 1.3e5 here.)
+func TestRandomWalkOuterMixing(t *testing.T) {
+	for _, o := range []gossip.OuterConfig{{Steps: 2, Method: gossip.OuterAverage}, {Steps: 2, Method: gossip.OuterNesterov}} {
+		h := rwOuterHarness(t, 8, o)
+		start := h.params()
+		d0 := merge.ConsensusDistance(start)
+		h.run(200*time.Second, time.Second)
+		if d := merge.ConsensusDistance(h.params()); !(d < d0*1e-4) {
+			t.Errorf("%s: consensus distance %.3g → %.3g", o.Method, d0, d)
+		}
 	}
 }
 

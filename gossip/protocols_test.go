@@ -678,6 +678,9 @@ func TestQuietTrainDone(t *testing.T) {
 			c.Protocol = gossip.DPSGD
 			c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
 		}, false, true},
+		{"randomwalk outer", func(i int, c *gossip.Config) {
+			c.Sampling, c.Outer = "oracle", gossip.OuterConfig{Steps: 3}
+		}, false, true},
 	}
 	for _, tc := range cases {
 		h := newHarness(t, 6, tc.edit)

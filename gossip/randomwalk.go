@@ -57,6 +57,12 @@ type randomWalk struct {
 	// Partitioned models: one age per partition, sent round-robin.
 	partAge  []float64
 	nextPart int
+	// The outer optimizer (outer.go): the last local result, and the sum
+	// and count of the results received since the last outer step.
+	outer  outer
+	local  []float32
+	inbox  []float32
+	inboxN int
 }
 
 type cachedModel struct {
@@ -65,7 +71,7 @@ type cachedModel struct {
 }
 
 func newRandomWalk(cfg *Config) *randomWalk {
-	w := &randomWalk{cfg: cfg}
+	w := &randomWalk{cfg: cfg, outer: outer{cfg: &cfg.Outer}}
 	if cfg.Partitions > 0 {
 		w.partAge = make([]float64, cfg.Partitions)
 	}
@@ -83,6 +89,10 @@ func (w *randomWalk) tick(n *Node) {
 		return
 	}
 	w.next = n.now + n.jittered()
+	if w.cfg.Outer.Enabled() {
+		w.outerTick(n)
+		return
+	}
 	if t := w.cfg.Tokens; t.enabled() {
 		if n.rng.Float64() >= t.proactive(w.tokens) {
 			w.tokens++
@@ -119,6 +129,10 @@ func (w *randomWalk) sendModel(n *Node) {
 }
 
 func (w *randomWalk) step(n *Node, m *Message) {
+	if w.cfg.Outer.Enabled() {
+		w.receiveLocal(n, m)
+		return
+	}
 	if len(m.Params) == len(n.params) { // voting needs whole models
 		w.remember(m)
 	}
@@ -195,6 +209,10 @@ func (w *randomWalk) process(n *Node, m *Message) {
 }
 
 func (w *randomWalk) trainDone(n *Node, r *TrainResult) {
+	if w.cfg.Outer.Enabled() {
+		w.localDone(n, r)
+		return
+	}
 	if n.badVector(r.Params, "parameter vector") {
 		w.umStage = 0
 		w.resume(n)
@@ -233,7 +251,9 @@ func (w *randomWalk) trainDone(n *Node, r *TrainResult) {
 // quietTrainDone: an update's result sends only the reactive models that
 // tokens owe (trainDone); resuming a pending message trains, it does not
 // send.
-func (w *randomWalk) quietTrainDone(*Node) bool { return w.reactive == 0 }
+func (w *randomWalk) quietTrainDone(*Node) bool {
+	return w.reactive == 0 && !w.cfg.Outer.Enabled() // the outer optimizer sends each local result
+}
 
 func (w *randomWalk) resume(n *Node) {
 	if m := w.pending; m != nil {
@@ -251,11 +271,15 @@ func (w *randomWalk) cache() [][]float32 {
 }
 
 func (w *randomWalk) snapshot(s *State) {
+	w.outer.snapshot(s)
 	s.Tokens = w.tokens
 	s.PartitionAges = slices.Clone(w.partAge)
 }
 
 func (w *randomWalk) restore(s *State) error {
+	if err := w.outer.restore(s); err != nil {
+		return err
+	}
 	w.tokens = s.Tokens
 	if w.partAge != nil && len(s.PartitionAges) == len(w.partAge) {
 		copy(w.partAge, s.PartitionAges)
@@ -292,4 +316,56 @@ func ParseTokens(spec string) (TokenConfig, error) {
 	}
 	t := TokenConfig{A: ai, B: bi}
 	return t, t.validate()
+}
+
+// outerTick is a Δ of random walk with the outer optimizer (outer.go):
+// the outer step on the mix of the last local result and the ones
+// received, then H local steps from the new model.
+func (w *randomWalk) outerTick(n *Node) {
+	if n.training {
+		n.trace("busy", "", "local steps still running at the next outer step", 0)
+		return
+	}
+	if w.local != nil {
+		ybar := slices.Clone(w.local)
+		if w.inboxN > 0 {
+			merge.Axpy(ybar, 1, w.inbox)
+			merge.Scale(ybar, 1/float32(1+w.inboxN))
+			n.trace("merge", "", "outer step over received local results", float64(w.inboxN))
+		}
+		n.params = w.outer.stepOwn(n.params, w.local, ybar)
+		w.local, w.inboxN = nil, 0
+		n.round++
+		n.commit()
+	}
+	n.train(OpUpdate, n.params, w.cfg.Outer.Steps, nil)
+}
+
+// localDone keeps the H local steps' result and sends it to a random
+// peer.
+func (w *randomWalk) localDone(n *Node, r *TrainResult) {
+	if n.badVector(r.Params, "parameter vector") {
+		w.local = slices.Clone(n.params) // mix without local progress
+	} else {
+		w.local = r.Params
+		n.age += float64(r.Examples)
+	}
+	if p, ok := n.randomPeer(); ok {
+		// The message shares the result: the outer step reads it, never
+		// writes it (Message.Params).
+		n.send(Message{Kind: KindModel, To: p, Params: w.local, Age: n.age})
+	} else {
+		n.trace("idle", "", "no peer to send to", 0)
+	}
+}
+
+// receiveLocal adds a peer's local result (a whole model: validate
+// refused any other length) to the next outer step's mix.
+func (w *randomWalk) receiveLocal(n *Node, m *Message) {
+	if w.inboxN == 0 {
+		w.inbox = append(w.inbox[:0], m.Params...)
+	} else {
+		merge.Axpy(w.inbox, 1, m.Params)
+	}
+	w.inboxN++
 }

@@ -49,16 +49,18 @@ var scopes = map[string]scope{
 	"sampling":    {protocols(gossip.RandomWalk), "randomwalk"},
 	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
 	"tokens":      {protocols(gossip.RandomWalk), "randomwalk"},
-	"local-steps": {protocols(gossip.DPSGD), "dpsgd (an outer optimizer over local SGD)"},
-	"outer":       {func(c *Config) bool { return c.Protocol == gossip.DPSGD && c.LocalSteps > 0 }, "dpsgd with --local-steps"},
+	"local-steps": {protocols(gossip.DPSGD, gossip.RandomWalk), "dpsgd and randomwalk (an outer optimizer over local SGD)"},
+	"outer":       {func(c *Config) bool { return outerApplies(c) }, "dpsgd or randomwalk with --local-steps"},
 	"outer-lr": {func(c *Config) bool {
-		return c.Protocol == gossip.DPSGD && c.LocalSteps > 0 && c.Outer != gossip.OuterAverage
-	}, "dpsgd with --local-steps and --outer nesterov"},
+		return outerApplies(c) && c.Outer != gossip.OuterAverage
+	}, "dpsgd or randomwalk with --local-steps and --outer nesterov"},
 	"outer-momentum": {func(c *Config) bool {
-		return c.Protocol == gossip.DPSGD && c.LocalSteps > 0 && c.Outer != gossip.OuterAverage
-	}, "dpsgd with --local-steps and --outer nesterov"},
-	"voting":           {protocols(gossip.RandomWalk), "randomwalk"},
-	"local-epochs":     {protocols(gossip.RandomWalk, FedAvg), "randomwalk and fedavg (the others take one minibatch step per round)"},
+		return outerApplies(c) && c.Outer != gossip.OuterAverage
+	}, "dpsgd or randomwalk with --local-steps and --outer nesterov"},
+	"voting": {protocols(gossip.RandomWalk), "randomwalk"},
+	"local-epochs": {func(c *Config) bool {
+		return c.Protocol == FedAvg || c.Protocol == gossip.RandomWalk && c.LocalSteps == 0
+	}, "randomwalk without --local-steps, and fedavg (the others take one minibatch step per round)"},
 	"staleness":        {protocols(gossip.SFB), "sfb"},
 	"sfb-mode":         {protocols(gossip.SFB), "sfb"},
 	"fanout":           {protocols(gossip.SFB, gossip.PushSum), "sfb and pushsum"},
@@ -124,4 +126,9 @@ func (c *Config) CheckOptions(set []string) error {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// outerApplies: the outer optimizer's settings need --local-steps.
+func outerApplies(c *Config) bool {
+	return (c.Protocol == gossip.DPSGD || c.Protocol == gossip.RandomWalk) && c.LocalSteps > 0
 }

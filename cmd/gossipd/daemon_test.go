@@ -245,22 +245,28 @@ func TestDaemonSparseCompression(t *testing.T) {
 	stopAll(t, ds, nil)
 }
 
-// TestDaemonOuterOptimizer: three daemons train D-PSGD with ten local
-// steps between exchanges and the outer Nesterov step (part of the job)
-// and converge; each round trains ten minibatches (the model's age, in
-// examples, grows by about 10·32 a round, not 32).
+// TestDaemonOuterOptimizer: three daemons train with ten local steps
+// between exchanges and the outer Nesterov step (part of the job) and
+// converge, with D-PSGD and with random walk (each result to one random
+// peer, here as int8); each round trains ten minibatches (the model's
+// age, in examples, grows by about 10·32 a round, not 32).
 func TestDaemonOuterOptimizer(t *testing.T) {
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	ds := startCluster(t, bin, dir, 3, "100ms", "--protocol", "dpsgd", "--local-steps", "10", "--outer-lr", "0.5")
-	converge(t, ds)
-	for _, d := range ds {
-		s := poll(t, d, "rounds", 30*time.Second, func(s status) bool { return s.Round >= 5 })
-		if perRound := s.ModelAge / float64(s.Round); perRound < 200 {
-			t.Errorf("%s: %.0f examples a round over %d rounds, want about 320 (10 local steps of 32)", d.api, perRound, s.Round)
+	for _, args := range [][]string{
+		{"--protocol", "dpsgd", "--local-steps", "10", "--outer-lr", "0.5"},
+		{"--protocol", "randomwalk", "--local-steps", "10", "--compression", "int8"},
+	} {
+		dir := t.TempDir()
+		ds := startCluster(t, bin, dir, 3, "100ms", args...)
+		converge(t, ds)
+		for _, d := range ds {
+			s := poll(t, d, "rounds", 30*time.Second, func(s status) bool { return s.Round >= 5 })
+			if perRound := s.ModelAge / float64(s.Round); perRound < 200 {
+				t.Errorf("%v: %s: %.0f examples a round over %d rounds, want about 320 (10 local steps of 32)", args, d.api, perRound, s.Round)
+			}
 		}
+		stopAll(t, ds, nil)
 	}
-	stopAll(t, ds, nil)
 }
 
 // bytesOut waits until a daemon has sent messages (a daemon may reach the
