@@ -14,7 +14,9 @@ import (
 // neither waits for the other, so no cycle of waits, no deadlock.
 type adpsgd struct {
 	base
-	next time.Duration
+	next  time.Duration
+	outer outer     // with Config.Outer (outer.go)
+	from  []float32 // where the running local steps started
 }
 
 func (a *adpsgd) start(n *Node) {
@@ -32,7 +34,12 @@ func (a *adpsgd) tick(n *Node) {
 		nb := n.cfg.Neighbors[n.rng.IntN(len(n.cfg.Neighbors))].ID
 		n.send(Message{Kind: KindAvgRequest, To: nb, Params: slices.Clone(n.params)})
 	}
-	if !n.training {
+	switch {
+	case n.training:
+	case a.outer.cfg.Enabled():
+		a.from = slices.Clone(n.params)
+		n.train(OpUpdate, a.from, a.outer.cfg.Steps, nil)
+	default:
 		n.train(OpGradient, n.params, 0, nil)
 	}
 }
@@ -46,11 +53,21 @@ func (a *adpsgd) step(n *Node, m *Message) {
 }
 
 func (a *adpsgd) trainDone(n *Node, r *TrainResult) {
-	if n.badVector(r.Grad, "gradient") {
-		return
+	if a.outer.cfg.Enabled() {
+		if n.badVector(r.Params, "parameter vector") {
+			return
+		}
+		a.outer.applyOwn(n.params, a.from, r.Params, 1)
+	} else {
+		if n.badVector(r.Grad, "gradient") {
+			return
+		}
+		merge.Axpy(n.params, -float32(n.cfg.LR), r.Grad)
 	}
-	merge.Axpy(n.params, -float32(n.cfg.LR), r.Grad)
 	n.age += float64(r.Examples)
 	n.round++
 	n.commit()
 }
+
+func (a *adpsgd) snapshot(s *State)      { a.outer.snapshot(s) }
+func (a *adpsgd) restore(s *State) error { return a.outer.restore(s) }

@@ -61,8 +61,8 @@ func (c *Config) validateOuter() error {
 		return nil
 	}
 	switch {
-	case c.Protocol != DPSGD && c.Protocol != RandomWalk:
-		return fmt.Errorf("%w: the outer optimizer mixes over D-PSGD's neighbourhood or with random peers (randomwalk); %s does not take it", ErrConfig, c.Protocol)
+	case c.Protocol == SFB:
+		return fmt.Errorf("%w: sfb does not take the outer optimizer: it applies every peer's minibatch gradient as it comes, so there are no local steps to take between exchanges", ErrConfig)
 	case c.Sparse.Kind != 0:
 		return fmt.Errorf("%w: the outer optimizer and %v together", ErrConfig, c.Sparse)
 	case c.Protocol == RandomWalk && (c.Subsample > 0 || c.Partitions > 0 || c.Tokens.enabled() || c.Variant != "mu" || c.robust()):
@@ -144,6 +144,34 @@ func (o *outer) stepOwn(x, y, ybar []float32) []float32 {
 		ybar[k] -= eta*(delta+mu*m) - delta
 	}
 	return ybar
+}
+
+// applyOwn adds to the model x the node's own progress over H local
+// steps, start → y, through the outer step, while the protocol mixes x
+// as it always does (AD-PSGD's pairwise averages, push-sum's shares may
+// have moved x since start):
+//
+//	Δ = start − y;  m ← μ·m + Δ;  x ← x − s·η·(Δ + μ·m)
+//
+// (average: x ← x − s·Δ, local SGD). s scales the step: push-sum's
+// model is its estimate times its weight.
+func (o *outer) applyOwn(x, start, y []float32, s float32) {
+	if o.cfg.Method == OuterAverage {
+		for k := range x {
+			x[k] -= s * (start[k] - y[k])
+		}
+		return
+	}
+	if len(o.momentum) != len(x) {
+		o.momentum = make([]float32, len(x))
+	}
+	mu, eta := float32(o.cfg.Momentum), float32(o.cfg.LR)
+	for k := range x {
+		delta := start[k] - y[k]
+		m := mu*o.momentum[k] + delta
+		o.momentum[k] = m
+		x[k] -= s * eta * (delta + mu*m)
+	}
 }
 
 // snapshot and restore keep the outer momentum across restarts.

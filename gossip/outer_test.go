@@ -108,10 +108,11 @@ func TestOuterMomentumRestored(t *testing.T) {
 			t.Errorf("%+v: %v, want an error about %q", tc.o, err, tc.want)
 		}
 	}
-	c.Outer, c.Protocol, c.Neighbors, c.SelfWeight = gossip.OuterConfig{Steps: 2}, gossip.PushSum, nil, 0
-	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "pushsum does not take it") {
-		t.Errorf("outer optimizer with push-sum: %v", err)
+	c.Outer, c.Protocol = gossip.OuterConfig{Steps: 2}, gossip.SFB
+	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "sfb does not take the outer optimizer") {
+		t.Errorf("outer optimizer with SFB: %v", err)
 	}
+	c.Neighbors, c.SelfWeight = nil, 0
 	c.Protocol = gossip.RandomWalk
 	tokens, _ := gossip.ParseTokens("1:3")
 	for name, edit := range map[string]func(*gossip.Config){
@@ -228,5 +229,48 @@ func TestOuterNesterovStep(t *testing.T) {
 	}
 	if m := h.nodes[0].Snapshot().Momentum[2]; math.Abs(float64(m-delta)) > 1e-5 {
 		t.Fatalf("momentum %v, want %v", m, delta)
+	}
+}
+
+// TestOuterOwnProgress: AD-PSGD and push-sum with the outer optimizer
+// train H local steps where they took a gradient step, and add that
+// progress through the outer step; checked by hand with every message
+// lost (no mixing) and local steps that add 1 to every coordinate:
+// Δ = −1 each Δ, so the first moves the model by η·(1 + μ), the second
+// by η·(1 + μ·(1 + μ)). Push-sum's estimate moves so, whatever its
+// weight (its shares halve it).
+func TestOuterOwnProgress(t *testing.T) {
+	for _, proto := range []string{gossip.ADPSGD, gossip.PushSum} {
+		h := newHarness(t, 2, func(i int, c *gossip.Config) {
+			c.Protocol = proto
+			c.Neighbors = []gossip.Neighbor{{ID: name(1 - i), Weight: 0.5}}
+			c.Outer = gossip.OuterConfig{Steps: 3, LR: 0.5, Momentum: 0.8}
+		})
+		h.drop = func(*gossip.Message) bool { return true }
+		var steps []int
+		h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+			if req.Op != gossip.OpUpdate {
+				t.Fatalf("%s: a request of op %v", proto, req.Op)
+			}
+			steps = append(steps, req.Steps)
+			y := slices.Clone(req.Params)
+			for k := range y {
+				y[k]++
+			}
+			return &gossip.TrainResult{ID: req.ID, Params: y, Examples: 1}
+		}
+		h.run(999*time.Millisecond, time.Millisecond)
+		want := float32(0.5 * 1.8)
+		if got := h.nodes[0].Params()[5]; math.Abs(float64(got-want)) > 1e-5 {
+			t.Fatalf("%s: after one Δ %v, want %v", proto, got, want)
+		}
+		h.run(1999*time.Millisecond, time.Millisecond)
+		want += 0.5 * (1 + 0.8*1.8)
+		if got := h.nodes[0].Params()[5]; math.Abs(float64(got-want)) > 1e-5 || len(steps) != 4 || steps[0] != 3 {
+			t.Fatalf("%s: after two Δs %v, want %v; local steps asked %v", proto, got, want, steps)
+		}
+		if m := h.nodes[0].Snapshot().Momentum; len(m) != 8 || math.Abs(float64(m[5]+1.8)) > 1e-5 {
+			t.Fatalf("%s: momentum %v, want −1.8 each", proto, m)
+		}
 	}
 }

@@ -101,7 +101,7 @@ var registry = map[string]protocolDef{
 		},
 	},
 	ADPSGD: {
-		new:       func(*Config, *model.Layout) protocol { return &adpsgd{} },
+		new:       func(c *Config, _ *model.Layout) protocol { return &adpsgd{outer: outer{cfg: &c.Outer}} },
 		kinds:     []Kind{KindAvgRequest, KindAvgReply},
 		neighbors: true,
 	},

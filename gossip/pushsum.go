@@ -69,6 +69,8 @@ type pushSum struct {
 	window   [][]float32
 	windowAt int
 	inW      float64
+	outer    outer     // with Config.Outer (outer.go)
+	from     []float32 // the estimate the running local steps started from
 }
 
 // psLink is a node's account with one peer: the running sums of the
@@ -82,7 +84,9 @@ type psLink struct {
 // weight at or below zero has no estimate).
 const minWeight = 1e-3
 
-func newPushSum(cfg *Config) *pushSum { return &pushSum{cfg: cfg, w: 1, links: map[PeerID]*psLink{}} }
+func newPushSum(cfg *Config) *pushSum {
+	return &pushSum{cfg: cfg, w: 1, links: map[PeerID]*psLink{}, outer: outer{cfg: &cfg.Outer}}
+}
 
 // account records that the weight or a running sum changed: the Ready
 // carries the accounts, durable before its messages leave.
@@ -184,6 +188,11 @@ func (p *pushSum) tick(n *Node) {
 	if p.cfg.robust() {
 		p.robustMerge(n)
 	}
+	if p.cfg.Outer.Enabled() {
+		p.from = slices.Clone(p.estimate(n))
+		n.train(OpUpdate, p.from, p.cfg.Outer.Steps, nil)
+		return
+	}
 	n.train(OpGradient, p.estimate(n), 0, nil)
 }
 
@@ -204,7 +213,13 @@ func (p *pushSum) robustMerge(n *Node) {
 }
 
 func (p *pushSum) trainDone(n *Node, r *TrainResult) {
-	if !n.badVector(r.Grad, "gradient") {
+	switch {
+	case p.cfg.Outer.Enabled():
+		if !n.badVector(r.Params, "parameter vector") {
+			p.outer.applyOwn(n.params, p.from, r.Params, float32(p.w)) // x = w·z
+			n.age += float64(r.Examples)
+		}
+	case !n.badVector(r.Grad, "gradient"):
 		merge.Axpy(n.params, -float32(p.cfg.LR*p.w), r.Grad) // the step on z = x/w is γ
 		n.age += float64(r.Examples)
 	}
@@ -391,6 +406,7 @@ func (p *pushSum) joined(n *Node) {
 }
 
 func (p *pushSum) snapshot(s *State) {
+	p.outer.snapshot(s)
 	s.Weight = p.w
 	for _, id := range slices.Sorted(maps.Keys(p.links)) {
 		l := p.links[id]
@@ -399,6 +415,9 @@ func (p *pushSum) snapshot(s *State) {
 }
 
 func (p *pushSum) restore(s *State) error {
+	if err := p.outer.restore(s); err != nil {
+		return err
+	}
 	p.w, p.resumed = s.Weight, len(s.Links) > 0
 	for _, l := range s.Links {
 		p.links[l.Peer] = &psLink{sent: l.Sent, recv: l.Recv, seqSent: l.SeqSent, seqRecv: l.SeqRecv}

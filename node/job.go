@@ -36,8 +36,8 @@ type JobSpec struct {
 	DeltaMillis int64  `json:"delta_ms"`
 	Variant     string `json:"variant,omitempty"`
 	Compression string `json:"compression,omitempty"`
-	// Outer is the outer optimizer of dpsgd or randomwalk
-	// (gossip.OuterConfig): every member trains the same local steps between exchanges.
+	// Outer is the outer optimizer (every protocol but sfb;
+	// gossip.OuterConfig): every member trains the same local steps between exchanges.
 	Outer *gossip.OuterConfig `json:"outer,omitempty"`
 	// Topology is the graph of dpsgd, adpsgd and pushsum over the live
 	// members (gossip.ParseTopology; default ring, exponential for
@@ -125,8 +125,8 @@ func (j *JobSpec) Validate() error {
 	if _, err := gossip.ParseCompression(j.Compression); err != nil {
 		return err
 	}
-	if j.Outer != nil && j.Protocol != gossip.DPSGD && j.Protocol != gossip.RandomWalk {
-		return fmt.Errorf("node: the outer optimizer (--local-steps) is for dpsgd and randomwalk; this job runs %s", j.Protocol)
+	if j.Outer != nil && j.Protocol == gossip.SFB {
+		return fmt.Errorf("node: the outer optimizer (--local-steps) is not for sfb, which applies every minibatch gradient as it comes")
 	}
 	if !slices.Contains([]string{"", "auto", "factors", "dense"}, j.SFBMode) {
 		return fmt.Errorf("node: job sfb mode %q, want auto|factors|dense", j.SFBMode)

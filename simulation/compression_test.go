@@ -71,24 +71,27 @@ func TestSparseCompression(t *testing.T) {
 	}
 }
 
-// TestOuterOptimizer: D-PSGD with ten local steps between exchanges and
-// the outer Nesterov step learns more from the same messages than one
-// gradient step per exchange, and ends above it; the averaging outer
-// method learns too.
+// TestOuterOptimizer: D-PSGD, AD-PSGD and push-sum with ten local steps
+// between exchanges and the outer Nesterov step learn more from the same
+// messages than with one gradient step per exchange, and end above it;
+// the averaging outer method does too.
 func TestOuterOptimizer(t *testing.T) {
-	base := Config{Peers: 16, Protocol: "dpsgd", Rounds: 30, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16, LR: 0.5}
-	_, plain := csvOf(t, base)
-	for _, method := range []string{"", "average"} {
-		c := base
-		c.LocalSteps, c.Outer = 10, method
-		_, res := csvOf(t, c)
-		if res.Bytes != plain.Bytes || res.Messages != plain.Messages {
-			t.Errorf("outer %q: %d bytes in %d messages, plain D-PSGD %d in %d", method, res.Bytes, res.Messages, plain.Bytes, plain.Messages)
-		}
-		if res.FinalAccuracy < plain.FinalAccuracy+0.02 {
-			t.Errorf("outer %q: accuracy %.4f after 30 exchanges, plain D-PSGD %.4f", method, res.FinalAccuracy, plain.FinalAccuracy)
+	for _, proto := range []string{"dpsgd", "adpsgd", "pushsum"} {
+		base := Config{Peers: 16, Protocol: proto, Rounds: 30, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16, LR: 0.5}
+		_, plain := csvOf(t, base)
+		for _, method := range []string{"", "average"} {
+			c := base
+			c.LocalSteps, c.Outer = 10, method
+			_, res := csvOf(t, c)
+			if res.Bytes != plain.Bytes || res.Messages != plain.Messages {
+				t.Errorf("%s outer %q: %d bytes in %d messages, plain %d in %d", proto, method, res.Bytes, res.Messages, plain.Bytes, plain.Messages)
+			}
+			if res.FinalAccuracy < plain.FinalAccuracy+0.02 {
+				t.Errorf("%s outer %q: accuracy %.4f after 30 exchanges, plain %.4f", proto, method, res.FinalAccuracy, plain.FinalAccuracy)
+			}
 		}
 	}
+	base := Config{Peers: 16, Protocol: "dpsgd", Rounds: 30, Seed: 1, LR: 0.5}
 	c := base
 	c.LocalSteps = -1
 	if err := c.Validate(); !errors.Is(err, ErrConfig) {
@@ -126,7 +129,7 @@ func TestRandomWalkOuter(t *testing.T) {
 	}
 	for _, edit := range []func(*Config){
 		func(c *Config) { c.Compression = "subsample:0.5" },
-		func(c *Config) { c.Protocol = "pushsum" },
+		func(c *Config) { c.Protocol = "sfb" },
 	} {
 		bad := base
 		bad.LocalSteps = 10

@@ -122,8 +122,8 @@ type Config struct {
 	// "topk:F[:γ]" or "randk:F[:γ]" (dpsgd), "subsample:S" or
 	// "partition:P" (randomwalk); see gossip.ParseCompression.
 	Compression string
-	// LocalSteps, when positive, makes D-PSGD or random walk train that
-	// many local steps between exchanges with an outer optimizer: Outer "nesterov"
+	// LocalSteps, when positive, makes every gossip protocol but SFB train
+	// that many local steps between exchanges with an outer optimizer: Outer "nesterov"
 	// (default; OuterLR 0.7, OuterMomentum 0.9) or "average"
 	// (gossip.OuterConfig).
 	LocalSteps             int

@@ -49,14 +49,14 @@ var scopes = map[string]scope{
 	"sampling":    {protocols(gossip.RandomWalk), "randomwalk"},
 	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
 	"tokens":      {protocols(gossip.RandomWalk), "randomwalk"},
-	"local-steps": {protocols(gossip.DPSGD, gossip.RandomWalk), "dpsgd and randomwalk (an outer optimizer over local SGD)"},
-	"outer":       {func(c *Config) bool { return outerApplies(c) }, "dpsgd or randomwalk with --local-steps"},
+	"local-steps": {protocols(gossip.DPSGD, gossip.RandomWalk, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd, pushsum and randomwalk (an outer optimizer over local SGD)"},
+	"outer":       {func(c *Config) bool { return outerApplies(c) }, "--local-steps"},
 	"outer-lr": {func(c *Config) bool {
 		return outerApplies(c) && c.Outer != gossip.OuterAverage
-	}, "dpsgd or randomwalk with --local-steps and --outer nesterov"},
+	}, "--local-steps and --outer nesterov"},
 	"outer-momentum": {func(c *Config) bool {
 		return outerApplies(c) && c.Outer != gossip.OuterAverage
-	}, "dpsgd or randomwalk with --local-steps and --outer nesterov"},
+	}, "--local-steps and --outer nesterov"},
 	"voting": {protocols(gossip.RandomWalk), "randomwalk"},
 	"local-epochs": {func(c *Config) bool {
 		return c.Protocol == FedAvg || c.Protocol == gossip.RandomWalk && c.LocalSteps == 0
@@ -130,5 +130,5 @@ func (c *Config) CheckOptions(set []string) error {
 
 // outerApplies: the outer optimizer's settings need --local-steps.
 func outerApplies(c *Config) bool {
-	return (c.Protocol == gossip.DPSGD || c.Protocol == gossip.RandomWalk) && c.LocalSteps > 0
+	return slices.Contains([]string{gossip.DPSGD, gossip.RandomWalk, gossip.ADPSGD, gossip.PushSum}, c.Protocol) && c.LocalSteps > 0
 }

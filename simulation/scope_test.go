@@ -54,7 +54,7 @@ func TestCheckOptions(t *testing.T) {
 		}
 	}
 	outer := Config{Protocol: gossip.DPSGD, Model: "softmax", Outer: "average"}
-	if err := outer.CheckOptions([]string{"outer"}); err == nil || !strings.Contains(err.Error(), "--outer applies to dpsgd with --local-steps") {
+	if err := outer.CheckOptions([]string{"outer"}); err == nil || !strings.Contains(err.Error(), "--outer applies to --local-steps") {
 		t.Errorf("--outer without --local-steps: %v", err)
 	}
 	outer.LocalSteps = 5
