@@ -91,8 +91,9 @@ type Config struct {
 	// Sparse, top-k or rand-k, makes D-PSGD send compressed steps of a
 	// public copy of the model instead of the model (CHOCO gossip,
 	// choco.go), with ConsensusStep γ (default DefaultConsensusStep) and a dense keyframe
-	// every KeyframeEvery rounds (default 50; negative: only when needed).
-	// Exclusive with Quantize.
+	// every KeyframeEvery rounds (default 50; negative: only when needed);
+	// and SFB send the dense part of its updates with error feedback
+	// (sfb.go). Exclusive with Quantize.
 	Sparse        compress.Spec
 	ConsensusStep float64
 	KeyframeEvery int
@@ -341,8 +342,10 @@ func (c *Config) validateSparse() error {
 	switch {
 	case c.Sparse.Kind != compress.TopK && c.Sparse.Kind != compress.RandK:
 		return fmt.Errorf("%w: sparse compression %v: only topk and randk", ErrConfig, c.Sparse)
-	case c.Protocol != DPSGD:
-		return fmt.Errorf("%w: compression %v: top-k and rand-k need a public copy both ends keep, which only dpsgd does (CHOCO gossip); %s takes fp16 or int8", ErrConfig, c.Sparse, c.Protocol)
+	case c.Protocol != DPSGD && c.Protocol != SFB:
+		return fmt.Errorf("%w: compression %v: top-k and rand-k need a public copy both ends keep (dpsgd: CHOCO gossip) or updates that add up (sfb: error feedback); %s takes fp16 or int8", ErrConfig, c.Sparse, c.Protocol)
+	case c.Protocol == SFB && (c.ConsensusStep != 0 || c.KeyframeEvery != 0):
+		return fmt.Errorf("%w: a consensus step and keyframes are CHOCO's (dpsgd); sfb sends its gradients with error feedback", ErrConfig)
 	case c.Quantize.Kind != compress.None:
 		return fmt.Errorf("%w: %v and %v together", ErrConfig, c.Sparse, c.Quantize)
 	case c.Aggregator != nil && c.Aggregator.Name() != (merge.WeightedMean{}).Name():
@@ -351,6 +354,9 @@ func (c *Config) validateSparse() error {
 		return fmt.Errorf("%w: compression %v: fraction must be in (0,1]", ErrConfig, c.Sparse)
 	case c.ConsensusStep < 0 || c.ConsensusStep > 1 || c.ConsensusStep != c.ConsensusStep:
 		return fmt.Errorf("%w: consensus step %v, want (0,1]", ErrConfig, c.ConsensusStep)
+	}
+	if c.Protocol == SFB {
+		return nil
 	}
 	if c.ConsensusStep == 0 {
 		c.ConsensusStep = DefaultConsensusStep(c.Sparse)
@@ -399,7 +405,8 @@ const CompressionValues = "none|fp16|int8|topk:F[:γ]|randk:F[:γ]|subsample:S[+
 // ParseCompression reads "none", "fp16", "int8" (every protocol's vectors
 // as float16, or as 8-bit integers with a scale per 256 values),
 // "subsample:S+int8" (the subsampled values as int8),
-// "topk:F" or "randk:F" (D-PSGD's CHOCO steps, a fraction F kept; a
+// "topk:F" or "randk:F" (D-PSGD's CHOCO steps or SFB's updates with error
+// feedback, a fraction F kept; for D-PSGD a
 // third field sets the consensus step γ, "topk:0.01:0.05"),
 // "subsample:S" (0 < S < 1) or "partition:P" (P ≥ 2; random walk).
 func ParseCompression(spec string) (Compression, error) {

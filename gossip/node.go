@@ -326,6 +326,8 @@ func (n *Node) unpack(m *Message) error {
 	want, subsampled := n.packedKind(), n.cfg.Subsample > 0
 	if m.Packed == nil {
 		switch {
+		case n.cfg.Sparse.Kind != compress.None && m.Kind == KindFactors && len(m.Params) > 0:
+			return invalid("compression", "a %s job received an uncompressed update", n.cfg.Sparse.Kind)
 		case n.cfg.Sparse.Kind != compress.None:
 			m.keyframe = len(m.Params) > 0
 		case n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0:

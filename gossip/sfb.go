@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
@@ -43,6 +44,9 @@ type sfb struct {
 	synced map[PeerID]uint64
 	// ahead is the newest clock heard of beyond the buffering window.
 	ahead uint64
+	// fb keeps what top-k or rand-k left out of the dense part of this
+	// node's updates (Config.Sparse), for its next ones.
+	fb *compress.Feedback
 }
 
 type sfbUpdate struct {
@@ -54,6 +58,9 @@ func newSFB(cfg *Config, layout *model.Layout) *sfb {
 	s := &sfb{cfg: cfg, layout: layout, be: compute.NewCPU(compute.WithThreads(1)),
 		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}, synced: map[PeerID]uint64{}}
 	s.setPeers()
+	if cfg.Sparse.Kind != compress.None {
+		s.fb = new(compress.Feedback)
+	}
 	for _, t := range layout.Tensors {
 		if len(t.Shape) != 2 {
 			continue // biases travel dense
@@ -135,6 +142,19 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 	}
 	n.age += float64(r.Examples)
 	u := &sfbUpdate{dense: s.densePart(r.Grad), factors: r.Factors}
+	var packed *compress.Payload
+	if s.fb != nil && len(u.dense) > 0 {
+		// Error feedback: the fraction sent of the dense part plus what
+		// earlier updates left out; this node applies what the others
+		// get, so the replicas stay equal.
+		packed = new(compress.Payload)
+		s.fb.Compress(packed, u.dense, s.cfg.Sparse, n.rng)
+		compress.Decompress(u.dense, packed)
+	}
+	params := u.dense
+	if packed != nil {
+		params = nil
+	}
 	c := n.round
 	targets := s.peers
 	if q := s.cfg.Fanout; q > 0 && q < len(s.peers) {
@@ -144,10 +164,10 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 		slices.Sort(targets)
 	}
 	if s.cfg.Broadcast && len(targets) == len(s.peers) {
-		n.send(Message{Kind: KindFactors, To: Broadcast, Round: c, Params: u.dense, Factors: u.factors})
+		n.send(Message{Kind: KindFactors, To: Broadcast, Round: c, Params: params, Packed: packed, Factors: u.factors})
 	} else {
 		for _, p := range targets {
-			n.send(Message{Kind: KindFactors, To: p, Round: c, Params: u.dense, Factors: u.factors})
+			n.send(Message{Kind: KindFactors, To: p, Round: c, Params: params, Packed: packed, Factors: u.factors})
 		}
 	}
 	if s.bsp() {
@@ -326,4 +346,34 @@ func (s *sfb) adopt(n *Node, m *Message) {
 	}
 	// An outstanding gradient, taken at the old parameters, is sent for
 	// the new clock when it arrives: one stale gradient, as under SSP.
+}
+
+// snapshot and restore keep the error-feedback residual across restarts.
+// A checkpoint's residual may hold some of what the updates sent since
+// carried: after a crash that part goes out twice, once, as one stale
+// gradient would.
+func (s *sfb) snapshot(st *State) {
+	if s.fb != nil && s.fb.Residual() != nil {
+		st.Residual = slices.Clone(s.fb.Residual())
+	}
+}
+
+func (s *sfb) restore(st *State) error {
+	if len(st.Residual) == 0 {
+		return nil
+	}
+	dense := 0
+	for _, t := range s.layout.Tensors {
+		if !slices.Contains(s.factors, t.Name) {
+			dense += t.Size()
+		}
+	}
+	switch {
+	case s.fb == nil:
+		return fmt.Errorf("%w: a saved error-feedback residual, but the job sends no top-k or rand-k", ErrConfig)
+	case len(st.Residual) != dense || !merge.Finite(st.Residual):
+		return fmt.Errorf("%w: saved error-feedback residual of %d values for an update's %d dense ones, or not finite", ErrConfig, len(st.Residual), dense)
+	}
+	s.fb.SetResidual(st.Residual)
+	return nil
 }

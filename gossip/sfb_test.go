@@ -1,12 +1,16 @@
 package gossip_test
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 )
@@ -158,5 +162,75 @@ func TestSFBRestart(t *testing.T) {
 	}
 	if !caught {
 		t.Fatal("no catch-up traced")
+	}
+}
+
+// TestSFBTopK: SFB with top-k sends a tenth of each update's dense values
+// (the rest waits in the sender's error-feedback residual), applies to
+// itself what the others get, so the replicas stay identical, and still
+// trains; the residual is in the checkpointed state and comes back; a
+// saved residual of the wrong size, or for a job without top-k, is
+// refused; an uncompressed update to a top-k job is dropped.
+func TestSFBTopK(t *testing.T) {
+	top := compress.Spec{Kind: compress.TopK, Fraction: 0.1}
+	h := sfbHarness(t, "dense", 4, func(c *gossip.Config) { c.Sparse = top })
+	dense := len(h.nodes[0].Params())
+	var packed, plain int
+	h.drop = func(m *gossip.Message) bool {
+		if m.Kind == gossip.KindFactors {
+			if m.Packed != nil && m.Packed.Kind == compress.TopK && m.Packed.N == dense && len(m.Packed.Values) == top.Keep(dense) {
+				packed++
+			} else {
+				plain++
+			}
+		}
+		return false
+	}
+	h.run(40*time.Second-time.Millisecond, time.Second)
+	if packed == 0 || plain != 0 {
+		t.Fatalf("%d updates sent as top-k of %d values, %d otherwise", packed, top.Keep(dense), plain)
+	}
+	xs := h.params()
+	if d := merge.ConsensusDistance(xs); d != 0 {
+		t.Fatalf("replicas differ: consensus distance %v", d)
+	}
+	moved := 0
+	for k := range xs[0] {
+		if xs[0][k] != runInit(k) {
+			moved++
+		}
+	}
+	if moved < dense/2 {
+		t.Fatalf("%d of %d parameters moved", moved, dense)
+	}
+	snap := h.nodes[1].Snapshot()
+	if len(snap.Residual) != dense || merge.SumSquares(snap.Residual) == 0 {
+		t.Fatalf("residual in the state: %d values, sum of squares %v", len(snap.Residual), merge.SumSquares(snap.Residual))
+	}
+	cfg := h.nodes[1].Config()
+	cfg.Resume = &snap
+	nd, err := gossip.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nd.Snapshot().Residual; !slices.Equal(got, snap.Residual) {
+		t.Fatal("the residual did not come back")
+	}
+	bad := snap
+	bad.Residual = snap.Residual[:dense-1]
+	cfg.Resume = &bad
+	if _, err := gossip.New(cfg); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "residual") {
+		t.Errorf("a short residual: %v", err)
+	}
+	cfg.Resume, cfg.Sparse = &snap, compress.Spec{}
+	if _, err := gossip.New(cfg); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "residual") {
+		t.Errorf("a residual for a job without top-k: %v", err)
+	}
+	h.traces = nil
+	m := gossip.Message{Kind: gossip.KindFactors, From: name(0), To: name(1), Round: h.nodes[1].Round(), Params: make([]float32, dense)}
+	h.nodes[1].Step(&m)
+	h.drain(1)
+	if len(h.traces) == 0 || h.traces[0].Event != "drop" || h.traces[0].Code != "compression" {
+		t.Fatalf("an uncompressed update: traces %+v", h.traces)
 	}
 }

@@ -22,8 +22,14 @@ type State struct {
 	View []Descriptor
 	// Links are push-sum's accounts with its peers (running sums).
 	Links []Link
-	// Momentum is the outer optimizer's momentum (D-PSGD with Outer).
+	// Momentum is the outer optimizer's momentum (Config.Outer).
 	Momentum []float32
+	// Residual is what top-k or rand-k has left out of SFB's updates so
+	// far (error feedback), to go out with the next ones. (D-PSGD's CHOCO
+	// copies are not kept: a checkpoint is older than the steps sent
+	// since, which neighbours applied, so a restarted node resends its
+	// copy whole instead; choco.go.)
+	Residual []float32
 }
 
 // Link is push-sum's account with one peer: the running sums of weight

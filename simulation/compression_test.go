@@ -45,29 +45,32 @@ func TestValueCompression(t *testing.T) {
 	}
 }
 
-// TestSparseCompression: D-PSGD's CHOCO steps over top-k send a fraction
-// of float32's bytes, count the float32 equivalent as uncompressed, learn
-// about as well on digits, and give the same results through the wire
-// codec (steps and keyframes decoded and checked as a daemon does).
+// TestSparseCompression: D-PSGD's CHOCO steps and SFB's updates with
+// error feedback, over top-k, send a fraction of float32's bytes, count
+// the float32 equivalent as uncompressed, learn about as well on digits,
+// and give the same results through the wire codec (decoded and checked
+// as a daemon does).
 func TestSparseCompression(t *testing.T) {
-	base := Config{Peers: 16, Protocol: "dpsgd", Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16}
-	_, plain := csvOf(t, base)
-	cfg := base
-	cfg.Compression = "topk:0.1"
-	_, res := csvOf(t, cfg)
-	if ratio := float64(res.Bytes) / float64(plain.Bytes); ratio > 0.25 || res.Messages != plain.Messages {
-		t.Errorf("topk:0.1: %d bytes in %d messages, %.2f of float32's %d in %d", res.Bytes, res.Messages, ratio, plain.Bytes, plain.Messages)
-	}
-	if d := math.Abs(float64(res.BytesUncompressed)/float64(plain.Bytes) - 1); d > 0.01 {
-		t.Errorf("topk:0.1: %d bytes uncompressed, the float32 run sent %d", res.BytesUncompressed, plain.Bytes)
-	}
-	if res.FinalAccuracy < plain.FinalAccuracy-0.03 {
-		t.Errorf("topk:0.1: accuracy %.4f, float32 %.4f", res.FinalAccuracy, plain.FinalAccuracy)
-	}
-	cfg.Codec = true
-	_, wire := csvOf(t, cfg)
-	if wire.FinalAccuracy != res.FinalAccuracy || wire.Bytes != res.Bytes || len(wire.Rejected) != 0 {
-		t.Errorf("through the codec %.4f / %d bytes / rejected %v, without %.4f / %d", wire.FinalAccuracy, wire.Bytes, wire.Rejected, res.FinalAccuracy, res.Bytes)
+	for _, proto := range []string{"dpsgd", "sfb"} {
+		base := Config{Peers: 16, Protocol: proto, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16}
+		_, plain := csvOf(t, base)
+		cfg := base
+		cfg.Compression = "topk:0.1"
+		_, res := csvOf(t, cfg)
+		if ratio := float64(res.Bytes) / float64(plain.Bytes); ratio > 0.25 || res.Messages != plain.Messages {
+			t.Errorf("%s topk:0.1: %d bytes in %d messages, %.2f of float32's %d in %d", proto, res.Bytes, res.Messages, ratio, plain.Bytes, plain.Messages)
+		}
+		if d := math.Abs(float64(res.BytesUncompressed)/float64(plain.Bytes) - 1); d > 0.01 {
+			t.Errorf("%s topk:0.1: %d bytes uncompressed, the float32 run sent %d", proto, res.BytesUncompressed, plain.Bytes)
+		}
+		if res.FinalAccuracy < plain.FinalAccuracy-0.03 {
+			t.Errorf("%s topk:0.1: accuracy %.4f, float32 %.4f", proto, res.FinalAccuracy, plain.FinalAccuracy)
+		}
+		cfg.Codec = true
+		_, wire := csvOf(t, cfg)
+		if wire.FinalAccuracy != res.FinalAccuracy || wire.Bytes != res.Bytes || len(wire.Rejected) != 0 {
+			t.Errorf("%s through the codec %.4f / %d bytes / rejected %v, without %.4f / %d", proto, wire.FinalAccuracy, wire.Bytes, wire.Rejected, res.FinalAccuracy, res.Bytes)
+		}
 	}
 }
 
