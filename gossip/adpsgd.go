@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 )
 
@@ -11,12 +12,22 @@ import (
 // gradient and averages pairwise with one random neighbour,
 // x_i, x_j ← (x_i + x_j)/2, then applies its gradient. The active node sends
 // its parameters; the passive one answers at once with its own and averages;
-// neither waits for the other, so no cycle of waits, no deadlock.
+// neither waits for the other, so no cycle of waits, no deadlock. With
+// top-k or rand-k the pair averages over public copies (links.go).
 type adpsgd struct {
 	base
 	next  time.Duration
 	outer outer     // with Config.Outer (outer.go)
 	from  []float32 // where the running local steps started
+	links *links    // with top-k or rand-k (links.go)
+}
+
+func newADPSGD(cfg *Config) *adpsgd {
+	a := &adpsgd{outer: outer{cfg: &cfg.Outer}}
+	if cfg.Sparse.Kind != compress.None {
+		a.links = newLinks(cfg)
+	}
+	return a
 }
 
 func (a *adpsgd) start(n *Node) {
@@ -32,7 +43,11 @@ func (a *adpsgd) tick(n *Node) {
 	a.next = n.now + n.jittered()
 	if len(n.cfg.Neighbors) > 0 { // none: alone for now, train only
 		nb := n.cfg.Neighbors[n.rng.IntN(len(n.cfg.Neighbors))].ID
-		n.send(Message{Kind: KindAvgRequest, To: nb, Params: slices.Clone(n.params)})
+		if a.links != nil {
+			n.send(a.links.message(n, KindAvgRequest, nb, n.params))
+		} else {
+			n.send(Message{Kind: KindAvgRequest, To: nb, Params: slices.Clone(n.params)})
+		}
 	}
 	switch {
 	case n.training:
@@ -45,6 +60,17 @@ func (a *adpsgd) tick(n *Node) {
 }
 
 func (a *adpsgd) step(n *Node, m *Message) {
+	if a.links != nil {
+		theirs := a.links.receive(n, m)
+		if m.Kind == KindAvgRequest {
+			n.send(a.links.message(n, KindAvgReply, m.From, n.params))
+		}
+		if theirs != nil {
+			a.links.average(n.params, theirs, m.From)
+			n.commit()
+		}
+		return
+	}
 	if m.Kind == KindAvgRequest {
 		n.send(Message{Kind: KindAvgReply, To: m.From, Params: slices.Clone(n.params)})
 	}
@@ -67,6 +93,13 @@ func (a *adpsgd) trainDone(n *Node, r *TrainResult) {
 	n.age += float64(r.Examples)
 	n.round++
 	n.commit()
+}
+
+// rewire forgets the compressed links to former neighbours.
+func (a *adpsgd) rewire(n *Node) {
+	if a.links != nil {
+		a.links.prune(n.cfg.Neighbors)
+	}
 }
 
 func (a *adpsgd) snapshot(s *State)      { a.outer.snapshot(s) }

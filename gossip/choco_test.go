@@ -159,7 +159,11 @@ func TestChocoBadInput(t *testing.T) {
 	}{
 		{func(c *gossip.Config) {
 			c.Protocol, c.Neighbors, c.SelfWeight, c.Sparse = gossip.RandomWalk, nil, 0, topk
-		}, "only dpsgd"},
+		}, "randomwalk takes fp16 or int8"},
+		{func(c *gossip.Config) { c.Protocol, c.Sparse, c.KeyframeEvery = gossip.ADPSGD, topk, 10 }, "only when a link resets"},
+		{func(c *gossip.Config) {
+			c.Protocol, c.Sparse, c.ConsensusStep = gossip.SFB, topk, 0.3
+		}, "sfb sends its gradients with error feedback"},
 		{func(c *gossip.Config) { c.ConsensusStep = 0.3 }, "need top-k or rand-k"},
 		{func(c *gossip.Config) { c.Sparse, c.ConsensusStep = topk, 1.5 }, "consensus step"},
 		{func(c *gossip.Config) { c.Sparse, c.Aggregator = topk, merge.Median{} }, "does not apply"},

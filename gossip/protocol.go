@@ -101,7 +101,7 @@ var registry = map[string]protocolDef{
 		},
 	},
 	ADPSGD: {
-		new:       func(c *Config, _ *model.Layout) protocol { return &adpsgd{outer: outer{cfg: &c.Outer}} },
+		new:       func(c *Config, _ *model.Layout) protocol { return newADPSGD(c) },
 		kinds:     []Kind{KindAvgRequest, KindAvgReply},
 		neighbors: true,
 	},

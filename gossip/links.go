@@ -1,0 +1,136 @@
+package gossip
+
+import (
+	"slices"
+
+	"github.com/gossipd/gossipd/gossip/compress"
+	"github.com/gossipd/gossipd/merge"
+)
+
+// CHOCO gossip over links, for AD-PSGD with a sparsifying compression
+// (Config.Sparse). D-PSGD's node sends the same step to every neighbour
+// each round, so one public copy of its model serves them all
+// (choco.go); an AD-PSGD node talks to one neighbour at a time, so each
+// direction of each link has its own public copy: x̂_{i→j}, held by i
+// (out) and by j (in). A message from i to j carries q = Q(x_i − x̂_{i→j})
+// and both ends add q to the copy; what Q leaves out stays in
+// x_i − x̂_{i→j} and goes out later. The pairwise average becomes
+//
+//	x_i ← x_i + γ·½·(x̂_{j→i} − x̂_{i→j})
+//
+// at both ends over the same two copies, so the pair's sum is kept.
+//
+// A message's Round numbers its direction's messages. A gap (a lost
+// message) or a copy this node never had makes the copy stale: it is
+// left out of the average, and the node's next message on the link is a
+// reset, a dense keyframe numbered 1, which tells the other end that its
+// copy of that end is gone too, so that it answers with a keyframe. A
+// restarted node has no copies (they are not checkpointed: a checkpoint
+// is older than the steps sent since) and resets every link it uses.
+type links struct {
+	spec  compress.Spec
+	gamma float64
+	out   map[PeerID]*linkCopy // x̂_{i→j}
+	in    map[PeerID]*linkCopy // x̂_{j→i}
+}
+
+// linkCopy is one direction's public copy, and the number of its last
+// message.
+type linkCopy struct {
+	x     []float32 // nil: none (out: the next message is a keyframe)
+	seq   uint64
+	stale bool
+}
+
+func newLinks(cfg *Config) *links {
+	return &links{spec: cfg.Sparse, gamma: cfg.ConsensusStep, out: map[PeerID]*linkCopy{}, in: map[PeerID]*linkCopy{}}
+}
+
+// message returns a message of the given kind carrying x to a peer: a
+// compressed step of the link's copy, a keyframe where the peer has no
+// copy, or a reset where this node has no good copy of the peer's.
+func (l *links) message(n *Node, kind Kind, to PeerID, x []float32) Message {
+	o := l.out[to]
+	if o == nil {
+		o = &linkCopy{}
+		l.out[to] = o
+	}
+	if in := l.in[to]; in == nil || in.stale {
+		o.x, o.seq = nil, 0 // a reset
+	}
+	o.seq++
+	if o.x == nil {
+		o.x = slices.Clone(x)
+		return Message{Kind: kind, To: to, Round: o.seq, Params: slices.Clone(x)}
+	}
+	q := slices.Clone(x)
+	merge.Axpy(q, -1, o.x)
+	p := new(compress.Payload)
+	compress.Compress(p, q, l.spec, n.rng)
+	compress.Decompress(q, p)
+	merge.Axpy(o.x, 1, q)
+	return Message{Kind: kind, To: to, Round: o.seq, Packed: p}
+}
+
+// receive applies a message to the sender's copy and returns the copy
+// if it is good.
+func (l *links) receive(n *Node, m *Message) []float32 {
+	in := l.in[m.From]
+	if in == nil {
+		in = &linkCopy{stale: true}
+		l.in[m.From] = in
+	}
+	switch {
+	case m.keyframe:
+		if m.Round == 1 && in.seq > 0 {
+			// A reset: the sender has no good copy of this node's either.
+			if o := l.out[m.From]; o != nil {
+				o.x = nil
+			}
+		}
+		if m.Round == 1 || m.Round > in.seq || in.stale {
+			in.x = append(in.x[:0], m.Params...)
+			in.seq, in.stale = m.Round, false
+		}
+	case in.stale || m.Round <= in.seq:
+		// Waiting for a keyframe, or a step already applied.
+	case m.Round == in.seq+1:
+		merge.Axpy(in.x, 1, m.Params)
+		in.seq++
+	default:
+		n.trace("choco-gap", m.From, "missed compressed steps: the link resets", float64(m.Round-in.seq))
+		in.stale = true
+	}
+	if in.stale {
+		return nil
+	}
+	return in.x
+}
+
+// average moves x towards the peer's copy: x + γ·½·(x̂_{j→i} − x̂_{i→j}).
+func (l *links) average(x, theirs []float32, from PeerID) {
+	o := l.out[from]
+	if theirs == nil || o == nil || o.x == nil {
+		return
+	}
+	w := float32(l.gamma / 2)
+	merge.Axpy(x, w, theirs)
+	merge.Axpy(x, -w, o.x)
+}
+
+// prune forgets the links to peers that are no longer neighbours.
+func (l *links) prune(nbs []Neighbor) {
+	keep := func(p PeerID) bool {
+		return slices.ContainsFunc(nbs, func(nb Neighbor) bool { return nb.ID == p })
+	}
+	for p := range l.out {
+		if !keep(p) {
+			delete(l.out, p)
+		}
+	}
+	for p := range l.in {
+		if !keep(p) {
+			delete(l.in, p)
+		}
+	}
+}

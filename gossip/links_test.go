@@ -1,0 +1,110 @@
+package gossip_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
+)
+
+// linksHarness is an AD-PSGD ring of n nodes with compressed links under
+// spec, each starting from its own random model, with zero gradients.
+func linksHarness(t *testing.T, n int, spec string) *harness {
+	t.Helper()
+	comp, err := gossip.ParseCompression(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gossip.Ring(n)
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol, c.Spec = gossip.ADPSGD, chocoSpec
+		c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
+		rng := rand.New(rand.NewPCG(uint64(i), 99))
+		c.Init = make([]float32, 64)
+		for k := range c.Init {
+			c.Init[k] = float32(rng.NormFloat64())
+		}
+		comp.Apply(c)
+	})
+	h.train = zeroGrad
+	return h
+}
+
+// TestLinksConsensus: AD-PSGD over compressed links drives a ring to
+// consensus on the average of the starting models (each pairwise average
+// keeps the pair's sum), with a quarter of the coordinates in every
+// message but each link's first.
+func TestLinksConsensus(t *testing.T) {
+	for _, spec := range []string{"topk:0.25:0.5", "randk:0.25:0.2"} {
+		h := linksHarness(t, 8, spec)
+		var sent, sparse int
+		h.drop = func(m *gossip.Message) bool {
+			sent++
+			if m.Packed != nil && len(m.Packed.Values) == 16 {
+				sparse++
+			}
+			return false
+		}
+		start := h.params()
+		m0 := mean(start)
+		d0 := merge.ConsensusDistance(start)
+		h.run(400*time.Second, time.Second)
+		end := h.params()
+		if d := merge.ConsensusDistance(end); !(d < d0*1e-4) {
+			t.Errorf("%s: consensus distance %.3g → %.3g", spec, d0, d)
+		}
+		for k, v := range mean(end) {
+			if math.Abs(v-m0[k]) > 1e-4 {
+				t.Fatalf("%s: coordinate %d of the mean moved from %.6f to %.6f", spec, k, m0[k], v)
+			}
+		}
+		// A ring of 8 has 16 directed links: at most 16 keyframes.
+		if sent < 8*2*300 || sparse < sent-16 {
+			t.Errorf("%s: %d messages, %d sparse", spec, sent, sparse)
+		}
+	}
+}
+
+// TestLinksLoss: a lost step leaves the receiver's copy behind; it sees
+// the gap, leaves the copy out of its averages and resets the link, the
+// other end answers with a keyframe, and the ring reaches consensus once
+// the losses stop. A node restarted with no copies resets its links the
+// same way.
+func TestLinksLoss(t *testing.T) {
+	h := linksHarness(t, 6, "topk:0.25")
+	rng := rand.New(rand.NewPCG(5, 5))
+	lossy := true
+	var keyframes int
+	h.drop = func(m *gossip.Message) bool {
+		if m.Packed == nil {
+			keyframes++
+		}
+		return lossy && rng.Float64() < 0.3
+	}
+	d0 := merge.ConsensusDistance(h.params())
+	h.run(60*time.Second, 250*time.Millisecond)
+	gaps := 0
+	for _, e := range h.traces {
+		if e.Event == "choco-gap" {
+			gaps++
+		}
+	}
+	if gaps == 0 || keyframes <= 12 {
+		t.Fatalf("%d gaps traced, %d keyframes under 30%% loss", gaps, keyframes)
+	}
+	lossy = false
+	// A restart: node 2 comes back from its start, with no copies.
+	cfg := h.nodes[2].Config()
+	nd, err := gossip.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.nodes[2] = nd
+	h.run(800*time.Second, time.Second)
+	if d := merge.ConsensusDistance(h.params()); !(d < d0*1e-3) {
+		t.Fatalf("consensus distance %.3g → %.3g after the losses and the restart", d0, d)
+	}
+}
