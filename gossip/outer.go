@@ -61,10 +61,10 @@ func (c *Config) validateOuter() error {
 		return nil
 	}
 	switch {
-	case c.Protocol == SFB:
-		return fmt.Errorf("%w: sfb does not take the outer optimizer: it applies every peer's minibatch gradient as it comes, so there are no local steps to take between exchanges", ErrConfig)
-	case c.Sparse.Kind != 0:
-		return fmt.Errorf("%w: the outer optimizer and %v together", ErrConfig, c.Sparse)
+	case c.Protocol == SFB && (c.Staleness != 0 || c.Fanout != 0):
+		return fmt.Errorf("%w: sfb's outer optimizer (DiLoCo) averages every peer's pseudo-gradient of a clock: it needs BSP, not staleness %d or fanout %d", ErrConfig, c.Staleness, c.Fanout)
+	case c.Sparse.Kind != 0 && c.Protocol != SFB:
+		return fmt.Errorf("%w: the outer optimizer and %v together (only sfb's pseudo-gradients take top-k, with error feedback)", ErrConfig, c.Sparse)
 	case c.Protocol == RandomWalk && (c.Subsample > 0 || c.Partitions > 0 || c.Tokens.enabled() || c.Variant != "mu" || c.robust()):
 		return fmt.Errorf("%w: random walk's outer optimizer sends whole models and mixes them by its own rule: not with subsampling, partitions, tokens, variant %q or a robust aggregator", ErrConfig, c.Variant)
 	}

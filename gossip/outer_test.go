@@ -108,10 +108,11 @@ func TestOuterMomentumRestored(t *testing.T) {
 			t.Errorf("%+v: %v, want an error about %q", tc.o, err, tc.want)
 		}
 	}
-	c.Outer, c.Protocol = gossip.OuterConfig{Steps: 2}, gossip.SFB
-	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "sfb does not take the outer optimizer") {
-		t.Errorf("outer optimizer with SFB: %v", err)
+	c.Outer, c.Protocol, c.Fanout = gossip.OuterConfig{Steps: 2}, gossip.SFB, 1
+	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "needs BSP") {
+		t.Errorf("outer optimizer with SFB's partial broadcast: %v", err)
 	}
+	c.Fanout = 0
 	c.Neighbors, c.SelfWeight = nil, 0
 	c.Protocol = gossip.RandomWalk
 	tokens, _ := gossip.ParseTokens("1:3")

@@ -47,6 +47,8 @@ type sfb struct {
 	// fb keeps what top-k or rand-k left out of the dense part of this
 	// node's updates (Config.Sparse), for its next ones.
 	fb *compress.Feedback
+	// outer is DiLoCo's outer step, with Config.Outer (outer.go).
+	outer outer
 }
 
 type sfbUpdate struct {
@@ -56,14 +58,15 @@ type sfbUpdate struct {
 
 func newSFB(cfg *Config, layout *model.Layout) *sfb {
 	s := &sfb{cfg: cfg, layout: layout, be: compute.NewCPU(compute.WithThreads(1)),
-		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}, synced: map[PeerID]uint64{}}
+		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}, synced: map[PeerID]uint64{},
+		outer: outer{cfg: &cfg.Outer}}
 	s.setPeers()
 	if cfg.Sparse.Kind != compress.None {
 		s.fb = new(compress.Feedback)
 	}
 	for _, t := range layout.Tensors {
-		if len(t.Shape) != 2 {
-			continue // biases travel dense
+		if len(t.Shape) != 2 || cfg.Outer.Enabled() {
+			continue // biases, and pseudo-gradients (not low rank), travel dense
 		}
 		// ALGORITHMS.md compares SFB, 2·K·(J+D)·(P−1) per node, with a
 		// parameter server's 2·J·D. Here the dense alternative is broadcast
@@ -106,6 +109,10 @@ func (s *sfb) start(n *Node) { s.begin(n) }
 
 func (s *sfb) begin(n *Node) {
 	s.active, s.closed, s.clockAt = true, false, n.now
+	if s.outer.cfg.Enabled() {
+		n.train(OpUpdate, n.params, s.outer.cfg.Steps, nil)
+		return
+	}
 	n.train(OpFactors, n.params, 0, s.factors)
 }
 
@@ -137,6 +144,15 @@ func (s *sfb) store(c uint64, from PeerID, u *sfbUpdate) {
 }
 
 func (s *sfb) trainDone(n *Node, r *TrainResult) {
+	if s.outer.cfg.Enabled() {
+		// The pseudo-gradient x − y of the H local steps (none for a bad
+		// result).
+		if n.badVector(r.Params, "parameter vector") {
+			r.Params = n.params
+		}
+		r.Grad = slices.Clone(n.params)
+		merge.Axpy(r.Grad, -1, r.Params)
+	}
 	if n.badVector(r.Grad, "gradient") {
 		r.Grad, r.Factors = make([]float32, len(n.params)), nil
 	}
@@ -266,9 +282,18 @@ func (s *sfb) advance(n *Node) {
 			ids = append(ids, id)
 		}
 		slices.Sort(ids)
-		scale := float32(-s.cfg.LR / float64(len(ids)))
-		for _, id := range ids {
-			s.applyScaled(n, got[id], scale)
+		if s.outer.cfg.Enabled() {
+			// ȳ = x − mean Δ_p, then the outer step from x.
+			ybar := slices.Clone(n.params)
+			for _, id := range ids {
+				s.applyTo(n, ybar, got[id], -1/float32(len(ids)))
+			}
+			n.params = s.outer.step(n.params, ybar)
+		} else {
+			scale := float32(-s.cfg.LR / float64(len(ids)))
+			for _, id := range ids {
+				s.applyScaled(n, got[id], scale)
+			}
 		}
 		if miss := len(s.peers) + 1 - len(ids); miss > 0 {
 			n.trace("missing", "", fmt.Sprintf("clock %d closed without %d peer(s)", c, miss), float64(miss))
@@ -297,10 +322,13 @@ func (s *sfb) apply(n *Node, u *sfbUpdate) {
 	s.applyScaled(n, u, float32(-s.cfg.LR/float64(len(s.peers)+1)))
 }
 
-func (s *sfb) applyScaled(n *Node, u *sfbUpdate, scale float32) {
+func (s *sfb) applyScaled(n *Node, u *sfbUpdate, scale float32) { s.applyTo(n, n.params, u, scale) }
+
+// applyTo adds scale times the update u to the parameter vector x.
+func (s *sfb) applyTo(n *Node, x []float32, u *sfbUpdate, scale float32) {
 	off := 0
 	for _, t := range s.layout.Tensors {
-		w := n.params[t.Offset : t.Offset+t.Size()]
+		w := x[t.Offset : t.Offset+t.Size()]
 		if i := slices.IndexFunc(u.factors, func(f model.Factors) bool { return f.Weight == t.Name }); i >= 0 {
 			if err := merge.ApplyFactors(s.be, w, &u.factors[i], scale); err != nil {
 				n.drop(DropAggregation, "", err.Error())
@@ -353,12 +381,16 @@ func (s *sfb) adopt(n *Node, m *Message) {
 // carried: after a crash that part goes out twice, once, as one stale
 // gradient would.
 func (s *sfb) snapshot(st *State) {
+	s.outer.snapshot(st)
 	if s.fb != nil && s.fb.Residual() != nil {
 		st.Residual = slices.Clone(s.fb.Residual())
 	}
 }
 
 func (s *sfb) restore(st *State) error {
+	if err := s.outer.restore(st); err != nil {
+		return err
+	}
 	if len(st.Residual) == 0 {
 		return nil
 	}

@@ -79,6 +79,11 @@ func sfbHarness(t *testing.T, mode string, peers int, tweak func(*gossip.Config)
 		} else {
 			res.Loss = m.Gradient(res.Grad, xb, yb, batch)
 		}
+		if req.Op == gossip.OpUpdate { // one SGD step of 0.2, whatever req.Steps
+			res.Params = slices.Clone(req.Params)
+			merge.Axpy(res.Params, -0.2, res.Grad)
+			res.Grad = nil
+		}
 		return res
 	}
 	return h
@@ -232,5 +237,47 @@ func TestSFBTopK(t *testing.T) {
 	h.drain(1)
 	if len(h.traces) == 0 || h.traces[0].Event != "drop" || h.traces[0].Code != "compression" {
 		t.Fatalf("an uncompressed update: traces %+v", h.traces)
+	}
+}
+
+// TestSFBOuter: SFB with the outer optimizer is DiLoCo over broadcast.
+// With one local step and the averaging method it is plain SFB (the mean
+// of the replicas' local steps is the step on the mean gradient); with
+// Nesterov the replicas take the same outer steps and stay identical, the
+// momentum is in the state, and SSP is refused.
+func TestSFBOuter(t *testing.T) {
+	avg := runSFB(t, "dense", 4, 15, func(c *gossip.Config) { c.Outer = gossip.OuterConfig{Steps: 1, Method: gossip.OuterAverage} })
+	plain := runSFB(t, "dense", 4, 15, nil)
+	for k := range plain[0] {
+		if math.Abs(float64(avg[0][k]-plain[0][k])) > 1e-4 {
+			t.Fatalf("parameter %d: %v with the averaging outer step, %v plain", k, avg[0][k], plain[0][k])
+		}
+	}
+	h := sfbHarness(t, "factors", 4, func(c *gossip.Config) { c.Outer = gossip.OuterConfig{Steps: 5} })
+	var factors int
+	h.drop = func(m *gossip.Message) bool {
+		factors += len(m.Factors)
+		return false
+	}
+	h.run(15*time.Second-time.Millisecond, time.Second)
+	xs := h.params()
+	if d := merge.ConsensusDistance(xs); d != 0 || factors != 0 {
+		t.Fatalf("replicas at consensus distance %v; %d factors sent (pseudo-gradients go dense)", d, factors)
+	}
+	for k := range xs[0] {
+		if math.Abs(float64(xs[0][k]-plain[0][k])) > 1e-3 {
+			break
+		}
+		if k == len(xs[0])-1 {
+			t.Fatal("Nesterov's outer steps gave plain SFB's parameters")
+		}
+	}
+	if m := h.nodes[2].Snapshot().Momentum; len(m) != len(xs[0]) || merge.SumSquares(m) == 0 {
+		t.Fatalf("momentum in the state: %d values", len(m))
+	}
+	cfg := h.nodes[0].Config()
+	cfg.Staleness = 1
+	if _, err := gossip.New(cfg); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "needs BSP") {
+		t.Fatalf("the outer optimizer under SSP: %v", err)
 	}
 }

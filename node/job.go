@@ -36,8 +36,8 @@ type JobSpec struct {
 	DeltaMillis int64  `json:"delta_ms"`
 	Variant     string `json:"variant,omitempty"`
 	Compression string `json:"compression,omitempty"`
-	// Outer is the outer optimizer (every protocol but sfb;
-	// gossip.OuterConfig): every member trains the same local steps between exchanges.
+	// Outer is the outer optimizer (gossip.OuterConfig): every member
+	// trains the same local steps between exchanges.
 	Outer *gossip.OuterConfig `json:"outer,omitempty"`
 	// Topology is the graph of dpsgd, adpsgd and pushsum over the live
 	// members (gossip.ParseTopology; default ring, exponential for
@@ -124,9 +124,6 @@ func (j *JobSpec) Validate() error {
 	}
 	if _, err := gossip.ParseCompression(j.Compression); err != nil {
 		return err
-	}
-	if j.Outer != nil && j.Protocol == gossip.SFB {
-		return fmt.Errorf("node: the outer optimizer (--local-steps) is not for sfb, which applies every minibatch gradient as it comes")
 	}
 	if !slices.Contains([]string{"", "auto", "factors", "dense"}, j.SFBMode) {
 		return fmt.Errorf("node: job sfb mode %q, want auto|factors|dense", j.SFBMode)

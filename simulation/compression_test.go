@@ -74,12 +74,12 @@ func TestSparseCompression(t *testing.T) {
 	}
 }
 
-// TestOuterOptimizer: D-PSGD, AD-PSGD and push-sum with ten local steps
+// TestOuterOptimizer: D-PSGD, AD-PSGD, push-sum and SFB (DiLoCo) with ten local steps
 // between exchanges and the outer Nesterov step learn more from the same
 // messages than with one gradient step per exchange, and end above it;
 // the averaging outer method does too.
 func TestOuterOptimizer(t *testing.T) {
-	for _, proto := range []string{"dpsgd", "adpsgd", "pushsum"} {
+	for _, proto := range []string{"dpsgd", "adpsgd", "pushsum", "sfb"} {
 		base := Config{Peers: 16, Protocol: proto, Rounds: 30, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16, LR: 0.5}
 		_, plain := csvOf(t, base)
 		for _, method := range []string{"", "average"} {
@@ -132,7 +132,7 @@ func TestRandomWalkOuter(t *testing.T) {
 	}
 	for _, edit := range []func(*Config){
 		func(c *Config) { c.Compression = "subsample:0.5" },
-		func(c *Config) { c.Protocol = "sfb" },
+		func(c *Config) { c.Protocol, c.Staleness = "sfb", 1 },
 	} {
 		bad := base
 		bad.LocalSteps = 10

@@ -122,7 +122,7 @@ type Config struct {
 	// "topk:F[:γ]" or "randk:F[:γ]" (dpsgd), "subsample:S" or
 	// "partition:P" (randomwalk); see gossip.ParseCompression.
 	Compression string
-	// LocalSteps, when positive, makes every gossip protocol but SFB train
+	// LocalSteps, when positive, makes every gossip protocol train
 	// that many local steps between exchanges with an outer optimizer: Outer "nesterov"
 	// (default; OuterLR 0.7, OuterMomentum 0.9) or "average"
 	// (gossip.OuterConfig).

@@ -49,7 +49,7 @@ var scopes = map[string]scope{
 	"sampling":    {protocols(gossip.RandomWalk), "randomwalk"},
 	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd, adpsgd and sfb (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
 	"tokens":      {protocols(gossip.RandomWalk), "randomwalk"},
-	"local-steps": {protocols(gossip.DPSGD, gossip.RandomWalk, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd, pushsum and randomwalk (an outer optimizer over local SGD)"},
+	"local-steps": {isGossip, "the gossip protocols (an outer optimizer over local SGD)"},
 	"outer":       {func(c *Config) bool { return outerApplies(c) }, "--local-steps"},
 	"outer-lr": {func(c *Config) bool {
 		return outerApplies(c) && c.Outer != gossip.OuterAverage
@@ -130,5 +130,5 @@ func (c *Config) CheckOptions(set []string) error {
 
 // outerApplies: the outer optimizer's settings need --local-steps.
 func outerApplies(c *Config) bool {
-	return slices.Contains([]string{gossip.DPSGD, gossip.RandomWalk, gossip.ADPSGD, gossip.PushSum}, c.Protocol) && c.LocalSteps > 0
+	return isGossip(c) && c.LocalSteps > 0
 }
