@@ -25,7 +25,7 @@ type adpsgd struct {
 func newADPSGD(cfg *Config) *adpsgd {
 	a := &adpsgd{outer: outer{cfg: &cfg.Outer}}
 	if cfg.Sparse.Kind != compress.None {
-		a.links = newLinks(cfg)
+		a.links = newLinks(cfg, true)
 	}
 	return a
 }

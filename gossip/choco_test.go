@@ -159,7 +159,7 @@ func TestChocoBadInput(t *testing.T) {
 	}{
 		{func(c *gossip.Config) {
 			c.Protocol, c.Neighbors, c.SelfWeight, c.Sparse = gossip.RandomWalk, nil, 0, topk
-		}, "randomwalk takes fp16 or int8"},
+		}, "randomwalk takes subsample:S, fp16 or int8"},
 		{func(c *gossip.Config) { c.Protocol, c.Sparse, c.KeyframeEvery = gossip.ADPSGD, topk, 10 }, "only when a link resets"},
 		{func(c *gossip.Config) {
 			c.Protocol, c.Sparse, c.ConsensusStep = gossip.SFB, topk, 0.3

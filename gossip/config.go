@@ -342,10 +342,10 @@ func (c *Config) validateSparse() error {
 	switch {
 	case c.Sparse.Kind != compress.TopK && c.Sparse.Kind != compress.RandK:
 		return fmt.Errorf("%w: sparse compression %v: only topk and randk", ErrConfig, c.Sparse)
-	case c.Protocol != DPSGD && c.Protocol != ADPSGD && c.Protocol != SFB:
-		return fmt.Errorf("%w: compression %v: top-k and rand-k need public copies both ends keep (dpsgd, adpsgd: CHOCO gossip) or updates that add up (sfb: error feedback); %s takes fp16 or int8", ErrConfig, c.Sparse, c.Protocol)
+	case c.Protocol == RandomWalk:
+		return fmt.Errorf("%w: compression %v: top-k and rand-k need public copies both ends keep (dpsgd, adpsgd, pushsum: CHOCO gossip) or updates that add up (sfb: error feedback); a random walk's model goes to a different peer each hop: randomwalk takes subsample:S, fp16 or int8", ErrConfig, c.Sparse)
 	case c.Protocol == SFB && (c.ConsensusStep != 0 || c.KeyframeEvery != 0):
-		return fmt.Errorf("%w: a consensus step and keyframes are CHOCO's (dpsgd, adpsgd); sfb sends its gradients with error feedback", ErrConfig)
+		return fmt.Errorf("%w: a consensus step and keyframes are CHOCO's (dpsgd, adpsgd, pushsum); sfb sends its gradients with error feedback", ErrConfig)
 	case c.Protocol == ADPSGD && c.KeyframeEvery != 0:
 		return fmt.Errorf("%w: adpsgd's compressed links send keyframes only when a link resets; KeyframeEvery is dpsgd's", ErrConfig)
 	case c.Quantize.Kind != compress.None:
@@ -363,7 +363,7 @@ func (c *Config) validateSparse() error {
 	if c.ConsensusStep == 0 {
 		c.ConsensusStep = DefaultConsensusStep(c.Sparse)
 	}
-	if c.KeyframeEvery == 0 && c.Protocol == DPSGD {
+	if c.KeyframeEvery == 0 && c.Protocol != ADPSGD {
 		c.KeyframeEvery = 50
 	}
 	return nil

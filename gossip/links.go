@@ -27,11 +27,17 @@ import (
 // copy of that end is gone too, so that it answers with a keyframe. A
 // restarted node has no copies (they are not checkpointed: a checkpoint
 // is older than the steps sent since) and resets every link it uses.
+//
+// Push-sum uses the same copies (pushsum.go) with its own share numbers,
+// no resets (its links may go one way only), and a keyframe every
+// KeyframeEvery messages of a link instead.
 type links struct {
-	spec  compress.Spec
-	gamma float64
-	out   map[PeerID]*linkCopy // x̂_{i→j}
-	in    map[PeerID]*linkCopy // x̂_{j→i}
+	spec   compress.Spec
+	gamma  float64
+	every  uint64 // a keyframe every so many messages (0: none)
+	resets bool   // a node without a good copy of the peer's resets the link
+	out    map[PeerID]*linkCopy // x̂_{i→j}
+	in     map[PeerID]*linkCopy // x̂_{j→i}
 }
 
 // linkCopy is one direction's public copy, and the number of its last
@@ -42,8 +48,12 @@ type linkCopy struct {
 	stale bool
 }
 
-func newLinks(cfg *Config) *links {
-	return &links{spec: cfg.Sparse, gamma: cfg.ConsensusStep, out: map[PeerID]*linkCopy{}, in: map[PeerID]*linkCopy{}}
+func newLinks(cfg *Config, resets bool) *links {
+	l := &links{spec: cfg.Sparse, gamma: cfg.ConsensusStep, resets: resets, out: map[PeerID]*linkCopy{}, in: map[PeerID]*linkCopy{}}
+	if cfg.KeyframeEvery > 0 {
+		l.every = uint64(cfg.KeyframeEvery)
+	}
+	return l
 }
 
 // message returns a message of the given kind carrying x to a peer: a
@@ -55,21 +65,49 @@ func (l *links) message(n *Node, kind Kind, to PeerID, x []float32) Message {
 		o = &linkCopy{}
 		l.out[to] = o
 	}
-	if in := l.in[to]; in == nil || in.stale {
+	if in := l.in[to]; l.resets && (in == nil || in.stale) {
 		o.x, o.seq = nil, 0 // a reset
 	}
-	o.seq++
-	if o.x == nil {
-		o.x = slices.Clone(x)
-		return Message{Kind: kind, To: to, Round: o.seq, Params: slices.Clone(x)}
+	params, packed := l.pack(n, to, x, o.seq+1)
+	return Message{Kind: kind, To: to, Round: o.seq, Params: params, Packed: packed}
+}
+
+// pack moves the link's copy towards x as message seq and returns what
+// the message carries: a keyframe (params) or a compressed step.
+func (l *links) pack(n *Node, to PeerID, x []float32, seq uint64) (params []float32, packed *compress.Payload) {
+	o := l.out[to]
+	if o == nil {
+		o = &linkCopy{}
+		l.out[to] = o
+	}
+	o.seq = seq
+	if o.x == nil || l.every > 0 && seq%l.every == 0 {
+		o.x = append(o.x[:0], x...)
+		return slices.Clone(x), nil
 	}
 	q := slices.Clone(x)
 	merge.Axpy(q, -1, o.x)
-	p := new(compress.Payload)
-	compress.Compress(p, q, l.spec, n.rng)
-	compress.Decompress(q, p)
+	packed = new(compress.Payload)
+	compress.Compress(packed, q, l.spec, n.rng)
+	compress.Decompress(q, packed)
 	merge.Axpy(o.x, 1, q)
-	return Message{Kind: kind, To: to, Round: o.seq, Packed: p}
+	return nil, packed
+}
+
+// sent is the link's copy as of its last message (nil: none).
+func (l *links) sent(to PeerID) []float32 {
+	if o := l.out[to]; o != nil {
+		return o.x
+	}
+	return nil
+}
+
+// rekey makes the next message on the link a keyframe (the peer missed
+// one).
+func (l *links) rekey(to PeerID) {
+	if o := l.out[to]; o != nil {
+		o.x = nil
+	}
 }
 
 // receive applies a message to the sender's copy and returns the copy
@@ -82,13 +120,13 @@ func (l *links) receive(n *Node, m *Message) []float32 {
 	}
 	switch {
 	case m.keyframe:
-		if m.Round == 1 && in.seq > 0 {
+		if l.resets && m.Round == 1 && in.seq > 0 {
 			// A reset: the sender has no good copy of this node's either.
 			if o := l.out[m.From]; o != nil {
 				o.x = nil
 			}
 		}
-		if m.Round == 1 || m.Round > in.seq || in.stale {
+		if l.resets && m.Round == 1 || m.Round > in.seq || in.stale {
 			in.x = append(in.x[:0], m.Params...)
 			in.seq, in.stale = m.Round, false
 		}

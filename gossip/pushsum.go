@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 )
 
@@ -71,6 +72,9 @@ type pushSum struct {
 	inW      float64
 	outer    outer     // with Config.Outer (outer.go)
 	from     []float32 // the estimate the running local steps started from
+	// copies are the links' public copies of the estimates under top-k
+	// or rand-k (links.go; compressed.go).
+	copies *links
 }
 
 // psLink is a node's account with one peer: the running sums of the
@@ -85,7 +89,11 @@ type psLink struct {
 const minWeight = 1e-3
 
 func newPushSum(cfg *Config) *pushSum {
-	return &pushSum{cfg: cfg, w: 1, links: map[PeerID]*psLink{}, outer: outer{cfg: &cfg.Outer}}
+	p := &pushSum{cfg: cfg, w: 1, links: map[PeerID]*psLink{}, outer: outer{cfg: &cfg.Outer}}
+	if cfg.Sparse.Kind != compress.None {
+		p.copies = newLinks(cfg, false)
+	}
+	return p
 }
 
 // account records that the weight or a running sum changed: the Ready
@@ -146,6 +154,10 @@ func (p *pushSum) sync(n *Node) {
 // link's next running sum shows less than it got.
 func (p *pushSum) undelivered(n *Node, m *Message) {
 	l := p.links[m.To]
+	if p.copies != nil && l != nil && m.Kind == KindPushSum && m.Weight > 0 {
+		p.undeliveredCompressed(n, m, l)
+		return
+	}
 	if m.Kind != KindPushSum || l == nil || len(m.Params) != len(n.params) || m.Weight == 0 {
 		return
 	}
@@ -241,6 +253,10 @@ func (p *pushSum) push(n *Node) {
 	}
 	k := max(1, min(p.cfg.Fanout, len(nb)))
 	share := 1 / float64(k+1)
+	if p.copies != nil {
+		p.pushCompressed(n, k, share)
+		return
+	}
 	for i := 0; i < k; i++ {
 		to := nb[(p.cursor+i)%len(nb)].ID
 		x := make([]float32, len(n.params))
@@ -260,7 +276,12 @@ func (p *pushSum) send(n *Node, to PeerID, x []float32, w float64) {
 	l := p.link(to)
 	l.sent += w
 	l.seqSent++
-	n.send(Message{Kind: KindPushSum, To: to, Params: x, Weight: w, Sent: l.sent, Round: l.seqSent})
+	m := Message{Kind: KindPushSum, To: to, Params: x, Weight: w, Sent: l.sent, Round: l.seqSent}
+	if p.copies != nil {
+		// A handoff or a debt: the receiver takes it at the link's copy.
+		m.Params, m.Packed = p.copies.pack(n, to, p.estimate(n), l.seqSent)
+	}
+	n.send(m)
 }
 
 func (p *pushSum) step(n *Node, m *Message) {
@@ -304,9 +325,12 @@ func (p *pushSum) step(n *Node, m *Message) {
 		p.inW += m.Weight + c
 		return
 	}
-	if m.Weight < 0 {
+	switch {
+	case p.copies != nil:
+		p.receiveCompressed(n, m)
+	case m.Weight < 0:
 		p.absorb(n, m.Weight)
-	} else {
+	default:
 		merge.Axpy(n.params, 1, m.Params)
 		p.w += m.Weight
 	}

@@ -45,7 +45,7 @@ func TestCommTable(t *testing.T) {
 	}
 	// A setting the protocol does not take is a row that says why.
 	refused, err := CommTable(context.Background(), CommTableConfig{Dataset: "digits", Peers: 8, Rounds: 2, Runs: []CommRun{{Protocol: "randomwalk", Compression: "topk:0.1", LR: 0.1}}}, nil)
-	if err != nil || !strings.Contains(refused, "| randomwalk | topk:0.1 | — | 0.1 | not available: ") || !strings.Contains(refused, "randomwalk takes fp16 or int8") ||
+	if err != nil || !strings.Contains(refused, "| randomwalk | topk:0.1 | — | 0.1 | not available: ") || !strings.Contains(refused, "randomwalk takes subsample:S, fp16 or int8") ||
 		strings.Contains(refused, "--compression topk:0.1") {
 		t.Fatalf("top-k with random walk: %v\n%s", err, refused)
 	}

@@ -45,13 +45,13 @@ func TestValueCompression(t *testing.T) {
 	}
 }
 
-// TestSparseCompression: D-PSGD's and AD-PSGD's CHOCO steps and SFB's updates with
+// TestSparseCompression: CHOCO steps (D-PSGD, AD-PSGD, push-sum) and SFB's updates with
 // error feedback, over top-k, send a fraction of float32's bytes, count
 // the float32 equivalent as uncompressed, learn about as well on digits,
 // and give the same results through the wire codec (decoded and checked
 // as a daemon does).
 func TestSparseCompression(t *testing.T) {
-	for _, proto := range []string{"dpsgd", "adpsgd", "sfb"} {
+	for _, proto := range []string{"dpsgd", "adpsgd", "pushsum", "sfb"} {
 		base := Config{Peers: 16, Protocol: proto, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16}
 		_, plain := csvOf(t, base)
 		cfg := base

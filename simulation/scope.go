@@ -28,14 +28,14 @@ func isGossip(c *Config) bool { return slices.Contains(gossip.Protocols, c.Proto
 
 // compressionApplies: value compression to every gossip protocol,
 // subsampling and partitioning to random walk, top-k and rand-k to
-// D-PSGD and AD-PSGD (CHOCO gossip) and SFB (error feedback).
+// the averaging protocols (CHOCO gossip) and SFB (error feedback).
 func compressionApplies(c *Config) bool {
 	comp, err := gossip.ParseCompression(c.Compression)
 	switch {
 	case err != nil:
 		return c.Protocol == gossip.RandomWalk
 	case comp.Sparse.Kind != 0:
-		return c.Protocol == gossip.DPSGD || c.Protocol == gossip.ADPSGD || c.Protocol == gossip.SFB
+		return c.Protocol != gossip.RandomWalk && isGossip(c)
 	case comp.Subsample > 0 || comp.Partitions > 0:
 		return c.Protocol == gossip.RandomWalk
 	}
@@ -47,7 +47,7 @@ var scopes = map[string]scope{
 	"topology":    {protocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum (SFB talks to every peer)"},
 	"variant":     {protocols(gossip.RandomWalk), "randomwalk"},
 	"sampling":    {protocols(gossip.RandomWalk), "randomwalk"},
-	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd, adpsgd and sfb (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
+	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd, adpsgd, pushsum and sfb (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
 	"tokens":      {protocols(gossip.RandomWalk), "randomwalk"},
 	"local-steps": {isGossip, "the gossip protocols (an outer optimizer over local SGD)"},
 	"outer":       {func(c *Config) bool { return outerApplies(c) }, "--local-steps"},

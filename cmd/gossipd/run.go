@@ -99,7 +99,7 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.IntVar(&r.batch, "batch", 32, "minibatch size (this peer's own; sfb's factor layers follow the creator's)")
 	fs.IntVar(&r.localEpochs, "local-epochs", 1, "local epochs per update (this peer's own)")
 	fs.StringVar(&r.variant, "variant", "mu", "random-walk variant: mu|rw|um (part of the job)")
-	fs.StringVar(&r.compression, "compression", "none", "compression of what the node sends: "+gossip.CompressionValues+" (fp16 and int8 for every protocol; topk and randk for dpsgd and adpsgd (CHOCO steps, an optional consensus step γ) and sfb (error feedback); subsample and partition for randomwalk; part of the job)")
+	fs.StringVar(&r.compression, "compression", "none", "compression of what the node sends: "+gossip.CompressionValues+" (fp16 and int8 for every protocol; topk and randk for dpsgd, adpsgd and pushsum (CHOCO, an optional consensus step γ) and sfb (error feedback); subsample and partition for randomwalk; part of the job)")
 	fs.IntVar(&r.localSteps, "local-steps", 0, "local SGD steps H between exchanges, with an outer optimizer (sfb: DiLoCo) (0: one gradient step a round; part of the job)")
 	fs.StringVar(&r.outer, "outer", "nesterov", "with --local-steps: outer optimizer nesterov|average (part of the job)")
 	fs.Float64Var(&r.outerLR, "outer-lr", 0.7, "with --local-steps and --outer nesterov: outer learning rate (part of the job)")

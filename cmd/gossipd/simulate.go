@@ -59,7 +59,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of everything random")
 	fs.StringVar(&c.Variant, "variant", "mu", "random-walk variant: mu|rw|um")
 	fs.StringVar(&c.Sampling, "sampling", "newscast", "random-walk peer sampling: newscast|oracle")
-	fs.StringVar(&c.Compression, "compression", "none", "compression of what peers send: "+gossip.CompressionValues+" (fp16 and int8 for every gossip protocol; topk and randk for dpsgd and adpsgd (CHOCO steps, an optional consensus step γ) and sfb (error feedback); subsample and partition for randomwalk)")
+	fs.StringVar(&c.Compression, "compression", "none", "compression of what peers send: "+gossip.CompressionValues+" (fp16 and int8 for every gossip protocol; topk and randk for dpsgd, adpsgd and pushsum (CHOCO, an optional consensus step γ) and sfb (error feedback); subsample and partition for randomwalk)")
 	fs.IntVar(&c.LocalSteps, "local-steps", 0, "local SGD steps H between exchanges, with an outer optimizer (sfb: DiLoCo) (0: one gradient step a round)")
 	fs.StringVar(&c.Outer, "outer", "", "with --local-steps: outer optimizer nesterov (default)|average")
 	fs.Float64Var(&c.OuterLR, "outer-lr", 0, "with --local-steps and --outer nesterov: outer learning rate (default 0.7)")
