@@ -34,8 +34,8 @@ import (
 type links struct {
 	spec   compress.Spec
 	gamma  float64
-	every  uint64 // a keyframe every so many messages (0: none)
-	resets bool   // a node without a good copy of the peer's resets the link
+	every  uint64               // a keyframe every so many messages (0: none)
+	resets bool                 // a node without a good copy of the peer's resets the link
 	out    map[PeerID]*linkCopy // x̂_{i→j}
 	in     map[PeerID]*linkCopy // x̂_{j→i}
 }
