@@ -44,9 +44,11 @@ type sfb struct {
 	synced map[PeerID]uint64
 	// ahead is the newest clock heard of beyond the buffering window.
 	ahead uint64
-	// fb keeps what top-k or rand-k left out of the dense part of this
-	// node's updates (Config.Sparse), for its next ones.
-	fb *compress.Feedback
+	// fb keeps what compression (top-k, rand-k, or the rounding of fp16
+	// and int8) left out of the dense part of this node's updates, for
+	// its next ones.
+	fb     *compress.Feedback
+	fbSpec compress.Spec
 	// outer is DiLoCo's outer step, with Config.Outer (outer.go).
 	outer outer
 }
@@ -61,8 +63,11 @@ func newSFB(cfg *Config, layout *model.Layout) *sfb {
 		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}, synced: map[PeerID]uint64{},
 		outer: outer{cfg: &cfg.Outer}}
 	s.setPeers()
-	if cfg.Sparse.Kind != compress.None {
-		s.fb = new(compress.Feedback)
+	switch {
+	case cfg.Sparse.Kind != compress.None:
+		s.fb, s.fbSpec = new(compress.Feedback), cfg.Sparse
+	case cfg.Quantize.Kind != compress.None:
+		s.fb, s.fbSpec = new(compress.Feedback), cfg.Quantize
 	}
 	for _, t := range layout.Tensors {
 		if len(t.Shape) != 2 || cfg.Outer.Enabled() {
@@ -160,11 +165,11 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 	u := &sfbUpdate{dense: s.densePart(r.Grad), factors: r.Factors}
 	var packed *compress.Payload
 	if s.fb != nil && len(u.dense) > 0 {
-		// Error feedback: the fraction sent of the dense part plus what
-		// earlier updates left out; this node applies what the others
-		// get, so the replicas stay equal.
+		// Error feedback: the dense part plus what earlier updates left
+		// out, compressed; this node applies what the others get, so the
+		// replicas stay equal.
 		packed = new(compress.Payload)
-		s.fb.Compress(packed, u.dense, s.cfg.Sparse, n.rng)
+		s.fb.Compress(packed, u.dense, s.fbSpec, n.rng)
 		compress.Decompress(u.dense, packed)
 	}
 	params := u.dense
@@ -402,7 +407,7 @@ func (s *sfb) restore(st *State) error {
 	}
 	switch {
 	case s.fb == nil:
-		return fmt.Errorf("%w: a saved error-feedback residual, but the job sends no top-k or rand-k", ErrConfig)
+		return fmt.Errorf("%w: a saved error-feedback residual, but the job sends its updates uncompressed", ErrConfig)
 	case len(st.Residual) != dense || !merge.Finite(st.Residual):
 		return fmt.Errorf("%w: saved error-feedback residual of %d values for an update's %d dense ones, or not finite", ErrConfig, len(st.Residual), dense)
 	}

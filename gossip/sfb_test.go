@@ -240,6 +240,20 @@ func TestSFBTopK(t *testing.T) {
 	}
 }
 
+// TestSFBQuantizedFeedback: with int8 the dense part goes with error
+// feedback too (the rounding is not lost), and every replica applies the
+// same rounded updates, so they stay identical.
+func TestSFBQuantizedFeedback(t *testing.T) {
+	h := sfbHarness(t, "dense", 4, func(c *gossip.Config) { c.Quantize = compress.Spec{Kind: compress.Int8} })
+	h.run(20*time.Second-time.Millisecond, time.Second)
+	if d := merge.ConsensusDistance(h.params()); d != 0 {
+		t.Fatalf("int8 replicas differ: consensus distance %v", d)
+	}
+	if r := h.nodes[0].Snapshot().Residual; len(r) != len(h.nodes[0].Params()) || merge.SumSquares(r) == 0 {
+		t.Fatalf("int8 residual: %d values", len(r))
+	}
+}
+
 // TestSFBOuter: SFB with the outer optimizer is DiLoCo over broadcast.
 // With one local step and the averaging method it is plain SFB (the mean
 // of the replicas' local steps is the step on the mean gradient); with
