@@ -224,25 +224,29 @@ func TestDaemonCompression(t *testing.T) {
 	stopAll(t, ds, nil)
 }
 
-// TestDaemonSparseCompression: three daemons train D-PSGD with CHOCO steps
-// of 1% of the coordinates (--compression topk:0.01) over libp2p and
-// converge; /metrics counts a small fraction of float32's bytes on the
-// wire, and no message was refused.
+// TestDaemonSparseCompression: three daemons train with CHOCO steps of 1%
+// of the coordinates (--compression topk:0.01) over libp2p and converge,
+// with D-PSGD, push-sum (per-link copies of the estimates, its shares'
+// accounts as usual) and AD-PSGD (per-link copies); /metrics counts a
+// small fraction of float32's bytes on the wire, and no message was
+// refused.
 func TestDaemonSparseCompression(t *testing.T) {
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	ds := startCluster(t, bin, dir, 3, "100ms", "--protocol", "dpsgd", "--compression", "topk:0.01")
-	converge(t, ds)
-	for _, d := range ds {
-		sent, full := bytesOut(t, d, 200) // past the first rounds' dense keyframes
-		if sent <= 0 || sent > 0.15*full {
-			t.Errorf("%s: topk:0.01: %v bytes out, %v as float32: want at most 15%%", d.api, sent, full)
+	for _, proto := range []string{"dpsgd", "pushsum", "adpsgd"} {
+		dir := t.TempDir()
+		ds := startCluster(t, bin, dir, 3, "100ms", "--protocol", proto, "--compression", "topk:0.01")
+		converge(t, ds)
+		for _, d := range ds {
+			sent, full := bytesOut(t, d, 200) // past the first rounds' dense keyframes
+			if sent <= 0 || sent > 0.15*full {
+				t.Errorf("%s %s: topk:0.01: %v bytes out, %v as float32: want at most 15%%", proto, d.api, sent, full)
+			}
+			if s, err := d.status(); err != nil || len(s.Rejected) != 0 {
+				t.Errorf("%s %s: rejected %v (%v)", proto, d.api, s.Rejected, err)
+			}
 		}
-		if s, err := d.status(); err != nil || len(s.Rejected) != 0 {
-			t.Errorf("%s: rejected %v (%v)", d.api, s.Rejected, err)
-		}
+		stopAll(t, ds, nil)
 	}
-	stopAll(t, ds, nil)
 }
 
 // TestDaemonOuterOptimizer: three daemons train with ten local steps
