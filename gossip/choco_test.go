@@ -22,13 +22,20 @@ var chocoSpec = model.Spec{Kind: model.Softmax, Inputs: 31, Classes: 2}
 // each starting from its own random model.
 func chocoHarness(t *testing.T, n int, spec string, edit func(c *gossip.Config)) *harness {
 	t.Helper()
+	return compressedRing(t, gossip.DPSGD, n, spec, edit)
+}
+
+// compressedRing is a ring of n nodes of the protocol under the
+// compression spec, each from its own random model, with zero gradients.
+func compressedRing(t *testing.T, proto string, n int, spec string, edit func(c *gossip.Config)) *harness {
+	t.Helper()
 	comp, err := gossip.ParseCompression(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := gossip.Ring(n)
 	h := newHarness(t, n, func(i int, c *gossip.Config) {
-		c.Protocol, c.Spec = gossip.DPSGD, chocoSpec
+		c.Protocol, c.Spec = proto, chocoSpec
 		c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
 		rng := rand.New(rand.NewPCG(uint64(i), 99))
 		c.Init = make([]float32, 64)

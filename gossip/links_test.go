@@ -14,23 +14,7 @@ import (
 // spec, each starting from its own random model, with zero gradients.
 func linksHarness(t *testing.T, n int, spec string) *harness {
 	t.Helper()
-	comp, err := gossip.ParseCompression(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gossip.Ring(n)
-	h := newHarness(t, n, func(i int, c *gossip.Config) {
-		c.Protocol, c.Spec = gossip.ADPSGD, chocoSpec
-		c.Neighbors, c.SelfWeight = g.MHWeights(i, name)
-		rng := rand.New(rand.NewPCG(uint64(i), 99))
-		c.Init = make([]float32, 64)
-		for k := range c.Init {
-			c.Init[k] = float32(rng.NormFloat64())
-		}
-		comp.Apply(c)
-	})
-	h.train = zeroGrad
-	return h
+	return compressedRing(t, gossip.ADPSGD, n, spec, nil)
 }
 
 // TestLinksConsensus: AD-PSGD over compressed links drives a ring to
