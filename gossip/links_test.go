@@ -56,7 +56,7 @@ func TestLinksConsensus(t *testing.T) {
 // the gap, leaves the copy out of its averages and resets the link, the
 // other end answers with a keyframe, and the ring reaches consensus once
 // the losses stop. A node restarted with no copies resets its links the
-// same way.
+// same way. A stranger's exchange is dropped.
 func TestLinksLoss(t *testing.T) {
 	h := linksHarness(t, 6, "topk:0.25")
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -80,6 +80,15 @@ func TestLinksLoss(t *testing.T) {
 		t.Fatalf("%d gaps traced, %d keyframes under 30%% loss", gaps, keyframes)
 	}
 	lossy = false
+	// A stranger's exchange is dropped: links are kept with neighbours.
+	h.traces = nil
+	sent := h.sent
+	m := gossip.Message{Kind: gossip.KindAvgRequest, From: "stranger", To: name(0), Round: 1, Params: make([]float32, 64)}
+	h.nodes[0].Step(&m)
+	h.drain(0)
+	if len(h.traces) != 1 || h.traces[0].Code != gossip.DropNotNeighbor || h.sent != sent {
+		t.Fatalf("a stranger's request: traces %+v", h.traces)
+	}
 	// A restart: node 2 comes back from its start, with no copies.
 	cfg := h.nodes[2].Config()
 	nd, err := gossip.New(cfg)
