@@ -63,7 +63,7 @@ func (a *adpsgd) step(n *Node, m *Message) {
 	if a.links != nil {
 		// Compressed links keep two copies of the model per peer: only
 		// with neighbours, so that no one grows this node's memory.
-		if !slices.ContainsFunc(n.cfg.Neighbors, func(nb Neighbor) bool { return nb.ID == m.From }) {
+		if !isNeighbor(n.cfg.Neighbors, m.From) {
 			if n.cfg.Topology != "" { // its view of the roster differs from ours for a moment
 				n.trace("not-neighbour", m.From, "a compressed exchange from a peer outside this view's neighbours", 0)
 				return

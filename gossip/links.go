@@ -60,16 +60,14 @@ func newLinks(cfg *Config, resets bool) *links {
 // compressed step of the link's copy, a keyframe where the peer has no
 // copy, or a reset where this node has no good copy of the peer's.
 func (l *links) message(n *Node, kind Kind, to PeerID, x []float32) Message {
-	o := l.out[to]
-	if o == nil {
-		o = &linkCopy{}
-		l.out[to] = o
-	}
+	seq := uint64(1)
 	if in := l.in[to]; l.resets && (in == nil || in.stale) {
-		o.x, o.seq = nil, 0 // a reset
+		delete(l.out, to) // a reset: a keyframe numbered 1
+	} else if o := l.out[to]; o != nil {
+		seq = o.seq + 1
 	}
-	params, packed := l.pack(n, to, x, o.seq+1)
-	return Message{Kind: kind, To: to, Round: o.seq, Params: params, Packed: packed}
+	params, packed := l.pack(n, to, x, seq)
+	return Message{Kind: kind, To: to, Round: seq, Params: params, Packed: packed}
 }
 
 // pack moves the link's copy towards x as message seq and returns what
@@ -158,17 +156,19 @@ func (l *links) average(x, theirs []float32, from PeerID) {
 
 // prune forgets the links to peers that are no longer neighbours.
 func (l *links) prune(nbs []Neighbor) {
-	keep := func(p PeerID) bool {
-		return slices.ContainsFunc(nbs, func(nb Neighbor) bool { return nb.ID == p })
-	}
 	for p := range l.out {
-		if !keep(p) {
+		if !isNeighbor(nbs, p) {
 			delete(l.out, p)
 		}
 	}
 	for p := range l.in {
-		if !keep(p) {
+		if !isNeighbor(nbs, p) {
 			delete(l.in, p)
 		}
 	}
+}
+
+// isNeighbor reports whether p is one of nbs.
+func isNeighbor(nbs []Neighbor, p PeerID) bool {
+	return slices.ContainsFunc(nbs, func(nb Neighbor) bool { return nb.ID == p })
 }

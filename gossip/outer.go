@@ -98,22 +98,34 @@ type outer struct {
 	momentum []float32
 }
 
+// nesterov takes coordinate k's pseudo-gradient Δ into the momentum,
+// m ← μ·m + Δ, and returns Nesterov's direction Δ + μ·m (the step is η
+// times it). The momentum has len(x) values from the first call on.
+func (o *outer) nesterov(k int, delta float32) float32 {
+	mu := float32(o.cfg.Momentum)
+	m := mu*o.momentum[k] + delta
+	o.momentum[k] = m
+	return delta + mu*m
+}
+
+// sized makes the momentum as long as the model.
+func (o *outer) sized(n int) {
+	if len(o.momentum) != n {
+		o.momentum = make([]float32, n)
+	}
+}
+
 // step applies the outer update to the model x from the mixed result
 // ybar, and returns the new model (ybar's memory is reused).
 func (o *outer) step(x, ybar []float32) []float32 {
 	if o.cfg.Method == OuterAverage {
 		return ybar
 	}
-	if len(o.momentum) != len(x) {
-		o.momentum = make([]float32, len(x))
-	}
-	mu, eta := float32(o.cfg.Momentum), float32(o.cfg.LR)
+	o.sized(len(x))
+	eta := float32(o.cfg.LR)
 	out := ybar // becomes the new model: x − η·(Δ + μ·m), Δ = x − ȳ
 	for k, xk := range x {
-		delta := xk - ybar[k]
-		m := mu*o.momentum[k] + delta
-		o.momentum[k] = m
-		out[k] = xk - eta*(delta+mu*m)
+		out[k] = xk - eta*o.nesterov(k, xk-ybar[k])
 	}
 	return out
 }
@@ -133,15 +145,11 @@ func (o *outer) stepOwn(x, y, ybar []float32) []float32 {
 	if o.cfg.Method == OuterAverage {
 		return ybar
 	}
-	if len(o.momentum) != len(x) {
-		o.momentum = make([]float32, len(x))
-	}
-	mu, eta := float32(o.cfg.Momentum), float32(o.cfg.LR)
+	o.sized(len(x))
+	eta := float32(o.cfg.LR)
 	for k, xk := range x {
 		delta := xk - y[k]
-		m := mu*o.momentum[k] + delta
-		o.momentum[k] = m
-		ybar[k] -= eta*(delta+mu*m) - delta
+		ybar[k] -= eta*o.nesterov(k, delta) - delta
 	}
 	return ybar
 }
@@ -162,15 +170,10 @@ func (o *outer) applyOwn(x, start, y []float32, s float32) {
 		}
 		return
 	}
-	if len(o.momentum) != len(x) {
-		o.momentum = make([]float32, len(x))
-	}
-	mu, eta := float32(o.cfg.Momentum), float32(o.cfg.LR)
+	o.sized(len(x))
+	eta := float32(o.cfg.LR)
 	for k := range x {
-		delta := start[k] - y[k]
-		m := mu*o.momentum[k] + delta
-		o.momentum[k] = m
-		x[k] -= s * eta * (delta + mu*m)
+		x[k] -= s * eta * o.nesterov(k, start[k]-y[k])
 	}
 }
 

@@ -73,7 +73,7 @@ type pushSum struct {
 	outer    outer     // with Config.Outer (outer.go)
 	from     []float32 // the estimate the running local steps started from
 	// copies are the links' public copies of the estimates under top-k
-	// or rand-k (links.go; compressed.go).
+	// or rand-k (links.go, pushcompressed.go).
 	copies *links
 }
 

@@ -297,7 +297,7 @@ func (s *sfb) advance(n *Node) {
 		} else {
 			scale := float32(-s.cfg.LR / float64(len(ids)))
 			for _, id := range ids {
-				s.applyScaled(n, got[id], scale)
+				s.applyTo(n, n.params, got[id], scale)
 			}
 		}
 		if miss := len(s.peers) + 1 - len(ids); miss > 0 {
@@ -324,10 +324,8 @@ func (s *sfb) advance(n *Node) {
 // apply adds one peer's update with step −γ/P (SSP and partial broadcast,
 // where updates are applied on arrival).
 func (s *sfb) apply(n *Node, u *sfbUpdate) {
-	s.applyScaled(n, u, float32(-s.cfg.LR/float64(len(s.peers)+1)))
+	s.applyTo(n, n.params, u, float32(-s.cfg.LR/float64(len(s.peers)+1)))
 }
-
-func (s *sfb) applyScaled(n *Node, u *sfbUpdate, scale float32) { s.applyTo(n, n.params, u, scale) }
 
 // applyTo adds scale times the update u to the parameter vector x.
 func (s *sfb) applyTo(n *Node, x []float32, u *sfbUpdate, scale float32) {

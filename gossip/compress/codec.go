@@ -200,28 +200,21 @@ func Decode(b []byte, maxN int) (*Payload, error) {
 		if p.Values, err = f32s(k, "topk values"); err != nil {
 			return nil, err
 		}
-	case RandK:
+	case RandK, RandKInt8:
 		if len(r) < 12 {
-			return bad("randk: %d bytes, need 12 for seed and count", len(r))
+			return bad("%s: %d bytes, need 12 for seed and count", p.Kind, len(r))
 		}
 		p.Seed = le.Uint64(r)
 		k := int(le.Uint32(r[8:]))
 		r = r[12:]
 		if k > p.N {
-			return bad("randk: %d values kept of %d", k, p.N)
+			return bad("%s: %d values kept of %d", p.Kind, k, p.N)
 		}
-		if p.Values, err = f32s(k, "randk values"); err != nil {
-			return nil, err
-		}
-	case RandKInt8:
-		if len(r) < 12 {
-			return bad("randk-int8: %d bytes, need 12 for seed and count", len(r))
-		}
-		p.Seed = le.Uint64(r)
-		k := int(le.Uint32(r[8:]))
-		r = r[12:]
-		if k > p.N {
-			return bad("randk-int8: %d values kept of %d", k, p.N)
+		if p.Kind == RandK {
+			if p.Values, err = f32s(k, "randk values"); err != nil {
+				return nil, err
+			}
+			break
 		}
 		if p.Scales, err = f32s((k+Int8Chunk-1)/Int8Chunk, "randk-int8 scales"); err != nil {
 			return nil, err
