@@ -114,9 +114,11 @@ type noConns struct{}
 
 func (noConns) Conns() []transport.Conn            { return nil }
 func (noConns) HolePunches() transport.HolePunches { return transport.HolePunches{} }
+func (noConns) DeadPeersDropped() uint64           { return 0 }
 
 // watchConns adds series read from a transport that lists its connections:
-// open connections by type (direct, relayed) and hole punches by outcome.
+// open connections by type (direct, relayed), hole punches by outcome,
+// and peers dropped by the liveness check.
 func (m *metrics) watchConns(c transport.ConnLister) {
 	for _, typ := range []string{transport.ConnDirect, transport.ConnRelayed} {
 		m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "gossipd", Name: "connections",
@@ -142,4 +144,7 @@ func (m *metrics) watchConns(c transport.ConnLister) {
 				return float64(h.Failed)
 			}))
 	}
+	m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "gossipd", Name: "dead_peers_dropped_total",
+		Help: "Peers disconnected because they did not answer their liveness check (a silent peer is pinged)."},
+		func() float64 { return float64(c.DeadPeersDropped()) }))
 }

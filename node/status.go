@@ -26,6 +26,9 @@ type Status struct {
 	// HolePunches counts attempts to turn relayed connections into direct
 	// ones, by outcome (with --hole-punching).
 	HolePunches transport.HolePunches `json:"hole_punches"`
+	// DeadPeersDropped counts the peers disconnected because they did not
+	// answer their liveness check.
+	DeadPeersDropped uint64 `json:"dead_peers_dropped"`
 	// Members is the live members of the job (this node included) and
 	// Neighbors how many of them it mixes with (membership.go).
 	Members   int `json:"members"`
@@ -82,6 +85,7 @@ func (n *Node) Status() Status {
 	s.Connections = []transport.Conn{}
 	if c, ok := n.cfg.Transport.(transport.ConnLister); ok {
 		s.Connections, s.HolePunches = append(s.Connections, c.Conns()...), c.HolePunches()
+		s.DeadPeersDropped = c.DeadPeersDropped()
 	}
 	s.Faults = map[string]uint64{}
 	n.faults.Range(func(k, v any) bool {

@@ -9,11 +9,6 @@ import (
 	"time"
 )
 
-// deadPeerBound is the stated bound on dropping a dead peer: the design
-// gives 7.6 s (p2p.DeadPeerBound with the default liveness interval and
-// ping timeout); the rest is the polls'.
-const deadPeerBound = 10 * time.Second
-
 // cluster is one protocol's containers on a network of their own.
 type cluster struct {
 	t      *testing.T
@@ -254,10 +249,13 @@ func (c *cluster) partition() {
 	recordValue(c.proto, "consensus", fmt.Sprintf("%.3g / %.3g / %.3g", d0, dCut, dHeal))
 }
 
-// crash kills a node with SIGKILL. The survivors drop it within the
-// liveness bound, and from then on send it nothing (every frame written
-// to it before is counted); restarted on its volume, it resumes from its
-// checkpoint and catches up.
+// crash kills a node with SIGKILL. Every survivor drops it by its liveness
+// check (not by the transport's idle timeout, 30 s for QUIC, which is
+// longer than the wait), and from then on sends it nothing (every frame
+// written to it before is counted); restarted on its volume, it resumes
+// from its checkpoint and catches up. How long the drop took is recorded,
+// not asserted: the bound (p2p.DeadPeerBound) is checked on virtual time
+// by p2p's TestLivenessBound, and a loaded host only adds to it.
 func (c *cluster) crash() {
 	victim := c.nodes[2]
 	rest := []node{c.nodes[0], c.nodes[1], c.nodes[3], c.nodes[4]}
@@ -270,14 +268,16 @@ func (c *cluster) crash() {
 		return out, errs
 	}
 	out0, errs0 := sent()
+	dropped0 := map[string]uint64{}
+	for _, s := range c.statuses(rest) {
+		dropped0[s.PeerID] = s.DeadPeersDropped
+	}
 	docker(c.t, "kill", "-s", "KILL", victim.name)
 	killed := time.Now()
-	at := waitAll(c.t, "the dead peer dropped", 30*time.Second, rest, func(s status) bool { return s.Peers == 3 })
-	detect := at.Sub(killed)
-	record(c.proto, "detect", detect)
-	if detect > deadPeerBound {
-		c.t.Errorf("the dead peer was dropped %v after the kill, bound %v", detect.Round(100*time.Millisecond), deadPeerBound)
-	}
+	at := waitAll(c.t, "the dead peer dropped by the liveness check", 25*time.Second, rest, func(s status) bool {
+		return s.Peers == 3 && s.DeadPeersDropped > dropped0[s.PeerID]
+	})
+	record(c.proto, "detect", at.Sub(killed))
 	out1, errs1 := sent()
 	before := map[string]uint64{}
 	for _, s := range c.statuses(rest) {

@@ -93,6 +93,7 @@ type status struct {
 	HolePunches struct {
 		Succeeded, Failed uint64
 	} `json:"hole_punches"`
+	DeadPeersDropped uint64 `json:"dead_peers_dropped"`
 }
 
 type traffic struct {

@@ -148,8 +148,8 @@ type Host struct {
 		Close() error
 	}
 	ctx context.Context
-	// lastHeard is when a frame last arrived from each peer (liveness.go).
-	lastHeard sync.Map
+	// live pings silent peers and drops dead ones (liveness.go).
+	live *liveness
 
 	omu sync.Mutex
 	out map[outKey]*outbound
@@ -247,6 +247,7 @@ func New(cfg Config) (*Host, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Host{cfg: cfg, in: make(chan transport.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{},
 		limit: newPeerLimiter(cfg.Limits, cfg.MaxFrame, cfg.ReadTimeout)}
+	t.live = &liveness{interval: cfg.Liveness, timeout: cfg.PingTimeout, peers: t.gossipPeers, ping: t.pingOnce, drop: t.dropDead}
 	listen := cfg.Listen
 	opts := []libp2p.Option{
 		rm,
@@ -321,7 +322,7 @@ func New(cfg Config) (*Host, error) {
 	}
 	t.wg.Go(func() { t.maintain(ctx, boot, bootURLs) })
 	if cfg.Liveness > 0 {
-		t.wg.Go(func() { t.checkLiveness(ctx) })
+		t.wg.Go(func() { t.live.run(ctx) })
 	}
 	return t, nil
 }

@@ -2,7 +2,9 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -19,7 +21,9 @@ import (
 //
 // The check runs every Liveness/livenessTicks, so a peer that dies just
 // after its last frame is dropped at most Liveness + Liveness/5 +
-// PingTimeout later (DeadPeerBound: 7.6 s with the defaults).
+// PingTimeout later (DeadPeerBound: 7.6 s with the defaults), and not
+// before Liveness + PingTimeout. TestLivenessBound checks both on
+// testing/synctest's virtual clock.
 
 // livenessTicks is how many checks run per Liveness interval.
 const livenessTicks = 5
@@ -32,12 +36,28 @@ const rttEvery = 30 * time.Second
 // frame, for a liveness interval l and a ping timeout pt.
 func DeadPeerBound(l, pt time.Duration) time.Duration { return l + l/livenessTicks + pt }
 
-// heardFrom notes that a frame arrived from p.
-func (t *Host) heardFrom(p peer.ID) { t.lastHeard.Store(p, time.Now()) }
+// liveness decides which peers to ping and drops those that do not
+// answer. It knows the network only through its three functions, so that
+// its timing can be tested on a virtual clock.
+type liveness struct {
+	interval, timeout time.Duration
+	// peers lists the connected gossipd peers.
+	peers func() []peer.ID
+	// ping pings p once; nil means it answered before ctx ended.
+	ping func(ctx context.Context, p peer.ID) error
+	// drop disconnects a peer that did not answer.
+	drop func(p peer.ID, err error)
 
-// checkLiveness runs until ctx ends.
-func (t *Host) checkLiveness(ctx context.Context) {
-	tick := time.NewTicker(t.cfg.Liveness / livenessTicks)
+	lastHeard sync.Map // peer.ID → time.Time of its last frame
+	dropped   atomic.Uint64
+}
+
+// heard notes that a frame arrived from p.
+func (l *liveness) heard(p peer.ID) { l.lastHeard.Store(p, time.Now()) }
+
+// run checks the peers until ctx ends.
+func (l *liveness) run(ctx context.Context) {
+	tick := time.NewTicker(l.interval / livenessTicks)
 	defer tick.Stop()
 	var (
 		mu       sync.Mutex
@@ -52,16 +72,12 @@ func (t *Host) checkLiveness(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		since := time.Now().Add(-t.cfg.Liveness)
+		since := time.Now().Add(-l.interval)
 		present := map[peer.ID]bool{}
-		for _, id := range t.Peers() {
-			p, err := peer.Decode(string(id))
-			if err != nil {
-				continue
-			}
+		for _, p := range l.peers() {
 			present[p] = true
 			alive := false
-			if v, ok := t.lastHeard.Load(p); ok && v.(time.Time).After(since) {
+			if v, ok := l.lastHeard.Load(p); ok && v.(time.Time).After(since) {
 				alive = true // it spoke recently: pinged only for its RTT
 			}
 			mu.Lock()
@@ -76,11 +92,7 @@ func (t *Host) checkLiveness(ctx context.Context) {
 				continue
 			}
 			wg.Go(func() {
-				if alive {
-					t.measureRTT(ctx, p)
-				} else {
-					t.ping(ctx, p)
-				}
+				l.check(ctx, p, alive)
 				mu.Lock()
 				delete(inFlight, p)
 				mu.Unlock()
@@ -96,43 +108,62 @@ func (t *Host) checkLiveness(ctx context.Context) {
 	}
 }
 
-// ping pings p once and disconnects it if no answer comes in time.
-func (t *Host) ping(ctx context.Context, p peer.ID) {
-	pctx, cancel := context.WithTimeout(ctx, t.cfg.PingTimeout)
+// check pings p once. A peer that spoke recently is pinged only for its
+// round-trip time (the ping service records it), and a failure means
+// nothing; a silent one that does not answer in time is dropped.
+func (l *liveness) check(ctx context.Context, p peer.ID, alive bool) {
+	pctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	select {
-	case r, ok := <-ping.Ping(pctx, t.h, p):
-		if ok && r.Error == nil {
-			t.heardFrom(p)
-			return
-		}
-		err := pctx.Err()
-		if ok && r.Error != nil {
-			err = r.Error
-		}
-		t.dropDead(ctx, p, err)
-	case <-pctx.Done():
-		t.dropDead(ctx, p, pctx.Err())
+	err := l.ping(pctx, p)
+	switch {
+	case alive:
+	case err == nil:
+		l.heard(p)
+	case ctx.Err() != nil: // shutting down
+	default:
+		l.lastHeard.Delete(p)
+		l.dropped.Add(1)
+		l.drop(p, err)
 	}
 }
 
-// measureRTT pings a live peer once to record its round-trip time (the
-// ping service does); a failure here means nothing, since it spoke.
-func (t *Host) measureRTT(ctx context.Context, p peer.ID) {
-	pctx, cancel := context.WithTimeout(ctx, t.cfg.PingTimeout)
-	defer cancel()
+// errPingClosed: the ping service ended without a result.
+var errPingClosed = errors.New("ping ended without an answer")
+
+// pingOnce pings p over libp2p's ping protocol until ctx ends.
+func (t *Host) pingOnce(ctx context.Context, p peer.ID) error {
 	select {
-	case <-ping.Ping(pctx, t.h, p):
-	case <-pctx.Done():
+	case r, ok := <-ping.Ping(ctx, t.h, p):
+		if !ok {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errPingClosed
+		}
+		return r.Error
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
 // dropDead disconnects a peer that failed its liveness check.
-func (t *Host) dropDead(ctx context.Context, p peer.ID, err error) {
-	if ctx.Err() != nil {
-		return // shutting down
-	}
+func (t *Host) dropDead(p peer.ID, err error) {
 	t.log.Info("peer did not answer its liveness check: disconnected", "peer", p, "err", err)
 	t.h.Network().ClosePeer(p)
 	t.forget(p)
 }
+
+// gossipPeers is Peers as libp2p IDs.
+func (t *Host) gossipPeers() []peer.ID {
+	var out []peer.ID
+	for _, id := range t.Peers() {
+		if p, err := peer.Decode(string(id)); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// DeadPeersDropped counts the peers this host disconnected because they
+// did not answer their liveness check.
+func (t *Host) DeadPeersDropped() uint64 { return t.live.dropped.Load() }

@@ -155,7 +155,7 @@ func (t *Host) handleFrame(s network.Stream) {
 			s.Reset()
 			return
 		}
-		t.heardFrom(from)
+		t.live.heard(from)
 		payload := f.Payload
 		t.deliver(transport.Inbound{From: transport.PeerID(s.Conn().RemotePeer().String()), Frame: f, Authenticated: true,
 			Recycle: func() { t.bufs.put(payload) }})

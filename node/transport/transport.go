@@ -258,11 +258,13 @@ type HolePunches struct {
 	Failed    uint64 `json:"failed"`
 }
 
-// ConnLister is a Transport that can list its open connections to peers
-// and say how its hole punching went.
+// ConnLister is a Transport that can list its open connections to peers,
+// say how its hole punching went, and count the peers it disconnected for
+// failing their liveness check.
 type ConnLister interface {
 	Conns() []Conn
 	HolePunches() HolePunches
+	DeadPeersDropped() uint64
 }
 
 // IDResponse is what a daemon's GET /id serves: its peer ID and current
