@@ -29,7 +29,7 @@ func BenchmarkTrainStep(b *testing.B) {
 					grad := make([]float32, m.NumParams())
 					for b.Loop() {
 						m.Gradient(grad, x, y, batch)
-						opt.Step(m.Params(), grad)
+						opt.Step(be, compute.Host(m.Params()), compute.Host(grad))
 					}
 					b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "samples/s")
 				})

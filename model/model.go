@@ -59,6 +59,11 @@ type workspace struct {
 	colSums []float32
 	xg      []float32
 	probs   []float32 // evaluation's probabilities (TallyWith)
+	// norms holds DP-SGD's per-example squared norms (three rows of n:
+	// the sum, one layer's errors, its inputs) and clip their scales
+	// (ClippedGradientSum).
+	norms []float64
+	clip  []float32
 }
 
 // Option configures New.
@@ -257,13 +262,8 @@ func (m *Model) regLoss() float64 {
 	if m.spec.Kind != SVM {
 		return 0
 	}
-	var s float64
-	for _, ly := range m.layers {
-		for _, w := range m.params[ly.wOff : ly.bOff+ly.out] {
-			s += float64(w) * float64(w)
-		}
-	}
-	return m.spec.Lambda / 2 * s
+	// The layers' weights and biases tile the parameter vector.
+	return m.spec.Lambda / 2 * m.backend.SumSquares(host(m.params))
 }
 
 // Gradient computes the mean loss over the n examples in x (n×Inputs) with
@@ -290,13 +290,7 @@ func (m *Model) addRegGrad(grad []float32) {
 	if m.spec.Kind != SVM {
 		return
 	}
-	lam := float32(m.spec.Lambda)
-	for _, ly := range m.layers {
-		g := grad[ly.wOff : ly.bOff+ly.out]
-		for i, w := range m.params[ly.wOff : ly.bOff+ly.out] {
-			g[i] += lam * w
-		}
-	}
+	m.backend.Axpby(host(grad[:len(m.params)]), float32(m.spec.Lambda), host(m.params), 1)
 }
 
 // PerExampleGradients writes the gradient of each example's loss into the
@@ -342,30 +336,31 @@ func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip flo
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", len(grad), len(m.params)))
 	}
 	m.backward(x, y, n, 1)
-	clipped := 0
-	for i := 0; i < n; i++ {
-		var ss float64
-		for l, ly := range m.layers {
-			var uu, vv float64
-			for _, u := range m.ws.dz[l][i*ly.out : (i+1)*ly.out] {
-				uu += float64(u) * float64(u)
-			}
-			for _, v := range m.input(x, l)[i*ly.in : (i+1)*ly.in] {
-				vv += float64(v) * float64(v)
-			}
-			ss += uu * (vv + 1)
-		}
-		if norm := math.Sqrt(ss); norm > clip {
-			clipped++
-			s := float32(clip / norm)
-			for l, ly := range m.layers {
-				for k := range m.ws.dz[l][i*ly.out : (i+1)*ly.out] {
-					m.ws.dz[l][i*ly.out+k] *= s
-				}
-			}
+	be := m.backend
+	if len(m.ws.norms) < 3*n {
+		m.ws.norms, m.ws.clip = make([]float64, 3*n), make([]float32, n)
+	}
+	ss, uu, vv := m.ws.norms[:n], m.ws.norms[n:2*n], m.ws.norms[2*n:3*n]
+	clear(ss)
+	for l, ly := range m.layers {
+		be.RowSumSquares(uu, host(m.ws.dz[l]), n, ly.out)
+		be.RowSumSquares(vv, host(m.input(x, l)), n, ly.in)
+		for i := range ss {
+			ss[i] += uu[i] * (vv[i] + 1)
 		}
 	}
-	be := m.backend
+	clipped := 0
+	scale := m.ws.clip[:n]
+	for i := range scale {
+		scale[i] = 1
+		if norm := math.Sqrt(ss[i]); norm > clip {
+			clipped++
+			scale[i] = float32(clip / norm)
+		}
+	}
+	for l, ly := range m.layers {
+		be.ScaleRows(host(m.ws.dz[l]), n, ly.out, scale)
+	}
 	for l, ly := range m.layers {
 		dz := m.ws.dz[l][:n*ly.out]
 		be.Gemm(true, false, ly.out, ly.in, n, 1, host(dz), ly.out, host(m.input(x, l)), ly.in, 0, host(grad[ly.wOff:ly.bOff]), ly.in)
@@ -443,24 +438,6 @@ func (m *Model) Predict(out, x []float32, n int) {
 			copy(dst, z)
 			continue
 		}
-		softmaxRows(dst, z, k, C)
-	}
-}
-
-func softmaxRows(dst, z []float32, n, c int) {
-	for i := 0; i < n; i++ {
-		row, out := z[i*c:(i+1)*c], dst[i*c:(i+1)*c]
-		mx := row[0]
-		for _, v := range row {
-			mx = max(mx, v)
-		}
-		var s float32
-		for j, v := range row {
-			out[j] = float32(math.Exp(float64(v - mx)))
-			s += out[j]
-		}
-		for j := range out {
-			out[j] /= s
-		}
+		m.backend.Softmax(host(dst), host(z), k, C)
 	}
 }

@@ -452,8 +452,9 @@ func TestOptimizers(t *testing.T) {
 	p := []float32{1, -2}
 	g := []float32{0.5, 0.25}
 	sgd, _ := NewOptimizer(OptimizerConfig{Name: "sgd", LR: 0.1, Momentum: 0.9, WeightDecay: 0.01})
-	sgd.Step(p, g) // v = g + wd·p = (0.51, 0.23); p -= 0.1·v
-	sgd.Step(p, g) // v = 0.9·v + g + wd·p
+	be := compute.NewCPU()
+	sgd.Step(be, compute.Host(p), compute.Host(g)) // v = g + wd·p = (0.51, 0.23); p -= 0.1·v
+	sgd.Step(be, compute.Host(p), compute.Host(g)) // v = 0.9·v + g + wd·p
 	v0 := []float64{0.51, 0.23}
 	p1 := []float64{1 - 0.051, -2 - 0.023}
 	want := []float64{p1[0] - 0.1*(0.9*v0[0]+0.5+0.01*p1[0]), p1[1] - 0.1*(0.9*v0[1]+0.25+0.01*p1[1])}
@@ -465,14 +466,14 @@ func TestOptimizers(t *testing.T) {
 	// Adam's first step moves each coordinate by lr against its gradient's sign.
 	q := []float32{1, 1}
 	adam, _ := NewOptimizer(OptimizerConfig{Name: "adam", LR: 0.01})
-	adam.Step(q, []float32{3, -0.001})
+	adam.Step(be, compute.Host(q), compute.Host([]float32{3, -0.001}))
 	if math.Abs(float64(q[0])-0.99) > 1e-5 || math.Abs(float64(q[1])-1.01) > 1e-4 {
 		t.Fatalf("adam first step: %v", q)
 	}
 	// Pegasos: η_t = 1/(λt); at t=1 with gradient λw the weights go to 0.
 	r := []float32{2, -4}
 	peg, _ := NewOptimizer(OptimizerConfig{Name: "pegasos", Lambda: 0.5})
-	peg.Step(r, []float32{1, -2})
+	peg.Step(be, compute.Host(r), compute.Host([]float32{1, -2}))
 	if r[0] != 0 || r[1] != 0 {
 		t.Fatalf("pegasos t=1: %v want 0", r)
 	}

@@ -4,13 +4,19 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // Optimizer updates a parameter vector from a gradient. Optimizers keep
-// per-parameter state (momentum, moments) sized on the first Step.
+// per-parameter state (momentum, moments) in their backend's memory,
+// allocated on the first Step; the update runs as one backend kernel
+// (compute.Updates), so parameters, gradients and state stay where the
+// backend computes.
 type Optimizer interface {
-	// Step updates params in place from grad (same length).
-	Step(params, grad []float32)
+	// Step updates params in place from grad (same length) on be, which
+	// must be the same backend on every call.
+	Step(be compute.Backend, params, grad compute.Tensor)
 	// Name names the optimizer and its settings.
 	Name() string
 }
@@ -75,8 +81,9 @@ func NewOptimizer(cfg OptimizerConfig) (Optimizer, error) {
 // as torch.optim.SGD: g ← g + wd·w; v ← μ·v + g; w ← w − lr·v.
 type SGD struct {
 	LR, Momentum, WeightDecay float32
-	// Velocity is the momentum buffer (nil until the first step with μ > 0).
-	Velocity []float32
+	// Velocity is the momentum buffer (empty until the first step with
+	// μ > 0).
+	Velocity compute.Tensor
 }
 
 // Name implements Optimizer.
@@ -85,35 +92,13 @@ func (o *SGD) Name() string {
 }
 
 // Step implements Optimizer.
-func (o *SGD) Step(params, grad []float32) {
-	grad = grad[:len(params)]
-	lr, wd := o.LR, o.WeightDecay
-	if o.Momentum == 0 {
-		if wd == 0 {
-			for i, g := range grad {
-				params[i] -= lr * g
-			}
-			return
-		}
-		for i, g := range grad {
-			params[i] -= lr * (g + wd*params[i])
-		}
-		return
+func (o *SGD) Step(be compute.Backend, params, grad compute.Tensor) {
+	grad = grad.Slice(0, params.Len())
+	first := false
+	if o.Momentum != 0 && o.Velocity.Len() != params.Len() {
+		o.Velocity, first = be.Alloc(params.Len()), true // torch: the first step's buffer is the gradient
 	}
-	if len(o.Velocity) != len(params) {
-		o.Velocity = make([]float32, len(params))
-		for i, g := range grad { // torch: the first step's buffer is the gradient
-			o.Velocity[i] = g + wd*params[i]
-			params[i] -= lr * o.Velocity[i]
-		}
-		return
-	}
-	mu := o.Momentum
-	v := o.Velocity[:len(params)]
-	for i, g := range grad {
-		v[i] = mu*v[i] + g + wd*params[i]
-		params[i] -= lr * v[i]
-	}
+	be.SGDUpdate(params, grad, o.Velocity, o.LR, o.Momentum, o.WeightDecay, first)
 }
 
 // Adam is Kingma & Ba's optimizer with bias correction, as torch.optim.Adam
@@ -121,7 +106,7 @@ func (o *SGD) Step(params, grad []float32) {
 type Adam struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float32
 	// M and V are the first and second moment estimates; T counts steps.
-	M, V []float32
+	M, V compute.Tensor
 	T    int
 }
 
@@ -131,9 +116,9 @@ func (o *Adam) Name() string {
 }
 
 // Step implements Optimizer.
-func (o *Adam) Step(params, grad []float32) {
-	if len(o.M) != len(params) {
-		o.M, o.V, o.T = make([]float32, len(params)), make([]float32, len(params)), 0
+func (o *Adam) Step(be compute.Backend, params, grad compute.Tensor) {
+	if o.M.Len() != params.Len() {
+		o.M, o.V, o.T = be.Alloc(params.Len()), be.Alloc(params.Len()), 0
 	}
 	o.T++
 	b1, b2 := o.Beta1, o.Beta2
@@ -141,14 +126,7 @@ func (o *Adam) Step(params, grad []float32) {
 	c2 := 1 - float32(math.Pow(float64(b2), float64(o.T)))
 	step := o.LR / c1
 	sc2 := float32(1 / math.Sqrt(float64(c2)))
-	m, v := o.M[:len(params)], o.V[:len(params)]
-	grad = grad[:len(params)]
-	for i, g := range grad {
-		g += o.WeightDecay * params[i]
-		m[i] = b1*m[i] + (1-b1)*g
-		v[i] = b2*v[i] + (1-b2)*g*g
-		params[i] -= step * m[i] / (float32(math.Sqrt(float64(v[i])))*sc2 + o.Eps)
-	}
+	be.AdamUpdate(params, grad.Slice(0, params.Len()), o.M, o.V, step, b1, b2, sc2, o.Eps, o.WeightDecay)
 }
 
 // Pegasos is the step rule of Shalev-Shwartz et al. (2011): η_t = 1/(λ·t).
@@ -164,11 +142,8 @@ type Pegasos struct {
 func (o *Pegasos) Name() string { return fmt.Sprintf("pegasos(lambda=%g)", o.Lambda) }
 
 // Step implements Optimizer.
-func (o *Pegasos) Step(params, grad []float32) {
+func (o *Pegasos) Step(be compute.Backend, params, grad compute.Tensor) {
 	o.T++
 	eta := float32(1 / (o.Lambda * float64(o.T)))
-	grad = grad[:len(params)]
-	for i, g := range grad {
-		params[i] -= eta * g
-	}
+	be.Axpby(params, -eta, grad.Slice(0, params.Len()), 1)
 }

@@ -62,12 +62,9 @@ func (m *Model) sgdStep(x []float32, y []int32, n int, lr float32) float64 {
 		} else {
 			be.Gemm(true, false, ly.out, ly.in, n, -lr, host(dz), ly.out, host(m.input(x, l)), ly.in, beta, host(m.params[ly.wOff:ly.bOff]), ly.in)
 		}
-		sums := m.ws.colSums[:ly.out]
-		be.ColumnSums(host(sums), host(dz), n, ly.out)
-		bias := m.params[ly.bOff : ly.bOff+ly.out]
-		for j, g := range sums {
-			bias[j] = beta*bias[j] - lr*g
-		}
+		sums := host(m.ws.colSums[:ly.out])
+		be.ColumnSums(sums, host(dz), n, ly.out)
+		be.Axpby(host(m.params[ly.bOff:ly.bOff+ly.out]), -lr, sums, beta)
 	}
 	return loss
 }

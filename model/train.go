@@ -96,7 +96,7 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 					copy(xb[r*d:(r+1)*d], x[i*d:(i+1)*d])
 				}
 				loss = m.Gradient(grad, xb[:k*d], yb[:k], k)
-				opt.Step(m.params, grad)
+				opt.Step(m.backend, host(m.params), host(grad))
 			}
 			sum += loss * float64(k)
 			res.Steps++

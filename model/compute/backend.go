@@ -21,6 +21,7 @@ type Backend interface {
 	// Name says which backend and kernel run, e.g. "cpu/avx2×2".
 	Name() string
 	Memory
+	Updates
 
 	// Gemm computes C = alpha·op(A)·op(B) + beta·C where op(A) is m×k,
 	// op(B) is k×n and C is m×n, all row-major; op(X) is Xᵀ when the

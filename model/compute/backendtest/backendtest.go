@@ -12,6 +12,10 @@
 //   - SoftmaxCrossEntropy: probabilities and gradient ≤ 1e-6 (times the
 //     scale for the gradient); loss ≤ 1e-5 relative; correct rows exact.
 //   - HingeOneVsRest: gradient exact; loss ≤ 1e-5 relative; correct exact.
+//   - Axpby: ≤ 1e-6 relative (to max(1, |want|), as below); SGDUpdate
+//     (plain, weight decay, momentum) and AdamUpdate after three steps:
+//     ≤ 1e-5 relative; SumSquares and RowSumSquares: ≤ 1e-6 relative;
+//     ScaleRows: exact; Softmax: ≤ 1e-6, and the same in place.
 //   - A training step (TrainSteps): parameters within 1e-4 relative to the
 //     largest parameter of the pure-Go CPU backend's after the same steps.
 package backendtest
@@ -101,6 +105,7 @@ func Kernels(t T, be compute.Backend) {
 	gather(t, be, rng)
 	elementwise(t, be, rng)
 	losses(t, be, rng)
+	updates(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

@@ -66,7 +66,7 @@ func TrainSteps(t T, be compute.Backend) {
 						}
 					default:
 						m.Gradient(grad, xb, yb, batch)
-						opt.Step(m.Params(), grad)
+						opt.Step(b, compute.Host(m.Params()), compute.Host(grad))
 					}
 				}
 				return m.Params()
