@@ -104,7 +104,7 @@ func kinkDistance(m *Model, x []float32, y []int32, n int) float64 {
 	d := math.Inf(1)
 	L := len(m.layers)
 	for l := 0; l < L-1; l++ {
-		for _, z := range m.ws.z[l][:n*m.layers[l].out] {
+		for _, z := range m.ws.z[l].HostSlice()[:n*m.layers[l].out] {
 			d = min(d, math.Abs(float64(z)))
 		}
 	}
@@ -116,7 +116,7 @@ func kinkDistance(m *Model, x []float32, y []int32, n int) float64 {
 				if int(y[i]) == c {
 					t = 1
 				}
-				d = min(d, math.Abs(1-t*float64(m.ws.z[L-1][i*C+c])))
+				d = min(d, math.Abs(1-t*float64(m.ws.z[L-1].HostSlice()[i*C+c])))
 			}
 		}
 	}
@@ -143,8 +143,8 @@ func TestGradientFiniteDifferences(t *testing.T) {
 					if try == 1000 {
 						t.Fatal("no kink-free point found")
 					}
-					for i := range m.params {
-						m.params[i] = float32(rng.NormFloat64() * 0.3)
+					for i := range m.Params() {
+						m.Params()[i] = float32(rng.NormFloat64() * 0.3)
 					}
 					x, y = randBatch(rng, n, spec.Inputs, spec.Classes)
 					if kinkDistance(m, x, y, n) > 0.02 {
@@ -154,13 +154,13 @@ func TestGradientFiniteDifferences(t *testing.T) {
 				grad := make([]float32, m.NumParams())
 				m.Gradient(grad, x, y, n)
 				const eps = 1e-3
-				for i := range m.params {
-					orig := m.params[i]
-					m.params[i] = orig + eps
+				for i := range m.Params() {
+					orig := m.Params()[i]
+					m.Params()[i] = orig + eps
 					lp := meanLoss(m, x, y, n)
-					m.params[i] = orig - eps
+					m.Params()[i] = orig - eps
 					lm := meanLoss(m, x, y, n)
-					m.params[i] = orig
+					m.Params()[i] = orig
 					fd := (lp - lm) / (2 * eps)
 					if d := math.Abs(fd - float64(grad[i])); d > 1e-3+1e-2*math.Abs(fd) {
 						t.Errorf("param %d (%s): analytic %.6f, finite difference %.6f", i, tensorOf(m, i), grad[i], fd)
@@ -186,8 +186,8 @@ func tensorOf(m *Model, i int) string {
 func perturbedModel(spec Spec, seed uint64, n int) (*Model, []float32, []int32) {
 	rng := rand.New(rand.NewPCG(seed, 9))
 	m, _ := New(spec, WithSeed(seed))
-	for i := range m.params {
-		m.params[i] += float32(rng.NormFloat64() * 0.1)
+	for i := range m.Params() {
+		m.Params()[i] += float32(rng.NormFloat64() * 0.1)
 	}
 	x, y := randBatch(rng, n, spec.Inputs, spec.Classes)
 	return m, x, y
@@ -251,7 +251,7 @@ func TestSufficientFactorsReconstruct(t *testing.T) {
 				want := m.layout.View(grad, f.Weight)
 				got := make([]float32, f.J*f.D)
 				f.Reconstruct(m.backend, got)
-				w := m.layout.View(m.params, f.Weight)
+				w := m.layout.View(m.Params(), f.Weight)
 				for i := range got {
 					if spec.Kind == SVM {
 						got[i] += float32(m.spec.Lambda) * w[i]

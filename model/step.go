@@ -56,15 +56,15 @@ func (m *Model) sgdStep(x []float32, y []int32, n int, lr float32) float64 {
 	}
 	be := m.backend
 	for l, ly := range m.layers {
-		dz := m.ws.dz[l][:n*ly.out]
+		dz := m.ws.dz[l].Slice(0, n*ly.out)
 		if l == 0 && m.rows != nil {
-			m.gather.GemmGatherB(ly.out, ly.in, -lr, host(dz), ly.out, host(x), ly.in, m.rows, beta, host(m.params[ly.wOff:ly.bOff]), ly.in)
+			m.gather.GemmGatherB(ly.out, ly.in, -lr, dz, ly.out, host(x), ly.in, m.rows, beta, m.weights(ly), ly.in)
 		} else {
-			be.Gemm(true, false, ly.out, ly.in, n, -lr, host(dz), ly.out, host(m.input(x, l)), ly.in, beta, host(m.params[ly.wOff:ly.bOff]), ly.in)
+			be.Gemm(true, false, ly.out, ly.in, n, -lr, dz, ly.out, m.input(x, l), ly.in, beta, m.weights(ly), ly.in)
 		}
-		sums := host(m.ws.colSums[:ly.out])
-		be.ColumnSums(sums, host(dz), n, ly.out)
-		be.Axpby(host(m.params[ly.bOff:ly.bOff+ly.out]), -lr, sums, beta)
+		sums := m.ws.colSums.Slice(0, ly.out)
+		be.ColumnSums(sums, dz, n, ly.out)
+		be.Axpby(m.bias(ly), -lr, sums, beta)
 	}
 	return loss
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // TrainConfig configures Train. Zero values take the documented defaults.
@@ -65,9 +67,10 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 	// Plain SGD (no momentum, no weight decay) takes the fused step.
 	sgd, plain := opt.(*SGD)
 	plain = plain && sgd.Momentum == 0 && sgd.WeightDecay == 0
-	var grad []float32
+	var grad compute.Tensor // in the backend's memory, beside the parameters
 	if !plain {
-		grad = make([]float32, m.NumParams())
+		grad = m.backend.Alloc(m.NumParams())
+		defer m.backend.Free(grad)
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x747261696e))
 	perm := make([]int, n)
@@ -95,8 +98,8 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 				for r, i := range perm[lo:hi] {
 					copy(xb[r*d:(r+1)*d], x[i*d:(i+1)*d])
 				}
-				loss = m.Gradient(grad, xb[:k*d], yb[:k], k)
-				opt.Step(m.backend, host(m.params), host(grad))
+				loss = m.GradientTensor(grad, xb[:k*d], yb[:k], k)
+				opt.Step(m.backend, m.params, grad)
 			}
 			sum += loss * float64(k)
 			res.Steps++
@@ -124,7 +127,7 @@ type Metrics struct {
 // Evaluate measures m on n examples.
 func (m *Model) Evaluate(x []float32, y []int32, n int) Metrics {
 	var t Tally
-	m.TallyWith(&t, m.params, x, y, n)
+	m.tally(&t, x, y, n)
 	return t.Metrics(m.spec.Classes)
 }
 
@@ -159,12 +162,25 @@ func (t *Tally) Metrics(classes int) Metrics {
 // adds the results to t.
 func (m *Model) TallyWith(t *Tally, params []float32, x []float32, y []int32, n int) {
 	m.check(x, y, n)
-	if len(params) != len(m.params) {
-		panic(fmt.Sprintf("model: %d parameters, want %d", len(params), len(m.params)))
+	if len(params) != m.params.Len() {
+		panic(fmt.Sprintf("model: %d parameters, want %d", len(params), m.params.Len()))
 	}
 	own := m.params
-	m.params = params
-	defer func() { m.params = own }()
+	m.params = m.backend.Load(params) // the CPU reads params in place
+	defer func() {
+		if !m.params.OnHost() {
+			m.backend.Free(m.params)
+		}
+		m.params = own
+	}()
+	m.tally(t, x, y, n)
+}
+
+// tally measures the model's parameters on n examples and adds the
+// results to t; only the loss, the count and the predicted classes come
+// to the host.
+func (m *Model) tally(t *Tally, x []float32, y []int32, n int) {
+	m.check(x, y, n)
 	C := m.spec.Classes
 	if t.Confusion == nil {
 		t.Confusion = make([][]int, C)
@@ -176,23 +192,20 @@ func (m *Model) TallyWith(t *Tally, params []float32, x []float32, y []int32, n 
 		return
 	}
 	const chunk = 512
-	m.grow(min(chunk, n))
-	if len(m.ws.probs) < min(chunk, n)*C {
-		m.ws.probs = make([]float32, min(chunk, n)*C)
-	}
-	probs := m.ws.probs
 	for lo := 0; lo < n; lo += chunk {
 		k := min(chunk, n-lo)
 		m.forward(x[lo*m.spec.Inputs:], k)
-		z := m.ws.z[len(m.layers)-1][:k*C]
+		z := m.ws.z[len(m.layers)-1].Slice(0, k*C)
 		var l float64
 		var c int
 		if m.spec.Kind == SVM {
-			l, c = m.backend.HingeOneVsRest(host(nil), host(z), y[lo:lo+k], k, C, 0)
-			copy(probs, z)
+			l, c = m.backend.HingeOneVsRest(host(nil), z, y[lo:lo+k], k, C, 0)
 		} else {
-			l, c = m.backend.SoftmaxCrossEntropy(host(probs), host(nil), host(z), y[lo:lo+k], k, C, 0)
+			p := m.ws.probs.Slice(0, k*C)
+			l, c = m.backend.SoftmaxCrossEntropy(p, host(nil), z, y[lo:lo+k], k, C, 0)
+			z = p
 		}
+		probs := m.toHost(z, &m.ws.out)
 		t.Loss += l
 		t.Correct += c
 		for r := 0; r < k; r++ {

@@ -106,7 +106,7 @@ func New(cfg Config) (*Node, error) {
 	// members (membership.go), the same for every member that sees the
 	// same roster.
 	gc := gossip.Config{
-		ID: self, Protocol: cfg.Job.Protocol, Spec: cfg.Job.Model, Init: slices.Clone(m.Params()),
+		ID: self, Protocol: cfg.Job.Protocol, Spec: cfg.Job.Model, Init: m.CopyParams(),
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
 		Jitter: gossip.DefaultJitter, LR: cfg.Local.LR, Variant: cfg.Job.Variant, Batch: cfg.Local.Batch,
 		LocalSteps: peer.LocalSteps(cfg.Local.LocalEpochs, cfg.Train.N, cfg.Local.Batch),

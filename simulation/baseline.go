@@ -29,7 +29,7 @@ func (s *sim) runBaseline(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	global := slices.Clone(m.Params())
+	global := m.CopyParams()
 	ws := trainer.NewWorkspace(m)
 	modelBytes := uint64(gossip.EncodedSize(&gossip.Message{Kind: gossip.KindModel, From: peerName(0), Params: global}))
 	var trainers []*trainer.Trainer

@@ -28,7 +28,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	s.init = slices.Clone(m.Params())
+	s.init = m.CopyParams()
 	s.ws = trainer.NewWorkspace(m)
 	if s.speed != nil || s.overlapUpdates() {
 		if s.pool, err = newTrainPool(s.spec, runtime.GOMAXPROCS(0)); err != nil {

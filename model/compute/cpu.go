@@ -81,6 +81,16 @@ func (c *CPU) Load(x []float32) Tensor { return Host(x) }
 // Store implements Memory.
 func (c *CPU) Store(dst []float32, t Tensor) { copy(dst[:t.Len()], host(t)) }
 
+// Copy implements Memory.
+func (c *CPU) Copy(dst, src Tensor) {
+	d, s := host(dst), host(src)
+	sameLen("Copy", d, s)
+	copy(d, s)
+}
+
+// Free implements Memory: host memory is the garbage collector's.
+func (c *CPU) Free(Tensor) {}
+
 // Gemm implements Backend.
 func (c *CPU) Gemm(transA, transB bool, m, n, k int, alpha float32, a Tensor, lda int, b Tensor, ldb int, beta float32, cc Tensor, ldc int) {
 	gemm(c.ks, c.threads, c.path, transA, transB, m, n, k, alpha, host(a), lda, host(b), ldb, beta, host(cc), ldc)

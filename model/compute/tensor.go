@@ -68,4 +68,10 @@ type Memory interface {
 	Load(x []float32) Tensor
 	// Store copies t's values into dst (len t.Len()).
 	Store(dst []float32, t Tensor)
+	// Copy copies src's values into dst (same length); either may be a
+	// host tensor.
+	Copy(dst, src Tensor)
+	// Free gives back memory that Alloc or Load returned; t must not be
+	// used after. The CPU leaves host memory to the garbage collector.
+	Free(t Tensor)
 }

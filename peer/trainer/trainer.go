@@ -13,6 +13,7 @@ import (
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -117,7 +118,6 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 		if steps == 0 {
 			steps = (t.data.Len() + t.batchSize() - 1) / t.batchSize()
 		}
-		params := t.model.Params()
 		spec := t.model.Spec()
 		// Pegasos (the SVM): η_t = 1/(λ·t), t counting minibatch steps,
 		// including those the model's age implies.
@@ -132,9 +132,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			var loss float64
 			if t.cfg.DP.Enabled() {
 				k = t.dpGradient(t.grad)
-				for i, g := range t.grad {
-					params[i] -= lr * g
-				}
+				t.model.Backend().Axpby(t.model.ParamTensor(), -lr, compute.Host(t.grad), 1)
 			} else {
 				k = t.nextRows()
 				loss = t.model.SGDStepRows(t.data.X, t.rows[:k], t.yb[:k], lr)
@@ -146,7 +144,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			res.Loss = lossSum / float64(res.Examples)
 		}
 		res.Params = req.Params // the request owns this copy; reuse it
-		copy(res.Params, params)
+		t.model.StoreParams(res.Params)
 	case gossip.OpGradient, gossip.OpFactors:
 		if t.cfg.DP.Enabled() {
 			if req.Op == gossip.OpFactors && len(req.FactorLayers) > 0 {

@@ -61,15 +61,13 @@ func TrainSteps(t T, be compute.Backend) {
 						m.SGDStepRows(x, rows, y, 0.1)
 					case "dp":
 						m.ClippedGradientSum(grad, xb, yb, batch, 0.5)
-						for i, g := range grad {
-							m.Params()[i] -= 0.1 / batch * g
-						}
+						b.Axpby(m.ParamTensor(), -0.1/batch, compute.Host(grad), 1)
 					default:
 						m.Gradient(grad, xb, yb, batch)
-						opt.Step(b, compute.Host(m.Params()), compute.Host(grad))
+						opt.Step(b, m.ParamTensor(), compute.Host(grad))
 					}
 				}
-				return m.Params()
+				return m.CopyParams()
 			}
 			got, want := run(be), run(ref)
 			if got == nil || want == nil {

@@ -1,0 +1,194 @@
+package backendtest
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// Device is a compute.Backend whose tensors are device tensors
+// (compute.DeviceTensor) in a memory of its own, as a GPU's would be, and
+// whose kernels run the CPU backend's on that memory. It checks, without a
+// GPU, that code above the Backend seam never reads a device tensor on the
+// host (compute.Tensor.HostSlice panics on one), that it frees what it
+// allocates, and how many values cross between host and device: every
+// host tensor a kernel takes counts as copied in, and Store as copied out.
+// Same kernels, same order: its results equal the CPU backend's bit for
+// bit.
+type Device struct {
+	cpu *compute.CPU
+
+	mu   sync.Mutex
+	bufs map[uintptr][]float32
+	next uintptr
+	st   DeviceStats
+}
+
+// DeviceStats counts a Device's traffic and memory.
+type DeviceStats struct {
+	// HostIn counts values of host tensors given to kernels and Load;
+	// HostOut values copied to the host by Store.
+	HostIn, HostOut int
+	// Live is the number of allocated buffers, Allocs how many were ever
+	// allocated.
+	Live, Allocs int
+}
+
+// NewDevice returns an emulated device over a CPU backend (one thread, the
+// pure-Go kernels when opts say so).
+func NewDevice(opts ...compute.CPUOption) *Device {
+	return &Device{cpu: compute.NewCPU(opts...), bufs: map[uintptr][]float32{}, next: 1 << 20}
+}
+
+// Stats returns the counts so far.
+func (d *Device) Stats() DeviceStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.st
+	s.Live = len(d.bufs)
+	return s
+}
+
+// Name implements compute.Backend.
+func (d *Device) Name() string { return "emulated-device/" + d.cpu.Name() }
+
+// at returns t as a host tensor over the device's memory (a device
+// tensor) or t itself, counted as copied in (a host tensor).
+func (d *Device) at(t compute.Tensor) compute.Tensor {
+	if t.OnHost() {
+		d.mu.Lock()
+		d.st.HostIn += t.Len()
+		d.mu.Unlock()
+		return t
+	}
+	addr, off := t.Device()
+	d.mu.Lock()
+	buf, ok := d.bufs[addr]
+	d.mu.Unlock()
+	if !ok {
+		panic(fmt.Sprintf("backendtest: device tensor at %#x used after Free (or never allocated)", addr))
+	}
+	return compute.Host(buf).Slice(off, off+t.Len())
+}
+
+// Alloc implements compute.Memory.
+func (d *Device) Alloc(n int) compute.Tensor {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	addr := d.next
+	d.next += uintptr(4*n) + 256
+	d.bufs[addr] = make([]float32, n)
+	d.st.Allocs++
+	return compute.DeviceTensor(addr, n)
+}
+
+// Load implements compute.Memory.
+func (d *Device) Load(x []float32) compute.Tensor {
+	t := d.Alloc(len(x))
+	d.Copy(t, compute.Host(x))
+	return t
+}
+
+// Store implements compute.Memory.
+func (d *Device) Store(dst []float32, t compute.Tensor) {
+	src := d.at(t)
+	d.mu.Lock()
+	d.st.HostOut += t.Len()
+	d.mu.Unlock()
+	d.cpu.Store(dst, src)
+}
+
+// Copy implements compute.Memory.
+func (d *Device) Copy(dst, src compute.Tensor) { d.cpu.Copy(d.at(dst), d.at(src)) }
+
+// Free implements compute.Memory.
+func (d *Device) Free(t compute.Tensor) {
+	if t.OnHost() {
+		panic("backendtest: Free of a host tensor on a device backend")
+	}
+	addr, _ := t.Device()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.bufs[addr]; !ok {
+		panic(fmt.Sprintf("backendtest: double Free of the device tensor at %#x", addr))
+	}
+	delete(d.bufs, addr)
+}
+
+// Gemm implements compute.Backend.
+func (d *Device) Gemm(tA, tB bool, m, n, k int, alpha float32, a compute.Tensor, lda int, b compute.Tensor, ldb int, beta float32, c compute.Tensor, ldc int) {
+	d.cpu.Gemm(tA, tB, m, n, k, alpha, d.at(a), lda, d.at(b), ldb, beta, d.at(c), ldc)
+}
+
+// GemmGatherA implements compute.Gatherer.
+func (d *Device) GemmGatherA(n, k int, alpha float32, a compute.Tensor, lda int, rows []int, b compute.Tensor, ldb int, beta float32, c compute.Tensor, ldc int) {
+	d.cpu.GemmGatherA(n, k, alpha, d.at(a), lda, rows, d.at(b), ldb, beta, d.at(c), ldc)
+}
+
+// GemmGatherB implements compute.Gatherer.
+func (d *Device) GemmGatherB(m, n int, alpha float32, a compute.Tensor, lda int, b compute.Tensor, ldb int, rows []int, beta float32, c compute.Tensor, ldc int) {
+	d.cpu.GemmGatherB(m, n, alpha, d.at(a), lda, d.at(b), ldb, rows, beta, d.at(c), ldc)
+}
+
+// BroadcastRows implements compute.Backend.
+func (d *Device) BroadcastRows(dst compute.Tensor, m, n int, v compute.Tensor) {
+	d.cpu.BroadcastRows(d.at(dst), m, n, d.at(v))
+}
+
+// ReLU implements compute.Backend.
+func (d *Device) ReLU(x compute.Tensor) { d.cpu.ReLU(d.at(x)) }
+
+// ReLUBackward implements compute.Backend.
+func (d *Device) ReLUBackward(g, z compute.Tensor) { d.cpu.ReLUBackward(d.at(g), d.at(z)) }
+
+// ColumnSums implements compute.Backend.
+func (d *Device) ColumnSums(dst, src compute.Tensor, m, n int) {
+	d.cpu.ColumnSums(d.at(dst), d.at(src), m, n)
+}
+
+// SoftmaxCrossEntropy implements compute.Backend.
+func (d *Device) SoftmaxCrossEntropy(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	return d.cpu.SoftmaxCrossEntropy(d.at(probs), d.at(grad), d.at(logits), y, m, n, scale)
+}
+
+// HingeOneVsRest implements compute.Backend.
+func (d *Device) HingeOneVsRest(grad, scores compute.Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	return d.cpu.HingeOneVsRest(d.at(grad), d.at(scores), y, m, n, scale)
+}
+
+// Axpby implements compute.Updates.
+func (d *Device) Axpby(y compute.Tensor, a float32, x compute.Tensor, b float32) {
+	d.cpu.Axpby(d.at(y), a, d.at(x), b)
+}
+
+// SGDUpdate implements compute.Updates.
+func (d *Device) SGDUpdate(w, g, v compute.Tensor, lr, mu, wd float32, first bool) {
+	if v.Len() > 0 {
+		v = d.at(v)
+	}
+	d.cpu.SGDUpdate(d.at(w), d.at(g), v, lr, mu, wd, first)
+}
+
+// AdamUpdate implements compute.Updates.
+func (d *Device) AdamUpdate(w, g, m, v compute.Tensor, step, b1, b2, sc2, eps, wd float32) {
+	d.cpu.AdamUpdate(d.at(w), d.at(g), d.at(m), d.at(v), step, b1, b2, sc2, eps, wd)
+}
+
+// SumSquares implements compute.Updates.
+func (d *Device) SumSquares(x compute.Tensor) float64 { return d.cpu.SumSquares(d.at(x)) }
+
+// RowSumSquares implements compute.Updates.
+func (d *Device) RowSumSquares(dst []float64, x compute.Tensor, m, n int) {
+	d.cpu.RowSumSquares(dst, d.at(x), m, n)
+}
+
+// ScaleRows implements compute.Updates.
+func (d *Device) ScaleRows(x compute.Tensor, m, n int, s []float32) {
+	d.cpu.ScaleRows(d.at(x), m, n, s)
+}
+
+// Softmax implements compute.Updates.
+func (d *Device) Softmax(dst, logits compute.Tensor, m, n int) {
+	d.cpu.Softmax(d.at(dst), d.at(logits), m, n)
+}

@@ -1,0 +1,122 @@
+package model_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
+)
+
+// TestTrainStepsAgreeOnDevice runs the checks a GPU backend is to pass on
+// the emulated device: every kernel through device tensors, and the train
+// steps of every model and optimizer.
+func TestTrainStepsAgreeOnDevice(t *testing.T) {
+	backendtest.Kernels(t, backendtest.NewDevice())
+	backendtest.TrainSteps(t, backendtest.NewDevice())
+}
+
+// TestDeviceResident trains every model with every optimizer on the
+// emulated device and on the CPU backend it wraps, from the same start.
+// The parameters agree bit for bit (same kernels, same order), so the
+// model computes everything through the Backend seam; no value comes back
+// to the host while it trains (the device would panic on a device tensor
+// read on the host, and counts what Store copies out); evaluation copies
+// out only its probabilities; and Close gives back every buffer the model
+// allocated.
+func TestDeviceResident(t *testing.T) {
+	const d, classes, n = 64, 10, 200
+	rng := rand.New(rand.NewPCG(5, 6))
+	x := make([]float32, n*d)
+	for i := range x {
+		x[i] = float32(rng.Float64())
+	}
+	y := make([]int32, n)
+	for i := range y {
+		y[i] = int32(rng.IntN(classes))
+	}
+	specs := []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
+		{Kind: model.MLP, Inputs: d, Hidden: []int{24, 16}, Classes: classes}}
+	for _, spec := range specs {
+		opts := []model.OptimizerConfig{{Name: "sgd", LR: 0.1}, {Name: "sgd", LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}, {Name: "adam", LR: 0.01}}
+		if spec.Kind == model.SVM {
+			opts = append(opts, model.OptimizerConfig{Name: "pegasos", Lambda: spec.Lambda})
+		}
+		for _, oc := range opts {
+			dev := backendtest.NewDevice(compute.WithThreads(1))
+			cpu := compute.NewCPU(compute.WithThreads(1))
+			run := func(be compute.Backend) (*model.Model, []float32, model.Metrics) {
+				m, err := model.New(spec, model.WithSeed(9), model.WithBackend(be))
+				if err != nil {
+					t.Fatal(err)
+				}
+				opt, err := model.NewOptimizer(oc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := model.Train(context.Background(), m, opt, x, y, n, model.TrainConfig{Epochs: 2, Batch: 16, Seed: 1}, nil); err != nil {
+					t.Fatal(err)
+				}
+				// DP-SGD's clipped sum and the fused step through rows.
+				grad := make([]float32, m.NumParams())
+				m.ClippedGradientSum(grad, x[:32*d], y[:32], 32, 0.5)
+				m.SGDStepRows(x, []int{5, 7, 190, 3, 3}, []int32{y[5], y[7], y[190], y[3], y[3]}, 0.05)
+				return m, m.CopyParams(), m.Evaluate(x, y, n)
+			}
+			before := dev.Stats()
+			md, pd, metd := run(dev)
+			mc, pc, metc := run(cpu)
+			name := fmt.Sprintf("%s/%s(momentum %g)", spec.Kind, oc.Name, oc.Momentum)
+			if !slices.Equal(pd, pc) {
+				t.Errorf("%s: the device's parameters differ from the CPU's", name)
+			}
+			if metd.Loss != metc.Loss || metd.Accuracy != metc.Accuracy {
+				t.Errorf("%s: device metrics %v/%v, CPU %v/%v", name, metd.Accuracy, metd.Loss, metc.Accuracy, metc.Loss)
+			}
+			// Out: the parameters once (CopyParams), the evaluation's n×C
+			// probabilities (or scores), and nothing else.
+			st := dev.Stats()
+			if out, want := st.HostOut-before.HostOut, md.NumParams()+n*classes; out != want {
+				t.Errorf("%s: %d values copied to the host, want %d (the parameters once, the evaluation's outputs)", name, out, want)
+			}
+			md.Close()
+			state := map[string]int{"sgd": 0, "adam": 2, "pegasos": 0}[oc.Name]
+			if oc.Momentum > 0 {
+				state = 1
+			}
+			if live := dev.Stats().Live; live != state {
+				t.Errorf("%s: %d device buffers left after Close, want the optimizer's %d", name, live, state)
+			}
+			_ = mc
+		}
+	}
+}
+
+// TestDeviceTallyFrees: TallyWith loads the vector it measures to the
+// device and frees it after, so evaluating many models leaks nothing.
+func TestDeviceTallyFrees(t *testing.T) {
+	dev := backendtest.NewDevice()
+	spec := model.Spec{Kind: model.MLP, Inputs: 8, Hidden: []int{4}, Classes: 3}
+	m, err := model.New(spec, model.WithBackend(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 5*8)
+	y := []int32{0, 1, 2, 1, 0}
+	var tl model.Tally
+	m.TallyWith(&tl, m.CopyParams(), x, y, 5)
+	live := dev.Stats().Live
+	for range 10 {
+		m.TallyWith(&tl, m.CopyParams(), x, y, 5)
+	}
+	if got := dev.Stats().Live; got != live {
+		t.Fatalf("%d device buffers after 10 more TallyWith, %d after the first", got, live)
+	}
+	if tl.N != 55 {
+		t.Fatalf("tally of %d examples, want 55", tl.N)
+	}
+}

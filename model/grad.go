@@ -1,0 +1,209 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// Gradient computes the mean loss over the n examples in x (n×Inputs) with
+// labels y, and writes its gradient with respect to the parameters into grad
+// (len NumParams). For the SVM the loss and gradient include λ/2·‖W‖².
+func (m *Model) Gradient(grad, x []float32, y []int32, n int) float64 {
+	if len(grad) != m.params.Len() {
+		panic(fmt.Sprintf("model: gradient buffer %d, want %d", len(grad), m.params.Len()))
+	}
+	return m.GradientTensor(host(grad), x, y, n)
+}
+
+// GradientTensor is Gradient into a tensor of the model's backend (a
+// device backend's gradient then stays on the device, for an
+// Optimizer.Step on ParamTensor).
+func (m *Model) GradientTensor(grad compute.Tensor, x []float32, y []int32, n int) float64 {
+	m.check(x, y, n)
+	if grad.Len() != m.params.Len() {
+		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
+	}
+	loss, _ := m.backward(x, y, n, 1/float32(n))
+	m.weightGrads(grad, x, n)
+	m.addRegGrad(grad)
+	return loss/float64(n) + m.regLoss()
+}
+
+// weightGrads writes every layer's weight and bias gradient, from the
+// errors backward left in ws.dz, into grad.
+func (m *Model) weightGrads(grad compute.Tensor, x []float32, n int) {
+	be := m.backend
+	for l, ly := range m.layers {
+		dz := m.ws.dz[l].Slice(0, n*ly.out)
+		be.Gemm(true, false, ly.out, ly.in, n, 1, dz, ly.out, m.input(x, l), ly.in, 0, grad.Slice(ly.wOff, ly.bOff), ly.in)
+		be.ColumnSums(grad.Slice(ly.bOff, ly.bOff+ly.out), dz, n, ly.out)
+	}
+}
+
+// addRegGrad adds the SVM's λ·W (weights and bias) to grad.
+func (m *Model) addRegGrad(grad compute.Tensor) {
+	if m.spec.Kind != SVM {
+		return
+	}
+	m.backend.Axpby(grad.Slice(0, m.params.Len()), float32(m.spec.Lambda), m.params, 1)
+}
+
+// PerExampleGradients writes the gradient of each example's loss into the
+// rows of grads (n × NumParams): row i is ∇ℓ(x_i, y_i) (plus λW for the SVM),
+// so the rows average to Gradient's result. DP-SGD clips these rows.
+func (m *Model) PerExampleGradients(grads, x []float32, y []int32, n int) {
+	m.check(x, y, n)
+	P := m.params.Len()
+	if len(grads) < n*P {
+		panic(fmt.Sprintf("model: per-example buffer %d, want %d×%d", len(grads), n, P))
+	}
+	m.backward(x, y, n, 1)
+	var ubuf, vbuf []float32
+	for l, ly := range m.layers {
+		us := m.toHost(m.ws.dz[l].Slice(0, n*ly.out), &ubuf)
+		vs := x
+		if l > 0 {
+			vs = m.toHost(m.ws.a[l-1].Slice(0, n*ly.in), &vbuf)
+		}
+		for i := 0; i < n; i++ {
+			g := grads[i*P : (i+1)*P]
+			u, v := us[i*ly.out:(i+1)*ly.out], vs[i*ly.in:(i+1)*ly.in]
+			w := g[ly.wOff:ly.bOff]
+			for r, ur := range u {
+				row := w[r*ly.in : (r+1)*ly.in]
+				for c, vc := range v {
+					row[c] = ur * vc
+				}
+			}
+			copy(g[ly.bOff:ly.bOff+ly.out], u)
+		}
+	}
+	for i := 0; i < n; i++ {
+		m.addRegGrad(host(grads[i*P : (i+1)*P]))
+	}
+}
+
+// ClippedGradientSum writes Σ_i clip(∇ℓ_i, C) into grad: each example's
+// data-loss gradient scaled to L2 norm at most C, then summed — DP-SGD's
+// clipping — without materialising per-example gradients. For a fully
+// connected layer ∇_W ℓ_i = u_i·v_iᵀ and ∇_b ℓ_i = u_i (u the error at its
+// output, v its input), so ‖∇ℓ_i‖² = Σ_l ‖u_il‖²·(‖v_il‖² + 1); scaling
+// example i's errors by min(1, C/‖∇ℓ_i‖) and taking the usual gradient
+// products gives the clipped sum at the cost of one backward pass. The
+// SVM's regulariser is not included (it is data-independent; see
+// AddRegGradient). It returns how many examples were clipped.
+func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip float64) int {
+	m.check(x, y, n)
+	if len(grad) != m.params.Len() {
+		panic(fmt.Sprintf("model: gradient buffer %d, want %d", len(grad), m.params.Len()))
+	}
+	m.backward(x, y, n, 1)
+	be := m.backend
+	if len(m.ws.norms) < 3*n {
+		m.ws.norms, m.ws.clip = make([]float64, 3*n), make([]float32, n)
+	}
+	ss, uu, vv := m.ws.norms[:n], m.ws.norms[n:2*n], m.ws.norms[2*n:3*n]
+	clear(ss)
+	for l, ly := range m.layers {
+		be.RowSumSquares(uu, m.ws.dz[l], n, ly.out)
+		be.RowSumSquares(vv, m.input(x, l), n, ly.in)
+		for i := range ss {
+			ss[i] += uu[i] * (vv[i] + 1)
+		}
+	}
+	clipped := 0
+	scale := m.ws.clip[:n]
+	for i := range scale {
+		scale[i] = 1
+		if norm := math.Sqrt(ss[i]); norm > clip {
+			clipped++
+			scale[i] = float32(clip / norm)
+		}
+	}
+	for l, ly := range m.layers {
+		be.ScaleRows(m.ws.dz[l], n, ly.out, scale)
+	}
+	m.weightGrads(host(grad), x, n)
+	return clipped
+}
+
+// AddRegGradient adds the regulariser's gradient (the SVM's λ·W; nothing
+// for the other models) to grad.
+func (m *Model) AddRegGradient(grad []float32) { m.addRegGrad(host(grad)) }
+
+// Factors are the sufficient factors of one fully connected layer's weight
+// gradient over a minibatch of K examples (Xie et al. 2016): the gradient is
+// ΔW = Uᵀ·V, i.e. ΔW[j][d] = Σ_k U[k][j]·V[k][d]. U holds the errors at the
+// layer's output, already scaled by 1/K; V holds the layer's inputs. Biases
+// and the SVM's regulariser are not included: they travel dense.
+type Factors struct {
+	// Weight names the weight tensor, e.g. "fc1.weight".
+	Weight string
+	// K examples; J outputs; D inputs.
+	K, J, D int
+	// U is K×J, V is K×D, both row-major.
+	U, V []float32
+}
+
+// factors copies layer l's sufficient factors of the last backward pass
+// over n rows of x to the host.
+func (m *Model) factors(l int, x []float32, n int) Factors {
+	ly := m.layers[l]
+	f := Factors{Weight: ly.wName, K: n, J: ly.out, D: ly.in, U: make([]float32, n*ly.out), V: make([]float32, n*ly.in)}
+	m.backend.Store(f.U, m.ws.dz[l].Slice(0, n*ly.out))
+	m.backend.Store(f.V, m.input(x, l).Slice(0, n*ly.in))
+	return f
+}
+
+// SufficientFactors returns the sufficient factors of every layer's weight
+// gradient for the minibatch, and the mean loss. The factors are copies.
+func (m *Model) SufficientFactors(x []float32, y []int32, n int) ([]Factors, float64) {
+	m.check(x, y, n)
+	loss, _ := m.backward(x, y, n, 1/float32(n))
+	out := make([]Factors, len(m.layers))
+	for l := range m.layers {
+		out[l] = m.factors(l, x, n)
+	}
+	return out, loss/float64(n) + m.regLoss()
+}
+
+// GradientWithFactors is Gradient that also returns the sufficient factors
+// of the weight tensors named in layers, from the same backward pass.
+func (m *Model) GradientWithFactors(grad, x []float32, y []int32, n int, layers []string) ([]Factors, float64) {
+	loss := m.Gradient(grad, x, y, n)
+	var out []Factors
+	for l, ly := range m.layers {
+		for _, name := range layers {
+			if name == ly.wName {
+				out = append(out, m.factors(l, x, n))
+			}
+		}
+	}
+	return out, loss
+}
+
+// Reconstruct writes f's weight gradient Uᵀ·V into dst (J×D).
+func (f *Factors) Reconstruct(be compute.Backend, dst []float32) {
+	be.Gemm(true, false, f.J, f.D, f.K, 1, host(f.U), f.J, host(f.V), f.D, 0, host(dst), f.D)
+}
+
+// Predict writes the model's output for n rows of x into out (n×Classes):
+// class probabilities for softmax and mlp, decision scores for svm.
+func (m *Model) Predict(out, x []float32, n int) {
+	m.check(x, nil, n)
+	C := m.spec.Classes
+	const chunk = 512
+	for lo := 0; lo < n; lo += chunk {
+		k := min(chunk, n-lo)
+		m.forward(x[lo*m.spec.Inputs:], k)
+		z := m.ws.z[len(m.layers)-1].Slice(0, k*C)
+		if m.spec.Kind != SVM {
+			p := m.ws.probs.Slice(0, k*C)
+			m.backend.Softmax(p, z, k, C)
+			z = p
+		}
+		m.backend.Store(out[lo*C:(lo+k)*C], z)
+	}
+}
