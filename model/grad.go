@@ -22,6 +22,11 @@ func (m *Model) Gradient(grad, x []float32, y []int32, n int) float64 {
 // Optimizer.Step on ParamTensor).
 func (m *Model) GradientTensor(grad compute.Tensor, x []float32, y []int32, n int) float64 {
 	m.check(x, y, n)
+	return m.gradient(grad, host(x), y, n)
+}
+
+// gradient is GradientTensor on inputs in a tensor.
+func (m *Model) gradient(grad, x compute.Tensor, y []int32, n int) float64 {
 	if grad.Len() != m.params.Len() {
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
 	}
@@ -33,7 +38,7 @@ func (m *Model) GradientTensor(grad compute.Tensor, x []float32, y []int32, n in
 
 // weightGrads writes every layer's weight and bias gradient, from the
 // errors backward left in ws.dz, into grad.
-func (m *Model) weightGrads(grad compute.Tensor, x []float32, n int) {
+func (m *Model) weightGrads(grad, x compute.Tensor, n int) {
 	be := m.backend
 	for l, ly := range m.layers {
 		dz := m.ws.dz[l].Slice(0, n*ly.out)
@@ -59,7 +64,7 @@ func (m *Model) PerExampleGradients(grads, x []float32, y []int32, n int) {
 	if len(grads) < n*P {
 		panic(fmt.Sprintf("model: per-example buffer %d, want %d×%d", len(grads), n, P))
 	}
-	m.backward(x, y, n, 1)
+	m.backward(host(x), y, n, 1)
 	var ubuf, vbuf []float32
 	for l, ly := range m.layers {
 		us := m.toHost(m.ws.dz[l].Slice(0, n*ly.out), &ubuf)
@@ -99,7 +104,8 @@ func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip flo
 	if len(grad) != m.params.Len() {
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", len(grad), m.params.Len()))
 	}
-	m.backward(x, y, n, 1)
+	xt := host(x)
+	m.backward(xt, y, n, 1)
 	be := m.backend
 	if len(m.ws.norms) < 3*n {
 		m.ws.norms, m.ws.clip = make([]float64, 3*n), make([]float32, n)
@@ -108,7 +114,7 @@ func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip flo
 	clear(ss)
 	for l, ly := range m.layers {
 		be.RowSumSquares(uu, m.ws.dz[l], n, ly.out)
-		be.RowSumSquares(vv, m.input(x, l), n, ly.in)
+		be.RowSumSquares(vv, m.input(xt, l), n, ly.in)
 		for i := range ss {
 			ss[i] += uu[i] * (vv[i] + 1)
 		}
@@ -125,7 +131,7 @@ func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip flo
 	for l, ly := range m.layers {
 		be.ScaleRows(m.ws.dz[l], n, ly.out, scale)
 	}
-	m.weightGrads(host(grad), x, n)
+	m.weightGrads(host(grad), xt, n)
 	return clipped
 }
 
@@ -149,7 +155,7 @@ type Factors struct {
 
 // factors copies layer l's sufficient factors of the last backward pass
 // over n rows of x to the host.
-func (m *Model) factors(l int, x []float32, n int) Factors {
+func (m *Model) factors(l int, x compute.Tensor, n int) Factors {
 	ly := m.layers[l]
 	f := Factors{Weight: ly.wName, K: n, J: ly.out, D: ly.in, U: make([]float32, n*ly.out), V: make([]float32, n*ly.in)}
 	m.backend.Store(f.U, m.ws.dz[l].Slice(0, n*ly.out))
@@ -161,10 +167,10 @@ func (m *Model) factors(l int, x []float32, n int) Factors {
 // gradient for the minibatch, and the mean loss. The factors are copies.
 func (m *Model) SufficientFactors(x []float32, y []int32, n int) ([]Factors, float64) {
 	m.check(x, y, n)
-	loss, _ := m.backward(x, y, n, 1/float32(n))
+	loss, _ := m.backward(host(x), y, n, 1/float32(n))
 	out := make([]Factors, len(m.layers))
 	for l := range m.layers {
-		out[l] = m.factors(l, x, n)
+		out[l] = m.factors(l, host(x), n)
 	}
 	return out, loss/float64(n) + m.regLoss()
 }
@@ -177,7 +183,7 @@ func (m *Model) GradientWithFactors(grad, x []float32, y []int32, n int, layers 
 	for l, ly := range m.layers {
 		for _, name := range layers {
 			if name == ly.wName {
-				out = append(out, m.factors(l, x, n))
+				out = append(out, m.factors(l, host(x), n))
 			}
 		}
 	}
@@ -197,7 +203,7 @@ func (m *Model) Predict(out, x []float32, n int) {
 	const chunk = 512
 	for lo := 0; lo < n; lo += chunk {
 		k := min(chunk, n-lo)
-		m.forward(x[lo*m.spec.Inputs:], k)
+		m.forward(host(x[lo*m.spec.Inputs:]), k)
 		z := m.ws.z[len(m.layers)-1].Slice(0, k*C)
 		if m.spec.Kind != SVM {
 			p := m.ws.probs.Slice(0, k*C)

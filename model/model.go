@@ -257,9 +257,11 @@ func (m *Model) toHost(t compute.Tensor, buf *[]float32) []float32 {
 	return (*buf)[:t.Len()]
 }
 
-func (m *Model) check(x []float32, y []int32, n int) {
-	if len(x) < n*m.spec.Inputs {
-		panic(fmt.Sprintf("model: x holds %d values, need %d×%d", len(x), n, m.spec.Inputs))
+func (m *Model) check(x []float32, y []int32, n int) { m.checkT(host(x), y, n) }
+
+func (m *Model) checkT(x compute.Tensor, y []int32, n int) {
+	if x.Len() < n*m.spec.Inputs {
+		panic(fmt.Sprintf("model: x holds %d values, need %d×%d", x.Len(), n, m.spec.Inputs))
 	}
 	if y != nil {
 		m.checkLabels(y, n)
@@ -279,9 +281,9 @@ func (m *Model) checkLabels(y []int32, n int) {
 
 // input returns the activations that feed layer l: x itself for the
 // first layer.
-func (m *Model) input(x []float32, l int) compute.Tensor {
+func (m *Model) input(x compute.Tensor, l int) compute.Tensor {
 	if l == 0 {
-		return host(x)
+		return x
 	}
 	return m.ws.a[l-1]
 }
@@ -292,14 +294,14 @@ func (m *Model) bias(ly layer) compute.Tensor    { return m.params.Slice(ly.bOff
 
 // forward computes every layer's pre-activation (and ReLU activation) for n
 // rows of x; the last layer's z holds the logits (scores).
-func (m *Model) forward(x []float32, n int) {
+func (m *Model) forward(x compute.Tensor, n int) {
 	m.grow(n)
 	be := m.backend
 	for l, ly := range m.layers {
 		z := m.ws.z[l].Slice(0, n*ly.out)
 		be.BroadcastRows(z, n, ly.out, m.bias(ly))
 		if l == 0 && m.rows != nil {
-			m.gather.GemmGatherA(ly.out, ly.in, 1, host(x), ly.in, m.rows, m.weights(ly), ly.in, 1, z, ly.out)
+			m.gather.GemmGatherA(ly.out, ly.in, 1, x, ly.in, m.rows, m.weights(ly), ly.in, 1, z, ly.out)
 		} else {
 			be.Gemm(false, true, n, ly.out, ly.in, 1, m.input(x, l), ly.in, m.weights(ly), ly.in, 1, z, ly.out)
 		}
@@ -315,7 +317,7 @@ func (m *Model) forward(x []float32, n int) {
 // ws.dz[l] the error at each layer's output scaled by scale (so scale = 1/n
 // gives the mean-loss gradient and scale = 1 per-example errors). It returns
 // the summed data loss and the number of correct predictions.
-func (m *Model) backward(x []float32, y []int32, n int, scale float32) (float64, int) {
+func (m *Model) backward(x compute.Tensor, y []int32, n int, scale float32) (float64, int) {
 	m.forward(x, n)
 	be := m.backend
 	L := len(m.layers)

@@ -100,7 +100,7 @@ func meanLoss(m *Model, x []float32, y []int32, n int) float64 {
 // not differentiable: a hidden pre-activation at 0 (ReLU) or, for the SVM, a
 // margin at 1 (hinge).
 func kinkDistance(m *Model, x []float32, y []int32, n int) float64 {
-	m.forward(x, n)
+	m.forward(host(x), n)
 	d := math.Inf(1)
 	L := len(m.layers)
 	for l := 0; l < L-1; l++ {

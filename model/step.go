@@ -14,7 +14,7 @@ import (
 // result equals Gradient followed by w −= lr·grad up to rounding.
 func (m *Model) SGDStep(x []float32, y []int32, n int, lr float32) float64 {
 	m.check(x, y, n)
-	return m.sgdStep(x, y, n, lr)
+	return m.sgdStep(host(x), y, n, lr)
 }
 
 // SGDStepRows is SGDStep on the rows of x (a matrix of Inputs columns)
@@ -22,32 +22,43 @@ func (m *Model) SGDStep(x []float32, y []int32, n int, lr float32) float64 {
 // a minibatch need not be copied out of its dataset. Backends that cannot
 // gather (compute.Gatherer) get a copy.
 func (m *Model) SGDStepRows(x []float32, rows []int, y []int32, lr float32) float64 {
+	return m.SGDStepRowsOn(host(x), rows, y, lr)
+}
+
+// SGDStepRowsOn is SGDStepRows on a dataset x in the backend's memory:
+// Load it once, and a device backend gathers each minibatch where it lies
+// (a device backend must then be a compute.Gatherer).
+func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float32) float64 {
 	n, d := len(rows), m.spec.Inputs
 	if len(y) < n {
 		panic(fmt.Sprintf("model: %d labels for %d rows", len(y), n))
 	}
 	m.checkLabels(y, n)
 	for _, r := range rows {
-		if r < 0 || (r+1)*d > len(x) {
-			panic(fmt.Sprintf("model: row %d outside x of %d values", r, len(x)))
+		if r < 0 || (r+1)*d > x.Len() {
+			panic(fmt.Sprintf("model: row %d outside x of %d values", r, x.Len()))
 		}
 	}
 	g, ok := m.backend.(compute.Gatherer)
 	if !ok {
+		if !x.OnHost() {
+			panic("model: SGDStepRowsOn with a device tensor needs a backend that gathers (compute.Gatherer)")
+		}
+		xs := x.HostSlice()
 		if len(m.ws.xg) < n*d {
 			m.ws.xg = make([]float32, n*d)
 		}
 		for i, r := range rows {
-			copy(m.ws.xg[i*d:(i+1)*d], x[r*d:(r+1)*d])
+			copy(m.ws.xg[i*d:(i+1)*d], xs[r*d:(r+1)*d])
 		}
-		return m.sgdStep(m.ws.xg[:n*d], y, n, lr)
+		return m.sgdStep(host(m.ws.xg[:n*d]), y, n, lr)
 	}
 	m.rows, m.gather = rows, g
 	defer func() { m.rows, m.gather = nil, nil }()
 	return m.sgdStep(x, y, n, lr)
 }
 
-func (m *Model) sgdStep(x []float32, y []int32, n int, lr float32) float64 {
+func (m *Model) sgdStep(x compute.Tensor, y []int32, n int, lr float32) float64 {
 	loss, _ := m.backward(x, y, n, 1/float32(n))
 	loss = loss/float64(n) + m.regLoss()
 	beta := float32(1)
@@ -58,7 +69,7 @@ func (m *Model) sgdStep(x []float32, y []int32, n int, lr float32) float64 {
 	for l, ly := range m.layers {
 		dz := m.ws.dz[l].Slice(0, n*ly.out)
 		if l == 0 && m.rows != nil {
-			m.gather.GemmGatherB(ly.out, ly.in, -lr, dz, ly.out, host(x), ly.in, m.rows, beta, m.weights(ly), ly.in)
+			m.gather.GemmGatherB(ly.out, ly.in, -lr, dz, ly.out, x, ly.in, m.rows, beta, m.weights(ly), ly.in)
 		} else {
 			be.Gemm(true, false, ly.out, ly.in, n, -lr, dz, ly.out, m.input(x, l), ly.in, beta, m.weights(ly), ly.in)
 		}

@@ -72,6 +72,10 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 		grad = m.backend.Alloc(m.NumParams())
 		defer m.backend.Free(grad)
 	}
+	xt := m.backend.Load(x) // the data where the backend computes, once (the CPU: x itself)
+	if !xt.OnHost() {
+		defer m.backend.Free(xt)
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x747261696e))
 	perm := make([]int, n)
 	for i := range perm {
@@ -93,7 +97,7 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 			}
 			var loss float64
 			if plain {
-				loss = m.SGDStepRows(x, perm[lo:hi], yb[:k], sgd.LR)
+				loss = m.SGDStepRowsOn(xt, perm[lo:hi], yb[:k], sgd.LR)
 			} else {
 				for r, i := range perm[lo:hi] {
 					copy(xb[r*d:(r+1)*d], x[i*d:(i+1)*d])
@@ -194,7 +198,7 @@ func (m *Model) tally(t *Tally, x []float32, y []int32, n int) {
 	const chunk = 512
 	for lo := 0; lo < n; lo += chunk {
 		k := min(chunk, n-lo)
-		m.forward(x[lo*m.spec.Inputs:], k)
+		m.forward(host(x[lo*m.spec.Inputs:]), k)
 		z := m.ws.z[len(m.layers)-1].Slice(0, k*C)
 		var l float64
 		var c int

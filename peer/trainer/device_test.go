@@ -69,3 +69,33 @@ func TestTrainerOnDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainerDataBoundOnce: local updates load the node's data to the
+// device once; after that a request sends only its parameters in and
+// takes them out, and the minibatches are gathered on the device.
+func TestTrainerDataBoundOnce(t *testing.T) {
+	base, _ := setup(t, 50)
+	dev := backendtest.NewDevice()
+	m, err := model.New(model.Spec{Kind: model.MLP, Inputs: 4, Hidden: []int{8}, Classes: 3}, model.WithBackend(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(NewWorkspace(m), base.data, rand.New(rand.NewPCG(5, 5)), Config{Batch: 8, LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	P, X := m.NumParams(), len(base.data.X)
+	params := m.CopyParams()
+	start := dev.Stats()
+	for i := range 3 {
+		res, err := tr.Run(&gossip.TrainRequest{ID: uint64(i), Op: gossip.OpUpdate, Params: params, Steps: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		params = res.Params
+		st := dev.Stats()
+		if in, out, want := st.HostIn-start.HostIn, st.HostOut-start.HostOut, X+(i+1)*P; in != want || out != (i+1)*P {
+			t.Fatalf("after %d updates: %d values in, %d out; want %d in (the data once, the parameters each time) and %d out", i+1, in, out, want, (i+1)*P)
+		}
+	}
+}

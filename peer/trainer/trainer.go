@@ -58,6 +58,32 @@ type Workspace struct {
 	rows  []int
 	grad  []float32
 	pe    []float32 // a chunk's clipped gradient sum (DP)
+	// bound holds each data matrix the workspace trained on, in the
+	// model's backend's memory: loaded once, kept while the workspace
+	// lives (the CPU's is the matrix itself).
+	bound map[boundKey]compute.Tensor
+}
+
+type boundKey struct {
+	p *float32
+	n int
+}
+
+// on returns x in the backend's memory, loading it the first time.
+func (w *Workspace) on(x []float32) compute.Tensor {
+	if len(x) == 0 {
+		return compute.Host(x)
+	}
+	k := boundKey{&x[0], len(x)}
+	t, ok := w.bound[k]
+	if !ok {
+		if w.bound == nil {
+			w.bound = map[boundKey]compute.Tensor{}
+		}
+		t = w.model.Backend().Load(x)
+		w.bound[k] = t
+	}
+	return t
 }
 
 // NewWorkspace returns a workspace computing with m (whose parameters every
@@ -135,7 +161,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 				t.model.Backend().Axpby(t.model.ParamTensor(), -lr, compute.Host(t.grad), 1)
 			} else {
 				k = t.nextRows()
-				loss = t.model.SGDStepRows(t.data.X, t.rows[:k], t.yb[:k], lr)
+				loss = t.model.SGDStepRowsOn(t.on(t.data.X), t.rows[:k], t.yb[:k], lr)
 			}
 			lossSum += loss * float64(k)
 			res.Examples += k
