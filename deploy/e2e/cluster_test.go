@@ -249,13 +249,15 @@ func (c *cluster) partition() {
 	recordValue(c.proto, "consensus", fmt.Sprintf("%.3g / %.3g / %.3g", d0, dCut, dHeal))
 }
 
-// crash kills a node with SIGKILL. Every survivor drops it by its liveness
-// check (not by the transport's idle timeout, 30 s for QUIC, which is
-// longer than the wait), and from then on sends it nothing (every frame
-// written to it before is counted); restarted on its volume, it resumes
-// from its checkpoint and catches up. How long the drop took is recorded,
-// not asserted: the bound (p2p.DeadPeerBound) is checked on virtual time
-// by p2p's TestLivenessBound, and a loaded host only adds to it.
+// crash kills a node with SIGKILL. Every survivor drops it before the
+// transport's own idle timeout would (30 s for QUIC; the wait is 25 s), and
+// from then on sends it nothing (every frame written to it before is
+// counted); restarted on its volume, it resumes from its checkpoint and
+// catches up. How long the drop took, and how many survivors dropped it
+// by their liveness check (a survivor that sends much to the dead peer may
+// see its TCP session's write timeout first), are recorded, not asserted:
+// the liveness bound (p2p.DeadPeerBound) is checked on virtual time by
+// p2p's TestLivenessBound, and a loaded host only adds to it.
 func (c *cluster) crash() {
 	victim := c.nodes[2]
 	rest := []node{c.nodes[0], c.nodes[1], c.nodes[3], c.nodes[4]}
@@ -274,10 +276,14 @@ func (c *cluster) crash() {
 	}
 	docker(c.t, "kill", "-s", "KILL", victim.name)
 	killed := time.Now()
-	at := waitAll(c.t, "the dead peer dropped by the liveness check", 25*time.Second, rest, func(s status) bool {
-		return s.Peers == 3 && s.DeadPeersDropped > dropped0[s.PeerID]
-	})
-	record(c.proto, "detect", at.Sub(killed))
+	at := waitAll(c.t, "the dead peer dropped", 25*time.Second, rest, func(s status) bool { return s.Peers == 3 })
+	byLiveness := 0
+	for _, s := range c.statuses(rest) {
+		if s.DeadPeersDropped > dropped0[s.PeerID] {
+			byLiveness++
+		}
+	}
+	recordValue(c.proto, "detect", fmt.Sprintf("%.1f (%d of %d by liveness)", at.Sub(killed).Seconds(), byLiveness, len(rest)))
 	out1, errs1 := sent()
 	before := map[string]uint64{}
 	for _, s := range c.statuses(rest) {

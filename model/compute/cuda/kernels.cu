@@ -1,0 +1,206 @@
+// gossipd's element-wise, loss and update kernels, compiled at run time
+// with NVRTC (backend_linux.go). Each is the CUDA form of a CPU kernel in
+// model/compute (cpu.go, update.go); backendtest holds both to the same
+// tolerances. Matrices are row-major float32; one thread per value, or
+// one block per row where a row is reduced. extern "C" keeps the names
+// unmangled for cuModuleGetFunction.
+
+#define ROW_THREADS 128 // the block size of the row kernels: a power of two
+
+extern "C" __global__ void broadcast_rows(float *dst, const float *v, int m, int n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (long)m * n) dst[i] = v[i % n];
+}
+
+extern "C" __global__ void relu(float *x, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && x[i] < 0.0f) x[i] = 0.0f;
+}
+
+extern "C" __global__ void relu_backward(float *g, const float *z, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && !(z[i] > 0.0f)) g[i] = 0.0f;
+}
+
+// column_sums: one thread per column, rows in order (as the CPU sums).
+extern "C" __global__ void column_sums(float *dst, const float *src, int m, int n) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    float s = 0.0f;
+    for (int i = 0; i < m; i++) s += src[(long)i * n + j];
+    dst[j] = s;
+}
+
+// gather_rows copies rows[i] of src (row stride ld, cols values) to row i
+// of dst (stride cols).
+extern "C" __global__ void gather_rows(float *dst, const float *src, const int *rows, int nrows, int cols, int ld) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)nrows * cols) return;
+    long r = i / cols, c = i % cols;
+    dst[i] = src[(long)rows[r] * ld + c];
+}
+
+// block_max and block_sum reduce over the threads of one block.
+__device__ float block_max(float v, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ double block_sum(double v, double *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// softmax_xent: one block per row. probs may alias logits; grad may be
+// null. out[0] accumulates the loss, count[0] the rows whose arg-max (the
+// first maximum) is the label.
+extern "C" __global__ void softmax_xent(float *probs, float *grad, const float *logits, const int *y, int m, int n,
+                                        float scale, double *out, int *count) {
+    __shared__ float shf[ROW_THREADS];
+    __shared__ double shd[ROW_THREADS];
+    int row = blockIdx.x;
+    if (row >= m) return;
+    const float *z = logits + (long)row * n;
+    float mx = __int_as_float(0xff800000); // -inf
+    for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, z[j]);
+    mx = block_max(mx, shf);
+    double s = 0.0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) s += exp((double)(z[j] - mx));
+    s = block_sum(s, shd);
+    int label = y[row];
+    float zl = z[label];
+    if (threadIdx.x == 0) {
+        int arg = 0;
+        for (int j = 1; j < n; j++)
+            if (z[j] > z[arg]) arg = j;
+        atomicAdd(out, log(s) - (double)(zl - mx));
+        if (arg == label) atomicAdd(count, 1);
+    }
+    __syncthreads(); // every thread has read z before probs overwrites it
+    float *p = probs + (long)row * n;
+    float *g = grad ? grad + (long)row * n : 0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float pj = (float)(exp((double)(z[j] - mx)) / s);
+        if (g) g[j] = scale * (pj - (j == label ? 1.0f : 0.0f));
+        p[j] = pj;
+    }
+}
+
+// hinge_ovr: one block per row, as softmax_xent; grad may be null.
+extern "C" __global__ void hinge_ovr(float *grad, const float *scores, const int *y, int m, int n, float scale,
+                                     double *out, int *count) {
+    __shared__ double shd[ROW_THREADS];
+    int row = blockIdx.x;
+    if (row >= m) return;
+    const float *s = scores + (long)row * n;
+    int label = y[row];
+    double loss = 0.0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float t = j == label ? 1.0f : -1.0f;
+        float g = 0.0f;
+        if (t * s[j] < 1.0f) {
+            loss += (double)(1.0f - t * s[j]);
+            g = -t * scale;
+        }
+        if (grad) grad[(long)row * n + j] = g;
+    }
+    loss = block_sum(loss, shd);
+    if (threadIdx.x == 0) {
+        int arg = 0;
+        for (int j = 1; j < n; j++)
+            if (s[j] > s[arg]) arg = j;
+        atomicAdd(out, loss);
+        if (arg == label) atomicAdd(count, 1);
+    }
+}
+
+extern "C" __global__ void axpby(float *y, float a, const float *x, float b, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = b == 1.0f ? y[i] + a * x[i] : b * y[i] + a * x[i];
+}
+
+// sgd_update is torch.optim.SGD (update.go's SGDUpdate); v is null
+// without momentum.
+extern "C" __global__ void sgd_update(float *w, const float *g, float *v, float lr, float mu, float wd, int first, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (mu == 0.0f) {
+        w[i] -= wd == 0.0f ? lr * g[i] : lr * (g[i] + wd * w[i]);
+        return;
+    }
+    float vi = first ? g[i] + wd * w[i] : mu * v[i] + g[i] + wd * w[i];
+    v[i] = vi;
+    w[i] -= lr * vi;
+}
+
+extern "C" __global__ void adam_update(float *w, const float *g, float *m, float *v, float step, float b1, float b2,
+                                       float sc2, float eps, float wd, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float gi = g[i] + wd * w[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * gi;
+    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+    w[i] -= step * m[i] / ((float)sqrt((double)v[i]) * sc2 + eps);
+}
+
+// sum_squares adds Σ x² (in double) to out[0].
+extern "C" __global__ void sum_squares(const float *x, long n, double *out) {
+    __shared__ double shd[ROW_THREADS];
+    double s = 0.0;
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        s += (double)x[i] * (double)x[i];
+    s = block_sum(s, shd);
+    if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+// row_sum_squares: one block per row, out[row] = Σ_j x[row,j]² in double.
+extern "C" __global__ void row_sum_squares(double *out, const float *x, int m, int n) {
+    __shared__ double shd[ROW_THREADS];
+    int row = blockIdx.x;
+    if (row >= m) return;
+    double s = 0.0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        double v = x[(long)row * n + j];
+        s += v * v;
+    }
+    s = block_sum(s, shd);
+    if (threadIdx.x == 0) out[row] = s;
+}
+
+extern "C" __global__ void scale_rows(float *x, const float *s, int m, int n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)m * n) return;
+    float f = s[i / n];
+    if (f != 1.0f) x[i] *= f;
+}
+
+// softmax: one block per row; dst may alias logits.
+extern "C" __global__ void softmax(float *dst, const float *logits, int m, int n) {
+    __shared__ float shf[ROW_THREADS];
+    __shared__ double shd[ROW_THREADS];
+    int row = blockIdx.x;
+    if (row >= m) return;
+    const float *z = logits + (long)row * n;
+    float mx = __int_as_float(0xff800000); // -inf
+    for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, z[j]);
+    mx = block_max(mx, shf);
+    double s = 0.0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) s += (double)(float)exp((double)(z[j] - mx));
+    s = block_sum(s, shd);
+    __syncthreads();
+    for (int j = threadIdx.x; j < n; j += blockDim.x) dst[(long)row * n + j] = (float)((double)(float)exp((double)(z[j] - mx)) / s);
+}
