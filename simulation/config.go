@@ -79,8 +79,9 @@ type Config struct {
 	Compute      string
 	ComputeTrace []float64
 	// Device is where the peers train: auto (default), cpu or cuda[:N]
-	// (model/device). The simulator runs on the CPU backend; cuda is
-	// refused until gossipd has a CUDA backend.
+	// (model/device). The simulator runs on the CPU backend for now: cuda
+	// is refused (with the reason), and auto takes the CPU even where a
+	// GPU opens (summary.json says so).
 	Device string
 	// Drop is the probability that a message is lost.
 	Drop float64

@@ -88,9 +88,16 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 		return nil, err
 	}
 	dev, _ := device.Parse(cfg.Device) // checked by Validate
-	_, choice, err := device.Open(dev, compute.WithThreads(1))
+	if dev.Kind == "cuda" {
+		return nil, fmt.Errorf("%w: --device %s: the simulator trains its peers on the CPU backend for now (many peers batched on one GPU are not written yet: docs/GPU.md); use --device cpu or auto", ErrConfig, dev)
+	}
+	_, choice, err := device.Open(device.Spec{Kind: "cpu"}, compute.WithThreads(1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	choice.Requested = dev.String()
+	if dev.Kind == "auto" {
+		choice.Note = "the simulator trains its peers on the CPU backend for now (docs/GPU.md)"
 	}
 	train, test, _, err := dataset.Load(cfg.Dataset, dataset.LoadOptions{OpenOptions: dataset.OpenOptions{Seed: cfg.Seed}, Scale: cfg.Scale})
 	if err != nil {

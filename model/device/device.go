@@ -81,8 +81,21 @@ func Describe(be compute.Backend) Choice {
 	return Choice{Requested: "backend", Device: d, Backend: be.Name()}
 }
 
-// probe is cuda.Probe; tests replace it.
-var probe = cuda.Probe
+// probe is cuda.Probe and openCUDA opens the CUDA backend and runs its
+// self-check; tests replace them.
+var (
+	probe    = cuda.Probe
+	openCUDA = func(i int) (compute.Backend, error) {
+		b, err := cuda.Open(i)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.SelfCheck(); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+)
 
 // Open returns the backend spec asks for, and the choice made. The CPU
 // backend is built with opts.
@@ -98,13 +111,17 @@ func Open(spec Spec, opts ...compute.CPUOption) (compute.Backend, Choice, error)
 		return cpu()
 	case "auto":
 		info, err := probe()
-		switch {
-		case err != nil:
+		if err != nil {
 			ch.Note = "no GPU used: " + err.Error()
-		default:
-			ch.Note = fmt.Sprintf("no GPU used: found %s, but gossipd's CUDA compute backend is not written yet (docs/GPU.md)", info.Devices[0])
+			return cpu()
 		}
-		return cpu()
+		be, err := openCUDA(0)
+		if err != nil {
+			ch.Note = fmt.Sprintf("no GPU used: found %s, but its compute backend did not open: %v", info.Devices[0], err)
+			return cpu()
+		}
+		ch.Device, ch.Backend = fmt.Sprintf("cuda:%d", 0), be.Name()
+		return be, ch, nil
 	case "cuda":
 		info, err := probe()
 		if err != nil {
@@ -117,7 +134,12 @@ func Open(spec Spec, opts ...compute.CPUOption) (compute.Backend, Choice, error)
 			}
 			return nil, ch, fmt.Errorf("%w: --device %s: the driver (%s) has %d device(s): %s", ErrDevice, spec, info.Library, len(info.Devices), strings.Join(names, "; "))
 		}
-		return nil, ch, fmt.Errorf("%w: --device %s: found %s, but gossipd's CUDA compute backend is not written yet (docs/GPU.md): use --device cpu or auto", ErrDevice, spec, info.Devices[spec.Index])
+		be, err := openCUDA(spec.Index)
+		if err != nil {
+			return nil, ch, fmt.Errorf("%w: --device %s: found %s, but its compute backend did not open: %w", ErrDevice, spec, info.Devices[spec.Index], err)
+		}
+		ch.Device, ch.Backend = fmt.Sprintf("cuda:%d", spec.Index), be.Name()
+		return be, ch, nil
 	}
 	return nil, ch, fmt.Errorf("%w: unknown kind %q", ErrDevice, spec.Kind)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/cuda"
 )
 
@@ -32,22 +33,36 @@ func withProbe(t *testing.T, f func() (*cuda.Info, error)) {
 func TestOpen(t *testing.T) {
 	gpu := &cuda.Info{Library: "/x/libcuda.so.1", DriverVersion: 12040, Devices: []cuda.Device{{Index: 0, Name: "Fake GPU", Memory: 80 << 30, Major: 9}}}
 	noLib := fmt.Errorf("%w libcuda.so.1: tried …", cuda.ErrNoLibrary)
+	// A stand-in for the opened GPU backend, and one that fails to open.
+	opened := func(int) (compute.Backend, error) { return compute.NewCPU(compute.WithThreads(1)), nil }
+	noNVRTC := func(int) (compute.Backend, error) {
+		return nil, fmt.Errorf("%w: cannot load NVRTC (libnvrtc.so.12): tried …", cuda.ErrNoLibrary)
+	}
 	for _, tc := range []struct {
 		spec    string
 		probe   func() (*cuda.Info, error)
+		open    func(int) (compute.Backend, error)
 		device  string
 		note    string // in Choice.Note, or in the error
 		wantErr bool
 	}{
-		{"cpu", nil, "cpu", "", false},
-		{"auto", func() (*cuda.Info, error) { return nil, cuda.ErrNotBuilt }, "cpu", "make build-cuda", false},
-		{"auto", func() (*cuda.Info, error) { return nil, noLib }, "cpu", "libcuda.so.1", false},
-		{"auto", func() (*cuda.Info, error) { return gpu, nil }, "cpu", "Fake GPU", false},
-		{"cuda", func() (*cuda.Info, error) { return nil, noLib }, "", "libcuda.so.1", true},
-		{"cuda:0", func() (*cuda.Info, error) { return gpu, nil }, "", "CUDA compute backend is not written yet", true},
-		{"cuda:1", func() (*cuda.Info, error) { return gpu, nil }, "", "has 1 device(s): cuda:0 Fake GPU", true},
+		{"cpu", nil, nil, "cpu", "", false},
+		{"auto", func() (*cuda.Info, error) { return nil, cuda.ErrNotBuilt }, nil, "cpu", "make build-cuda", false},
+		{"auto", func() (*cuda.Info, error) { return nil, noLib }, nil, "cpu", "libcuda.so.1", false},
+		{"auto", func() (*cuda.Info, error) { return gpu, nil }, noNVRTC, "cpu", "found cuda:0 Fake GPU (compute capability 9.0, 80.0 GiB), but its compute backend did not open: cuda: cannot load the NVIDIA driver's CUDA library: cannot load NVRTC", false},
+		{"auto", func() (*cuda.Info, error) { return gpu, nil }, opened, "cuda:0", "", false},
+		{"cuda", func() (*cuda.Info, error) { return nil, noLib }, nil, "", "libcuda.so.1", true},
+		{"cuda:0", func() (*cuda.Info, error) { return gpu, nil }, noNVRTC, "", "did not open: cuda: cannot load the NVIDIA driver's CUDA library: cannot load NVRTC", true},
+		{"cuda:0", func() (*cuda.Info, error) { return gpu, nil }, opened, "cuda:0", "", false},
+		{"cuda:1", func() (*cuda.Info, error) { return gpu, nil }, nil, "", "has 1 device(s): cuda:0 Fake GPU", true},
 	} {
 		withProbe(t, tc.probe)
+		oldOpen := openCUDA
+		openCUDA = tc.open
+		if tc.open == nil {
+			openCUDA = func(int) (compute.Backend, error) { t.Fatalf("%s: opened the CUDA backend", tc.spec); return nil, nil }
+		}
+		t.Cleanup(func() { openCUDA = oldOpen })
 		if tc.probe == nil {
 			probe = func() (*cuda.Info, error) { t.Fatal("cpu probed the GPU"); return nil, nil }
 		}

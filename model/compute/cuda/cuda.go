@@ -9,8 +9,12 @@
 // (FROM scratch containers, musl systems, 32-bit ARM boards); there Probe
 // returns ErrNotBuilt.
 //
-// The CUDA compute backend itself (kernels, device-resident tensors) is
-// not written yet: docs/GPU.md says what exists and what is left.
+// The CUDA compute backend (Open, Backend) keeps tensors in the GPU's
+// memory, multiplies with cuBLAS and runs the other kernels from
+// kernels.cu, compiled at run time with NVRTC; it loads libcublas and
+// libnvrtc the way it loads the driver, and checks itself when it opens.
+// It has not yet run on a GPU: docs/GPU.md says what is checked here and
+// what is left.
 package cuda
 
 import (

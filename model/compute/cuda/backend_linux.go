@@ -1,0 +1,202 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+//go:embed kernels.cu
+var kernelSource string
+
+// kernelNames are kernels.cu's entry points.
+var kernelNames = []string{"broadcast_rows", "relu", "relu_backward", "column_sums", "gather_rows", "softmax_xent", "hinge_ovr",
+	"axpby", "sgd_update", "adam_update", "sum_squares", "row_sum_squares", "scale_rows", "softmax"}
+
+const (
+	threads    = 256 // block size of the element-wise kernels
+	rowThreads = 128 // ROW_THREADS in kernels.cu
+)
+
+// Backend is the CUDA compute backend: tensors in the GPU's memory, GEMM
+// by cuBLAS, the other kernels compiled from kernels.cu by NVRTC when it
+// opens. Host tensors given to a kernel are copied over (and back, where
+// the kernel writes them). It serialises its calls: one goroutine at a
+// time computes on it. A CUDA failure inside a kernel call panics, naming
+// the call and the driver's error, as a bad shape does on the CPU.
+type Backend struct {
+	dev  Device
+	a    *api
+	blas *cublas
+	mu   sync.Mutex
+	ctx  uintptr
+	mod  uintptr
+	fn   map[string]uintptr
+	bh   uintptr // cuBLAS handle
+	// scratch buffers for host operands (by operand position), gathered
+	// rows, labels and indices, and reduced scalars.
+	host   [4]devBuf
+	gather devBuf
+	ints   devBuf
+	sums   devBuf
+	libs   string
+}
+
+// devBuf is a grow-only device buffer.
+type devBuf struct {
+	p     uint64
+	bytes uintptr
+}
+
+var _ compute.Gatherer = (*Backend)(nil)
+
+// Open loads the driver, NVRTC and cuBLAS, makes device ordinal's primary
+// context current, compiles the kernels for its compute capability and
+// returns the backend.
+func Open(ordinal int) (*Backend, error) {
+	info, err := Probe()
+	if err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal >= len(info.Devices) {
+		return nil, fmt.Errorf("%w: no device %d (the driver has %d)", ErrNoDevice, ordinal, len(info.Devices))
+	}
+	a, where, err := loadAPI()
+	if err != nil {
+		return nil, err
+	}
+	rt, rtWhere, err := loadNVRTC()
+	if err != nil {
+		return nil, err
+	}
+	blas, blasWhere, err := loadCuBLAS()
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{dev: info.Devices[ordinal], a: a, blas: blas, fn: map[string]uintptr{},
+		libs: fmt.Sprintf("%s, %s, %s", where, rtWhere, blasWhere)}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := a.check("cuInit", a.init(0)); err != nil {
+		return nil, err
+	}
+	if err := a.check("cuDevicePrimaryCtxRetain", a.retain(&b.ctx, int32(ordinal))); err != nil {
+		return nil, err
+	}
+	if err := a.check("cuCtxSetCurrent", a.setCtx(b.ctx)); err != nil {
+		return nil, err
+	}
+	ptx, err := rt.compilePTX(kernelSource, "kernels.cu", b.dev.Major, b.dev.Minor)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.check("cuModuleLoadData", a.loadData(&b.mod, &ptx[0])); err != nil {
+		return nil, fmt.Errorf("%w (the PTX of %s; a driver older than the NVRTC in %s refuses its PTX version)", err, "kernels.cu", rtWhere)
+	}
+	for _, k := range kernelNames {
+		var f uintptr
+		name := cstring(k)
+		if err := a.check("cuModuleGetFunction "+k, a.function(&f, b.mod, &name[0])); err != nil {
+			return nil, err
+		}
+		b.fn[k] = f
+	}
+	if r := blas.create(&b.bh); r != 0 {
+		return nil, fmt.Errorf("cuda: cublasCreate: status %d (%s)", r, blasWhere)
+	}
+	return b, nil
+}
+
+// check turns a driver result into an error naming the call.
+func (a *api) check(call string, res int32) error {
+	if res == 0 {
+		return nil
+	}
+	return fmt.Errorf("cuda: %s: %s (%d)", call, a.errName(res), res)
+}
+
+// must panics on a failed driver call inside a kernel.
+func (b *Backend) must(call string, res int32) {
+	if err := b.a.check(call, res); err != nil {
+		panic(fmt.Sprintf("%v (on %s)", err, b.dev))
+	}
+}
+
+// enter serialises a call and makes the context current on its thread.
+func (b *Backend) enter() func() {
+	b.mu.Lock()
+	runtime.LockOSThread()
+	b.must("cuCtxSetCurrent", b.a.setCtx(b.ctx))
+	return func() {
+		runtime.UnlockOSThread()
+		b.mu.Unlock()
+	}
+}
+
+// Name implements compute.Backend.
+func (b *Backend) Name() string { return fmt.Sprintf("cuda:%d/%s", b.dev.Index, b.dev.Name) }
+
+// Device describes the GPU; Libraries says where the libraries came from.
+func (b *Backend) Device() Device    { return b.dev }
+func (b *Backend) Libraries() string { return b.libs }
+
+// grow makes buf hold at least bytes.
+func (b *Backend) grow(buf *devBuf, bytes uintptr) uint64 {
+	if buf.bytes >= bytes && buf.p != 0 {
+		return buf.p
+	}
+	if buf.p != 0 {
+		b.must("cuMemFree", b.a.free(buf.p))
+	}
+	bytes = max(bytes, 2*buf.bytes, 256)
+	b.must("cuMemAlloc", b.a.alloc(&buf.p, bytes))
+	buf.bytes = bytes
+	return buf.p
+}
+
+// ptr returns the device address of t's view. A host tensor goes to
+// scratch slot i, copied over when the kernel reads it; the returned
+// function copies it back when the kernel wrote it.
+func (b *Backend) ptr(t compute.Tensor, slot int, read, written bool) (uint64, func()) {
+	if t.Len() == 0 {
+		return 0, func() {}
+	}
+	if !t.OnHost() {
+		addr, off := t.Device()
+		return uint64(addr) + 4*uint64(off), func() {}
+	}
+	x := t.HostSlice()
+	bytes := uintptr(4 * len(x))
+	p := b.grow(&b.host[slot], bytes)
+	if read {
+		b.must("cuMemcpyHtoD", b.a.htod(p, unsafe.Pointer(&x[0]), bytes))
+	}
+	if !written {
+		return p, func() {}
+	}
+	return p, func() { b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&x[0]), p, bytes)) }
+}
+
+// launch runs kernel name on grid×block threads with args (pointers to
+// each argument's value).
+func (b *Backend) launch(name string, grid, block int, args ...unsafe.Pointer) {
+	if grid == 0 {
+		return
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for _, a := range args {
+		pin.Pin(a)
+	}
+	pin.Pin(&args[0])
+	b.must("cuLaunchKernel "+name, b.a.launch(b.fn[name], uint32(grid), 1, 1, uint32(block), 1, 1, 0, 0, unsafe.Pointer(&args[0]), nil))
+}
+
+// blocks is how many blocks of size cover n values.
+func blocks(n, size int) int { return (n + size - 1) / size }

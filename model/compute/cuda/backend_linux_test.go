@@ -1,0 +1,68 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// TestBindingsRegister registers every function type the backend binds
+// against a libc symbol: purego checks a signature when it registers it,
+// so a type it cannot call (on this architecture) fails here, without a
+// GPU. The functions are never called.
+func TestBindingsRegister(t *testing.T) {
+	h, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		t.Fatalf("libc: %v", err)
+	}
+	n := 0
+	for _, s := range []any{&api{}, &nvrtc{}, &cublas{}} {
+		var walk func(v reflect.Value)
+		walk = func(v reflect.Value) {
+			for i := range v.NumField() {
+				f := v.Field(i)
+				switch f.Kind() {
+				case reflect.Struct:
+					walk(f)
+				case reflect.Func:
+					func() {
+						defer func() {
+							if r := recover(); r != nil {
+								t.Errorf("%s.%s (%s): purego refuses it: %v", v.Type(), v.Type().Field(i).Name, f.Type(), r)
+							}
+						}()
+						purego.RegisterLibFunc(reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Interface(), h, "getpid")
+						n++
+					}()
+				}
+			}
+		}
+		walk(reflect.ValueOf(s).Elem())
+	}
+	if n < 30 {
+		t.Fatalf("registered %d functions, want every binding", n)
+	}
+}
+
+// TestOpenFakeDriver: the stand-in driver has no context or memory
+// functions, so Open names the first it lacks (or, on a machine without
+// NVRTC, the library and every place it looked).
+func TestOpenFakeDriver(t *testing.T) {
+	fakeDriver(t)
+	_, err := Open(0)
+	if !errors.Is(err, ErrNoLibrary) {
+		t.Fatalf("err = %v, want ErrNoLibrary", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "has no cu") && !strings.Contains(msg, "NVRTC") {
+		t.Fatalf("err = %v, want the missing driver symbol or library named", err)
+	}
+	if _, err := Open(5); !errors.Is(err, ErrNoDevice) {
+		t.Fatalf("Open(5) = %v, want ErrNoDevice", err)
+	}
+}

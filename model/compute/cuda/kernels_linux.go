@@ -1,0 +1,254 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// p is unsafe.Pointer, for launch's argument lists.
+func p[T any](v *T) unsafe.Pointer { return unsafe.Pointer(v) }
+
+// Alloc implements compute.Memory.
+func (b *Backend) Alloc(n int) compute.Tensor {
+	defer b.enter()()
+	var d uint64
+	b.must("cuMemAlloc", b.a.alloc(&d, uintptr(4*max(n, 1))))
+	if n > 0 {
+		b.must("cuMemsetD32", b.a.memset32(d, 0, uintptr(n)))
+	}
+	return compute.DeviceTensor(uintptr(d), n)
+}
+
+// Load implements compute.Memory.
+func (b *Backend) Load(x []float32) compute.Tensor {
+	t := b.Alloc(len(x))
+	if len(x) > 0 {
+		defer b.enter()()
+		addr, _ := t.Device()
+		b.must("cuMemcpyHtoD", b.a.htod(uint64(addr), unsafe.Pointer(&x[0]), uintptr(4*len(x))))
+	}
+	return t
+}
+
+// Store implements compute.Memory.
+func (b *Backend) Store(dst []float32, t compute.Tensor) {
+	if t.Len() == 0 {
+		return
+	}
+	if t.OnHost() {
+		copy(dst[:t.Len()], t.HostSlice())
+		return
+	}
+	defer b.enter()()
+	src, _ := b.ptr(t, 0, false, false)
+	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&dst[:t.Len()][0]), src, uintptr(4*t.Len())))
+}
+
+// Copy implements compute.Memory.
+func (b *Backend) Copy(dst, src compute.Tensor) {
+	if dst.Len() != src.Len() {
+		panic(fmt.Sprintf("cuda: Copy of %d values into %d", src.Len(), dst.Len()))
+	}
+	switch {
+	case dst.Len() == 0:
+	case dst.OnHost():
+		b.Store(dst.HostSlice(), src)
+	case src.OnHost():
+		defer b.enter()()
+		d, _ := b.ptr(dst, 0, false, false)
+		x := src.HostSlice()
+		b.must("cuMemcpyHtoD", b.a.htod(d, unsafe.Pointer(&x[0]), uintptr(4*len(x))))
+	default:
+		defer b.enter()()
+		d, _ := b.ptr(dst, 0, false, false)
+		s, _ := b.ptr(src, 1, false, false)
+		b.must("cuMemcpyDtoD", b.a.dtod(d, s, uintptr(4*src.Len())))
+	}
+}
+
+// Free implements compute.Memory.
+func (b *Backend) Free(t compute.Tensor) {
+	if t.OnHost() {
+		return
+	}
+	defer b.enter()()
+	addr, off := t.Device()
+	if off != 0 {
+		panic("cuda: Free of a view: free the tensor Alloc returned")
+	}
+	b.must("cuMemFree", b.a.free(uint64(addr)))
+}
+
+// gemm is Gemm on device addresses.
+func (b *Backend) gemm(tA, tB bool, m, n, k int, alpha float32, a uint64, lda int, bb uint64, ldb int, beta float32, c uint64, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	op := func(t bool) int32 {
+		if t {
+			return 1 // CUBLAS_OP_T
+		}
+		return 0
+	}
+	// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the
+	// same memory, the operands swapped.
+	if r := b.blas.sgemm(b.bh, op(tB), op(tA), int32(n), int32(m), int32(k), &alpha, bb, int32(ldb), a, int32(lda), &beta, c, int32(ldc)); r != 0 {
+		panic(fmt.Sprintf("cuda: cublasSgemm %d×%d×%d: status %d (on %s)", m, n, k, r, b.dev))
+	}
+}
+
+// Gemm implements compute.Backend.
+func (b *Backend) Gemm(tA, tB bool, m, n, k int, alpha float32, a compute.Tensor, lda int, bt compute.Tensor, ldb int, beta float32, c compute.Tensor, ldc int) {
+	defer b.enter()()
+	pa, _ := b.ptr(a, 0, true, false)
+	pb, _ := b.ptr(bt, 1, true, false)
+	pc, done := b.ptr(c, 2, true, true)
+	b.gemm(tA, tB, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+	done()
+}
+
+// gatherRows copies the listed rows (cols values at stride ld) of src to
+// the gather buffer, packed.
+func (b *Backend) gatherRows(src uint64, rows []int, cols, ld int) uint64 {
+	idx := make([]int32, len(rows))
+	for i, r := range rows {
+		idx[i] = int32(r)
+	}
+	ip := b.grow(&b.ints, uintptr(4*len(idx)))
+	b.must("cuMemcpyHtoD", b.a.htod(ip, unsafe.Pointer(&idx[0]), uintptr(4*len(idx))))
+	g := b.grow(&b.gather, uintptr(4*len(rows)*cols))
+	nr, c, l := int32(len(rows)), int32(cols), int32(ld)
+	b.launch("gather_rows", blocks(len(rows)*cols, threads), threads, p(&g), p(&src), p(&ip), p(&nr), p(&c), p(&l))
+	return g
+}
+
+// GemmGatherA implements compute.Gatherer.
+func (b *Backend) GemmGatherA(n, k int, alpha float32, a compute.Tensor, lda int, rows []int, bt compute.Tensor, ldb int, beta float32, c compute.Tensor, ldc int) {
+	if len(rows) == 0 {
+		return
+	}
+	defer b.enter()()
+	pa, _ := b.ptr(a, 0, true, false)
+	pb, _ := b.ptr(bt, 1, true, false)
+	pc, done := b.ptr(c, 2, true, true)
+	g := b.gatherRows(pa, rows, k, lda)
+	b.gemm(false, true, len(rows), n, k, alpha, g, k, pb, ldb, beta, pc, ldc)
+	done()
+}
+
+// GemmGatherB implements compute.Gatherer.
+func (b *Backend) GemmGatherB(m, n int, alpha float32, a compute.Tensor, lda int, bt compute.Tensor, ldb int, rows []int, beta float32, c compute.Tensor, ldc int) {
+	defer b.enter()()
+	pa, _ := b.ptr(a, 0, true, false)
+	pb, _ := b.ptr(bt, 1, true, false)
+	pc, done := b.ptr(c, 2, true, true)
+	if len(rows) == 0 {
+		b.gemm(true, false, m, n, 0, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+	} else {
+		g := b.gatherRows(pb, rows, n, ldb)
+		b.gemm(true, false, m, n, len(rows), alpha, pa, lda, g, n, beta, pc, ldc)
+	}
+	done()
+}
+
+// BroadcastRows implements compute.Backend.
+func (b *Backend) BroadcastRows(dst compute.Tensor, m, n int, v compute.Tensor) {
+	defer b.enter()()
+	pd, done := b.ptr(dst, 0, false, true)
+	pv, _ := b.ptr(v, 1, true, false)
+	mm, nn := int32(m), int32(n)
+	b.launch("broadcast_rows", blocks(m*n, threads), threads, p(&pd), p(&pv), p(&mm), p(&nn))
+	done()
+}
+
+// ReLU implements compute.Backend.
+func (b *Backend) ReLU(x compute.Tensor) {
+	defer b.enter()()
+	px, done := b.ptr(x, 0, true, true)
+	n := int64(x.Len())
+	b.launch("relu", blocks(x.Len(), threads), threads, p(&px), p(&n))
+	done()
+}
+
+// ReLUBackward implements compute.Backend.
+func (b *Backend) ReLUBackward(g, z compute.Tensor) {
+	defer b.enter()()
+	pg, done := b.ptr(g, 0, true, true)
+	pz, _ := b.ptr(z, 1, true, false)
+	n := int64(g.Len())
+	b.launch("relu_backward", blocks(g.Len(), threads), threads, p(&pg), p(&pz), p(&n))
+	done()
+}
+
+// ColumnSums implements compute.Backend.
+func (b *Backend) ColumnSums(dst, src compute.Tensor, m, n int) {
+	defer b.enter()()
+	pd, done := b.ptr(dst, 0, false, true)
+	ps, _ := b.ptr(src, 1, true, false)
+	mm, nn := int32(m), int32(n)
+	b.launch("column_sums", blocks(n, threads), threads, p(&pd), p(&ps), p(&mm), p(&nn))
+	done()
+}
+
+// labels copies y to the device.
+func (b *Backend) labels(y []int32) uint64 {
+	yp := b.grow(&b.ints, uintptr(4*len(y)))
+	b.must("cuMemcpyHtoD", b.a.htod(yp, unsafe.Pointer(&y[0]), uintptr(4*len(y))))
+	return yp
+}
+
+// scalars zeroes the double and the int the loss kernels add to, and
+// returns a function that reads them.
+func (b *Backend) scalars() (loss, count uint64, read func() (float64, int)) {
+	s := b.grow(&b.sums, 16)
+	b.must("cuMemsetD32", b.a.memset32(s, 0, 4))
+	return s, s + 8, func() (float64, int) {
+		var out [2]uint64
+		b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&out[0]), s, 16))
+		return math.Float64frombits(out[0]), int(int32(uint32(out[1])))
+	}
+}
+
+// SoftmaxCrossEntropy implements compute.Backend.
+func (b *Backend) SoftmaxCrossEntropy(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	if m == 0 {
+		return 0, 0
+	}
+	defer b.enter()()
+	pl, _ := b.ptr(logits, 0, true, false)
+	pp, doneP := pl, func() {}
+	if !probs.OnHost() || !logits.OnHost() || &probs.HostSlice()[0] != &logits.HostSlice()[0] {
+		pp, doneP = b.ptr(probs, 1, false, true)
+	} else {
+		_, doneP = b.ptr(logits, 0, false, true) // in place on the host: the logits slot comes back
+	}
+	pg, doneG := b.ptr(grad, 2, false, true)
+	yp := b.labels(y)
+	loss, count, read := b.scalars()
+	mm, nn := int32(m), int32(n)
+	b.launch("softmax_xent", m, rowThreads, p(&pp), p(&pg), p(&pl), p(&yp), p(&mm), p(&nn), p(&scale), p(&loss), p(&count))
+	doneP()
+	doneG()
+	return read()
+}
+
+// HingeOneVsRest implements compute.Backend.
+func (b *Backend) HingeOneVsRest(grad, scores compute.Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	if m == 0 {
+		return 0, 0
+	}
+	defer b.enter()()
+	ps, _ := b.ptr(scores, 0, true, false)
+	pg, doneG := b.ptr(grad, 1, false, true)
+	yp := b.labels(y)
+	loss, count, read := b.scalars()
+	mm, nn := int32(m), int32(n)
+	b.launch("hinge_ovr", m, rowThreads, p(&pg), p(&ps), p(&yp), p(&mm), p(&nn), p(&scale), p(&loss), p(&count))
+	doneG()
+	return read()
+}

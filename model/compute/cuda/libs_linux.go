@@ -1,0 +1,203 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// The CUDA libraries the compute backend loads besides the driver: NVRTC
+// compiles kernels.cu, cuBLAS multiplies matrices. Each is looked for
+// under the names of the CUDA major versions gossipd knows, newest first.
+var (
+	nvrtcNames  = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"}
+	cublasNames = []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}
+)
+
+// libraryDirs are searched, after $GOSSIPD_CUDA_DIR and before the
+// system's search path: the CUDA toolkit's usual place and the NVIDIA
+// wheels that PyTorch installs (site-packages/nvidia/*/lib).
+func libraryDirs() []string {
+	var dirs []string
+	if d := os.Getenv(DirEnv); d != "" {
+		dirs = append(dirs, d)
+	}
+	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/cuda/targets/sbsa-linux/lib")
+	for _, pat := range []string{"/usr/local/lib/python3*/dist-packages/nvidia/*/lib", "/usr/lib/python3*/dist-packages/nvidia/*/lib",
+		"/usr/local/lib/python3*/site-packages/nvidia/*/lib", "/opt/conda/lib/python3*/site-packages/nvidia/*/lib", "/opt/conda/lib"} {
+		m, _ := filepath.Glob(pat)
+		dirs = append(dirs, m...)
+	}
+	return dirs
+}
+
+// openAny opens the first of names found in libraryDirs, then on the
+// system's search path; the error names every library and place tried.
+func openAny(what string, names []string) (uintptr, string, error) {
+	var tried []string
+	for _, dir := range libraryDirs() {
+		for _, n := range names {
+			p := filepath.Join(dir, n)
+			if _, err := os.Stat(p); err != nil {
+				continue
+			}
+			h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+			if err == nil {
+				return h, p, nil
+			}
+			tried = append(tried, fmt.Sprintf("%s (%v)", p, err))
+		}
+	}
+	for _, n := range names {
+		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err == nil {
+			return h, n, nil
+		}
+		tried = append(tried, fmt.Sprintf("%s on the system's search path (%v)", n, err))
+	}
+	return 0, "", fmt.Errorf("%w: cannot load %s (%s): tried %s; install the CUDA toolkit's library, or name its directory in $%s",
+		ErrNoLibrary, what, strings.Join(names, ", "), strings.Join(tried, "; "), DirEnv)
+}
+
+// bind registers each named symbol of h into its function pointer.
+func bind(h uintptr, where string, syms map[string]any) error {
+	for name, fn := range syms {
+		if _, err := purego.Dlsym(h, name); err != nil {
+			return fmt.Errorf("%w: %s has no %s", ErrNoLibrary, where, name)
+		}
+		purego.RegisterLibFunc(fn, h, name)
+	}
+	return nil
+}
+
+// cstring returns s as a NUL-terminated byte slice.
+func cstring(s string) []byte { return append([]byte(s), 0) }
+
+// gostring reads a NUL-terminated C string (at most max bytes).
+func gostring(p *byte, max int) string {
+	if p == nil {
+		return ""
+	}
+	var out []byte
+	for q := unsafe.Pointer(p); *(*byte)(q) != 0 && len(out) < max; q = unsafe.Add(q, 1) {
+		out = append(out, *(*byte)(q))
+	}
+	return string(out)
+}
+
+// nvrtc is the part of NVRTC the backend calls.
+type nvrtc struct {
+	create     func(prog *uintptr, src *byte, name *byte, nHeaders int32, headers, includes unsafe.Pointer) int32
+	compile    func(prog uintptr, nOpts int32, opts unsafe.Pointer) int32
+	ptxSize    func(prog uintptr, n *uintptr) int32
+	ptx        func(prog uintptr, out *byte) int32
+	logSize    func(prog uintptr, n *uintptr) int32
+	log        func(prog uintptr, out *byte) int32
+	destroy    func(prog *uintptr) int32
+	errorText  func(res int32) *byte
+	versionFor func(major, minor *int32) int32
+}
+
+func loadNVRTC() (*nvrtc, string, error) {
+	h, where, err := openAny("NVRTC", nvrtcNames)
+	if err != nil {
+		return nil, "", err
+	}
+	var n nvrtc
+	return &n, where, bind(h, where, map[string]any{
+		"nvrtcCreateProgram": &n.create, "nvrtcCompileProgram": &n.compile, "nvrtcGetPTXSize": &n.ptxSize,
+		"nvrtcGetPTX": &n.ptx, "nvrtcGetProgramLogSize": &n.logSize, "nvrtcGetProgramLog": &n.log,
+		"nvrtcDestroyProgram": &n.destroy, "nvrtcGetErrorString": &n.errorText, "nvrtcVersion": &n.versionFor,
+	})
+}
+
+// compilePTX compiles src for compute capability major.minor.
+func (n *nvrtc) compilePTX(src, name string, major, minor int) ([]byte, error) {
+	var prog uintptr
+	s, nm := cstring(src), cstring(name)
+	if r := n.create(&prog, &s[0], &nm[0], 0, nil, nil); r != 0 {
+		return nil, fmt.Errorf("cuda: nvrtcCreateProgram: %s", gostring(n.errorText(r), 200))
+	}
+	defer n.destroy(&prog)
+	opts := [][]byte{cstring(fmt.Sprintf("--gpu-architecture=compute_%d%d", major, minor)), cstring("--std=c++14")}
+	ptrs := make([]*byte, len(opts))
+	for i, o := range opts {
+		ptrs[i] = &o[0]
+	}
+	if r := n.compile(prog, int32(len(ptrs)), unsafe.Pointer(&ptrs[0])); r != 0 {
+		var size uintptr
+		msg := ""
+		if n.logSize(prog, &size) == 0 && size > 1 {
+			buf := make([]byte, size)
+			n.log(prog, &buf[0])
+			msg = string(buf[:size-1])
+		}
+		return nil, fmt.Errorf("cuda: NVRTC could not compile %s for compute_%d%d: %s\n%s", name, major, minor, gostring(n.errorText(r), 200), msg)
+	}
+	var size uintptr
+	if r := n.ptxSize(prog, &size); r != 0 {
+		return nil, fmt.Errorf("cuda: nvrtcGetPTXSize: %s", gostring(n.errorText(r), 200))
+	}
+	ptx := make([]byte, size)
+	if r := n.ptx(prog, &ptx[0]); r != 0 {
+		return nil, fmt.Errorf("cuda: nvrtcGetPTX: %s", gostring(n.errorText(r), 200))
+	}
+	return ptx, nil
+}
+
+// cublas is the part of cuBLAS the backend calls.
+type cublas struct {
+	create  func(h *uintptr) int32
+	destroy func(h uintptr) int32
+	sgemm   func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, b uint64, ldb int32, beta *float32, c uint64, ldc int32) int32
+}
+
+func loadCuBLAS() (*cublas, string, error) {
+	h, where, err := openAny("cuBLAS", cublasNames)
+	if err != nil {
+		return nil, "", err
+	}
+	var c cublas
+	return &c, where, bind(h, where, map[string]any{"cublasCreate_v2": &c.create, "cublasDestroy_v2": &c.destroy, "cublasSgemm_v2": &c.sgemm})
+}
+
+// api is the part of the driver API the compute backend calls.
+type api struct {
+	driver
+	retain    func(ctx *uintptr, dev int32) int32
+	release   func(dev int32) int32
+	setCtx    func(ctx uintptr) int32
+	alloc     func(p *uint64, bytes uintptr) int32
+	free      func(p uint64) int32
+	htod      func(dst uint64, src unsafe.Pointer, bytes uintptr) int32
+	dtoh      func(dst unsafe.Pointer, src uint64, bytes uintptr) int32
+	dtod      func(dst, src uint64, bytes uintptr) int32
+	memset32  func(dst uint64, v uint32, n uintptr) int32
+	loadData  func(mod *uintptr, image *byte) int32
+	function  func(fn *uintptr, mod uintptr, name *byte) int32
+	launch    func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32
+	syncCtx   func() int32
+	unloadMod func(mod uintptr) int32
+}
+
+func loadAPI() (*api, string, error) {
+	h, where, err := open()
+	if err != nil {
+		return nil, "", err
+	}
+	var a api
+	return &a, where, bind(h, where, map[string]any{
+		"cuInit": &a.init, "cuDriverGetVersion": &a.driverVersion, "cuDeviceGetCount": &a.count, "cuDeviceGet": &a.get,
+		"cuDeviceGetName": &a.name, "cuDeviceTotalMem_v2": &a.totalMem, "cuDeviceGetAttribute": &a.attribute,
+		"cuGetErrorName": &a.errorName, "cuDevicePrimaryCtxRetain": &a.retain, "cuDevicePrimaryCtxRelease_v2": &a.release,
+		"cuCtxSetCurrent": &a.setCtx, "cuMemAlloc_v2": &a.alloc, "cuMemFree_v2": &a.free, "cuMemcpyHtoD_v2": &a.htod,
+		"cuMemcpyDtoH_v2": &a.dtoh, "cuMemcpyDtoD_v2": &a.dtod, "cuMemsetD32_v2": &a.memset32, "cuModuleLoadData": &a.loadData,
+		"cuModuleGetFunction": &a.function, "cuLaunchKernel": &a.launch, "cuCtxSynchronize": &a.syncCtx, "cuModuleUnload": &a.unloadMod,
+	})
+}

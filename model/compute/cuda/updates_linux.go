@@ -1,0 +1,104 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"unsafe"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// Axpby implements compute.Updates.
+func (b *Backend) Axpby(y compute.Tensor, a float32, x compute.Tensor, bb float32) {
+	defer b.enter()()
+	py, done := b.ptr(y, 0, true, true)
+	px, _ := b.ptr(x, 1, true, false)
+	n := int64(y.Len())
+	b.launch("axpby", blocks(y.Len(), threads), threads, p(&py), p(&a), p(&px), p(&bb), p(&n))
+	done()
+}
+
+// SGDUpdate implements compute.Updates.
+func (b *Backend) SGDUpdate(w, g, v compute.Tensor, lr, mu, wd float32, first bool) {
+	defer b.enter()()
+	pw, doneW := b.ptr(w, 0, true, true)
+	pg, _ := b.ptr(g, 1, true, false)
+	pv, doneV := b.ptr(v, 2, true, true)
+	f, n := int32(0), int64(w.Len())
+	if first {
+		f = 1
+	}
+	b.launch("sgd_update", blocks(w.Len(), threads), threads, p(&pw), p(&pg), p(&pv), p(&lr), p(&mu), p(&wd), p(&f), p(&n))
+	doneW()
+	doneV()
+}
+
+// AdamUpdate implements compute.Updates.
+func (b *Backend) AdamUpdate(w, g, m, v compute.Tensor, step, b1, b2, sc2, eps, wd float32) {
+	defer b.enter()()
+	pw, doneW := b.ptr(w, 0, true, true)
+	pg, _ := b.ptr(g, 1, true, false)
+	pm, doneM := b.ptr(m, 2, true, true)
+	pv, doneV := b.ptr(v, 3, true, true)
+	n := int64(w.Len())
+	b.launch("adam_update", blocks(w.Len(), threads), threads, p(&pw), p(&pg), p(&pm), p(&pv), p(&step), p(&b1), p(&b2), p(&sc2), p(&eps), p(&wd), p(&n))
+	doneW()
+	doneM()
+	doneV()
+}
+
+// SumSquares implements compute.Updates.
+func (b *Backend) SumSquares(x compute.Tensor) float64 {
+	if x.Len() == 0 {
+		return 0
+	}
+	defer b.enter()()
+	px, _ := b.ptr(x, 0, true, false)
+	out, _, read := b.scalars()
+	n := int64(x.Len())
+	b.launch("sum_squares", min(blocks(x.Len(), rowThreads), 1024), rowThreads, p(&px), p(&n), p(&out))
+	s, _ := read()
+	return s
+}
+
+// RowSumSquares implements compute.Updates.
+func (b *Backend) RowSumSquares(dst []float64, x compute.Tensor, m, n int) {
+	if m == 0 {
+		return
+	}
+	defer b.enter()()
+	px, _ := b.ptr(x, 0, true, false)
+	out := b.grow(&b.gather, uintptr(8*m))
+	mm, nn := int32(m), int32(n)
+	b.launch("row_sum_squares", m, rowThreads, p(&out), p(&px), p(&mm), p(&nn))
+	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&dst[:m][0]), out, uintptr(8*m)))
+}
+
+// ScaleRows implements compute.Updates.
+func (b *Backend) ScaleRows(x compute.Tensor, m, n int, s []float32) {
+	if m == 0 {
+		return
+	}
+	defer b.enter()()
+	px, done := b.ptr(x, 0, true, true)
+	ps, _ := b.ptr(compute.Host(s[:m]), 1, true, false)
+	mm, nn := int32(m), int32(n)
+	b.launch("scale_rows", blocks(m*n, threads), threads, p(&px), p(&ps), p(&mm), p(&nn))
+	done()
+}
+
+// Softmax implements compute.Updates.
+func (b *Backend) Softmax(dst, logits compute.Tensor, m, n int) {
+	if m == 0 {
+		return
+	}
+	defer b.enter()()
+	pl, _ := b.ptr(logits, 0, true, false)
+	pd, done := b.ptr(dst, 1, false, true)
+	if dst.OnHost() && logits.OnHost() && &dst.HostSlice()[0] == &logits.HostSlice()[0] {
+		pd, done = b.ptr(logits, 0, false, true) // in place on the host
+	}
+	mm, nn := int32(m), int32(n)
+	b.launch("softmax", m, rowThreads, p(&pd), p(&pl), p(&mm), p(&nn))
+	done()
+}
