@@ -79,25 +79,37 @@ func Open(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{dev: info.Devices[ordinal], a: a, blas: blas, fn: map[string]uintptr{},
-		libs: fmt.Sprintf("%s, %s, %s", where, rtWhere, blasWhere)}
+	dev := info.Devices[ordinal]
+	ptx, err := rt.compilePTX(kernelSource, "kernels.cu", dev.Major, dev.Minor)
+	if err != nil {
+		return nil, err
+	}
+	b, err := newBackend(dev, a, blas, ptx)
+	if err != nil {
+		return nil, fmt.Errorf("%w (libraries: %s, %s, %s)", err, where, rtWhere, blasWhere)
+	}
+	b.libs = fmt.Sprintf("%s, %s, %s", where, rtWhere, blasWhere)
+	return b, nil
+}
+
+// newBackend makes the device's primary context current, loads the
+// kernels' PTX and creates the cuBLAS handle, through the function tables
+// a and blas (the libraries', or a test's emulation of them).
+func newBackend(dev Device, a *api, blas *cublas, ptx []byte) (*Backend, error) {
+	b := &Backend{dev: dev, a: a, blas: blas, fn: map[string]uintptr{}}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := a.check("cuInit", a.init(0)); err != nil {
 		return nil, err
 	}
-	if err := a.check("cuDevicePrimaryCtxRetain", a.retain(&b.ctx, int32(ordinal))); err != nil {
+	if err := a.check("cuDevicePrimaryCtxRetain", a.retain(&b.ctx, int32(dev.Index))); err != nil {
 		return nil, err
 	}
 	if err := a.check("cuCtxSetCurrent", a.setCtx(b.ctx)); err != nil {
 		return nil, err
 	}
-	ptx, err := rt.compilePTX(kernelSource, "kernels.cu", b.dev.Major, b.dev.Minor)
-	if err != nil {
-		return nil, err
-	}
 	if err := a.check("cuModuleLoadData", a.loadData(&b.mod, &ptx[0])); err != nil {
-		return nil, fmt.Errorf("%w (the PTX of %s; a driver older than the NVRTC in %s refuses its PTX version)", err, "kernels.cu", rtWhere)
+		return nil, fmt.Errorf("%w: the kernels' PTX (a driver older than NVRTC refuses its PTX version)", err)
 	}
 	for _, k := range kernelNames {
 		var f uintptr
@@ -108,7 +120,7 @@ func Open(ordinal int) (*Backend, error) {
 		b.fn[k] = f
 	}
 	if r := blas.create(&b.bh); r != 0 {
-		return nil, fmt.Errorf("cuda: cublasCreate: status %d (%s)", r, blasWhere)
+		return nil, fmt.Errorf("cuda: cublasCreate: status %d", r)
 	}
 	return b, nil
 }

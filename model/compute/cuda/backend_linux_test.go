@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/gossipd/gossipd/model/compute/backendtest"
 )
 
 // TestBindingsRegister registers every function type the backend binds
@@ -64,5 +66,29 @@ func TestOpenFakeDriver(t *testing.T) {
 	}
 	if _, err := Open(5); !errors.Is(err, ErrNoDevice) {
 		t.Fatalf("Open(5) = %v, want ErrNoDevice", err)
+	}
+}
+
+// emulatedBackend is the Backend over the emulated driver and cuBLAS.
+func emulatedBackend(t *testing.T) *Backend {
+	t.Helper()
+	e := newEmulator(t)
+	b, err := newBackend(Device{Name: "emulated GPU", Major: 9}, e.api(), e.blas(), []byte("PTX\x00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEmulatedKernels runs the checks a GPU is to pass on the backend's
+// Go code and kernels.cu, both emulated on the CPU: every kernel (through
+// host and device tensors), and the training steps of every model and
+// optimizer against the pure-Go CPU backend.
+func TestEmulatedKernels(t *testing.T) {
+	b := emulatedBackend(t)
+	backendtest.Kernels(t, b)
+	backendtest.TrainSteps(t, b)
+	if err := b.SelfCheck(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,372 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+// The CUDA backend without a GPU: its Go code (Backend, every kernel
+// call, the argument lists, the host copies, the row-major GEMM mapping)
+// runs against an emulated driver and cuBLAS, and kernels.cu itself runs
+// on the CPU, compiled with g++ against testdata/cudaemu.h (a thread per
+// CUDA thread, barriers for __syncthreads). So backendtest's checks,
+// which a real GPU is to pass, run here on kernels.cu's code. What this
+// does not check: NVRTC, the real driver, cuBLAS, and speed.
+
+// argKind is a kernel parameter's type.
+type argKind int
+
+const (
+	argPtr argKind = iota // float*, int* or double*
+	argI32
+	argI64
+	argF32
+)
+
+type kernelSig struct {
+	name  string
+	args  []argKind
+	ctype []string
+}
+
+var kernelDecl = regexp.MustCompile(`extern "C" __global__ void (\w+)\(([^)]*)\)`)
+
+// parseKernels lists kernels.cu's entry points and their parameters.
+func parseKernels(t *testing.T, src string) map[string]kernelSig {
+	out := map[string]kernelSig{}
+	for _, m := range kernelDecl.FindAllStringSubmatch(src, -1) {
+		sig := kernelSig{name: m[1]}
+		for _, p := range strings.Split(m[2], ",") {
+			p = strings.Join(strings.Fields(p), " ")
+			typ := p[:strings.LastIndexAny(p, " *")+1]
+			typ = strings.TrimSpace(typ)
+			var k argKind
+			switch strings.TrimPrefix(typ, "const ") {
+			case "float *", "int *", "double *":
+				k = argPtr
+			case "int":
+				k = argI32
+			case "long":
+				k = argI64
+			case "float":
+				k = argF32
+			default:
+				t.Fatalf("kernel %s: parameter %q: type %q not emulated", sig.name, p, typ)
+			}
+			sig.args = append(sig.args, k)
+			sig.ctype = append(sig.ctype, typ)
+		}
+		out[sig.name] = sig
+	}
+	return out
+}
+
+// helperSource is the C++ program that runs one launch per request.
+func helperSource(dir string, sigs map[string]kernelSig) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#include %q\n#include %q\n#include <cstdio>\n#include <string>\n", filepath.Join(dir, "cudaemu.h"), filepath.Join(dir, "..", "kernels.cu"))
+	b.WriteString(`template <class T> static T rd() { T v; if (fread(&v, sizeof v, 1, stdin) != 1) exit(0); return v; }
+int main() {
+    for (;;) {
+        unsigned len = rd<unsigned>();
+        std::string name(len, 0);
+        if (fread(&name[0], 1, len, stdin) != len) return 1;
+        unsigned grid = rd<unsigned>(), block = rd<unsigned>(), nbuf = rd<unsigned>();
+        std::vector<std::vector<char>> bufs(nbuf);
+        for (auto &bu : bufs) { bu.resize(rd<unsigned long long>()); if (!bu.empty() && fread(bu.data(), 1, bu.size(), stdin) != bu.size()) return 1; }
+        auto ptr = [&]() -> void * { unsigned i = rd<unsigned>(); unsigned long long off = rd<unsigned long long>(); return i == 0xffffffffu ? nullptr : bufs[i].data() + off; };
+        (void)ptr;
+`)
+	for _, name := range sortedKeys(sigs) {
+		s := sigs[name]
+		fmt.Fprintf(&b, "        if (name == %q) {\n", name)
+		var call []string
+		for i, k := range s.args {
+			switch k {
+			case argPtr:
+				fmt.Fprintf(&b, "            auto a%d = (%s)ptr();\n", i, s.ctype[i])
+			case argI32:
+				fmt.Fprintf(&b, "            int a%d = rd<int>();\n", i)
+			case argI64:
+				fmt.Fprintf(&b, "            long a%d = rd<long long>();\n", i)
+			case argF32:
+				fmt.Fprintf(&b, "            float a%d = rd<float>();\n", i)
+			}
+			call = append(call, fmt.Sprintf("a%d", i))
+		}
+		fmt.Fprintf(&b, "            emu_launch(grid, block, [&] { %s(%s); });\n        }\n", name, strings.Join(call, ", "))
+	}
+	b.WriteString(`        for (auto &bu : bufs) fwrite(bu.data(), 1, bu.size(), stdout);
+        fflush(stdout);
+    }
+}
+`)
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// emulator is the driver and cuBLAS a Backend under test calls: device
+// memory is Go memory at made-up addresses, kernels run in the helper.
+type emulator struct {
+	t    *testing.T
+	mu   sync.Mutex
+	bufs map[uint64][]byte
+	next uint64
+	sigs map[string]kernelSig
+	fns  []string
+	in   *bufio.Writer
+	out  *bufio.Reader
+	errs []byte // a NUL-terminated error name for cuGetErrorName
+}
+
+func newEmulator(t *testing.T) *emulator {
+	t.Helper()
+	gxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Fatalf("the CUDA backend's emulated tests build kernels.cu with g++: %v", err)
+	}
+	src, err := os.ReadFile("kernels.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &emulator{t: t, bufs: map[uint64][]byte{}, next: 0x10000, sigs: parseKernels(t, string(src)), errs: []byte("EMULATED_ERROR\x00")}
+	for _, k := range kernelNames {
+		if _, ok := e.sigs[k]; !ok {
+			t.Fatalf("kernels.cu has no %s", k)
+		}
+	}
+	dir, _ := filepath.Abs("testdata")
+	tmp := t.TempDir()
+	cpp, bin := filepath.Join(tmp, "helper.cpp"), filepath.Join(tmp, "helper")
+	if err := os.WriteFile(cpp, []byte(helperSource(dir, e.sigs)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gxx, "-std=c++20", "-O1", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", bin, cpp).CombinedOutput(); err != nil {
+		t.Fatalf("g++ kernels.cu under the emulator: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	w, _ := cmd.StdinPipe()
+	r, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); cmd.Wait() })
+	e.in, e.out = bufio.NewWriter(w), bufio.NewReader(r)
+	return e
+}
+
+// find returns the buffer holding address a and a's offset in it.
+func (e *emulator) find(a uint64) (uint64, uint64, bool) {
+	for base, b := range e.bufs {
+		if a >= base && a < base+uint64(len(b)) {
+			return base, a - base, true
+		}
+	}
+	return 0, 0, false
+}
+
+func (e *emulator) bytes(a uint64, n uintptr) []byte {
+	base, off, ok := e.find(a)
+	if !ok || off+uint64(n) > uint64(len(e.bufs[base])) {
+		var list []string
+		for b, v := range e.bufs {
+			list = append(list, fmt.Sprintf("%#x+%d", b, len(v)))
+		}
+		e.t.Fatalf("emulator: %d bytes at %#x outside device memory (buffers %v)\n%s", n, a, list, debug.Stack())
+		return make([]byte, n)
+	}
+	return e.bufs[base][off : off+uint64(n)]
+}
+
+func host(p unsafe.Pointer, n uintptr) []byte { return unsafe.Slice((*byte)(p), n) }
+
+// api returns the emulated driver.
+func (e *emulator) api() *api {
+	a := &api{}
+	a.init = func(uint32) int32 { return 0 }
+	a.errorName = func(_ int32, s **byte) int32 { *s = &e.errs[0]; return 0 }
+	a.retain = func(ctx *uintptr, _ int32) int32 { *ctx = 1; return 0 }
+	a.release = func(int32) int32 { return 0 }
+	a.setCtx = func(uintptr) int32 { return 0 }
+	a.alloc = func(p *uint64, n uintptr) int32 {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		*p = e.next
+		e.bufs[e.next] = make([]byte, n)
+		e.next += uint64(n) + 256
+		return 0
+	}
+	a.free = func(p uint64) int32 {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if _, ok := e.bufs[p]; !ok {
+			e.t.Errorf("emulator: cuMemFree of %#x, not an allocation", p)
+			return 1
+		}
+		delete(e.bufs, p)
+		return 0
+	}
+	a.htod = func(d uint64, s unsafe.Pointer, n uintptr) int32 { copy(e.bytes(d, n), host(s, n)); return 0 }
+	a.dtoh = func(d unsafe.Pointer, s uint64, n uintptr) int32 { copy(host(d, n), e.bytes(s, n)); return 0 }
+	a.dtod = func(d, s uint64, n uintptr) int32 { copy(e.bytes(d, n), e.bytes(s, n)); return 0 }
+	a.memset32 = func(d uint64, v uint32, n uintptr) int32 {
+		b := e.bytes(d, 4*n)
+		for i := uintptr(0); i < n; i++ {
+			binary.LittleEndian.PutUint32(b[4*i:], v)
+		}
+		return 0
+	}
+	a.loadData = func(mod *uintptr, _ *byte) int32 { *mod = 1; return 0 }
+	a.function = func(fn *uintptr, _ uintptr, name *byte) int32 {
+		n := gostring(name, 64)
+		if _, ok := e.sigs[n]; !ok {
+			return 500 // CUDA_ERROR_NOT_FOUND
+		}
+		e.fns = append(e.fns, n)
+		*fn = uintptr(len(e.fns))
+		return 0
+	}
+	a.launch = e.launch
+	a.syncCtx = func() int32 { return 0 }
+	a.unloadMod = func(uintptr) int32 { return 0 }
+	return a
+}
+
+// launch sends the kernel, its buffers and arguments to the helper and
+// takes the buffers back.
+func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, _ uintptr, params, _ unsafe.Pointer) int32 {
+	if gy != 1 || gz != 1 || by != 1 || bz != 1 {
+		e.t.Errorf("emulator: a %d×%d×%d grid of %d×%d×%d blocks: only 1-D launches are emulated", gx, gy, gz, bx, by, bz)
+		return 1
+	}
+	sig := e.sigs[e.fns[fn-1]]
+	args := unsafe.Slice((*unsafe.Pointer)(params), len(sig.args))
+	var bases []uint64
+	index := map[uint64]uint32{}
+	var argBytes []byte
+	for i, k := range sig.args {
+		switch k {
+		case argPtr:
+			a := *(*uint64)(args[i])
+			if a == 0 {
+				argBytes = binary.LittleEndian.AppendUint32(argBytes, 0xffffffff)
+				argBytes = binary.LittleEndian.AppendUint64(argBytes, 0)
+				continue
+			}
+			base, off, ok := e.find(a)
+			if !ok {
+				e.t.Errorf("emulator: %s argument %d: %#x is not device memory", sig.name, i, a)
+				return 1
+			}
+			j, seen := index[base]
+			if !seen {
+				j = uint32(len(bases))
+				index[base] = j
+				bases = append(bases, base)
+			}
+			argBytes = binary.LittleEndian.AppendUint32(argBytes, j)
+			argBytes = binary.LittleEndian.AppendUint64(argBytes, off)
+		case argI32:
+			argBytes = binary.LittleEndian.AppendUint32(argBytes, uint32(*(*int32)(args[i])))
+		case argI64:
+			argBytes = binary.LittleEndian.AppendUint64(argBytes, uint64(*(*int64)(args[i])))
+		case argF32:
+			argBytes = binary.LittleEndian.AppendUint32(argBytes, math.Float32bits(*(*float32)(args[i])))
+		}
+	}
+	w := e.in
+	binary.Write(w, binary.LittleEndian, uint32(len(sig.name)))
+	w.WriteString(sig.name)
+	binary.Write(w, binary.LittleEndian, [3]uint32{gx, bx, uint32(len(bases))})
+	for _, base := range bases {
+		binary.Write(w, binary.LittleEndian, uint64(len(e.bufs[base])))
+		w.Write(e.bufs[base])
+	}
+	w.Write(argBytes)
+	if err := w.Flush(); err != nil {
+		e.t.Errorf("emulator: %v", err)
+		return 1
+	}
+	for _, base := range bases {
+		if _, err := io.ReadFull(e.out, e.bufs[base]); err != nil {
+			e.t.Errorf("emulator: %s: reading back: %v", sig.name, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// blas returns an emulated cuBLAS: a column-major SGEMM in float64.
+func (e *emulator) blas() *cublas {
+	c := &cublas{}
+	c.create = func(h *uintptr) int32 { *h = 1; return 0 }
+	c.destroy = func(uintptr) int32 { return 0 }
+	c.sgemm = func(_ uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, b uint64, ldb int32, beta *float32, cc uint64, ldc int32) int32 {
+		// The operands as float32 views of their buffers, from their
+		// start addresses to the buffers' ends.
+		view := func(addr uint64) []float32 {
+			base, off, ok := e.find(addr)
+			if !ok {
+				e.t.Fatalf("emulator: cublasSgemm operand %#x is not device memory", addr)
+			}
+			buf := e.bufs[base][off:]
+			return unsafe.Slice((*float32)(unsafe.Pointer(&buf[0])), len(buf)/4)
+		}
+		A, B, C := view(a), view(b), view(cc)
+		for j := int64(0); j < int64(n); j++ {
+			for i := int64(0); i < int64(m); i++ {
+				var s float64
+				for p := int64(0); p < int64(k); p++ {
+					var av, bv float32
+					if ta == 1 { // op(A) = Aᵀ, A stored k×m
+						av = A[p+i*int64(lda)]
+					} else { // A stored m×k
+						av = A[i+p*int64(lda)]
+					}
+					if tb == 1 {
+						bv = B[j+p*int64(ldb)]
+					} else {
+						bv = B[p+j*int64(ldb)]
+					}
+					s += float64(av) * float64(bv)
+				}
+				v := float64(*alpha) * s
+				if *beta != 0 {
+					v += float64(*beta) * float64(C[i+j*int64(ldc)])
+				}
+				C[i+j*int64(ldc)] = float32(v)
+			}
+		}
+		return 0
+	}
+	return c
+}
