@@ -10,7 +10,7 @@ REFERENCE ?= ../shared/reference/torch_baseline.py
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build build-cuda cuda-check image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover commtable clean
+.PHONY: all build build-cuda cuda-check gpu-bundle image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover commtable clean
 
 all: build
 
@@ -32,6 +32,15 @@ cuda-check:
 	$(GO) test -tags cuda -count=1 ./model/compute/cuda ./model/device
 	$(GO) build -tags cuda -o /dev/null ./cmd/gossipd
 	GOOS=linux GOARCH=arm64 $(GO) build -tags cuda -o /dev/null ./cmd/gossipd
+
+# gpu-bundle: what a GPU machine without Go runs (docs/GPU.md): the CUDA
+# build, and the CUDA backend's tests as a binary (TestCUDAConformance runs
+# the checks on the GPU; the emulated ones need g++ there too).
+gpu-bundle:
+	mkdir -p bin/gpu
+	$(GO) build -tags cuda -trimpath -o bin/gpu/gossipd-cuda ./cmd/gossipd
+	$(GO) test -c -tags cuda -o bin/gpu/cuda.test ./model/compute/cuda
+	cp bench/torch_reference.py bin/gpu/
 
 IMAGE ?= gossipd:dev
 

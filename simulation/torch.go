@@ -11,16 +11,30 @@ import (
 
 var torchLine = regexp.MustCompile(`(\d+) samples/s, test acc ([0-9.]+)`)
 
-// TorchReference runs the PyTorch reference script (shared/reference) for
-// one epoch of model kind (softmax or mlp) at batch 32 with threads
-// threads, and returns its samples/s and test accuracy: the yardstick
-// `gossipd bench` reports ratios to, measured in the same run.
-func TorchReference(ctx context.Context, stderr io.Writer, python, script, kind string, threads int) (sps, acc float64, err error) {
-	cmd := exec.CommandContext(ctx, python, script, kind, "1", "32", strconv.Itoa(threads))
+// TorchRun is one PyTorch reference run: the model (softmax or mlp), its
+// CPU threads, the minibatch size and the device (cpu, or cuda:N for
+// bench/torch_reference.py).
+type TorchRun struct {
+	Model   string
+	Threads int
+	Batch   int
+	Device  string
+}
+
+// TorchReference runs a PyTorch reference script (bench/torch_reference.py,
+// or shared/reference/torch_baseline.py on the CPU) for one epoch of r,
+// and returns its samples/s and test accuracy: the yardstick `gossipd
+// bench` reports ratios to, measured in the same run.
+func TorchReference(ctx context.Context, stderr io.Writer, python, script string, r TorchRun) (sps, acc float64, err error) {
+	args := []string{script, r.Model, "1", strconv.Itoa(r.Batch), strconv.Itoa(r.Threads)}
+	if r.Device != "" && r.Device != "cpu" {
+		args = append(args, r.Device)
+	}
+	cmd := exec.CommandContext(ctx, python, args...)
 	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, 0, fmt.Errorf("simulation: PyTorch reference %s %s: %w", script, kind, err)
+		return 0, 0, fmt.Errorf("simulation: PyTorch reference %s %s: %w", script, r.Model, err)
 	}
 	m := torchLine.FindSubmatch(out)
 	if m == nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,12 +25,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	python := fs.String("python", "/usr/bin/python3", "python interpreter for --torch")
 	threads := fs.Int("threads", 0, "compute threads (default: all cores)")
 	minTime := fs.Duration("min-time", time.Second, "minimum measuring time per GEMM size")
-	dev := fs.String("device", "auto", "where to measure: "+device.Values+" (the benchmarks run on the CPU backend for now)")
+	dev := fs.String("device", "auto", "where training is measured: "+device.Values+" (gemm and sim measure the CPU kernels; with cuda, --torch runs PyTorch on the same GPU)")
+	batchList := fs.String("batch", "32", "minibatch sizes for the training benchmark, comma-separated (e.g. 32,512)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := checkDevice(*dev); err != nil {
 		return err
+	}
+	var batches []int
+	for _, b := range strings.Split(*batchList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(b))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%w: bench: --batch %q: want positive sizes, comma-separated", errUsage, *batchList)
+		}
+		batches = append(batches, n)
+	}
+	if spec, _ := device.Parse(*dev); spec.Kind == "cuda" {
+		for _, w := range strings.Split(*what, ",") {
+			if w = strings.TrimSpace(w); w != "train" {
+				return fmt.Errorf("%w: bench: --what %s measures the CPU kernels; with --device %s use --what train", errUsage, w, spec)
+			}
+		}
 	}
 	fmt.Fprintf(stdout, "machine: %s\ncompute: %s\n\n", compute.CPUModel(), compute.NewCPU(compute.WithThreads(*threads)).Name())
 	for _, w := range strings.Split(*what, ",") {
@@ -37,7 +54,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case "gemm":
 			benchGEMM(stdout, *threads, *minTime)
 		case "train":
-			if err := benchTrain(ctx, stdout, stderr, *ds, *threads, *torch, *python); err != nil {
+			if err := benchTrain(ctx, stdout, stderr, trainBench{ds: *ds, threads: *threads, torch: *torch, python: *python, batches: batches, device: *dev}); err != nil {
 				return err
 			}
 		case "sim":
@@ -62,37 +79,59 @@ func benchGEMM(w io.Writer, threads int, minTime time.Duration) {
 	fmt.Fprintf(w, "backend %s\n\n", backend)
 }
 
-func benchTrain(ctx context.Context, stdout, stderr io.Writer, ds string, threads int, torch, python string) error {
-	fmt.Fprintf(stdout, "training, 1 epoch of %s, batch 32, SGD lr 0.1 (samples/s, higher is better)\n", ds)
-	fmt.Fprintf(stdout, "%-14s %12s %9s %14s %12s %9s %8s\n", "model", "gossipd", "acc", "gossipd/purego", "pytorch", "acc", "ratio")
-	for _, mdl := range []struct{ name, kind, hidden, torch string }{
-		{"softmax", "softmax", "", "softmax"},
-		{"mlp 784-128-10", "mlp", "128", "mlp"},
-	} {
-		cfg := simulation.CentralConfig{Dataset: ds, Scale: "minmax", TestFraction: 0.2, Model: mdl.kind, Hidden: mdl.hidden,
-			Epochs: 1, Batch: 32, LR: 0.1, Optimizer: "sgd", Seed: 1, Threads: threads}
-		rep, err := simulation.TrainCentral(ctx, cfg, nil)
-		if err != nil {
-			return err
-		}
-		cfg.PureGo = true
-		slow, err := simulation.TrainCentral(ctx, cfg, nil)
-		if err != nil {
-			return err
-		}
-		line := fmt.Sprintf("%-14s %12.0f %9.4f %14.0f", mdl.name, rep.SamplesPerSecond, rep.TestAccuracy, slow.SamplesPerSecond)
-		if torch != "" {
-			if threads <= 0 {
-				threads = compute.NewCPU().Threads()
-			}
-			sps, acc, err := simulation.TorchReference(ctx, stderr, python, torch, mdl.torch, threads)
+// trainBench is what the training benchmark measures.
+type trainBench struct {
+	ds, torch, python, device string
+	threads                   int
+	batches                   []int
+}
+
+func benchTrain(ctx context.Context, stdout, stderr io.Writer, b trainBench) error {
+	fmt.Fprintf(stdout, "training, 1 epoch of %s, SGD lr 0.1 (samples/s, higher is better)\n", b.ds)
+	fmt.Fprintf(stdout, "%-14s %6s %12s %9s %14s %12s %9s %8s\n", "model", "batch", "gossipd", "acc", "gossipd/purego", "pytorch", "acc", "ratio")
+	threads := b.threads
+	if threads <= 0 {
+		threads = compute.NewCPU().Threads()
+	}
+	ran := ""
+	for _, batch := range b.batches {
+		for _, mdl := range []struct{ name, kind, hidden, torch string }{
+			{"softmax", "softmax", "", "softmax"},
+			{"mlp 784-128-10", "mlp", "128", "mlp"},
+		} {
+			cfg := simulation.CentralConfig{Dataset: b.ds, Scale: "minmax", TestFraction: 0.2, Model: mdl.kind, Hidden: mdl.hidden,
+				Epochs: 1, Batch: batch, LR: 0.1, Optimizer: "sgd", Seed: 1, Threads: b.threads, Device: b.device}
+			rep, err := simulation.TrainCentral(ctx, cfg, nil)
 			if err != nil {
 				return err
 			}
-			line += fmt.Sprintf(" %12.0f %9.4f %7.2f×", sps, acc, rep.SamplesPerSecond/sps)
+			ran = fmt.Sprintf("%s (%s)", rep.Device.Device, rep.Device.Backend)
+			// The pure-Go kernels are the CPU's same-run reference; on a
+			// GPU, PyTorch on the same GPU is.
+			slow := "-"
+			torchDevice := "cpu"
+			if rep.Device.Device == "cpu" {
+				cfg.PureGo, cfg.Device = true, "cpu"
+				s, err := simulation.TrainCentral(ctx, cfg, nil)
+				if err != nil {
+					return err
+				}
+				slow = fmt.Sprintf("%.0f", s.SamplesPerSecond)
+			} else {
+				torchDevice = rep.Device.Device
+			}
+			line := fmt.Sprintf("%-14s %6d %12.0f %9.4f %14s", mdl.name, batch, rep.SamplesPerSecond, rep.TestAccuracy, slow)
+			if b.torch != "" {
+				sps, acc, err := simulation.TorchReference(ctx, stderr, b.python, b.torch, simulation.TorchRun{Model: mdl.torch, Threads: threads, Batch: batch, Device: torchDevice})
+				if err != nil {
+					return err
+				}
+				line += fmt.Sprintf(" %12.0f %9.4f %7.2f×", sps, acc, rep.SamplesPerSecond/sps)
+			}
+			fmt.Fprintln(stdout, line)
 		}
-		fmt.Fprintln(stdout, line)
 	}
+	fmt.Fprintf(stdout, "gossipd trained on %s\n", ran)
 	return nil
 }
 

@@ -92,3 +92,25 @@ func TestEmulatedKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCUDAConformance runs the checks on the real GPU, where there is one:
+// every kernel, and the training steps of every model and optimizer
+// against the pure-Go CPU backend. Where the driver, NVRTC or cuBLAS is
+// missing, or the driver sees no device, it says so and checks nothing
+// (TestEmulatedKernels checks the same code without a GPU).
+func TestCUDAConformance(t *testing.T) {
+	b, err := Open(0)
+	if errors.Is(err, ErrNoLibrary) || errors.Is(err, ErrNoDevice) || errors.Is(err, ErrNotBuilt) {
+		t.Logf("not run: no usable GPU here: %v", err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("a GPU is here, but the backend did not open: %v", err)
+	}
+	t.Logf("running on %s (libraries %s)", b.Name(), b.Libraries())
+	if err := b.SelfCheck(); err != nil {
+		t.Fatal(err)
+	}
+	backendtest.Kernels(t, b)
+	backendtest.TrainSteps(t, b)
+}

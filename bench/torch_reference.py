@@ -1,0 +1,65 @@
+"""The PyTorch reference `gossipd bench --torch` runs in the same run, on the
+CPU or on a CUDA device: the same models (softmax 784-10, MLP 784-128-10
+ReLU), plain SGD lr 0.1, cross-entropy, one shuffled pass per epoch, on
+Fashion-MNIST scaled to [0, 1]. It is ../shared/reference/torch_baseline.py
+with a device and a batch size; it prints the same line.
+
+Usage: python3 torch_reference.py [model] [epochs] [batch] [threads] [device]
+model: softmax | mlp; device: cpu (default) or cuda[:N]. On CUDA the data
+is on the device before the clock starts, and the clock stops after
+torch.cuda.synchronize(), so the figure is training alone.
+"""
+import gzip, struct, sys, time
+import numpy as np
+import torch
+
+D = "/usr/share/datasets/fashion-mnist/"
+
+
+def idx(path):
+    with gzip.open(path) as f:
+        magic, = struct.unpack(">I", f.read(4))
+        nd = magic & 0xFF
+        dims = struct.unpack(">" + "I" * nd, f.read(4 * nd))
+        return np.frombuffer(f.read(), dtype=np.uint8).reshape(dims)
+
+
+def main():
+    model = sys.argv[1] if len(sys.argv) > 1 else "mlp"
+    epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    batch = int(sys.argv[3]) if len(sys.argv) > 3 else 32
+    threads = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+    dev = torch.device(sys.argv[5] if len(sys.argv) > 5 else "cpu")
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    xtr = torch.tensor(idx(D + "train-images-idx3-ubyte.gz").reshape(-1, 784) / 255.0, dtype=torch.float32, device=dev)
+    ytr = torch.tensor(idx(D + "train-labels-idx1-ubyte.gz").astype(np.int64), device=dev)
+    xte = torch.tensor(idx(D + "t10k-images-idx3-ubyte.gz").reshape(-1, 784) / 255.0, dtype=torch.float32, device=dev)
+    yte = torch.tensor(idx(D + "t10k-labels-idx1-ubyte.gz").astype(np.int64), device=dev)
+    if model == "softmax":
+        net = torch.nn.Linear(784, 10)
+    else:
+        net = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    net = net.to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    lossf = torch.nn.CrossEntropyLoss()
+    n = xtr.shape[0]
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    for ep in range(epochs):
+        perm = torch.randperm(n, device=dev)
+        sync()
+        t0 = time.perf_counter()
+        for i in range(0, n, batch):
+            b = perm[i:i + batch]
+            opt.zero_grad()
+            loss = lossf(net(xtr[b]), ytr[b])
+            loss.backward()
+            opt.step()
+        sync()
+        dt = time.perf_counter() - t0
+        with torch.no_grad():
+            acc = (net(xte).argmax(1) == yte).float().mean().item()
+        print(f"{model} epoch {ep+1} batch {batch} threads {threads} device {dev}: {n/dt:.0f} samples/s, test acc {acc:.4f}")
+
+
+main()
