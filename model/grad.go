@@ -21,12 +21,14 @@ func (m *Model) Gradient(grad, x []float32, y []int32, n int) float64 {
 // device backend's gradient then stays on the device, for an
 // Optimizer.Step on ParamTensor).
 func (m *Model) GradientTensor(grad compute.Tensor, x []float32, y []int32, n int) float64 {
-	m.check(x, y, n)
-	return m.gradient(grad, host(x), y, n)
+	return m.GradientOn(grad, host(x), y, n)
 }
 
-// gradient is GradientTensor on inputs in a tensor.
-func (m *Model) gradient(grad, x compute.Tensor, y []int32, n int) float64 {
+// GradientOn is Gradient with its inputs and its gradient as tensors of
+// the model's backend: a minibatch gathered on a device (GatherRows)
+// stays there.
+func (m *Model) GradientOn(grad, x compute.Tensor, y []int32, n int) float64 {
+	m.checkT(x, y, n)
 	if grad.Len() != m.params.Len() {
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
 	}
@@ -100,11 +102,16 @@ func (m *Model) PerExampleGradients(grads, x []float32, y []int32, n int) {
 // SVM's regulariser is not included (it is data-independent; see
 // AddRegGradient). It returns how many examples were clipped.
 func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip float64) int {
-	m.check(x, y, n)
-	if len(grad) != m.params.Len() {
-		panic(fmt.Sprintf("model: gradient buffer %d, want %d", len(grad), m.params.Len()))
+	return m.ClippedGradientSumOn(host(grad), host(x), y, n, clip)
+}
+
+// ClippedGradientSumOn is ClippedGradientSum on tensors of the model's
+// backend.
+func (m *Model) ClippedGradientSumOn(grad, xt compute.Tensor, y []int32, n int, clip float64) int {
+	m.checkT(xt, y, n)
+	if grad.Len() != m.params.Len() {
+		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
 	}
-	xt := host(x)
 	m.backward(xt, y, n, 1)
 	be := m.backend
 	if len(m.ws.norms) < 3*n {
@@ -131,7 +138,7 @@ func (m *Model) ClippedGradientSum(grad, x []float32, y []int32, n int, clip flo
 	for l, ly := range m.layers {
 		be.ScaleRows(m.ws.dz[l], n, ly.out, scale)
 	}
-	m.weightGrads(host(grad), xt, n)
+	m.weightGrads(grad, xt, n)
 	return clipped
 }
 
@@ -178,12 +185,18 @@ func (m *Model) SufficientFactors(x []float32, y []int32, n int) ([]Factors, flo
 // GradientWithFactors is Gradient that also returns the sufficient factors
 // of the weight tensors named in layers, from the same backward pass.
 func (m *Model) GradientWithFactors(grad, x []float32, y []int32, n int, layers []string) ([]Factors, float64) {
-	loss := m.Gradient(grad, x, y, n)
+	return m.GradientWithFactorsOn(host(grad), host(x), y, n, layers)
+}
+
+// GradientWithFactorsOn is GradientWithFactors on tensors of the model's
+// backend; the factors come to the host.
+func (m *Model) GradientWithFactorsOn(grad, x compute.Tensor, y []int32, n int, layers []string) ([]Factors, float64) {
+	loss := m.GradientOn(grad, x, y, n)
 	var out []Factors
 	for l, ly := range m.layers {
 		for _, name := range layers {
 			if name == ly.wName {
-				out = append(out, m.factors(l, host(x), n))
+				out = append(out, m.factors(l, x, n))
 			}
 		}
 	}

@@ -62,15 +62,16 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 	m.check(x, y, n)
 	d := m.spec.Inputs
 	bs := min(cfg.Batch, n)
-	xb := make([]float32, bs*d)
 	yb := make([]int32, bs)
 	// Plain SGD (no momentum, no weight decay) takes the fused step.
 	sgd, plain := opt.(*SGD)
 	plain = plain && sgd.Momentum == 0 && sgd.WeightDecay == 0
-	var grad compute.Tensor // in the backend's memory, beside the parameters
+	// The gradient and the gathered minibatch are in the backend's memory,
+	// beside the parameters.
+	var grad, xb compute.Tensor
 	if !plain {
-		grad = m.backend.Alloc(m.NumParams())
-		defer m.backend.Free(grad)
+		grad, xb = m.backend.Alloc(m.NumParams()), m.backend.Alloc(bs*d)
+		defer func() { m.backend.Free(grad); m.backend.Free(xb) }()
 	}
 	xt := m.backend.Load(x) // the data where the backend computes, once (the CPU: x itself)
 	if !xt.OnHost() {
@@ -99,10 +100,8 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 			if plain {
 				loss = m.SGDStepRowsOn(xt, perm[lo:hi], yb[:k], sgd.LR)
 			} else {
-				for r, i := range perm[lo:hi] {
-					copy(xb[r*d:(r+1)*d], x[i*d:(i+1)*d])
-				}
-				loss = m.GradientTensor(grad, xb[:k*d], yb[:k], k)
+				m.backend.GatherRows(xb.Slice(0, k*d), xt, perm[lo:hi], d, d)
+				loss = m.GradientOn(grad, xb.Slice(0, k*d), yb[:k], k)
 				opt.Step(m.backend, m.params, grad)
 			}
 			sum += loss * float64(k)

@@ -32,6 +32,10 @@ type Updates interface {
 	// Softmax writes the row-wise softmax of the m×n logits to dst (may
 	// alias logits), computed in float64 per value.
 	Softmax(dst, logits Tensor, m, n int)
+	// GatherRows copies the listed rows of src (cols values each, at row
+	// stride ld) to the rows of dst, packed: a minibatch taken from a
+	// dataset where it lies.
+	GatherRows(dst, src Tensor, rows []int, cols, ld int)
 }
 
 func sameLen(name string, a, b []float32) {
@@ -160,5 +164,17 @@ func (c *CPU) Softmax(dt, lt Tensor, m, n int) {
 		for j := range out {
 			out[j] /= s
 		}
+	}
+}
+
+// GatherRows implements Updates.
+func (c *CPU) GatherRows(dt, st Tensor, rows []int, cols, ld int) {
+	dst, src := host(dt), host(st)
+	if len(dst) < len(rows)*cols {
+		panic(fmt.Sprintf("compute: GatherRows of %d rows of %d into %d values", len(rows), cols, len(dst)))
+	}
+	checkRows("GatherRows", rows, src, ld, cols)
+	for i, r := range rows {
+		copy(dst[i*cols:(i+1)*cols], src[r*ld:r*ld+cols])
 	}
 }

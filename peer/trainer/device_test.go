@@ -98,4 +98,16 @@ func TestTrainerDataBoundOnce(t *testing.T) {
 			t.Fatalf("after %d updates: %d values in, %d out; want %d in (the data once, the parameters each time) and %d out", i+1, in, out, want, (i+1)*P)
 		}
 	}
+	// A gradient request gathers its minibatch on the device too: in go
+	// the parameters and the host buffer the gradient is written to,
+	// and no data.
+	for i := range 3 {
+		before := dev.Stats()
+		if _, err := tr.Run(&gossip.TrainRequest{ID: uint64(10 + i), Op: gossip.OpGradient, Params: params}); err != nil {
+			t.Fatal(err)
+		}
+		if in := dev.Stats().HostIn - before.HostIn; in != 2*P {
+			t.Fatalf("gradient request %d: %d values in, want %d (the parameters and the gradient's host buffer)", i, in, 2*P)
+		}
+	}
 }

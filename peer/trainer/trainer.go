@@ -53,11 +53,12 @@ type Config struct {
 // shares one among thousands of nodes.
 type Workspace struct {
 	model *model.Model
-	xb    []float32
-	yb    []int32
-	rows  []int
-	grad  []float32
-	pe    []float32 // a chunk's clipped gradient sum (DP)
+	// xt is a minibatch gathered from the data, in the backend's memory.
+	xt   compute.Tensor
+	yb   []int32
+	rows []int
+	grad []float32
+	pe   []float32 // a chunk's clipped gradient sum (DP)
 	// bound holds each data matrix the workspace trained on, in the
 	// model's backend's memory: loaded once, kept while the workspace
 	// lives (the CPU's is the matrix itself).
@@ -180,12 +181,13 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			res.Examples = t.dpGradient(res.Grad)
 			return res, nil
 		}
-		k := t.nextBatch()
+		k := t.nextRows()
+		x := t.batch(t.rows[:k])
 		res.Grad = make([]float32, t.model.NumParams())
 		if req.Op == gossip.OpFactors {
-			res.Factors, res.Loss = t.model.GradientWithFactors(res.Grad, t.xb[:k*t.data.D], t.yb[:k], k, req.FactorLayers)
+			res.Factors, res.Loss = t.model.GradientWithFactorsOn(compute.Host(res.Grad), x, t.yb[:k], k, req.FactorLayers)
 		} else {
-			res.Loss = t.model.Gradient(res.Grad, t.xb[:k*t.data.D], t.yb[:k], k)
+			res.Loss = t.model.GradientOn(compute.Host(res.Grad), x, t.yb[:k], k)
 		}
 		res.Examples = k
 	default:
@@ -220,17 +222,20 @@ func (t *Trainer) nextRows() int {
 	return bs
 }
 
-// nextBatch is nextRows with the rows' features copied into xb.
-func (t *Trainer) nextBatch() int {
-	bs := t.nextRows()
-	d := t.data.D
-	if len(t.xb) < bs*d {
-		t.xb = make([]float32, bs*d)
+// batch gathers the listed rows of the data into the workspace's
+// minibatch tensor, where the backend computes (a device gathers from the
+// data it holds), and returns the gathered rows.
+func (t *Trainer) batch(rows []int) compute.Tensor {
+	d, be := t.data.D, t.model.Backend()
+	if n := max(len(rows), t.batchSize()) * d; t.xt.Len() < n {
+		if t.xt.Len() > 0 {
+			be.Free(t.xt)
+		}
+		t.xt = be.Alloc(n)
 	}
-	for r, i := range t.rows[:bs] {
-		copy(t.xb[r*d:(r+1)*d], t.data.X[i*d:(i+1)*d])
-	}
-	return bs
+	x := t.xt.Slice(0, len(rows)*d)
+	be.GatherRows(x, t.on(t.data.X), rows, d, d)
+	return x
 }
 
 // RunIn is Run computing in ws instead of the trainer's own workspace, so
@@ -273,10 +278,12 @@ func (t *Trainer) SamplingRate() float64 {
 func (t *Trainer) dpGradient(dst []float32) int {
 	bs := t.batchSize()
 	q := t.SamplingRate()
-	d, P := t.data.D, t.model.NumParams()
+	P := t.model.NumParams()
 	if len(t.yb) < bs {
-		t.xb = make([]float32, bs*d)
 		t.yb = make([]int32, bs)
+	}
+	if len(t.rows) < bs {
+		t.rows = make([]int, bs)
 	}
 	if len(t.pe) < P {
 		t.pe = make([]float32, P)
@@ -289,7 +296,7 @@ func (t *Trainer) dpGradient(dst []float32) int {
 		}
 		// One backward pass clips and sums the chunk's per-example
 		// gradients (model.ClippedGradientSum).
-		t.model.ClippedGradientSum(t.pe[:P], t.xb[:k*d], t.yb[:k], k, t.cfg.DP.Clip)
+		t.model.ClippedGradientSumOn(compute.Host(t.pe[:P]), t.batch(t.rows[:k]), t.yb[:k], k, t.cfg.DP.Clip)
 		for j, v := range t.pe[:P] {
 			dst[j] += v
 		}
@@ -300,7 +307,7 @@ func (t *Trainer) dpGradient(dst []float32) int {
 		if t.cfg.DPSource.Float64() >= q {
 			continue
 		}
-		copy(t.xb[k*d:(k+1)*d], t.data.X[i*d:(i+1)*d])
+		t.rows[k] = i
 		t.yb[k] = t.data.Y[i]
 		if k++; k == bs {
 			flush()

@@ -192,3 +192,8 @@ func (d *Device) ScaleRows(x compute.Tensor, m, n int, s []float32) {
 func (d *Device) Softmax(dst, logits compute.Tensor, m, n int) {
 	d.cpu.Softmax(d.at(dst), d.at(logits), m, n)
 }
+
+// GatherRows implements compute.Updates.
+func (d *Device) GatherRows(dst, src compute.Tensor, rows []int, cols, ld int) {
+	d.cpu.GatherRows(d.at(dst), d.at(src), rows, cols, ld)
+}

@@ -119,6 +119,23 @@ func updates(t T, be compute.Backend, rng *rand.Rand) {
 		}
 	}
 
+	// GatherRows: exact copies of the listed rows.
+	{
+		const ld, cols = 37, 30
+		src := randSlice(rng, 12*ld)
+		rows := []int{11, 0, 5, 5, 3}
+		got := make([]float32, len(rows)*cols)
+		be.GatherRows(compute.Host(got), compute.Host(src), rows, cols, ld)
+		for i, r := range rows {
+			for j := range cols {
+				if got[i*cols+j] != src[r*ld+j] {
+					t.Errorf("%s: GatherRows row %d (source %d) col %d = %v, want %v", name, i, r, j, got[i*cols+j], src[r*ld+j])
+					return
+				}
+			}
+		}
+	}
+
 	// Softmax, in place and not.
 	const m, c = 17, 10
 	logits := randSlice(rng, m*c)

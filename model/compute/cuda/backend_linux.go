@@ -173,8 +173,9 @@ func (b *Backend) grow(buf *devBuf, bytes uintptr) uint64 {
 }
 
 // ptr returns the device address of t's view. A host tensor goes to
-// scratch slot i, copied over when the kernel reads it; the returned
-// function copies it back when the kernel wrote it.
+// scratch slot i, copied over when the kernel reads or writes it (a
+// kernel may write part of it, and the rest must come back as it was);
+// the returned function copies it back when the kernel wrote it.
 func (b *Backend) ptr(t compute.Tensor, slot int, read, written bool) (uint64, func()) {
 	if t.Len() == 0 {
 		return 0, func() {}
@@ -186,7 +187,7 @@ func (b *Backend) ptr(t compute.Tensor, slot int, read, written bool) (uint64, f
 	x := t.HostSlice()
 	bytes := uintptr(4 * len(x))
 	p := b.grow(&b.host[slot], bytes)
-	if read {
+	if read || written {
 		b.must("cuMemcpyHtoD", b.a.htod(p, unsafe.Pointer(&x[0]), bytes))
 	}
 	if !written {

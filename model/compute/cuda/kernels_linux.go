@@ -115,16 +115,33 @@ func (b *Backend) Gemm(tA, tB bool, m, n, k int, alpha float32, a compute.Tensor
 // gatherRows copies the listed rows (cols values at stride ld) of src to
 // the gather buffer, packed.
 func (b *Backend) gatherRows(src uint64, rows []int, cols, ld int) uint64 {
+	g := b.grow(&b.gather, uintptr(4*len(rows)*cols))
+	b.gatherInto(g, src, rows, cols, ld)
+	return g
+}
+
+// gatherInto copies the listed rows of src to dst, packed.
+func (b *Backend) gatherInto(dst, src uint64, rows []int, cols, ld int) {
+	if len(rows) == 0 {
+		return
+	}
 	idx := make([]int32, len(rows))
 	for i, r := range rows {
 		idx[i] = int32(r)
 	}
 	ip := b.grow(&b.ints, uintptr(4*len(idx)))
 	b.must("cuMemcpyHtoD", b.a.htod(ip, unsafe.Pointer(&idx[0]), uintptr(4*len(idx))))
-	g := b.grow(&b.gather, uintptr(4*len(rows)*cols))
 	nr, c, l := int32(len(rows)), int32(cols), int32(ld)
-	b.launch("gather_rows", blocks(len(rows)*cols, threads), threads, p(&g), p(&src), p(&ip), p(&nr), p(&c), p(&l))
-	return g
+	b.launch("gather_rows", blocks(len(rows)*cols, threads), threads, p(&dst), p(&src), p(&ip), p(&nr), p(&c), p(&l))
+}
+
+// GatherRows implements compute.Updates.
+func (b *Backend) GatherRows(dst, src compute.Tensor, rows []int, cols, ld int) {
+	defer b.enter()()
+	pd, done := b.ptr(dst, 0, false, true)
+	ps, _ := b.ptr(src, 1, true, false)
+	b.gatherInto(pd, ps, rows, cols, ld)
+	done()
 }
 
 // GemmGatherA implements compute.Gatherer.
