@@ -65,6 +65,21 @@ __device__ double block_sum(double v, double *sh) {
     return r;
 }
 
+// row_max is the largest of the n values of z, found by the block.
+__device__ float row_max(const float *z, int n, float *sh) {
+    float mx = __int_as_float(0xff800000); // -inf
+    for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, z[j]);
+    return block_max(mx, sh);
+}
+
+// row_argmax is the index of the first largest of the n values of z.
+__device__ int row_argmax(const float *z, int n) {
+    int arg = 0;
+    for (int j = 1; j < n; j++)
+        if (z[j] > z[arg]) arg = j;
+    return arg;
+}
+
 // softmax_xent: one block per row. probs may alias logits; grad may be
 // null. out[0] accumulates the loss, count[0] the rows whose arg-max (the
 // first maximum) is the label.
@@ -75,20 +90,15 @@ extern "C" __global__ void softmax_xent(float *probs, float *grad, const float *
     int row = blockIdx.x;
     if (row >= m) return;
     const float *z = logits + (long)row * n;
-    float mx = __int_as_float(0xff800000); // -inf
-    for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, z[j]);
-    mx = block_max(mx, shf);
+    float mx = row_max(z, n, shf);
     double s = 0.0;
     for (int j = threadIdx.x; j < n; j += blockDim.x) s += exp((double)(z[j] - mx));
     s = block_sum(s, shd);
     int label = y[row];
     float zl = z[label];
     if (threadIdx.x == 0) {
-        int arg = 0;
-        for (int j = 1; j < n; j++)
-            if (z[j] > z[arg]) arg = j;
         atomicAdd(out, log(s) - (double)(zl - mx));
-        if (arg == label) atomicAdd(count, 1);
+        if (row_argmax(z, n) == label) atomicAdd(count, 1);
     }
     __syncthreads(); // every thread has read z before probs overwrites it
     float *p = probs + (long)row * n;
@@ -120,11 +130,8 @@ extern "C" __global__ void hinge_ovr(float *grad, const float *scores, const int
     }
     loss = block_sum(loss, shd);
     if (threadIdx.x == 0) {
-        int arg = 0;
-        for (int j = 1; j < n; j++)
-            if (s[j] > s[arg]) arg = j;
         atomicAdd(out, loss);
-        if (arg == label) atomicAdd(count, 1);
+        if (row_argmax(s, n) == label) atomicAdd(count, 1);
     }
 }
 
@@ -195,9 +202,7 @@ extern "C" __global__ void softmax(float *dst, const float *logits, int m, int n
     int row = blockIdx.x;
     if (row >= m) return;
     const float *z = logits + (long)row * n;
-    float mx = __int_as_float(0xff800000); // -inf
-    for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, z[j]);
-    mx = block_max(mx, shf);
+    float mx = row_max(z, n, shf);
     double s = 0.0;
     for (int j = threadIdx.x; j < n; j += blockDim.x) s += (double)(float)exp((double)(z[j] - mx));
     s = block_sum(s, shd);
