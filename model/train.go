@@ -164,7 +164,6 @@ func (t *Tally) Metrics(classes int) Metrics {
 // place, not copied; m's own parameters are untouched) on n examples and
 // adds the results to t.
 func (m *Model) TallyWith(t *Tally, params []float32, x []float32, y []int32, n int) {
-	m.check(x, y, n)
 	if len(params) != m.params.Len() {
 		panic(fmt.Sprintf("model: %d parameters, want %d", len(params), m.params.Len()))
 	}
@@ -179,9 +178,9 @@ func (m *Model) TallyWith(t *Tally, params []float32, x []float32, y []int32, n 
 	m.tally(t, x, y, n)
 }
 
-// tally measures the model's parameters on n examples and adds the
-// results to t; only the loss, the count and the predicted classes come
-// to the host.
+// tally measures the model's parameters on n examples (checked here, for
+// TallyWith and Evaluate) and adds the results to t; only the loss, the
+// count and the predicted classes come to the host.
 func (m *Model) tally(t *Tally, x []float32, y []int32, n int) {
 	m.check(x, y, n)
 	C := m.spec.Classes

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/cuda"
@@ -85,7 +86,17 @@ func Describe(be compute.Backend) Choice {
 // self-check; tests replace them.
 var (
 	probe    = cuda.Probe
-	openCUDA = func(i int) (compute.Backend, error) {
+	openCUDA = openCUDAOnce
+)
+
+// cudaOpened holds, per device index, the result of opening its backend:
+// a device is opened (its kernels compiled, its context made) once per
+// process, however many times Open is asked for it (a command checks its
+// --device flag, then opens it to train).
+var cudaOpened sync.Map // int → func() (compute.Backend, error)
+
+func openCUDAOnce(i int) (compute.Backend, error) {
+	f, _ := cudaOpened.LoadOrStore(i, sync.OnceValues(func() (compute.Backend, error) {
 		b, err := cuda.Open(i)
 		if err != nil {
 			return nil, err
@@ -94,8 +105,9 @@ var (
 			return nil, err
 		}
 		return b, nil
-	}
-)
+	}))
+	return f.(func() (compute.Backend, error))()
+}
 
 // Open returns the backend spec asks for, and the choice made. The CPU
 // backend is built with opts.

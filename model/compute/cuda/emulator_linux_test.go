@@ -7,12 +7,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,7 +93,7 @@ int main() {
         auto ptr = [&]() -> void * { unsigned i = rd<unsigned>(); unsigned long long off = rd<unsigned long long>(); return i == 0xffffffffu ? nullptr : bufs[i].data() + off; };
         (void)ptr;
 `)
-	for _, name := range sortedKeys(sigs) {
+	for _, name := range slices.Sorted(maps.Keys(sigs)) {
 		s := sigs[name]
 		fmt.Fprintf(&b, "        if (name == %q) {\n", name)
 		var call []string
@@ -116,21 +118,6 @@ int main() {
 }
 `)
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // emulator is the driver and cuBLAS a Backend under test calls: device

@@ -10,8 +10,8 @@ import (
 	"github.com/gossipd/gossipd/model/compute"
 )
 
-// p is unsafe.Pointer, for launch's argument lists.
-func p[T any](v *T) unsafe.Pointer { return unsafe.Pointer(v) }
+// arg is a pointer to a kernel argument, for launch's argument lists.
+func arg[T any](v *T) unsafe.Pointer { return unsafe.Pointer(v) }
 
 // Alloc implements compute.Memory.
 func (b *Backend) Alloc(n int) compute.Tensor {
@@ -132,7 +132,7 @@ func (b *Backend) gatherInto(dst, src uint64, rows []int, cols, ld int) {
 	ip := b.grow(&b.ints, uintptr(4*len(idx)))
 	b.must("cuMemcpyHtoD", b.a.htod(ip, unsafe.Pointer(&idx[0]), uintptr(4*len(idx))))
 	nr, c, l := int32(len(rows)), int32(cols), int32(ld)
-	b.launch("gather_rows", blocks(len(rows)*cols, threads), threads, p(&dst), p(&src), p(&ip), p(&nr), p(&c), p(&l))
+	b.launch("gather_rows", blocks(len(rows)*cols, threads), threads, arg(&dst), arg(&src), arg(&ip), arg(&nr), arg(&c), arg(&l))
 }
 
 // GatherRows implements compute.Updates.
@@ -179,7 +179,7 @@ func (b *Backend) BroadcastRows(dst compute.Tensor, m, n int, v compute.Tensor) 
 	pd, done := b.ptr(dst, 0, false, true)
 	pv, _ := b.ptr(v, 1, true, false)
 	mm, nn := int32(m), int32(n)
-	b.launch("broadcast_rows", blocks(m*n, threads), threads, p(&pd), p(&pv), p(&mm), p(&nn))
+	b.launch("broadcast_rows", blocks(m*n, threads), threads, arg(&pd), arg(&pv), arg(&mm), arg(&nn))
 	done()
 }
 
@@ -188,7 +188,7 @@ func (b *Backend) ReLU(x compute.Tensor) {
 	defer b.enter()()
 	px, done := b.ptr(x, 0, true, true)
 	n := int64(x.Len())
-	b.launch("relu", blocks(x.Len(), threads), threads, p(&px), p(&n))
+	b.launch("relu", blocks(x.Len(), threads), threads, arg(&px), arg(&n))
 	done()
 }
 
@@ -198,7 +198,7 @@ func (b *Backend) ReLUBackward(g, z compute.Tensor) {
 	pg, done := b.ptr(g, 0, true, true)
 	pz, _ := b.ptr(z, 1, true, false)
 	n := int64(g.Len())
-	b.launch("relu_backward", blocks(g.Len(), threads), threads, p(&pg), p(&pz), p(&n))
+	b.launch("relu_backward", blocks(g.Len(), threads), threads, arg(&pg), arg(&pz), arg(&n))
 	done()
 }
 
@@ -208,7 +208,7 @@ func (b *Backend) ColumnSums(dst, src compute.Tensor, m, n int) {
 	pd, done := b.ptr(dst, 0, false, true)
 	ps, _ := b.ptr(src, 1, true, false)
 	mm, nn := int32(m), int32(n)
-	b.launch("column_sums", blocks(n, threads), threads, p(&pd), p(&ps), p(&mm), p(&nn))
+	b.launch("column_sums", blocks(n, threads), threads, arg(&pd), arg(&ps), arg(&mm), arg(&nn))
 	done()
 }
 
@@ -248,7 +248,7 @@ func (b *Backend) SoftmaxCrossEntropy(probs, grad, logits compute.Tensor, y []in
 	yp := b.labels(y)
 	loss, count, read := b.scalars()
 	mm, nn := int32(m), int32(n)
-	b.launch("softmax_xent", m, rowThreads, p(&pp), p(&pg), p(&pl), p(&yp), p(&mm), p(&nn), p(&scale), p(&loss), p(&count))
+	b.launch("softmax_xent", m, rowThreads, arg(&pp), arg(&pg), arg(&pl), arg(&yp), arg(&mm), arg(&nn), arg(&scale), arg(&loss), arg(&count))
 	doneP()
 	doneG()
 	return read()
@@ -265,7 +265,7 @@ func (b *Backend) HingeOneVsRest(grad, scores compute.Tensor, y []int32, m, n in
 	yp := b.labels(y)
 	loss, count, read := b.scalars()
 	mm, nn := int32(m), int32(n)
-	b.launch("hinge_ovr", m, rowThreads, p(&pg), p(&ps), p(&yp), p(&mm), p(&nn), p(&scale), p(&loss), p(&count))
+	b.launch("hinge_ovr", m, rowThreads, arg(&pg), arg(&ps), arg(&yp), arg(&mm), arg(&nn), arg(&scale), arg(&loss), arg(&count))
 	doneG()
 	return read()
 }

@@ -14,7 +14,7 @@ func (b *Backend) Axpby(y compute.Tensor, a float32, x compute.Tensor, bb float3
 	py, done := b.ptr(y, 0, true, true)
 	px, _ := b.ptr(x, 1, true, false)
 	n := int64(y.Len())
-	b.launch("axpby", blocks(y.Len(), threads), threads, p(&py), p(&a), p(&px), p(&bb), p(&n))
+	b.launch("axpby", blocks(y.Len(), threads), threads, arg(&py), arg(&a), arg(&px), arg(&bb), arg(&n))
 	done()
 }
 
@@ -28,7 +28,7 @@ func (b *Backend) SGDUpdate(w, g, v compute.Tensor, lr, mu, wd float32, first bo
 	if first {
 		f = 1
 	}
-	b.launch("sgd_update", blocks(w.Len(), threads), threads, p(&pw), p(&pg), p(&pv), p(&lr), p(&mu), p(&wd), p(&f), p(&n))
+	b.launch("sgd_update", blocks(w.Len(), threads), threads, arg(&pw), arg(&pg), arg(&pv), arg(&lr), arg(&mu), arg(&wd), arg(&f), arg(&n))
 	doneW()
 	doneV()
 }
@@ -41,7 +41,7 @@ func (b *Backend) AdamUpdate(w, g, m, v compute.Tensor, step, b1, b2, sc2, eps, 
 	pm, doneM := b.ptr(m, 2, true, true)
 	pv, doneV := b.ptr(v, 3, true, true)
 	n := int64(w.Len())
-	b.launch("adam_update", blocks(w.Len(), threads), threads, p(&pw), p(&pg), p(&pm), p(&pv), p(&step), p(&b1), p(&b2), p(&sc2), p(&eps), p(&wd), p(&n))
+	b.launch("adam_update", blocks(w.Len(), threads), threads, arg(&pw), arg(&pg), arg(&pm), arg(&pv), arg(&step), arg(&b1), arg(&b2), arg(&sc2), arg(&eps), arg(&wd), arg(&n))
 	doneW()
 	doneM()
 	doneV()
@@ -56,7 +56,7 @@ func (b *Backend) SumSquares(x compute.Tensor) float64 {
 	px, _ := b.ptr(x, 0, true, false)
 	out, _, read := b.scalars()
 	n := int64(x.Len())
-	b.launch("sum_squares", min(blocks(x.Len(), rowThreads), 1024), rowThreads, p(&px), p(&n), p(&out))
+	b.launch("sum_squares", min(blocks(x.Len(), rowThreads), 1024), rowThreads, arg(&px), arg(&n), arg(&out))
 	s, _ := read()
 	return s
 }
@@ -70,7 +70,7 @@ func (b *Backend) RowSumSquares(dst []float64, x compute.Tensor, m, n int) {
 	px, _ := b.ptr(x, 0, true, false)
 	out := b.grow(&b.gather, uintptr(8*m))
 	mm, nn := int32(m), int32(n)
-	b.launch("row_sum_squares", m, rowThreads, p(&out), p(&px), p(&mm), p(&nn))
+	b.launch("row_sum_squares", m, rowThreads, arg(&out), arg(&px), arg(&mm), arg(&nn))
 	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&dst[:m][0]), out, uintptr(8*m)))
 }
 
@@ -83,7 +83,7 @@ func (b *Backend) ScaleRows(x compute.Tensor, m, n int, s []float32) {
 	px, done := b.ptr(x, 0, true, true)
 	ps, _ := b.ptr(compute.Host(s[:m]), 1, true, false)
 	mm, nn := int32(m), int32(n)
-	b.launch("scale_rows", blocks(m*n, threads), threads, p(&px), p(&ps), p(&mm), p(&nn))
+	b.launch("scale_rows", blocks(m*n, threads), threads, arg(&px), arg(&ps), arg(&mm), arg(&nn))
 	done()
 }
 
@@ -99,6 +99,6 @@ func (b *Backend) Softmax(dst, logits compute.Tensor, m, n int) {
 		pd, done = b.ptr(logits, 0, false, true) // in place on the host
 	}
 	mm, nn := int32(m), int32(n)
-	b.launch("softmax", m, rowThreads, p(&pd), p(&pl), p(&mm), p(&nn))
+	b.launch("softmax", m, rowThreads, arg(&pd), arg(&pl), arg(&mm), arg(&nn))
 	done()
 }
