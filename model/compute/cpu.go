@@ -174,7 +174,12 @@ func (c *CPU) ColumnSums(dt, st Tensor, m, n int) {
 // before exponentiating and computes the loss as logsumexp − z_y, so it
 // neither overflows nor takes the log of 0.
 func (c *CPU) SoftmaxCrossEntropy(pt, gt, lt Tensor, y []int32, m, n int, scale float32) (float64, int) {
-	probs, grad, logits := host(pt), host(gt), host(lt)
+	return c.softmaxXent(host(pt), host(gt), host(lt), y, m, n, scale, nil)
+}
+
+// softmaxXent is SoftmaxCrossEntropy on host memory; when rows is not nil
+// it also writes each row's loss to rows[i].
+func (c *CPU) softmaxXent(probs, grad, logits []float32, y []int32, m, n int, scale float32, rows []float64) (float64, int) {
 	// First pass, row by row (probs may alias logits): the arg-max, the
 	// label's shifted logit and the shifted logits z − max. Then e^· over
 	// the whole block at once, in the kernel set's vector exp, and a last
@@ -194,6 +199,9 @@ func (c *CPU) SoftmaxCrossEntropy(pt, gt, lt Tensor, y []int32, m, n int, scale 
 			correct++
 		}
 		loss -= float64(z[label] - mx)
+		if rows != nil {
+			rows[i] = -float64(z[label] - mx)
+		}
 		p := probs[i*n : i*n+n]
 		for j, v := range z {
 			p[j] = v - mx
@@ -207,6 +215,9 @@ func (c *CPU) SoftmaxCrossEntropy(pt, gt, lt Tensor, y []int32, m, n int, scale 
 			sum += e
 		}
 		loss += math.Log(float64(sum))
+		if rows != nil {
+			rows[i] += math.Log(float64(sum))
+		}
 		inv := 1 / sum
 		for j := range p {
 			p[j] *= inv
@@ -224,10 +235,18 @@ func (c *CPU) SoftmaxCrossEntropy(pt, gt, lt Tensor, y []int32, m, n int, scale 
 
 // HingeOneVsRest implements Backend.
 func (c *CPU) HingeOneVsRest(gt, st Tensor, y []int32, m, n int, scale float32) (float64, int) {
-	grad, scores := host(gt), host(st)
+	return hingeOVR(host(gt), host(st), y, m, n, scale, nil)
+}
+
+// hingeOVR is HingeOneVsRest on host memory; when rows is not nil it also
+// writes each row's loss to rows[i].
+func hingeOVR(grad, scores []float32, y []int32, m, n int, scale float32, rows []float64) (float64, int) {
 	var loss float64
 	correct := 0
 	for i := 0; i < m; i++ {
+		if rows != nil {
+			rows[i] = 0
+		}
 		s := scores[i*n : i*n+n]
 		label := int(y[i])
 		arg := 0
@@ -242,6 +261,9 @@ func (c *CPU) HingeOneVsRest(gt, st Tensor, y []int32, m, n int, scale float32) 
 			margin := t * v
 			if margin < 1 {
 				loss += float64(1 - margin)
+				if rows != nil {
+					rows[i] += float64(1 - margin)
+				}
 			}
 			if grad != nil {
 				g := float32(0)

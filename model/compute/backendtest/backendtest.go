@@ -16,6 +16,11 @@
 //     (plain, weight decay, momentum) and AdamUpdate after three steps:
 //     ≤ 1e-5 relative; SumSquares and RowSumSquares: ≤ 1e-6 relative;
 //     ScaleRows: exact; Softmax: ≤ 1e-6, and the same in place.
+//   - GemmStrided: each problem as GEMM; values between and beside the
+//     C_i untouched. The Rows losses: probabilities, gradients and
+//     correct rows equal to the summed kernels' on the same backend, each
+//     row's loss ≤ 1e-5 relative, and their sum within 1e-9 relative of
+//     the summed loss.
 //   - A training step (TrainSteps): parameters within 1e-4 relative to the
 //     largest parameter of the pure-Go CPU backend's after the same steps.
 package backendtest
@@ -106,6 +111,7 @@ func Kernels(t T, be compute.Backend) {
 	elementwise(t, be, rng)
 	losses(t, be, rng)
 	updates(t, be, rng)
+	batched(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

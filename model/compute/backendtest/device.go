@@ -197,3 +197,18 @@ func (d *Device) Softmax(dst, logits compute.Tensor, m, n int) {
 func (d *Device) GatherRows(dst, src compute.Tensor, rows []int, cols, ld int) {
 	d.cpu.GatherRows(d.at(dst), d.at(src), rows, cols, ld)
 }
+
+// GemmStrided implements compute.Batched.
+func (d *Device) GemmStrided(tA, tB bool, m, n, k int, alpha float32, a compute.Tensor, lda, strideA int, b compute.Tensor, ldb, strideB int, beta float32, c compute.Tensor, ldc, strideC int, count int) {
+	d.cpu.GemmStrided(tA, tB, m, n, k, alpha, d.at(a), lda, strideA, d.at(b), ldb, strideB, beta, d.at(c), ldc, strideC, count)
+}
+
+// SoftmaxCrossEntropyRows implements compute.Batched.
+func (d *Device) SoftmaxCrossEntropyRows(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32, loss []float64) int {
+	return d.cpu.SoftmaxCrossEntropyRows(d.at(probs), d.at(grad), d.at(logits), y, m, n, scale, loss)
+}
+
+// HingeOneVsRestRows implements compute.Batched.
+func (d *Device) HingeOneVsRestRows(grad, scores compute.Tensor, y []int32, m, n int, scale float32, loss []float64) int {
+	return d.cpu.HingeOneVsRestRows(d.at(grad), d.at(scores), y, m, n, scale, loss)
+}

@@ -45,6 +45,7 @@ type Backend struct {
 	gather devBuf
 	ints   devBuf
 	sums   devBuf
+	rows   devBuf // row losses
 	libs   string
 }
 

@@ -355,5 +355,13 @@ func (e *emulator) blas() *cublas {
 		}
 		return 0
 	}
+	c.sgemmStrided = func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta *float32, cc uint64, ldc int32, sc int64, count int32) int32 {
+		for i := range uint64(count) {
+			if r := c.sgemm(h, ta, tb, m, n, k, alpha, a+4*i*uint64(sa), lda, b+4*i*uint64(sb), ldb, beta, cc+4*i*uint64(sc), ldc); r != 0 {
+				return r
+			}
+		}
+		return 0
+	}
 	return c
 }

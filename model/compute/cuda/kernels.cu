@@ -82,9 +82,9 @@ __device__ int row_argmax(const float *z, int n) {
 
 // softmax_xent: one block per row. probs may alias logits; grad may be
 // null. out[0] accumulates the loss, count[0] the rows whose arg-max (the
-// first maximum) is the label.
+// first maximum) is the label; rows, when not null, gets each row's loss.
 extern "C" __global__ void softmax_xent(float *probs, float *grad, const float *logits, const int *y, int m, int n,
-                                        float scale, double *out, int *count) {
+                                        float scale, double *out, int *count, double *rows) {
     __shared__ float shf[ROW_THREADS];
     __shared__ double shd[ROW_THREADS];
     int row = blockIdx.x;
@@ -97,7 +97,9 @@ extern "C" __global__ void softmax_xent(float *probs, float *grad, const float *
     int label = y[row];
     float zl = z[label];
     if (threadIdx.x == 0) {
-        atomicAdd(out, log(s) - (double)(zl - mx));
+        double l = log(s) - (double)(zl - mx);
+        atomicAdd(out, l);
+        if (rows) rows[row] = l;
         if (row_argmax(z, n) == label) atomicAdd(count, 1);
     }
     __syncthreads(); // every thread has read z before probs overwrites it
@@ -112,7 +114,7 @@ extern "C" __global__ void softmax_xent(float *probs, float *grad, const float *
 
 // hinge_ovr: one block per row, as softmax_xent; grad may be null.
 extern "C" __global__ void hinge_ovr(float *grad, const float *scores, const int *y, int m, int n, float scale,
-                                     double *out, int *count) {
+                                     double *out, int *count, double *rows) {
     __shared__ double shd[ROW_THREADS];
     int row = blockIdx.x;
     if (row >= m) return;
@@ -131,6 +133,7 @@ extern "C" __global__ void hinge_ovr(float *grad, const float *scores, const int
     loss = block_sum(loss, shd);
     if (threadIdx.x == 0) {
         atomicAdd(out, loss);
+        if (rows) rows[row] = loss;
         if (row_argmax(s, n) == label) atomicAdd(count, 1);
     }
 }

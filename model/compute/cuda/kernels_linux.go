@@ -84,16 +84,18 @@ func (b *Backend) Free(t compute.Tensor) {
 	b.must("cuMemFree", b.a.free(uint64(addr)))
 }
 
+// op is cuBLAS's operation for a transpose flag.
+func op(t bool) int32 {
+	if t {
+		return 1 // CUBLAS_OP_T
+	}
+	return 0
+}
+
 // gemm is Gemm on device addresses.
 func (b *Backend) gemm(tA, tB bool, m, n, k int, alpha float32, a uint64, lda int, bb uint64, ldb int, beta float32, c uint64, ldc int) {
 	if m == 0 || n == 0 {
 		return
-	}
-	op := func(t bool) int32 {
-		if t {
-			return 1 // CUBLAS_OP_T
-		}
-		return 0
 	}
 	// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the
 	// same memory, the operands swapped.
@@ -233,6 +235,12 @@ func (b *Backend) scalars() (loss, count uint64, read func() (float64, int)) {
 
 // SoftmaxCrossEntropy implements compute.Backend.
 func (b *Backend) SoftmaxCrossEntropy(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	return b.softmaxXent(probs, grad, logits, y, m, n, scale, nil)
+}
+
+// softmaxXent runs softmax_xent; with rows, each row's loss comes back
+// there too.
+func (b *Backend) softmaxXent(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32, rows []float64) (float64, int) {
 	if m == 0 {
 		return 0, 0
 	}
@@ -247,15 +255,23 @@ func (b *Backend) SoftmaxCrossEntropy(probs, grad, logits compute.Tensor, y []in
 	pg, doneG := b.ptr(grad, 2, false, true)
 	yp := b.labels(y)
 	loss, count, read := b.scalars()
+	pr, readRows := b.rowLosses(rows, m)
 	mm, nn := int32(m), int32(n)
-	b.launch("softmax_xent", m, rowThreads, arg(&pp), arg(&pg), arg(&pl), arg(&yp), arg(&mm), arg(&nn), arg(&scale), arg(&loss), arg(&count))
+	b.launch("softmax_xent", m, rowThreads, arg(&pp), arg(&pg), arg(&pl), arg(&yp), arg(&mm), arg(&nn), arg(&scale), arg(&loss), arg(&count), arg(&pr))
 	doneP()
 	doneG()
+	readRows()
 	return read()
 }
 
 // HingeOneVsRest implements compute.Backend.
 func (b *Backend) HingeOneVsRest(grad, scores compute.Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	return b.hingeOVR(grad, scores, y, m, n, scale, nil)
+}
+
+// hingeOVR runs hinge_ovr; with rows, each row's loss comes back there
+// too.
+func (b *Backend) hingeOVR(grad, scores compute.Tensor, y []int32, m, n int, scale float32, rows []float64) (float64, int) {
 	if m == 0 {
 		return 0, 0
 	}
@@ -264,8 +280,21 @@ func (b *Backend) HingeOneVsRest(grad, scores compute.Tensor, y []int32, m, n in
 	pg, doneG := b.ptr(grad, 1, false, true)
 	yp := b.labels(y)
 	loss, count, read := b.scalars()
+	pr, readRows := b.rowLosses(rows, m)
 	mm, nn := int32(m), int32(n)
-	b.launch("hinge_ovr", m, rowThreads, arg(&pg), arg(&ps), arg(&yp), arg(&mm), arg(&nn), arg(&scale), arg(&loss), arg(&count))
+	b.launch("hinge_ovr", m, rowThreads, arg(&pg), arg(&ps), arg(&yp), arg(&mm), arg(&nn), arg(&scale), arg(&loss), arg(&count), arg(&pr))
 	doneG()
+	readRows()
 	return read()
+}
+
+// rowLosses returns the device buffer the loss kernels write m row
+// losses to (0, none, when rows is nil) and a function that copies them
+// to rows.
+func (b *Backend) rowLosses(rows []float64, m int) (uint64, func()) {
+	if rows == nil {
+		return 0, func() {}
+	}
+	p := b.grow(&b.rows, uintptr(8*m))
+	return p, func() { b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&rows[:m][0]), p, uintptr(8*m))) }
 }

@@ -156,6 +156,9 @@ type cublas struct {
 	create  func(h *uintptr) int32
 	destroy func(h uintptr) int32
 	sgemm   func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, b uint64, ldb int32, beta *float32, c uint64, ldc int32) int32
+	// sgemmStrided is cublasSgemmStridedBatched: count GEMMs, operand i
+	// at i·stride elements from each base.
+	sgemmStrided func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta *float32, c uint64, ldc int32, sc int64, count int32) int32
 }
 
 func loadCuBLAS() (*cublas, string, error) {
@@ -164,7 +167,8 @@ func loadCuBLAS() (*cublas, string, error) {
 		return nil, "", err
 	}
 	var c cublas
-	return &c, where, bind(h, where, map[string]any{"cublasCreate_v2": &c.create, "cublasDestroy_v2": &c.destroy, "cublasSgemm_v2": &c.sgemm})
+	return &c, where, bind(h, where, map[string]any{"cublasCreate_v2": &c.create, "cublasDestroy_v2": &c.destroy, "cublasSgemm_v2": &c.sgemm,
+		"cublasSgemmStridedBatched": &c.sgemmStrided})
 }
 
 // api is the part of the driver API the compute backend calls.

@@ -1,0 +1,108 @@
+package compute
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Batched is the part of a Backend that computes many problems of one
+// shape in one call: the models of many peers, stacked in one tensor and
+// trained side by side (model.Stack), so that a simulator's peers due at
+// once make a few large kernel calls instead of many small ones (on a GPU,
+// cuBLAS's strided-batched GEMM and one launch per kernel for every peer).
+type Batched interface {
+	// GemmStrided computes C_i = alpha·op(A_i)·op(B_i) + beta·C_i for
+	// i < count, each as Gemm would, where X_i is the matrix at offset
+	// i·strideX of X. A stride of 0 uses one A (or B) for every i; the
+	// C_i must not overlap.
+	GemmStrided(transA, transB bool, m, n, k int, alpha float32, a Tensor, lda, strideA int, b Tensor, ldb, strideB int, beta float32, c Tensor, ldc, strideC int, count int)
+	// SoftmaxCrossEntropyRows is SoftmaxCrossEntropy that writes each
+	// row's loss to loss[i] (len ≥ m) instead of summing them; it returns
+	// the number of correct rows.
+	SoftmaxCrossEntropyRows(probs, grad, logits Tensor, y []int32, m, n int, scale float32, loss []float64) int
+	// HingeOneVsRestRows is HingeOneVsRest with each row's loss in
+	// loss[i].
+	HingeOneVsRestRows(grad, scores Tensor, y []int32, m, n int, scale float32, loss []float64) int
+}
+
+// CheckStrided panics unless count, the strides and the C_i of a
+// GemmStrided call are sound: every matrix lies inside its tensor and the
+// C_i do not overlap (count > 1 needs strideC ≥ (m−1)·ldc + n).
+func CheckStrided(m, n, k int, transA, transB bool, a Tensor, lda, strideA int, b Tensor, ldb, strideB int, c Tensor, ldc, strideC int, count int) {
+	if count < 0 || strideA < 0 || strideB < 0 || strideC < 0 {
+		panic(fmt.Sprintf("compute: GemmStrided: count %d, strides %d, %d, %d", count, strideA, strideB, strideC))
+	}
+	if count == 0 || m == 0 || n == 0 {
+		return
+	}
+	if count > 1 && strideC < (m-1)*ldc+n {
+		panic(fmt.Sprintf("compute: GemmStrided: C stride %d < %d: the %d C matrices (%d×%d, ldc %d) overlap", strideC, (m-1)*ldc+n, count, m, n, ldc))
+	}
+	span := func(name string, t Tensor, rows, cols, ld, stride int) {
+		if rows == 0 || cols == 0 {
+			return
+		}
+		if need := (count-1)*stride + (rows-1)*ld + cols; need > t.Len() || ld < cols {
+			panic(fmt.Sprintf("compute: GemmStrided: %s of %d values for %d matrices %d×%d (ld %d, stride %d)", name, t.Len(), count, rows, cols, ld, stride))
+		}
+	}
+	ra, ca := m, k
+	if transA {
+		ra, ca = k, m
+	}
+	rb, cb := k, n
+	if transB {
+		rb, cb = n, k
+	}
+	span("A", a, ra, ca, lda, strideA)
+	span("B", b, rb, cb, ldb, strideB)
+	span("C", c, m, n, ldc, strideC)
+}
+
+// GemmStrided implements Batched: Gemm on each problem, the problems
+// split among the backend's threads (one writer per C_i, so the result
+// does not depend on the thread count).
+func (c *CPU) GemmStrided(transA, transB bool, m, n, k int, alpha float32, at Tensor, lda, strideA int, bt Tensor, ldb, strideB int, beta float32, ct Tensor, ldc, strideC int, count int) {
+	CheckStrided(m, n, k, transA, transB, at, lda, strideA, bt, ldb, strideB, ct, ldc, strideC, count)
+	if count == 0 || m == 0 || n == 0 {
+		return
+	}
+	a, b, cc := host(at), host(bt), host(ct)
+	one := func(i int) {
+		gemm(c.ks, 1, c.path, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, cc[i*strideC:], ldc)
+	}
+	t := min(c.threads, count)
+	if t <= 1 || count*m*n*k < gemmMinParallel {
+		for i := range count {
+			one(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range t {
+		wg.Go(func() {
+			for i := w * count / t; i < (w+1)*count/t; i++ {
+				one(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// SoftmaxCrossEntropyRows implements Batched.
+func (c *CPU) SoftmaxCrossEntropyRows(pt, gt, lt Tensor, y []int32, m, n int, scale float32, loss []float64) int {
+	if len(loss) < m {
+		panic(fmt.Sprintf("compute: SoftmaxCrossEntropyRows of %d rows into %d losses", m, len(loss)))
+	}
+	_, correct := c.softmaxXent(host(pt), host(gt), host(lt), y, m, n, scale, loss)
+	return correct
+}
+
+// HingeOneVsRestRows implements Batched.
+func (c *CPU) HingeOneVsRestRows(gt, st Tensor, y []int32, m, n int, scale float32, loss []float64) int {
+	if len(loss) < m {
+		panic(fmt.Sprintf("compute: HingeOneVsRestRows of %d rows into %d losses", m, len(loss)))
+	}
+	_, correct := hingeOVR(host(gt), host(st), y, m, n, scale, loss)
+	return correct
+}

@@ -1,0 +1,46 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// GemmStrided implements compute.Batched with one
+// cublasSgemmStridedBatched call: row-major problems as column-major
+// transposes, the operands swapped (as gemm does).
+func (b *Backend) GemmStrided(tA, tB bool, m, n, k int, alpha float32, a compute.Tensor, lda, strideA int, bt compute.Tensor, ldb, strideB int, beta float32, c compute.Tensor, ldc, strideC int, count int) {
+	compute.CheckStrided(m, n, k, tA, tB, a, lda, strideA, bt, ldb, strideB, c, ldc, strideC, count)
+	if count == 0 || m == 0 || n == 0 {
+		return
+	}
+	defer b.enter()()
+	pa, _ := b.ptr(a, 0, true, false)
+	pb, _ := b.ptr(bt, 1, true, false)
+	pc, done := b.ptr(c, 2, true, true)
+	if r := b.blas.sgemmStrided(b.bh, op(tB), op(tA), int32(n), int32(m), int32(k), &alpha, pb, int32(ldb), int64(strideB),
+		pa, int32(lda), int64(strideA), &beta, pc, int32(ldc), int64(strideC), int32(count)); r != 0 {
+		panic(fmt.Sprintf("cuda: cublasSgemmStridedBatched %d × %d×%d×%d: status %d (on %s)", count, m, n, k, r, b.dev))
+	}
+	done()
+}
+
+// SoftmaxCrossEntropyRows implements compute.Batched.
+func (b *Backend) SoftmaxCrossEntropyRows(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32, loss []float64) int {
+	if len(loss) < m {
+		panic(fmt.Sprintf("cuda: SoftmaxCrossEntropyRows of %d rows into %d losses", m, len(loss)))
+	}
+	_, correct := b.softmaxXent(probs, grad, logits, y, m, n, scale, loss)
+	return correct
+}
+
+// HingeOneVsRestRows implements compute.Batched.
+func (b *Backend) HingeOneVsRestRows(grad, scores compute.Tensor, y []int32, m, n int, scale float32, loss []float64) int {
+	if len(loss) < m {
+		panic(fmt.Sprintf("cuda: HingeOneVsRestRows of %d rows into %d losses", m, len(loss)))
+	}
+	_, correct := b.hingeOVR(grad, scores, y, m, n, scale, loss)
+	return correct
+}
