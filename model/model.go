@@ -116,10 +116,7 @@ func New(spec Spec, opts ...Option) (*Model, error) {
 	layout, _ := LayoutOf(spec)
 	m := &Model{spec: spec, backend: o.backend, layout: *layout}
 	m.spec.Hidden = append([]int(nil), spec.Hidden...)
-	for l := 0; l < len(layout.Tensors); l += 2 {
-		w, b := layout.Tensors[l], layout.Tensors[l+1]
-		m.layers = append(m.layers, layer{in: w.Shape[1], out: w.Shape[0], wOff: w.Offset, bOff: b.Offset, wName: w.Name})
-	}
+	m.layers = layersOf(layout)
 	init := make([]float32, m.layout.Size)
 	if spec.Kind != SVM {
 		rng := rand.New(rand.NewPCG(o.seed, 0x6d6f64656c))
@@ -132,6 +129,16 @@ func New(spec Spec, opts ...Option) (*Model, error) {
 	}
 	m.params = m.backend.Load(init)
 	return m, nil
+}
+
+// layersOf lists the layers of a layout (weight and bias, in turn).
+func layersOf(layout *Layout) []layer {
+	var out []layer
+	for l := 0; l < len(layout.Tensors); l += 2 {
+		w, b := layout.Tensors[l], layout.Tensors[l+1]
+		out = append(out, layer{in: w.Shape[1], out: w.Shape[0], wOff: w.Offset, bOff: b.Offset, wName: w.Name})
+	}
+	return out
 }
 
 // Spec returns the model's spec.

@@ -86,3 +86,102 @@ func TrainSteps(t T, be compute.Backend) {
 		}
 	}
 }
+
+// StackSteps trains five models of every kind side by side in a
+// model.Stack on be (with room for eight) for three steps, each model on
+// its own rows at its own learning rate (Pegasos' 1/(λ·t) for the SVM,
+// from different ages), and each alone with Model.SGDStepRows on the
+// pure-Go CPU backend. It wants the same parameters within 1e-4 of the
+// reference's largest, each step's losses within 1e-5 relative, and the
+// slots past the five untouched.
+func StackSteps(t T, be compute.Backend) {
+	t.Helper()
+	ref := compute.NewCPU(compute.WithPureGo(), compute.WithThreads(1))
+	const d, classes, n, batch, k, slots = 784, 10, 96, 6, 5, 8
+	rng := rand.New(rand.NewPCG(23, 24))
+	x := randSlice(rng, n*d)
+	y := make([]int32, n)
+	for i := range y {
+		y[i] = int32(rng.IntN(classes))
+	}
+	specs := []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
+		{Kind: model.MLP, Inputs: d, Hidden: []int{32}, Classes: classes}}
+	for _, spec := range specs {
+		models := make([]*model.Model, k)
+		start := make([][]float32, k)
+		for i := range models {
+			m, err := model.New(spec, model.WithSeed(uint64(40+i)), model.WithBackend(ref))
+			if err != nil {
+				t.Errorf("%v: %v", spec, err)
+				return
+			}
+			if spec.Kind == model.SVM { // not at zero, so that the shrinkage counts
+				p := randSlice(rng, m.NumParams())
+				if err := m.SetParams(p); err != nil {
+					t.Errorf("%v: %v", spec, err)
+					return
+				}
+			}
+			models[i], start[i] = m, m.CopyParams()
+		}
+		st, err := model.NewStack(spec, slots, model.WithBackend(be))
+		if err != nil {
+			t.Errorf("%v: %v", spec, err)
+			return
+		}
+		if err := st.Load(start); err != nil {
+			t.Errorf("%v: %v", spec, err)
+			return
+		}
+		xt := be.Load(x)
+		rows, labels := make([]int, k*batch), make([]int32, k*batch)
+		lr, loss := make([]float32, k), make([]float64, k)
+		for step := range 3 {
+			for i := range rows {
+				rows[i] = rng.IntN(n)
+				labels[i] = y[rows[i]]
+			}
+			for i := range lr {
+				lr[i] = float32(0.05 * float64(i+1))
+				if spec.Kind == model.SVM {
+					lr[i] = float32(1 / (spec.Lambda * float64(10*i+step+1)))
+				}
+			}
+			st.StepRows(xt, rows, labels, batch, lr, loss)
+			for i, m := range models {
+				want := m.SGDStepRows(x, rows[i*batch:(i+1)*batch], labels[i*batch:(i+1)*batch], lr[i])
+				if math.Abs(loss[i]-want) > 1e-5*max(1, math.Abs(want)) {
+					t.Errorf("%s: stacked %v, step %d: model %d loss %v, alone on pure Go %v", be.Name(), spec, step, i, loss[i], want)
+				}
+			}
+		}
+		got := make([][]float32, slots)
+		for i := range got {
+			got[i] = make([]float32, st.NumParams())
+		}
+		st.Store(got)
+		for i, m := range models {
+			want := m.CopyParams()
+			var big float64
+			for _, w := range want {
+				big = max(big, math.Abs(float64(w)))
+			}
+			for j := range want {
+				if math.Abs(float64(got[i][j]-want[j])) > 1e-4*max(big, 1e-3) {
+					t.Errorf("%s: stacked %v: model %d parameter %d = %v, alone on pure Go %v", be.Name(), spec, i, j, got[i][j], want[j])
+					break
+				}
+			}
+		}
+		for i := k; i < slots; i++ {
+			for j, v := range got[i] {
+				if v != 0 {
+					t.Errorf("%s: stacked %v: slot %d (unused) parameter %d = %v, want 0", be.Name(), spec, i, j, v)
+					break
+				}
+			}
+		}
+		be.Free(xt)
+		st.Close()
+	}
+}

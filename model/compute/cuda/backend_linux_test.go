@@ -82,20 +82,23 @@ func emulatedBackend(t *testing.T) *Backend {
 
 // TestEmulatedKernels runs the checks a GPU is to pass on the backend's
 // Go code and kernels.cu, both emulated on the CPU: every kernel (through
-// host and device tensors), and the training steps of every model and
-// optimizer against the pure-Go CPU backend.
+// host and device tensors), the training steps of every model and
+// optimizer against the pure-Go CPU backend, and models stacked side by
+// side against each alone.
 func TestEmulatedKernels(t *testing.T) {
 	b := emulatedBackend(t)
 	backendtest.Kernels(t, b)
 	backendtest.TrainSteps(t, b)
+	backendtest.StackSteps(t, b)
 	if err := b.SelfCheck(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // TestCUDAConformance runs the checks on the real GPU, where there is one:
-// every kernel, and the training steps of every model and optimizer
-// against the pure-Go CPU backend. Where the driver, NVRTC or cuBLAS is
+// every kernel, the training steps of every model and optimizer against
+// the pure-Go CPU backend, and stacked models (model.Stack) against each
+// alone. Where the driver, NVRTC or cuBLAS is
 // missing, or the driver sees no device, it says so and checks nothing
 // (TestEmulatedKernels checks the same code without a GPU).
 func TestCUDAConformance(t *testing.T) {
@@ -113,4 +116,5 @@ func TestCUDAConformance(t *testing.T) {
 	}
 	backendtest.Kernels(t, b)
 	backendtest.TrainSteps(t, b)
+	backendtest.StackSteps(t, b)
 }

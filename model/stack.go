@@ -1,0 +1,265 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// Stack holds up to Cap models of one spec, their parameter vectors
+// stacked in one tensor of its backend (model i's at i·NumParams), and
+// trains them side by side: StepRows takes one plain SGD step of each of
+// the first k models on its own minibatch, the step Model.SGDStepRows
+// takes of one model, in a few kernel calls for all k of them
+// (compute.Batched: strided-batched GEMMs, one loss kernel over every
+// row). A simulator trains the peers due at once this way, thousands in
+// one call on a GPU.
+//
+// A Stack is not safe for concurrent use. Its results agree with
+// SGDStepRows up to rounding (the bias is applied and summed by GEMMs,
+// the learning rate scales the errors); on a backend whose batched
+// kernels compute each problem alone (the CPU's), a model's step does not
+// depend on k, on its slot or on the other models in the call.
+type Stack struct {
+	spec   Spec
+	layers []layer
+	size   int // parameters per model
+	be     compute.Backend
+	cap    int
+	params compute.Tensor
+	stage  []float32 // host staging of Load and Store
+
+	// The workspace, for cap models of batch rows each: every layer's
+	// pre-activations, activations and errors, the gathered minibatches
+	// and a column of ones (bias broadcast and sums).
+	batch     int
+	z, a, dz  []compute.Tensor
+	xg, ones  compute.Tensor
+	rowLoss   []float64
+	sq        []float64
+	rowScales []float32
+}
+
+// NewStack returns a stack of capacity models of spec, computing on the
+// backend WithBackend names (default compute.NewCPU()); their parameters
+// start at zero (Load sets them).
+func NewStack(spec Spec, capacity int, opts ...Option) (*Stack, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if capacity <= 0 {
+		return nil, fmt.Errorf("%w: a stack of %d models", ErrSpec, capacity)
+	}
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.backend == nil {
+		o.backend = compute.NewCPU()
+	}
+	layout, _ := LayoutOf(spec)
+	s := &Stack{spec: spec, layers: layersOf(layout), size: layout.Size, be: o.backend, cap: capacity}
+	s.spec.Hidden = append([]int(nil), spec.Hidden...)
+	s.params = s.be.Alloc(capacity * s.size)
+	return s, nil
+}
+
+// Cap is how many models the stack holds; NumParams each one's size.
+func (s *Stack) Cap() int       { return s.cap }
+func (s *Stack) NumParams() int { return s.size }
+
+// Spec returns the models' spec.
+func (s *Stack) Spec() Spec { return s.spec }
+
+// Backend returns the backend the stack computes on.
+func (s *Stack) Backend() compute.Backend { return s.be }
+
+// Load sets models 0 to len(params)−1 to params (each NumParams values),
+// in one copy to the backend.
+func (s *Stack) Load(params [][]float32) error {
+	k := len(params)
+	if k > s.cap {
+		return fmt.Errorf("model: %d models for a stack of %d", k, s.cap)
+	}
+	if k == 0 {
+		return nil
+	}
+	s.grownStage(k)
+	for i, p := range params {
+		if len(p) != s.size {
+			return fmt.Errorf("model: parameter vector %d has %d values, want %d", i, len(p), s.size)
+		}
+		copy(s.stage[i*s.size:], p)
+	}
+	s.be.Copy(s.params.Slice(0, k*s.size), compute.Host(s.stage[:k*s.size]))
+	return nil
+}
+
+// Store copies models 0 to len(dst)−1 into dst (each NumParams values),
+// in one copy from the backend.
+func (s *Stack) Store(dst [][]float32) {
+	k := len(dst)
+	if k > s.cap {
+		panic(fmt.Sprintf("model: Store of %d models from a stack of %d", k, s.cap))
+	}
+	if k == 0 {
+		return
+	}
+	s.grownStage(k)
+	s.be.Store(s.stage[:k*s.size], s.params.Slice(0, k*s.size))
+	for i, d := range dst {
+		copy(d[:s.size], s.stage[i*s.size:(i+1)*s.size])
+	}
+}
+
+func (s *Stack) grownStage(k int) {
+	if len(s.stage) < k*s.size {
+		s.stage = make([]float32, k*s.size)
+	}
+}
+
+// Close gives the stack's memory back to its backend.
+func (s *Stack) Close() {
+	s.freeWorkspace()
+	if s.params.Len() > 0 {
+		s.be.Free(s.params)
+		s.params = compute.Tensor{}
+	}
+}
+
+// StepRows takes one plain SGD step of each of models 0 to len(lr)−1:
+// model i on the batch rows of x (a matrix of Inputs columns, in the
+// backend's memory) that rows[i·batch:(i+1)·batch] lists, with labels
+// y[i·batch:(i+1)·batch], at learning rate lr[i]. It writes each model's
+// loss before the step, as SGDStepRows returns it, to loss[i].
+func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr []float32, loss []float64) {
+	k, d := len(lr), s.spec.Inputs
+	n := k * batch
+	if k > s.cap || batch <= 0 || len(rows) < n || len(y) < n || len(loss) < k {
+		panic(fmt.Sprintf("model: StepRows of %d models (stack of %d) × %d rows with %d rows, %d labels, %d losses", k, s.cap, batch, len(rows), len(y), len(loss)))
+	}
+	for i, r := range rows[:n] {
+		if r < 0 || (r+1)*d > x.Len() {
+			panic(fmt.Sprintf("model: StepRows row %d outside x of %d values", r, x.Len()))
+		}
+		if y[i] < 0 || int(y[i]) >= s.spec.Classes {
+			panic(fmt.Sprintf("model: label %d out of range [0,%d)", y[i], s.spec.Classes))
+		}
+	}
+	if k == 0 {
+		return
+	}
+	s.grow(batch)
+	be, P, L := s.be, s.size, len(s.layers)
+	xg := s.xg.Slice(0, n*d)
+	be.GatherRows(xg, x, rows[:n], d, d)
+	input := func(l int) compute.Tensor {
+		if l == 0 {
+			return xg
+		}
+		return s.a[l-1].Slice(0, n*s.layers[l-1].out)
+	}
+	ones := s.ones.Slice(0, batch)
+	w := func(ly layer) compute.Tensor { return s.params.Slice(ly.wOff, k*P) }
+	b := func(ly layer) compute.Tensor { return s.params.Slice(ly.bOff, k*P) }
+
+	// Forward: z_i = 1·b_iᵀ + X_i·W_iᵀ, then ReLU for hidden layers.
+	for l, ly := range s.layers {
+		z := s.z[l].Slice(0, n*ly.out)
+		be.GemmStrided(false, false, batch, ly.out, 1, 1, ones, 1, 0, b(ly), ly.out, P, 0, z, ly.out, batch*ly.out, k)
+		be.GemmStrided(false, true, batch, ly.out, ly.in, 1, input(l), ly.in, batch*ly.in, w(ly), ly.in, P, 1, z, ly.out, batch*ly.out, k)
+		if l < L-1 {
+			a := s.a[l].Slice(0, n*ly.out)
+			be.Copy(a, z)
+			be.ReLU(a)
+		}
+	}
+	// The loss of every row at once, its errors scaled by 1/batch.
+	last := s.layers[L-1]
+	logits, dzL := s.z[L-1].Slice(0, n*last.out), s.dz[L-1].Slice(0, n*last.out)
+	if s.spec.Kind == SVM {
+		be.HingeOneVsRestRows(dzL, logits, y[:n], n, last.out, 1/float32(batch), s.rowLoss[:n])
+	} else {
+		be.SoftmaxCrossEntropyRows(logits, dzL, logits, y[:n], n, last.out, 1/float32(batch), s.rowLoss[:n])
+	}
+	for l := L - 1; l > 0; l-- {
+		ly, prev := s.layers[l], s.layers[l-1]
+		dprev := s.dz[l-1].Slice(0, n*prev.out)
+		be.GemmStrided(false, false, batch, prev.out, ly.out, 1, s.dz[l], ly.out, batch*ly.out, w(ly), ly.in, P, 0, dprev, prev.out, batch*prev.out, k)
+		be.ReLUBackward(dprev, s.z[l-1].Slice(0, n*prev.out))
+	}
+	for i := range k {
+		var sum float64
+		for _, v := range s.rowLoss[i*batch : (i+1)*batch] {
+			sum += v
+		}
+		loss[i] = sum / float64(batch)
+	}
+	if s.spec.Kind == SVM {
+		be.RowSumSquares(s.sq[:k], s.params, k, P)
+		for i := range k {
+			loss[i] += s.spec.Lambda / 2 * s.sq[i]
+		}
+	}
+
+	// The update, w ← (1 − lr·λ)·w − lr·∇ (λ = 0 but for the SVM): each
+	// model's rows of errors scaled by its own −lr, then summed into its
+	// weights and biases by GEMMs. Always so, whatever the rates, so that
+	// a model's step does not depend on the others in the call.
+	if s.spec.Kind == SVM {
+		for i, v := range lr {
+			s.rowScales[i] = 1 - v*float32(s.spec.Lambda)
+		}
+		be.ScaleRows(s.params, k, P, s.rowScales[:k])
+	}
+	for i := range n {
+		s.rowScales[i] = -lr[i/batch]
+	}
+	for l, ly := range s.layers {
+		dz := s.dz[l].Slice(0, n*ly.out)
+		be.ScaleRows(dz, n, ly.out, s.rowScales[:n])
+		be.GemmStrided(true, false, ly.out, ly.in, batch, 1, dz, ly.out, batch*ly.out, input(l), ly.in, batch*ly.in, 1, w(ly), ly.in, P, k)
+		be.GemmStrided(true, false, 1, ly.out, batch, 1, ones, 1, 0, dz, ly.out, batch*ly.out, 1, b(ly), ly.out, P, k)
+	}
+}
+
+// grow makes the workspace hold cap models of batch rows.
+func (s *Stack) grow(batch int) {
+	if batch <= s.batch {
+		return
+	}
+	s.freeWorkspace()
+	be, L, n := s.be, len(s.layers), s.cap*batch
+	s.batch = batch
+	s.z, s.a, s.dz = make([]compute.Tensor, L), make([]compute.Tensor, L), make([]compute.Tensor, L)
+	for l, ly := range s.layers {
+		s.z[l], s.dz[l] = be.Alloc(n*ly.out), be.Alloc(n*ly.out)
+		if l < L-1 {
+			s.a[l] = be.Alloc(n * ly.out)
+		}
+	}
+	s.xg = be.Alloc(n * s.spec.Inputs)
+	ones := make([]float32, batch)
+	for i := range ones {
+		ones[i] = 1
+	}
+	s.ones = be.Load(ones)
+	s.rowLoss, s.sq = make([]float64, n), make([]float64, s.cap)
+	s.rowScales = make([]float32, max(n, s.cap))
+}
+
+func (s *Stack) freeWorkspace() {
+	if s.batch == 0 {
+		return
+	}
+	for _, ts := range [][]compute.Tensor{s.z, s.a, s.dz} {
+		for _, t := range ts {
+			if t.Len() > 0 {
+				s.be.Free(t)
+			}
+		}
+	}
+	s.be.Free(s.xg)
+	s.be.Free(s.ones)
+	s.batch = 0
+}

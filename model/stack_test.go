@@ -1,0 +1,170 @@
+package model_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
+)
+
+// TestStackStepsAgree: models trained side by side in a Stack take the
+// steps each would take alone (backendtest.StackSteps, a check a GPU
+// backend is to pass too) on every CPU kernel set and thread count, and
+// on the emulated device.
+func TestStackStepsAgree(t *testing.T) {
+	for _, k := range compute.Kernels() {
+		backendtest.StackSteps(t, compute.NewCPU(compute.WithKernel(k), compute.WithThreads(1)))
+		backendtest.StackSteps(t, compute.NewCPU(compute.WithKernel(k), compute.WithThreads(3)))
+	}
+	backendtest.StackSteps(t, backendtest.NewDevice())
+}
+
+// stackData is a small dataset for the stack tests.
+func stackData(n, d, classes int) ([]float32, []int32) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	x := make([]float32, n*d)
+	for i := range x {
+		x[i] = float32(rng.Float64())
+	}
+	y := make([]int32, n)
+	for i := range y {
+		y[i] = int32(rng.IntN(classes))
+	}
+	return x, y
+}
+
+// TestStackStepIndependent: on the CPU, a model's stacked step is the
+// same, bit for bit, alone in slot 0 and in slot 3 of five, whatever the
+// other models and their rates (so a simulator's results do not depend on
+// which peers happen to train together).
+func TestStackStepIndependent(t *testing.T) {
+	const d, classes, n, batch = 40, 5, 60, 4
+	x, y := stackData(n, d, classes)
+	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
+		{Kind: model.MLP, Inputs: d, Hidden: []int{8}, Classes: classes}} {
+		params := make([][]float32, 5)
+		for i := range params {
+			m, err := model.New(spec, model.WithSeed(uint64(i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			params[i] = m.CopyParams()
+			if spec.Kind == model.SVM {
+				for j := range params[i] {
+					params[i][j] = float32(j%7) * 0.01 * float32(i+1)
+				}
+			}
+		}
+		rows := make([]int, 5*batch)
+		labels := make([]int32, 5*batch)
+		for i := range rows {
+			rows[i] = (7*i + 3) % n
+			labels[i] = y[rows[i]]
+		}
+		lr := []float32{0.1, 0.3, 0.05, 0.2, 0.15}
+		run := func(k, slot int) ([]float32, float64) {
+			st, err := model.NewStack(spec, 5, model.WithBackend(compute.NewCPU(compute.WithThreads(2))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := slices.Clone(params[:k])
+			ps[slot] = params[3]
+			r, yl, l := slices.Clone(rows[:k*batch]), slices.Clone(labels[:k*batch]), slices.Clone(lr[:k])
+			copy(r[slot*batch:], rows[3*batch:4*batch])
+			copy(yl[slot*batch:], labels[3*batch:4*batch])
+			l[slot] = lr[3]
+			if err := st.Load(ps); err != nil {
+				t.Fatal(err)
+			}
+			loss := make([]float64, k)
+			for range 3 {
+				st.StepRows(compute.Host(x), r, yl, batch, l, loss)
+			}
+			out := make([][]float32, k)
+			for i := range out {
+				out[i] = make([]float32, st.NumParams())
+			}
+			st.Store(out)
+			return out[slot], loss[slot]
+		}
+		alone, aloneLoss := run(1, 0)
+		among, amongLoss := run(5, 3)
+		if !slices.Equal(alone, among) || aloneLoss != amongLoss {
+			t.Errorf("%v: a model's steps alone (loss %v) and among five (loss %v) differ", spec, aloneLoss, amongLoss)
+		}
+		if slices.Equal(alone, params[3]) {
+			t.Errorf("%v: the steps changed nothing", spec)
+		}
+	}
+}
+
+// TestStackOnDevice: a Stack's steps keep everything on the device: after
+// the data and the parameters are loaded, three steps move no tensor
+// values between host and device; Store copies the parameters out once;
+// Close frees every buffer the stack allocated.
+func TestStackOnDevice(t *testing.T) {
+	const d, classes, n, batch = 40, 5, 60, 4
+	x, y := stackData(n, d, classes)
+	for _, spec := range []model.Spec{{Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01}, {Kind: model.MLP, Inputs: d, Hidden: []int{8, 6}, Classes: classes}} {
+		dev := backendtest.NewDevice()
+		xt := dev.Load(x)
+		base := dev.Stats()
+		st, err := model.NewStack(spec, 3, model.WithBackend(dev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := make([][]float32, 3)
+		for i := range params {
+			params[i] = make([]float32, st.NumParams())
+		}
+		if err := st.Load(params); err != nil {
+			t.Fatal(err)
+		}
+		rows, labels := make([]int, 3*batch), make([]int32, 3*batch)
+		for i := range rows {
+			rows[i] = (5*i + 1) % n
+			labels[i] = y[rows[i]]
+		}
+		loss := make([]float64, 3)
+		st.StepRows(xt, rows, labels, batch, []float32{0.1, 0.2, 0.3}, loss) // allocates the workspace
+		before := dev.Stats()
+		for range 3 {
+			st.StepRows(xt, rows, labels, batch, []float32{0.1, 0.2, 0.3}, loss)
+		}
+		after := dev.Stats()
+		if after.HostIn != before.HostIn || after.HostOut != before.HostOut || after.Allocs != before.Allocs {
+			t.Errorf("%v: three stacked steps moved %d values in and %d out and allocated %d buffers, want none",
+				spec, after.HostIn-before.HostIn, after.HostOut-before.HostOut, after.Allocs-before.Allocs)
+		}
+		st.Store(params)
+		if got := dev.Stats().HostOut - after.HostOut; got != 3*st.NumParams() {
+			t.Errorf("%v: Store copied %d values out, want %d", spec, got, 3*st.NumParams())
+		}
+		st.Close()
+		if live := dev.Stats().Live; live != base.Live {
+			t.Errorf("%v: %d buffers live after Close, %d before the stack", spec, live, base.Live)
+		}
+	}
+}
+
+// TestStackErrors: Load refuses too many models and vectors of the wrong
+// size; NewStack refuses a capacity of 0.
+func TestStackErrors(t *testing.T) {
+	spec := model.Spec{Kind: model.Softmax, Inputs: 4, Classes: 3}
+	if _, err := model.NewStack(spec, 0); err == nil {
+		t.Error("NewStack with capacity 0: no error")
+	}
+	st, err := model.NewStack(spec, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Load(make([][]float32, 3)); err == nil {
+		t.Error("Load of 3 models into a stack of 2: no error")
+	}
+	if err := st.Load([][]float32{make([]float32, 14)}); err == nil {
+		t.Error("Load of a 14-value vector (want 15): no error")
+	}
+}
