@@ -1,0 +1,187 @@
+package trainer
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// BatchWorkspace trains the update requests of many trainers side by
+// side (RunBatch): their models stacked in a model.Stack, each of its
+// steps one batched call for all of them. A simulator's peers due at once
+// train this way, thousands at a time on one GPU. Like a Workspace, it
+// runs on one goroutine at a time.
+type BatchWorkspace struct {
+	stack *model.Stack
+	bound map[boundKey]compute.Tensor
+	// per call: each slot's rows, labels and rate for one step, the
+	// step's losses, and the slots' parameter vectors
+	rows   []int
+	labels []int32
+	lr     []float32
+	loss   []float64
+	params [][]float32
+}
+
+// NewBatchWorkspace returns a workspace that trains up to st.Cap() models
+// per call on st's backend.
+func NewBatchWorkspace(st *model.Stack) *BatchWorkspace {
+	return &BatchWorkspace{stack: st, bound: map[boundKey]compute.Tensor{}}
+}
+
+// Cap is how many requests one batched call takes.
+func (w *BatchWorkspace) Cap() int { return w.stack.Cap() }
+
+// on returns x in the stack's backend's memory, loading it the first time.
+func (w *BatchWorkspace) on(x []float32) compute.Tensor {
+	k := boundKey{&x[0], len(x)}
+	t, ok := w.bound[k]
+	if !ok {
+		t = w.stack.Backend().Load(x)
+		w.bound[k] = t
+	}
+	return t
+}
+
+// Batchable reports whether RunBatch can carry out req: a local update
+// without DP-SGD (whose Poisson lots and clipping run one node at a time).
+func (t *Trainer) Batchable(req *gossip.TrainRequest) bool {
+	return req.Op == gossip.OpUpdate && !t.cfg.DP.Enabled()
+}
+
+// batchJob is one request of a RunBatch call with its minibatches drawn.
+type batchJob struct {
+	i     int // index in the call
+	group int // its data matrix, numbered in the call
+	t     *Trainer
+	req   *gossip.TrainRequest
+	steps int
+	bs    int
+	rows  []int   // steps×bs
+	y     []int32 // steps×bs
+	lr    []float32
+	loss  float64 // Σ over steps of the step's mean loss
+}
+
+// RunBatch carries out update requests (Batchable) of distinct trainers,
+// reqs[i] on trainers[i], side by side in ws: the same minibatches and
+// learning rates as each trainer's Run, drawn in the same order, and the
+// same result up to rounding (model.Stack). Requests on the same data
+// matrix with the same batch size train together, Cap at a time, the
+// longest first; each result reuses its request's Params, as Run does.
+func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainRequest) ([]*gossip.TrainResult, error) {
+	if len(trainers) != len(reqs) {
+		return nil, fmt.Errorf("trainer: %d trainers for %d requests", len(trainers), len(reqs))
+	}
+	st := ws.stack
+	spec := st.Spec()
+	jobs := make([]*batchJob, len(reqs))
+	for i, req := range reqs {
+		t := trainers[i]
+		if !t.Batchable(req) {
+			return nil, fmt.Errorf("trainer: request %d (op %d) cannot train in a batch", req.ID, req.Op)
+		}
+		if len(req.Params) != st.NumParams() {
+			return nil, fmt.Errorf("trainer: request %d: parameter vector has %d values, want %d", req.ID, len(req.Params), st.NumParams())
+		}
+		if t.data.D != spec.Inputs {
+			return nil, fmt.Errorf("trainer: data has %d features, model %d inputs", t.data.D, spec.Inputs)
+		}
+		j := &batchJob{i: i, t: t, req: req, steps: t.Steps(req), bs: t.batchSize()}
+		// The minibatches and rates Run would use, in its order.
+		t0 := 1 + math.Floor(req.Age/float64(j.bs))
+		for s := 0; s < j.steps; s++ {
+			k := t.nextRows()
+			j.rows = append(j.rows, t.rows[:k]...)
+			j.y = append(j.y, t.yb[:k]...)
+			lr := float32(t.cfg.LR)
+			if spec.Kind == model.SVM {
+				lr = float32(1 / (spec.Lambda * (t0 + float64(s))))
+			}
+			j.lr = append(j.lr, lr)
+		}
+		jobs[i] = j
+	}
+	// Groups of one data matrix (numbered as they first come) and batch
+	// size, longest first: at every step the requests still training are
+	// a prefix of the group.
+	group := map[boundKey]int{}
+	for _, j := range jobs {
+		k := dataKey(j.t)
+		if _, ok := group[k]; !ok {
+			group[k] = len(group)
+		}
+		j.group = group[k]
+	}
+	slices.SortStableFunc(jobs, func(a, b *batchJob) int {
+		if c := cmp.Compare(a.group, b.group); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.bs, b.bs); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.steps, a.steps)
+	})
+	out := make([]*gossip.TrainResult, len(reqs))
+	for lo := 0; lo < len(jobs); {
+		hi := lo + 1
+		for hi < len(jobs) && hi-lo < st.Cap() && jobs[hi].bs == jobs[lo].bs && jobs[hi].group == jobs[lo].group {
+			hi++
+		}
+		if err := ws.run(jobs[lo:hi]); err != nil {
+			return nil, err
+		}
+		for _, j := range jobs[lo:hi] {
+			res := &gossip.TrainResult{ID: j.req.ID, Params: j.req.Params, Examples: j.steps * j.bs}
+			if j.steps > 0 {
+				res.Loss = j.loss / float64(j.steps)
+			}
+			out[j.i] = res
+		}
+		lo = hi
+	}
+	return out, nil
+}
+
+// dataKey names the data matrix a trainer reads (New refuses empty data).
+func dataKey(t *Trainer) boundKey { return boundKey{&t.data.X[0], len(t.data.X)} }
+
+// run trains a group (one data matrix and batch size, longest first) in
+// the stack and stores the parameters in the requests' Params.
+func (w *BatchWorkspace) run(jobs []*batchJob) error {
+	w.params = w.params[:0]
+	for _, j := range jobs {
+		w.params = append(w.params, j.req.Params)
+	}
+	if err := w.stack.Load(w.params); err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	x := w.on(jobs[0].t.data.X)
+	bs := jobs[0].bs
+	for s := 0; s < jobs[0].steps; s++ {
+		k := 0
+		for k < len(jobs) && jobs[k].steps > s {
+			k++
+		}
+		w.rows, w.labels, w.lr = w.rows[:0], w.labels[:0], w.lr[:0]
+		for _, j := range jobs[:k] {
+			w.rows = append(w.rows, j.rows[s*bs:(s+1)*bs]...)
+			w.labels = append(w.labels, j.y[s*bs:(s+1)*bs]...)
+			w.lr = append(w.lr, j.lr[s])
+		}
+		if len(w.loss) < k {
+			w.loss = make([]float64, k)
+		}
+		w.stack.StepRows(x, w.rows, w.labels, bs, w.lr, w.loss[:k])
+		for i, j := range jobs[:k] {
+			j.loss += w.loss[i]
+		}
+	}
+	w.stack.Store(w.params)
+	return nil
+}

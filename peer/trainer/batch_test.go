@@ -1,0 +1,184 @@
+package trainer
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/privacy"
+)
+
+// batchFleet builds trainers over shards of one dataset (sizes 10, 40,
+// 40, 70 and 5 with batch 16: batch sizes 10, 16 and 5, and one to five
+// steps a pass), each with its own rng, and update requests for them
+// (the SVM's at different ages).
+func batchFleet(t *testing.T, spec model.Spec, m *model.Model) ([]*Trainer, []*gossip.TrainRequest) {
+	t.Helper()
+	const d, n = 12, 200
+	rng := rand.New(rand.NewPCG(7, 8))
+	X := make([]float32, n*d)
+	Y := make([]int32, n)
+	for i := range Y {
+		Y[i] = int32(rng.IntN(spec.Classes))
+		for j := range d {
+			X[i*d+j] = float32(rng.NormFloat64()) + float32(int(Y[i])%(j+1))
+		}
+	}
+	var trainers []*Trainer
+	var reqs []*gossip.TrainRequest
+	lo := 0
+	for i, size := range []int{10, 40, 40, 70, 5} {
+		idx := make([]int, size)
+		for k := range idx {
+			idx[k] = lo + k
+		}
+		lo += size
+		tr, err := New(NewWorkspace(m), &Data{X: X, Y: Y, D: d, Idx: idx}, rand.New(rand.NewPCG(uint64(i), 9)), Config{Batch: 16, LR: 0.2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]float32, m.NumParams())
+		for k := range p {
+			p[k] = float32(rng.NormFloat64() * 0.1)
+		}
+		steps := 0 // a pass
+		if i == 2 {
+			steps = 2
+		}
+		trainers = append(trainers, tr)
+		reqs = append(reqs, &gossip.TrainRequest{ID: uint64(10 + i), Op: gossip.OpUpdate, Params: p, Steps: steps, Age: float64(100 * i)})
+	}
+	return trainers, reqs
+}
+
+func cloneReqs(reqs []*gossip.TrainRequest) []*gossip.TrainRequest {
+	out := make([]*gossip.TrainRequest, len(reqs))
+	for i, r := range reqs {
+		c := *r
+		c.Params = slices.Clone(r.Params)
+		out[i] = &c
+	}
+	return out
+}
+
+// TestRunBatchAsRun: trainers whose requests train side by side
+// (RunBatch, a stack of 3 so that the five run in chunks) draw the same
+// minibatches and end with the parameters, losses and example counts of
+// the same trainers running each request alone (Run), for every model;
+// the next minibatches they draw agree too.
+func TestRunBatchAsRun(t *testing.T) {
+	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: 12, Classes: 4}, {Kind: model.SVM, Inputs: 12, Classes: 4, Lambda: 0.01},
+		{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}} {
+		m, err := model.New(spec, model.WithBackend(compute.NewCPU(compute.WithPureGo())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, reqs := batchFleet(t, spec, m)
+		together, _ := batchFleet(t, spec, m)
+		st, err := model.NewStack(spec, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := RunBatch(NewBatchWorkspace(st), together, cloneReqs(reqs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tr := range alone {
+			want, err := tr.Run(cloneReqs(reqs)[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := got[i]
+			if g.ID != want.ID || g.Examples != want.Examples || math.Abs(g.Loss-want.Loss) > 1e-5*max(1, math.Abs(want.Loss)) {
+				t.Errorf("%v request %d: batched id %d, %d examples, loss %v; alone id %d, %d examples, loss %v", spec, i, g.ID, g.Examples, g.Loss, want.ID, want.Examples, want.Loss)
+			}
+			var big float64
+			for _, v := range want.Params {
+				big = max(big, math.Abs(float64(v)))
+			}
+			for k := range want.Params {
+				if math.Abs(float64(g.Params[k]-want.Params[k])) > 1e-4*big {
+					t.Errorf("%v request %d: batched parameter %d = %v, alone %v", spec, i, k, g.Params[k], want.Params[k])
+					break
+				}
+			}
+			if !slices.Equal(g.Params, want.Params) && slices.Equal(g.Params, reqs[i].Params) {
+				t.Errorf("%v request %d: the batch did not train", spec, i)
+			}
+			k1, k2 := together[i].nextRows(), tr.nextRows()
+			if k1 != k2 || !slices.Equal(together[i].rows[:k1], tr.rows[:k2]) {
+				t.Errorf("%v request %d: the next minibatch differs after the batch: %v, alone %v", spec, i, together[i].rows[:k1], tr.rows[:k2])
+			}
+		}
+	}
+}
+
+// TestRunBatchChunksAgree: on the CPU a request's result does not depend
+// on the batch it trains in: a stack of 1 and a stack of 8 give the same
+// bits.
+func TestRunBatchChunksAgree(t *testing.T) {
+	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
+	m, err := model.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(capacity int) []*gossip.TrainResult {
+		trainers, reqs := batchFleet(t, spec, m)
+		st, err := model.NewStack(spec, capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := RunBatch(NewBatchWorkspace(st), trainers, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	one, eight := run(1), run(8)
+	for i := range one {
+		if !slices.Equal(one[i].Params, eight[i].Params) || one[i].Loss != eight[i].Loss {
+			t.Errorf("request %d: a stack of 1 and a stack of 8 differ (loss %v, %v)", i, one[i].Loss, eight[i].Loss)
+		}
+	}
+}
+
+// TestRunBatchRefuses: gradient requests, DP-SGD updates and parameter
+// vectors of the wrong size are errors, not silently run another way.
+func TestRunBatchRefuses(t *testing.T) {
+	spec := model.Spec{Kind: model.Softmax, Inputs: 12, Classes: 4}
+	m, err := model.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainers, reqs := batchFleet(t, spec, m)
+	st, err := model.NewStack(spec, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := NewBatchWorkspace(st)
+	grad := cloneReqs(reqs[:1])
+	grad[0].Op = gossip.OpGradient
+	if _, err := RunBatch(ws, trainers[:1], grad); err == nil {
+		t.Error("a gradient request trained in a batch")
+	}
+	short := cloneReqs(reqs[:1])
+	short[0].Params = short[0].Params[:5]
+	if _, err := RunBatch(ws, trainers[:1], short); err == nil {
+		t.Error("a 5-value parameter vector trained in a batch")
+	}
+	dp, err := New(NewWorkspace(m), trainers[0].data, rand.New(rand.NewPCG(1, 1)), Config{Batch: 4, DP: privacy.Config{Clip: 1, Noise: 1, Delta: 1e-5},
+		DPSource: privacy.NewSeededSourceForSimulation(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dp.Batchable(reqs[0]) {
+		t.Error("a DP-SGD update called batchable")
+	}
+	if _, err := RunBatch(ws, []*Trainer{dp}, cloneReqs(reqs[:1])); err == nil {
+		t.Error("a DP-SGD update trained in a batch")
+	}
+}
