@@ -161,8 +161,10 @@ type trainPool struct {
 
 type trainJob struct {
 	done chan struct{}
-	res  *gossip.TrainResult
-	err  error
+	// queued: waiting in the batcher for its batch to start (batch.go).
+	queued bool
+	res    *gossip.TrainResult
+	err    error
 }
 
 func newTrainPool(spec model.Spec, workers int) (*trainPool, error) {

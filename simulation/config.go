@@ -78,11 +78,19 @@ type Config struct {
 	// instead (ParseComputeTrace).
 	Compute      string
 	ComputeTrace []float64
-	// Device is where the peers train: auto (default), cpu or cuda[:N]
-	// (model/device). The simulator runs on the CPU backend for now: cuda
-	// is refused (with the reason), and auto takes the CPU even where a
-	// GPU opens (summary.json says so).
+	// Device is where the peers train: auto (default: a GPU where one is
+	// usable, else the CPU), cpu or cuda[:N] (model/device). On a GPU the
+	// peers' updates train in batches (PeerBatch); the baselines train on
+	// the CPU (cuda is refused for them). summary.json says which device
+	// ran and why.
 	Device string
+	// PeerBatch is how many peers' local updates train in one batched
+	// call (model.Stack: the models stacked, strided-batched GEMMs): 1
+	// trains each update alone (on the CPU, on every core); N > 1 gathers
+	// the updates asked for until N wait or a result is needed, and trains
+	// them at once. 0 (default) is DefaultGPUPeerBatch on a GPU, 1 on the
+	// CPU. DP-SGD updates and gradient or factor requests train alone.
+	PeerBatch int
 	// Drop is the probability that a message is lost.
 	Drop float64
 	// Churn is the long-run fraction of time a peer is offline (0: none);
@@ -279,6 +287,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Peers < 1 || (c.Peers < 2 && c.Protocol != Centralized):
 		return fmt.Errorf("%w: %d peers", ErrConfig, c.Peers)
+	case c.PeerBatch < 0:
+		return fmt.Errorf("%w: --peer-batch %d: want 1 (each update alone), N > 1, or 0 (automatic)", ErrConfig, c.PeerBatch)
 	case c.Rounds < 0 || c.LocalEpochs < 0 || c.LocalSteps < 0 || c.Batch < 0 || c.EvalEvery < 0 || c.EvalPeers < 0 || c.EvalExamples < 0 || c.FinalEvalPeers < 0:
 		return fmt.Errorf("%w: negative count", ErrConfig)
 	case c.Delta < 0 || !(c.LR > 0):

@@ -11,6 +11,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/peer"
 	"github.com/gossipd/gossipd/peer/trainer"
 	"github.com/gossipd/gossipd/privacy"
@@ -24,13 +25,29 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	m, err := model.New(s.spec, model.WithSeed(cfg.Seed))
+	opts := []model.Option{model.WithSeed(cfg.Seed)}
+	if s.gpu != nil {
+		opts = append(opts, model.WithBackend(s.gpu))
+	}
+	m, err := model.New(s.spec, opts...)
 	if err != nil {
 		return err
 	}
+	defer m.Close()
 	s.init = m.CopyParams()
 	s.ws = trainer.NewWorkspace(m)
-	if s.speed != nil || s.overlapUpdates() {
+	defer s.ws.Close()
+	if n := peerBatch(&cfg, s.gpu); n > 1 {
+		be := s.gpu
+		if be == nil {
+			be = compute.NewCPU()
+		}
+		if s.batch, err = newBatcher(s.spec, be, n); err != nil {
+			return err
+		}
+		defer s.batch.close()
+	}
+	if s.gpu == nil && (s.speed != nil || s.overlapUpdates()) {
 		if s.pool, err = newTrainPool(s.spec, runtime.GOMAXPROCS(0)); err != nil {
 			return err
 		}
@@ -114,6 +131,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		}
 	}
 	s.final(res)
+	if s.batch != nil {
+		res.Batches, res.BatchedUpdates = s.batch.batches, s.batch.updates
+	}
 	if afterRun != nil {
 		afterRun(s)
 	}
@@ -283,7 +303,7 @@ func (s *sim) runEvents(t time.Duration) error {
 				continue
 			}
 			if e.job != nil {
-				<-e.job.done
+				s.await(e.job)
 				if e.job.err != nil {
 					return fmt.Errorf("peer %s: %w", p.ID(), e.job.err)
 				}

@@ -63,11 +63,17 @@ type Result struct {
 	// on the whole test set at the end.
 	FinalAccuracy float64 `json:"final_accuracy"`
 	// Device is where the peers trained and why (--device).
-	Device           device.Choice `json:"device"`
-	FinalMinAccuracy float64       `json:"final_min_accuracy"`
-	FinalMaxAccuracy float64       `json:"final_max_accuracy"`
-	FinalLoss        float64       `json:"final_loss"`
-	EvaluatedPeers   int           `json:"evaluated_peers"`
+	Device device.Choice `json:"device"`
+	// PeerBatch is how many updates trained in one batched call at most
+	// (Config.PeerBatch; absent: each alone); Batches counts the calls
+	// and BatchedUpdates the updates they trained.
+	PeerBatch        int     `json:"peer_batch,omitempty"`
+	Batches          uint64  `json:"batches,omitempty"`
+	BatchedUpdates   uint64  `json:"batched_updates,omitempty"`
+	FinalMinAccuracy float64 `json:"final_min_accuracy"`
+	FinalMaxAccuracy float64 `json:"final_max_accuracy"`
+	FinalLoss        float64 `json:"final_loss"`
+	EvaluatedPeers   int     `json:"evaluated_peers"`
 	// FinalVotingAccuracy is the mean accuracy of the evaluated peers'
 	// majority votes over their cached models (Config.Voting).
 	FinalVotingAccuracy float64 `json:"final_voting_accuracy,omitempty"`

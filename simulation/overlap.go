@@ -47,6 +47,16 @@ var sequentialUpdates bool
 // lower it).
 var maxAside = 64
 
+// asideBound is how many results may be set aside: maxAside, or two
+// batches' worth when updates train in batches (batch.go), so that a
+// batch fills while the one before trains.
+func (s *sim) asideBound() int {
+	if s.batch != nil {
+		return max(maxAside, 2*s.batch.size)
+	}
+	return maxAside
+}
+
 // setAside keeps e, a done event of an update of a quiet peer, for later.
 func (s *sim) setAside(e *event) error {
 	if s.deferred == nil {
@@ -56,7 +66,7 @@ func (s *sim) setAside(e *event) error {
 	s.deferredN++
 	s.setAsides++
 	s.asideOrder = append(s.asideOrder, e)
-	for s.deferredN > maxAside {
+	for s.deferredN > s.asideBound() {
 		old := s.asideOrder[0]
 		s.asideOrder = s.asideOrder[1:]
 		if s.deferred[old.peer] == old { // not handed over yet
@@ -65,7 +75,7 @@ func (s *sim) setAside(e *event) error {
 			}
 		}
 	}
-	if len(s.asideOrder) > 4*maxAside { // drop the handed-over entries
+	if len(s.asideOrder) > 4*s.asideBound() { // drop the handed-over entries
 		s.asideOrder = slices.DeleteFunc(s.asideOrder, func(x *event) bool { return s.deferred[x.peer] != x })
 	}
 	return nil
@@ -109,7 +119,7 @@ func (s *sim) takeResult(k int) error {
 	s.deferred[k] = nil
 	s.deferredN--
 	p := s.peers[k]
-	<-e.job.done
+	s.await(e.job)
 	if e.job.err != nil {
 		return fmt.Errorf("peer %s: %w", p.ID(), e.job.err)
 	}

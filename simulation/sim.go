@@ -13,7 +13,6 @@ import (
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
-	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/peer"
 	"github.com/gossipd/gossipd/peer/trainer"
 )
@@ -38,6 +37,10 @@ type sim struct {
 	lat   latency
 	speed computeSpeeds // nil: training takes no virtual time
 	pool  *trainPool    // runs updates on every core (compute.go, overlap.go)
+	// gpu is the device the peers train on (nil: the CPU), batch the
+	// batcher of their updates (nil: each alone; batch.go).
+	gpu   compute.Backend
+	batch *batcher
 	// Done events of quiet updates set aside, by peer (overlap.go), their
 	// number, and the peer whose set-aside result is being taken.
 	deferred  []*event
@@ -87,17 +90,9 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dev, _ := device.Parse(cfg.Device) // checked by Validate
-	if dev.Kind == "cuda" {
-		return nil, fmt.Errorf("%w: --device %s: the simulator trains its peers on the CPU backend for now (many peers batched on one GPU are not written yet: docs/GPU.md); use --device cpu or auto", ErrConfig, dev)
-	}
-	_, choice, err := device.Open(device.Spec{Kind: "cpu"}, compute.WithThreads(1))
+	gpu, choice, err := openDevice(&cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	choice.Requested = dev.String()
-	if dev.Kind == "auto" {
-		choice.Note = "the simulator trains its peers on the CPU backend for now (docs/GPU.md)"
+		return nil, err
 	}
 	train, test, _, err := dataset.Load(cfg.Dataset, dataset.LoadOptions{OpenOptions: dataset.OpenOptions{Seed: cfg.Seed}, Scale: cfg.Scale})
 	if err != nil {
@@ -107,7 +102,7 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
+	s := &sim{cfg: cfg, gpu: gpu, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}
 	s.lat, _ = parseLatency(cfg.Latency)
 	s.speed, _ = parseCompute(cfg.Compute, cfg.ComputeTrace, cfg.Seed)
@@ -121,6 +116,9 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Config: cfg, Device: choice}
+	if n := peerBatch(&cfg, gpu); n > 1 {
+		res.PeerBatch = n
+	}
 	if s.adv != nil {
 		res.ByzantinePeers = s.adv.count()
 	}

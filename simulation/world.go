@@ -35,6 +35,13 @@ func (w *world) Send(m *gossip.Message) {
 
 func (w *world) Train(req *gossip.TrainRequest) {
 	p := w.s.peers[w.i]
+	if w.s.batch != nil && p.tr.Batchable(req) {
+		// The update waits for its batch (batch.go); its done event
+		// starts the batch if it comes up first.
+		job := w.s.batch.add(p.tr, req)
+		w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, p.tr.Work(req)), kind: evTrainDone, peer: w.i, job: job})
+		return
+	}
 	if w.s.pool != nil {
 		// The update runs on the pool while the simulation goes on, and
 		// its done event, due when the update would finish in virtual
@@ -50,7 +57,7 @@ func (w *world) Train(req *gossip.TrainRequest) {
 		}
 		return
 	}
-	w.s.q.push(&event{at: w.s.now, kind: evTrainDone, peer: w.i, result: r})
+	w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, p.tr.Work(req)), kind: evTrainDone, peer: w.i, result: r})
 }
 
 func (w *world) Commit(gossip.Commit) { w.s.stats.Updates++ }

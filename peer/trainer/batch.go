@@ -34,6 +34,15 @@ func NewBatchWorkspace(st *model.Stack) *BatchWorkspace {
 	return &BatchWorkspace{stack: st, bound: map[boundKey]compute.Tensor{}}
 }
 
+// Close frees the stack and the data loaded for it.
+func (w *BatchWorkspace) Close() {
+	for _, t := range w.bound { // the order reaches nothing
+		w.stack.Backend().Free(t)
+	}
+	clear(w.bound)
+	w.stack.Close()
+}
+
 // Cap is how many requests one batched call takes.
 func (w *BatchWorkspace) Cap() int { return w.stack.Cap() }
 

@@ -87,6 +87,22 @@ func (w *Workspace) on(x []float32) compute.Tensor {
 	return t
 }
 
+// Close frees what the workspace loaded into its model's backend (the
+// data it bound, its minibatch buffer); the model is the caller's.
+func (w *Workspace) Close() {
+	be := w.model.Backend()
+	for _, t := range w.bound { // the order reaches nothing
+		if !t.OnHost() {
+			be.Free(t)
+		}
+	}
+	clear(w.bound)
+	if w.xt.Len() > 0 {
+		be.Free(w.xt)
+		w.xt = compute.Tensor{}
+	}
+}
+
 // NewWorkspace returns a workspace computing with m (whose parameters every
 // request overwrites).
 func NewWorkspace(m *model.Model) *Workspace {

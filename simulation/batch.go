@@ -1,0 +1,175 @@
+package simulation
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/device"
+	"github.com/gossipd/gossipd/peer/trainer"
+)
+
+// Many peers on one device. With Config.PeerBatch N > 1 a peer's local
+// update does not train when it is asked for: it waits, with the others
+// asked for since, until N wait or until the simulation needs one of
+// their results (its done event comes up, or a set-aside result is taken:
+// overlap.go), and then they all train in one batched call
+// (trainer.RunBatch: their models stacked in a model.Stack, every step a
+// few strided-batched GEMMs for all of them). The call runs on a
+// goroutine of its own while the event loop goes on, one batch at a time,
+// in order. Which updates train together depends on the events alone,
+// and on the CPU backend an update's result does not depend on the others
+// in its batch (model.Stack), so a run is the same whatever the batch
+// size and however many cores run it; against updates trained alone it
+// differs by rounding (the batched step sums in another order). On a GPU
+// this is what lets one device train ten thousand peers: a peer's update
+// of a few examples is far too small to fill a GPU alone.
+
+// DefaultGPUPeerBatch is PeerBatch's default on a GPU: 4096 softmax
+// models of Fashion-MNIST are 129 MB, an MLP 784-128-10's 1.7 GB.
+const DefaultGPUPeerBatch = 4096
+
+// openDevice opens the device cfg asks for: the backend the peers train
+// on (nil for the CPU, whose peers train on single-threaded backends of
+// their own) and the choice to report.
+func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
+	dev, _ := device.Parse(cfg.Device) // checked by Validate
+	cpu := func(note string) (compute.Backend, device.Choice, error) {
+		_, choice, err := device.Open(device.Spec{Kind: "cpu"}, compute.WithThreads(1))
+		if err != nil {
+			return nil, choice, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		choice.Requested = dev.String()
+		if note != "" {
+			choice.Note = note
+		}
+		return nil, choice, nil
+	}
+	if !isGossip(cfg) {
+		if dev.Kind == "cuda" {
+			return nil, device.Choice{}, fmt.Errorf("%w: --device %s: the %s baseline trains on the CPU backend (the GPU trains the gossip protocols' peers); use --device cpu or auto", ErrConfig, dev, cfg.Protocol)
+		}
+		note := ""
+		if dev.Kind == "auto" {
+			note = "the baselines train on the CPU backend"
+		}
+		return cpu(note)
+	}
+	if dev.Kind == "cpu" {
+		return cpu("")
+	}
+	if testDevice != nil {
+		return testDevice, device.Describe(testDevice), nil
+	}
+	be, choice, err := device.Open(dev)
+	if err != nil {
+		return nil, choice, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if choice.Device == "cpu" {
+		return cpu(choice.Note)
+	}
+	return be, choice, nil
+}
+
+// testDevice, set by tests, is the device --device auto or cuda opens.
+var testDevice compute.Backend
+
+// peerBatch is the batch size cfg resolves to on the device.
+func peerBatch(cfg *Config, gpu compute.Backend) int {
+	switch {
+	case cfg.PeerBatch > 0:
+		return cfg.PeerBatch
+	case gpu != nil:
+		return DefaultGPUPeerBatch
+	}
+	return 1
+}
+
+// batcher gathers batchable updates and trains them in batches.
+type batcher struct {
+	size    int
+	pending []batchItem
+	work    chan []batchItem
+	wg      sync.WaitGroup
+	// Batches counts the calls, Updates the updates trained in them.
+	batches, updates uint64
+}
+
+type batchItem struct {
+	tr  *trainer.Trainer
+	req *gossip.TrainRequest
+	job *trainJob
+}
+
+// newBatcher starts a batcher of size updates a call on be.
+func newBatcher(spec model.Spec, be compute.Backend, size int) (*batcher, error) {
+	st, err := model.NewStack(spec, size, model.WithBackend(be))
+	if err != nil {
+		return nil, err
+	}
+	b := &batcher{size: size, work: make(chan []batchItem, 1)}
+	ws := trainer.NewBatchWorkspace(st)
+	b.wg.Go(func() {
+		defer ws.Close()
+		trainers := make([]*trainer.Trainer, 0, size)
+		reqs := make([]*gossip.TrainRequest, 0, size)
+		for items := range b.work {
+			trainers, reqs = trainers[:0], reqs[:0]
+			for _, it := range items {
+				trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
+			}
+			res, err := trainer.RunBatch(ws, trainers, reqs)
+			for i, it := range items {
+				if err != nil {
+					it.job.err = err
+				} else {
+					it.job.res = res[i]
+				}
+				close(it.job.done)
+			}
+		}
+	})
+	return b, nil
+}
+
+// add queues req of tr and returns its job; a full batch starts.
+func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest) *trainJob {
+	j := &trainJob{done: make(chan struct{}), queued: true}
+	b.pending = append(b.pending, batchItem{tr, req, j})
+	if len(b.pending) >= b.size {
+		b.flush()
+	}
+	return j
+}
+
+// flush starts a batch of the queued updates.
+func (b *batcher) flush() {
+	if len(b.pending) == 0 {
+		return
+	}
+	items := b.pending
+	b.pending = make([]batchItem, 0, b.size)
+	for _, it := range items {
+		it.job.queued = false
+	}
+	b.batches++
+	b.updates += uint64(len(items))
+	b.work <- items
+}
+
+// close waits for the batches started and stops; updates still queued
+// were never needed.
+func (b *batcher) close() {
+	close(b.work)
+	b.wg.Wait()
+}
+
+// await waits for job's result, starting its batch if it is still queued.
+func (s *sim) await(j *trainJob) {
+	if j.queued {
+		s.batch.flush()
+	}
+	<-j.done
+}

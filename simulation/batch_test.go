@@ -1,0 +1,147 @@
+package simulation
+
+import (
+	"errors"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
+	"github.com/gossipd/gossipd/privacy"
+)
+
+// TestPeerBatch: peers' updates trained in batches (batch.go) give the
+// same run, byte for byte, whatever the batch size and on one core or
+// three; against updates trained alone, the same messages and updates and
+// accuracies within rounding's reach, for random walk with every model and
+// the options that change when results are needed, and for the other
+// protocols' local updates.
+func TestPeerBatch(t *testing.T) {
+	base := Config{Peers: 24, Rounds: 6, Seed: 11, EvalPeers: 5, EvalExamples: 200, FinalEvalPeers: 24}
+	tokens, err := gossip.ParseTokens("2:4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func(*Config){
+		"randomwalk":         func(*Config) {},
+		"svm":                func(c *Config) { c.Model = "svm" },
+		"mlp":                func(c *Config) { c.Model, c.Hidden = "mlp", []int{16} },
+		"tokens":             func(c *Config) { c.Tokens = tokens },
+		"churn codec":        func(c *Config) { c.Churn, c.Drop, c.Latency, c.Codec = 0.3, 0.1, "uniform:0s:100ms", true },
+		"compute":            func(c *Config) { c.Compute = "lognormal:2G:1" },
+		"local-steps":        func(c *Config) { c.LocalSteps = 3 },
+		"dpsgd local-steps":  func(c *Config) { c.Protocol, c.LocalSteps = "dpsgd", 2 },
+		"pushsum local-step": func(c *Config) { c.Protocol, c.LocalSteps = "pushsum", 2 },
+		"sfb local-steps":    func(c *Config) { c.Protocol, c.LocalSteps, c.Model, c.Hidden = "sfb", 2, "mlp", []int{8} },
+	}
+	for name, edit := range cases {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			c := base
+			edit(&c)
+			c.PeerBatch = 1
+			alone, aloneRes := csvOf(t, c)
+			if aloneRes.Batches != 0 || aloneRes.PeerBatch != 0 {
+				t.Fatalf("--peer-batch 1: %d batches (peer_batch %d)", aloneRes.Batches, aloneRes.PeerBatch)
+			}
+			c.PeerBatch = 64
+			want, res := csvOf(t, c)
+			c.PeerBatch = 5
+			five, _ := csvOf(t, c)
+			prev := runtime.GOMAXPROCS(1)
+			one, _ := csvOf(t, c)
+			runtime.GOMAXPROCS(3)
+			three, _ := csvOf(t, c)
+			runtime.GOMAXPROCS(prev)
+			if five != want || one != want || three != want {
+				t.Fatalf("batched runs differ:\nbatch 64:\n%s\nbatch 5:\n%s\none core:\n%s\nthree cores:\n%s", want, five, one, three)
+			}
+			if res.PeerBatch != 64 || res.Batches == 0 || res.BatchedUpdates < res.Batches || res.BatchedUpdates > res.Updates+uint64(c.Peers) {
+				t.Fatalf("peer_batch %d, %d batches of %d updates in all (%d updates)", res.PeerBatch, res.Batches, res.BatchedUpdates, res.Updates)
+			}
+			if res.Messages != aloneRes.Messages || res.Updates != aloneRes.Updates {
+				t.Fatalf("batched: %d messages, %d updates; alone %d, %d", res.Messages, res.Updates, aloneRes.Messages, aloneRes.Updates)
+			}
+			if math.Abs(res.FinalAccuracy-aloneRes.FinalAccuracy) > 0.02 {
+				t.Fatalf("final accuracy batched %v, alone %v\nbatched:\n%s\nalone:\n%s", res.FinalAccuracy, aloneRes.FinalAccuracy, want, alone)
+			}
+		})
+	}
+}
+
+// TestPeerBatchGathers: at 200 random-walk peers, batches hold many
+// updates at once (a batch starts when a result is needed: its size grows
+// with the peers).
+func TestPeerBatchGathers(t *testing.T) {
+	c := Config{Peers: 200, Rounds: 3, Seed: 5, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 2, PeerBatch: 1000}
+	_, res := csvOf(t, c)
+	if mean := float64(res.BatchedUpdates) / float64(res.Batches); mean < 5 {
+		t.Fatalf("%d updates in %d batches: %.1f a batch", res.BatchedUpdates, res.Batches, mean)
+	}
+}
+
+// TestPeerBatchRefused: --peer-batch where no update could train in a
+// batch is an error naming the flag, as is a negative size and --device
+// cuda for a baseline.
+func TestPeerBatchRefused(t *testing.T) {
+	for name, c := range map[string]Config{
+		"dp":          {PeerBatch: 8, DP: privacy.Config{Clip: 1, Noise: 1, Delta: 1e-5}},
+		"dpsgd":       {PeerBatch: 8, Protocol: "dpsgd"},
+		"sfb":         {PeerBatch: 8, Protocol: "sfb"},
+		"fedavg":      {PeerBatch: 8, Protocol: "fedavg"},
+		"centralized": {PeerBatch: 8, Protocol: "centralized"},
+	} {
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := c.CheckOptions([]string{"peer-batch"}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--peer-batch") {
+			t.Errorf("%s: CheckOptions = %v", name, err)
+		}
+	}
+	c := Config{PeerBatch: -1}
+	if err := c.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--peer-batch -1") {
+		t.Errorf("--peer-batch -1: %v", err)
+	}
+	c = Config{Protocol: "fedavg", Device: "cuda"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openDevice(&c); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "fedavg baseline trains on the CPU") {
+		t.Errorf("fedavg on cuda: %v", err)
+	}
+}
+
+// TestPeersOnDevice: peers that train on a device (the emulated one of
+// backendtest: device tensors, the CPU's kernels) give the CPU run's
+// metrics byte for byte: batched updates in a stack on the device, and
+// the requests that train alone (D-PSGD's gradients) on the device's
+// model; the device's stack, data and model are freed at the end.
+func TestPeersOnDevice(t *testing.T) {
+	for name, c := range map[string]Config{
+		"randomwalk":        {Model: "mlp", Hidden: []int{8}},
+		"dpsgd":             {Protocol: "dpsgd"},
+		"dpsgd local-steps": {Protocol: "dpsgd", LocalSteps: 2},
+	} {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			c.Peers, c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers = 16, 4, 7, 4, 200, 16
+			c.PeerBatch = 32
+			c.Device = "cpu"
+			want, wantRes := csvOf(t, c)
+			dev := backendtest.NewDevice()
+			testDevice = dev
+			defer func() { testDevice = nil }()
+			c.Device = "auto"
+			got, res := csvOf(t, c)
+			if got != want || res.FinalAccuracy != wantRes.FinalAccuracy {
+				t.Fatalf("on the device:\n%s\non the CPU:\n%s", got, want)
+			}
+			if !strings.HasPrefix(res.Device.Device, "emulated-device") {
+				t.Fatalf("summary's device: %+v", res.Device)
+			}
+			if live := dev.Stats().Live; live > 0 {
+				t.Fatalf("%d device buffers live after the run", live)
+			}
+		})
+	}
+}
