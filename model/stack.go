@@ -26,13 +26,17 @@ type Stack struct {
 	size   int // parameters per model
 	be     compute.Backend
 	cap    int
+	// params holds the n models allocated so far (n ≤ cap: memory grows
+	// with the largest call, not with the capacity).
 	params compute.Tensor
+	n      int
 	stage  []float32 // host staging of Load and Store
 
-	// The workspace, for cap models of batch rows each: every layer's
-	// pre-activations, activations and errors, the gathered minibatches
-	// and a column of ones (bias broadcast and sums).
+	// The workspace, for wsModels models of batch rows each: every
+	// layer's pre-activations, activations and errors, the gathered
+	// minibatches and a column of ones (bias broadcast and sums).
 	batch     int
+	wsModels  int
 	z, a, dz  []compute.Tensor
 	xg, ones  compute.Tensor
 	rowLoss   []float64
@@ -40,9 +44,10 @@ type Stack struct {
 	rowScales []float32
 }
 
-// NewStack returns a stack of capacity models of spec, computing on the
-// backend WithBackend names (default compute.NewCPU()); their parameters
-// start at zero (Load sets them).
+// NewStack returns a stack of up to capacity models of spec, computing on
+// the backend WithBackend names (default compute.NewCPU()); their
+// parameters start at zero (Load sets them). Its memory grows with the
+// most models a call uses, up to capacity.
 func NewStack(spec Spec, capacity int, opts ...Option) (*Stack, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -60,7 +65,6 @@ func NewStack(spec Spec, capacity int, opts ...Option) (*Stack, error) {
 	layout, _ := LayoutOf(spec)
 	s := &Stack{spec: spec, layers: layersOf(layout), size: layout.Size, be: o.backend, cap: capacity}
 	s.spec.Hidden = append([]int(nil), spec.Hidden...)
-	s.params = s.be.Alloc(capacity * s.size)
 	return s, nil
 }
 
@@ -84,6 +88,7 @@ func (s *Stack) Load(params [][]float32) error {
 	if k == 0 {
 		return nil
 	}
+	s.ensure(k)
 	s.grownStage(k)
 	for i, p := range params {
 		if len(p) != s.size {
@@ -105,11 +110,26 @@ func (s *Stack) Store(dst [][]float32) {
 	if k == 0 {
 		return
 	}
+	s.ensure(k)
 	s.grownStage(k)
 	s.be.Store(s.stage[:k*s.size], s.params.Slice(0, k*s.size))
 	for i, d := range dst {
 		copy(d[:s.size], s.stage[i*s.size:(i+1)*s.size])
 	}
+}
+
+// ensure makes the stack hold k models, keeping those it holds.
+func (s *Stack) ensure(k int) {
+	if k <= s.n {
+		return
+	}
+	n := min(s.cap, max(k, 2*s.n))
+	p := s.be.Alloc(n * s.size)
+	if s.n > 0 {
+		s.be.Copy(p.Slice(0, s.n*s.size), s.params.Slice(0, s.n*s.size))
+		s.be.Free(s.params)
+	}
+	s.params, s.n = p, n
 }
 
 func (s *Stack) grownStage(k int) {
@@ -121,9 +141,9 @@ func (s *Stack) grownStage(k int) {
 // Close gives the stack's memory back to its backend.
 func (s *Stack) Close() {
 	s.freeWorkspace()
-	if s.params.Len() > 0 {
+	if s.n > 0 {
 		s.be.Free(s.params)
-		s.params = compute.Tensor{}
+		s.params, s.n = compute.Tensor{}, 0
 	}
 }
 
@@ -149,6 +169,7 @@ func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr 
 	if k == 0 {
 		return
 	}
+	s.ensure(k)
 	s.grow(batch)
 	be, P, L := s.be, s.size, len(s.layers)
 	xg := s.xg.Slice(0, n*d)
@@ -223,14 +244,15 @@ func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr 
 	}
 }
 
-// grow makes the workspace hold cap models of batch rows.
+// grow makes the workspace hold the stack's models with batch rows each.
 func (s *Stack) grow(batch int) {
-	if batch <= s.batch {
+	if batch <= s.batch && s.n <= s.wsModels {
 		return
 	}
+	batch = max(batch, s.batch)
 	s.freeWorkspace()
-	be, L, n := s.be, len(s.layers), s.cap*batch
-	s.batch = batch
+	be, L, n := s.be, len(s.layers), s.n*batch
+	s.batch, s.wsModels = batch, s.n
 	s.z, s.a, s.dz = make([]compute.Tensor, L), make([]compute.Tensor, L), make([]compute.Tensor, L)
 	for l, ly := range s.layers {
 		s.z[l], s.dz[l] = be.Alloc(n*ly.out), be.Alloc(n*ly.out)
@@ -244,8 +266,8 @@ func (s *Stack) grow(batch int) {
 		ones[i] = 1
 	}
 	s.ones = be.Load(ones)
-	s.rowLoss, s.sq = make([]float64, n), make([]float64, s.cap)
-	s.rowScales = make([]float32, max(n, s.cap))
+	s.rowLoss, s.sq = make([]float64, n), make([]float64, s.n)
+	s.rowScales = make([]float32, max(n, s.n))
 }
 
 func (s *Stack) freeWorkspace() {
@@ -261,5 +283,5 @@ func (s *Stack) freeWorkspace() {
 	}
 	s.be.Free(s.xg)
 	s.be.Free(s.ones)
-	s.batch = 0
+	s.batch, s.wsModels = 0, 0
 }

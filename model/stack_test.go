@@ -168,3 +168,38 @@ func TestStackErrors(t *testing.T) {
 		t.Error("Load of a 14-value vector (want 15): no error")
 	}
 }
+
+// TestStackGrows: a stack's memory follows the models its calls use, not
+// its capacity (a million MLP slots would be 400 GB), and growing keeps
+// the models it holds.
+func TestStackGrows(t *testing.T) {
+	spec := model.Spec{Kind: model.MLP, Inputs: 784, Hidden: []int{128}, Classes: 10}
+	st, err := model.NewStack(spec, 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	P := st.NumParams()
+	a, b := make([]float32, P), make([]float32, P)
+	for i := range a {
+		a[i], b[i] = float32(i%13)*0.01, -float32(i%7)*0.01
+	}
+	if err := st.Load([][]float32{a}); err != nil {
+		t.Fatal(err)
+	}
+	x, y := stackData(20, 784, 10)
+	loss := make([]float64, 3)
+	// Three models: the stack grows past the one it holds.
+	st.StepRows(compute.Host(x), []int{0, 1, 2, 3, 4, 5}, y[:6], 2, []float32{0, 0, 0}, loss)
+	out := [][]float32{make([]float32, P), make([]float32, P), make([]float32, P)}
+	st.Store(out)
+	if !slices.Equal(out[0], a) || slices.ContainsFunc(out[1], func(v float32) bool { return v != 0 }) {
+		t.Fatal("growing lost the model held, or a new slot is not zero (steps at rate 0)")
+	}
+	if err := st.Load([][]float32{b, a}); err != nil {
+		t.Fatal(err)
+	}
+	st.Store(out[:2])
+	if !slices.Equal(out[0], b) || !slices.Equal(out[1], a) {
+		t.Fatal("Load after growing did not set the models")
+	}
+}

@@ -47,15 +47,20 @@ var sequentialUpdates bool
 // lower it).
 var maxAside = 64
 
-// asideBound is how many results may be set aside: maxAside, or two
-// batches' worth when updates train in batches (batch.go), so that a
-// batch fills while the one before trains.
+// asideBound is how many results may be set aside: maxAside, or with
+// updates in batches (batch.go) as many as a batch holds, up to
+// asideBudget bytes of the models they keep, so that a batch can fill
+// before the oldest result set aside is taken (which would start its
+// batch early). Each keeps about two models.
 func (s *sim) asideBound() int {
-	if s.batch != nil {
-		return max(maxAside, 2*s.batch.size)
+	if s.batch == nil {
+		return maxAside
 	}
-	return maxAside
+	return max(maxAside, min(s.batch.size, asideBudget/(8*len(s.init))))
 }
+
+// asideBudget bounds the models set-aside results keep in batched runs.
+const asideBudget = 128 << 20
 
 // setAside keeps e, a done event of an update of a quiet peer, for later.
 func (s *sim) setAside(e *event) error {
