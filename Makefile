@@ -34,13 +34,15 @@ cuda-check:
 	GOOS=linux GOARCH=arm64 $(GO) build -tags cuda -o /dev/null ./cmd/gossipd
 
 # gpu-bundle: what a GPU machine without Go runs (docs/GPU.md): the CUDA
-# build, and the CUDA backend's tests as a binary (TestCUDAConformance runs
-# the checks on the GPU; the emulated ones need g++ there too).
+# build (the PyTorch reference is built in) and the CUDA backend's tests as
+# a binary (TestCUDAConformance runs the checks on the GPU; the emulated
+# ones need g++ there too), stripped; and, apart, Fashion-MNIST for
+# GOSSIPD_DATA_DIR (bin/gpudata: the two together pass 64 MiB).
 gpu-bundle:
-	mkdir -p bin/gpu
-	$(GO) build -tags cuda -trimpath -o bin/gpu/gossipd-cuda ./cmd/gossipd
-	$(GO) test -c -tags cuda -o bin/gpu/cuda.test ./model/compute/cuda
-	cp bench/torch_reference.py bin/gpu/
+	mkdir -p bin/gpu bin/gpudata/fashion-mnist
+	$(GO) build -tags cuda -trimpath -ldflags '-s -w' -o bin/gpu/gossipd-cuda ./cmd/gossipd
+	$(GO) test -c -tags cuda -ldflags '-s -w' -o bin/gpu/cuda.test ./model/compute/cuda
+	cp /usr/share/datasets/fashion-mnist/*.gz bin/gpudata/fashion-mnist/
 
 IMAGE ?= gossipd:dev
 

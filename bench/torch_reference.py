@@ -1,7 +1,8 @@
-"""The PyTorch reference `gossipd bench --torch` runs in the same run, on the
+"""The PyTorch reference `gossipd bench --against torch` runs in the same run, on the
 CPU or on a CUDA device: the same models (softmax 784-10, MLP 784-128-10
 ReLU), plain SGD lr 0.1, cross-entropy, one shuffled pass per epoch, on
-Fashion-MNIST scaled to [0, 1]. It is ../shared/reference/torch_baseline.py
+Fashion-MNIST scaled to [0, 1] (from $GOSSIPD_DATA_DIR, as gossipd reads it,
+else /usr/share/datasets/fashion-mnist). It is ../shared/reference/torch_baseline.py
 with a device and a batch size; it prints the same line.
 
 Usage: python3 torch_reference.py [model] [epochs] [batch] [threads] [device]
@@ -9,11 +10,23 @@ model: softmax | mlp; device: cpu (default) or cuda[:N]. On CUDA the data
 is on the device before the clock starts, and the clock stops after
 torch.cuda.synchronize(), so the figure is training alone.
 """
-import gzip, struct, sys, time
+import gzip, os, struct, sys, time
 import numpy as np
 import torch
 
-D = "/usr/share/datasets/fashion-mnist/"
+
+def data_dir():
+    """Where gossipd looks: $GOSSIPD_DATA_DIR/fashion-mnist or the directory
+    itself, then Debian's dataset-fashion-mnist."""
+    env = os.environ.get("GOSSIPD_DATA_DIR")
+    if env:
+        for d in (os.path.join(env, "fashion-mnist"), env):
+            if os.path.exists(os.path.join(d, "train-images-idx3-ubyte.gz")):
+                return d + "/"
+    return "/usr/share/datasets/fashion-mnist/"
+
+
+D = data_dir()
 
 
 def idx(path):

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/bench"
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/device"
@@ -18,20 +20,35 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("bench", "bench [flags]\n\nMeasures float32 GEMM (GFLOP/s; against gonum's pure-Go GEMM and gossipd's own\npure-Go kernel) and one epoch of training on a dataset (samples/s and test\naccuracy). With --torch, runs the PyTorch reference in the same run and prints\nratios.", stderr)
+	fs := cli.NewFlagSet("bench", "bench [flags]\n\nMeasures float32 GEMM (GFLOP/s; against gonum's pure-Go GEMM and gossipd's own\npure-Go kernel) and one epoch of training on a dataset (samples/s and test\naccuracy). With --against torch, runs the PyTorch reference in the same run\n(on the same device) and prints ratios.", stderr)
 	what := fs.String("what", "gemm,train", "what to measure, comma-separated: gemm, train, sim (the simulator's reference runs as whole processes, against the pure-Go kernels)")
 	ds := fs.String("dataset", "fashion-mnist", "dataset for the training benchmark")
-	torch := fs.String("torch", "", "path of shared/reference/torch_baseline.py to run as the reference (needs python3-torch)")
-	python := fs.String("python", "/usr/bin/python3", "python interpreter for --torch")
+	against := fs.String("against", "", "a reference to run in the same run, with ratios: torch (PyTorch: the reference built into gossipd, or --torch's; needs python3-torch)")
+	torch := fs.String("torch", "", "path of another PyTorch reference script (e.g. shared/reference/torch_baseline.py); implies --against torch")
+	python := fs.String("python", "/usr/bin/python3", "python interpreter for the PyTorch reference")
 	threads := fs.Int("threads", 0, "compute threads (default: all cores)")
 	minTime := fs.Duration("min-time", time.Second, "minimum measuring time per GEMM size")
-	dev := fs.String("device", "auto", "where training is measured: "+device.Values+" (gemm and sim measure the CPU kernels; with cuda, --torch runs PyTorch on the same GPU)")
+	dev := fs.String("device", "auto", "where training is measured: "+device.Values+" (gemm and sim measure the CPU kernels; --against torch runs PyTorch on the same device)")
 	batchList := fs.String("batch", "32", "minibatch sizes for the training benchmark, comma-separated (e.g. 32,512)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := checkDevice(*dev); err != nil {
 		return err
+	}
+	switch *against {
+	case "":
+	case "torch":
+		if *torch == "" {
+			path, remove, err := writeTorchReference()
+			if err != nil {
+				return err
+			}
+			defer remove()
+			*torch = path
+		}
+	default:
+		return fmt.Errorf("%w: bench: --against %q: want torch", errUsage, *against)
 	}
 	var batches []int
 	for _, b := range strings.Split(*batchList, ",") {
@@ -77,6 +94,22 @@ func benchGEMM(w io.Writer, threads int, minTime time.Duration) {
 		backend = r.Backend
 	}
 	fmt.Fprintf(w, "backend %s\n\n", backend)
+}
+
+// writeTorchReference writes the built-in PyTorch reference to a
+// temporary file for python to run, and returns its path and a function
+// that removes it.
+func writeTorchReference() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "gossipd-torch-")
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(dir, "torch_reference.py")
+	if err := os.WriteFile(path, bench.TorchReference, 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
 }
 
 // trainBench is what the training benchmark measures.
