@@ -127,3 +127,59 @@ func TestDeviceTallyFrees(t *testing.T) {
 		t.Fatalf("tally of %d examples, want 55", tl.N)
 	}
 }
+
+// TestPerExampleGradientsOnDevice: per-example gradients computed on the
+// emulated device equal the CPU's bit for bit, for every model; once the
+// workspace is sized, nothing crosses between host and device; Close
+// frees every buffer.
+func TestPerExampleGradientsOnDevice(t *testing.T) {
+	const d, classes, n = 12, 4, 9
+	x, y := stackData(n, d, classes)
+	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.05},
+		{Kind: model.MLP, Inputs: d, Hidden: []int{6, 5}, Classes: classes}} {
+		cpu, err := model.New(spec, model.WithSeed(4), model.WithBackend(compute.NewCPU()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spec.Kind == model.SVM {
+			p := cpu.CopyParams()
+			for i := range p {
+				p[i] = float32(i%5) * 0.1
+			}
+			if err := cpu.SetParams(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		P := cpu.NumParams()
+		want := make([]float32, n*P)
+		cpu.PerExampleGradients(want, x, y, n)
+
+		dev := backendtest.NewDevice()
+		m, err := model.New(spec, model.WithBackend(dev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetParams(cpu.CopyParams()); err != nil {
+			t.Fatal(err)
+		}
+		xt, grads := dev.Load(x), dev.Alloc(n*P)
+		m.PerExampleGradientsOn(grads, xt, y, n) // sizes the workspace
+		before := dev.Stats()
+		m.PerExampleGradientsOn(grads, xt, y, n)
+		after := dev.Stats()
+		if after.HostIn != before.HostIn || after.HostOut != before.HostOut {
+			t.Errorf("%v: per-example gradients moved %d values in and %d out", spec, after.HostIn-before.HostIn, after.HostOut-before.HostOut)
+		}
+		got := make([]float32, n*P)
+		dev.Store(got, grads)
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: per-example gradients on the device differ from the CPU's", spec)
+		}
+		dev.Free(xt)
+		dev.Free(grads)
+		m.Close()
+		if live := dev.Stats().Live; live != 0 {
+			t.Errorf("%v: %d buffers live after Close", spec, live)
+		}
+	}
+}

@@ -61,34 +61,35 @@ func (m *Model) addRegGrad(grad compute.Tensor) {
 // rows of grads (n × NumParams): row i is ∇ℓ(x_i, y_i) (plus λW for the SVM),
 // so the rows average to Gradient's result. DP-SGD clips these rows.
 func (m *Model) PerExampleGradients(grads, x []float32, y []int32, n int) {
-	m.check(x, y, n)
+	m.PerExampleGradientsOn(host(grads), host(x), y, n)
+}
+
+// PerExampleGradientsOn is PerExampleGradients on tensors of the model's
+// backend. For a fully connected layer example i's weight gradient is the
+// outer product u_i·v_iᵀ of its error and its input, and its bias
+// gradient u_i: one strided-batched GEMM each over the n examples
+// (compute.Batched), and one more adds the SVM's λW to every row.
+func (m *Model) PerExampleGradientsOn(grads, x compute.Tensor, y []int32, n int) {
+	m.checkT(x, y, n)
 	P := m.params.Len()
-	if len(grads) < n*P {
-		panic(fmt.Sprintf("model: per-example buffer %d, want %d×%d", len(grads), n, P))
+	if grads.Len() < n*P {
+		panic(fmt.Sprintf("model: per-example buffer %d, want %d×%d", grads.Len(), n, P))
 	}
-	m.backward(host(x), y, n, 1)
-	var ubuf, vbuf []float32
+	if n == 0 {
+		return
+	}
+	m.backward(x, y, n, 1)
+	be := m.backend
+	if m.ws.one.Len() == 0 {
+		m.ws.one = be.Load([]float32{1})
+	}
 	for l, ly := range m.layers {
-		us := m.toHost(m.ws.dz[l].Slice(0, n*ly.out), &ubuf)
-		vs := x
-		if l > 0 {
-			vs = m.toHost(m.ws.a[l-1].Slice(0, n*ly.in), &vbuf)
-		}
-		for i := 0; i < n; i++ {
-			g := grads[i*P : (i+1)*P]
-			u, v := us[i*ly.out:(i+1)*ly.out], vs[i*ly.in:(i+1)*ly.in]
-			w := g[ly.wOff:ly.bOff]
-			for r, ur := range u {
-				row := w[r*ly.in : (r+1)*ly.in]
-				for c, vc := range v {
-					row[c] = ur * vc
-				}
-			}
-			copy(g[ly.bOff:ly.bOff+ly.out], u)
-		}
+		u := m.ws.dz[l].Slice(0, n*ly.out)
+		be.GemmStrided(false, false, ly.out, ly.in, 1, 1, u, 1, ly.out, m.input(x, l), ly.in, ly.in, 0, grads.Slice(ly.wOff, grads.Len()), ly.in, P, n)
+		be.GemmStrided(false, false, 1, ly.out, 1, 1, m.ws.one, 1, 0, u, ly.out, ly.out, 0, grads.Slice(ly.bOff, grads.Len()), ly.out, P, n)
 	}
-	for i := 0; i < n; i++ {
-		m.addRegGrad(host(grads[i*P : (i+1)*P]))
+	if m.spec.Kind == SVM {
+		be.GemmStrided(false, false, 1, P, 1, float32(m.spec.Lambda), m.ws.one, 1, 0, m.params, P, 0, 1, grads, P, P, n)
 	}
 }
 

@@ -68,6 +68,8 @@ type workspace struct {
 	// (ClippedGradientSum).
 	norms []float64
 	clip  []float32
+	// one is a tensor holding 1 (PerExampleGradientsOn's GEMMs).
+	one compute.Tensor
 }
 
 // Option configures New.
@@ -248,6 +250,10 @@ func (m *Model) freeWorkspace() {
 	}
 	be.Free(m.ws.colSums)
 	be.Free(m.ws.probs)
+	if m.ws.one.Len() > 0 {
+		be.Free(m.ws.one)
+		m.ws.one = compute.Tensor{}
+	}
 	m.ws.cap = 0
 }
 
