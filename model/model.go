@@ -86,6 +86,18 @@ func WithSeed(seed uint64) Option { return func(o *options) { o.seed = seed } }
 // WithBackend sets the compute backend (default: compute.NewCPU()).
 func WithBackend(b compute.Backend) Option { return func(o *options) { o.backend = b } }
 
+// resolve applies opts to the defaults (a new CPU backend).
+func resolve(opts []Option) options {
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.backend == nil {
+		o.backend = compute.NewCPU()
+	}
+	return o
+}
+
 // LayoutOf returns the parameter layout of spec's model without building it.
 func LayoutOf(spec Spec) (*Layout, error) {
 	if err := spec.Validate(); err != nil {
@@ -108,13 +120,7 @@ func New(spec Spec, opts ...Option) (*Model, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{}
-	for _, f := range opts {
-		f(&o)
-	}
-	if o.backend == nil {
-		o.backend = compute.NewCPU()
-	}
+	o := resolve(opts)
 	layout, _ := LayoutOf(spec)
 	m := &Model{spec: spec, backend: o.backend, layout: *layout}
 	m.spec.Hidden = append([]int(nil), spec.Hidden...)

@@ -55,13 +55,7 @@ func NewStack(spec Spec, capacity int, opts ...Option) (*Stack, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("%w: a stack of %d models", ErrSpec, capacity)
 	}
-	o := options{}
-	for _, f := range opts {
-		f(&o)
-	}
-	if o.backend == nil {
-		o.backend = compute.NewCPU()
-	}
+	o := resolve(opts)
 	layout, _ := LayoutOf(spec)
 	s := &Stack{spec: spec, layers: layersOf(layout), size: layout.Size, be: o.backend, cap: capacity}
 	s.spec.Hidden = append([]int(nil), spec.Hidden...)

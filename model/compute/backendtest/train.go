@@ -8,6 +8,19 @@ import (
 	"github.com/gossipd/gossipd/model/compute"
 )
 
+// trainData is n random examples of d features in [−1, 1) with labels
+// of classes, and a spec of each model kind for them.
+func trainData(rng *rand.Rand, n, d, classes int) ([]float32, []int32, []model.Spec) {
+	x := randSlice(rng, n*d)
+	y := make([]int32, n)
+	for i := range y {
+		y[i] = int32(rng.IntN(classes))
+	}
+	specs := []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
+		{Kind: model.MLP, Inputs: d, Hidden: []int{32}, Classes: classes}}
+	return x, y, specs
+}
+
 // TrainSteps trains every model kind (softmax, linear SVM, MLP) with every
 // optimizer that applies (SGD, SGD with momentum, Adam, Pegasos; the fused
 // SGD step, plain and through row indices; DP-SGD's clipped gradient sum)
@@ -19,13 +32,7 @@ func TrainSteps(t T, be compute.Backend) {
 	ref := compute.NewCPU(compute.WithPureGo(), compute.WithThreads(1))
 	const d, classes, n, batch = 784, 10, 96, 32
 	rng := rand.New(rand.NewPCG(21, 22))
-	x := randSlice(rng, n*d)
-	y := make([]int32, n)
-	for i := range y {
-		y[i] = int32(rng.IntN(classes))
-	}
-	specs := []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
-		{Kind: model.MLP, Inputs: d, Hidden: []int{32}, Classes: classes}}
+	x, y, specs := trainData(rng, n, d, classes)
 	for _, spec := range specs {
 		opts := []model.OptimizerConfig{{Name: "sgd", LR: 0.1}, {Name: "sgd", LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}, {Name: "adam", LR: 0.001}, {Name: "fused"}, {Name: "rows"}, {Name: "dp"}}
 		if spec.Kind == model.SVM {
@@ -99,13 +106,7 @@ func StackSteps(t T, be compute.Backend) {
 	ref := compute.NewCPU(compute.WithPureGo(), compute.WithThreads(1))
 	const d, classes, n, batch, k, slots = 784, 10, 96, 6, 5, 8
 	rng := rand.New(rand.NewPCG(23, 24))
-	x := randSlice(rng, n*d)
-	y := make([]int32, n)
-	for i := range y {
-		y[i] = int32(rng.IntN(classes))
-	}
-	specs := []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
-		{Kind: model.MLP, Inputs: d, Hidden: []int{32}, Classes: classes}}
+	x, y, specs := trainData(rng, n, d, classes)
 	for _, spec := range specs {
 		models := make([]*model.Model, k)
 		start := make([][]float32, k)
