@@ -103,8 +103,9 @@ type batchItem struct {
 	job *trainJob
 }
 
-// newBatcher starts a batcher of size updates a call on be.
-func newBatcher(spec model.Spec, be compute.Backend, size int) (*batcher, error) {
+// newBatcher starts a batcher of size updates a call on be (gpu: the same
+// device backend, or nil for the CPU).
+func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, error) {
 	st, err := model.NewStack(spec, size, model.WithBackend(be))
 	if err != nil {
 		return nil, err
@@ -120,7 +121,10 @@ func newBatcher(spec model.Spec, be compute.Backend, size int) (*batcher, error)
 			for _, it := range items {
 				trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
 			}
-			res, err := trainer.RunBatch(ws, trainers, reqs)
+			res, err := func() (res []*gossip.TrainResult, err error) {
+				defer deviceFailure(gpu, fmt.Sprintf("a batch of %d updates", len(reqs)), &err)
+				return trainer.RunBatch(ws, trainers, reqs)
+			}()
 			for i, it := range items {
 				if err != nil {
 					it.job.err = err
@@ -132,6 +136,19 @@ func newBatcher(spec model.Spec, be compute.Backend, size int) (*batcher, error)
 		}
 	})
 	return b, nil
+}
+
+// deviceFailure turns a device backend's panic (a CUDA failure, such as
+// running out of device memory) into *err, so that the run ends with a
+// message instead of a crash. The CPU's panics are programming errors
+// and stay panics.
+func deviceFailure(gpu compute.Backend, what string, err *error) {
+	if gpu == nil {
+		return
+	}
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("simulation: %s on %s failed: %v", what, gpu.Name(), r)
+	}
 }
 
 // add queues req of tr and returns its job; a full batch starts.

@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"context"
 	"errors"
 	"math"
 	"runtime"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/backendtest"
 	"github.com/gossipd/gossipd/privacy"
 )
@@ -143,5 +145,24 @@ func TestPeersOnDevice(t *testing.T) {
 				t.Fatalf("%d device buffers live after the run", live)
 			}
 		})
+	}
+}
+
+// failingDevice fails as a GPU out of memory would, in its batched GEMM.
+type failingDevice struct{ *backendtest.Device }
+
+func (failingDevice) GemmStrided(bool, bool, int, int, int, float32, compute.Tensor, int, int, compute.Tensor, int, int, float32, compute.Tensor, int, int, int) {
+	panic("cuda: cublasSgemmStridedBatched 3 × 6×10×64: status 3 (on cuda:0)")
+}
+
+// TestDeviceFailureEndsRun: a device that fails in a batch ends the run
+// with an error naming the batch, the device and the failure, not a crash.
+func TestDeviceFailureEndsRun(t *testing.T) {
+	testDevice = failingDevice{backendtest.NewDevice()}
+	defer func() { testDevice = nil }()
+	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4}
+	_, err := Run(context.Background(), c, nil)
+	if err == nil || !strings.Contains(err.Error(), "updates on emulated-device") || !strings.Contains(err.Error(), "status 3") {
+		t.Fatalf("err = %v", err)
 	}
 }

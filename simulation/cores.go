@@ -42,7 +42,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		if be == nil {
 			be = compute.NewCPU()
 		}
-		if s.batch, err = newBatcher(s.spec, be, n); err != nil {
+		if s.batch, err = newBatcher(s.spec, be, s.gpu, n); err != nil {
 			return err
 		}
 		defer s.batch.close()

@@ -50,7 +50,10 @@ func (w *world) Train(req *gossip.TrainRequest) {
 		w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, p.tr.Work(req)), kind: evTrainDone, peer: w.i, job: job})
 		return
 	}
-	r, err := p.Run(req)
+	r, err := func() (r *gossip.TrainResult, err error) {
+		defer deviceFailure(w.s.gpu, "an update", &err)
+		return p.Run(req)
+	}()
 	if err != nil {
 		if w.s.err == nil {
 			w.s.err = fmt.Errorf("peer %s: %w", p.ID(), err)
