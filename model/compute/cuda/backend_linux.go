@@ -46,6 +46,8 @@ type Backend struct {
 	ints   devBuf
 	sums   devBuf
 	rows   devBuf // row losses
+	scales devBuf // ScaleRows' factors
+	stage  stage
 	libs   string
 }
 
@@ -165,6 +167,8 @@ func (b *Backend) grow(buf *devBuf, bytes uintptr) uint64 {
 		return buf.p
 	}
 	if buf.p != 0 {
+		// Kernels queued before may still read it.
+		b.must("cuCtxSynchronize", b.a.syncCtx())
 		b.must("cuMemFree", b.a.free(buf.p))
 	}
 	bytes = max(bytes, 2*buf.bytes, 256)

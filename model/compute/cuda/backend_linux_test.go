@@ -72,12 +72,19 @@ func TestOpenFakeDriver(t *testing.T) {
 // emulatedBackend is the Backend over the emulated driver and cuBLAS.
 func emulatedBackend(t *testing.T) *Backend {
 	t.Helper()
+	b, _ := emulated(t)
+	return b
+}
+
+// emulated is emulatedBackend with its emulator.
+func emulated(t *testing.T) (*Backend, *emulator) {
+	t.Helper()
 	e := newEmulator(t)
 	b, err := newBackend(Device{Name: "emulated GPU", Major: 9}, e.api(), e.blas(), []byte("PTX\x00"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return b, e
 }
 
 // TestEmulatedKernels runs the checks a GPU is to pass on the backend's

@@ -28,6 +28,13 @@ import (
 // CUDA thread, barriers for __syncthreads). So backendtest's checks,
 // which a real GPU is to pass, run here on kernels.cu's code. What this
 // does not check: NVRTC, the real driver, cuBLAS, and speed.
+//
+// The emulated device runs its stream late, as a GPU may: kernels, GEMMs,
+// memsets, device copies and asynchronous uploads wait in a queue and run,
+// in order, only when the host synchronises (a copy to the host, a copy
+// from pageable memory, cuCtxSynchronize, cuMemFree). An asynchronous
+// upload reads its host memory then, not when it was queued, so host
+// memory reused before the device has read it gives wrong results here.
 
 // argKind is a kernel parameter's type.
 type argKind int
@@ -132,6 +139,36 @@ type emulator struct {
 	in   *bufio.Writer
 	out  *bufio.Reader
 	errs []byte // a NUL-terminated error name for cuGetErrorName
+	// queue holds the stream's operations not run yet; pinned the
+	// page-locked host memory handed out.
+	queue  []func() int32
+	pinned [][]byte
+	// Syncs counts the times the host waited for the stream with work
+	// queued.
+	syncs int
+}
+
+// enqueue adds a stream-ordered operation.
+func (e *emulator) enqueue(op func() int32) int32 {
+	e.queue = append(e.queue, op)
+	return 0
+}
+
+// sync runs the queued operations in order, as the host waiting for the
+// stream; it returns the first failure.
+func (e *emulator) sync() int32 {
+	if len(e.queue) > 0 {
+		e.syncs++
+	}
+	var res int32
+	for len(e.queue) > 0 {
+		op := e.queue[0]
+		e.queue = e.queue[1:]
+		if r := op(); r != 0 && res == 0 {
+			res = r
+		}
+	}
+	return res
 }
 
 func newEmulator(t *testing.T) *emulator {
@@ -213,6 +250,9 @@ func (e *emulator) api() *api {
 		return 0
 	}
 	a.free = func(p uint64) int32 {
+		if r := e.sync(); r != 0 {
+			return r
+		}
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if _, ok := e.bufs[p]; !ok {
@@ -222,15 +262,40 @@ func (e *emulator) api() *api {
 		delete(e.bufs, p)
 		return 0
 	}
-	a.htod = func(d uint64, s unsafe.Pointer, n uintptr) int32 { copy(e.bytes(d, n), host(s, n)); return 0 }
-	a.dtoh = func(d unsafe.Pointer, s uint64, n uintptr) int32 { copy(host(d, n), e.bytes(s, n)); return 0 }
-	a.dtod = func(d, s uint64, n uintptr) int32 { copy(e.bytes(d, n), e.bytes(s, n)); return 0 }
-	a.memset32 = func(d uint64, v uint32, n uintptr) int32 {
-		b := e.bytes(d, 4*n)
-		for i := uintptr(0); i < n; i++ {
-			binary.LittleEndian.PutUint32(b[4*i:], v)
+	a.htod = func(d uint64, s unsafe.Pointer, n uintptr) int32 {
+		r := e.sync() // from pageable memory: the stream first
+		copy(e.bytes(d, n), host(s, n))
+		return r
+	}
+	a.htodAsync = func(d uint64, s unsafe.Pointer, n uintptr, _ uintptr) int32 {
+		if !e.isPinned(s, n) {
+			e.t.Errorf("emulator: cuMemcpyHtoDAsync from %p, not page-locked memory", s)
+			return 1
 		}
+		return e.enqueue(func() int32 { copy(e.bytes(d, n), host(s, n)); return 0 })
+	}
+	a.allocHost = func(p *unsafe.Pointer, n uintptr) int32 {
+		buf := make([]byte, n)
+		e.pinned = append(e.pinned, buf)
+		*p = unsafe.Pointer(&buf[0])
 		return 0
+	}
+	a.dtoh = func(d unsafe.Pointer, s uint64, n uintptr) int32 {
+		r := e.sync()
+		copy(host(d, n), e.bytes(s, n))
+		return r
+	}
+	a.dtod = func(d, s uint64, n uintptr) int32 {
+		return e.enqueue(func() int32 { copy(e.bytes(d, n), e.bytes(s, n)); return 0 })
+	}
+	a.memset32 = func(d uint64, v uint32, n uintptr) int32 {
+		return e.enqueue(func() int32 {
+			b := e.bytes(d, 4*n)
+			for i := uintptr(0); i < n; i++ {
+				binary.LittleEndian.PutUint32(b[4*i:], v)
+			}
+			return 0
+		})
 	}
 	a.loadData = func(mod *uintptr, _ *byte) int32 { *mod = 1; return 0 }
 	a.function = func(fn *uintptr, _ uintptr, name *byte) int32 {
@@ -243,12 +308,24 @@ func (e *emulator) api() *api {
 		return 0
 	}
 	a.launch = e.launch
-	a.syncCtx = func() int32 { return 0 }
+	a.syncCtx = e.sync
 	a.unloadMod = func(uintptr) int32 { return 0 }
 	return a
 }
 
-// launch sends the kernel, its buffers and arguments to the helper and
+// isPinned reports whether n bytes at p lie in page-locked memory.
+func (e *emulator) isPinned(p unsafe.Pointer, n uintptr) bool {
+	for _, b := range e.pinned {
+		lo := uintptr(unsafe.Pointer(&b[0]))
+		if a := uintptr(p); a >= lo && a+n <= lo+uintptr(len(b)) {
+			return true
+		}
+	}
+	return false
+}
+
+// launch takes the kernel's arguments as they are now and queues the
+// run: it sends the kernel, its buffers and arguments to the helper and
 // takes the buffers back.
 func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, _ uintptr, params, _ unsafe.Pointer) int32 {
 	if gy != 1 || gz != 1 || by != 1 || bz != 1 {
@@ -290,6 +367,17 @@ func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, _ uintpt
 			argBytes = binary.LittleEndian.AppendUint32(argBytes, math.Float32bits(*(*float32)(args[i])))
 		}
 	}
+	return e.enqueue(func() int32 { return e.run(sig, gx, bx, bases, argBytes) })
+}
+
+// run runs a queued launch in the helper.
+func (e *emulator) run(sig kernelSig, gx, bx uint32, bases []uint64, argBytes []byte) int32 {
+	for _, base := range bases {
+		if _, ok := e.bufs[base]; !ok {
+			e.t.Errorf("emulator: %s ran on device memory at %#x freed since it was launched", sig.name, base)
+			return 1
+		}
+	}
 	w := e.in
 	binary.Write(w, binary.LittleEndian, uint32(len(sig.name)))
 	w.WriteString(sig.name)
@@ -317,43 +405,11 @@ func (e *emulator) blas() *cublas {
 	c := &cublas{}
 	c.create = func(h *uintptr) int32 { *h = 1; return 0 }
 	c.destroy = func(uintptr) int32 { return 0 }
-	c.sgemm = func(_ uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, b uint64, ldb int32, beta *float32, cc uint64, ldc int32) int32 {
-		// The operands as float32 views of their buffers, from their
-		// start addresses to the buffers' ends.
-		view := func(addr uint64) []float32 {
-			base, off, ok := e.find(addr)
-			if !ok {
-				e.t.Fatalf("emulator: cublasSgemm operand %#x is not device memory", addr)
-			}
-			buf := e.bufs[base][off:]
-			return unsafe.Slice((*float32)(unsafe.Pointer(&buf[0])), len(buf)/4)
-		}
-		A, B, C := view(a), view(b), view(cc)
-		for j := int64(0); j < int64(n); j++ {
-			for i := int64(0); i < int64(m); i++ {
-				var s float64
-				for p := int64(0); p < int64(k); p++ {
-					var av, bv float32
-					if ta == 1 { // op(A) = Aᵀ, A stored k×m
-						av = A[p+i*int64(lda)]
-					} else { // A stored m×k
-						av = A[i+p*int64(lda)]
-					}
-					if tb == 1 {
-						bv = B[j+p*int64(ldb)]
-					} else {
-						bv = B[p+j*int64(ldb)]
-					}
-					s += float64(av) * float64(bv)
-				}
-				v := float64(*alpha) * s
-				if *beta != 0 {
-					v += float64(*beta) * float64(C[i+j*int64(ldc)])
-				}
-				C[i+j*int64(ldc)] = float32(v)
-			}
-		}
-		return 0
+	c.sgemm = func(_ uintptr, ta, tb int32, m, n, k int32, alphaP *float32, a uint64, lda int32, b uint64, ldb int32, betaP *float32, cc uint64, ldc int32) int32 {
+		// α and β are read at the call (host pointer mode); the GEMM
+		// runs in stream order.
+		alpha, beta := *alphaP, *betaP
+		return e.enqueue(func() int32 { return e.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) })
 	}
 	c.sgemmStrided = func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta *float32, cc uint64, ldc int32, sc int64, count int32) int32 {
 		for i := range uint64(count) {
@@ -364,4 +420,44 @@ func (e *emulator) blas() *cublas {
 		return 0
 	}
 	return c
+}
+
+// sgemm is the emulated column-major SGEMM, in float64.
+func (e *emulator) sgemm(ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, cc uint64, ldc int32) int32 {
+	// The operands as float32 views of their buffers, from their
+	// start addresses to the buffers' ends.
+	view := func(addr uint64) []float32 {
+		base, off, ok := e.find(addr)
+		if !ok {
+			e.t.Fatalf("emulator: cublasSgemm operand %#x is not device memory", addr)
+		}
+		buf := e.bufs[base][off:]
+		return unsafe.Slice((*float32)(unsafe.Pointer(&buf[0])), len(buf)/4)
+	}
+	A, B, C := view(a), view(b), view(cc)
+	for j := int64(0); j < int64(n); j++ {
+		for i := int64(0); i < int64(m); i++ {
+			var s float64
+			for p := int64(0); p < int64(k); p++ {
+				var av, bv float32
+				if ta == 1 { // op(A) = Aᵀ, A stored k×m
+					av = A[p+i*int64(lda)]
+				} else { // A stored m×k
+					av = A[i+p*int64(lda)]
+				}
+				if tb == 1 {
+					bv = B[j+p*int64(ldb)]
+				} else {
+					bv = B[p+j*int64(ldb)]
+				}
+				s += float64(av) * float64(bv)
+			}
+			v := float64(alpha) * s
+			if beta != 0 {
+				v += float64(beta) * float64(C[i+j*int64(ldc)])
+			}
+			C[i+j*int64(ldc)] = float32(v)
+		}
+	}
+	return 0
 }

@@ -127,12 +127,13 @@ func (b *Backend) gatherInto(dst, src uint64, rows []int, cols, ld int) {
 	if len(rows) == 0 {
 		return
 	}
-	idx := make([]int32, len(rows))
-	for i, r := range rows {
-		idx[i] = int32(r)
-	}
-	ip := b.grow(&b.ints, uintptr(4*len(idx)))
-	b.must("cuMemcpyHtoD", b.a.htod(ip, unsafe.Pointer(&idx[0]), uintptr(4*len(idx))))
+	ip := b.grow(&b.ints, uintptr(4*len(rows)))
+	b.upload(ip, uintptr(4*len(rows)), func(p []byte) {
+		idx := unsafe.Slice((*int32)(unsafe.Pointer(&p[0])), len(rows))
+		for i, r := range rows {
+			idx[i] = int32(r)
+		}
+	})
 	nr, c, l := int32(len(rows)), int32(cols), int32(ld)
 	b.launch("gather_rows", blocks(len(rows)*cols, threads), threads, arg(&dst), arg(&src), arg(&ip), arg(&nr), arg(&c), arg(&l))
 }
@@ -217,7 +218,7 @@ func (b *Backend) ColumnSums(dst, src compute.Tensor, m, n int) {
 // labels copies y to the device.
 func (b *Backend) labels(y []int32) uint64 {
 	yp := b.grow(&b.ints, uintptr(4*len(y)))
-	b.must("cuMemcpyHtoD", b.a.htod(yp, unsafe.Pointer(&y[0]), uintptr(4*len(y))))
+	b.upload(yp, uintptr(4*len(y)), func(p []byte) { copy(p, unsafe.Slice((*byte)(unsafe.Pointer(&y[0])), 4*len(y))) })
 	return yp
 }
 

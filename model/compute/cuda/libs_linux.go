@@ -174,12 +174,16 @@ func loadCuBLAS() (*cublas, string, error) {
 // api is the part of the driver API the compute backend calls.
 type api struct {
 	driver
-	retain    func(ctx *uintptr, dev int32) int32
-	release   func(dev int32) int32
-	setCtx    func(ctx uintptr) int32
-	alloc     func(p *uint64, bytes uintptr) int32
-	free      func(p uint64) int32
-	htod      func(dst uint64, src unsafe.Pointer, bytes uintptr) int32
+	retain  func(ctx *uintptr, dev int32) int32
+	release func(dev int32) int32
+	setCtx  func(ctx uintptr) int32
+	alloc   func(p *uint64, bytes uintptr) int32
+	free    func(p uint64) int32
+	htod    func(dst uint64, src unsafe.Pointer, bytes uintptr) int32
+	// htodAsync copies from page-locked memory (allocHost) in stream
+	// order, without waiting for the stream first.
+	htodAsync func(dst uint64, src unsafe.Pointer, bytes uintptr, stream uintptr) int32
+	allocHost func(p *unsafe.Pointer, bytes uintptr) int32
 	dtoh      func(dst unsafe.Pointer, src uint64, bytes uintptr) int32
 	dtod      func(dst, src uint64, bytes uintptr) int32
 	memset32  func(dst uint64, v uint32, n uintptr) int32
@@ -201,6 +205,7 @@ func loadAPI() (*api, string, error) {
 		"cuDeviceGetName": &a.name, "cuDeviceTotalMem_v2": &a.totalMem, "cuDeviceGetAttribute": &a.attribute,
 		"cuGetErrorName": &a.errorName, "cuDevicePrimaryCtxRetain": &a.retain, "cuDevicePrimaryCtxRelease_v2": &a.release,
 		"cuCtxSetCurrent": &a.setCtx, "cuMemAlloc_v2": &a.alloc, "cuMemFree_v2": &a.free, "cuMemcpyHtoD_v2": &a.htod,
+		"cuMemcpyHtoDAsync_v2": &a.htodAsync, "cuMemAllocHost_v2": &a.allocHost,
 		"cuMemcpyDtoH_v2": &a.dtoh, "cuMemcpyDtoD_v2": &a.dtod, "cuMemsetD32_v2": &a.memset32, "cuModuleLoadData": &a.loadData,
 		"cuModuleGetFunction": &a.function, "cuLaunchKernel": &a.launch, "cuCtxSynchronize": &a.syncCtx, "cuModuleUnload": &a.unloadMod,
 	})

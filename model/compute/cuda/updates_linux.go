@@ -81,7 +81,8 @@ func (b *Backend) ScaleRows(x compute.Tensor, m, n int, s []float32) {
 	}
 	defer b.enter()()
 	px, done := b.ptr(x, 0, true, true)
-	ps, _ := b.ptr(compute.Host(s[:m]), 1, true, false)
+	ps := b.grow(&b.scales, uintptr(4*m))
+	b.upload(ps, uintptr(4*m), func(p []byte) { copy(p, unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*m)) })
 	mm, nn := int32(m), int32(n)
 	b.launch("scale_rows", blocks(m*n, threads), threads, arg(&px), arg(&ps), arg(&mm), arg(&nn))
 	done()
