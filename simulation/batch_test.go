@@ -37,6 +37,10 @@ func TestPeerBatch(t *testing.T) {
 		"dpsgd local-steps":  func(c *Config) { c.Protocol, c.LocalSteps = "dpsgd", 2 },
 		"pushsum local-step": func(c *Config) { c.Protocol, c.LocalSteps = "pushsum", 2 },
 		"sfb local-steps":    func(c *Config) { c.Protocol, c.LocalSteps, c.Model, c.Hidden = "sfb", 2, "mlp", []int{8} },
+		// Strict event order: results are never set aside (batches of one).
+		"turnover":  func(c *Config) { c.Turnover, c.Rounds = 0.3, 8 },
+		"ipm":       func(c *Config) { c.Byzantine, c.Attack = 0.2, "ipm" },
+		"labelflip": func(c *Config) { c.Byzantine, c.Attack = 0.2, "labelflip" },
 	}
 	for name, edit := range cases {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
@@ -48,7 +52,13 @@ func TestPeerBatch(t *testing.T) {
 				t.Fatalf("--peer-batch 1: %d batches (peer_batch %d)", aloneRes.Batches, aloneRes.PeerBatch)
 			}
 			c.PeerBatch = 64
+			aside := -1
+			afterRun = func(s *sim) { aside = s.setAsides }
 			want, res := csvOf(t, c)
+			afterRun = nil
+			if strict := c.Turnover > 0 || c.Attack == "ipm"; strict && aside != 0 {
+				t.Fatalf("%d results set aside in a run that keeps strict event order", aside)
+			}
 			c.PeerBatch = 5
 			five, _ := csvOf(t, c)
 			prev := runtime.GOMAXPROCS(1)

@@ -296,7 +296,7 @@ func (s *sim) runEvents(t time.Duration) error {
 		case evDeliver:
 			s.deliver(p, e)
 		case evTrainDone:
-			if e.job != nil && s.speed == nil && p.Core().QuietTrainDone() {
+			if e.job != nil && s.overlapUpdates() && p.Core().QuietTrainDone() {
 				if err := s.setAside(e); err != nil {
 					return err
 				}
