@@ -167,7 +167,7 @@ func (b *batcher) flush() {
 		return
 	}
 	items := b.pending
-	b.pending = make([]batchItem, 0, b.size)
+	b.pending = nil
 	for _, it := range items {
 		it.job.queued = false
 	}
