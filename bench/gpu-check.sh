@@ -13,8 +13,10 @@ step() { # step NAME COMMAND...: runs it, its output to $out/NAME.txt
 	local name=$1
 	shift
 	echo "== $name: $*"
-	if ! "$@" > "$out/$name.txt" 2>&1; then
-		echo "   FAILED (exit $?): see $out/$name.txt"
+	"$@" > "$out/$name.txt" 2>&1
+	local rc=$?
+	if [ $rc -ne 0 ]; then
+		echo "   FAILED (exit $rc): see $out/$name.txt"
 		status=1
 	fi
 	tail -n 12 "$out/$name.txt"
