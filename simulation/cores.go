@@ -37,7 +37,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	s.init = m.CopyParams()
 	s.ws = trainer.NewWorkspace(m)
 	defer s.ws.Close()
-	if n := peerBatch(&cfg, s.gpu); n > 1 {
+	if n := s.peerBatch; n > 1 {
 		be := s.gpu
 		if be == nil {
 			be = compute.NewCPU()

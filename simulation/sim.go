@@ -37,10 +37,12 @@ type sim struct {
 	lat   latency
 	speed computeSpeeds // nil: training takes no virtual time
 	pool  *trainPool    // runs updates on every core (compute.go, overlap.go)
-	// gpu is the device the peers train on (nil: the CPU), batch the
-	// batcher of their updates (nil: each alone; batch.go).
-	gpu   compute.Backend
-	batch *batcher
+	// gpu is the device the peers train on (nil: the CPU), peerBatch
+	// Config.PeerBatch resolved for it, batch the batcher of their
+	// updates (nil: each alone; batch.go).
+	gpu       compute.Backend
+	peerBatch int
+	batch     *batcher
 	// Done events of quiet updates set aside, by peer (overlap.go), their
 	// number, and the peer whose set-aside result is being taken.
 	deferred  []*event
@@ -102,7 +104,7 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	s := &sim{cfg: cfg, gpu: gpu, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
+	s := &sim{cfg: cfg, gpu: gpu, peerBatch: peerBatch(&cfg, gpu), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}
 	s.lat, _ = parseLatency(cfg.Latency)
 	s.speed, _ = parseCompute(cfg.Compute, cfg.ComputeTrace, cfg.Seed)
@@ -116,8 +118,8 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Config: cfg, Device: choice}
-	if n := peerBatch(&cfg, gpu); n > 1 {
-		res.PeerBatch = n
+	if s.peerBatch > 1 {
+		res.PeerBatch = s.peerBatch
 	}
 	if s.adv != nil {
 		res.ByzantinePeers = s.adv.count()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
-	"github.com/gossipd/gossipd/model/compute"
 )
 
 // BatchWorkspace trains the update requests of many trainers side by
@@ -18,7 +17,7 @@ import (
 // runs on one goroutine at a time.
 type BatchWorkspace struct {
 	stack *model.Stack
-	bound map[boundKey]compute.Tensor
+	bound boundData
 	// per call: each slot's rows, labels and rate for one step, the
 	// step's losses, and the slots' parameter vectors
 	rows   []int
@@ -31,31 +30,17 @@ type BatchWorkspace struct {
 // NewBatchWorkspace returns a workspace that trains up to st.Cap() models
 // per call on st's backend.
 func NewBatchWorkspace(st *model.Stack) *BatchWorkspace {
-	return &BatchWorkspace{stack: st, bound: map[boundKey]compute.Tensor{}}
+	return &BatchWorkspace{stack: st}
 }
 
 // Close frees the stack and the data loaded for it.
 func (w *BatchWorkspace) Close() {
-	for _, t := range w.bound { // the order reaches nothing
-		w.stack.Backend().Free(t)
-	}
-	clear(w.bound)
+	w.bound.free(w.stack.Backend())
 	w.stack.Close()
 }
 
 // Cap is how many requests one batched call takes.
 func (w *BatchWorkspace) Cap() int { return w.stack.Cap() }
-
-// on returns x in the stack's backend's memory, loading it the first time.
-func (w *BatchWorkspace) on(x []float32) compute.Tensor {
-	k := boundKey{&x[0], len(x)}
-	t, ok := w.bound[k]
-	if !ok {
-		t = w.stack.Backend().Load(x)
-		w.bound[k] = t
-	}
-	return t
-}
 
 // Batchable reports whether RunBatch can carry out req: a local update
 // without DP-SGD (whose Poisson lots and clipping run one node at a time).
@@ -121,7 +106,7 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 	// a prefix of the group.
 	group := map[boundKey]int{}
 	for _, j := range jobs {
-		k := dataKey(j.t)
+		k := keyOf(j.t.data.X)
 		if _, ok := group[k]; !ok {
 			group[k] = len(group)
 		}
@@ -157,9 +142,6 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 	return out, nil
 }
 
-// dataKey names the data matrix a trainer reads (New refuses empty data).
-func dataKey(t *Trainer) boundKey { return boundKey{&t.data.X[0], len(t.data.X)} }
-
 // run trains a group (one data matrix and batch size, longest first) in
 // the stack and stores the parameters in the requests' Params.
 func (w *BatchWorkspace) run(jobs []*batchJob) error {
@@ -170,7 +152,7 @@ func (w *BatchWorkspace) run(jobs []*batchJob) error {
 	if err := w.stack.Load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}
-	x := w.on(jobs[0].t.data.X)
+	x := w.bound.on(w.stack.Backend(), jobs[0].t.data.X)
 	bs := jobs[0].bs
 	for s := 0; s < jobs[0].steps; s++ {
 		k := 0

@@ -60,43 +60,18 @@ type Workspace struct {
 	grad []float32
 	pe   []float32 // a chunk's clipped gradient sum (DP)
 	// bound holds each data matrix the workspace trained on, in the
-	// model's backend's memory: loaded once, kept while the workspace
-	// lives (the CPU's is the matrix itself).
-	bound map[boundKey]compute.Tensor
-}
-
-type boundKey struct {
-	p *float32
-	n int
+	// model's backend's memory, while the workspace lives.
+	bound boundData
 }
 
 // on returns x in the backend's memory, loading it the first time.
-func (w *Workspace) on(x []float32) compute.Tensor {
-	if len(x) == 0 {
-		return compute.Host(x)
-	}
-	k := boundKey{&x[0], len(x)}
-	t, ok := w.bound[k]
-	if !ok {
-		if w.bound == nil {
-			w.bound = map[boundKey]compute.Tensor{}
-		}
-		t = w.model.Backend().Load(x)
-		w.bound[k] = t
-	}
-	return t
-}
+func (w *Workspace) on(x []float32) compute.Tensor { return w.bound.on(w.model.Backend(), x) }
 
 // Close frees what the workspace loaded into its model's backend (the
 // data it bound, its minibatch buffer); the model is the caller's.
 func (w *Workspace) Close() {
 	be := w.model.Backend()
-	for _, t := range w.bound { // the order reaches nothing
-		if !t.OnHost() {
-			be.Free(t)
-		}
-	}
-	clear(w.bound)
+	w.bound.free(be)
 	if w.xt.Len() > 0 {
 		be.Free(w.xt)
 		w.xt = compute.Tensor{}
