@@ -69,5 +69,8 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, ": %s", rep.AutoChoice.Note)
 	}
 	fmt.Fprintln(stdout)
+	if rep.AutoChoice.Libraries != "" {
+		fmt.Fprintf(stdout, "        %s\n", rep.AutoChoice.Libraries)
+	}
 	return nil
 }

@@ -77,6 +77,9 @@ func printTrainReport(w io.Writer, r *simulation.CentralReport) {
 	if r.Device.Note != "" {
 		fmt.Fprintf(w, "device      %s (--device %s): %s\n", r.Device.Device, r.Device.Requested, r.Device.Note)
 	}
+	if r.Device.Libraries != "" {
+		fmt.Fprintf(w, "libraries   %s\n", r.Device.Libraries)
+	}
 	fmt.Fprintf(w, "speed       %.0f samples/s (%.2f s)\n", r.SamplesPerSecond, r.TrainSeconds)
 	fmt.Fprintf(w, "train loss  %.4f\n", r.TrainLoss)
 	fmt.Fprintf(w, "test        accuracy %.4f, loss %.4f\n", r.TestAccuracy, r.TestLoss)

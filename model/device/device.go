@@ -68,8 +68,19 @@ type Choice struct {
 	Device string `json:"device"`
 	// Backend names the backend and its kernels ("cpu/avx512×2").
 	Backend string `json:"backend"`
+	// Libraries says, for a GPU, which CUDA libraries the backend loaded
+	// and how its kernels were built ("cubin sm_90", "PTX compute_90").
+	Libraries string `json:"libraries,omitempty"`
 	// Note says, for "auto", why a GPU was not used.
 	Note string `json:"note,omitempty"`
+}
+
+// gpu fills in the choice of the GPU backend be, opened for device i.
+func (ch *Choice) gpu(i int, be compute.Backend) {
+	ch.Device, ch.Backend = fmt.Sprintf("cuda:%d", i), be.Name()
+	if l, ok := be.(interface{ Libraries() string }); ok {
+		ch.Libraries = l.Libraries()
+	}
 }
 
 // Describe is the choice a backend given directly (not through Open)
@@ -132,7 +143,7 @@ func Open(spec Spec, opts ...compute.CPUOption) (compute.Backend, Choice, error)
 			ch.Note = fmt.Sprintf("no GPU used: found %s, but its compute backend did not open: %v", info.Devices[0], err)
 			return cpu()
 		}
-		ch.Device, ch.Backend = fmt.Sprintf("cuda:%d", 0), be.Name()
+		ch.gpu(0, be)
 		return be, ch, nil
 	case "cuda":
 		info, err := probe()
@@ -150,7 +161,7 @@ func Open(spec Spec, opts ...compute.CPUOption) (compute.Backend, Choice, error)
 		if err != nil {
 			return nil, ch, fmt.Errorf("%w: --device %s: found %s, but its compute backend did not open: %w", ErrDevice, spec, info.Devices[spec.Index], err)
 		}
-		ch.Device, ch.Backend = fmt.Sprintf("cuda:%d", spec.Index), be.Name()
+		ch.gpu(spec.Index, be)
 		return be, ch, nil
 	}
 	return nil, ch, fmt.Errorf("%w: unknown kind %q", ErrDevice, spec.Kind)

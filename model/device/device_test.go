@@ -36,7 +36,7 @@ func TestOpen(t *testing.T) {
 	// A stand-in for the opened GPU backend, and one that fails to open.
 	opened := func(int) (compute.Backend, error) { return compute.NewCPU(compute.WithThreads(1)), nil }
 	noNVRTC := func(int) (compute.Backend, error) {
-		return nil, fmt.Errorf("%w: cannot load NVRTC (libnvrtc.so.12): tried …", cuda.ErrNoLibrary)
+		return nil, fmt.Errorf("%w: NVRTC (libnvrtc.so.12): tried …", cuda.ErrNoLibrary)
 	}
 	for _, tc := range []struct {
 		spec    string
@@ -49,10 +49,10 @@ func TestOpen(t *testing.T) {
 		{"cpu", nil, nil, "cpu", "", false},
 		{"auto", func() (*cuda.Info, error) { return nil, cuda.ErrNotBuilt }, nil, "cpu", "make build-cuda", false},
 		{"auto", func() (*cuda.Info, error) { return nil, noLib }, nil, "cpu", "libcuda.so.1", false},
-		{"auto", func() (*cuda.Info, error) { return gpu, nil }, noNVRTC, "cpu", "found cuda:0 Fake GPU (compute capability 9.0, 80.0 GiB), but its compute backend did not open: cuda: cannot load the NVIDIA driver's CUDA library: cannot load NVRTC", false},
+		{"auto", func() (*cuda.Info, error) { return gpu, nil }, noNVRTC, "cpu", "found cuda:0 Fake GPU (compute capability 9.0, 80.0 GiB), but its compute backend did not open: cuda: cannot load a CUDA library: NVRTC", false},
 		{"auto", func() (*cuda.Info, error) { return gpu, nil }, opened, "cuda:0", "", false},
 		{"cuda", func() (*cuda.Info, error) { return nil, noLib }, nil, "", "libcuda.so.1", true},
-		{"cuda:0", func() (*cuda.Info, error) { return gpu, nil }, noNVRTC, "", "did not open: cuda: cannot load the NVIDIA driver's CUDA library: cannot load NVRTC", true},
+		{"cuda:0", func() (*cuda.Info, error) { return gpu, nil }, noNVRTC, "", "did not open: cuda: cannot load a CUDA library: NVRTC", true},
 		{"cuda:0", func() (*cuda.Info, error) { return gpu, nil }, opened, "cuda:0", "", false},
 		{"cuda:1", func() (*cuda.Info, error) { return gpu, nil }, nil, "", "has 1 device(s): cuda:0 Fake GPU", true},
 	} {

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -49,6 +50,7 @@ type Backend struct {
 	scales devBuf // ScaleRows' factors
 	stage  stage
 	libs   string
+	image  string // the kernels' build: "cubin sm_90", "PTX compute_90"
 }
 
 // devBuf is a grow-only device buffer.
@@ -83,22 +85,19 @@ func Open(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	dev := info.Devices[ordinal]
-	ptx, err := rt.compilePTX(kernelSource, "kernels.cu", dev.Major, dev.Minor)
-	if err != nil {
-		return nil, err
-	}
-	b, err := newBackend(dev, a, blas, ptx)
+	b, err := newBackend(dev, a, blas, rt.builds(kernelSource, "kernels.cu", dev.Major, dev.Minor))
 	if err != nil {
 		return nil, fmt.Errorf("%w (libraries: %s, %s, %s)", err, where, rtWhere, blasWhere)
 	}
-	b.libs = fmt.Sprintf("%s, %s, %s", where, rtWhere, blasWhere)
+	b.libs = fmt.Sprintf("%s, %s, %s; kernels: %s", where, rtWhere, blasWhere, b.image)
 	return b, nil
 }
 
 // newBackend makes the device's primary context current, loads the
-// kernels' PTX and creates the cuBLAS handle, through the function tables
-// a and blas (the libraries', or a test's emulation of them).
-func newBackend(dev Device, a *api, blas *cublas, ptx []byte) (*Backend, error) {
+// kernels (the first of builds that compiles and that the driver takes)
+// and creates the cuBLAS handle, through the function tables a and blas
+// (the libraries', or a test's emulation of them).
+func newBackend(dev Device, a *api, blas *cublas, builds []build) (*Backend, error) {
 	b := &Backend{dev: dev, a: a, blas: blas, fn: map[string]uintptr{}}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -111,8 +110,8 @@ func newBackend(dev Device, a *api, blas *cublas, ptx []byte) (*Backend, error) 
 	if err := a.check("cuCtxSetCurrent", a.setCtx(b.ctx)); err != nil {
 		return nil, err
 	}
-	if err := a.check("cuModuleLoadData", a.loadData(&b.mod, &ptx[0])); err != nil {
-		return nil, fmt.Errorf("%w: the kernels' PTX (a driver older than NVRTC refuses its PTX version)", err)
+	if err := b.loadKernels(builds); err != nil {
+		return nil, err
 	}
 	for _, k := range kernelNames {
 		var f uintptr
@@ -126,6 +125,24 @@ func newBackend(dev Device, a *api, blas *cublas, ptx []byte) (*Backend, error) 
 		return nil, fmt.Errorf("cuda: cublasCreate: status %d", r)
 	}
 	return b, nil
+}
+
+// loadKernels loads the first of builds that compiles and that the
+// driver takes; the error says why each failed.
+func (b *Backend) loadKernels(builds []build) error {
+	var why []string
+	for _, bd := range builds {
+		img, err := bd.run()
+		if err == nil {
+			err = b.a.check("cuModuleLoadData", b.a.loadData(&b.mod, &img[0]))
+		}
+		if err == nil {
+			b.image = bd.what
+			return nil
+		}
+		why = append(why, fmt.Sprintf("%s: %v", bd.what, err))
+	}
+	return fmt.Errorf("cuda: the kernels did not load (%s); a cubin needs an NVRTC that knows the GPU, and a driver older than NVRTC refuses its PTX", strings.Join(why, "; "))
 }
 
 // check turns a driver result into an error naming the call.
@@ -157,7 +174,8 @@ func (b *Backend) enter() func() {
 // Name implements compute.Backend.
 func (b *Backend) Name() string { return fmt.Sprintf("cuda:%d/%s", b.dev.Index, b.dev.Name) }
 
-// Device describes the GPU; Libraries says where the libraries came from.
+// Device describes the GPU; Libraries says where the libraries came from
+// and how the kernels were built.
 func (b *Backend) Device() Device    { return b.dev }
 func (b *Backend) Libraries() string { return b.libs }
 

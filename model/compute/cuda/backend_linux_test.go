@@ -80,11 +80,42 @@ func emulatedBackend(t *testing.T) *Backend {
 func emulated(t *testing.T) (*Backend, *emulator) {
 	t.Helper()
 	e := newEmulator(t)
-	b, err := newBackend(Device{Name: "emulated GPU", Major: 9}, e.api(), e.blas(), []byte("PTX\x00"))
+	b, err := newBackend(Device{Name: "emulated GPU", Major: 9}, e.api(), e.blas(), []build{image("PTX emulated", "PTX")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b, e
+}
+
+// image is a build that gives img (the emulated driver refuses one that
+// starts with "BAD", as a driver refuses PTX newer than it).
+func image(what, img string) build {
+	return build{what, func() ([]byte, error) { return []byte(img + "\x00"), nil }}
+}
+
+// TestLoadKernelsFallsBack: the backend loads the first build that
+// compiles and that the driver takes, says which, and names why each
+// failed when none does.
+func TestLoadKernelsFallsBack(t *testing.T) {
+	e := newEmulator(t)
+	broken := build{"cubin sm_120", func() ([]byte, error) { return nil, errors.New("NVRTC could not compile kernels.cu for sm_120") }}
+	b, err := newBackend(Device{Name: "emulated GPU", Major: 9}, e.api(), e.blas(),
+		[]build{broken, image("PTX compute_120", "BAD"), image("PTX compute_90", "PTX")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.image != "PTX compute_90" {
+		t.Fatalf("loaded %q, want the third build", b.image)
+	}
+	_, err = newBackend(Device{Name: "emulated GPU", Major: 9}, e.api(), e.blas(), []build{broken, image("PTX compute_120", "BAD")})
+	if err == nil {
+		t.Fatal("no build loads, yet the backend opened")
+	}
+	for _, want := range []string{"cubin sm_120: ", "for sm_120", "PTX compute_120: cuda: cuModuleLoadData", "(222)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v\nwant it to name %q", err, want)
+		}
+	}
 }
 
 // TestEmulatedKernels runs the checks a GPU is to pass on the backend's

@@ -34,8 +34,9 @@ const Library = "libcuda.so.1"
 var (
 	// ErrNotBuilt: this binary has no CUDA loader.
 	ErrNotBuilt = errors.New("cuda: this gossipd is the static build, without the CUDA loader; build the CUDA one with make build-cuda (bin/gossipd-cuda)")
-	// ErrNoLibrary: the driver library could not be loaded.
-	ErrNoLibrary = errors.New("cuda: cannot load the NVIDIA driver's CUDA library")
+	// ErrNoLibrary: the driver, NVRTC or cuBLAS could not be loaded, or
+	// lacks a function gossipd calls.
+	ErrNoLibrary = errors.New("cuda: cannot load a CUDA library")
 	// ErrNoDevice: the driver loaded but reports no usable device.
 	ErrNoDevice = errors.New("cuda: no usable CUDA device")
 )

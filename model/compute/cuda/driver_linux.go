@@ -140,6 +140,6 @@ func open() (uintptr, string, error) {
 	if ld == "" {
 		ld = "unset"
 	}
-	return 0, "", fmt.Errorf("%w %s: tried %sthe system's search path: $LD_LIBRARY_PATH (%s), the ld.so cache (/etc/ld.so.cache), /lib and /usr/lib (%v); is the NVIDIA driver installed (nvidia-smi)? $%s names another directory",
+	return 0, "", fmt.Errorf("%w: the NVIDIA driver's %s: tried %sthe system's search path: $LD_LIBRARY_PATH (%s), the ld.so cache (/etc/ld.so.cache), /lib and /usr/lib (%v); is the NVIDIA driver installed (nvidia-smi)? $%s names another directory",
 		ErrNoLibrary, Library, tried, ld, err, DirEnv)
 }

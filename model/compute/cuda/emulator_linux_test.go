@@ -297,7 +297,13 @@ func (e *emulator) api() *api {
 			return 0
 		})
 	}
-	a.loadData = func(mod *uintptr, _ *byte) int32 { *mod = 1; return 0 }
+	a.loadData = func(mod *uintptr, img *byte) int32 {
+		if gostring(img, 8) == "BAD" {
+			return 222 // CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+		}
+		*mod = 1
+		return 0
+	}
 	a.function = func(fn *uintptr, _ uintptr, name *byte) int32 {
 		n := gostring(name, 64)
 		if _, ok := e.sigs[n]; !ok {

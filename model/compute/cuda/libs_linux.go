@@ -37,8 +37,30 @@ func libraryDirs() []string {
 	return dirs
 }
 
-// openAny opens the first of names found in libraryDirs, then on the
-// system's search path; the error names every library and place tried.
+// companions are the libraries that the CUDA library lib needs from its
+// own directory, where the system's loader may not look: cuBLAS links
+// cuBLASLt, and NVRTC opens its builtins by name when it compiles.
+// PyTorch's NVIDIA wheels put each beside its library, with no search
+// path to it. Opened first, they are found by name (the loader matches a
+// library already open by its soname).
+func companions(dir, lib string) []string {
+	var pat string
+	switch {
+	case strings.HasPrefix(lib, "libcublas.so."):
+		pat = "libcublasLt.so." + strings.TrimPrefix(lib, "libcublas.so.")
+	case strings.HasPrefix(lib, "libnvrtc.so."):
+		major, _, _ := strings.Cut(strings.TrimPrefix(lib, "libnvrtc.so."), ".")
+		pat = "libnvrtc-builtins.so." + major + ".*"
+	default:
+		return nil
+	}
+	m, _ := filepath.Glob(filepath.Join(dir, pat))
+	return m
+}
+
+// openAny opens the first of names found in libraryDirs (with its
+// companions), then on the system's search path; the error names every
+// library and place tried.
 func openAny(what string, names []string) (uintptr, string, error) {
 	var tried []string
 	for _, dir := range libraryDirs() {
@@ -46,6 +68,11 @@ func openAny(what string, names []string) (uintptr, string, error) {
 			p := filepath.Join(dir, n)
 			if _, err := os.Stat(p); err != nil {
 				continue
+			}
+			for _, c := range companions(dir, n) {
+				if _, err := purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_LOCAL); err != nil {
+					tried = append(tried, fmt.Sprintf("%s (%v)", c, err))
+				}
 			}
 			h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 			if err == nil {
@@ -61,7 +88,7 @@ func openAny(what string, names []string) (uintptr, string, error) {
 		}
 		tried = append(tried, fmt.Sprintf("%s on the system's search path (%v)", n, err))
 	}
-	return 0, "", fmt.Errorf("%w: cannot load %s (%s): tried %s; install the CUDA toolkit's library, or name its directory in $%s",
+	return 0, "", fmt.Errorf("%w: %s (%s): tried %s; install the CUDA toolkit's library, or name its directory in $%s",
 		ErrNoLibrary, what, strings.Join(names, ", "), strings.Join(tried, "; "), DirEnv)
 }
 
@@ -89,66 +116,6 @@ func gostring(p *byte, max int) string {
 		out = append(out, *(*byte)(q))
 	}
 	return string(out)
-}
-
-// nvrtc is the part of NVRTC the backend calls.
-type nvrtc struct {
-	create     func(prog *uintptr, src *byte, name *byte, nHeaders int32, headers, includes unsafe.Pointer) int32
-	compile    func(prog uintptr, nOpts int32, opts unsafe.Pointer) int32
-	ptxSize    func(prog uintptr, n *uintptr) int32
-	ptx        func(prog uintptr, out *byte) int32
-	logSize    func(prog uintptr, n *uintptr) int32
-	log        func(prog uintptr, out *byte) int32
-	destroy    func(prog *uintptr) int32
-	errorText  func(res int32) *byte
-	versionFor func(major, minor *int32) int32
-}
-
-func loadNVRTC() (*nvrtc, string, error) {
-	h, where, err := openAny("NVRTC", nvrtcNames)
-	if err != nil {
-		return nil, "", err
-	}
-	var n nvrtc
-	return &n, where, bind(h, where, map[string]any{
-		"nvrtcCreateProgram": &n.create, "nvrtcCompileProgram": &n.compile, "nvrtcGetPTXSize": &n.ptxSize,
-		"nvrtcGetPTX": &n.ptx, "nvrtcGetProgramLogSize": &n.logSize, "nvrtcGetProgramLog": &n.log,
-		"nvrtcDestroyProgram": &n.destroy, "nvrtcGetErrorString": &n.errorText, "nvrtcVersion": &n.versionFor,
-	})
-}
-
-// compilePTX compiles src for compute capability major.minor.
-func (n *nvrtc) compilePTX(src, name string, major, minor int) ([]byte, error) {
-	var prog uintptr
-	s, nm := cstring(src), cstring(name)
-	if r := n.create(&prog, &s[0], &nm[0], 0, nil, nil); r != 0 {
-		return nil, fmt.Errorf("cuda: nvrtcCreateProgram: %s", gostring(n.errorText(r), 200))
-	}
-	defer n.destroy(&prog)
-	opts := [][]byte{cstring(fmt.Sprintf("--gpu-architecture=compute_%d%d", major, minor)), cstring("--std=c++14")}
-	ptrs := make([]*byte, len(opts))
-	for i, o := range opts {
-		ptrs[i] = &o[0]
-	}
-	if r := n.compile(prog, int32(len(ptrs)), unsafe.Pointer(&ptrs[0])); r != 0 {
-		var size uintptr
-		msg := ""
-		if n.logSize(prog, &size) == 0 && size > 1 {
-			buf := make([]byte, size)
-			n.log(prog, &buf[0])
-			msg = string(buf[:size-1])
-		}
-		return nil, fmt.Errorf("cuda: NVRTC could not compile %s for compute_%d%d: %s\n%s", name, major, minor, gostring(n.errorText(r), 200), msg)
-	}
-	var size uintptr
-	if r := n.ptxSize(prog, &size); r != 0 {
-		return nil, fmt.Errorf("cuda: nvrtcGetPTXSize: %s", gostring(n.errorText(r), 200))
-	}
-	ptx := make([]byte, size)
-	if r := n.ptx(prog, &ptx[0]); r != 0 {
-		return nil, fmt.Errorf("cuda: nvrtcGetPTX: %s", gostring(n.errorText(r), 200))
-	}
-	return ptx, nil
 }
 
 // cublas is the part of cuBLAS the backend calls.

@@ -3,7 +3,9 @@
 package cuda
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,8 +14,9 @@ import (
 // machine has (it needs no GPU: Debian's libnvrtc11.2, PyTorch's NVIDIA
 // wheels, a CUDA toolkit), as Open does, for the compute capabilities of
 // the GPUs gossipd is measured on and the oldest it supports (6.0, for
-// double atomicAdd), and wants every kernel entry point in the PTX.
-// Where there is no NVRTC it says so and checks nothing.
+// double atomicAdd): each build Open would try, the cubin (an ELF image)
+// and the PTX, must hold every kernel entry point. Where there is no
+// NVRTC it says so and checks nothing.
 func TestNVRTCCompilesKernels(t *testing.T) {
 	rt, where, err := loadNVRTC()
 	if errors.Is(err, ErrNoLibrary) {
@@ -23,18 +26,67 @@ func TestNVRTCCompilesKernels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("NVRTC: %s", where)
+	t.Logf("NVRTC: %s; architectures %v", where, rt.supported())
+	if rt.cubin == nil {
+		t.Errorf("%s has no nvrtcGetCUBIN (CUDA 11.1 and later have it)", where)
+	}
 	for _, cc := range [][2]int{{6, 0}, {8, 0}, {9, 0}} {
-		ptx, err := rt.compilePTX(kernelSource, "kernels.cu", cc[0], cc[1])
-		if err != nil {
-			t.Errorf("compute_%d%d: %v", cc[0], cc[1], err)
-			continue
-		}
-		text := string(ptx)
-		for _, k := range kernelNames {
-			if !strings.Contains(text, ".entry "+k+"(") {
-				t.Errorf("compute_%d%d: the PTX has no entry %s", cc[0], cc[1], k)
+		builds := rt.builds(kernelSource, "kernels.cu", cc[0], cc[1])
+		var whats []string
+		for _, bd := range builds {
+			whats = append(whats, bd.what)
+			img, err := bd.run()
+			if err != nil {
+				t.Errorf("%s: %v", bd.what, err)
+				continue
+			}
+			cubin := strings.HasPrefix(bd.what, "cubin")
+			if cubin && !bytes.HasPrefix(img, []byte("\x7fELF")) {
+				t.Errorf("%s: not an ELF image: % x", bd.what, img[:min(8, len(img))])
+			}
+			for _, k := range kernelNames {
+				if want := ".entry " + k + "("; !cubin && !bytes.Contains(img, []byte(want)) {
+					t.Errorf("%s: the PTX has no entry %s", bd.what, k)
+				}
+				if cubin && !bytes.Contains(img, []byte("\x00"+k+"\x00")) {
+					t.Errorf("%s: the cubin has no symbol %s", bd.what, k)
+				}
 			}
 		}
+		want := fmt.Sprintf("[cubin sm_%d%d PTX compute_%d%d]", cc[0], cc[1], cc[0], cc[1])
+		if got := fmt.Sprint(whats); got != want {
+			t.Errorf("builds for %d.%d: %s, want %s", cc[0], cc[1], got, want)
+		}
+	}
+}
+
+// TestNVRTCNewerGPU: for a GPU newer than this NVRTC knows, the cubin
+// fails with NVRTC's message naming the architecture, and the PTX is for
+// the newest architecture NVRTC knows, which the driver compiles for the
+// GPU.
+func TestNVRTCNewerGPU(t *testing.T) {
+	rt, _, err := loadNVRTC()
+	if errors.Is(err, ErrNoLibrary) {
+		t.Logf("not run: no NVRTC here: %v", err)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	archs := rt.supported()
+	if len(archs) == 0 {
+		t.Fatal("NVRTC lists no architectures")
+	}
+	newest := archs[len(archs)-1]
+	major := newest/10 + 1 // a compute capability NVRTC does not know
+	builds := rt.builds(kernelSource, "kernels.cu", major, 0)
+	if len(builds) != 2 || builds[1].what != fmt.Sprintf("PTX compute_%d", newest) {
+		t.Fatalf("builds for %d.0: %v, want a cubin, then PTX for compute_%d", major, builds, newest)
+	}
+	if _, err := builds[0].run(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("sm_%d0", major)) {
+		t.Fatalf("cubin for sm_%d0: err = %v, want NVRTC's refusal naming it", major, err)
+	}
+	if _, err := builds[1].run(); err != nil {
+		t.Fatal(err)
 	}
 }
