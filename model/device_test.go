@@ -49,6 +49,7 @@ func TestDeviceResident(t *testing.T) {
 		for _, oc := range opts {
 			dev := backendtest.NewDevice(compute.WithThreads(1))
 			cpu := compute.NewCPU(compute.WithThreads(1))
+			var losses []float64
 			run := func(be compute.Backend) (*model.Model, []float32, model.Metrics) {
 				m, err := model.New(spec, model.WithSeed(9), model.WithBackend(be))
 				if err != nil {
@@ -59,8 +60,15 @@ func TestDeviceResident(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := dev.Stats()
-				if _, err := model.Train(context.Background(), m, opt, x, y, n, model.TrainConfig{Epochs: 2, Batch: 16, Seed: 1}, nil); err != nil {
+				res, err := model.Train(context.Background(), m, opt, x, y, n, model.TrainConfig{Epochs: 2, Batch: 16, Seed: 1}, nil)
+				if err != nil {
 					t.Fatal(err)
+				}
+				losses = append(losses, res.Loss)
+				// The host waits for the device once an epoch, to read the
+				// loss summed there; the steps only queue work.
+				if waits := dev.Stats().Waits - before.Waits; be == dev && waits != res.Epochs {
+					t.Errorf("%s: training waited for the device %d times, want %d (once an epoch)", spec.Kind, waits, res.Epochs)
 				}
 				// Training loads the data once and sends nothing else in:
 				// the minibatches are gathered on the device (the fused
@@ -80,6 +88,9 @@ func TestDeviceResident(t *testing.T) {
 			name := fmt.Sprintf("%s/%s(momentum %g)", spec.Kind, oc.Name, oc.Momentum)
 			if !slices.Equal(pd, pc) {
 				t.Errorf("%s: the device's parameters differ from the CPU's", name)
+			}
+			if losses[0] != losses[1] || losses[0] <= 0 {
+				t.Errorf("%s: training loss %v on the device, %v on the CPU", name, losses[0], losses[1])
 			}
 			if metd.Loss != metc.Loss || metd.Accuracy != metc.Accuracy {
 				t.Errorf("%s: device metrics %v/%v, CPU %v/%v", name, metd.Accuracy, metd.Loss, metc.Accuracy, metc.Loss)

@@ -35,7 +35,7 @@ func (m *Model) GradientOn(grad, x compute.Tensor, y []int32, n int) float64 {
 	loss, _ := m.backward(x, y, n, 1/float32(n))
 	m.weightGrads(grad, x, n)
 	m.addRegGrad(grad)
-	return loss/float64(n) + m.regLoss()
+	return m.stepLoss(loss, n)
 }
 
 // weightGrads writes every layer's weight and bias gradient, from the

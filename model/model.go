@@ -41,6 +41,9 @@ type Model struct {
 	// reads through gather.
 	rows   []int
 	gather compute.Gatherer
+	// sum, during Train, is where the loss kernels add the steps' losses
+	// (the steps then return 0): read once in a while, not every step.
+	sum compute.LossSum
 }
 
 // layer is one fully connected layer: out×in weight at wOff, out bias at bOff.
@@ -345,9 +348,14 @@ func (m *Model) backward(x compute.Tensor, y []int32, n int, scale float32) (flo
 	dz := m.ws.dz[L-1].Slice(0, n*last.out)
 	var loss float64
 	var correct int
-	if m.spec.Kind == SVM {
+	switch {
+	case m.sum != nil && m.spec.Kind == SVM:
+		be.HingeOneVsRestSum(m.sum, dz, logits, y, n, last.out, scale)
+	case m.sum != nil:
+		be.SoftmaxCrossEntropySum(m.sum, logits, dz, logits, y, n, last.out, scale)
+	case m.spec.Kind == SVM:
 		loss, correct = be.HingeOneVsRest(dz, logits, y, n, last.out, scale)
-	} else {
+	default:
 		loss, correct = be.SoftmaxCrossEntropy(logits, dz, logits, y, n, last.out, scale)
 	}
 	for l := L - 1; l > 0; l-- {
@@ -357,6 +365,20 @@ func (m *Model) backward(x compute.Tensor, y []int32, n int, scale float32) (flo
 		be.ReLUBackward(dprev, m.ws.z[l-1].Slice(0, n*prev.out))
 	}
 	return loss, correct
+}
+
+// stepLoss is a step's loss from the summed data loss of its n examples:
+// their mean plus the SVM's λ/2·‖W‖². During Train the data loss is in
+// m.sum already; stepLoss adds n times the regulariser there and returns
+// 0, so that the step does not wait for the device.
+func (m *Model) stepLoss(loss float64, n int) float64 {
+	if m.sum == nil {
+		return loss/float64(n) + m.regLoss()
+	}
+	if m.spec.Kind == SVM {
+		m.backend.AddSumSquares(m.sum, m.spec.Lambda/2*float64(n), m.params)
+	}
+	return 0
 }
 
 // regLoss is the SVM's λ/2·‖W‖². The bias counts as the weight of a

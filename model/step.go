@@ -60,7 +60,7 @@ func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float3
 
 func (m *Model) sgdStep(x compute.Tensor, y []int32, n int, lr float32) float64 {
 	loss, _ := m.backward(x, y, n, 1/float32(n))
-	loss = loss/float64(n) + m.regLoss()
+	loss = m.stepLoss(loss, n)
 	beta := float32(1)
 	if m.spec.Kind == SVM {
 		beta = 1 - lr*float32(m.spec.Lambda)

@@ -38,9 +38,15 @@ type Progress struct {
 	Epoch, Epochs int
 	// Step counts minibatches within the epoch; Steps is their number.
 	Step, Steps int
-	// Loss is the mean training loss of the epoch so far.
+	// Loss is the mean training loss of the epoch so far, as of the last
+	// read of the running sum: every step on the CPU, every ReadEvery
+	// steps and the epoch's last on a device (a read waits for it).
 	Loss float64
 }
+
+// ReadEvery is how many steps pass between reads of the loss on a device
+// backend, for progress reports.
+const ReadEvery = 32
 
 // TrainResult summarises a Train call.
 type TrainResult struct {
@@ -52,6 +58,11 @@ type TrainResult struct {
 // Train runs minibatch training of m with opt on n examples (x is n×Inputs,
 // y the labels), reshuffling each epoch. progress, if not nil, is called
 // after every step. It stops early with ctx's error when ctx is done.
+//
+// The steps add their losses to a running sum in the backend's memory
+// (compute.LossSum), read at the end of each epoch (and for progress), so
+// that on a GPU the host queues the steps' kernels without waiting for
+// them.
 func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32, n int, cfg TrainConfig, progress func(Progress)) (TrainResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return TrainResult{}, err
@@ -83,10 +94,18 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 		perm[i] = i
 	}
 	steps := (n + bs - 1) / bs
+	sum := m.backend.NewLossSum()
+	m.sum = sum
+	defer func() { m.sum = nil; sum.Free() }()
+	every := ReadEvery
+	if _, ok := sum.(*compute.HostSum); ok {
+		every = 1
+	}
 	var res TrainResult
 	for ep := 0; ep < cfg.Epochs; ep++ {
 		rng.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-		var sum float64
+		sum.Reset()
+		var loss float64 // the mean loss as of the last read
 		for s := 0; s < steps; s++ {
 			if err := ctx.Err(); err != nil {
 				return res, err
@@ -96,23 +115,24 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 			for r, i := range perm[lo:hi] {
 				yb[r] = y[i]
 			}
-			var loss float64
 			if plain {
-				loss = m.SGDStepRowsOn(xt, perm[lo:hi], yb[:k], sgd.LR)
+				m.SGDStepRowsOn(xt, perm[lo:hi], yb[:k], sgd.LR)
 			} else {
 				m.backend.GatherRows(xb.Slice(0, k*d), xt, perm[lo:hi], d, d)
-				loss = m.GradientOn(grad, xb.Slice(0, k*d), yb[:k], k)
+				m.GradientOn(grad, xb.Slice(0, k*d), yb[:k], k)
 				opt.Step(m.backend, m.params, grad)
 			}
-			sum += loss * float64(k)
 			res.Steps++
 			res.Samples += k
 			if progress != nil {
-				progress(Progress{Epoch: ep + 1, Epochs: cfg.Epochs, Step: s + 1, Steps: steps, Loss: sum / float64(hi)})
+				if (s+1)%every == 0 || s == steps-1 {
+					loss = sum.Read() / float64(hi)
+				}
+				progress(Progress{Epoch: ep + 1, Epochs: cfg.Epochs, Step: s + 1, Steps: steps, Loss: loss})
 			}
 		}
 		res.Epochs++
-		res.Loss = sum / float64(n)
+		res.Loss = sum.Read() / float64(n)
 	}
 	return res, nil
 }

@@ -23,6 +23,7 @@ type Backend interface {
 	Memory
 	Updates
 	Batched
+	LossSums
 
 	// Gemm computes C = alpha·op(A)·op(B) + beta·C where op(A) is m×k,
 	// op(B) is k×n and C is m×n, all row-major; op(X) is Xᵀ when the

@@ -21,6 +21,9 @@
 //     correct rows equal to the summed kernels' on the same backend, each
 //     row's loss ≤ 1e-5 relative, and their sum within 1e-9 relative of
 //     the summed loss.
+//   - LossSums: probabilities and gradients equal to the returning
+//     kernels' on the same backend; the sum within 1e-9 relative of
+//     their losses (and the weighted sums of squares) added up.
 //   - A training step (TrainSteps): parameters within 1e-4 relative to the
 //     largest parameter of the pure-Go CPU backend's after the same steps.
 package backendtest
@@ -112,6 +115,7 @@ func Kernels(t T, be compute.Backend) {
 	losses(t, be, rng)
 	updates(t, be, rng)
 	batched(t, be, rng)
+	lossSums(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

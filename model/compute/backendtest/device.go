@@ -21,6 +21,7 @@ type Device struct {
 
 	mu   sync.Mutex
 	bufs map[uintptr][]float32
+	sums int // live LossSums
 	next uintptr
 	st   DeviceStats
 }
@@ -30,8 +31,12 @@ type DeviceStats struct {
 	// HostIn counts values of host tensors given to kernels and Load;
 	// HostOut values copied to the host by Store.
 	HostIn, HostOut int
-	// Live is the number of allocated buffers, Allocs how many were ever
-	// allocated.
+	// Waits counts the calls whose result the host must wait for, as it
+	// would for a GPU: Store, the losses, sums of squares and row sums
+	// returned, and LossSum reads.
+	Waits int
+	// Live is the number of allocated buffers (LossSums included), Allocs
+	// how many tensors were ever allocated.
 	Live, Allocs int
 }
 
@@ -46,7 +51,7 @@ func (d *Device) Stats() DeviceStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.st
-	s.Live = len(d.bufs)
+	s.Live = len(d.bufs) + d.sums
 	return s
 }
 
@@ -95,8 +100,16 @@ func (d *Device) Store(dst []float32, t compute.Tensor) {
 	src := d.at(t)
 	d.mu.Lock()
 	d.st.HostOut += t.Len()
+	d.st.Waits++
 	d.mu.Unlock()
 	d.cpu.Store(dst, src)
+}
+
+// wait counts a result the host waits for.
+func (d *Device) wait() {
+	d.mu.Lock()
+	d.st.Waits++
+	d.mu.Unlock()
 }
 
 // Copy implements compute.Memory.
@@ -149,11 +162,13 @@ func (d *Device) ColumnSums(dst, src compute.Tensor, m, n int) {
 
 // SoftmaxCrossEntropy implements compute.Backend.
 func (d *Device) SoftmaxCrossEntropy(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	d.wait()
 	return d.cpu.SoftmaxCrossEntropy(d.at(probs), d.at(grad), d.at(logits), y, m, n, scale)
 }
 
 // HingeOneVsRest implements compute.Backend.
 func (d *Device) HingeOneVsRest(grad, scores compute.Tensor, y []int32, m, n int, scale float32) (float64, int) {
+	d.wait()
 	return d.cpu.HingeOneVsRest(d.at(grad), d.at(scores), y, m, n, scale)
 }
 
@@ -176,10 +191,14 @@ func (d *Device) AdamUpdate(w, g, m, v compute.Tensor, step, b1, b2, sc2, eps, w
 }
 
 // SumSquares implements compute.Updates.
-func (d *Device) SumSquares(x compute.Tensor) float64 { return d.cpu.SumSquares(d.at(x)) }
+func (d *Device) SumSquares(x compute.Tensor) float64 {
+	d.wait()
+	return d.cpu.SumSquares(d.at(x))
+}
 
 // RowSumSquares implements compute.Updates.
 func (d *Device) RowSumSquares(dst []float64, x compute.Tensor, m, n int) {
+	d.wait()
 	d.cpu.RowSumSquares(dst, d.at(x), m, n)
 }
 
@@ -205,10 +224,77 @@ func (d *Device) GemmStrided(tA, tB bool, m, n, k int, alpha float32, a compute.
 
 // SoftmaxCrossEntropyRows implements compute.Batched.
 func (d *Device) SoftmaxCrossEntropyRows(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32, loss []float64) int {
+	d.wait()
 	return d.cpu.SoftmaxCrossEntropyRows(d.at(probs), d.at(grad), d.at(logits), y, m, n, scale, loss)
 }
 
 // HingeOneVsRestRows implements compute.Batched.
 func (d *Device) HingeOneVsRestRows(grad, scores compute.Tensor, y []int32, m, n int, scale float32, loss []float64) int {
+	d.wait()
 	return d.cpu.HingeOneVsRestRows(d.at(grad), d.at(scores), y, m, n, scale, loss)
+}
+
+// deviceSum is a LossSum in the emulated device's memory: reading it is a
+// wait, adding to it is not.
+type deviceSum struct {
+	d     *Device
+	v     float64
+	freed bool
+}
+
+func (s *deviceSum) Read() float64 {
+	s.live()
+	s.d.wait()
+	return s.v
+}
+
+func (s *deviceSum) Reset() { s.live(); s.v = 0 }
+
+func (s *deviceSum) Free() {
+	s.live()
+	s.freed = true
+	s.d.mu.Lock()
+	s.d.sums--
+	s.d.mu.Unlock()
+}
+
+func (s *deviceSum) live() {
+	if s.freed {
+		panic("backendtest: LossSum used after Free")
+	}
+}
+
+// sum is s as this device's sum.
+func (d *Device) sum(s compute.LossSum) *deviceSum {
+	ds, ok := s.(*deviceSum)
+	if !ok || ds.d != d {
+		panic(fmt.Sprintf("backendtest: a LossSum (%T) not made by this device", s))
+	}
+	ds.live()
+	return ds
+}
+
+// NewLossSum implements compute.LossSums.
+func (d *Device) NewLossSum() compute.LossSum {
+	d.mu.Lock()
+	d.sums++
+	d.mu.Unlock()
+	return &deviceSum{d: d}
+}
+
+// SoftmaxCrossEntropySum implements compute.LossSums.
+func (d *Device) SoftmaxCrossEntropySum(s compute.LossSum, probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32) {
+	l, _ := d.cpu.SoftmaxCrossEntropy(d.at(probs), d.at(grad), d.at(logits), y, m, n, scale)
+	d.sum(s).v += l
+}
+
+// HingeOneVsRestSum implements compute.LossSums.
+func (d *Device) HingeOneVsRestSum(s compute.LossSum, grad, scores compute.Tensor, y []int32, m, n int, scale float32) {
+	l, _ := d.cpu.HingeOneVsRest(d.at(grad), d.at(scores), y, m, n, scale)
+	d.sum(s).v += l
+}
+
+// AddSumSquares implements compute.LossSums.
+func (d *Device) AddSumSquares(s compute.LossSum, w float64, x compute.Tensor) {
+	d.sum(s).v += w * d.cpu.SumSquares(d.at(x))
 }

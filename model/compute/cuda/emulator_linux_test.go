@@ -44,6 +44,7 @@ const (
 	argI32
 	argI64
 	argF32
+	argF64
 )
 
 type kernelSig struct {
@@ -73,6 +74,8 @@ func parseKernels(t *testing.T, src string) map[string]kernelSig {
 				k = argI64
 			case "float":
 				k = argF32
+			case "double":
+				k = argF64
 			default:
 				t.Fatalf("kernel %s: parameter %q: type %q not emulated", sig.name, p, typ)
 			}
@@ -114,6 +117,8 @@ int main() {
 				fmt.Fprintf(&b, "            long a%d = rd<long long>();\n", i)
 			case argF32:
 				fmt.Fprintf(&b, "            float a%d = rd<float>();\n", i)
+			case argF64:
+				fmt.Fprintf(&b, "            double a%d = rd<double>();\n", i)
 			}
 			call = append(call, fmt.Sprintf("a%d", i))
 		}
@@ -371,6 +376,8 @@ func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, _ uintpt
 			argBytes = binary.LittleEndian.AppendUint64(argBytes, uint64(*(*int64)(args[i])))
 		case argF32:
 			argBytes = binary.LittleEndian.AppendUint32(argBytes, math.Float32bits(*(*float32)(args[i])))
+		case argF64:
+			argBytes = binary.LittleEndian.AppendUint64(argBytes, math.Float64bits(*(*float64)(args[i])))
 		}
 	}
 	return e.enqueue(func() int32 { return e.run(sig, gx, bx, bases, argBytes) })

@@ -167,14 +167,14 @@ extern "C" __global__ void adam_update(float *w, const float *g, float *m, float
     w[i] -= step * m[i] / ((float)sqrt((double)v[i]) * sc2 + eps);
 }
 
-// sum_squares adds Σ x² (in double) to out[0].
-extern "C" __global__ void sum_squares(const float *x, long n, double *out) {
+// sum_squares adds w·Σ x² (in double) to out[0].
+extern "C" __global__ void sum_squares(const float *x, long n, double w, double *out) {
     __shared__ double shd[ROW_THREADS];
     double s = 0.0;
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
         s += (double)x[i] * (double)x[i];
     s = block_sum(s, shd);
-    if (threadIdx.x == 0) atomicAdd(out, s);
+    if (threadIdx.x == 0) atomicAdd(out, w * s);
 }
 
 // row_sum_squares: one block per row, out[row] = Σ_j x[row,j]² in double.

@@ -246,6 +246,17 @@ func (b *Backend) softmaxXent(probs, grad, logits compute.Tensor, y []int32, m, 
 		return 0, 0
 	}
 	defer b.enter()()
+	loss, count, read := b.scalars()
+	pr, readRows := b.rowLosses(rows, m)
+	b.softmaxXentInto(probs, grad, logits, y, m, n, scale, loss, count, pr)
+	readRows()
+	return read()
+}
+
+// softmaxXentInto queues softmax_xent adding the loss to the double at
+// loss and the correct rows to the int at count (row losses to pr unless
+// 0); host operands come back when it is done.
+func (b *Backend) softmaxXentInto(probs, grad, logits compute.Tensor, y []int32, m, n int, scale float32, loss, count, pr uint64) {
 	pl, _ := b.ptr(logits, 0, true, false)
 	pp, doneP := pl, func() {}
 	if !probs.OnHost() || !logits.OnHost() || &probs.HostSlice()[0] != &logits.HostSlice()[0] {
@@ -255,14 +266,10 @@ func (b *Backend) softmaxXent(probs, grad, logits compute.Tensor, y []int32, m, 
 	}
 	pg, doneG := b.ptr(grad, 2, false, true)
 	yp := b.labels(y)
-	loss, count, read := b.scalars()
-	pr, readRows := b.rowLosses(rows, m)
 	mm, nn := int32(m), int32(n)
 	b.launch("softmax_xent", m, rowThreads, arg(&pp), arg(&pg), arg(&pl), arg(&yp), arg(&mm), arg(&nn), arg(&scale), arg(&loss), arg(&count), arg(&pr))
 	doneP()
 	doneG()
-	readRows()
-	return read()
 }
 
 // HingeOneVsRest implements compute.Backend.
@@ -277,16 +284,21 @@ func (b *Backend) hingeOVR(grad, scores compute.Tensor, y []int32, m, n int, sca
 		return 0, 0
 	}
 	defer b.enter()()
+	loss, count, read := b.scalars()
+	pr, readRows := b.rowLosses(rows, m)
+	b.hingeOVRInto(grad, scores, y, m, n, scale, loss, count, pr)
+	readRows()
+	return read()
+}
+
+// hingeOVRInto queues hinge_ovr as softmaxXentInto queues softmax_xent.
+func (b *Backend) hingeOVRInto(grad, scores compute.Tensor, y []int32, m, n int, scale float32, loss, count, pr uint64) {
 	ps, _ := b.ptr(scores, 0, true, false)
 	pg, doneG := b.ptr(grad, 1, false, true)
 	yp := b.labels(y)
-	loss, count, read := b.scalars()
-	pr, readRows := b.rowLosses(rows, m)
 	mm, nn := int32(m), int32(n)
 	b.launch("hinge_ovr", m, rowThreads, arg(&pg), arg(&ps), arg(&yp), arg(&mm), arg(&nn), arg(&scale), arg(&loss), arg(&count), arg(&pr))
 	doneG()
-	readRows()
-	return read()
 }
 
 // rowLosses returns the device buffer the loss kernels write m row

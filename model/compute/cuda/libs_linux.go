@@ -29,8 +29,18 @@ func libraryDirs() []string {
 		dirs = append(dirs, d)
 	}
 	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/cuda/targets/sbsa-linux/lib")
-	for _, pat := range []string{"/usr/local/lib/python3*/dist-packages/nvidia/*/lib", "/usr/lib/python3*/dist-packages/nvidia/*/lib",
-		"/usr/local/lib/python3*/site-packages/nvidia/*/lib", "/opt/conda/lib/python3*/site-packages/nvidia/*/lib", "/opt/conda/lib"} {
+	pats := []string{"/usr/local/lib/python3*/dist-packages/nvidia/*/lib", "/usr/lib/python3*/dist-packages/nvidia/*/lib",
+		"/usr/local/lib/python3*/site-packages/nvidia/*/lib", "/opt/conda/lib/python3*/site-packages/nvidia/*/lib", "/opt/conda/lib"}
+	// A virtual environment's wheels, and a user's (pip install --user).
+	for _, root := range []string{os.Getenv("VIRTUAL_ENV"), os.Getenv("CONDA_PREFIX")} {
+		if root != "" {
+			pats = append(pats, filepath.Join(root, "lib/python3*/site-packages/nvidia/*/lib"), filepath.Join(root, "lib"))
+		}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		pats = append(pats, filepath.Join(home, ".local/lib/python3*/site-packages/nvidia/*/lib"))
+	}
+	for _, pat := range pats {
 		m, _ := filepath.Glob(pat)
 		dirs = append(dirs, m...)
 	}

@@ -143,7 +143,9 @@ func (n *nvrtc) compileTo(src, name, arch string, cubin bool) ([]byte, error) {
 		return nil, fmt.Errorf("cuda: nvrtcCreateProgram: %s", gostring(n.errorText(r), 200))
 	}
 	defer n.destroy(&prog)
-	opts := [][]byte{cstring("--gpu-architecture=" + arch), cstring("--std=c++14")}
+	// No --std: the kernels are plain CUDA C, and each NVRTC's default
+	// dialect (C++14 in 11.x, C++17 since 12) is one it has.
+	opts := [][]byte{cstring("--gpu-architecture=" + arch)}
 	ptrs := make([]*byte, len(opts))
 	for i, o := range opts {
 		ptrs[i] = &o[0]

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -84,5 +85,58 @@ func TestStepWaitsOnce(t *testing.T) {
 			t.Errorf("%v: a training step waited for the stream %d times, want %d (its loss)", spec, waits, want)
 		}
 		m.Close()
+	}
+}
+
+// TestEpochWaitsOnce: model.Train on the GPU waits for it once an epoch,
+// to read the loss summed on the device: the steps (softmax, SVM, MLP;
+// the fused step, and a gradient and optimizer step with momentum) only
+// queue work. Two more epochs wait exactly twice more; the first run
+// waits only to load the data and read its loss.
+func TestEpochWaitsOnce(t *testing.T) {
+	b, e := emulated(t)
+	const d, classes, n = 20, 4, 40
+	x := make([]float32, n*d)
+	y := make([]int32, n)
+	for i := range x {
+		x[i] = float32(i%11) * 0.1
+	}
+	for i := range y {
+		y[i] = int32(i % classes)
+	}
+	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
+		{Kind: model.MLP, Inputs: d, Hidden: []int{16, 8}, Classes: classes}} {
+		opts := []model.OptimizerConfig{{Name: "sgd", LR: 0.1}}
+		if spec.Kind == model.MLP {
+			opts = append(opts, model.OptimizerConfig{Name: "sgd", LR: 0.1, Momentum: 0.9})
+		}
+		for _, oc := range opts {
+			waits := func(epochs int) (int, float64) {
+				m, err := model.New(spec, model.WithBackend(b), model.WithSeed(3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				opt, err := model.NewOptimizer(oc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := e.syncs
+				res, err := model.Train(context.Background(), m, opt, x, y, n, model.TrainConfig{Epochs: epochs, Batch: 8, Seed: 1}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e.syncs - before, res.Loss
+			}
+			one, loss := waits(1)
+			three, _ := waits(3)
+			if three-one != 2 || one > 2 {
+				t.Errorf("%v %s: training waited %d times for 1 epoch of 5 steps and %d for 3, want at most 2 (the data, the loss) and 2 more",
+					spec.Kind, oc.Name, one, three)
+			}
+			if !(loss > 0) {
+				t.Errorf("%v %s: loss %v", spec.Kind, oc.Name, loss)
+			}
+		}
 	}
 }

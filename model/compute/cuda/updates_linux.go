@@ -55,10 +55,15 @@ func (b *Backend) SumSquares(x compute.Tensor) float64 {
 	defer b.enter()()
 	px, _ := b.ptr(x, 0, true, false)
 	out, _, read := b.scalars()
-	n := int64(x.Len())
-	b.launch("sum_squares", min(blocks(x.Len(), rowThreads), 1024), rowThreads, arg(&px), arg(&n), arg(&out))
+	b.sumSquares(px, x.Len(), 1, out)
 	s, _ := read()
 	return s
+}
+
+// sumSquares queues out[0] += w·Σx² over the n values at px.
+func (b *Backend) sumSquares(px uint64, n int, w float64, out uint64) {
+	nn := int64(n)
+	b.launch("sum_squares", min(blocks(n, rowThreads), 1024), rowThreads, arg(&px), arg(&nn), arg(&w), arg(&out))
 }
 
 // RowSumSquares implements compute.Updates.
