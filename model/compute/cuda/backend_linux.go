@@ -23,6 +23,7 @@ var kernelNames = []string{"broadcast_rows", "relu", "relu_backward", "column_su
 const (
 	threads    = 256 // block size of the element-wise kernels
 	rowThreads = 128 // ROW_THREADS in kernels.cu
+	colGroups  = 8   // COL_GROUPS in kernels.cu
 )
 
 // Backend is the CUDA compute backend: tensors in the GPU's memory, GEMM

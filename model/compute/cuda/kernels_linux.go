@@ -211,7 +211,7 @@ func (b *Backend) ColumnSums(dst, src compute.Tensor, m, n int) {
 	pd, done := b.ptr(dst, 0, false, true)
 	ps, _ := b.ptr(src, 1, true, false)
 	mm, nn := int32(m), int32(n)
-	b.launch("column_sums", blocks(n, threads), threads, arg(&pd), arg(&ps), arg(&mm), arg(&nn))
+	b.launch("column_sums", blocks(n, 32), 32*colGroups, arg(&pd), arg(&ps), arg(&mm), arg(&nn))
 	done()
 }
 
