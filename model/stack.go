@@ -39,6 +39,7 @@ type Stack struct {
 	wsModels  int
 	z, a, dz  []compute.Tensor
 	xg, ones  compute.Tensor
+	grad      compute.Tensor // GradRows' gradients, for the models held
 	rowLoss   []float64
 	sq        []float64
 	rowScales []float32
@@ -147,33 +148,111 @@ func (s *Stack) Close() {
 // y[i·batch:(i+1)·batch], at learning rate lr[i]. It writes each model's
 // loss before the step, as SGDStepRows returns it, to loss[i].
 func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr []float32, loss []float64) {
-	k, d := len(lr), s.spec.Inputs
+	k := len(lr)
+	if !s.pass("StepRows", x, rows, y, batch, k, loss) {
+		return
+	}
+	be, P, n := s.be, s.size, k*batch
+	ones := s.ones.Slice(0, batch)
+	w := func(ly layer) compute.Tensor { return s.params.Slice(ly.wOff, k*P) }
+	b := func(ly layer) compute.Tensor { return s.params.Slice(ly.bOff, k*P) }
+
+	// The update, w ← (1 − lr·λ)·w − lr·∇ (λ = 0 but for the SVM): each
+	// model's rows of errors scaled by its own −lr, then summed into its
+	// weights and biases by GEMMs. Always so, whatever the rates, so that
+	// a model's step does not depend on the others in the call.
+	if s.spec.Kind == SVM {
+		for i, v := range lr {
+			s.rowScales[i] = 1 - v*float32(s.spec.Lambda)
+		}
+		be.ScaleRows(s.params, k, P, s.rowScales[:k])
+	}
+	for i := range n {
+		s.rowScales[i] = -lr[i/batch]
+	}
+	for l, ly := range s.layers {
+		dz := s.dz[l].Slice(0, n*ly.out)
+		be.ScaleRows(dz, n, ly.out, s.rowScales[:n])
+		be.GemmStrided(true, false, ly.out, ly.in, batch, 1, dz, ly.out, batch*ly.out, s.input(l, n), ly.in, batch*ly.in, 1, w(ly), ly.in, P, k)
+		be.GemmStrided(true, false, 1, ly.out, batch, 1, ones, 1, 0, dz, ly.out, batch*ly.out, 1, b(ly), ly.out, P, k)
+	}
+}
+
+// GradRows writes to grads[i] (each NumParams values, on the host) the
+// gradient of model i's mean loss over the batch rows of x that
+// rows[i·batch:(i+1)·batch] lists, with labels y[i·batch:(i+1)·batch], for
+// models 0 to len(grads)−1, as Model.GradientOn computes it for one (the
+// SVM's includes λ·W); loss[i] gets the loss it returns. The models are
+// unchanged. D-PSGD's and push-sum's peers due at once compute their
+// gradients this way.
+func (s *Stack) GradRows(x compute.Tensor, rows []int, y []int32, batch int, grads [][]float32, loss []float64) {
+	k := len(grads)
+	for i, g := range grads {
+		if len(g) != s.size {
+			panic(fmt.Sprintf("model: GradRows gradient %d has %d values, want %d", i, len(g), s.size))
+		}
+	}
+	if !s.pass("GradRows", x, rows, y, batch, k, loss) {
+		return
+	}
+	be, P, n := s.be, s.size, k*batch
+	if s.grad.Len() < k*P {
+		if s.grad.Len() > 0 {
+			be.Free(s.grad)
+		}
+		s.grad = be.Alloc(s.n * P)
+	}
+	g := s.grad.Slice(0, k*P)
+	ones := s.ones.Slice(0, batch)
+	for l, ly := range s.layers {
+		dz := s.dz[l].Slice(0, n*ly.out)
+		be.GemmStrided(true, false, ly.out, ly.in, batch, 1, dz, ly.out, batch*ly.out, s.input(l, n), ly.in, batch*ly.in, 0, s.grad.Slice(ly.wOff, k*P), ly.in, P, k)
+		be.GemmStrided(true, false, 1, ly.out, batch, 1, ones, 1, 0, dz, ly.out, batch*ly.out, 0, s.grad.Slice(ly.bOff, k*P), ly.out, P, k)
+	}
+	if s.spec.Kind == SVM {
+		be.Axpby(g, float32(s.spec.Lambda), s.params.Slice(0, k*P), 1)
+	}
+	s.grownStage(k)
+	be.Store(s.stage[:k*P], g)
+	for i, dst := range grads {
+		copy(dst, s.stage[i*P:(i+1)*P])
+	}
+}
+
+// input is layer l's input for n rows in the workspace: the gathered
+// minibatches, or the previous layer's activations.
+func (s *Stack) input(l, n int) compute.Tensor {
+	if l == 0 {
+		return s.xg.Slice(0, n*s.spec.Inputs)
+	}
+	return s.a[l-1].Slice(0, n*s.layers[l-1].out)
+}
+
+// pass checks a call of op on k models of batch rows each, gathers their
+// minibatches, runs them forward and back, leaving each layer's errors
+// (scaled by 1/batch) in the workspace, and writes each model's loss to
+// loss[i]. It reports whether there was anything to do.
+func (s *Stack) pass(op string, x compute.Tensor, rows []int, y []int32, batch, k int, loss []float64) bool {
+	d := s.spec.Inputs
 	n := k * batch
 	if k > s.cap || batch <= 0 || len(rows) < n || len(y) < n || len(loss) < k {
-		panic(fmt.Sprintf("model: StepRows of %d models (stack of %d) × %d rows with %d rows, %d labels, %d losses", k, s.cap, batch, len(rows), len(y), len(loss)))
+		panic(fmt.Sprintf("model: %s of %d models (stack of %d) × %d rows with %d rows, %d labels, %d losses", op, k, s.cap, batch, len(rows), len(y), len(loss)))
 	}
 	for i, r := range rows[:n] {
 		if r < 0 || (r+1)*d > x.Len() {
-			panic(fmt.Sprintf("model: StepRows row %d outside x of %d values", r, x.Len()))
+			panic(fmt.Sprintf("model: %s row %d outside x of %d values", op, r, x.Len()))
 		}
 		if y[i] < 0 || int(y[i]) >= s.spec.Classes {
 			panic(fmt.Sprintf("model: label %d out of range [0,%d)", y[i], s.spec.Classes))
 		}
 	}
 	if k == 0 {
-		return
+		return false
 	}
 	s.ensure(k)
 	s.grow(batch)
 	be, P, L := s.be, s.size, len(s.layers)
-	xg := s.xg.Slice(0, n*d)
-	be.GatherRows(xg, x, rows[:n], d, d)
-	input := func(l int) compute.Tensor {
-		if l == 0 {
-			return xg
-		}
-		return s.a[l-1].Slice(0, n*s.layers[l-1].out)
-	}
+	be.GatherRows(s.xg.Slice(0, n*d), x, rows[:n], d, d)
 	ones := s.ones.Slice(0, batch)
 	w := func(ly layer) compute.Tensor { return s.params.Slice(ly.wOff, k*P) }
 	b := func(ly layer) compute.Tensor { return s.params.Slice(ly.bOff, k*P) }
@@ -182,7 +261,7 @@ func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr 
 	for l, ly := range s.layers {
 		z := s.z[l].Slice(0, n*ly.out)
 		be.GemmStrided(false, false, batch, ly.out, 1, 1, ones, 1, 0, b(ly), ly.out, P, 0, z, ly.out, batch*ly.out, k)
-		be.GemmStrided(false, true, batch, ly.out, ly.in, 1, input(l), ly.in, batch*ly.in, w(ly), ly.in, P, 1, z, ly.out, batch*ly.out, k)
+		be.GemmStrided(false, true, batch, ly.out, ly.in, 1, s.input(l, n), ly.in, batch*ly.in, w(ly), ly.in, P, 1, z, ly.out, batch*ly.out, k)
 		if l < L-1 {
 			a := s.a[l].Slice(0, n*ly.out)
 			be.Copy(a, z)
@@ -216,26 +295,7 @@ func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr 
 			loss[i] += s.spec.Lambda / 2 * s.sq[i]
 		}
 	}
-
-	// The update, w ← (1 − lr·λ)·w − lr·∇ (λ = 0 but for the SVM): each
-	// model's rows of errors scaled by its own −lr, then summed into its
-	// weights and biases by GEMMs. Always so, whatever the rates, so that
-	// a model's step does not depend on the others in the call.
-	if s.spec.Kind == SVM {
-		for i, v := range lr {
-			s.rowScales[i] = 1 - v*float32(s.spec.Lambda)
-		}
-		be.ScaleRows(s.params, k, P, s.rowScales[:k])
-	}
-	for i := range n {
-		s.rowScales[i] = -lr[i/batch]
-	}
-	for l, ly := range s.layers {
-		dz := s.dz[l].Slice(0, n*ly.out)
-		be.ScaleRows(dz, n, ly.out, s.rowScales[:n])
-		be.GemmStrided(true, false, ly.out, ly.in, batch, 1, dz, ly.out, batch*ly.out, input(l), ly.in, batch*ly.in, 1, w(ly), ly.in, P, k)
-		be.GemmStrided(true, false, 1, ly.out, batch, 1, ones, 1, 0, dz, ly.out, batch*ly.out, 1, b(ly), ly.out, P, k)
-	}
+	return true
 }
 
 // grow makes the workspace hold the stack's models with batch rows each.
@@ -277,5 +337,9 @@ func (s *Stack) freeWorkspace() {
 	}
 	s.be.Free(s.xg)
 	s.be.Free(s.ones)
+	if s.grad.Len() > 0 {
+		s.be.Free(s.grad)
+		s.grad = compute.Tensor{}
+	}
 	s.batch, s.wsModels = 0, 0
 }

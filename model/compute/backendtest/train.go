@@ -3,6 +3,7 @@ package backendtest
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
@@ -100,7 +101,9 @@ func TrainSteps(t T, be compute.Backend) {
 // from different ages), and each alone with Model.SGDStepRows on the
 // pure-Go CPU backend. It wants the same parameters within 1e-4 of the
 // reference's largest, each step's losses within 1e-5 relative, and the
-// slots past the five untouched.
+// slots past the five untouched. Then Stack.GradRows: each model's
+// gradient on new rows within 1e-4 of the largest of Model.Gradient's
+// alone, the loss within 1e-5 relative, and the parameters unchanged.
 func StackSteps(t T, be compute.Backend) {
 	t.Helper()
 	ref := compute.NewCPU(compute.WithPureGo(), compute.WithThreads(1))
@@ -182,7 +185,62 @@ func StackSteps(t T, be compute.Backend) {
 				}
 			}
 		}
+		stackGradients(t, be, st, models, xt, x, y, rng)
 		be.Free(xt)
 		st.Close()
+	}
+}
+
+// stackGradients checks Stack.GradRows on the models the stack holds
+// against each model's Model.Gradient alone (on the pure-Go backend).
+func stackGradients(t T, be compute.Backend, st *model.Stack, models []*model.Model, xt compute.Tensor, x []float32, y []int32, rng *rand.Rand) {
+	t.Helper()
+	const batch = 7
+	spec, k, d, P := st.Spec(), len(models), st.Spec().Inputs, st.NumParams()
+	before := make([][]float32, k)
+	for i := range before {
+		before[i] = make([]float32, P)
+	}
+	st.Store(before)
+	rows, labels := make([]int, k*batch), make([]int32, k*batch)
+	for i := range rows {
+		rows[i] = rng.IntN(len(y))
+		labels[i] = y[rows[i]]
+	}
+	grads, loss := make([][]float32, k), make([]float64, k)
+	for i := range grads {
+		grads[i] = make([]float32, P)
+	}
+	st.GradRows(xt, rows, labels, batch, grads, loss)
+	xb := make([]float32, batch*d)
+	want := make([]float32, P)
+	for i, m := range models {
+		for r, row := range rows[i*batch : (i+1)*batch] {
+			copy(xb[r*d:(r+1)*d], x[row*d:(row+1)*d])
+		}
+		wl := m.Gradient(want, xb, labels[i*batch:(i+1)*batch], batch)
+		if math.Abs(loss[i]-wl) > 1e-5*max(1, math.Abs(wl)) {
+			t.Errorf("%s: stacked %v: model %d gradient's loss %v, alone on pure Go %v", be.Name(), spec, i, loss[i], wl)
+		}
+		var big float64
+		for _, w := range want {
+			big = max(big, math.Abs(float64(w)))
+		}
+		for j := range want {
+			if math.Abs(float64(grads[i][j]-want[j])) > 1e-4*max(big, 1e-3) {
+				t.Errorf("%s: stacked %v: model %d gradient %d = %v, alone on pure Go %v", be.Name(), spec, i, j, grads[i][j], want[j])
+				break
+			}
+		}
+	}
+	after := make([][]float32, k)
+	for i := range after {
+		after[i] = make([]float32, P)
+	}
+	st.Store(after)
+	for i := range after {
+		if !slices.Equal(after[i], before[i]) {
+			t.Errorf("%s: stacked %v: GradRows changed model %d", be.Name(), spec, i)
+		}
 	}
 }
