@@ -12,8 +12,9 @@ import (
 // the first k models on its own minibatch, the step Model.SGDStepRows
 // takes of one model, in a few kernel calls for all k of them
 // (compute.Batched: strided-batched GEMMs, one loss kernel over every
-// row). A simulator trains the peers due at once this way, thousands in
-// one call on a GPU.
+// row); GradRows computes their gradients as Model.GradientOn does. A
+// simulator trains the peers due at once this way, thousands in one call
+// on a GPU.
 //
 // A Stack is not safe for concurrent use. Its results agree with
 // SGDStepRows up to rounding (the bias is applied and summed by GEMMs,
