@@ -12,9 +12,9 @@ import (
 )
 
 // Many peers on one device. With Config.PeerBatch N > 1 a peer's local
-// update does not train when it is asked for: it waits, with the others
-// asked for since, until N wait or until the simulation needs one of
-// their results (its done event comes up, or a set-aside result is taken:
+// update or gradient (D-PSGD, AD-PSGD, push-sum) does not train when it
+// is asked for: it waits, with the others asked for since, until N wait
+// or until the simulation needs one of their results (its done event comes up, or a set-aside result is taken:
 // overlap.go), and then they all train in one batched call
 // (trainer.RunBatch: their models stacked in a model.Stack, every step a
 // few strided-batched GEMMs for all of them). The call runs on a
@@ -122,7 +122,7 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 				trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
 			}
 			res, err := func() (res []*gossip.TrainResult, err error) {
-				defer deviceFailure(gpu, fmt.Sprintf("a batch of %d updates", len(reqs)), &err)
+				defer deviceFailure(gpu, fmt.Sprintf("a batch of %d training requests", len(reqs)), &err)
 				return trainer.RunBatch(ws, trainers, reqs)
 			}()
 			for i, it := range items {

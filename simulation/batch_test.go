@@ -34,6 +34,9 @@ func TestPeerBatch(t *testing.T) {
 		"churn codec":        func(c *Config) { c.Churn, c.Drop, c.Latency, c.Codec = 0.3, 0.1, "uniform:0s:100ms", true },
 		"compute":            func(c *Config) { c.Compute = "lognormal:2G:1" },
 		"local-steps":        func(c *Config) { c.LocalSteps = 3 },
+		"dpsgd":              func(c *Config) { c.Protocol = "dpsgd" },
+		"adpsgd":             func(c *Config) { c.Protocol = "adpsgd" },
+		"pushsum":            func(c *Config) { c.Protocol, c.Model, c.Hidden = "pushsum", "mlp", []int{8} },
 		"dpsgd local-steps":  func(c *Config) { c.Protocol, c.LocalSteps = "dpsgd", 2 },
 		"pushsum local-step": func(c *Config) { c.Protocol, c.LocalSteps = "pushsum", 2 },
 		"sfb local-steps":    func(c *Config) { c.Protocol, c.LocalSteps, c.Model, c.Hidden = "sfb", 2, "mlp", []int{8} },
@@ -99,7 +102,6 @@ func TestPeerBatchGathers(t *testing.T) {
 func TestPeerBatchRefused(t *testing.T) {
 	for name, c := range map[string]Config{
 		"dp":          {PeerBatch: 8, DP: privacy.Config{Clip: 1, Noise: 1, Delta: 1e-5}},
-		"dpsgd":       {PeerBatch: 8, Protocol: "dpsgd"},
 		"sfb":         {PeerBatch: 8, Protocol: "sfb"},
 		"fedavg":      {PeerBatch: 8, Protocol: "fedavg"},
 		"centralized": {PeerBatch: 8, Protocol: "centralized"},
@@ -126,14 +128,17 @@ func TestPeerBatchRefused(t *testing.T) {
 
 // TestPeersOnDevice: peers that train on a device (the emulated one of
 // backendtest: device tensors, the CPU's kernels) give the CPU run's
-// metrics byte for byte: batched updates in a stack on the device, and
-// the requests that train alone (D-PSGD's gradients) on the device's
-// model; the device's stack, data and model are freed at the end.
+// metrics byte for byte: batched updates and gradients in a stack on the
+// device, and the requests that train alone (SFB's factors, DP-SGD's
+// lots) on the device's model; the device's stack, data and model are
+// freed at the end.
 func TestPeersOnDevice(t *testing.T) {
 	for name, c := range map[string]Config{
 		"randomwalk":        {Model: "mlp", Hidden: []int{8}},
 		"dpsgd":             {Protocol: "dpsgd"},
 		"dpsgd local-steps": {Protocol: "dpsgd", LocalSteps: 2},
+		"sfb":               {Protocol: "sfb", Model: "mlp", Hidden: []int{8}},
+		"dpsgd dp-sgd":      {Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			c.Peers, c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers = 16, 4, 7, 4, 200, 16
@@ -172,7 +177,7 @@ func TestDeviceFailureEndsRun(t *testing.T) {
 	defer func() { testDevice = nil }()
 	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4}
 	_, err := Run(context.Background(), c, nil)
-	if err == nil || !strings.Contains(err.Error(), "updates on emulated-device") || !strings.Contains(err.Error(), "status 3") {
+	if err == nil || !strings.Contains(err.Error(), "training requests on emulated-device") || !strings.Contains(err.Error(), "status 3") {
 		t.Fatalf("err = %v", err)
 	}
 }

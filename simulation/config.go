@@ -84,12 +84,13 @@ type Config struct {
 	// the CPU (cuda is refused for them). summary.json says which device
 	// ran and why.
 	Device string
-	// PeerBatch is how many peers' local updates train in one batched
-	// call (model.Stack: the models stacked, strided-batched GEMMs): 1
-	// trains each update alone (on the CPU, on every core); N > 1 gathers
-	// the updates asked for until N wait or a result is needed, and trains
-	// them at once. 0 (default) is DefaultGPUPeerBatch on a GPU, 1 on the
-	// CPU. DP-SGD updates and gradient or factor requests train alone.
+	// PeerBatch is how many peers' local updates or gradients train in
+	// one batched call (model.Stack: the models stacked, strided-batched
+	// GEMMs): 1 trains each request alone (on the CPU, on every core);
+	// N > 1 gathers the requests asked for until N wait or a result is
+	// needed, and trains them at once. 0 (default) is DefaultGPUPeerBatch
+	// on a GPU, 1 on the CPU. DP-SGD's lots and SFB's sufficient factors
+	// train alone.
 	PeerBatch int
 	// Drop is the probability that a message is lost.
 	Drop float64

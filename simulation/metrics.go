@@ -64,9 +64,10 @@ type Result struct {
 	FinalAccuracy float64 `json:"final_accuracy"`
 	// Device is where the peers trained and why (--device).
 	Device device.Choice `json:"device"`
-	// PeerBatch is how many updates trained in one batched call at most
-	// (Config.PeerBatch; absent: each alone); Batches counts the calls
-	// and BatchedUpdates the updates they trained.
+	// PeerBatch is how many requests (local updates, gradients) trained
+	// in one batched call at most (Config.PeerBatch; absent: each alone);
+	// Batches counts the calls and BatchedUpdates the requests they
+	// trained.
 	PeerBatch        int     `json:"peer_batch,omitempty"`
 	Batches          uint64  `json:"batches,omitempty"`
 	BatchedUpdates   uint64  `json:"batched_updates,omitempty"`

@@ -25,6 +25,7 @@ type BatchWorkspace struct {
 	lr     []float32
 	loss   []float64
 	params [][]float32
+	grads  [][]float32
 }
 
 // NewBatchWorkspace returns a workspace that trains up to st.Cap() models
@@ -42,10 +43,11 @@ func (w *BatchWorkspace) Close() {
 // Cap is how many requests one batched call takes.
 func (w *BatchWorkspace) Cap() int { return w.stack.Cap() }
 
-// Batchable reports whether RunBatch can carry out req: a local update
-// without DP-SGD (whose Poisson lots and clipping run one node at a time).
+// Batchable reports whether RunBatch can carry out req: a local update or
+// a gradient, without DP-SGD (whose Poisson lots and clipping run one
+// node at a time). Sufficient factors (SFB) train alone.
 func (t *Trainer) Batchable(req *gossip.TrainRequest) bool {
-	return req.Op == gossip.OpUpdate && !t.cfg.DP.Enabled()
+	return (req.Op == gossip.OpUpdate || req.Op == gossip.OpGradient) && !t.cfg.DP.Enabled()
 }
 
 // batchJob is one request of a RunBatch call with its minibatches drawn.
@@ -62,12 +64,13 @@ type batchJob struct {
 	loss  float64 // Σ over steps of the step's mean loss
 }
 
-// RunBatch carries out update requests (Batchable) of distinct trainers,
-// reqs[i] on trainers[i], side by side in ws: the same minibatches and
-// learning rates as each trainer's Run, drawn in the same order, and the
-// same result up to rounding (model.Stack). Requests on the same data
-// matrix with the same batch size train together, Cap at a time, the
-// longest first; each result reuses its request's Params, as Run does.
+// RunBatch carries out update and gradient requests (Batchable) of
+// distinct trainers, reqs[i] on trainers[i], side by side in ws: the same
+// minibatches and learning rates as each trainer's Run, drawn in the same
+// order, and the same result up to rounding (model.Stack). Requests of
+// the same op on the same data matrix with the same batch size train
+// together, Cap at a time, the longest first; an update's result reuses
+// its request's Params, as Run does.
 func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainRequest) ([]*gossip.TrainResult, error) {
 	if len(trainers) != len(reqs) {
 		return nil, fmt.Errorf("trainer: %d trainers for %d requests", len(trainers), len(reqs))
@@ -87,6 +90,12 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 			return nil, fmt.Errorf("trainer: data has %d features, model %d inputs", t.data.D, spec.Inputs)
 		}
 		j := &batchJob{i: i, t: t, req: req, steps: t.Steps(req), bs: t.batchSize()}
+		if req.Op == gossip.OpGradient {
+			k := t.nextRows()
+			j.rows, j.y = append(j.rows, t.rows[:k]...), append(j.y, t.yb[:k]...)
+			jobs[i] = j
+			continue
+		}
 		// The minibatches and rates Run would use, in its order.
 		t0 := 1 + math.Floor(req.Age/float64(j.bs))
 		for s := 0; s < j.steps; s++ {
@@ -113,6 +122,9 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 		j.group = group[k]
 	}
 	slices.SortStableFunc(jobs, func(a, b *batchJob) int {
+		if c := cmp.Compare(a.req.Op, b.req.Op); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(a.group, b.group); c != 0 {
 			return c
 		}
@@ -124,8 +136,15 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 	out := make([]*gossip.TrainResult, len(reqs))
 	for lo := 0; lo < len(jobs); {
 		hi := lo + 1
-		for hi < len(jobs) && hi-lo < st.Cap() && jobs[hi].bs == jobs[lo].bs && jobs[hi].group == jobs[lo].group {
+		for hi < len(jobs) && hi-lo < st.Cap() && jobs[hi].bs == jobs[lo].bs && jobs[hi].group == jobs[lo].group && jobs[hi].req.Op == jobs[lo].req.Op {
 			hi++
+		}
+		if jobs[lo].req.Op == gossip.OpGradient {
+			if err := ws.gradients(jobs[lo:hi], out); err != nil {
+				return nil, err
+			}
+			lo = hi
+			continue
 		}
 		if err := ws.run(jobs[lo:hi]); err != nil {
 			return nil, err
@@ -174,5 +193,30 @@ func (w *BatchWorkspace) run(jobs []*batchJob) error {
 		}
 	}
 	w.stack.Store(w.params)
+	return nil
+}
+
+// gradients computes a group's gradients (one data matrix and batch
+// size) in the stack, each into a new vector of its result in out, as Run
+// returns a gradient.
+func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) error {
+	w.params, w.grads = w.params[:0], w.grads[:0]
+	w.rows, w.labels = w.rows[:0], w.labels[:0]
+	for _, j := range jobs {
+		w.params = append(w.params, j.req.Params)
+		w.grads = append(w.grads, make([]float32, w.stack.NumParams()))
+		w.rows, w.labels = append(w.rows, j.rows...), append(w.labels, j.y...)
+	}
+	if err := w.stack.Load(w.params); err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	if len(w.loss) < len(jobs) {
+		w.loss = make([]float64, len(jobs))
+	}
+	x := w.bound.on(w.stack.Backend(), jobs[0].t.data.X)
+	w.stack.GradRows(x, w.rows, w.labels, jobs[0].bs, w.grads, w.loss[:len(jobs)])
+	for i, j := range jobs {
+		out[j.i] = &gossip.TrainResult{ID: j.req.ID, Grad: w.grads[i], Loss: w.loss[i], Examples: j.bs}
+	}
 	return nil
 }

@@ -66,10 +66,11 @@ func cloneReqs(reqs []*gossip.TrainRequest) []*gossip.TrainRequest {
 }
 
 // TestRunBatchAsRun: trainers whose requests train side by side
-// (RunBatch, a stack of 3 so that the five run in chunks) draw the same
-// minibatches and end with the parameters, losses and example counts of
-// the same trainers running each request alone (Run), for every model;
-// the next minibatches they draw agree too.
+// (RunBatch, a stack of 3 so that the five run in chunks; two of them
+// gradients, D-PSGD's requests) draw the same minibatches and end with
+// the parameters, gradients, losses and example counts of the same
+// trainers running each request alone (Run), for every model; the next
+// minibatches they draw agree too.
 func TestRunBatchAsRun(t *testing.T) {
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: 12, Classes: 4}, {Kind: model.SVM, Inputs: 12, Classes: 4, Lambda: 0.01},
 		{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}} {
@@ -79,6 +80,7 @@ func TestRunBatchAsRun(t *testing.T) {
 		}
 		alone, reqs := batchFleet(t, spec, m)
 		together, _ := batchFleet(t, spec, m)
+		reqs[1].Op, reqs[3].Op = gossip.OpGradient, gossip.OpGradient
 		st, err := model.NewStack(spec, 3)
 		if err != nil {
 			t.Fatal(err)
@@ -106,6 +108,19 @@ func TestRunBatchAsRun(t *testing.T) {
 					break
 				}
 			}
+			if len(g.Grad) != len(want.Grad) || (reqs[i].Op == gossip.OpGradient) != (len(g.Grad) > 0) {
+				t.Fatalf("%v request %d (op %d): batched gradient of %d values, alone %d", spec, i, reqs[i].Op, len(g.Grad), len(want.Grad))
+			}
+			big = 0
+			for _, v := range want.Grad {
+				big = max(big, math.Abs(float64(v)))
+			}
+			for k := range want.Grad {
+				if math.Abs(float64(g.Grad[k]-want.Grad[k])) > 1e-4*big {
+					t.Errorf("%v request %d: batched gradient %d = %v, alone %v", spec, i, k, g.Grad[k], want.Grad[k])
+					break
+				}
+			}
 			if !slices.Equal(g.Params, want.Params) && slices.Equal(g.Params, reqs[i].Params) {
 				t.Errorf("%v request %d: the batch did not train", spec, i)
 			}
@@ -128,6 +143,7 @@ func TestRunBatchChunksAgree(t *testing.T) {
 	}
 	run := func(capacity int) []*gossip.TrainResult {
 		trainers, reqs := batchFleet(t, spec, m)
+		reqs[2].Op, reqs[4].Op = gossip.OpGradient, gossip.OpGradient
 		st, err := model.NewStack(spec, capacity)
 		if err != nil {
 			t.Fatal(err)
@@ -140,14 +156,15 @@ func TestRunBatchChunksAgree(t *testing.T) {
 	}
 	one, eight := run(1), run(8)
 	for i := range one {
-		if !slices.Equal(one[i].Params, eight[i].Params) || one[i].Loss != eight[i].Loss {
+		if !slices.Equal(one[i].Params, eight[i].Params) || !slices.Equal(one[i].Grad, eight[i].Grad) || one[i].Loss != eight[i].Loss {
 			t.Errorf("request %d: a stack of 1 and a stack of 8 differ (loss %v, %v)", i, one[i].Loss, eight[i].Loss)
 		}
 	}
 }
 
-// TestRunBatchRefuses: gradient requests, DP-SGD updates and parameter
-// vectors of the wrong size are errors, not silently run another way.
+// TestRunBatchRefuses: sufficient-factor requests, DP-SGD updates and
+// gradients, and parameter vectors of the wrong size are errors, not
+// silently run another way.
 func TestRunBatchRefuses(t *testing.T) {
 	spec := model.Spec{Kind: model.Softmax, Inputs: 12, Classes: 4}
 	m, err := model.New(spec)
@@ -160,10 +177,10 @@ func TestRunBatchRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := NewBatchWorkspace(st)
-	grad := cloneReqs(reqs[:1])
-	grad[0].Op = gossip.OpGradient
-	if _, err := RunBatch(ws, trainers[:1], grad); err == nil {
-		t.Error("a gradient request trained in a batch")
+	factors := cloneReqs(reqs[:1])
+	factors[0].Op = gossip.OpFactors
+	if _, err := RunBatch(ws, trainers[:1], factors); err == nil {
+		t.Error("a sufficient-factor request trained in a batch")
 	}
 	short := cloneReqs(reqs[:1])
 	short[0].Params = short[0].Params[:5]
@@ -175,8 +192,8 @@ func TestRunBatchRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dp.Batchable(reqs[0]) {
-		t.Error("a DP-SGD update called batchable")
+	if dp.Batchable(reqs[0]) || dp.Batchable(&gossip.TrainRequest{Op: gossip.OpGradient}) {
+		t.Error("a DP-SGD update or gradient called batchable")
 	}
 	if _, err := RunBatch(ws, []*Trainer{dp}, cloneReqs(reqs[:1])); err == nil {
 		t.Error("a DP-SGD update trained in a batch")
