@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gossipd/gossipd/model/compute"
 )
@@ -12,7 +13,8 @@ import (
 // the first k models on its own minibatch, the step Model.SGDStepRows
 // takes of one model, in a few kernel calls for all k of them
 // (compute.Batched: strided-batched GEMMs, one loss kernel over every
-// row); GradRows computes their gradients as Model.GradientOn does. A
+// row); GradRows computes their gradients as Model.GradientOn does (and
+// GradRowsFactors their sufficient factors). A
 // simulator trains the peers due at once this way, thousands in one call
 // on a GPU.
 //
@@ -218,6 +220,34 @@ func (s *Stack) GradRows(x compute.Tensor, rows []int, y []int32, batch int, gra
 	for i, dst := range grads {
 		copy(dst, s.stage[i*P:(i+1)*P])
 	}
+}
+
+// GradRowsFactors is GradRows that also returns, for each model, the
+// sufficient factors of the weight tensors that layers names, from the
+// same pass, as Model.GradientWithFactorsOn returns them for one (in the
+// model's layer order; U already scaled by 1/batch). The factors are
+// copies on the host.
+func (s *Stack) GradRowsFactors(x compute.Tensor, rows []int, y []int32, batch int, grads [][]float32, loss []float64, layers []string) [][]Factors {
+	s.GradRows(x, rows, y, batch, grads, loss)
+	k := len(grads)
+	out := make([][]Factors, k)
+	if k == 0 {
+		return out
+	}
+	n := k * batch
+	for l, ly := range s.layers {
+		if !slices.Contains(layers, ly.wName) {
+			continue
+		}
+		u, v := make([]float32, n*ly.out), make([]float32, n*ly.in)
+		s.be.Store(u, s.dz[l].Slice(0, n*ly.out))
+		s.be.Store(v, s.input(l, n))
+		for i := range out {
+			out[i] = append(out[i], Factors{Weight: ly.wName, K: batch, J: ly.out, D: ly.in,
+				U: u[i*batch*ly.out : (i+1)*batch*ly.out : (i+1)*batch*ly.out], V: v[i*batch*ly.in : (i+1)*batch*ly.in : (i+1)*batch*ly.in]})
+		}
+	}
+	return out
 }
 
 // input is layer l's input for n rows in the workspace: the gathered

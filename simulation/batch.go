@@ -11,19 +11,21 @@ import (
 	"github.com/gossipd/gossipd/peer/trainer"
 )
 
-// Many peers on one device. With Config.PeerBatch N > 1 a peer's local
-// update or gradient (D-PSGD, AD-PSGD, push-sum) does not train when it
-// is asked for: it waits, with the others asked for since, until N wait
-// or until the simulation needs one of their results (its done event comes up, or a set-aside result is taken:
-// overlap.go), and then they all train in one batched call
-// (trainer.RunBatch: their models stacked in a model.Stack, every step a
-// few strided-batched GEMMs for all of them). The call runs on a
-// goroutine of its own while the event loop goes on, one batch at a time,
-// in order. Which updates train together depends on the events alone,
-// and on the CPU backend an update's result does not depend on the others
-// in its batch (model.Stack), so a run is the same whatever the batch
-// size and however many cores run it; against updates trained alone it
-// differs by rounding (the batched step sums in another order). On a GPU
+// Many peers on one device. With Config.PeerBatch N > 1 a peer's
+// training request (a local update; a gradient for D-PSGD, AD-PSGD and
+// push-sum; sufficient factors for SFB) does not train when it is asked
+// for: it waits, with the others asked for since, until N wait or until
+// the simulation needs one of their results (its done event comes up, or
+// a set-aside result is taken: overlap.go), and then they all train in
+// one batched call (trainer.RunBatch: their models stacked in a
+// model.Stack, every step a few strided-batched GEMMs for all of them).
+// The call runs on a goroutine of its own while the event loop goes on,
+// one batch at a time, in order. Which requests train together depends
+// on the events alone, and on the CPU backend a request's result does not
+// depend on the others in its batch (model.Stack), so a run is the same
+// whatever the batch size and however many cores run it; against
+// requests trained alone it differs by rounding (the batched pass sums in
+// another order). On a GPU
 // this is what lets one device train ten thousand peers: a peer's update
 // of a few examples is far too small to fill a GPU alone.
 

@@ -40,6 +40,7 @@ func TestPeerBatch(t *testing.T) {
 		"dpsgd local-steps":  func(c *Config) { c.Protocol, c.LocalSteps = "dpsgd", 2 },
 		"pushsum local-step": func(c *Config) { c.Protocol, c.LocalSteps = "pushsum", 2 },
 		"sfb local-steps":    func(c *Config) { c.Protocol, c.LocalSteps, c.Model, c.Hidden = "sfb", 2, "mlp", []int{8} },
+		"sfb":                func(c *Config) { c.Protocol, c.Model, c.Hidden = "sfb", "mlp", []int{8} },
 		// Strict event order: results are never set aside (batches of one).
 		"turnover":  func(c *Config) { c.Turnover, c.Rounds = 0.3, 8 },
 		"ipm":       func(c *Config) { c.Byzantine, c.Attack = 0.2, "ipm" },
@@ -102,7 +103,6 @@ func TestPeerBatchGathers(t *testing.T) {
 func TestPeerBatchRefused(t *testing.T) {
 	for name, c := range map[string]Config{
 		"dp":          {PeerBatch: 8, DP: privacy.Config{Clip: 1, Noise: 1, Delta: 1e-5}},
-		"sfb":         {PeerBatch: 8, Protocol: "sfb"},
 		"fedavg":      {PeerBatch: 8, Protocol: "fedavg"},
 		"centralized": {PeerBatch: 8, Protocol: "centralized"},
 	} {
@@ -128,10 +128,10 @@ func TestPeerBatchRefused(t *testing.T) {
 
 // TestPeersOnDevice: peers that train on a device (the emulated one of
 // backendtest: device tensors, the CPU's kernels) give the CPU run's
-// metrics byte for byte: batched updates and gradients in a stack on the
-// device, and the requests that train alone (SFB's factors, DP-SGD's
-// lots) on the device's model; the device's stack, data and model are
-// freed at the end.
+// metrics byte for byte: batched updates, gradients and factors in a
+// stack on the device, and the requests that train alone (DP-SGD's lots)
+// on the device's model; the device's stack, data and model are freed at
+// the end.
 func TestPeersOnDevice(t *testing.T) {
 	for name, c := range map[string]Config{
 		"randomwalk":        {Model: "mlp", Hidden: []int{8}},

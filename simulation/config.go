@@ -89,8 +89,7 @@ type Config struct {
 	// GEMMs): 1 trains each request alone (on the CPU, on every core);
 	// N > 1 gathers the requests asked for until N wait or a result is
 	// needed, and trains them at once. 0 (default) is DefaultGPUPeerBatch
-	// on a GPU, 1 on the CPU. DP-SGD's lots and SFB's sufficient factors
-	// train alone.
+	// on a GPU, 1 on the CPU. DP-SGD's lots train alone.
 	PeerBatch int
 	// Drop is the probability that a message is lost.
 	Drop float64

@@ -77,7 +77,7 @@ var scopes = map[string]scope{
 	"churn":            {isGossip, networkModels},
 	"churn-trace":      {isGossip, networkModels},
 	"netsplit":         {isGossip, networkModels},
-	"peer-batch":       {peerBatchApplies, "the gossip protocols' local updates and gradients, without DP-SGD (its Poisson lots train one peer at a time); sfb's sufficient factors train one peer at a time, so sfb needs --local-steps"},
+	"peer-batch":       {peerBatchApplies, "the gossip protocols' local updates, gradients and sufficient factors, without DP-SGD (its Poisson lots train one peer at a time)"},
 	"compute":          {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"compute-trace":    {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"final-eval-peers": {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
@@ -129,12 +129,11 @@ func (c *Config) CheckOptions(set []string) error {
 	return nil
 }
 
-// peerBatchApplies: batches take local updates and gradients
-// (model.Stack), which every gossip protocol asks for but SFB, whose
-// sufficient factors train alone unless --local-steps makes them updates;
-// DP-SGD's lots train alone.
+// peerBatchApplies: batches take the gossip protocols' local updates,
+// gradients and sufficient factors (model.Stack); DP-SGD's lots train
+// alone.
 func peerBatchApplies(c *Config) bool {
-	return isGossip(c) && !c.DP.Enabled() && (c.Protocol != gossip.SFB || c.LocalSteps > 0)
+	return isGossip(c) && !c.DP.Enabled()
 }
 
 // outerApplies: the outer optimizer's settings need --local-steps.

@@ -43,11 +43,15 @@ func (w *BatchWorkspace) Close() {
 // Cap is how many requests one batched call takes.
 func (w *BatchWorkspace) Cap() int { return w.stack.Cap() }
 
-// Batchable reports whether RunBatch can carry out req: a local update or
-// a gradient, without DP-SGD (whose Poisson lots and clipping run one
-// node at a time). Sufficient factors (SFB) train alone.
+// Batchable reports whether RunBatch can carry out req: a local update, a
+// gradient or sufficient factors, without DP-SGD (whose Poisson lots and
+// clipping run one node at a time).
 func (t *Trainer) Batchable(req *gossip.TrainRequest) bool {
-	return (req.Op == gossip.OpUpdate || req.Op == gossip.OpGradient) && !t.cfg.DP.Enabled()
+	switch req.Op {
+	case gossip.OpUpdate, gossip.OpGradient, gossip.OpFactors:
+		return !t.cfg.DP.Enabled()
+	}
+	return false
 }
 
 // batchJob is one request of a RunBatch call with its minibatches drawn.
@@ -64,7 +68,7 @@ type batchJob struct {
 	loss  float64 // Σ over steps of the step's mean loss
 }
 
-// RunBatch carries out update and gradient requests (Batchable) of
+// RunBatch carries out update, gradient and factor requests (Batchable) of
 // distinct trainers, reqs[i] on trainers[i], side by side in ws: the same
 // minibatches and learning rates as each trainer's Run, drawn in the same
 // order, and the same result up to rounding (model.Stack). Requests of
@@ -90,7 +94,7 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 			return nil, fmt.Errorf("trainer: data has %d features, model %d inputs", t.data.D, spec.Inputs)
 		}
 		j := &batchJob{i: i, t: t, req: req, steps: t.Steps(req), bs: t.batchSize()}
-		if req.Op == gossip.OpGradient {
+		if req.Op != gossip.OpUpdate {
 			k := t.nextRows()
 			j.rows, j.y = append(j.rows, t.rows[:k]...), append(j.y, t.yb[:k]...)
 			jobs[i] = j
@@ -125,6 +129,9 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 		if c := cmp.Compare(a.req.Op, b.req.Op); c != 0 {
 			return c
 		}
+		if c := slices.Compare(a.req.FactorLayers, b.req.FactorLayers); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(a.group, b.group); c != 0 {
 			return c
 		}
@@ -136,10 +143,11 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 	out := make([]*gossip.TrainResult, len(reqs))
 	for lo := 0; lo < len(jobs); {
 		hi := lo + 1
-		for hi < len(jobs) && hi-lo < st.Cap() && jobs[hi].bs == jobs[lo].bs && jobs[hi].group == jobs[lo].group && jobs[hi].req.Op == jobs[lo].req.Op {
+		for hi < len(jobs) && hi-lo < st.Cap() && jobs[hi].bs == jobs[lo].bs && jobs[hi].group == jobs[lo].group && jobs[hi].req.Op == jobs[lo].req.Op &&
+			slices.Equal(jobs[hi].req.FactorLayers, jobs[lo].req.FactorLayers) {
 			hi++
 		}
-		if jobs[lo].req.Op == gossip.OpGradient {
+		if jobs[lo].req.Op != gossip.OpUpdate {
 			if err := ws.gradients(jobs[lo:hi], out); err != nil {
 				return nil, err
 			}
@@ -196,9 +204,10 @@ func (w *BatchWorkspace) run(jobs []*batchJob) error {
 	return nil
 }
 
-// gradients computes a group's gradients (one data matrix and batch
-// size) in the stack, each into a new vector of its result in out, as Run
-// returns a gradient.
+// gradients computes a group's gradients (one op, data matrix, batch size
+// and list of factor layers) in the stack, each into a new vector of its
+// result in out, with the sufficient factors asked for, as Run returns
+// them.
 func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) error {
 	w.params, w.grads = w.params[:0], w.grads[:0]
 	w.rows, w.labels = w.rows[:0], w.labels[:0]
@@ -214,9 +223,17 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 		w.loss = make([]float64, len(jobs))
 	}
 	x := w.bound.on(w.stack.Backend(), jobs[0].t.data.X)
-	w.stack.GradRows(x, w.rows, w.labels, jobs[0].bs, w.grads, w.loss[:len(jobs)])
+	var factors [][]model.Factors
+	if jobs[0].req.Op == gossip.OpFactors {
+		factors = w.stack.GradRowsFactors(x, w.rows, w.labels, jobs[0].bs, w.grads, w.loss[:len(jobs)], jobs[0].req.FactorLayers)
+	} else {
+		w.stack.GradRows(x, w.rows, w.labels, jobs[0].bs, w.grads, w.loss[:len(jobs)])
+	}
 	for i, j := range jobs {
 		out[j.i] = &gossip.TrainResult{ID: j.req.ID, Grad: w.grads[i], Loss: w.loss[i], Examples: j.bs}
+		if factors != nil {
+			out[j.i].Factors = factors[i]
+		}
 	}
 	return nil
 }

@@ -67,10 +67,10 @@ func cloneReqs(reqs []*gossip.TrainRequest) []*gossip.TrainRequest {
 
 // TestRunBatchAsRun: trainers whose requests train side by side
 // (RunBatch, a stack of 3 so that the five run in chunks; two of them
-// gradients, D-PSGD's requests) draw the same minibatches and end with
-// the parameters, gradients, losses and example counts of the same
-// trainers running each request alone (Run), for every model; the next
-// minibatches they draw agree too.
+// gradients, D-PSGD's requests, and one sufficient factors, SFB's) draw
+// the same minibatches and end with the parameters, gradients, factors,
+// losses and example counts of the same trainers running each request
+// alone (Run), for every model; the next minibatches they draw agree too.
 func TestRunBatchAsRun(t *testing.T) {
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: 12, Classes: 4}, {Kind: model.SVM, Inputs: 12, Classes: 4, Lambda: 0.01},
 		{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}} {
@@ -81,6 +81,7 @@ func TestRunBatchAsRun(t *testing.T) {
 		alone, reqs := batchFleet(t, spec, m)
 		together, _ := batchFleet(t, spec, m)
 		reqs[1].Op, reqs[3].Op = gossip.OpGradient, gossip.OpGradient
+		reqs[4].Op, reqs[4].FactorLayers = gossip.OpFactors, []string{"fc1.weight"}
 		st, err := model.NewStack(spec, 3)
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +109,7 @@ func TestRunBatchAsRun(t *testing.T) {
 					break
 				}
 			}
-			if len(g.Grad) != len(want.Grad) || (reqs[i].Op == gossip.OpGradient) != (len(g.Grad) > 0) {
+			if len(g.Grad) != len(want.Grad) || (reqs[i].Op != gossip.OpUpdate) != (len(g.Grad) > 0) {
 				t.Fatalf("%v request %d (op %d): batched gradient of %d values, alone %d", spec, i, reqs[i].Op, len(g.Grad), len(want.Grad))
 			}
 			big = 0
@@ -119,6 +120,15 @@ func TestRunBatchAsRun(t *testing.T) {
 				if math.Abs(float64(g.Grad[k]-want.Grad[k])) > 1e-4*big {
 					t.Errorf("%v request %d: batched gradient %d = %v, alone %v", spec, i, k, g.Grad[k], want.Grad[k])
 					break
+				}
+			}
+			if len(g.Factors) != len(want.Factors) || (reqs[i].Op == gossip.OpFactors) != (len(g.Factors) == 1) {
+				t.Fatalf("%v request %d (op %d): batched %d factors, alone %d", spec, i, reqs[i].Op, len(g.Factors), len(want.Factors))
+			}
+			for l, f := range g.Factors {
+				w := want.Factors[l]
+				if f.Weight != w.Weight || f.K != w.K || f.J != w.J || f.D != w.D || !near(f.U, w.U) || !near(f.V, w.V) {
+					t.Errorf("%v request %d: batched factors of %s (%d×%d×%d) differ from alone", spec, i, f.Weight, f.K, f.J, f.D)
 				}
 			}
 			if !slices.Equal(g.Params, want.Params) && slices.Equal(g.Params, reqs[i].Params) {
@@ -162,7 +172,7 @@ func TestRunBatchChunksAgree(t *testing.T) {
 	}
 }
 
-// TestRunBatchRefuses: sufficient-factor requests, DP-SGD updates and
+// TestRunBatchRefuses: requests of an unknown op, DP-SGD updates and
 // gradients, and parameter vectors of the wrong size are errors, not
 // silently run another way.
 func TestRunBatchRefuses(t *testing.T) {
@@ -177,10 +187,10 @@ func TestRunBatchRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := NewBatchWorkspace(st)
-	factors := cloneReqs(reqs[:1])
-	factors[0].Op = gossip.OpFactors
-	if _, err := RunBatch(ws, trainers[:1], factors); err == nil {
-		t.Error("a sufficient-factor request trained in a batch")
+	unknown := cloneReqs(reqs[:1])
+	unknown[0].Op = 99
+	if _, err := RunBatch(ws, trainers[:1], unknown); err == nil {
+		t.Error("a request of an unknown op trained in a batch")
 	}
 	short := cloneReqs(reqs[:1])
 	short[0].Params = short[0].Params[:5]
@@ -198,4 +208,21 @@ func TestRunBatchRefuses(t *testing.T) {
 	if _, err := RunBatch(ws, []*Trainer{dp}, cloneReqs(reqs[:1])); err == nil {
 		t.Error("a DP-SGD update trained in a batch")
 	}
+}
+
+// near reports whether got is within 1e-4 of want's largest magnitude.
+func near(got, want []float32) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	var big float64
+	for _, w := range want {
+		big = max(big, math.Abs(float64(w)))
+	}
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > 1e-4*max(big, 1e-3) {
+			return false
+		}
+	}
+	return true
 }

@@ -103,7 +103,9 @@ func TrainSteps(t T, be compute.Backend) {
 // reference's largest, each step's losses within 1e-5 relative, and the
 // slots past the five untouched. Then Stack.GradRows: each model's
 // gradient on new rows within 1e-4 of the largest of Model.Gradient's
-// alone, the loss within 1e-5 relative, and the parameters unchanged.
+// alone, the loss within 1e-5 relative, and the parameters unchanged;
+// Stack.GradRowsFactors: each model's sufficient factors (U, V) within
+// 1e-4 of the largest of Model.GradientWithFactors' alone.
 func StackSteps(t T, be compute.Backend) {
 	t.Helper()
 	ref := compute.NewCPU(compute.WithPureGo(), compute.WithThreads(1))
@@ -233,6 +235,30 @@ func stackGradients(t T, be compute.Backend, st *model.Stack, models []*model.Mo
 			}
 		}
 	}
+	// The sufficient factors of every weight, from a pass over the same
+	// rows: each model's as GradientWithFactors gives them alone.
+	all, _ := models[0].SufficientFactors(xb, labels[:batch], batch)
+	var names []string
+	for _, f := range all {
+		names = append(names, f.Weight)
+	}
+	fs := st.GradRowsFactors(xt, rows, labels, batch, grads, loss, names)
+	for i, m := range models {
+		for r, row := range rows[i*batch : (i+1)*batch] {
+			copy(xb[r*d:(r+1)*d], x[row*d:(row+1)*d])
+		}
+		wf, _ := m.GradientWithFactors(want, xb, labels[i*batch:(i+1)*batch], batch, names)
+		if len(fs[i]) != len(wf) {
+			t.Errorf("%s: stacked %v: model %d has %d factors, alone %d", be.Name(), spec, i, len(fs[i]), len(wf))
+			continue
+		}
+		for l, f := range fs[i] {
+			w := wf[l]
+			if f.Weight != w.Weight || f.K != w.K || f.J != w.J || f.D != w.D || !closeTo(f.U, w.U, 1e-4) || !closeTo(f.V, w.V, 1e-4) {
+				t.Errorf("%s: stacked %v: model %d factors of %s (%d×%d×%d) differ from alone (%s, %d×%d×%d)", be.Name(), spec, i, f.Weight, f.K, f.J, f.D, w.Weight, w.K, w.J, w.D)
+			}
+		}
+	}
 	after := make([][]float32, k)
 	for i := range after {
 		after[i] = make([]float32, P)
@@ -243,4 +269,22 @@ func stackGradients(t T, be compute.Backend, st *model.Stack, models []*model.Mo
 			t.Errorf("%s: stacked %v: GradRows changed model %d", be.Name(), spec, i)
 		}
 	}
+}
+
+// closeTo reports whether got and want agree within tol of want's largest
+// magnitude.
+func closeTo(got, want []float32, tol float64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	var big float64
+	for _, w := range want {
+		big = max(big, math.Abs(float64(w)))
+	}
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > tol*max(big, 1e-3) {
+			return false
+		}
+	}
+	return true
 }
