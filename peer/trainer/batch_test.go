@@ -9,6 +9,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -99,35 +100,21 @@ func TestRunBatchAsRun(t *testing.T) {
 			if g.ID != want.ID || g.Examples != want.Examples || math.Abs(g.Loss-want.Loss) > 1e-5*max(1, math.Abs(want.Loss)) {
 				t.Errorf("%v request %d: batched id %d, %d examples, loss %v; alone id %d, %d examples, loss %v", spec, i, g.ID, g.Examples, g.Loss, want.ID, want.Examples, want.Loss)
 			}
-			var big float64
-			for _, v := range want.Params {
-				big = max(big, math.Abs(float64(v)))
-			}
-			for k := range want.Params {
-				if math.Abs(float64(g.Params[k]-want.Params[k])) > 1e-4*big {
-					t.Errorf("%v request %d: batched parameter %d = %v, alone %v", spec, i, k, g.Params[k], want.Params[k])
-					break
-				}
+			if k := backendtest.Mismatch(g.Params, want.Params, 1e-4); k >= 0 {
+				t.Errorf("%v request %d: batched parameter %d of %d, alone %d", spec, i, k, len(g.Params), len(want.Params))
 			}
 			if len(g.Grad) != len(want.Grad) || (reqs[i].Op != gossip.OpUpdate) != (len(g.Grad) > 0) {
 				t.Fatalf("%v request %d (op %d): batched gradient of %d values, alone %d", spec, i, reqs[i].Op, len(g.Grad), len(want.Grad))
 			}
-			big = 0
-			for _, v := range want.Grad {
-				big = max(big, math.Abs(float64(v)))
-			}
-			for k := range want.Grad {
-				if math.Abs(float64(g.Grad[k]-want.Grad[k])) > 1e-4*big {
-					t.Errorf("%v request %d: batched gradient %d = %v, alone %v", spec, i, k, g.Grad[k], want.Grad[k])
-					break
-				}
+			if k := backendtest.Mismatch(g.Grad, want.Grad, 1e-4); k >= 0 {
+				t.Errorf("%v request %d: batched gradient %d = %v, alone %v", spec, i, k, g.Grad[k], want.Grad[k])
 			}
 			if len(g.Factors) != len(want.Factors) || (reqs[i].Op == gossip.OpFactors) != (len(g.Factors) == 1) {
 				t.Fatalf("%v request %d (op %d): batched %d factors, alone %d", spec, i, reqs[i].Op, len(g.Factors), len(want.Factors))
 			}
 			for l, f := range g.Factors {
 				w := want.Factors[l]
-				if f.Weight != w.Weight || f.K != w.K || f.J != w.J || f.D != w.D || !near(f.U, w.U) || !near(f.V, w.V) {
+				if f.Weight != w.Weight || f.K != w.K || f.J != w.J || f.D != w.D || backendtest.Mismatch(f.U, w.U, 1e-4) >= 0 || backendtest.Mismatch(f.V, w.V, 1e-4) >= 0 {
 					t.Errorf("%v request %d: batched factors of %s (%d×%d×%d) differ from alone", spec, i, f.Weight, f.K, f.J, f.D)
 				}
 			}
@@ -208,21 +195,4 @@ func TestRunBatchRefuses(t *testing.T) {
 	if _, err := RunBatch(ws, []*Trainer{dp}, cloneReqs(reqs[:1])); err == nil {
 		t.Error("a DP-SGD update trained in a batch")
 	}
-}
-
-// near reports whether got is within 1e-4 of want's largest magnitude.
-func near(got, want []float32) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	var big float64
-	for _, w := range want {
-		big = max(big, math.Abs(float64(w)))
-	}
-	for i := range want {
-		if math.Abs(float64(got[i]-want[i])) > 1e-4*max(big, 1e-3) {
-			return false
-		}
-	}
-	return true
 }

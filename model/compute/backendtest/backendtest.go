@@ -74,6 +74,39 @@ func naiveGemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b 
 
 func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 
+// Mismatch returns the first index where got differs from want by more
+// than tol times want's largest magnitude (at least 1e-3), or −1 where
+// they agree; a length mismatch is index 0.
+func Mismatch(got, want []float32, tol float64) int {
+	if len(got) != len(want) {
+		return 0
+	}
+	var big float64
+	for _, w := range want {
+		big = max(big, math.Abs(float64(w)))
+	}
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > tol*max(big, 1e-3) {
+			return i
+		}
+	}
+	return -1
+}
+
+// logitsAndLabels draws an m×n matrix of logits in [−8, 8) and m labels
+// in [0, n).
+func logitsAndLabels(rng *rand.Rand, m, n int) ([]float32, []int32) {
+	logits := randSlice(rng, m*n)
+	for i := range logits {
+		logits[i] *= 8
+	}
+	y := make([]int32, m)
+	for i := range y {
+		y[i] = int32(rng.IntN(n))
+	}
+	return logits, y
+}
+
 // Kernels checks every kernel of be (and its Gatherer, if it has one).
 func Kernels(t T, be compute.Backend) {
 	t.Helper()
@@ -209,14 +242,7 @@ func losses(t T, be compute.Backend, rng *rand.Rand) {
 	name := be.Name()
 	for _, sz := range [][2]int{{1, 2}, {32, 10}, {7, 3}, {64, 10}} {
 		m, n := sz[0], sz[1]
-		logits := randSlice(rng, m*n)
-		for i := range logits {
-			logits[i] *= 8
-		}
-		y := make([]int32, m)
-		for i := range y {
-			y[i] = int32(rng.IntN(n))
-		}
+		logits, y := logitsAndLabels(rng, m, n)
 		const scale = 0.25
 		probs, grad := make([]float32, m*n), make([]float32, m*n)
 		loss, correct := be.SoftmaxCrossEntropy(compute.Host(probs), compute.Host(grad), compute.Host(logits), y, m, n, scale)

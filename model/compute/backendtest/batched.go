@@ -63,14 +63,7 @@ func batched(t T, be compute.Backend, rng *rand.Rand) {
 	}
 	for _, sz := range [][2]int{{1, 2}, {30, 10}, {7, 3}} {
 		m, n := sz[0], sz[1]
-		logits := randSlice(rng, m*n)
-		for i := range logits {
-			logits[i] *= 8
-		}
-		y := make([]int32, m)
-		for i := range y {
-			y[i] = int32(rng.IntN(n))
-		}
+		logits, y := logitsAndLabels(rng, m, n)
 		const scale = 0.5
 		probs, grad := make([]float32, m*n), make([]float32, m*n)
 		sumLoss, sumCorrect := be.SoftmaxCrossEntropy(compute.Host(probs), compute.Host(grad), compute.Host(slices.Clone(logits)), y, m, n, scale)

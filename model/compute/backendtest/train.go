@@ -81,15 +81,8 @@ func TrainSteps(t T, be compute.Backend) {
 			if got == nil || want == nil {
 				return
 			}
-			var big float64
-			for _, w := range want {
-				big = max(big, math.Abs(float64(w)))
-			}
-			for i := range want {
-				if math.Abs(float64(got[i]-want[i])) > 1e-4*max(big, 1e-3) {
-					t.Errorf("%s: %v with %s: parameter %d = %v, pure Go %v", be.Name(), spec, oc.Name, i, got[i], want[i])
-					break
-				}
+			if i := Mismatch(got, want, 1e-4); i >= 0 {
+				t.Errorf("%s: %v with %s: parameter %d = %v, pure Go %v", be.Name(), spec, oc.Name, i, got[i], want[i])
 			}
 		}
 	}
@@ -168,15 +161,8 @@ func StackSteps(t T, be compute.Backend) {
 		st.Store(got)
 		for i, m := range models {
 			want := m.CopyParams()
-			var big float64
-			for _, w := range want {
-				big = max(big, math.Abs(float64(w)))
-			}
-			for j := range want {
-				if math.Abs(float64(got[i][j]-want[j])) > 1e-4*max(big, 1e-3) {
-					t.Errorf("%s: stacked %v: model %d parameter %d = %v, alone on pure Go %v", be.Name(), spec, i, j, got[i][j], want[j])
-					break
-				}
+			if j := Mismatch(got[i], want, 1e-4); j >= 0 {
+				t.Errorf("%s: stacked %v: model %d parameter %d = %v, alone on pure Go %v", be.Name(), spec, i, j, got[i][j], want[j])
 			}
 		}
 		for i := k; i < slots; i++ {
@@ -224,15 +210,8 @@ func stackGradients(t T, be compute.Backend, st *model.Stack, models []*model.Mo
 		if math.Abs(loss[i]-wl) > 1e-5*max(1, math.Abs(wl)) {
 			t.Errorf("%s: stacked %v: model %d gradient's loss %v, alone on pure Go %v", be.Name(), spec, i, loss[i], wl)
 		}
-		var big float64
-		for _, w := range want {
-			big = max(big, math.Abs(float64(w)))
-		}
-		for j := range want {
-			if math.Abs(float64(grads[i][j]-want[j])) > 1e-4*max(big, 1e-3) {
-				t.Errorf("%s: stacked %v: model %d gradient %d = %v, alone on pure Go %v", be.Name(), spec, i, j, grads[i][j], want[j])
-				break
-			}
+		if j := Mismatch(grads[i], want, 1e-4); j >= 0 {
+			t.Errorf("%s: stacked %v: model %d gradient %d = %v, alone on pure Go %v", be.Name(), spec, i, j, grads[i][j], want[j])
 		}
 	}
 	// The sufficient factors of every weight, from a pass over the same
@@ -254,7 +233,7 @@ func stackGradients(t T, be compute.Backend, st *model.Stack, models []*model.Mo
 		}
 		for l, f := range fs[i] {
 			w := wf[l]
-			if f.Weight != w.Weight || f.K != w.K || f.J != w.J || f.D != w.D || !closeTo(f.U, w.U, 1e-4) || !closeTo(f.V, w.V, 1e-4) {
+			if f.Weight != w.Weight || f.K != w.K || f.J != w.J || f.D != w.D || Mismatch(f.U, w.U, 1e-4) >= 0 || Mismatch(f.V, w.V, 1e-4) >= 0 {
 				t.Errorf("%s: stacked %v: model %d factors of %s (%d×%d×%d) differ from alone (%s, %d×%d×%d)", be.Name(), spec, i, f.Weight, f.K, f.J, f.D, w.Weight, w.K, w.J, w.D)
 			}
 		}
@@ -269,22 +248,4 @@ func stackGradients(t T, be compute.Backend, st *model.Stack, models []*model.Mo
 			t.Errorf("%s: stacked %v: GradRows changed model %d", be.Name(), spec, i)
 		}
 	}
-}
-
-// closeTo reports whether got and want agree within tol of want's largest
-// magnitude.
-func closeTo(got, want []float32, tol float64) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	var big float64
-	for _, w := range want {
-		big = max(big, math.Abs(float64(w)))
-	}
-	for i := range want {
-		if math.Abs(float64(got[i]-want[i])) > tol*max(big, 1e-3) {
-			return false
-		}
-	}
-	return true
 }

@@ -51,13 +51,9 @@ func TestStageRing(t *testing.T) {
 	}
 }
 
-// TestStepWaitsOnce: a training step of every model waits for the GPU
-// once, to read its loss (twice for the SVM, whose loss adds λ/2·‖W‖²): its
-// minibatch's indices and labels go through the ring, in stream order (a
-// copy from pageable memory would wait for the stream before each).
-func TestStepWaitsOnce(t *testing.T) {
-	b, e := emulated(t)
-	const d, classes, n, batch = 20, 4, 64, 8
+// waitData is n examples of d features and their labels (of classes) for
+// the tests that count waits.
+func waitData(n, d, classes int) ([]float32, []int32) {
 	x := make([]float32, n*d)
 	y := make([]int32, n)
 	for i := range x {
@@ -66,6 +62,17 @@ func TestStepWaitsOnce(t *testing.T) {
 	for i := range y {
 		y[i] = int32(i % classes)
 	}
+	return x, y
+}
+
+// TestStepWaitsOnce: a training step of every model waits for the GPU
+// once, to read its loss (twice for the SVM, whose loss adds λ/2·‖W‖²): its
+// minibatch's indices and labels go through the ring, in stream order (a
+// copy from pageable memory would wait for the stream before each).
+func TestStepWaitsOnce(t *testing.T) {
+	b, e := emulated(t)
+	const d, classes, n, batch = 20, 4, 64, 8
+	x, y := waitData(n, d, classes)
 	xt := b.Load(x)
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes},
 		{Kind: model.MLP, Inputs: d, Hidden: []int{16, 8}, Classes: classes}} {
@@ -96,14 +103,7 @@ func TestStepWaitsOnce(t *testing.T) {
 func TestEpochWaitsOnce(t *testing.T) {
 	b, e := emulated(t)
 	const d, classes, n = 20, 4, 40
-	x := make([]float32, n*d)
-	y := make([]int32, n)
-	for i := range x {
-		x[i] = float32(i%11) * 0.1
-	}
-	for i := range y {
-		y[i] = int32(i % classes)
-	}
+	x, y := waitData(n, d, classes)
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
 		{Kind: model.MLP, Inputs: d, Hidden: []int{16, 8}, Classes: classes}} {
 		opts := []model.OptimizerConfig{{Name: "sgd", LR: 0.1}}
