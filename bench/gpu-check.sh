@@ -24,8 +24,12 @@ step() { # step NAME COMMAND...: runs it, its output to $out/NAME.txt
 time_v() { /usr/bin/time -v "$@" 2>&1 || return $?; }
 step machine sh -c 'date -u; nvidia-smi; lscpu | grep -E "Model name|Flags" | cut -c1-200'
 step devices "$bin/gossipd-cuda" devices
-step conformance "$bin/cuda.test" -test.run 'TestCUDAConformance|TestNVRTCCompilesKernels' -test.v
+step conformance "$bin/cuda.test" -test.run 'TestCUDAConformance|TestNVRTC' -test.v
+step train "$bin/gossipd-cuda" train --dataset fashion-mnist --model mlp --hidden 128 --epochs 1 --batch 32 --lr 0.1 --device cuda --quiet
 step bench "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch
 step sim-gpu time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --peers 10000 --rounds 20 --eval-every 20 --device cuda --quiet --out "$out/sim-gpu"
 step sim-cpu time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --peers 10000 --rounds 20 --eval-every 20 --device cpu --quiet --out "$out/sim-cpu"
+# Batched gradients (D-PSGD): 1,000 peers on the GPU, then on the CPU.
+step dpsgd-gpu time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --device cuda --quiet --out "$out/dpsgd-gpu"
+step dpsgd-cpu time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --device cpu --quiet --out "$out/dpsgd-cpu"
 exit $status
