@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gossipd/gossipd/model"
@@ -193,4 +194,35 @@ func TestPerExampleGradientsOnDevice(t *testing.T) {
 			t.Errorf("%v: %d buffers live after Close", spec, live)
 		}
 	}
+}
+
+// lostDevice fails as a GPU that fell off the bus: its loss kernel
+// panics, and so does freeing anything on it after.
+type lostDevice struct{ *backendtest.Device }
+
+type lostSum struct{ compute.LossSum }
+
+func (lostSum) Free() { panic("cuda: cuMemFree: CUDA_ERROR_LAUNCH_FAILED") }
+
+func (d lostDevice) NewLossSum() compute.LossSum { return lostSum{d.Device.NewLossSum()} }
+
+func (lostDevice) SoftmaxCrossEntropySum(compute.LossSum, compute.Tensor, compute.Tensor, compute.Tensor, []int32, int, int, float32) {
+	panic("cuda: cuLaunchKernel softmax_xent: CUDA_ERROR_ILLEGAL_ADDRESS")
+}
+
+// TestTrainDeviceFailure: a device failure inside Train comes out as that
+// failure, not as the failure of freeing the loss sum after it.
+func TestTrainDeviceFailure(t *testing.T) {
+	be := lostDevice{backendtest.NewDevice()}
+	m, err := model.New(model.Spec{Kind: model.Softmax, Inputs: 4, Classes: 3}, model.WithBackend(be))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, _ := model.NewOptimizer(model.OptimizerConfig{Name: "sgd", LR: 0.1})
+	defer func() {
+		if r := fmt.Sprint(recover()); !strings.Contains(r, "CUDA_ERROR_ILLEGAL_ADDRESS") {
+			t.Fatalf("Train panicked with %q, want the kernel's failure", r)
+		}
+	}()
+	model.Train(context.Background(), m, opt, make([]float32, 8), []int32{0, 1}, 2, model.TrainConfig{}, nil)
 }

@@ -96,7 +96,15 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 	steps := (n + bs - 1) / bs
 	sum := m.backend.NewLossSum()
 	m.sum = sum
-	defer func() { m.sum = nil; sum.Free() }()
+	defer func() {
+		m.sum = nil
+		if r := recover(); r != nil {
+			// A device failure: freeing on the failed device would panic
+			// in turn and hide it.
+			panic(r)
+		}
+		sum.Free()
+	}()
 	every := ReadEvery
 	if _, ok := sum.(*compute.HostSum); ok {
 		every = 1
