@@ -1,35 +1,56 @@
 #!/usr/bin/env bash
 # gpu-check.sh: issue 16's checks on a GPU machine without Go, in one go
 # (docs/GPU.md, "On a GPU machine without Go"). Run from the repository
-# root after `make gpu-bundle` here and carrying bin/gpudata, then bin/gpu,
-# to the GPU machine. Each step's output goes to $OUT (or ./gpu-out).
+# root after `make gpu-bundle` here and carrying bin/gpu to the GPU
+# machine. Every step's output goes to one log, $OUT/gpu-check.txt (or
+# ./gpu-out/gpu-check.txt), written as the steps go, so that a run cut
+# off by a time limit still brings back what it did; the simulations'
+# outputs stay in a scratch folder and their summary.json goes to the log.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-export GOSSIPD_DATA_DIR=${GOSSIPD_DATA_DIR:-$PWD/bin/gpudata}
+log=$out/gpu-check.txt
+: > "$log"
 bin=bin/gpu
+for f in gossipd-cuda cuda.test; do
+	if [ ! -x "$bin/$f" ]; then
+		{ gzip -dc "$bin/$f.gz" > "$bin/$f" ||
+			python3 -c 'import gzip, shutil, sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$bin/$f.gz" "$bin/$f"; } &&
+			chmod +x "$bin/$f" || { echo "cannot unpack $bin/$f.gz (make gpu-bundle, and carry bin/gpu)"; exit 2; }
+	fi
+done
+export GOSSIPD_DATA_DIR=${GOSSIPD_DATA_DIR:-$PWD/bin/gpu/data}
+scratch=$(mktemp -d)
 status=0
-step() { # step NAME COMMAND...: runs it, its output to $out/NAME.txt
+step() { # step NAME COMMAND...: runs it, its output appended to the log
 	local name=$1
 	shift
-	echo "== $name: $*"
-	"$@" > "$out/$name.txt" 2>&1
+	echo "== $name: $*" | tee -a "$log"
+	local start=$SECONDS
+	"$@" > "$scratch/$name.txt" 2>&1
 	local rc=$?
+	cat "$scratch/$name.txt" >> "$log"
+	echo "== $name: exit $rc after $((SECONDS - start)) s" | tee -a "$log"
 	if [ $rc -ne 0 ]; then
-		echo "   FAILED (exit $rc): see $out/$name.txt"
 		status=1
 	fi
-	tail -n 12 "$out/$name.txt"
+	tail -n 12 "$scratch/$name.txt"
 }
 time_v() { /usr/bin/time -v "$@" 2>&1 || return $?; }
+sim() { # sim NAME ARGS...: a simulation, its summary.json into the output
+	local name=$1
+	shift
+	time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --quiet --out "$scratch/$name" "$@" && cat "$scratch/$name/summary.json"
+}
 step machine sh -c 'date -u; nvidia-smi; lscpu | grep -E "Model name|Flags" | cut -c1-200'
 step devices "$bin/gossipd-cuda" devices
 step conformance "$bin/cuda.test" -test.run 'TestCUDAConformance|TestNVRTC' -test.v
 step train "$bin/gossipd-cuda" train --dataset fashion-mnist --model mlp --hidden 128 --epochs 1 --batch 32 --lr 0.1 --device cuda --quiet
 step bench "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch
-step sim-gpu time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --peers 10000 --rounds 20 --eval-every 20 --device cuda --quiet --out "$out/sim-gpu"
-step sim-cpu time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --peers 10000 --rounds 20 --eval-every 20 --device cpu --quiet --out "$out/sim-cpu"
+step sim-gpu sim sim-gpu --peers 10000 --rounds 20 --eval-every 20 --device cuda
+step sim-cpu sim sim-cpu --peers 10000 --rounds 20 --eval-every 20 --device cpu
 # Batched gradients (D-PSGD): 1,000 peers on the GPU, then on the CPU.
-step dpsgd-gpu time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --device cuda --quiet --out "$out/dpsgd-gpu"
-step dpsgd-cpu time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --device cpu --quiet --out "$out/dpsgd-cpu"
+step dpsgd-gpu sim dpsgd-gpu --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --device cuda
+step dpsgd-cpu sim dpsgd-cpu --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --device cpu
+rm -rf "$scratch"
 exit $status
