@@ -180,7 +180,7 @@ func (m *Model) SufficientFactors(x []float32, y []int32, n int) ([]Factors, flo
 	for l := range m.layers {
 		out[l] = m.factors(l, host(x), n)
 	}
-	return out, loss/float64(n) + m.regLoss()
+	return out, m.stepLoss(loss, n)
 }
 
 // GradientWithFactors is Gradient that also returns the sufficient factors

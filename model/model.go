@@ -41,10 +41,19 @@ type Model struct {
 	// reads through gather.
 	rows   []int
 	gather compute.Gatherer
-	// sum, during Train, is where the loss kernels add the steps' losses
-	// (the steps then return 0): read once in a while, not every step.
+	// sum, when set (SumLosses), is where the loss kernels add the
+	// steps' losses (the steps then return 0): read once in a while, not
+	// every step.
 	sum compute.LossSum
 }
+
+// SumLosses makes the model's training steps (SGDStep, SGDStepRows,
+// GradientOn and the others that return a step's loss) add their summed
+// loss (the SVM's with n·λ/2·‖W‖²) to s, a LossSum of the model's backend,
+// and return 0 instead, so that a loop of steps on a device does not
+// wait for it at each; nil ends it. Train sums its epochs so, and a
+// node's trainer its local updates.
+func (m *Model) SumLosses(s compute.LossSum) { m.sum = s }
 
 // layer is one fully connected layer: out×in weight at wOff, out bias at bOff.
 type layer struct {
@@ -368,9 +377,10 @@ func (m *Model) backward(x compute.Tensor, y []int32, n int, scale float32) (flo
 }
 
 // stepLoss is a step's loss from the summed data loss of its n examples:
-// their mean plus the SVM's λ/2·‖W‖². During Train the data loss is in
-// m.sum already; stepLoss adds n times the regulariser there and returns
-// 0, so that the step does not wait for the device.
+// their mean plus the SVM's λ/2·‖W‖². While the model sums its losses
+// (SumLosses) the data loss is in m.sum already; stepLoss adds n times
+// the regulariser there and returns 0, so that the step does not wait for
+// the device.
 func (m *Model) stepLoss(loss float64, n int) float64 {
 	if m.sum == nil {
 		return loss/float64(n) + m.regLoss()

@@ -95,9 +95,9 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 	}
 	steps := (n + bs - 1) / bs
 	sum := m.backend.NewLossSum()
-	m.sum = sum
+	m.SumLosses(sum)
 	defer func() {
-		m.sum = nil
+		m.SumLosses(nil)
 		if r := recover(); r != nil {
 			// A device failure: freeing on the failed device would panic
 			// in turn and hide it.

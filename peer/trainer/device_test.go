@@ -72,7 +72,9 @@ func TestTrainerOnDevice(t *testing.T) {
 
 // TestTrainerDataBoundOnce: local updates load the node's data to the
 // device once; after that a request sends only its parameters in and
-// takes them out, and the minibatches are gathered on the device.
+// takes them out, and the minibatches are gathered on the device. An
+// update of four steps waits for the device twice: to read its summed
+// loss and to take its parameters out, not at each step.
 func TestTrainerDataBoundOnce(t *testing.T) {
 	base, _ := setup(t, 50)
 	dev := backendtest.NewDevice()
@@ -94,6 +96,9 @@ func TestTrainerDataBoundOnce(t *testing.T) {
 		}
 		params = res.Params
 		st := dev.Stats()
+		if waits := st.Waits - start.Waits; waits != 2*(i+1) {
+			t.Fatalf("after %d updates of 4 steps: %d waits for the device, want %d (the loss and the parameters, each time)", i+1, waits, 2*(i+1))
+		}
 		if in, out, want := st.HostIn-start.HostIn, st.HostOut-start.HostOut, X+(i+1)*P; in != want || out != (i+1)*P {
 			t.Fatalf("after %d updates: %d values in, %d out; want %d in (the data once, the parameters each time) and %d out", i+1, in, out, want, (i+1)*P)
 		}

@@ -59,6 +59,9 @@ type Workspace struct {
 	rows []int
 	grad []float32
 	pe   []float32 // a chunk's clipped gradient sum (DP)
+	// sum adds up an update's losses in the backend's memory, so that its
+	// steps do not wait for a device one by one.
+	sum compute.LossSum
 	// bound holds each data matrix the workspace trained on, in the
 	// model's backend's memory, while the workspace lives.
 	bound boundData
@@ -72,6 +75,10 @@ func (w *Workspace) on(x []float32) compute.Tensor { return w.bound.on(w.model.B
 func (w *Workspace) Close() {
 	be := w.model.Backend()
 	w.bound.free(be)
+	if w.sum != nil {
+		w.sum.Free()
+		w.sum = nil
+	}
 	if w.xt.Len() > 0 {
 		be.Free(w.xt)
 		w.xt = compute.Tensor{}
@@ -140,26 +147,31 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 		// Pegasos (the SVM): η_t = 1/(λ·t), t counting minibatch steps,
 		// including those the model's age implies.
 		t0 := 1 + math.Floor(req.Age/float64(t.batchSize()))
-		var lossSum float64
+		if !t.cfg.DP.Enabled() {
+			if t.sum == nil {
+				t.sum = t.model.Backend().NewLossSum()
+			}
+			t.sum.Reset()
+			t.model.SumLosses(t.sum)
+			defer t.model.SumLosses(nil)
+		}
 		for s := 0; s < steps; s++ {
 			lr := float32(t.cfg.LR)
 			if spec.Kind == model.SVM {
 				lr = float32(1 / (spec.Lambda * (t0 + float64(s))))
 			}
 			var k int
-			var loss float64
 			if t.cfg.DP.Enabled() {
 				k = t.dpGradient(t.grad)
 				t.model.Backend().Axpby(t.model.ParamTensor(), -lr, compute.Host(t.grad), 1)
 			} else {
 				k = t.nextRows()
-				loss = t.model.SGDStepRowsOn(t.on(t.data.X), t.rows[:k], t.yb[:k], lr)
+				t.model.SGDStepRowsOn(t.on(t.data.X), t.rows[:k], t.yb[:k], lr)
 			}
-			lossSum += loss * float64(k)
 			res.Examples += k
 		}
-		if res.Examples > 0 {
-			res.Loss = lossSum / float64(res.Examples)
+		if !t.cfg.DP.Enabled() && res.Examples > 0 {
+			res.Loss = t.sum.Read() / float64(res.Examples)
 		}
 		res.Params = req.Params // the request owns this copy; reuse it
 		t.model.StoreParams(res.Params)
