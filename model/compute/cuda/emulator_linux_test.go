@@ -343,6 +343,10 @@ func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, _ uintpt
 		e.t.Errorf("emulator: a %d×%d×%d grid of %d×%d×%d blocks: only 1-D launches are emulated", gx, gy, gz, bx, by, bz)
 		return 1
 	}
+	if gx == 0 || gx > math.MaxInt32 || bx == 0 || bx > 1024 {
+		e.t.Errorf("emulator: a grid of %d blocks of %d threads: a GPU refuses it (CUDA_ERROR_INVALID_VALUE)", gx, bx)
+		return 1
+	}
 	sig := e.sigs[e.fns[fn-1]]
 	args := unsafe.Slice((*unsafe.Pointer)(params), len(sig.args))
 	var bases []uint64
@@ -419,12 +423,29 @@ func (e *emulator) blas() *cublas {
 	c.create = func(h *uintptr) int32 { *h = 1; return 0 }
 	c.destroy = func(uintptr) int32 { return 0 }
 	c.sgemm = func(_ uintptr, ta, tb int32, m, n, k int32, alphaP *float32, a uint64, lda int32, b uint64, ldb int32, betaP *float32, cc uint64, ldc int32) int32 {
+		// cuBLAS refuses leading dimensions shorter than the column-major
+		// operands' rows, as here.
+		rowsA, rowsB := m, k
+		if ta == 1 {
+			rowsA = k
+		}
+		if tb == 1 {
+			rowsB = n
+		}
+		if m < 0 || n < 0 || k < 0 || lda < max(1, rowsA) || ldb < max(1, rowsB) || ldc < max(1, m) {
+			e.t.Errorf("emulator: cublasSgemm op %d,%d m %d n %d k %d lda %d ldb %d ldc %d: CUBLAS_STATUS_INVALID_VALUE", ta, tb, m, n, k, lda, ldb, ldc)
+			return 7 // CUBLAS_STATUS_INVALID_VALUE
+		}
 		// α and β are read at the call (host pointer mode); the GEMM
 		// runs in stream order.
 		alpha, beta := *alphaP, *betaP
 		return e.enqueue(func() int32 { return e.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) })
 	}
 	c.sgemmStrided = func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta *float32, cc uint64, ldc int32, sc int64, count int32) int32 {
+		if count < 0 {
+			e.t.Errorf("emulator: cublasSgemmStridedBatched of %d: CUBLAS_STATUS_INVALID_VALUE", count)
+			return 7
+		}
 		for i := range uint64(count) {
 			if r := c.sgemm(h, ta, tb, m, n, k, alpha, a+4*i*uint64(sa), lda, b+4*i*uint64(sb), ldb, beta, cc+4*i*uint64(sc), ldc); r != 0 {
 				return r
