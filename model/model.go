@@ -82,6 +82,9 @@ type workspace struct {
 	clip  []float32
 	// one is a tensor holding 1 (PerExampleGradientsOn's GEMMs).
 	one compute.Tensor
+	// xt is a minibatch gathered once, in the backend's memory, for
+	// backends that gather once (compute.GathersOnce).
+	xt compute.Tensor
 }
 
 // Option configures New.
@@ -268,9 +271,11 @@ func (m *Model) freeWorkspace() {
 	}
 	be.Free(m.ws.colSums)
 	be.Free(m.ws.probs)
-	if m.ws.one.Len() > 0 {
-		be.Free(m.ws.one)
-		m.ws.one = compute.Tensor{}
+	for _, t := range []*compute.Tensor{&m.ws.one, &m.ws.xt} {
+		if t.Len() > 0 {
+			be.Free(*t)
+			*t = compute.Tensor{}
+		}
 	}
 	m.ws.cap = 0
 }

@@ -27,7 +27,9 @@ func (m *Model) SGDStepRows(x []float32, rows []int, y []int32, lr float32) floa
 
 // SGDStepRowsOn is SGDStepRows on a dataset x in the backend's memory:
 // Load it once, and a device backend gathers each minibatch where it lies
-// (a device backend must then be a compute.Gatherer).
+// (a device backend must then be a compute.Gatherer): once, into a tensor
+// of the workspace, on a backend that gathers once (compute.GathersOnce),
+// else in the two GEMMs that read it.
 func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float32) float64 {
 	n, d := len(rows), m.spec.Inputs
 	if len(y) < n {
@@ -52,6 +54,18 @@ func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float3
 			copy(m.ws.xg[i*d:(i+1)*d], xs[r*d:(r+1)*d])
 		}
 		return m.sgdStep(host(m.ws.xg[:n*d]), y, n, lr)
+	}
+	if o, ok := m.backend.(compute.GathersOnce); ok && o.GathersOnce() {
+		m.grow(n)
+		if m.ws.xt.Len() < n*d {
+			if m.ws.xt.Len() > 0 {
+				m.backend.Free(m.ws.xt)
+			}
+			m.ws.xt = m.backend.Alloc(m.ws.cap * d)
+		}
+		xt := m.ws.xt.Slice(0, n*d)
+		m.backend.GatherRows(xt, x, rows, d, d)
+		return m.sgdStep(xt, y, n, lr)
 	}
 	m.rows, m.gather = rows, g
 	defer func() { m.rows, m.gather = nil, nil }()

@@ -53,6 +53,15 @@ type Backend interface {
 	HingeOneVsRest(grad, scores Tensor, y []int32, m, n int, scale float32) (loss float64, correct int)
 }
 
+// GathersOnce is implemented by gathering backends (Gatherer) on which a
+// minibatch gathered once into a tensor of its own (GatherRows) costs less
+// than gathering it in each GEMM that reads it: on a GPU each gathered
+// GEMM uploads the indices and launches a gather before the GEMM, where
+// the CPU reads the rows in place at no cost.
+type GathersOnce interface {
+	GathersOnce() bool
+}
+
 // Gatherer is implemented by backends that read one operand of a GEMM
 // through a list of row indices, so that a minibatch is used where it lies
 // in its dataset instead of being copied out first.

@@ -60,7 +60,15 @@ type devBuf struct {
 	bytes uintptr
 }
 
-var _ compute.Gatherer = (*Backend)(nil)
+var (
+	_ compute.Gatherer    = (*Backend)(nil)
+	_ compute.GathersOnce = (*Backend)(nil)
+)
+
+// GathersOnce implements compute.GathersOnce: a gathered GEMM uploads
+// its indices and launches a gather, so a minibatch two GEMMs read is
+// gathered once.
+func (b *Backend) GathersOnce() bool { return true }
 
 // Open loads the driver, NVRTC and cuBLAS, makes device ordinal's primary
 // context current, compiles the kernels for its compute capability and

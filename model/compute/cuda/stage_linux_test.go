@@ -6,6 +6,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
@@ -138,5 +139,49 @@ func TestEpochWaitsOnce(t *testing.T) {
 				t.Errorf("%v %s: loss %v", spec.Kind, oc.Name, loss)
 			}
 		}
+	}
+}
+
+// TestStepGathersOnce: a training step through rows on the GPU gathers
+// its minibatch once (compute.GathersOnce) and reads it in both GEMMs:
+// one gather launch and two uploads (the indices, the labels), not a
+// gather and an upload of the indices for each GEMM. For the MLP the
+// rest is 10 kernels, a device copy and 5 GEMMs.
+func TestStepGathersOnce(t *testing.T) {
+	e := newEmulator(t)
+	a, bl := e.api(), e.blas()
+	counts := map[string]int{}
+	launch := a.launch
+	a.launch = func(fn uintptr, gx, gy, gz, bx, by, bz, sh uint32, st uintptr, params, extra unsafe.Pointer) int32 {
+		counts[e.fns[fn-1]]++
+		return launch(fn, gx, gy, gz, bx, by, bz, sh, st, params, extra)
+	}
+	upload := a.htodAsync
+	a.htodAsync = func(d uint64, s unsafe.Pointer, n uintptr, st uintptr) int32 {
+		counts["upload"]++
+		return upload(d, s, n, st)
+	}
+	sgemm := bl.sgemm
+	bl.sgemm = func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, pa uint64, lda int32, pb uint64, ldb int32, beta *float32, pc uint64, ldc int32) int32 {
+		counts["sgemm"]++
+		return sgemm(h, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+	}
+	b, err := newBackend(Device{Name: "emulated GPU", Major: 9}, a, bl, []build{image("PTX emulated", "PTX")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const d, classes, n = 20, 4, 64
+	x, y := waitData(n, d, classes)
+	xt := b.Load(x)
+	m, err := model.New(model.Spec{Kind: model.MLP, Inputs: d, Hidden: []int{16}, Classes: classes}, model.WithBackend(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []int{3, 9, 27, 1, 0, 63, 40, 41}
+	m.SGDStepRowsOn(xt, rows, y[:8], 0.1) // sizes the buffers
+	clear(counts)
+	m.SGDStepRowsOn(xt, rows, y[:8], 0.1)
+	if counts["gather_rows"] != 1 || counts["upload"] != 2 || counts["sgemm"] != 5 {
+		t.Errorf("one step: %d gathers, %d uploads, %d GEMMs; want 1, 2 and 5 (%v)", counts["gather_rows"], counts["upload"], counts["sgemm"], counts)
 	}
 }
