@@ -36,7 +36,18 @@ step() { # step NAME COMMAND...: runs it, its output appended to the log
 	fi
 	tail -n 12 "$scratch/$name.txt"
 }
-time_v() { /usr/bin/time -v "$@" 2>&1 || return $?; }
+time_v() { # wall time and peak memory: GNU time, or Python where it is missing
+	if [ -x /usr/bin/time ]; then
+		/usr/bin/time -v "$@" 2>&1 || return $?
+	else
+		python3 -c 'import resource, subprocess, sys, time
+t = time.time()
+rc = subprocess.call(sys.argv[1:])
+print("Elapsed (wall clock) time (seconds): %.2f" % (time.time() - t))
+print("Maximum resident set size (kbytes): %d" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)' "$@" 2>&1 || return $?
+	fi
+}
 sim() { # sim NAME ARGS...: a simulation, its summary.json into the output
 	local name=$1
 	shift
