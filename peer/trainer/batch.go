@@ -126,16 +126,7 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 		j.group = group[k]
 	}
 	slices.SortStableFunc(jobs, func(a, b *batchJob) int {
-		if c := cmp.Compare(a.req.Op, b.req.Op); c != 0 {
-			return c
-		}
-		if c := slices.Compare(a.req.FactorLayers, b.req.FactorLayers); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.group, b.group); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.bs, b.bs); c != 0 {
+		if c := groupOrder(a, b); c != 0 {
 			return c
 		}
 		return cmp.Compare(b.steps, a.steps)
@@ -143,8 +134,7 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 	out := make([]*gossip.TrainResult, len(reqs))
 	for lo := 0; lo < len(jobs); {
 		hi := lo + 1
-		for hi < len(jobs) && hi-lo < st.Cap() && jobs[hi].bs == jobs[lo].bs && jobs[hi].group == jobs[lo].group && jobs[hi].req.Op == jobs[lo].req.Op &&
-			slices.Equal(jobs[hi].req.FactorLayers, jobs[lo].req.FactorLayers) {
+		for hi < len(jobs) && hi-lo < st.Cap() && groupOrder(jobs[hi], jobs[lo]) == 0 {
 			hi++
 		}
 		if jobs[lo].req.Op != gossip.OpUpdate {
@@ -167,6 +157,21 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 		lo = hi
 	}
 	return out, nil
+}
+
+// groupOrder orders jobs by what must be alike to train in one call: op,
+// factor layers, data matrix and batch size; 0 means one group.
+func groupOrder(a, b *batchJob) int {
+	if c := cmp.Compare(a.req.Op, b.req.Op); c != 0 {
+		return c
+	}
+	if c := slices.Compare(a.req.FactorLayers, b.req.FactorLayers); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.group, b.group); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.bs, b.bs)
 }
 
 // run trains a group (one data matrix and batch size, longest first) in

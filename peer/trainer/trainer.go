@@ -147,7 +147,8 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 		// Pegasos (the SVM): η_t = 1/(λ·t), t counting minibatch steps,
 		// including those the model's age implies.
 		t0 := 1 + math.Floor(req.Age/float64(t.batchSize()))
-		if !t.cfg.DP.Enabled() {
+		dp := t.cfg.DP.Enabled() // DP-SGD's steps report no loss
+		if !dp {
 			if t.sum == nil {
 				t.sum = t.model.Backend().NewLossSum()
 			}
@@ -161,7 +162,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 				lr = float32(1 / (spec.Lambda * (t0 + float64(s))))
 			}
 			var k int
-			if t.cfg.DP.Enabled() {
+			if dp {
 				k = t.dpGradient(t.grad)
 				t.model.Backend().Axpby(t.model.ParamTensor(), -lr, compute.Host(t.grad), 1)
 			} else {
@@ -170,7 +171,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			}
 			res.Examples += k
 		}
-		if !t.cfg.DP.Enabled() && res.Examples > 0 {
+		if !dp && res.Examples > 0 {
 			res.Loss = t.sum.Read() / float64(res.Examples)
 		}
 		res.Params = req.Params // the request owns this copy; reuse it

@@ -129,11 +129,6 @@ func (n *nvrtc) supported() []int {
 	return out
 }
 
-// compilePTX compiles src to PTX for compute capability major.minor.
-func (n *nvrtc) compilePTX(src, name string, major, minor int) ([]byte, error) {
-	return n.compileTo(src, name, fmt.Sprintf("compute_%d%d", major, minor), false)
-}
-
 // compileTo compiles src for arch (compute_XY or sm_XY) and returns the
 // PTX, or the cubin when cubin is set; a failure carries NVRTC's log.
 func (n *nvrtc) compileTo(src, name, arch string, cubin bool) ([]byte, error) {
