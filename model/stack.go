@@ -46,6 +46,7 @@ type Stack struct {
 	rowLoss   []float64
 	sq        []float64
 	rowScales []float32
+	norms     []float64 // ClippedGradRows' squared norms
 }
 
 // NewStack returns a stack of up to capacity models of spec, computing on
@@ -139,6 +140,10 @@ func (s *Stack) grownStage(k int) {
 // Close gives the stack's memory back to its backend.
 func (s *Stack) Close() {
 	s.freeWorkspace()
+	if s.grad.Len() > 0 {
+		s.be.Free(s.grad)
+		s.grad = compute.Tensor{}
+	}
 	if s.n > 0 {
 		s.be.Free(s.params)
 		s.params, s.n = compute.Tensor{}, 0
@@ -152,7 +157,7 @@ func (s *Stack) Close() {
 // loss before the step, as SGDStepRows returns it, to loss[i].
 func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr []float32, loss []float64) {
 	k := len(lr)
-	if !s.pass("StepRows", x, rows, y, batch, k, loss) {
+	if !s.pass("StepRows", x, rows, y, batch, k, 1/float32(batch), loss) {
 		return
 	}
 	be, P, n := s.be, s.size, k*batch
@@ -195,28 +200,49 @@ func (s *Stack) GradRows(x compute.Tensor, rows []int, y []int32, batch int, gra
 			panic(fmt.Sprintf("model: GradRows gradient %d has %d values, want %d", i, len(g), s.size))
 		}
 	}
-	if !s.pass("GradRows", x, rows, y, batch, k, loss) {
+	if !s.pass("GradRows", x, rows, y, batch, k, 1/float32(batch), loss) {
 		return
 	}
-	be, P, n := s.be, s.size, k*batch
-	if s.grad.Len() < k*P {
-		if s.grad.Len() > 0 {
-			be.Free(s.grad)
-		}
-		s.grad = be.Alloc(s.n * P)
+	g := s.weightGrads(k, batch)
+	if s.spec.Kind == SVM {
+		s.be.Axpby(g, float32(s.spec.Lambda), s.params.Slice(0, k*s.size), 1)
 	}
-	g := s.grad.Slice(0, k*P)
+	s.storeGrads(grads)
+}
+
+// weightGrads writes the weight and bias gradients of models 0 to k−1,
+// from the errors of their batch rows each that the last pass left, to
+// the stack's gradient tensor, and returns its first k·NumParams values.
+func (s *Stack) weightGrads(k, batch int) compute.Tensor {
+	be, P, n := s.be, s.size, k*batch
+	g := s.gradTensor(k)
 	ones := s.ones.Slice(0, batch)
 	for l, ly := range s.layers {
 		dz := s.dz[l].Slice(0, n*ly.out)
 		be.GemmStrided(true, false, ly.out, ly.in, batch, 1, dz, ly.out, batch*ly.out, s.input(l, n), ly.in, batch*ly.in, 0, s.grad.Slice(ly.wOff, k*P), ly.in, P, k)
 		be.GemmStrided(true, false, 1, ly.out, batch, 1, ones, 1, 0, dz, ly.out, batch*ly.out, 0, s.grad.Slice(ly.bOff, k*P), ly.out, P, k)
 	}
-	if s.spec.Kind == SVM {
-		be.Axpby(g, float32(s.spec.Lambda), s.params.Slice(0, k*P), 1)
+	return g
+}
+
+// gradTensor returns the first k·NumParams values of the stack's
+// gradient tensor, which holds a gradient for every model allocated.
+func (s *Stack) gradTensor(k int) compute.Tensor {
+	if s.grad.Len() < k*s.size {
+		if s.grad.Len() > 0 {
+			s.be.Free(s.grad)
+		}
+		s.grad = s.be.Alloc(s.n * s.size)
 	}
+	return s.grad.Slice(0, k*s.size)
+}
+
+// storeGrads copies the gradients of models 0 to len(grads)−1 from the
+// stack's gradient tensor to grads, in one copy from the backend.
+func (s *Stack) storeGrads(grads [][]float32) {
+	k, P := len(grads), s.size
 	s.grownStage(k)
-	be.Store(s.stage[:k*P], g)
+	s.be.Store(s.stage[:k*P], s.grad.Slice(0, k*P))
 	for i, dst := range grads {
 		copy(dst, s.stage[i*P:(i+1)*P])
 	}
@@ -261,12 +287,13 @@ func (s *Stack) input(l, n int) compute.Tensor {
 
 // pass checks a call of op on k models of batch rows each, gathers their
 // minibatches, runs them forward and back, leaving each layer's errors
-// (scaled by 1/batch) in the workspace, and writes each model's loss to
-// loss[i]. It reports whether there was anything to do.
-func (s *Stack) pass(op string, x compute.Tensor, rows []int, y []int32, batch, k int, loss []float64) bool {
+// (scaled by scale: 1/batch for a mean) in the workspace, and writes each
+// model's mean loss to loss[i] unless loss is nil. It reports whether
+// there was anything to do.
+func (s *Stack) pass(op string, x compute.Tensor, rows []int, y []int32, batch, k int, scale float32, loss []float64) bool {
 	d := s.spec.Inputs
 	n := k * batch
-	if k > s.cap || batch <= 0 || len(rows) < n || len(y) < n || len(loss) < k {
+	if k > s.cap || batch <= 0 || len(rows) < n || len(y) < n || (loss != nil && len(loss) < k) {
 		panic(fmt.Sprintf("model: %s of %d models (stack of %d) × %d rows with %d rows, %d labels, %d losses", op, k, s.cap, batch, len(rows), len(y), len(loss)))
 	}
 	for i, r := range rows[:n] {
@@ -303,15 +330,18 @@ func (s *Stack) pass(op string, x compute.Tensor, rows []int, y []int32, batch, 
 	last := s.layers[L-1]
 	logits, dzL := s.z[L-1].Slice(0, n*last.out), s.dz[L-1].Slice(0, n*last.out)
 	if s.spec.Kind == SVM {
-		be.HingeOneVsRestRows(dzL, logits, y[:n], n, last.out, 1/float32(batch), s.rowLoss[:n])
+		be.HingeOneVsRestRows(dzL, logits, y[:n], n, last.out, scale, s.rowLoss[:n])
 	} else {
-		be.SoftmaxCrossEntropyRows(logits, dzL, logits, y[:n], n, last.out, 1/float32(batch), s.rowLoss[:n])
+		be.SoftmaxCrossEntropyRows(logits, dzL, logits, y[:n], n, last.out, scale, s.rowLoss[:n])
 	}
 	for l := L - 1; l > 0; l-- {
 		ly, prev := s.layers[l], s.layers[l-1]
 		dprev := s.dz[l-1].Slice(0, n*prev.out)
 		be.GemmStrided(false, false, batch, prev.out, ly.out, 1, s.dz[l], ly.out, batch*ly.out, w(ly), ly.in, P, 0, dprev, prev.out, batch*prev.out, k)
 		be.ReLUBackward(dprev, s.z[l-1].Slice(0, n*prev.out))
+	}
+	if loss == nil {
+		return true
 	}
 	for i := range k {
 		var sum float64
@@ -368,9 +398,5 @@ func (s *Stack) freeWorkspace() {
 	}
 	s.be.Free(s.xg)
 	s.be.Free(s.ones)
-	if s.grad.Len() > 0 {
-		s.be.Free(s.grad)
-		s.grad = compute.Tensor{}
-	}
 	s.batch, s.wsModels = 0, 0
 }

@@ -174,6 +174,7 @@ func StackSteps(t T, be compute.Backend) {
 			}
 		}
 		stackGradients(t, be, st, models, xt, x, y, rng)
+		stackDP(t, be, st, models, xt, x, y, rng)
 		be.Free(xt)
 		st.Close()
 	}
