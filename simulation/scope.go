@@ -77,7 +77,7 @@ var scopes = map[string]scope{
 	"churn":            {isGossip, networkModels},
 	"churn-trace":      {isGossip, networkModels},
 	"netsplit":         {isGossip, networkModels},
-	"peer-batch":       {peerBatchApplies, "the gossip protocols' local updates, gradients and sufficient factors, without DP-SGD (its Poisson lots train one peer at a time)"},
+	"peer-batch":       {isGossip, "the gossip protocols' local updates, gradients and sufficient factors: the baselines train one model at a time"},
 	"compute":          {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"compute-trace":    {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"final-eval-peers": {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
@@ -127,13 +127,6 @@ func (c *Config) CheckOptions(set []string) error {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(bad, "; "))
 	}
 	return nil
-}
-
-// peerBatchApplies: batches take the gossip protocols' local updates,
-// gradients and sufficient factors (model.Stack); DP-SGD's lots train
-// alone.
-func peerBatchApplies(c *Config) bool {
-	return isGossip(c) && !c.DP.Enabled()
 }
 
 // outerApplies: the outer optimizer's settings need --local-steps.

@@ -3,7 +3,6 @@ package trainer
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -26,6 +25,9 @@ type BatchWorkspace struct {
 	loss   []float64
 	params [][]float32
 	grads  [][]float32
+	counts []int       // DP-SGD: each share's rows of its lot
+	chunk  [][]float32 // DP-SGD: a chunk's clipped gradient sums
+	noisy  [][]float32 // DP-SGD: an update's noisy gradients
 }
 
 // NewBatchWorkspace returns a workspace that trains up to st.Cap() models
@@ -44,12 +46,14 @@ func (w *BatchWorkspace) Close() {
 func (w *BatchWorkspace) Cap() int { return w.stack.Cap() }
 
 // Batchable reports whether RunBatch can carry out req: a local update, a
-// gradient or sufficient factors, without DP-SGD (whose Poisson lots and
-// clipping run one node at a time).
+// gradient or sufficient factors, with DP-SGD or without; not factors
+// under DP-SGD, which Run refuses.
 func (t *Trainer) Batchable(req *gossip.TrainRequest) bool {
 	switch req.Op {
-	case gossip.OpUpdate, gossip.OpGradient, gossip.OpFactors:
-		return !t.cfg.DP.Enabled()
+	case gossip.OpUpdate, gossip.OpGradient:
+		return true
+	case gossip.OpFactors:
+		return !t.cfg.DP.Enabled() || len(req.FactorLayers) == 0
 	}
 	return false
 }
@@ -62,10 +66,16 @@ type batchJob struct {
 	req   *gossip.TrainRequest
 	steps int
 	bs    int
-	rows  []int   // steps×bs
+	rows  []int   // steps×bs (none under DP-SGD)
 	y     []int32 // steps×bs
 	lr    []float32
 	loss  float64 // Σ over steps of the step's mean loss
+	// Under DP-SGD: the clip (0 without), the lot of the step being
+	// taken and the examples of all the steps' lots.
+	clip     float64
+	lot      []int
+	lotY     []int32
+	examples int
 }
 
 // RunBatch carries out update, gradient and factor requests (Batchable) of
@@ -94,23 +104,18 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 			return nil, fmt.Errorf("trainer: data has %d features, model %d inputs", t.data.D, spec.Inputs)
 		}
 		j := &batchJob{i: i, t: t, req: req, steps: t.Steps(req), bs: t.batchSize()}
-		if req.Op != gossip.OpUpdate {
-			k := t.nextRows()
-			j.rows, j.y = append(j.rows, t.rows[:k]...), append(j.y, t.yb[:k]...)
-			jobs[i] = j
-			continue
+		if t.cfg.DP.Enabled() {
+			j.clip = t.cfg.DP.Clip // its lots are drawn as it trains
 		}
 		// The minibatches and rates Run would use, in its order.
-		t0 := 1 + math.Floor(req.Age/float64(j.bs))
 		for s := 0; s < j.steps; s++ {
-			k := t.nextRows()
-			j.rows = append(j.rows, t.rows[:k]...)
-			j.y = append(j.y, t.yb[:k]...)
-			lr := float32(t.cfg.LR)
-			if spec.Kind == model.SVM {
-				lr = float32(1 / (spec.Lambda * (t0 + float64(s))))
+			if req.Op == gossip.OpUpdate {
+				j.lr = append(j.lr, t.rate(req, s))
 			}
-			j.lr = append(j.lr, lr)
+			if j.clip == 0 {
+				k := t.nextRows()
+				j.rows, j.y = append(j.rows, t.rows[:k]...), append(j.y, t.yb[:k]...)
+			}
 		}
 		jobs[i] = j
 	}
@@ -137,6 +142,13 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 		for hi < len(jobs) && hi-lo < st.Cap() && groupOrder(jobs[hi], jobs[lo]) == 0 {
 			hi++
 		}
+		if jobs[lo].clip > 0 {
+			if err := ws.dp(jobs[lo:hi], out); err != nil {
+				return nil, err
+			}
+			lo = hi
+			continue
+		}
 		if jobs[lo].req.Op != gossip.OpUpdate {
 			if err := ws.gradients(jobs[lo:hi], out); err != nil {
 				return nil, err
@@ -160,9 +172,13 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 }
 
 // groupOrder orders jobs by what must be alike to train in one call: op,
-// factor layers, data matrix and batch size; 0 means one group.
+// DP-SGD's clip, factor layers, data matrix and batch size; 0 means one
+// group.
 func groupOrder(a, b *batchJob) int {
 	if c := cmp.Compare(a.req.Op, b.req.Op); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.clip, b.clip); c != 0 {
 		return c
 	}
 	if c := slices.Compare(a.req.FactorLayers, b.req.FactorLayers); c != 0 {

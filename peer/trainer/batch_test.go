@@ -18,6 +18,15 @@ import (
 // steps a pass), each with its own rng, and update requests for them
 // (the SVM's at different ages).
 func batchFleet(t *testing.T, spec model.Spec, m *model.Model) ([]*Trainer, []*gossip.TrainRequest) {
+	return batchFleetDP(t, spec, m, privacy.Config{})
+}
+
+// batchFleetDP is batchFleet under DP-SGD dp (if enabled), each trainer
+// drawing its lots and noise from a source of its own (seeded as the
+// simulator seeds them): lots of all 10 and all 5 examples (rate 1) and
+// of about 16 out of 40 and 70 (rates 0.4 and 0.23), often over 16, so
+// in two chunks.
+func batchFleetDP(t *testing.T, spec model.Spec, m *model.Model, dp privacy.Config) ([]*Trainer, []*gossip.TrainRequest) {
 	t.Helper()
 	const d, n = 12, 200
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -38,7 +47,11 @@ func batchFleet(t *testing.T, spec model.Spec, m *model.Model) ([]*Trainer, []*g
 			idx[k] = lo + k
 		}
 		lo += size
-		tr, err := New(NewWorkspace(m), &Data{X: X, Y: Y, D: d, Idx: idx}, rand.New(rand.NewPCG(uint64(i), 9)), Config{Batch: 16, LR: 0.2})
+		cfg := Config{Batch: 16, LR: 0.2}
+		if dp.Enabled() {
+			cfg.DP, cfg.DPSource = dp, privacy.NewSeededSourceForSimulation(uint64(100+i))
+		}
+		tr, err := New(NewWorkspace(m), &Data{X: X, Y: Y, D: d, Idx: idx}, rand.New(rand.NewPCG(uint64(i), 9)), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,8 +172,61 @@ func TestRunBatchChunksAgree(t *testing.T) {
 	}
 }
 
-// TestRunBatchRefuses: requests of an unknown op, DP-SGD updates and
-// gradients, and parameter vectors of the wrong size are errors, not
+// TestRunBatchDPAsRun: DP-SGD updates (of one to five steps), gradients
+// and factors without factor layers trained side by side (a stack of 3,
+// so in chunks) draw the same lots and noise from their sources as Run,
+// and end with Run's parameters, gradients and example counts up to
+// rounding, for every model, with a clip that clips some examples; the
+// next draws of each source agree too.
+func TestRunBatchDPAsRun(t *testing.T) {
+	dp := privacy.Config{Clip: 0.5, Noise: 0.8, Delta: 1e-5}
+	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: 12, Classes: 4}, {Kind: model.SVM, Inputs: 12, Classes: 4, Lambda: 0.01},
+		{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}} {
+		m, err := model.New(spec, model.WithBackend(compute.NewCPU(compute.WithPureGo())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, reqs := batchFleetDP(t, spec, m, dp)
+		together, _ := batchFleetDP(t, spec, m, dp)
+		reqs[1].Op, reqs[3].Op, reqs[4].Op = gossip.OpGradient, gossip.OpFactors, gossip.OpGradient
+		st, err := model.NewStack(spec, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := RunBatch(NewBatchWorkspace(st), together, cloneReqs(reqs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tr := range alone {
+			want, err := tr.Run(cloneReqs(reqs)[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := got[i]
+			if g.ID != want.ID || g.Examples != want.Examples || g.Loss != 0 || want.Loss != 0 || g.Examples == 0 {
+				t.Errorf("%v request %d: batched id %d, %d examples, loss %v; alone id %d, %d examples, loss %v", spec, i, g.ID, g.Examples, g.Loss, want.ID, want.Examples, want.Loss)
+			}
+			if k := backendtest.Mismatch(g.Params, want.Params, 1e-4); k >= 0 {
+				t.Errorf("%v request %d: batched parameter %d = %v, alone %v", spec, i, k, g.Params[k], want.Params[k])
+			}
+			if len(g.Grad) != len(want.Grad) || (reqs[i].Op != gossip.OpUpdate) != (len(g.Grad) > 0) {
+				t.Fatalf("%v request %d (op %d): batched gradient of %d values, alone %d", spec, i, reqs[i].Op, len(g.Grad), len(want.Grad))
+			}
+			if k := backendtest.Mismatch(g.Grad, want.Grad, 1e-4); k >= 0 {
+				t.Errorf("%v request %d: batched gradient %d = %v, alone %v", spec, i, k, g.Grad[k], want.Grad[k])
+			}
+			if reqs[i].Op == gossip.OpUpdate && slices.Equal(g.Params, reqs[i].Params) {
+				t.Errorf("%v request %d: the batch did not train", spec, i)
+			}
+			if a, b := together[i].cfg.DPSource.Float64(), tr.cfg.DPSource.Float64(); a != b {
+				t.Errorf("%v request %d: the sources' next draws differ after the batch: %v, alone %v", spec, i, a, b)
+			}
+		}
+	}
+}
+
+// TestRunBatchRefuses: requests of an unknown op, sufficient factors
+// under DP-SGD, and parameter vectors of the wrong size are errors, not
 // silently run another way.
 func TestRunBatchRefuses(t *testing.T) {
 	spec := model.Spec{Kind: model.Softmax, Inputs: 12, Classes: 4}
@@ -189,10 +255,11 @@ func TestRunBatchRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dp.Batchable(reqs[0]) || dp.Batchable(&gossip.TrainRequest{Op: gossip.OpGradient}) {
-		t.Error("a DP-SGD update or gradient called batchable")
+	factors := &gossip.TrainRequest{Op: gossip.OpFactors, Params: reqs[0].Params, FactorLayers: []string{"fc1.weight"}}
+	if !dp.Batchable(reqs[0]) || !dp.Batchable(&gossip.TrainRequest{Op: gossip.OpGradient}) || dp.Batchable(factors) {
+		t.Error("DP-SGD: updates and gradients not batchable, or sufficient factors batchable")
 	}
-	if _, err := RunBatch(ws, []*Trainer{dp}, cloneReqs(reqs[:1])); err == nil {
-		t.Error("a DP-SGD update trained in a batch")
+	if _, err := RunBatch(ws, []*Trainer{dp}, []*gossip.TrainRequest{factors}); err == nil {
+		t.Error("DP-SGD sufficient factors trained in a batch")
 	}
 }

@@ -59,6 +59,8 @@ type Workspace struct {
 	rows []int
 	grad []float32
 	pe   []float32 // a chunk's clipped gradient sum (DP)
+	lot  []int     // a DP-SGD lot's rows and labels
+	lotY []int32
 	// sum adds up an update's losses in the backend's memory, so that its
 	// steps do not wait for a device one by one.
 	sum compute.LossSum
@@ -143,10 +145,6 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 		if steps == 0 {
 			steps = (t.data.Len() + t.batchSize() - 1) / t.batchSize()
 		}
-		spec := t.model.Spec()
-		// Pegasos (the SVM): η_t = 1/(λ·t), t counting minibatch steps,
-		// including those the model's age implies.
-		t0 := 1 + math.Floor(req.Age/float64(t.batchSize()))
 		dp := t.cfg.DP.Enabled() // DP-SGD's steps report no loss
 		if !dp {
 			if t.sum == nil {
@@ -157,10 +155,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			defer t.model.SumLosses(nil)
 		}
 		for s := 0; s < steps; s++ {
-			lr := float32(t.cfg.LR)
-			if spec.Kind == model.SVM {
-				lr = float32(1 / (spec.Lambda * (t0 + float64(s))))
-			}
+			lr := t.rate(req, s)
 			var k int
 			if dp {
 				k = t.dpGradient(t.grad)
@@ -201,6 +196,18 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 }
 
 func (t *Trainer) batchSize() int { return min(t.cfg.Batch, t.data.Len()) }
+
+// rate is the learning rate of step s of update req: Config.LR, or for
+// the SVM Pegasos' η_t = 1/(λ·t), t counting minibatch steps, including
+// those the model's age implies.
+func (t *Trainer) rate(req *gossip.TrainRequest, s int) float32 {
+	spec := t.model.Spec()
+	if spec.Kind != model.SVM {
+		return float32(t.cfg.LR)
+	}
+	t0 := 1 + math.Floor(req.Age/float64(t.batchSize()))
+	return float32(1 / (spec.Lambda * (t0 + float64(s))))
+}
 
 // nextRows picks the next minibatch of a shuffled pass: its rows of the
 // data into rows and their labels into yb. It returns the batch size;
@@ -276,49 +283,40 @@ func (t *Trainer) SamplingRate() float64 {
 }
 
 // dpGradient writes one DP-SGD step's noisy gradient into dst and returns
-// the lot size: a Poisson sample of the local data (each example with
-// probability Batch/N), per-example gradients clipped to C and summed,
-// N(0, (σC)²) added per coordinate, divided by the expected lot size Batch.
+// the lot size: a Poisson sample of the local data (drawLot), per-example
+// gradients clipped to C and summed in chunks of Batch, N(0, (σC)²) added
+// per coordinate, divided by the expected lot size Batch.
 func (t *Trainer) dpGradient(dst []float32) int {
 	bs := t.batchSize()
-	q := t.SamplingRate()
 	P := t.model.NumParams()
-	if len(t.yb) < bs {
-		t.yb = make([]int32, bs)
-	}
-	if len(t.rows) < bs {
-		t.rows = make([]int, bs)
-	}
 	if len(t.pe) < P {
 		t.pe = make([]float32, P)
 	}
+	t.lot, t.lotY = t.drawLot(t.lot[:0], t.lotY[:0])
 	clear(dst)
-	lot, k := 0, 0
-	flush := func() {
-		if k == 0 {
-			return
-		}
+	for lo := 0; lo < len(t.lot); lo += bs {
+		k := min(bs, len(t.lot)-lo)
 		// One backward pass clips and sums the chunk's per-example
 		// gradients (model.ClippedGradientSum).
-		t.model.ClippedGradientSumOn(compute.Host(t.pe[:P]), t.batch(t.rows[:k]), t.yb[:k], k, t.cfg.DP.Clip)
+		t.model.ClippedGradientSumOn(compute.Host(t.pe[:P]), t.batch(t.lot[lo:lo+k]), t.lotY[lo:lo+k], k, t.cfg.DP.Clip)
 		for j, v := range t.pe[:P] {
 			dst[j] += v
 		}
-		lot += k
-		k = 0
 	}
-	for _, i := range t.data.Idx {
-		if t.cfg.DPSource.Float64() >= q {
-			continue
-		}
-		t.rows[k] = i
-		t.yb[k] = t.data.Y[i]
-		if k++; k == bs {
-			flush()
-		}
-	}
-	flush()
 	privacy.AddNoise(dst, t.cfg.DP.Clip, t.cfg.DP.Noise, float64(bs), t.cfg.DPSource)
 	t.model.AddRegGradient(dst) // data-independent: neither clipped nor noised
-	return lot
+	return len(t.lot)
+}
+
+// drawLot appends a DP-SGD lot to rows and its labels to y: each local
+// example with probability SamplingRate, drawn from DPSource in the
+// data's order.
+func (t *Trainer) drawLot(rows []int, y []int32) ([]int, []int32) {
+	q := t.SamplingRate()
+	for _, i := range t.data.Idx {
+		if t.cfg.DPSource.Float64() < q {
+			rows, y = append(rows, i), append(y, t.data.Y[i])
+		}
+	}
+	return rows, y
 }
