@@ -42,8 +42,12 @@ func TestPeerBatch(t *testing.T) {
 		"sfb local-steps":    func(c *Config) { c.Protocol, c.LocalSteps, c.Model, c.Hidden = "sfb", 2, "mlp", []int{8} },
 		"sfb":                func(c *Config) { c.Protocol, c.Model, c.Hidden = "sfb", "mlp", []int{8} },
 		"dp-sgd":             func(c *Config) { c.DP = privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5} },
-		"dpsgd dp-sgd svm":   func(c *Config) { c.Protocol, c.Model, c.DP = "dpsgd", "svm", privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5} },
-		"sfb dp-sgd":         func(c *Config) { c.Protocol, c.Model, c.Hidden, c.DP = "sfb", "mlp", []int{8}, privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5} },
+		"dpsgd dp-sgd svm": func(c *Config) {
+			c.Protocol, c.Model, c.DP = "dpsgd", "svm", privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}
+		},
+		"sfb dp-sgd": func(c *Config) {
+			c.Protocol, c.Model, c.Hidden, c.DP = "sfb", "mlp", []int{8}, privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}
+		},
 		// Strict event order: results are never set aside (batches of one).
 		"turnover":  func(c *Config) { c.Turnover, c.Rounds = 0.3, 8 },
 		"ipm":       func(c *Config) { c.Byzantine, c.Attack = 0.2, "ipm" },

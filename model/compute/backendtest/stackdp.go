@@ -49,7 +49,8 @@ func stackDP(t T, be compute.Backend, st *model.Stack, models []*model.Model, xt
 		}
 	}
 	slices.Sort(norms)
-	clip := norms[len(norms)/2]
+	mid := len(norms) / 2
+	clip := (norms[mid-1] + norms[mid]) / 2 // no example on the edge
 
 	grads := make([][]float32, k)
 	for i := range grads {
