@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 )
 
 // Config is a node's DP-SGD setting. The zero value turns DP off.
@@ -207,10 +208,45 @@ func NewBudget(cfg Config, q float64, prior Spending) (*Budget, error) {
 	}
 	b := &Budget{cfg: cfg, q: q, orders: DefaultOrders(), prior: prior}
 	var err error
-	if b.step, err = RDP(q, cfg.Noise, 1, b.orders); err != nil {
+	if b.step, err = stepRDP(q, cfg.Noise, b.orders); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// stepRDPs remembers one step's RDP at DefaultOrders by sampling rate and
+// noise multiplier: it takes milliseconds (150 orders, most of them
+// fractional series), and a simulation's thousands of peers share a few
+// rates. At most stepRDPMax are kept; the values are never written.
+var stepRDPs struct {
+	sync.Mutex
+	m map[[2]float64][]float64
+}
+
+const stepRDPMax = 1024
+
+// stepRDP is RDP(q, sigma, 1, orders), orders being DefaultOrders.
+func stepRDP(q, sigma float64, orders []float64) ([]float64, error) {
+	key := [2]float64{q, sigma}
+	stepRDPs.Lock()
+	r, ok := stepRDPs.m[key]
+	stepRDPs.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := RDP(q, sigma, 1, orders)
+	if err != nil {
+		return nil, err
+	}
+	stepRDPs.Lock()
+	defer stepRDPs.Unlock()
+	if stepRDPs.m == nil {
+		stepRDPs.m = map[[2]float64][]float64{}
+	}
+	if len(stepRDPs.m) < stepRDPMax {
+		stepRDPs.m[key] = r
+	}
+	return r, nil
 }
 
 // Steps is the number of steps spent on the data, before this budget and

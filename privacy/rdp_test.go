@@ -175,3 +175,35 @@ func TestSpendingComposes(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetsShareStepRDP: budgets of one sampling rate and noise
+// multiplier share one step's RDP, computed once (a simulation's
+// thousands of peers would otherwise spend milliseconds each), equal to
+// RDP's; another rate or multiplier gets its own.
+func TestBudgetsShareStepRDP(t *testing.T) {
+	cfg := Config{Clip: 1, Noise: 1.3, Delta: 1e-5}
+	a, err := NewBudget(cfg, 0.017, Spending{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewBudget(cfg, 0.017, Spending{Steps: 3, RDP: make([]float64, len(DefaultOrders()))})
+	c, _ := NewBudget(cfg, 0.018, Spending{})
+	cfg.Noise = 1.2
+	d, _ := NewBudget(cfg, 0.017, Spending{})
+	want, err := RDP(0.017, 1.3, 1, DefaultOrders())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &a.step[0] != &b.step[0] || &a.step[0] == &c.step[0] || &a.step[0] == &d.step[0] {
+		t.Fatal("budgets of one rate and multiplier do not share their step's RDP, or others do")
+	}
+	for i, v := range want {
+		if a.step[i] != v {
+			t.Fatalf("order %v: shared step RDP %v, RDP %v", DefaultOrders()[i], a.step[i], v)
+		}
+	}
+	a.Spend(5)
+	if e1, e2 := a.Spent(), d.Spent(); !(e1 > 0) || e2 != 0 {
+		t.Fatalf("after 5 steps ε %v; another budget's %v", e1, e2)
+	}
+}

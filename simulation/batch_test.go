@@ -45,6 +45,10 @@ func TestPeerBatch(t *testing.T) {
 		"dpsgd dp-sgd svm": func(c *Config) {
 			c.Protocol, c.Model, c.DP = "dpsgd", "svm", privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}
 		},
+		// 64 requests a batch: the host's DP-SGD work split among cores.
+		"dpsgd dp-sgd 64": func(c *Config) {
+			c.Protocol, c.Peers, c.DP = "dpsgd", 64, privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}
+		},
 		"sfb dp-sgd": func(c *Config) {
 			c.Protocol, c.Model, c.Hidden, c.DP = "sfb", "mlp", []int{8}, privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}
 		},

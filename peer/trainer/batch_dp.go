@@ -2,6 +2,8 @@ package trainer
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/privacy"
@@ -44,14 +46,15 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 		for k < len(jobs) && jobs[k].steps > s {
 			k++
 		}
+		eachJob(k, func(i int) {
+			j := jobs[i]
+			j.lot, j.lotY = j.t.drawLot(j.lot[:0], j.lotY[:0])
+			clear(grads[i])
+		})
 		most := 0
 		for _, j := range jobs[:k] {
-			j.lot, j.lotY = j.t.drawLot(j.lot[:0], j.lotY[:0])
 			most = max(most, len(j.lot))
 			j.examples += len(j.lot)
-		}
-		for _, g := range grads[:k] {
-			clear(g)
 		}
 		for lo := 0; lo < most; lo += bs {
 			w.rows, w.labels, w.counts = w.rows[:0], w.labels[:0], w.counts[:0]
@@ -65,15 +68,16 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 				w.counts = append(w.counts, c)
 			}
 			st.ClippedGradRows(x, w.rows, w.labels, bs, w.counts, clip, w.chunk[:k])
-			for i, g := range grads[:k] {
+			eachJob(k, func(i int) {
 				for p, v := range w.chunk[i][:P] {
-					g[p] += v
+					grads[i][p] += v
 				}
-			}
+			})
 		}
-		for i, j := range jobs[:k] {
+		eachJob(k, func(i int) {
+			j := jobs[i]
 			privacy.AddNoise(grads[i], clip, j.t.cfg.DP.Noise, float64(bs), j.t.cfg.DPSource)
-		}
+		})
 		if update {
 			w.lr = w.lr[:0]
 			for _, j := range jobs[:k] {
@@ -94,4 +98,28 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 		out[j.i] = &gossip.TrainResult{ID: j.req.ID, Grad: grads[i], Examples: j.examples}
 	}
 	return nil
+}
+
+// eachJob runs f(0) to f(k−1), split among the processors: the host's
+// part of a DP-SGD step (drawing the lots, adding the noise: a normal
+// draw per parameter per request) would otherwise leave a device
+// waiting. Each f(i) touches request i alone, with its own source, so
+// the result does not depend on the split.
+func eachJob(k int, f func(i int)) {
+	n := min(runtime.GOMAXPROCS(0), k/16)
+	if n <= 1 {
+		for i := range k {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for i := w * k / n; i < (w+1)*k/n; i++ {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -3,7 +3,9 @@ package trainer
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -261,5 +263,31 @@ func TestRunBatchRefuses(t *testing.T) {
 	}
 	if _, err := RunBatch(ws, []*Trainer{dp}, []*gossip.TrainRequest{factors}); err == nil {
 		t.Error("DP-SGD sufficient factors trained in a batch")
+	}
+}
+
+// TestEachJob: eachJob runs every index once, split among goroutines
+// where there are enough (the race detector watches the writes).
+func TestEachJob(t *testing.T) {
+	prev := runtime.GOMAXPROCS(4)
+	defer runtime.GOMAXPROCS(prev)
+	for _, k := range []int{0, 5, 16, 100, 1001} {
+		runs := make([]int, k)
+		var mu sync.Mutex
+		calls := 0
+		eachJob(k, func(i int) {
+			runs[i]++
+			mu.Lock()
+			calls++
+			mu.Unlock()
+		})
+		if calls != k {
+			t.Fatalf("k=%d: %d calls", k, calls)
+		}
+		for i, n := range runs {
+			if n != 1 {
+				t.Fatalf("k=%d: job %d ran %d times", k, i, n)
+			}
+		}
 	}
 }
