@@ -72,17 +72,29 @@ func (c *CPU) GemmStrided(transA, transB bool, m, n, k int, alpha float32, at Te
 		gemm(c.ks, 1, c.path, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, cc[i*strideC:], ldc)
 	}
 	t := min(c.threads, count)
-	if t <= 1 || count*m*n*k < gemmMinParallel {
+	if count*m*n*k < gemmMinParallel {
+		t = 1
+	}
+	ForEach(count, t, one)
+}
+
+// ForEach calls f(0) to f(count−1), split among up to workers goroutines
+// in contiguous ranges (on the caller's alone for workers ≤ 1), and
+// returns when all have returned. Calls that write only their own i's
+// results give the same result whatever workers is.
+func ForEach(count, workers int, f func(i int)) {
+	workers = min(workers, count)
+	if workers <= 1 {
 		for i := range count {
-			one(i)
+			f(i)
 		}
 		return
 	}
 	var wg sync.WaitGroup
-	for w := range t {
+	for w := range workers {
 		wg.Go(func() {
-			for i := w * count / t; i < (w+1)*count/t; i++ {
-				one(i)
+			for i := w * count / workers; i < (w+1)*count/workers; i++ {
+				f(i)
 			}
 		})
 	}

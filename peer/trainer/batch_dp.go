@@ -3,9 +3,9 @@ package trainer
 import (
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -106,20 +106,5 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 // waiting. Each f(i) touches request i alone, with its own source, so
 // the result does not depend on the split.
 func eachJob(k int, f func(i int)) {
-	n := min(runtime.GOMAXPROCS(0), k/16)
-	if n <= 1 {
-		for i := range k {
-			f(i)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range n {
-		wg.Go(func() {
-			for i := w * k / n; i < (w+1)*k/n; i++ {
-				f(i)
-			}
-		})
-	}
-	wg.Wait()
+	compute.ForEach(k, min(runtime.GOMAXPROCS(0), k/16), f)
 }

@@ -71,6 +71,36 @@ func batchFleetDP(t *testing.T, spec model.Spec, m *model.Model, dp privacy.Conf
 	return trainers, reqs
 }
 
+// batchVsAlone builds two like fleets (batchFleetDP under dp), lets edit
+// change the requests, and carries them out in a batch (a stack of 3, so
+// in chunks) on one fleet and each alone (Run) on the other. It returns
+// the batch's results, the alone ones, the requests and the two fleets.
+func batchVsAlone(t *testing.T, spec model.Spec, dp privacy.Config, edit func([]*gossip.TrainRequest)) (got, want []*gossip.TrainResult, reqs []*gossip.TrainRequest, together, alone []*Trainer) {
+	t.Helper()
+	m, err := model.New(spec, model.WithBackend(compute.NewCPU(compute.WithPureGo())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, reqs = batchFleetDP(t, spec, m, dp)
+	together, _ = batchFleetDP(t, spec, m, dp)
+	edit(reqs)
+	st, err := model.NewStack(spec, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = RunBatch(NewBatchWorkspace(st), together, cloneReqs(reqs)); err != nil {
+		t.Fatal(err)
+	}
+	for i, tr := range alone {
+		w, err := tr.Run(cloneReqs(reqs)[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, w)
+	}
+	return got, want, reqs, together, alone
+}
+
 func cloneReqs(reqs []*gossip.TrainRequest) []*gossip.TrainRequest {
 	out := make([]*gossip.TrainRequest, len(reqs))
 	for i, r := range reqs {
@@ -90,28 +120,12 @@ func cloneReqs(reqs []*gossip.TrainRequest) []*gossip.TrainRequest {
 func TestRunBatchAsRun(t *testing.T) {
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: 12, Classes: 4}, {Kind: model.SVM, Inputs: 12, Classes: 4, Lambda: 0.01},
 		{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}} {
-		m, err := model.New(spec, model.WithBackend(compute.NewCPU(compute.WithPureGo())))
-		if err != nil {
-			t.Fatal(err)
-		}
-		alone, reqs := batchFleet(t, spec, m)
-		together, _ := batchFleet(t, spec, m)
-		reqs[1].Op, reqs[3].Op = gossip.OpGradient, gossip.OpGradient
-		reqs[4].Op, reqs[4].FactorLayers = gossip.OpFactors, []string{"fc1.weight"}
-		st, err := model.NewStack(spec, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := RunBatch(NewBatchWorkspace(st), together, cloneReqs(reqs))
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, wants, reqs, together, alone := batchVsAlone(t, spec, privacy.Config{}, func(reqs []*gossip.TrainRequest) {
+			reqs[1].Op, reqs[3].Op = gossip.OpGradient, gossip.OpGradient
+			reqs[4].Op, reqs[4].FactorLayers = gossip.OpFactors, []string{"fc1.weight"}
+		})
 		for i, tr := range alone {
-			want, err := tr.Run(cloneReqs(reqs)[i])
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := got[i]
+			g, want := got[i], wants[i]
 			if g.ID != want.ID || g.Examples != want.Examples || math.Abs(g.Loss-want.Loss) > 1e-5*max(1, math.Abs(want.Loss)) {
 				t.Errorf("%v request %d: batched id %d, %d examples, loss %v; alone id %d, %d examples, loss %v", spec, i, g.ID, g.Examples, g.Loss, want.ID, want.Examples, want.Loss)
 			}
@@ -184,27 +198,11 @@ func TestRunBatchDPAsRun(t *testing.T) {
 	dp := privacy.Config{Clip: 0.5, Noise: 0.8, Delta: 1e-5}
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: 12, Classes: 4}, {Kind: model.SVM, Inputs: 12, Classes: 4, Lambda: 0.01},
 		{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}} {
-		m, err := model.New(spec, model.WithBackend(compute.NewCPU(compute.WithPureGo())))
-		if err != nil {
-			t.Fatal(err)
-		}
-		alone, reqs := batchFleetDP(t, spec, m, dp)
-		together, _ := batchFleetDP(t, spec, m, dp)
-		reqs[1].Op, reqs[3].Op, reqs[4].Op = gossip.OpGradient, gossip.OpFactors, gossip.OpGradient
-		st, err := model.NewStack(spec, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := RunBatch(NewBatchWorkspace(st), together, cloneReqs(reqs))
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, wants, reqs, together, alone := batchVsAlone(t, spec, dp, func(reqs []*gossip.TrainRequest) {
+			reqs[1].Op, reqs[3].Op, reqs[4].Op = gossip.OpGradient, gossip.OpFactors, gossip.OpGradient
+		})
 		for i, tr := range alone {
-			want, err := tr.Run(cloneReqs(reqs)[i])
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := got[i]
+			g, want := got[i], wants[i]
 			if g.ID != want.ID || g.Examples != want.Examples || g.Loss != 0 || want.Loss != 0 || g.Examples == 0 {
 				t.Errorf("%v request %d: batched id %d, %d examples, loss %v; alone id %d, %d examples, loss %v", spec, i, g.ID, g.Examples, g.Loss, want.ID, want.Examples, want.Loss)
 			}
