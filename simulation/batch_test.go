@@ -138,10 +138,9 @@ func TestPeerBatchRefused(t *testing.T) {
 
 // TestPeersOnDevice: peers that train on a device (the emulated one of
 // backendtest: device tensors, the CPU's kernels) give the CPU run's
-// metrics byte for byte: batched updates, gradients and factors in a
-// stack on the device, and the requests that train alone (DP-SGD's lots)
-// on the device's model; the device's stack, data and model are freed at
-// the end.
+// metrics byte for byte: batched updates, gradients, factors and DP-SGD
+// steps in a stack on the device; the device's stack, data and model are
+// freed at the end, and the summary gives the device's memory peak.
 func TestPeersOnDevice(t *testing.T) {
 	for name, c := range map[string]Config{
 		"randomwalk":        {Model: "mlp", Hidden: []int{8}},
@@ -168,6 +167,9 @@ func TestPeersOnDevice(t *testing.T) {
 			}
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)
+			}
+			if _, peak := dev.DeviceMemory(); res.DevicePeakBytes != peak || peak == 0 || wantRes.DevicePeakBytes != 0 {
+				t.Fatalf("device memory peak %d bytes in the summary, %d on the device; %d on the CPU", res.DevicePeakBytes, peak, wantRes.DevicePeakBytes)
 			}
 		})
 	}

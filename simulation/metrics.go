@@ -64,6 +64,10 @@ type Result struct {
 	FinalAccuracy float64 `json:"final_accuracy"`
 	// Device is where the peers trained and why (--device).
 	Device device.Choice `json:"device"`
+	// DevicePeakBytes is the most device memory the peers' backend held
+	// at once (a GPU's: tensors and scratch buffers; compute.MemoryCounter;
+	// absent on the CPU, whose memory is the process's peak RSS).
+	DevicePeakBytes int64 `json:"device_peak_bytes,omitempty"`
 	// PeerBatch is how many requests (local updates, gradients) trained
 	// in one batched call at most (Config.PeerBatch; absent: each alone);
 	// Batches counts the calls and BatchedUpdates the requests they

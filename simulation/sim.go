@@ -133,6 +133,9 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mc, ok := gpu.(compute.MemoryCounter); ok {
+		_, res.DevicePeakBytes = mc.DeviceMemory()
+	}
 	res.Stats = s.stats
 	return res, nil
 }

@@ -184,7 +184,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			res.DPEpsilonMax, res.DPDelta, c.DP.Clip, c.DP.Noise, res.Halted)
 	}
 	fmt.Fprintf(stdout, "messages %d, bytes %d, dropped %d, updates %d\n", res.Messages, res.Bytes, res.Dropped, res.Updates)
-	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB, on %s\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20, res.Device.Backend)
+	onDevice := ""
+	if res.DevicePeakBytes > 0 {
+		onDevice = fmt.Sprintf(" (device memory peak %d MiB)", res.DevicePeakBytes>>20)
+	}
+	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB, on %s%s\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20, res.Device.Backend, onDevice)
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", out)
 	return nil
 }

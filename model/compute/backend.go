@@ -53,6 +53,14 @@ type Backend interface {
 	HingeOneVsRest(grad, scores Tensor, y []int32, m, n int, scale float32) (loss float64, correct int)
 }
 
+// MemoryCounter is implemented by device backends that count the device
+// memory they allocate: what they hold now and the most they have held
+// at once since they opened, in bytes. A simulation on a GPU reports the
+// peak beside the process's peak RSS.
+type MemoryCounter interface {
+	DeviceMemory() (inUse, peak int64)
+}
+
 // GathersOnce is implemented by gathering backends (Gatherer) on which a
 // minibatch gathered once into a tensor of its own (GatherRows) costs less
 // than gathering it in each GEMM that reads it: on a GPU each gathered

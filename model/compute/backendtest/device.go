@@ -24,6 +24,8 @@ type Device struct {
 	sums int // live LossSums
 	next uintptr
 	st   DeviceStats
+	// bytes held in tensors now, and the most at once
+	inUse, peak int64
 }
 
 // DeviceStats counts a Device's traffic and memory.
@@ -85,6 +87,8 @@ func (d *Device) Alloc(n int) compute.Tensor {
 	d.next += uintptr(4*n) + 256
 	d.bufs[addr] = make([]float32, n)
 	d.st.Allocs++
+	d.inUse += int64(4 * n)
+	d.peak = max(d.peak, d.inUse)
 	return compute.DeviceTensor(addr, n)
 }
 
@@ -123,10 +127,20 @@ func (d *Device) Free(t compute.Tensor) {
 	addr, _ := t.Device()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.bufs[addr]; !ok {
+	buf, ok := d.bufs[addr]
+	if !ok {
 		panic(fmt.Sprintf("backendtest: double Free of the device tensor at %#x", addr))
 	}
+	d.inUse -= int64(4 * len(buf))
 	delete(d.bufs, addr)
+}
+
+// DeviceMemory implements compute.MemoryCounter: the bytes of the
+// tensors allocated now, and the most at once.
+func (d *Device) DeviceMemory() (inUse, peak int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inUse, d.peak
 }
 
 // Gemm implements compute.Backend.

@@ -52,6 +52,7 @@ type Backend struct {
 	stage  stage
 	libs   string
 	image  string // the kernels' build: "cubin sm_90", "PTX compute_90"
+	mem    memCount
 }
 
 // devBuf is a grow-only device buffer.
@@ -196,10 +197,10 @@ func (b *Backend) grow(buf *devBuf, bytes uintptr) uint64 {
 	if buf.p != 0 {
 		// Kernels queued before may still read it.
 		b.must("cuCtxSynchronize", b.a.syncCtx())
-		b.must("cuMemFree", b.a.free(buf.p))
+		b.memFree(buf.p)
 	}
 	bytes = max(bytes, 2*buf.bytes, 256)
-	b.must("cuMemAlloc", b.a.alloc(&buf.p, bytes))
+	buf.p = b.memAlloc(bytes)
 	buf.bytes = bytes
 	return buf.p
 }

@@ -16,8 +16,7 @@ func arg[T any](v *T) unsafe.Pointer { return unsafe.Pointer(v) }
 // Alloc implements compute.Memory.
 func (b *Backend) Alloc(n int) compute.Tensor {
 	defer b.enter()()
-	var d uint64
-	b.must("cuMemAlloc", b.a.alloc(&d, uintptr(4*max(n, 1))))
+	d := b.memAlloc(uintptr(4 * max(n, 1)))
 	if n > 0 {
 		b.must("cuMemsetD32", b.a.memset32(d, 0, uintptr(n)))
 	}
@@ -81,7 +80,7 @@ func (b *Backend) Free(t compute.Tensor) {
 	if off != 0 {
 		panic("cuda: Free of a view: free the tensor Alloc returned")
 	}
-	b.must("cuMemFree", b.a.free(uint64(addr)))
+	b.memFree(uint64(addr))
 }
 
 // op is cuBLAS's operation for a transpose flag.

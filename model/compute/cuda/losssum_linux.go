@@ -22,7 +22,7 @@ type lossSum struct {
 func (b *Backend) NewLossSum() compute.LossSum {
 	defer b.enter()()
 	s := &lossSum{b: b}
-	b.must("cuMemAlloc", b.a.alloc(&s.p, 16))
+	s.p = b.memAlloc(16)
 	b.must("cuMemsetD32", b.a.memset32(s.p, 0, 4))
 	return s
 }
@@ -44,7 +44,7 @@ func (s *lossSum) Reset() {
 // Free implements compute.LossSum.
 func (s *lossSum) Free() {
 	defer s.live().enter()()
-	s.b.must("cuMemFree", s.b.a.free(s.p))
+	s.b.memFree(s.p)
 	s.p = 0
 }
 

@@ -1,0 +1,47 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import "github.com/gossipd/gossipd/model/compute"
+
+var _ compute.MemoryCounter = (*Backend)(nil)
+
+// memCount is what the backend holds in device memory: each allocation's
+// size by address, their total and its high-water mark.
+type memCount struct {
+	sizes       map[uint64]uintptr
+	inUse, peak int64
+}
+
+// memAlloc allocates bytes of device memory (cuMemAlloc) and counts them.
+// The caller holds the backend (enter).
+func (b *Backend) memAlloc(bytes uintptr) uint64 {
+	var p uint64
+	b.must("cuMemAlloc", b.a.alloc(&p, bytes))
+	m := &b.mem
+	if m.sizes == nil {
+		m.sizes = map[uint64]uintptr{}
+	}
+	m.sizes[p] = bytes
+	m.inUse += int64(bytes)
+	m.peak = max(m.peak, m.inUse)
+	return p
+}
+
+// memFree frees device memory memAlloc returned (cuMemFree). The caller
+// holds the backend.
+func (b *Backend) memFree(p uint64) {
+	b.must("cuMemFree", b.a.free(p))
+	b.mem.inUse -= int64(b.mem.sizes[p])
+	delete(b.mem.sizes, p)
+}
+
+// DeviceMemory implements compute.MemoryCounter: the bytes the backend's
+// tensors, loss sums and scratch buffers hold in device memory now, and
+// the most they held at once. cuBLAS's workspace, the kernels' module
+// and the context itself are not counted (nvidia-smi shows them).
+func (b *Backend) DeviceMemory() (inUse, peak int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mem.inUse, b.mem.peak
+}
