@@ -342,9 +342,7 @@ func (m *Model) forward(x compute.Tensor, n int) {
 			be.Gemm(false, true, n, ly.out, ly.in, 1, m.input(x, l), ly.in, m.weights(ly), ly.in, 1, z, ly.out)
 		}
 		if l < len(m.layers)-1 {
-			a := m.ws.a[l].Slice(0, n*ly.out)
-			be.Copy(a, z)
-			be.ReLU(a)
+			reluInto(be, m.ws.a[l].Slice(0, n*ly.out), z)
 		}
 	}
 }

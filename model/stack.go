@@ -321,9 +321,7 @@ func (s *Stack) pass(op string, x compute.Tensor, rows []int, y []int32, batch, 
 		be.GemmStrided(false, false, batch, ly.out, 1, 1, ones, 1, 0, b(ly), ly.out, P, 0, z, ly.out, batch*ly.out, k)
 		be.GemmStrided(false, true, batch, ly.out, ly.in, 1, s.input(l, n), ly.in, batch*ly.in, w(ly), ly.in, P, 1, z, ly.out, batch*ly.out, k)
 		if l < L-1 {
-			a := s.a[l].Slice(0, n*ly.out)
-			be.Copy(a, z)
-			be.ReLU(a)
+			reluInto(be, s.a[l].Slice(0, n*ly.out), z)
 		}
 	}
 	// The loss of every row at once, its errors scaled by 1/batch.

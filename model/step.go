@@ -87,9 +87,25 @@ func (m *Model) sgdStep(x compute.Tensor, y []int32, n int, lr float32) float64 
 		} else {
 			be.Gemm(true, false, ly.out, ly.in, n, -lr, dz, ly.out, m.input(x, l), ly.in, beta, m.weights(ly), ly.in)
 		}
+		if f, ok := be.(compute.Fused); ok {
+			f.ColumnSumsAxpby(m.bias(ly), -lr, dz, n, ly.out, beta)
+			continue
+		}
 		sums := m.ws.colSums.Slice(0, ly.out)
 		be.ColumnSums(sums, dz, n, ly.out)
 		be.Axpby(m.bias(ly), -lr, sums, beta)
 	}
 	return loss
+}
+
+// reluInto sets a = max(z, 0) (a hidden layer's activations from its
+// pre-activations, which the backward pass still needs): one kernel on a
+// backend that fuses the copy and the ReLU (compute.Fused).
+func reluInto(be compute.Backend, a, z compute.Tensor) {
+	if f, ok := be.(compute.Fused); ok {
+		f.ReLUInto(a, z)
+		return
+	}
+	be.Copy(a, z)
+	be.ReLU(a)
 }

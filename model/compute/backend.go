@@ -53,6 +53,17 @@ type Backend interface {
 	HingeOneVsRest(grad, scores Tensor, y []int32, m, n int, scale float32) (loss float64, correct int)
 }
 
+// Fused is implemented by backends on which one kernel doing the work of
+// two saves a launch (a GPU's, where a small training step is bound by
+// launches). Each method computes what the pair it replaces computes.
+type Fused interface {
+	// ColumnSumsAxpby sets y ← b·y + a·s, where s[j] = Σ_i x[i·n+j]
+	// over m rows: ColumnSums then Axpby (a layer's bias step).
+	ColumnSumsAxpby(y Tensor, a float32, x Tensor, m, n int, b float32)
+	// ReLUInto sets dst = max(src, 0): Copy then ReLU.
+	ReLUInto(dst, src Tensor)
+}
+
 // MemoryCounter is implemented by device backends that count the device
 // memory they allocate: what they hold now and the most they have held
 // at once since they opened, in bytes. A simulation on a GPU reports the

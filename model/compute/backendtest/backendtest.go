@@ -9,6 +9,9 @@
 //     float32 accumulation against float64.
 //   - BroadcastRows, ReLU, ReLUBackward: exact.
 //   - ColumnSums: ≤ 1e-5·(m+1).
+//   - The fused kernels (compute.Fused), against the pairs they replace
+//     on the same backend: ReLUInto bit for bit (NaN and −0 included),
+//     ColumnSumsAxpby ≤ 1e-6 relative.
 //   - SoftmaxCrossEntropy: probabilities and gradient ≤ 1e-6 (times the
 //     scale for the gradient); loss ≤ 1e-5 relative; correct rows exact.
 //   - HingeOneVsRest: gradient exact; loss ≤ 1e-5 relative; correct exact.
@@ -233,6 +236,46 @@ func elementwise(t T, be compute.Backend, rng *rand.Rand) {
 		if !near(float64(sums[j]), s, 1e-5*(m+1)) {
 			t.Errorf("%s: ColumnSums [%d] = %v, want %v", name, j, sums[j], s)
 			return
+		}
+	}
+	fused(t, be, rng)
+}
+
+// fused checks a backend's fused kernels (compute.Fused), if it has
+// them, against the pairs they replace on the same backend.
+func fused(t T, be compute.Backend, rng *rand.Rand) {
+	f, ok := be.(compute.Fused)
+	if !ok {
+		return
+	}
+	name := be.Name()
+	x := randSlice(rng, 300)
+	x[0], x[1], x[2] = 0, float32(math.Copysign(0, -1)), float32(math.NaN())
+	want := make([]float32, len(x))
+	be.Copy(compute.Host(want), compute.Host(x))
+	be.ReLU(compute.Host(want))
+	got := randSlice(rng, len(x))
+	f.ReLUInto(compute.Host(got), compute.Host(x))
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Errorf("%s: ReLUInto [%d] (x=%v) = %v, Copy and ReLU %v", name, i, x[i], got[i], want[i])
+			return
+		}
+	}
+	for _, sz := range [][2]int{{1, 1}, {32, 10}, {512, 128}, {7, 33}} {
+		m, n := sz[0], sz[1]
+		src := randSlice(rng, m*n)
+		for _, ab := range [][2]float32{{-0.1, 1}, {0.5, 0.99}} {
+			y := randSlice(rng, n)
+			w := append([]float32(nil), y...)
+			sums := make([]float32, n)
+			be.ColumnSums(compute.Host(sums), compute.Host(src), m, n)
+			be.Axpby(compute.Host(w), ab[0], compute.Host(sums), ab[1])
+			f.ColumnSumsAxpby(compute.Host(y), ab[0], compute.Host(src), m, n, ab[1])
+			if j := Mismatch(y, w, 1e-6); j >= 0 {
+				t.Errorf("%s: ColumnSumsAxpby %d×%d a,b=%v [%d] = %v, ColumnSums and Axpby %v", name, m, n, ab, j, y[j], w[j])
+				return
+			}
 		}
 	}
 }

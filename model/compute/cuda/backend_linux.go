@@ -17,7 +17,7 @@ import (
 var kernelSource string
 
 // kernelNames are kernels.cu's entry points.
-var kernelNames = []string{"broadcast_rows", "relu", "relu_backward", "column_sums", "gather_rows", "softmax_xent", "hinge_ovr",
+var kernelNames = []string{"broadcast_rows", "relu", "relu_into", "relu_backward", "column_sums", "column_sums_axpby", "gather_rows", "softmax_xent", "hinge_ovr",
 	"axpby", "sgd_update", "adam_update", "sum_squares", "row_sum_squares", "scale_rows", "softmax"}
 
 const (
@@ -62,6 +62,7 @@ type devBuf struct {
 }
 
 var (
+	_ compute.Fused       = (*Backend)(nil)
 	_ compute.Gatherer    = (*Backend)(nil)
 	_ compute.GathersOnce = (*Backend)(nil)
 )

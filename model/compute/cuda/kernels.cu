@@ -17,6 +17,16 @@ extern "C" __global__ void relu(float *x, long n) {
     if (i < n && x[i] < 0.0f) x[i] = 0.0f;
 }
 
+// relu_into is a copy then relu, in one launch: dst = max(src, 0), NaN
+// and −0 kept as relu keeps them.
+extern "C" __global__ void relu_into(float *dst, const float *src, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = src[i];
+        dst[i] = v < 0.0f ? 0.0f : v;
+    }
+}
+
 extern "C" __global__ void relu_backward(float *g, const float *z, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n && !(z[i] > 0.0f)) g[i] = 0.0f;
@@ -27,8 +37,9 @@ extern "C" __global__ void relu_backward(float *g, const float *z, long n) {
 // reads 32 adjacent values of a row at once), and the first warp adds the
 // groups' sums in order: a minibatch of 512 rows takes 64 steps, not 512.
 #define COL_GROUPS 8
-extern "C" __global__ void column_sums(float *dst, const float *src, int m, int n) {
-    __shared__ float sh[COL_GROUPS * 32];
+// column_sum returns, to the first warp's lanes, the sums of the block's
+// columns (0 to the other warps and past n).
+__device__ float column_sum(const float *src, int m, int n, float *sh) {
     int lane = threadIdx.x % 32, g = threadIdx.x / 32;
     int j = blockIdx.x * 32 + lane;
     float s = 0.0f;
@@ -36,11 +47,26 @@ extern "C" __global__ void column_sums(float *dst, const float *src, int m, int 
         for (int i = g; i < m; i += COL_GROUPS) s += src[(long)i * n + j];
     sh[g * 32 + lane] = s;
     __syncthreads();
-    if (g == 0 && j < n) {
-        float t = 0.0f;
+    float t = 0.0f;
+    if (g == 0 && j < n)
         for (int k = 0; k < COL_GROUPS; k++) t += sh[k * 32 + lane];
-        dst[j] = t;
-    }
+    return t;
+}
+
+extern "C" __global__ void column_sums(float *dst, const float *src, int m, int n) {
+    __shared__ float sh[COL_GROUPS * 32];
+    float t = column_sum(src, m, n, sh);
+    int j = blockIdx.x * 32 + threadIdx.x % 32;
+    if (threadIdx.x < 32 && j < n) dst[j] = t;
+}
+
+// column_sums_axpby is column_sums then axpby on its sums, in one launch:
+// a layer's bias step, y ← b·y + a·Σ_i src[i].
+extern "C" __global__ void column_sums_axpby(float *y, float a, const float *src, float b, int m, int n) {
+    __shared__ float sh[COL_GROUPS * 32];
+    float t = column_sum(src, m, n, sh);
+    int j = blockIdx.x * 32 + threadIdx.x % 32;
+    if (threadIdx.x < 32 && j < n) y[j] = b == 1.0f ? y[j] + a * t : b * y[j] + a * t;
 }
 
 // gather_rows copies rows[i] of src (row stride ld, cols values) to row i

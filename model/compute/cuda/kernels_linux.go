@@ -214,6 +214,32 @@ func (b *Backend) ColumnSums(dst, src compute.Tensor, m, n int) {
 	done()
 }
 
+// ColumnSumsAxpby implements compute.Fused.
+func (b *Backend) ColumnSumsAxpby(y compute.Tensor, a float32, x compute.Tensor, m, n int, bb float32) {
+	if y.Len() != n || x.Len() < m*n {
+		panic(fmt.Sprintf("cuda: ColumnSumsAxpby of %d×%d (%d values) into %d", m, n, x.Len(), y.Len()))
+	}
+	defer b.enter()()
+	py, done := b.ptr(y, 0, true, true)
+	px, _ := b.ptr(x, 1, true, false)
+	mm, nn := int32(m), int32(n)
+	b.launch("column_sums_axpby", blocks(n, 32), 32*colGroups, arg(&py), arg(&a), arg(&px), arg(&bb), arg(&mm), arg(&nn))
+	done()
+}
+
+// ReLUInto implements compute.Fused.
+func (b *Backend) ReLUInto(dst, src compute.Tensor) {
+	if dst.Len() != src.Len() {
+		panic(fmt.Sprintf("cuda: ReLUInto of %d values into %d", src.Len(), dst.Len()))
+	}
+	defer b.enter()()
+	pd, done := b.ptr(dst, 0, false, true)
+	ps, _ := b.ptr(src, 1, true, false)
+	n := int64(dst.Len())
+	b.launch("relu_into", blocks(dst.Len(), threads), threads, arg(&pd), arg(&ps), arg(&n))
+	done()
+}
+
 // labels copies y to the device.
 func (b *Backend) labels(y []int32) uint64 {
 	yp := b.grow(&b.ints, uintptr(4*len(y)))

@@ -145,8 +145,10 @@ func TestEpochWaitsOnce(t *testing.T) {
 // TestStepGathersOnce: a training step through rows on the GPU gathers
 // its minibatch once (compute.GathersOnce) and reads it in both GEMMs:
 // one gather launch and two uploads (the indices, the labels), not a
-// gather and an upload of the indices for each GEMM. For the MLP the
-// rest is 10 kernels, a device copy and 5 GEMMs.
+// gather and an upload of the indices for each GEMM. The pairs of
+// kernels that compute.Fused joins take one launch each (the hidden
+// activations' copy and ReLU; each layer's bias sums and step), so the
+// MLP's step is 15 calls: 8 kernels, 5 GEMMs and the 2 uploads.
 func TestStepGathersOnce(t *testing.T) {
 	e := newEmulator(t)
 	a, bl := e.api(), e.blas()
@@ -188,6 +190,13 @@ func TestStepGathersOnce(t *testing.T) {
 	m.SGDStepRowsOn(xt, rows, y[:8], 0.1)
 	if counts["gather_rows"] != 1 || counts["upload"] != 2 || counts["sgemm"] != 5 {
 		t.Errorf("one step: %d gathers, %d uploads, %d GEMMs; want 1, 2 and 5 (%v)", counts["gather_rows"], counts["upload"], counts["sgemm"], counts)
+	}
+	calls := 0
+	for _, c := range counts {
+		calls += c
+	}
+	if calls != 15 || counts["relu_into"] != 1 || counts["column_sums_axpby"] != 2 {
+		t.Errorf("one step: %d calls, want 15 (the fused kernels once for the activations, once per layer's bias: %v)", calls, counts)
 	}
 	t.Logf("one step of an MLP 20-16-4 queues %v", counts)
 }
