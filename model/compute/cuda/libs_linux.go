@@ -143,8 +143,14 @@ func loadCuBLAS() (*cublas, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	c, err := bindCuBLAS(h, where)
+	return c, where, err
+}
+
+// bindCuBLAS binds cuBLAS's functions from the library h (where names it).
+func bindCuBLAS(h uintptr, where string) (*cublas, error) {
 	var c cublas
-	return &c, where, bind(h, where, map[string]any{"cublasCreate_v2": &c.create, "cublasDestroy_v2": &c.destroy, "cublasSgemm_v2": &c.sgemm,
+	return &c, bind(h, where, map[string]any{"cublasCreate_v2": &c.create, "cublasDestroy_v2": &c.destroy, "cublasSgemm_v2": &c.sgemm,
 		"cublasSgemmStridedBatched": &c.sgemmStrided})
 }
 
@@ -176,8 +182,15 @@ func loadAPI() (*api, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	a, err := bindAPI(h, where)
+	return a, where, err
+}
+
+// bindAPI binds the driver API's functions from the library h (where
+// names it).
+func bindAPI(h uintptr, where string) (*api, error) {
 	var a api
-	return &a, where, bind(h, where, map[string]any{
+	return &a, bind(h, where, map[string]any{
 		"cuInit": &a.init, "cuDriverGetVersion": &a.driverVersion, "cuDeviceGetCount": &a.count, "cuDeviceGet": &a.get,
 		"cuDeviceGetName": &a.name, "cuDeviceTotalMem_v2": &a.totalMem, "cuDeviceGetAttribute": &a.attribute,
 		"cuGetErrorName": &a.errorName, "cuDevicePrimaryCtxRetain": &a.retain, "cuDevicePrimaryCtxRelease_v2": &a.release,
