@@ -35,6 +35,7 @@ type metrics struct {
 	dpSteps      prometheus.Gauge
 	ckptTime     prometheus.Gauge
 	paused       prometheus.Gauge
+	deviceFailed prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -73,6 +74,7 @@ func newMetrics() *metrics {
 	m.dpEpsilon = g("dp_epsilon_spent", "Privacy spent by DP-SGD on this node's data: ε at the configured δ (0 without DP).")
 	m.dpSteps = g("dp_steps", "DP-SGD steps charged to the privacy ledger.")
 	m.dpBudget = g("dp_epsilon_budget", "The privacy budget ε this node stops at (0: none).")
+	m.deviceFailed = g("device_failed", "1 once the training device (a GPU) failed and training moved to the CPU (/status's device says why), else 0.")
 	m.ckptTime = g("checkpoint_timestamp_seconds", "When the last checkpoint was written (or resumed from), Unix seconds: alert on its age.")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

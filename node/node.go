@@ -22,12 +22,16 @@ import (
 
 // Node is a running daemon.
 type Node struct {
-	cfg   Config
-	job   JobID
-	peer  *peer.Peer
-	log   *slog.Logger
-	met   *metrics
-	start time.Time
+	cfg  Config
+	job  JobID
+	peer *peer.Peer
+	// trainer is the peer's; onCPU is set once training has left a
+	// failed device for the CPU (device.go).
+	trainer *trainer.Trainer
+	onCPU   bool
+	log     *slog.Logger
+	met     *metrics
+	start   time.Time
 
 	mu     sync.Mutex // guards status
 	status Status
@@ -156,11 +160,12 @@ func New(cfg Config) (*Node, error) {
 	for i := range idx {
 		idx[i] = i
 	}
-	pc.Trainer, err = trainer.New(trainer.NewWorkspace(m), &trainer.Data{X: cfg.Train.X, Y: cfg.Train.Y, D: cfg.Train.D, Idx: idx},
+	n.trainer, err = trainer.New(trainer.NewWorkspace(m), &trainer.Data{X: cfg.Train.X, Y: cfg.Train.Y, D: cfg.Train.D, Idx: idx},
 		rand.New(rand.NewPCG(seed, 3)), tc)
 	if err != nil {
 		return nil, err
 	}
+	pc.Trainer = n.trainer
 	if cfg.DP.Enabled() {
 		if pc.Budget, pc.Ledger, err = n.openLedger(pc.Trainer.SamplingRate()); err != nil {
 			return nil, err

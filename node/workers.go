@@ -23,7 +23,7 @@ type outgoing struct {
 // trainLoop runs training requests on the peer's trainer.
 func (n *Node) trainLoop() {
 	for req := range n.trainCh {
-		r, err := n.peer.Run(req)
+		r, err := n.train(req)
 		if err != nil {
 			n.log.Error("training failed", "err", err)
 			r = &gossip.TrainResult{ID: req.ID}

@@ -249,6 +249,11 @@ func (t *Trainer) batch(rows []int) compute.Tensor {
 	return x
 }
 
+// Move makes the trainer compute in ws from now on, its shuffling and
+// sampling state kept: a daemon whose GPU failed trains on the CPU. The
+// old workspace is the caller's (a failed device's is best left alone).
+func (t *Trainer) Move(ws *Workspace) { t.Workspace = ws }
+
 // RunIn is Run computing in ws instead of the trainer's own workspace, so
 // that trainers which share one workspace can run requests on several
 // goroutines at once, each goroutine with its own workspace. The trainer
