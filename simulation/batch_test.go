@@ -193,3 +193,28 @@ func TestDeviceFailureEndsRun(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// failingSums fails as a GPU out of memory would, in every column sum (a
+// training step's bias gradient).
+type failingSums struct{ *backendtest.Device }
+
+func (failingSums) ColumnSums(compute.Tensor, compute.Tensor, int, int) {
+	panic("cuda: column_sums: CUDA_ERROR_OUT_OF_MEMORY (on cuda:0)")
+}
+
+// TestTrainCentralDeviceFailure: `gossipd train` and `bench` on a device
+// that fails end with an error naming the device and the failure, not a
+// crash; on the CPU the same run trains.
+func TestTrainCentralDeviceFailure(t *testing.T) {
+	c := CentralConfig{Dataset: "digits", Model: "softmax", Epochs: 1, Batch: 16, LR: 0.1, Optimizer: "sgd", Seed: 1, Device: "cuda"}
+	testDevice = failingSums{backendtest.NewDevice()}
+	defer func() { testDevice = nil }()
+	rep, err := TrainCentral(context.Background(), c, nil)
+	if err == nil || rep != nil || !strings.Contains(err.Error(), "training on emulated-device") || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") {
+		t.Fatalf("report %v, err = %v", rep, err)
+	}
+	c.Device = "cpu"
+	if rep, err := TrainCentral(context.Background(), c, nil); err != nil || rep.TestAccuracy < 0.5 {
+		t.Fatalf("on the CPU: %+v, %v", rep, err)
+	}
+}

@@ -77,7 +77,7 @@ type CentralReport struct {
 // TrainCentral loads the data, builds the model, trains and evaluates it.
 // progress, if not nil, hears of every step. Invalid settings wrap
 // ErrConfig.
-func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Progress)) (*CentralReport, error) {
+func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Progress)) (rep *CentralReport, err error) {
 	hidden, err := model.ParseHidden(c.Hidden)
 	if err != nil {
 		return nil, fmt.Errorf("%w: hidden: %v", ErrConfig, err)
@@ -115,9 +115,17 @@ func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Prog
 		return nil, fmt.Errorf("%w: --device: %v", ErrConfig, err)
 	}
 	backend, choice, err := device.Open(dev, copts...)
+	if testDevice != nil && dev.Kind != "cpu" {
+		backend, choice, err = testDevice, device.Describe(testDevice), nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	var gpu compute.Backend // a failure on it is an error, not a crash
+	if choice.Device != "cpu" {
+		gpu = backend
+	}
+	defer deviceFailure(gpu, "training", &err)
 	m, err := model.New(spec, model.WithSeed(c.Seed), model.WithBackend(backend))
 	if err != nil {
 		return nil, err
