@@ -77,7 +77,7 @@ func emulatedBackend(t *testing.T) *Backend {
 }
 
 // emulated is emulatedBackend with its emulator.
-func emulated(t *testing.T) (*Backend, *emulator) {
+func emulated(t testing.TB) (*Backend, *emulator) {
 	t.Helper()
 	e := newEmulator(t)
 	b, err := newBackend(Device{Name: "emulated GPU", Major: 9}, e.api(), e.blas(), []build{image("PTX emulated", "PTX")})

@@ -56,7 +56,7 @@ type kernelSig struct {
 var kernelDecl = regexp.MustCompile(`extern "C" __global__ void (\w+)\(([^)]*)\)`)
 
 // parseKernels lists kernels.cu's entry points and their parameters.
-func parseKernels(t *testing.T, src string) map[string]kernelSig {
+func parseKernels(t testing.TB, src string) map[string]kernelSig {
 	out := map[string]kernelSig{}
 	for _, m := range kernelDecl.FindAllStringSubmatch(src, -1) {
 		sig := kernelSig{name: m[1]}
@@ -135,7 +135,7 @@ int main() {
 // emulator is the driver and cuBLAS a Backend under test calls: device
 // memory is Go memory at made-up addresses, kernels run in the helper.
 type emulator struct {
-	t    *testing.T
+	t    testing.TB
 	mu   sync.Mutex
 	bufs map[uint64][]byte
 	next uint64
@@ -176,7 +176,7 @@ func (e *emulator) sync() int32 {
 	return res
 }
 
-func newEmulator(t *testing.T) *emulator {
+func newEmulator(t testing.TB) *emulator {
 	t.Helper()
 	gxx, err := exec.LookPath("g++")
 	if err != nil {
