@@ -176,6 +176,13 @@ qemu:
 	GOARCH=arm64 $(GO) test -c -o bin/model-arm64.test ./model
 	cd model/compute && qemu-aarch64-static ../../bin/compute-arm64.test -test.run 'Gemm|Kernel|Exp|Emulat'
 	qemu-aarch64-static bin/model-arm64.test
+	@# The CUDA loader's bindings called into C on arm64 (Jetson, Grace):
+	@# the ABI stand-ins built with the aarch64 cross compiler, the test
+	@# binary run with the aarch64 C library under qemu-user.
+	GOARCH=arm64 $(GO) test -c -tags cuda -o bin/cuda-arm64.test ./model/compute/cuda
+	aarch64-linux-gnu-gcc -shared -fPIC -Wall -Werror -o bin/libabicheck-arm64.so model/compute/cuda/testdata/abicheck.c
+	cd model/compute/cuda && GOSSIPD_ABICHECK_LIB=$(CURDIR)/bin/libabicheck-arm64.so QEMU_LD_PREFIX=/usr/aarch64-linux-gnu \
+		qemu-aarch64-static ../../../bin/cuda-arm64.test -test.run '^(TestBindingsABI|TestBindingsRegister)$$' -test.v
 
 # The dashboard of a running daemon in headless Chromium (Debian's
 # chromium): no console errors, live, charts with the daemon's points;
