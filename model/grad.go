@@ -114,32 +114,49 @@ func (m *Model) ClippedGradientSumOn(grad, xt compute.Tensor, y []int32, n int, 
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
 	}
 	m.backward(xt, y, n, 1)
-	be := m.backend
 	if len(m.ws.norms) < 3*n {
 		m.ws.norms, m.ws.clip = make([]float64, 3*n), make([]float32, n)
 	}
-	ss, uu, vv := m.ws.norms[:n], m.ws.norms[n:2*n], m.ws.norms[2*n:3*n]
+	clipped := clipRows(m.backend, m.layers, func(l int) compute.Tensor { return m.ws.dz[l] },
+		func(l int) compute.Tensor { return m.input(xt, l) }, n, clip, m.ws.norms, m.ws.clip, nil)
+	m.weightGrads(grad, xt, n)
+	return clipped
+}
+
+// clipRows is DP-SGD's per-example clipping in one backward pass: it
+// scales each of n rows' errors in every layer (dz(l)) so that the row's
+// gradient has L2 norm at most clip. For a fully connected layer the
+// row's gradient is u·vᵀ and u (its error at the layer's output and its
+// input, in(l)), so ‖∇ℓ_j‖² = Σ_l ‖u_jl‖²·(‖v_jl‖² + 1). Rows where
+// pad(j) (pad may be nil) are scaled by 0: they count for nothing.
+// norms (3n values) and scale (n) are scratch. It returns how many rows
+// were clipped.
+func clipRows(be compute.Backend, layers []layer, dz, in func(l int) compute.Tensor, n int, clip float64, norms []float64, scale []float32, pad func(j int) bool) int {
+	ss, uu, vv := norms[:n], norms[n:2*n], norms[2*n:3*n]
 	clear(ss)
-	for l, ly := range m.layers {
-		be.RowSumSquares(uu, m.ws.dz[l], n, ly.out)
-		be.RowSumSquares(vv, m.input(xt, l), n, ly.in)
-		for i := range ss {
-			ss[i] += uu[i] * (vv[i] + 1)
+	for l, ly := range layers {
+		be.RowSumSquares(uu, dz(l), n, ly.out)
+		be.RowSumSquares(vv, in(l), n, ly.in)
+		for j := range ss {
+			ss[j] += uu[j] * (vv[j] + 1)
 		}
 	}
 	clipped := 0
-	scale := m.ws.clip[:n]
-	for i := range scale {
-		scale[i] = 1
-		if norm := math.Sqrt(ss[i]); norm > clip {
+	scale = scale[:n]
+	for j := range scale {
+		switch norm := math.Sqrt(ss[j]); {
+		case pad != nil && pad(j):
+			scale[j] = 0
+		case norm > clip:
 			clipped++
-			scale[i] = float32(clip / norm)
+			scale[j] = float32(clip / norm)
+		default:
+			scale[j] = 1
 		}
 	}
-	for l, ly := range m.layers {
-		be.ScaleRows(m.ws.dz[l], n, ly.out, scale)
+	for l, ly := range layers {
+		be.ScaleRows(dz(l), n, ly.out, scale)
 	}
-	m.weightGrads(grad, xt, n)
 	return clipped
 }
 

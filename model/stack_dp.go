@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gossipd/gossipd/model/compute"
 )
@@ -37,36 +36,13 @@ func (s *Stack) ClippedGradRows(x compute.Tensor, rows []int, y []int32, batch i
 	if !s.pass("ClippedGradRows", x, rows, y, batch, k, 1, nil) {
 		return 0
 	}
-	be, n := s.be, k*batch
+	n := k * batch
 	if len(s.norms) < 3*n {
 		s.norms = make([]float64, 3*n)
 	}
-	// ‖∇ℓ_j‖² = Σ_l ‖u_jl‖²·(‖v_jl‖² + 1), as for one model.
-	ss, uu, vv := s.norms[:n], s.norms[n:2*n], s.norms[2*n:3*n]
-	clear(ss)
-	for l, ly := range s.layers {
-		be.RowSumSquares(uu, s.dz[l].Slice(0, n*ly.out), n, ly.out)
-		be.RowSumSquares(vv, s.input(l, n), n, ly.in)
-		for j := range ss {
-			ss[j] += uu[j] * (vv[j] + 1)
-		}
-	}
-	clipped := 0
-	scale := s.rowScales[:n]
-	for j := range scale {
-		switch norm := math.Sqrt(ss[j]); {
-		case j%batch >= counts[j/batch]:
-			scale[j] = 0 // padding
-		case norm > clip:
-			clipped++
-			scale[j] = float32(clip / norm)
-		default:
-			scale[j] = 1
-		}
-	}
-	for l, ly := range s.layers {
-		be.ScaleRows(s.dz[l].Slice(0, n*ly.out), n, ly.out, scale)
-	}
+	clipped := clipRows(s.be, s.layers, func(l int) compute.Tensor { return s.dz[l].Slice(0, n*s.layers[l].out) },
+		func(l int) compute.Tensor { return s.input(l, n) }, n, clip, s.norms, s.rowScales,
+		func(j int) bool { return j%batch >= counts[j/batch] })
 	s.weightGrads(k, batch)
 	s.storeGrads(grads)
 	return clipped

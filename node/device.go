@@ -54,10 +54,10 @@ func (n *Node) tryDevice(req *gossip.TrainRequest) (r *gossip.TrainResult, err e
 // says so in the log and in /status's device.
 func (n *Node) leaveDevice(failure any) error {
 	be, choice, err := device.Open(device.Spec{Kind: "cpu"})
-	if err != nil {
-		return fmt.Errorf("node: training on %s failed (%v), and the CPU cannot take over: %w", n.cfg.device.Device, failure, err)
+	var m *model.Model
+	if err == nil {
+		m, err = model.New(n.cfg.Job.Model, model.WithBackend(be))
 	}
-	m, err := model.New(n.cfg.Job.Model, model.WithBackend(be))
 	if err != nil {
 		return fmt.Errorf("node: training on %s failed (%v), and the CPU cannot take over: %w", n.cfg.device.Device, failure, err)
 	}

@@ -114,11 +114,11 @@ func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Prog
 	if err != nil {
 		return nil, fmt.Errorf("%w: --device: %v", ErrConfig, err)
 	}
-	backend, choice, err := device.Open(dev, copts...)
+	var backend compute.Backend
+	var choice device.Choice
 	if testDevice != nil && dev.Kind != "cpu" {
-		backend, choice, err = testDevice, device.Describe(testDevice), nil
-	}
-	if err != nil {
+		backend, choice = testDevice, device.Describe(testDevice)
+	} else if backend, choice, err = device.Open(dev, copts...); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	var gpu compute.Backend // a failure on it is an error, not a crash
