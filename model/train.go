@@ -17,6 +17,9 @@ type TrainConfig struct {
 	Batch int
 	// Seed drives the shuffling. Same seed, same order.
 	Seed uint64
+	// NoGraphs turns off the replay of recorded steps on a backend that
+	// has it (compute.Graphs: CUDA graphs), which is on by default.
+	NoGraphs bool
 }
 
 // Validate checks the config and fills defaults.
@@ -51,8 +54,20 @@ const ReadEvery = 32
 // TrainResult summarises a Train call.
 type TrainResult struct {
 	Epochs, Steps, Samples int
+	// Graphs says how many steps were replayed from recordings, on a
+	// backend that records them (compute.Graphs); nil elsewhere.
+	Graphs *GraphStats
 	// Loss is the mean training loss of the last epoch.
 	Loss float64
+}
+
+// GraphStats says how a Train call used recorded steps (compute.Graphs).
+// Only plain SGD steps of a full minibatch are recorded: the first runs
+// as usual, the next few are recorded, and the rest are replays.
+type GraphStats struct {
+	Replayed int `json:"replayed"`
+	// Off says why steps were not replayed: "" when they were.
+	Off string `json:"off,omitempty"`
 }
 
 // Train runs minibatch training of m with opt on n examples (x is n×Inputs,
@@ -71,7 +86,28 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 		return TrainResult{}, fmt.Errorf("model: no training examples")
 	}
 	m.check(x, y, n)
+	xt := m.backend.Load(x) // the data where the backend computes, once (the CPU: x itself)
+	res, err := TrainOn(ctx, m, opt, xt, y, n, cfg, progress)
+	if !xt.OnHost() {
+		m.backend.Free(xt)
+	}
+	return res, err
+}
+
+// TrainOn is Train on a dataset already in the backend's memory (Load):
+// a benchmark that times training alone, as PyTorch's reference does with
+// its data on the device before the clock starts, loads it first. It
+// returns when the backend has finished the last step (it reads the
+// epoch's loss).
+func TrainOn(ctx context.Context, m *Model, opt Optimizer, xt compute.Tensor, y []int32, n int, cfg TrainConfig, progress func(Progress)) (TrainResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return TrainResult{}, err
+	}
+	if n <= 0 {
+		return TrainResult{}, fmt.Errorf("model: no training examples")
+	}
 	d := m.spec.Inputs
+	m.checkT(xt, y, n)
 	bs := min(cfg.Batch, n)
 	yb := make([]int32, bs)
 	// Plain SGD (no momentum, no weight decay) takes the fused step.
@@ -83,10 +119,6 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 	if !plain {
 		grad, xb = m.backend.Alloc(m.NumParams()), m.backend.Alloc(bs*d)
 		defer func() { m.backend.Free(grad); m.backend.Free(xb) }()
-	}
-	xt := m.backend.Load(x) // the data where the backend computes, once (the CPU: x itself)
-	if !xt.OnHost() {
-		defer m.backend.Free(xt)
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x747261696e))
 	perm := make([]int, n)
@@ -110,6 +142,29 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 		every = 1
 	}
 	var res TrainResult
+	// A plain SGD step of a full minibatch queues the same work each
+	// time but for its rows and labels: a backend with graphs records it
+	// and replays it.
+	var graph compute.StepGraph
+	var lo, hi int
+	step := func() { m.SGDStepRowsOn(xt, perm[lo:hi], yb[:hi-lo], sgd.LR) }
+	if gr, ok := m.backend.(compute.Graphs); ok {
+		res.Graphs = &GraphStats{}
+		switch {
+		case cfg.NoGraphs:
+			res.Graphs.Off = "turned off"
+		case !plain:
+			res.Graphs.Off = "only plain SGD steps are recorded"
+		default:
+			graph = gr.NewStepGraph()
+			defer func() {
+				if r := recover(); r != nil {
+					panic(r) // a device failure: closing the graph would panic in turn and hide it
+				}
+				graph.Close()
+			}()
+		}
+	}
 	for ep := 0; ep < cfg.Epochs; ep++ {
 		rng.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
 		sum.Reset()
@@ -118,14 +173,18 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 			if err := ctx.Err(); err != nil {
 				return res, err
 			}
-			lo, hi := s*bs, min(n, (s+1)*bs)
+			lo, hi = s*bs, min(n, (s+1)*bs)
 			k := hi - lo
 			for r, i := range perm[lo:hi] {
 				yb[r] = y[i]
 			}
-			if plain {
-				m.SGDStepRowsOn(xt, perm[lo:hi], yb[:k], sgd.LR)
-			} else {
+			switch {
+			case graph != nil && k == bs:
+				graph.Run(step)
+				res.Graphs.Replayed, res.Graphs.Off = graph.Stats()
+			case plain:
+				step()
+			default:
 				m.backend.GatherRows(xb.Slice(0, k*d), xt, perm[lo:hi], d, d)
 				m.GradientOn(grad, xb.Slice(0, k*d), yb[:k], k)
 				opt.Step(m.backend, m.params, grad)

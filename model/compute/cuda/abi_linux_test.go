@@ -92,7 +92,7 @@ func TestBindingsABI(t *testing.T) {
 		t.Errorf("cuModuleLoadData and cuModuleGetFunction wrote %#x and %#x", mod, fn)
 	}
 	x, alpha, n := dptr, float32(-2.5), int64(-5000000000)
-	params := []unsafe.Pointer{arg(&x), arg(&alpha), arg(&n)}
+	params := []unsafe.Pointer{unsafe.Pointer(&x), unsafe.Pointer(&alpha), unsafe.Pointer(&n)}
 	check("cuLaunchKernel", a.launch(stream, 0x80000001, 2, 3, 1024, 5, 6, 0x7fff0000, handle, unsafe.Pointer(&params[0]), nil))
 	check("cuCtxSynchronize", a.syncCtx())
 	check("cuModuleUnload", a.unloadMod(handle))
@@ -105,5 +105,28 @@ func TestBindingsABI(t *testing.T) {
 	one5, quarter := float32(1.5), float32(-0.25)
 	check("cublasSgemm", bl.sgemm(handle, 1, 0, 7, -8, 9, &one5, dptr, 11, ^dptr, 12, &quarter, dptr^0xffff, 13))
 	check("cublasSgemmStridedBatched", bl.sgemmStrided(handle, 0, 1, 7, 8, -9, &one5, dptr, 11, -0x123456789, ^dptr, 12, 0x7edcba987, &quarter, dptr^0xffff, 13, 0x100000000, 4097))
+	check("cublasSetStream", bl.setStream(handle, stream))
 	check("cublasDestroy", bl.destroy(handle))
+
+	if a.noGraph != "" {
+		t.Fatalf("the stand-in driver has the graph API, yet: %s", a.noGraph)
+	}
+	g := &a.graph
+	var s, graph, exec, ev uintptr
+	check("cuStreamCreate", g.streamCreate(&s, streamNonBlocking))
+	check("cuStreamBeginCapture", g.beginCapture(stream, captureThreadLocal))
+	check("cuStreamEndCapture", g.endCapture(stream, &graph))
+	check("cuGraphInstantiateWithFlags", g.instantiate(&exec, handle, 0x8000000000000001))
+	check("cuEventCreate", g.eventCreate(&ev, eventNoTiming))
+	if s != stream || graph != handle || exec != stream || ev != handle {
+		t.Errorf("the graph API wrote stream %#x, graph %#x, exec %#x, event %#x", s, graph, exec, ev)
+	}
+	check("cuGraphLaunch", g.launch(stream, handle))
+	check("cuEventRecord", g.eventRecord(handle, stream))
+	check("cuEventSynchronize", g.eventSync(handle))
+	check("cuEventDestroy", g.eventDestroy(handle))
+	check("cuGraphDestroy", g.destroy(handle))
+	check("cuGraphExecDestroy", g.execDestroy(stream))
+	check("cuStreamDestroy", g.streamDestroy(stream))
+	check("cuMemFreeHost", g.freeHost(pinned))
 }

@@ -53,6 +53,11 @@ type Backend struct {
 	libs   string
 	image  string // the kernels' build: "cubin sm_90", "PTX compute_90"
 	mem    memCount
+	// rec is the step a StepGraph captures or replays, if any, and
+	// stream the stream the kernels, GEMMs and uploads go to: 0 (the
+	// context's), or the capture's.
+	rec    *recording
+	stream uintptr
 }
 
 // devBuf is a grow-only device buffer.
@@ -230,19 +235,36 @@ func (b *Backend) ptr(t compute.Tensor, slot int, read, written bool) (uint64, f
 	return p, func() { b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&x[0]), p, bytes)) }
 }
 
-// launch runs kernel name on grid×block threads with args (pointers to
-// each argument's value).
-func (b *Backend) launch(name string, grid, block int, args ...unsafe.Pointer) {
+// karg is a kernel argument: a pointer to its value, and its size.
+type karg struct {
+	p unsafe.Pointer
+	n uintptr
+}
+
+// launch runs kernel name on grid×block threads with args.
+func (b *Backend) launch(name string, grid, block int, args ...karg) {
 	if grid == 0 {
 		return
 	}
+	if r := b.rec; r != nil {
+		sig := append(append(r.sig[:0], 'k'), name...)
+		sig = appendU64(sig, uint64(grid), uint64(block))
+		for _, a := range args {
+			sig = append(sig, unsafe.Slice((*byte)(a.p), a.n)...)
+		}
+		if r.note(sig) {
+			return
+		}
+	}
 	var pin runtime.Pinner
 	defer pin.Unpin()
-	for _, a := range args {
-		pin.Pin(a)
+	ptrs := make([]unsafe.Pointer, len(args))
+	for i, a := range args {
+		pin.Pin(a.p)
+		ptrs[i] = a.p
 	}
-	pin.Pin(&args[0])
-	b.must("cuLaunchKernel "+name, b.a.launch(b.fn[name], uint32(grid), 1, 1, uint32(block), 1, 1, 0, 0, unsafe.Pointer(&args[0]), nil))
+	pin.Pin(&ptrs[0])
+	b.must("cuLaunchKernel "+name, b.a.launch(b.fn[name], uint32(grid), 1, 1, uint32(block), 1, 1, 0, b.stream, unsafe.Pointer(&ptrs[0]), nil))
 }
 
 // blocks is how many blocks of size cover n values.

@@ -128,6 +128,7 @@ func TestEmulatedKernels(t *testing.T) {
 	backendtest.Kernels(t, b)
 	backendtest.TrainSteps(t, b)
 	backendtest.StackSteps(t, b)
+	backendtest.Graphs(t, b)
 	if err := b.SelfCheck(); err != nil {
 		t.Fatal(err)
 	}
@@ -155,4 +156,5 @@ func TestCUDAConformance(t *testing.T) {
 	backendtest.Kernels(t, b)
 	backendtest.TrainSteps(t, b)
 	backendtest.StackSteps(t, b)
+	backendtest.Graphs(t, b)
 }

@@ -20,6 +20,10 @@ func (b *Backend) GemmStrided(tA, tB bool, m, n, k int, alpha float32, a compute
 	pa, _ := b.ptr(a, 0, true, false)
 	pb, _ := b.ptr(bt, 1, true, false)
 	pc, done := b.ptr(c, 2, true, true)
+	if r := b.rec; r != nil && r.note(appendU64(append(r.sig[:0], 's'), uint64(op(tA)), uint64(op(tB)), uint64(m), uint64(n), uint64(k), f32(alpha),
+		pa, uint64(lda), uint64(strideA), pb, uint64(ldb), uint64(strideB), f32(beta), pc, uint64(ldc), uint64(strideC), uint64(count))) {
+		return
+	}
 	if r := b.blas.sgemmStrided(b.bh, op(tB), op(tA), int32(n), int32(m), int32(k), &alpha, pb, int32(ldb), int64(strideB),
 		pa, int32(lda), int64(strideA), &beta, pc, int32(ldc), int64(strideC), int32(count)); r != 0 {
 		panic(fmt.Sprintf("cuda: cublasSgemmStridedBatched %d × %d×%d×%d: status %d (on %s)", count, m, n, k, r, b.dev))

@@ -151,6 +151,7 @@ type emulator struct {
 	// Syncs counts the times the host waited for the stream with work
 	// queued.
 	syncs int
+	graphEmu
 }
 
 // enqueue adds a stream-ordered operation.
@@ -162,6 +163,10 @@ func (e *emulator) enqueue(op func() int32) int32 {
 // sync runs the queued operations in order, as the host waiting for the
 // stream; it returns the first failure.
 func (e *emulator) sync() int32 {
+	if e.capStream != 0 {
+		e.t.Errorf("emulator: the host waits for the GPU while stream %#x captures (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)\n%s", e.capStream, debug.Stack())
+		return 900
+	}
 	if len(e.queue) > 0 {
 		e.syncs++
 	}
@@ -272,12 +277,12 @@ func (e *emulator) api() *api {
 		copy(e.bytes(d, n), host(s, n))
 		return r
 	}
-	a.htodAsync = func(d uint64, s unsafe.Pointer, n uintptr, _ uintptr) int32 {
+	a.htodAsync = func(d uint64, s unsafe.Pointer, n uintptr, stream uintptr) int32 {
 		if !e.isPinned(s, n) {
 			e.t.Errorf("emulator: cuMemcpyHtoDAsync from %p, not page-locked memory", s)
 			return 1
 		}
-		return e.enqueue(func() int32 { copy(e.bytes(d, n), host(s, n)); return 0 })
+		return e.submit(stream, func() int32 { copy(e.bytes(d, n), host(s, n)); return 0 })
 	}
 	a.allocHost = func(p *unsafe.Pointer, n uintptr) int32 {
 		buf := make([]byte, n)
@@ -291,10 +296,10 @@ func (e *emulator) api() *api {
 		return r
 	}
 	a.dtod = func(d, s uint64, n uintptr) int32 {
-		return e.enqueue(func() int32 { copy(e.bytes(d, n), e.bytes(s, n)); return 0 })
+		return e.submit(0, func() int32 { copy(e.bytes(d, n), e.bytes(s, n)); return 0 })
 	}
 	a.memset32 = func(d uint64, v uint32, n uintptr) int32 {
-		return e.enqueue(func() int32 {
+		return e.submit(0, func() int32 {
 			b := e.bytes(d, 4*n)
 			for i := uintptr(0); i < n; i++ {
 				binary.LittleEndian.PutUint32(b[4*i:], v)
@@ -320,6 +325,7 @@ func (e *emulator) api() *api {
 	}
 	a.launch = e.launch
 	a.syncCtx = e.sync
+	a.graph = e.graphAPI()
 	a.unloadMod = func(uintptr) int32 { return 0 }
 	return a
 }
@@ -338,7 +344,7 @@ func (e *emulator) isPinned(p unsafe.Pointer, n uintptr) bool {
 // launch takes the kernel's arguments as they are now and queues the
 // run: it sends the kernel, its buffers and arguments to the helper and
 // takes the buffers back.
-func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, _ uintptr, params, _ unsafe.Pointer) int32 {
+func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, stream uintptr, params, _ unsafe.Pointer) int32 {
 	if gy != 1 || gz != 1 || by != 1 || bz != 1 {
 		e.t.Errorf("emulator: a %d×%d×%d grid of %d×%d×%d blocks: only 1-D launches are emulated", gx, gy, gz, bx, by, bz)
 		return 1
@@ -347,6 +353,7 @@ func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, _ uintpt
 		e.t.Errorf("emulator: a grid of %d blocks of %d threads: a GPU refuses it (CUDA_ERROR_INVALID_VALUE)", gx, bx)
 		return 1
 	}
+	e.kernelCalls++
 	sig := e.sigs[e.fns[fn-1]]
 	args := unsafe.Slice((*unsafe.Pointer)(params), len(sig.args))
 	var bases []uint64
@@ -384,7 +391,7 @@ func (e *emulator) launch(fn uintptr, gx, gy, gz, bx, by, bz, _ uint32, _ uintpt
 			argBytes = binary.LittleEndian.AppendUint64(argBytes, math.Float64bits(*(*float64)(args[i])))
 		}
 	}
-	return e.enqueue(func() int32 { return e.run(sig, gx, bx, bases, argBytes) })
+	return e.submit(stream, func() int32 { return e.run(sig, gx, bx, bases, argBytes) })
 }
 
 // run runs a queued launch in the helper.
@@ -422,6 +429,7 @@ func (e *emulator) blas() *cublas {
 	c := &cublas{}
 	c.create = func(h *uintptr) int32 { *h = 1; return 0 }
 	c.destroy = func(uintptr) int32 { return 0 }
+	c.setStream = func(_ uintptr, s uintptr) int32 { e.blasStream = s; return 0 }
 	c.sgemm = func(_ uintptr, ta, tb int32, m, n, k int32, alphaP *float32, a uint64, lda int32, b uint64, ldb int32, betaP *float32, cc uint64, ldc int32) int32 {
 		// cuBLAS refuses leading dimensions shorter than the column-major
 		// operands' rows, as here.
@@ -439,7 +447,7 @@ func (e *emulator) blas() *cublas {
 		// α and β are read at the call (host pointer mode); the GEMM
 		// runs in stream order.
 		alpha, beta := *alphaP, *betaP
-		return e.enqueue(func() int32 { return e.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) })
+		return e.submit(e.blasStream, func() int32 { return e.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) })
 	}
 	c.sgemmStrided = func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta *float32, cc uint64, ldc int32, sc int64, count int32) int32 {
 		if count < 0 {

@@ -10,8 +10,8 @@ import (
 	"github.com/gossipd/gossipd/model/compute"
 )
 
-// arg is a pointer to a kernel argument, for launch's argument lists.
-func arg[T any](v *T) unsafe.Pointer { return unsafe.Pointer(v) }
+// arg is a kernel argument, for launch's argument lists.
+func arg[T any](v *T) karg { return karg{unsafe.Pointer(v), unsafe.Sizeof(*v)} }
 
 // Alloc implements compute.Memory.
 func (b *Backend) Alloc(n int) compute.Tensor {
@@ -94,6 +94,10 @@ func op(t bool) int32 {
 // gemm is Gemm on device addresses.
 func (b *Backend) gemm(tA, tB bool, m, n, k int, alpha float32, a uint64, lda int, bb uint64, ldb int, beta float32, c uint64, ldc int) {
 	if m == 0 || n == 0 {
+		return
+	}
+	if r := b.rec; r != nil && r.note(appendU64(append(r.sig[:0], 'g'), uint64(op(tA)), uint64(op(tB)), uint64(m), uint64(n), uint64(k),
+		f32(alpha), a, uint64(lda), bb, uint64(ldb), f32(beta), c, uint64(ldc))) {
 		return
 	}
 	// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the

@@ -31,8 +31,18 @@ func libraryDirs() []string {
 	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/cuda/targets/sbsa-linux/lib")
 	pats := []string{"/usr/local/lib/python3*/dist-packages/nvidia/*/lib", "/usr/lib/python3*/dist-packages/nvidia/*/lib",
 		"/usr/local/lib/python3*/site-packages/nvidia/*/lib", "/opt/conda/lib/python3*/site-packages/nvidia/*/lib", "/opt/conda/lib"}
-	// A virtual environment's wheels, and a user's (pip install --user).
-	for _, root := range []string{os.Getenv("VIRTUAL_ENV"), os.Getenv("CONDA_PREFIX")} {
+	// A virtual environment's wheels, and a user's (pip install --user):
+	// the active one, and any whose bin directory is on $PATH (a python3
+	// that holds PyTorch without the environment being activated).
+	roots := []string{os.Getenv("VIRTUAL_ENV"), os.Getenv("CONDA_PREFIX")}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if root := filepath.Dir(d); filepath.Base(d) == "bin" && root != "/" {
+			if _, err := os.Stat(filepath.Join(root, "pyvenv.cfg")); err == nil {
+				roots = append(roots, root)
+			}
+		}
+	}
+	for _, root := range roots {
 		if root != "" {
 			pats = append(pats, filepath.Join(root, "lib/python3*/site-packages/nvidia/*/lib"), filepath.Join(root, "lib"))
 		}
@@ -136,6 +146,9 @@ type cublas struct {
 	// sgemmStrided is cublasSgemmStridedBatched: count GEMMs, operand i
 	// at i·stride elements from each base.
 	sgemmStrided func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta *float32, c uint64, ldc int32, sc int64, count int32) int32
+	// setStream is cublasSetStream: the stream the GEMMs go to (0, or
+	// the stream a step is captured on).
+	setStream func(h uintptr, stream uintptr) int32
 }
 
 func loadCuBLAS() (*cublas, string, error) {
@@ -151,7 +164,7 @@ func loadCuBLAS() (*cublas, string, error) {
 func bindCuBLAS(h uintptr, where string) (*cublas, error) {
 	var c cublas
 	return &c, bind(h, where, map[string]any{"cublasCreate_v2": &c.create, "cublasDestroy_v2": &c.destroy, "cublasSgemm_v2": &c.sgemm,
-		"cublasSgemmStridedBatched": &c.sgemmStrided})
+		"cublasSgemmStridedBatched": &c.sgemmStrided, "cublasSetStream_v2": &c.setStream})
 }
 
 // api is the part of the driver API the compute backend calls.
@@ -175,6 +188,10 @@ type api struct {
 	launch    func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params, extra unsafe.Pointer) int32
 	syncCtx   func() int32
 	unloadMod func(mod uintptr) int32
+	// graph is the driver's graph API, where it has it (noGraph says why
+	// not otherwise): a training step captured once and replayed.
+	graph   graphAPI
+	noGraph string
 }
 
 func loadAPI() (*api, string, error) {
@@ -190,6 +207,9 @@ func loadAPI() (*api, string, error) {
 // names it).
 func bindAPI(h uintptr, where string) (*api, error) {
 	var a api
+	if err := bind(h, where, a.graph.symbols()); err != nil {
+		a.noGraph = err.Error()
+	}
 	return &a, bind(h, where, map[string]any{
 		"cuInit": &a.init, "cuDriverGetVersion": &a.driverVersion, "cuDeviceGetCount": &a.count, "cuDeviceGet": &a.get,
 		"cuDeviceGetName": &a.name, "cuDeviceTotalMem_v2": &a.totalMem, "cuDeviceGetAttribute": &a.attribute,

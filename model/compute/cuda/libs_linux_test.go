@@ -3,8 +3,10 @@
 package cuda
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ebitengine/purego"
@@ -56,5 +58,35 @@ func TestOpenCompanions(t *testing.T) {
 	}
 	if ok := call("NVRTC", []string{"libnvrtc.so.99"}, "fakeNvrtcBuiltins"); ok != 1 {
 		t.Fatal("the stand-in NVRTC could not open its builtins by name")
+	}
+}
+
+// TestLibraryDirsVenvOnPath: the NVIDIA wheels of a virtual environment
+// whose bin directory is on $PATH are searched though the environment
+// is not activated (as where a plain python3 is a venv's, holding
+// PyTorch); a bin directory that is not a venv's adds nothing.
+func TestLibraryDirsVenvOnPath(t *testing.T) {
+	root := t.TempDir()
+	venv, plain := filepath.Join(root, "venv"), filepath.Join(root, "plain")
+	lib := filepath.Join(venv, "lib/python3.12/site-packages/nvidia/cu13/lib")
+	other := filepath.Join(plain, "lib/python3.12/site-packages/nvidia/cu13/lib")
+	for _, d := range []string{lib, other, filepath.Join(venv, "bin"), filepath.Join(plain, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(venv, "pyvenv.cfg"), []byte("home = /usr/bin\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VIRTUAL_ENV", "")
+	t.Setenv("CONDA_PREFIX", "")
+	has := func(dirs []string, d string) bool { return slices.Contains(dirs, d) }
+	t.Setenv("PATH", filepath.Join(plain, "bin")+":/usr/bin")
+	if dirs := libraryDirs(); has(dirs, lib) || has(dirs, other) {
+		t.Fatalf("no venv on $PATH, yet libraryDirs has its wheels: %q", dirs)
+	}
+	t.Setenv("PATH", filepath.Join(plain, "bin")+":"+filepath.Join(venv, "bin")+":/usr/bin")
+	if dirs := libraryDirs(); !has(dirs, lib) || has(dirs, other) {
+		t.Fatalf("libraryDirs %q: want %s (the venv on $PATH) and not %s (no pyvenv.cfg)", dirs, lib, other)
 	}
 }

@@ -19,6 +19,7 @@ type stage struct {
 	off    uintptr
 	failed bool // cuMemAllocHost failed: synchronous copies only
 	wraps  int
+	total  uintptr // the bytes uploaded, each upload rounded up to 256
 }
 
 const (
@@ -33,6 +34,18 @@ func (b *Backend) upload(dst uint64, n uintptr, fill func([]byte)) {
 		return
 	}
 	st := &b.stage
+	st.total += (n + 255) &^ 255
+	if r := b.rec; r != nil {
+		// A recorded step's upload reads its recording's page-locked
+		// memory, written afresh at each replay.
+		skip := r.note(appendU64(append(r.sig[:0], 'u'), dst, uint64(n)))
+		buf := r.slot(n)
+		fill(buf)
+		if !skip {
+			b.must("cuMemcpyHtoDAsync", b.a.htodAsync(dst, unsafe.Pointer(&buf[0]), n, b.stream))
+		}
+		return
+	}
 	if st.p == nil && !st.failed {
 		st.failed = b.a.allocHost(&st.p, ringBytes) != 0
 	}

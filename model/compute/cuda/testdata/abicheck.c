@@ -105,7 +105,56 @@ CUresult cuLaunchKernel(ptr fn, unsigned gx, unsigned gy, unsigned gz, unsigned 
 CUresult cuCtxSynchronize(void) { return 0; }
 CUresult cuModuleUnload(ptr mod) { return mod == HANDLE ? 0 : 1; }
 
+/* The graph API (graph_linux.go). */
+CUresult cuStreamCreate(ptr *s, unsigned flags) {
+	CHECK(2, flags == 1u);
+	*s = STREAM;
+	return 0;
+}
+CUresult cuStreamDestroy_v2(ptr s) { return s == STREAM ? 0 : 1; }
+CUresult cuStreamBeginCapture_v2(ptr s, int mode) {
+	CHECK(1, s == STREAM);
+	CHECK(2, mode == 1);
+	return 0;
+}
+CUresult cuStreamEndCapture(ptr s, ptr *g) {
+	CHECK(1, s == STREAM);
+	*g = HANDLE;
+	return 0;
+}
+CUresult cuGraphInstantiateWithFlags(ptr *exec, ptr g, unsigned long long flags) {
+	CHECK(2, g == HANDLE);
+	CHECK(3, flags == 0x8000000000000001ull);
+	*exec = STREAM;
+	return 0;
+}
+CUresult cuGraphLaunch(ptr exec, ptr s) {
+	CHECK(1, exec == STREAM);
+	CHECK(2, s == HANDLE);
+	return 0;
+}
+CUresult cuGraphDestroy(ptr g) { return g == HANDLE ? 0 : 1; }
+CUresult cuGraphExecDestroy(ptr exec) { return exec == STREAM ? 0 : 1; }
+CUresult cuEventCreate(ptr *ev, unsigned flags) {
+	CHECK(2, flags == 2u);
+	*ev = HANDLE;
+	return 0;
+}
+CUresult cuEventRecord(ptr ev, ptr s) {
+	CHECK(1, ev == HANDLE);
+	CHECK(2, s == STREAM);
+	return 0;
+}
+CUresult cuEventSynchronize(ptr ev) { return ev == HANDLE ? 0 : 1; }
+CUresult cuEventDestroy_v2(ptr ev) { return ev == HANDLE ? 0 : 1; }
+CUresult cuMemFreeHost(ptr p) { return p == pinned ? 0 : 1; }
+
 /* cuBLAS */
+int cublasSetStream_v2(ptr h, ptr s) {
+	CHECK(1, h == HANDLE);
+	CHECK(2, s == STREAM);
+	return 0;
+}
 int cublasCreate_v2(ptr *h) {
 	*h = HANDLE;
 	return 0;
