@@ -58,11 +58,16 @@ s = json.load(open(sys.argv[1]))
 print(json.dumps({k: v for k, v in s.items() if not (isinstance(v, list) and len(v) > 20)}, indent=1))' "$scratch/$name/summary.json" ||
 		cat "$scratch/$name/summary.json"
 }
-step machine sh -c 'date -u; nvidia-smi; lscpu | grep -E "Model name|Flags" | cut -c1-200'
+step machine sh -c 'date -u; nvidia-smi; lscpu | grep -E "Model name|Flags" | cut -c1-200
+echo "python3: $(command -v python3)"; python3 -c "import sys, torch; print(sys.prefix, torch.__version__, torch.version.cuda)"
+ldconfig -p | grep -E "libcuda\.so|libnvrtc\.so|libcublas\.so" | head
+ls -d /usr/local/cuda*/lib64 2>/dev/null'
 step devices "$bin/gossipd-cuda" devices
 step conformance "$bin/cuda.test" -test.run 'TestCUDAConformance|TestNVRTC' -test.v
 step train "$bin/gossipd-cuda" train --dataset fashion-mnist --model mlp --hidden 128 --epochs 1 --batch 32 --lr 0.1 --device cuda --quiet
-step bench "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch
+# PyTorch is the python3 on $PATH's (there, a virtual environment's; bench
+# would take /usr/bin/python3).
+step bench "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch --python "$(command -v python3)"
 step sim-gpu sim sim-gpu --peers 10000 --rounds 20 --eval-every 20 --device cuda
 step sim-cpu sim sim-cpu --peers 10000 --rounds 20 --eval-every 20 --device cpu
 # Batched gradients (D-PSGD): 1,000 peers on the GPU, then on the CPU.

@@ -162,6 +162,16 @@ func benchTrain(ctx context.Context, stdout, stderr io.Writer, b trainBench) err
 				line += fmt.Sprintf(" %12.0f %9.4f %7.2f×", sps, acc, rep.SamplesPerSecond/sps)
 			}
 			fmt.Fprintln(stdout, line)
+			if rep.Graphs != nil {
+				// The same without the recorded steps, for their gain.
+				cfg.NoGraphs = true
+				s, err := simulation.TrainCentral(ctx, cfg, nil)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "%-14s %6s %12.0f %9.4f   without CUDA graphs (with: %.2f×; %s)\n", "", "", s.SamplesPerSecond, s.TestAccuracy,
+					rep.SamplesPerSecond/s.SamplesPerSecond, graphNote(rep.Graphs))
+			}
 		}
 	}
 	fmt.Fprintf(stdout, "gossipd trained on %s\n", ran)

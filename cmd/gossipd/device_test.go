@@ -33,12 +33,21 @@ func TestDeviceFlag(t *testing.T) {
 			}
 		}
 	}
+	// --no-graphs applies to a device that replays recorded steps only.
+	code, _, errs := run(t, "train", "--epochs", "1", "--quiet", "--no-graphs")
+	if code != 2 || !strings.Contains(errs, "--no-graphs: training runs on cpu") {
+		t.Errorf("train --no-graphs on the CPU: exit %d, %q; want 2 naming the flag and the device", code, errs)
+	}
 	code, out, errs := run(t, "train", "--epochs", "1", "--json", "--quiet")
 	var rep struct {
 		Device struct{ Requested, Device, Backend, Note string }
+		Graphs *struct{}
 	}
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
 		t.Fatalf("exit %d, %v: %s", code, err, errs)
+	}
+	if rep.Graphs != nil {
+		t.Errorf("train --json on the CPU reports graphs: %s", out)
 	}
 	if rep.Device.Requested != "auto" || rep.Device.Device != "cpu" || !strings.HasPrefix(rep.Device.Backend, "cpu/") || rep.Device.Note == "" {
 		t.Fatalf("train --json device: %+v", rep.Device)

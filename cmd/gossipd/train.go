@@ -38,6 +38,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.Threads, "threads", 0, "compute threads (default: all cores)")
 	fs.BoolVar(&c.PureGo, "purego", false, "use the portable Go GEMM kernel instead of assembly")
 	fs.StringVar(&c.Device, "device", "auto", "where training runs: "+device.Values+" (auto: a GPU when gossipd can use one, else the CPU; the report says which and why)")
+	fs.BoolVar(&c.NoGraphs, "no-graphs", false, "on a GPU, queue each step's kernels one by one instead of replaying a recorded step (CUDA graphs), e.g. to compare")
 	fs.BoolVar(&jsonOut, "json", false, "print the summary as one JSON object")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	if err := cli.ParseFlags(fs, args); err != nil {
@@ -81,6 +82,9 @@ func printTrainReport(w io.Writer, r *simulation.CentralReport) {
 		fmt.Fprintf(w, "libraries   %s\n", r.Device.Libraries)
 	}
 	fmt.Fprintf(w, "speed       %.0f samples/s (%.2f s)\n", r.SamplesPerSecond, r.TrainSeconds)
+	if g := r.Graphs; g != nil {
+		fmt.Fprintf(w, "graphs      %s\n", graphNote(g))
+	}
 	fmt.Fprintf(w, "train loss  %.4f\n", r.TrainLoss)
 	fmt.Fprintf(w, "test        accuracy %.4f, loss %.4f\n", r.TestAccuracy, r.TestLoss)
 	if len(r.Confusion) <= 20 {
@@ -98,4 +102,12 @@ func printTrainReport(w io.Writer, r *simulation.CentralReport) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// graphNote says how a run used recorded steps (CUDA graphs).
+func graphNote(g *model.GraphStats) string {
+	if g.Off != "" {
+		return fmt.Sprintf("%d steps replayed; not (or no longer) replaying: %s", g.Replayed, g.Off)
+	}
+	return fmt.Sprintf("%d steps replayed from recordings (CUDA graphs)", g.Replayed)
 }

@@ -17,7 +17,24 @@ import (
 // batch 32 (model.Train's loop body with the loss summed on the device):
 // argument lists, locks, staging, bookkeeping. A real driver adds its
 // own launch cost (microseconds a call) and purego's call into C.
+//
+// queued runs the step as it is queued call by call (15 calls to the
+// driver and cuBLAS); replayed runs it through a StepGraph (CUDA graphs)
+// after its captures: the step's Go code then only stages its indices
+// and labels and checks each call against the recording, and the driver
+// gets three calls (wait for the recording's last launch, launch it,
+// record its event), here the emulated ones on an empty graph.
 func BenchmarkStepHost(b *testing.B) {
+	for _, replayed := range []bool{false, true} {
+		name := "queued"
+		if replayed {
+			name = "replayed"
+		}
+		b.Run(name, func(b *testing.B) { benchStepHost(b, replayed) })
+	}
+}
+
+func benchStepHost(b *testing.B, replayed bool) {
 	bk, _ := emulated(b)
 	a, bl := bk.a, bk.blas
 	a.launch = func(uintptr, uint32, uint32, uint32, uint32, uint32, uint32, uint32, uintptr, unsafe.Pointer, unsafe.Pointer) int32 {
@@ -43,10 +60,25 @@ func BenchmarkStepHost(b *testing.B) {
 	for i := range rows {
 		rows[i] = (97 * i) % n
 	}
-	m.SGDStepRowsOn(xt, rows, y[:batch], 0.1) // sizes the buffers
+	step := func() { m.SGDStepRowsOn(xt, rows, y[:batch], 0.1) }
+	run := step
+	if replayed {
+		g := bk.NewStepGraph()
+		defer g.Close()
+		run = func() { g.Run(step) }
+		for range 1 + graphDepth { // the first as usual, then the captures
+			run()
+		}
+		defer func() {
+			if n, off := g.Stats(); n != b.N || off != "" {
+				b.Fatalf("%d of %d steps replayed (%q)", n, b.N, off)
+			}
+		}()
+	}
+	step() // sizes the buffers
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		m.SGDStepRowsOn(xt, rows, y[:batch], 0.1)
+		run()
 	}
 }
