@@ -67,7 +67,7 @@ step conformance "$bin/cuda.test" -test.run 'TestCUDAConformance|TestNVRTC' -tes
 step train "$bin/gossipd-cuda" train --dataset fashion-mnist --model mlp --hidden 128 --epochs 1 --batch 32 --lr 0.1 --device cuda --quiet
 # PyTorch is the python3 on $PATH's (there, a virtual environment's; bench
 # would take /usr/bin/python3).
-step bench "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch --python "$(command -v python3)"
+step bench "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch --seeds 5 --python "$(command -v python3)"
 step sim-gpu sim sim-gpu --peers 10000 --rounds 20 --eval-every 20 --device cuda
 step sim-cpu sim sim-cpu --peers 10000 --rounds 20 --eval-every 20 --device cpu
 # Batched gradients (D-PSGD): 1,000 peers on the GPU, then on the CPU.

@@ -6,7 +6,9 @@ else /usr/share/datasets/fashion-mnist). It is ../shared/reference/torch_baselin
 with a device and a batch size; it prints the same line.
 
 Usage: python3 torch_reference.py [model] [epochs] [batch] [threads] [device]
-model: softmax | mlp; device: cpu (default) or cuda[:N]. On CUDA the data
+model: softmax | mlp; device: cpu (default) or cuda[:N]. $GOSSIPD_TORCH_SEEDS
+(default 1) trains that many models one after the other, from seeds 0, 1, …,
+each printing its line. On CUDA the data
 is on the device before the clock starts, a throwaway copy of the model
 takes four steps first (the first call of each kernel loads it; gossipd
 does the same), and the clock stops after torch.cuda.synchronize(), so
@@ -46,47 +48,48 @@ def main():
     threads = int(sys.argv[4]) if len(sys.argv) > 4 else 2
     dev = torch.device(sys.argv[5] if len(sys.argv) > 5 else "cpu")
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
+    seeds = int(os.environ.get("GOSSIPD_TORCH_SEEDS", "1"))
     xtr = torch.tensor(idx(D + "train-images-idx3-ubyte.gz").reshape(-1, 784) / 255.0, dtype=torch.float32, device=dev)
     ytr = torch.tensor(idx(D + "train-labels-idx1-ubyte.gz").astype(np.int64), device=dev)
     xte = torch.tensor(idx(D + "t10k-images-idx3-ubyte.gz").reshape(-1, 784) / 255.0, dtype=torch.float32, device=dev)
     yte = torch.tensor(idx(D + "t10k-labels-idx1-ubyte.gz").astype(np.int64), device=dev)
-    if model == "softmax":
-        net = torch.nn.Linear(784, 10)
-    else:
-        net = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
-    net = net.to(dev)
-    opt = torch.optim.SGD(net.parameters(), lr=0.1)
     lossf = torch.nn.CrossEntropyLoss()
     n = xtr.shape[0]
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    if dev.type == "cuda":
-        # A few steps of a throwaway copy first, as gossipd warms up on
-        # the GPU: the first call of each kernel loads it.
-        import copy
-        wnet = copy.deepcopy(net)
-        wopt = torch.optim.SGD(wnet.parameters(), lr=0.01)
-        for i in range(0, min(n, 4 * batch), batch):
-            b = torch.arange(i, min(n, i + batch), device=dev)
-            wopt.zero_grad()
-            lossf(wnet(xtr[b]), ytr[b]).backward()
-            wopt.step()
-        sync()
-    for ep in range(epochs):
-        perm = torch.randperm(n, device=dev)
-        sync()
-        t0 = time.perf_counter()
-        for i in range(0, n, batch):
-            b = perm[i:i + batch]
-            opt.zero_grad()
-            loss = lossf(net(xtr[b]), ytr[b])
-            loss.backward()
-            opt.step()
-        sync()
-        dt = time.perf_counter() - t0
-        with torch.no_grad():
-            acc = (net(xte).argmax(1) == yte).float().mean().item()
-        print(f"{model} epoch {ep+1} batch {batch} threads {threads} device {dev}: {n/dt:.0f} samples/s, test acc {acc:.4f}")
-
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        if model == "softmax":
+            net = torch.nn.Linear(784, 10)
+        else:
+            net = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+        net = net.to(dev)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        if dev.type == "cuda" and seed == 0:
+            # A few steps of a throwaway copy first, as gossipd warms up
+            # on the GPU: the first call of each kernel loads it.
+            import copy
+            wnet = copy.deepcopy(net)
+            wopt = torch.optim.SGD(wnet.parameters(), lr=0.01)
+            for i in range(0, min(n, 4 * batch), batch):
+                b = torch.arange(i, min(n, i + batch), device=dev)
+                wopt.zero_grad()
+                lossf(wnet(xtr[b]), ytr[b]).backward()
+                wopt.step()
+            sync()
+        for ep in range(epochs):
+            perm = torch.randperm(n, device=dev)
+            sync()
+            t0 = time.perf_counter()
+            for i in range(0, n, batch):
+                b = perm[i:i + batch]
+                opt.zero_grad()
+                loss = lossf(net(xtr[b]), ytr[b])
+                loss.backward()
+                opt.step()
+            sync()
+            dt = time.perf_counter() - t0
+            with torch.no_grad():
+                acc = (net(xte).argmax(1) == yte).float().mean().item()
+            print(f"{model} epoch {ep+1} batch {batch} threads {threads} device {dev} seed {seed}: {n/dt:.0f} samples/s, test acc {acc:.4f}", flush=True)
 
 main()

@@ -70,6 +70,14 @@ type GraphStats struct {
 	Off string `json:"off,omitempty"`
 }
 
+// String says how many steps were replayed, or why none (more) were.
+func (g *GraphStats) String() string {
+	if g.Off != "" {
+		return fmt.Sprintf("%d steps replayed from recordings (CUDA graphs); not (or no longer) replaying: %s", g.Replayed, g.Off)
+	}
+	return fmt.Sprintf("%d steps replayed from recordings (CUDA graphs)", g.Replayed)
+}
+
 // Train runs minibatch training of m with opt on n examples (x is n×Inputs,
 // y the labels), reshuffling each epoch. progress, if not nil, is called
 // after every step. It stops early with ctx's error when ctx is done.

@@ -16,7 +16,6 @@ import (
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/device"
-	"github.com/gossipd/gossipd/simulation"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -30,6 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	minTime := fs.Duration("min-time", time.Second, "minimum measuring time per GEMM size")
 	dev := fs.String("device", "auto", "where training is measured: "+device.Values+" (gemm and sim measure the CPU kernels; --against torch runs PyTorch on the same device)")
 	batchList := fs.String("batch", "32", "minibatch sizes for the training benchmark, comma-separated (e.g. 32,512)")
+	seeds := fs.Int("seeds", 1, "train each configuration from this many seeds (gossipd and PyTorch) and report the median speed and the mean accuracy with its spread")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -49,6 +49,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	default:
 		return fmt.Errorf("%w: bench: --against %q: want torch", errUsage, *against)
+	}
+	if *seeds < 1 {
+		return fmt.Errorf("%w: bench: --seeds %d: want 1 or more", errUsage, *seeds)
 	}
 	var batches []int
 	for _, b := range strings.Split(*batchList, ",") {
@@ -71,7 +74,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case "gemm":
 			benchGEMM(stdout, *threads, *minTime)
 		case "train":
-			if err := benchTrain(ctx, stdout, stderr, trainBench{ds: *ds, threads: *threads, torch: *torch, python: *python, batches: batches, device: *dev}); err != nil {
+			if err := bench.Train(ctx, stdout, stderr, bench.TrainConfig{Dataset: *ds, Threads: *threads, Torch: *torch, Python: *python, Batches: batches, Device: *dev, Seeds: *seeds}); err != nil {
 				return err
 			}
 		case "sim":
@@ -110,72 +113,6 @@ func writeTorchReference() (string, func(), error) {
 		return "", nil, err
 	}
 	return path, func() { os.RemoveAll(dir) }, nil
-}
-
-// trainBench is what the training benchmark measures.
-type trainBench struct {
-	ds, torch, python, device string
-	threads                   int
-	batches                   []int
-}
-
-func benchTrain(ctx context.Context, stdout, stderr io.Writer, b trainBench) error {
-	fmt.Fprintf(stdout, "training, 1 epoch of %s, SGD lr 0.1 (samples/s, higher is better)\n", b.ds)
-	fmt.Fprintf(stdout, "%-14s %6s %12s %9s %14s %12s %9s %8s\n", "model", "batch", "gossipd", "acc", "gossipd/purego", "pytorch", "acc", "ratio")
-	threads := b.threads
-	if threads <= 0 {
-		threads = compute.NewCPU().Threads()
-	}
-	ran := ""
-	for _, batch := range b.batches {
-		for _, mdl := range []struct{ name, kind, hidden, torch string }{
-			{"softmax", "softmax", "", "softmax"},
-			{"mlp 784-128-10", "mlp", "128", "mlp"},
-		} {
-			cfg := simulation.CentralConfig{Dataset: b.ds, Scale: "minmax", TestFraction: 0.2, Model: mdl.kind, Hidden: mdl.hidden,
-				Epochs: 1, Batch: batch, LR: 0.1, Optimizer: "sgd", Seed: 1, Threads: b.threads, Device: b.device}
-			rep, err := simulation.TrainCentral(ctx, cfg, nil)
-			if err != nil {
-				return err
-			}
-			ran = fmt.Sprintf("%s (%s)", rep.Device.Device, rep.Device.Backend)
-			// The pure-Go kernels are the CPU's same-run reference; on a
-			// GPU, PyTorch on the same GPU is.
-			slow := "-"
-			torchDevice := "cpu"
-			if rep.Device.Device == "cpu" {
-				cfg.PureGo, cfg.Device = true, "cpu"
-				s, err := simulation.TrainCentral(ctx, cfg, nil)
-				if err != nil {
-					return err
-				}
-				slow = fmt.Sprintf("%.0f", s.SamplesPerSecond)
-			} else {
-				torchDevice = rep.Device.Device
-			}
-			line := fmt.Sprintf("%-14s %6d %12.0f %9.4f %14s", mdl.name, batch, rep.SamplesPerSecond, rep.TestAccuracy, slow)
-			if b.torch != "" {
-				sps, acc, err := simulation.TorchReference(ctx, stderr, b.python, b.torch, simulation.TorchRun{Model: mdl.torch, Threads: threads, Batch: batch, Device: torchDevice})
-				if err != nil {
-					return err
-				}
-				line += fmt.Sprintf(" %12.0f %9.4f %7.2f×", sps, acc, rep.SamplesPerSecond/sps)
-			}
-			fmt.Fprintln(stdout, line)
-			if rep.Graphs != nil {
-				// The same without the recorded steps, for their gain.
-				cfg.NoGraphs = true
-				s, err := simulation.TrainCentral(ctx, cfg, nil)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(stdout, "%-14s %6s %12.0f %9.4f   without CUDA graphs (with: %.2f×; %s)\n", "", "", s.SamplesPerSecond, s.TestAccuracy,
-					rep.SamplesPerSecond/s.SamplesPerSecond, graphNote(rep.Graphs))
-			}
-		}
-	}
-	fmt.Fprintf(stdout, "gossipd trained on %s\n", ran)
-	return nil
 }
 
 // benchSim times the simulator's reference runs (docs/SIMULATION.md) as

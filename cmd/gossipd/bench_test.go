@@ -17,7 +17,9 @@ func TestBenchAgainstTorch(t *testing.T) {
 	py := filepath.Join(dir, "python")
 	// It answers only for the built-in reference: the script's first line
 	// is that reference's docstring.
-	script := "#!/bin/sh\nhead -1 \"$1\" | grep -q 'The PyTorch reference' || { echo \"not the reference: $1\" >&2; exit 1; }\necho \"$2 batch $4: 1000 samples/s, test acc 0.5\"\n"
+	// It trains $GOSSIPD_TORCH_SEEDS seeds, at 1000, 1010, … samples/s.
+	script := "#!/bin/sh\nhead -1 \"$1\" | grep -q 'The PyTorch reference' || { echo \"not the reference: $1\" >&2; exit 1; }\n" +
+		"i=0; while [ $i -lt ${GOSSIPD_TORCH_SEEDS:-0} ]; do echo \"$2 batch $4 seed $i: $((1000 + 10 * i)) samples/s, test acc 0.$((5 + i))\"; i=$((i + 1)); done\n"
 	if err := os.WriteFile(py, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -43,5 +45,27 @@ func TestBenchAgainstTorch(t *testing.T) {
 	}
 	if code, _, errs := run(t, "bench", "--against", "tensorflow"); code != 2 || !strings.Contains(errs, "--against") {
 		t.Fatalf("--against tensorflow: exit %d, %q", code, errs)
+	}
+	if code, _, errs := run(t, "bench", "--what", "train", "--seeds", "0"); code != 2 || !strings.Contains(errs, "--seeds 0") {
+		t.Fatalf("--seeds 0: exit %d, %q", code, errs)
+	}
+
+	// Three seeds: the reference's median speed and mean accuracy, and
+	// each side's spread.
+	code, out, errs = run(t, "bench", "--what", "train", "--dataset", "digits", "--device", "cpu", "--batch", "32", "--against", "torch", "--python", py, "--seeds", "3")
+	if code != 0 {
+		t.Fatalf("--seeds 3: exit %d: %s", code, errs)
+	}
+	rows, spreads := 0, 0
+	for _, l := range strings.Split(out, "\n") {
+		if (strings.HasPrefix(l, "softmax") || strings.HasPrefix(l, "mlp")) && strings.Contains(l, " 1010 ") && strings.Contains(l, "0.6000") {
+			rows++
+		}
+		if strings.Contains(l, "accuracy: gossipd ") && strings.Contains(l, "3 seeds); pytorch 0.6000 ± 0.1000 (0.5000 to 0.7000, 3 seeds)") {
+			spreads++
+		}
+	}
+	if rows != 2 || spreads != 2 || !strings.Contains(out, "median speed and mean accuracy of 3 seeds") {
+		t.Fatalf("--seeds 3: want 2 rows with the reference's median (1010) and mean (0.6000), and 2 lines with each side's spread:\n%s", out)
 	}
 }

@@ -83,7 +83,7 @@ func printTrainReport(w io.Writer, r *simulation.CentralReport) {
 	}
 	fmt.Fprintf(w, "speed       %.0f samples/s (%.2f s)\n", r.SamplesPerSecond, r.TrainSeconds)
 	if g := r.Graphs; g != nil {
-		fmt.Fprintf(w, "graphs      %s\n", graphNote(g))
+		fmt.Fprintf(w, "graphs      %s\n", g)
 	}
 	fmt.Fprintf(w, "train loss  %.4f\n", r.TrainLoss)
 	fmt.Fprintf(w, "test        accuracy %.4f, loss %.4f\n", r.TestAccuracy, r.TestLoss)
@@ -102,12 +102,4 @@ func printTrainReport(w io.Writer, r *simulation.CentralReport) {
 			fmt.Fprintln(w)
 		}
 	}
-}
-
-// graphNote says how a run used recorded steps (CUDA graphs).
-func graphNote(g *model.GraphStats) string {
-	if g.Off != "" {
-		return fmt.Sprintf("%d steps replayed; not (or no longer) replaying: %s", g.Replayed, g.Off)
-	}
-	return fmt.Sprintf("%d steps replayed from recordings (CUDA graphs)", g.Replayed)
 }
