@@ -29,6 +29,9 @@ type graphEmu struct {
 	// failCapture, if not 0, is what the next cuStreamEndCapture
 	// returns, as a driver that invalidated the capture.
 	failCapture int32
+	// failWait, if not 0, is what cuEventSynchronize returns, as a
+	// device that failed.
+	failWait int32
 	// launches counts the graph launches, kernelCalls the calls of
 	// cuLaunchKernel.
 	launches, kernelCalls int
@@ -162,6 +165,9 @@ func (e *emulator) graphAPI() graphAPI {
 		if e.capStream != 0 {
 			e.t.Errorf("emulator: the host waits for an event while stream %#x captures", e.capStream)
 			return 900
+		}
+		if e.failWait != 0 {
+			return e.failWait
 		}
 		if e.reached[ev] < e.recorded[ev] {
 			e.syncs++

@@ -209,16 +209,16 @@ func (g *stepGraph) capture(inst *recorded, step func()) error {
 // replay stages step's inputs in inst and launches it.
 func (g *stepGraph) replay(inst *recorded, step func()) error {
 	b := g.b
-	exit := b.enter()
-	// inst's previous launch has read its page-locked memory.
-	b.must("cuEventSynchronize", b.a.graph.eventSync(inst.ev))
-	g.rec = recording{inst: inst, replay: true, capacity: g.pinnedBytes(), sig: g.rec.sig}
 	real := b.a
-	b.rec, b.a = &g.rec, g.guard
-	exit()
+	func() {
+		defer b.enter()() // a failed wait panics with the backend released
+		// inst's previous launch has read its page-locked memory.
+		b.must("cuEventSynchronize", b.a.graph.eventSync(inst.ev))
+		g.rec = recording{inst: inst, replay: true, capacity: g.pinnedBytes(), sig: g.rec.sig}
+		b.rec, b.a = &g.rec, g.guard
+	}()
 	err := guarded(step)
-	exit = b.enter()
-	defer exit()
+	defer b.enter()()
 	b.rec, b.a = nil, real
 	if err == nil && g.rec.pos != len(inst.ops) {
 		err = fmt.Errorf("the step queued %d operations, its recording %d", g.rec.pos, len(inst.ops))

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -153,5 +154,28 @@ func TestStepGraphSetAside(t *testing.T) {
 				t.Fatalf("after Close: %d graphs, %d streams", len(r.e.execs), len(r.e.streams))
 			}
 		})
+	}
+}
+
+// TestStepGraphDeviceFailure: a device that fails while a replay waits
+// for its recording's last launch panics, naming the call and the
+// error, as every kernel call does (the caller's device-failure
+// handling takes it), and leaves the backend released.
+func TestStepGraphDeviceFailure(t *testing.T) {
+	r := newGraphRig(t)
+	g := r.b.NewStepGraph()
+	r.steps(g, 1+graphDepth, 0.1, true)
+	r.e.failWait = 999 // CUDA_ERROR_UNKNOWN
+	func() {
+		defer func() {
+			msg := fmt.Sprint(recover())
+			if !strings.Contains(msg, "cuEventSynchronize") || !strings.Contains(msg, "(999)") {
+				t.Fatalf("a failed wait panicked with %q, want the call and the error", msg)
+			}
+		}()
+		r.steps(g, 1, 0.1, true)
+	}()
+	if _, peak := r.b.DeviceMemory(); peak == 0 { // it takes the backend: not held by the failed replay
+		t.Fatal("no device memory counted")
 	}
 }
