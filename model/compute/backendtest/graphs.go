@@ -12,9 +12,12 @@ import (
 // Graphs trains every model kind with model.Train and plain SGD (two
 // epochs of 20 minibatches of 4 and a short one) on be with recorded
 // steps and without (TrainConfig.NoGraphs), from the same start, and
-// wants the same parameters within 1e-5 of the largest and the same
-// loss within 1e-5 relative: a replay queues the kernels a step queues,
-// on the step's own rows and labels. On a backend that records steps
+// wants the same parameters within 1e-4 of the largest and the same
+// loss within 1e-4 relative, as TrainSteps wants of a backend against
+// the CPU: a replay queues the kernels a step queues, on the step's own
+// rows and labels, but a GEMM library may choose another algorithm when
+// its calls are captured (on the emulated GPU they agree bit for bit,
+// TestStepGraph). On a backend that records steps
 // (compute.Graphs) it wants most full steps replayed and none set aside.
 func Graphs(t T, be compute.Backend) {
 	t.Helper()
@@ -46,10 +49,10 @@ func Graphs(t T, be compute.Backend) {
 		if !ok1 || !ok2 {
 			return
 		}
-		if i := Mismatch(got, want, 1e-5); i >= 0 {
+		if i := Mismatch(got, want, 1e-4); i >= 0 {
 			t.Errorf("%s: %v: trained with recorded steps, parameter %d = %v, without %v", be.Name(), spec, i, got[i], want[i])
 		}
-		if math.Abs(gres.Loss-wres.Loss) > 1e-5*math.Abs(wres.Loss) {
+		if math.Abs(gres.Loss-wres.Loss) > 1e-4*math.Abs(wres.Loss) {
 			t.Errorf("%s: %v: loss %v with recorded steps, %v without", be.Name(), spec, gres.Loss, wres.Loss)
 		}
 		if _, ok := be.(compute.Graphs); !ok {
