@@ -6,7 +6,13 @@
 # ./gpu-out/gpu-check.txt), written as the steps go, so that a run cut
 # off by a time limit still brings back what it did; the simulations'
 # outputs stay in a scratch folder and their summary.json goes to the log.
+#
+# Usage: bench/gpu-check.sh [STEP...]: the named steps only (machine,
+# devices, conformance, train, bench, sim-gpu, sim-cpu, dpsgd-gpu,
+# dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu), to finish a run that was cut
+# off; by default every step.
 set -uo pipefail
+only=" $* "
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 log=$out/gpu-check.txt
@@ -25,6 +31,9 @@ status=0
 step() { # step NAME COMMAND...: runs it, its output appended to the log
 	local name=$1
 	shift
+	if [ "$only" != "  " ] && [[ $only != *" $name "* ]]; then
+		return 0
+	fi
 	echo "== $name: $*" | tee -a "$log"
 	local start=$SECONDS
 	"$@" > "$scratch/$name.txt" 2>&1
