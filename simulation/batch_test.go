@@ -222,7 +222,8 @@ func TestTrainCentralDeviceFailure(t *testing.T) {
 
 // TestTrainCentralOnDevice: `gossipd train` on a device (backendtest's
 // emulated one) gives the CPU's results bit for bit, its warm-up on a
-// throwaway model changing nothing, and frees every device buffer.
+// throwaway model changing nothing, frees every device buffer, and
+// reports the device's memory peak.
 func TestTrainCentralOnDevice(t *testing.T) {
 	for _, kind := range []string{"softmax", "mlp"} {
 		c := CentralConfig{Dataset: "digits", Model: kind, Hidden: "16", Epochs: 2, Batch: 16, LR: 0.1, Optimizer: "sgd", Seed: 3, Device: "cpu"}
@@ -246,6 +247,9 @@ func TestTrainCentralOnDevice(t *testing.T) {
 		}
 		if live := dev.Stats().Live; live > 0 {
 			t.Fatalf("%s: %d device buffers live after training", kind, live)
+		}
+		if _, peak := dev.DeviceMemory(); got.DevicePeakBytes != peak || peak == 0 || want.DevicePeakBytes != 0 {
+			t.Fatalf("%s: device memory peak %d bytes in the report, %d on the device; %d on the CPU", kind, got.DevicePeakBytes, peak, want.DevicePeakBytes)
 		}
 	}
 }

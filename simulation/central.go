@@ -78,9 +78,12 @@ type CentralReport struct {
 	SamplesPerSecond float64 `json:"samples_per_second"`
 	// Graphs is how many steps were replays of recorded ones (CUDA
 	// graphs), on a device that records them.
-	Graphs    *model.GraphStats `json:"graphs,omitempty"`
-	Confusion [][]int           `json:"confusion"`
-	Classes   []string          `json:"class_names,omitempty"`
+	Graphs *model.GraphStats `json:"graphs,omitempty"`
+	// DevicePeakBytes is the most device memory the backend held at once
+	// (compute.MemoryCounter), on a device that counts it.
+	DevicePeakBytes int64    `json:"device_peak_bytes,omitempty"`
+	Confusion       [][]int  `json:"confusion"`
+	Classes         []string `json:"class_names,omitempty"`
 }
 
 // TrainCentral loads the data, builds the model, trains and evaluates it.
@@ -171,12 +174,16 @@ func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Prog
 	}
 	met := m.Evaluate(testSet.X, testSet.Y, testSet.N)
 	m.Close()
+	var peak int64
+	if mc, ok := backend.(compute.MemoryCounter); ok && gpu != nil {
+		_, peak = mc.DeviceMemory()
+	}
 	return &CentralReport{
 		Model: spec.Kind, Spec: spec, Params: m.NumParams(), Dataset: c.Dataset,
 		TrainExamples: trainSet.N, TestExamples: testSet.N,
 		Epochs: res.Epochs, Batch: tcfg.Batch, Optimizer: opt.Name(), Seed: c.Seed, Backend: backend.Name(), Device: choice,
 		TrainLoss: res.Loss, TestAccuracy: met.Accuracy, TestLoss: met.Loss,
-		TrainSeconds: elapsed, SamplesPerSecond: float64(res.Samples) / elapsed, Graphs: res.Graphs,
+		TrainSeconds: elapsed, SamplesPerSecond: float64(res.Samples) / elapsed, Graphs: res.Graphs, DevicePeakBytes: peak,
 		Confusion: met.Confusion, Classes: trainSet.ClassNames,
 	}, nil
 }

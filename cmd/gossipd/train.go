@@ -82,6 +82,9 @@ func printTrainReport(w io.Writer, r *simulation.CentralReport) {
 		fmt.Fprintf(w, "libraries   %s\n", r.Device.Libraries)
 	}
 	fmt.Fprintf(w, "speed       %.0f samples/s (%.2f s)\n", r.SamplesPerSecond, r.TrainSeconds)
+	if r.DevicePeakBytes > 0 {
+		fmt.Fprintf(w, "device      memory peak %.1f MiB (the backend's tensors and buffers)\n", float64(r.DevicePeakBytes)/(1<<20))
+	}
 	if g := r.Graphs; g != nil {
 		fmt.Fprintf(w, "graphs      %s\n", g)
 	}
