@@ -61,6 +61,11 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		for _, d := range rep.CUDA.Devices {
 			fmt.Fprintf(stdout, "        %s\n", d)
 		}
+		if why := rep.CUDA.NoGraphs; why != "" {
+			fmt.Fprintf(stdout, "        graphs: no, training steps are queued call by call (%s)\n", why)
+		} else {
+			fmt.Fprintf(stdout, "        graphs: yes, training steps are recorded and replayed (CUDA graphs)\n")
+		}
 	} else {
 		fmt.Fprintf(stdout, "cuda    none: %s\n", rep.CUDAError)
 	}

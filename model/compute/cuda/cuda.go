@@ -64,4 +64,8 @@ type Info struct {
 	// 1000·major + 10·minor (12040 for 12.4).
 	DriverVersion int      `json:"driver_version"`
 	Devices       []Device `json:"devices"`
+	// NoGraphs says why training steps cannot be recorded and replayed
+	// (CUDA graphs: the driver lacks a function of that API); "" when
+	// they can.
+	NoGraphs string `json:"no_graphs,omitempty"`
 }

@@ -5,8 +5,10 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -68,6 +70,13 @@ func Probe() (*Info, error) {
 		return nil, err
 	}
 	info := &Info{Library: where}
+	var g graphAPI
+	for _, name := range slices.Sorted(maps.Keys(g.symbols())) {
+		if _, err := purego.Dlsym(h, name); err != nil {
+			info.NoGraphs = fmt.Sprintf("%s has no %s", where, name)
+			break
+		}
+	}
 	var v, n int32
 	if err := check("cuDriverGetVersion", d.driverVersion(&v)); err != nil {
 		return nil, err

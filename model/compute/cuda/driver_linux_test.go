@@ -15,13 +15,19 @@ import (
 // given defines and points $GOSSIPD_CUDA_DIR at dir.
 func fakeDriver(t *testing.T, defines ...string) string {
 	t.Helper()
+	return fakeDriverFrom(t, "testdata/fakecuda.c", defines...)
+}
+
+// fakeDriverFrom is fakeDriver from another C source.
+func fakeDriverFrom(t *testing.T, src string, defines ...string) string {
+	t.Helper()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		t.Fatalf("the loader's tests build a stand-in driver with gcc: %v", err)
 	}
 	dir := t.TempDir()
 	lib := filepath.Join(dir, Library)
-	args := append([]string{"-shared", "-fPIC", "-o", lib, "testdata/fakecuda.c"}, defines...)
+	args := append([]string{"-shared", "-fPIC", "-o", lib, src}, defines...)
 	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
@@ -46,6 +52,23 @@ func TestProbeFakeDriver(t *testing.T) {
 	}
 	if s := info.Devices[0].String(); s != "cuda:0 Fake GPU A (compute capability 9.0, 80.0 GiB)" {
 		t.Fatalf("String: %q", s)
+	}
+	// The stand-in has no graph API: the first of its functions, by name.
+	if want := lib + " has no cuEventCreate"; info.NoGraphs != want {
+		t.Fatalf("NoGraphs %q, want %q", info.NoGraphs, want)
+	}
+}
+
+// TestProbeGraphs: a driver with the graph API (abicheck.c's stand-ins
+// beside fakecuda.c's) is reported as able to record steps.
+func TestProbeGraphs(t *testing.T) {
+	fakeDriverFrom(t, "testdata/abicheck.c")
+	info, err := Probe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NoGraphs != "" || len(info.Devices) != 2 {
+		t.Fatalf("info %+v: want two devices and the graph API", info)
 	}
 }
 

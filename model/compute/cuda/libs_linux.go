@@ -4,8 +4,10 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -114,7 +116,8 @@ func openAny(what string, names []string) (uintptr, string, error) {
 
 // bind registers each named symbol of h into its function pointer.
 func bind(h uintptr, where string, syms map[string]any) error {
-	for name, fn := range syms {
+	for _, name := range slices.Sorted(maps.Keys(syms)) { // the same missing one named each time
+		fn := syms[name]
 		if _, err := purego.Dlsym(h, name); err != nil {
 			return fmt.Errorf("%w: %s has no %s", ErrNoLibrary, where, name)
 		}
