@@ -58,6 +58,7 @@ type Backend struct {
 	// context's), or the capture's.
 	rec    *recording
 	stream uintptr
+	closed bool
 }
 
 // devBuf is a grow-only device buffer.
@@ -179,6 +180,10 @@ func (b *Backend) must(call string, res int32) {
 // enter serialises a call and makes the context current on its thread.
 func (b *Backend) enter() func() {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		panic(fmt.Sprintf("cuda: the backend on %s is used after Close", b.dev))
+	}
 	runtime.LockOSThread()
 	b.must("cuCtxSetCurrent", b.a.setCtx(b.ctx))
 	return func() {

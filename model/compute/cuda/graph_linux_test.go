@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -178,4 +179,42 @@ func TestStepGraphDeviceFailure(t *testing.T) {
 	if _, peak := r.b.DeviceMemory(); peak == 0 { // it takes the backend: not held by the failed replay
 		t.Fatal("no device memory counted")
 	}
+}
+
+// TestBackendClose: after a model trained (its steps recorded and
+// replayed) and freed, Close leaves nothing in device or page-locked
+// memory, a second Close does nothing, and a call after it panics naming
+// the misuse.
+func TestBackendClose(t *testing.T) {
+	b, e := emulated(t)
+	const d, classes, n = 12, 3, 40
+	x, y := waitData(n, d, classes)
+	m, err := model.New(model.Spec{Kind: model.MLP, Inputs: d, Hidden: []int{8}, Classes: classes}, model.WithBackend(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, _ := model.NewOptimizer(model.OptimizerConfig{Name: "sgd", LR: 0.1})
+	res, err := model.Train(context.Background(), m, opt, x, y, n, model.TrainConfig{Epochs: 2, Batch: 4}, nil)
+	if err != nil || res.Graphs == nil || res.Graphs.Replayed == 0 {
+		t.Fatalf("training: %v, graphs %+v", err, res.Graphs)
+	}
+	m.Close()
+	if len(e.bufs) == 0 || len(e.pinned) == 0 {
+		t.Fatal("nothing held before Close: the test checks nothing")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if inUse, _ := b.DeviceMemory(); len(e.bufs) != 0 || len(e.pinned) != 0 || inUse != 0 {
+		t.Fatalf("after Close: %d device buffers (%d bytes counted), %d page-locked", len(e.bufs), inUse, len(e.pinned))
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	defer func() {
+		if msg := fmt.Sprint(recover()); !strings.Contains(msg, "used after Close") {
+			t.Fatalf("a call after Close panicked with %q", msg)
+		}
+	}()
+	b.Alloc(4)
 }

@@ -3,11 +3,8 @@
 package cuda
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
-	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -88,31 +85,10 @@ func (n *nvrtc) builds(src, name string, major, minor int) []build {
 	var out []build
 	if n.cubin != nil {
 		arch := fmt.Sprintf("sm_%d", cc)
-		out = append(out, build{"cubin " + arch, cached("cubin "+arch, src, func() ([]byte, error) { return n.compileTo(src, name, arch, true) })})
+		out = append(out, build{"cubin " + arch, func() ([]byte, error) { return n.compileTo(src, name, arch, true) }})
 	}
 	arch := fmt.Sprintf("compute_%d", n.ptxArch(cc))
-	return append(out, build{"PTX " + arch, cached("PTX "+arch, src, func() ([]byte, error) { return n.compileTo(src, name, arch, false) })})
-}
-
-// images are the builds compiled in this process, by build and source:
-// a process that opens the backend again (bench opens it for each run)
-// compiles once. A process loads one NVRTC (the first found).
-var images sync.Map
-
-// cached is compile, its image kept in images under what and src.
-func cached(what, src string, compile func() ([]byte, error)) func() ([]byte, error) {
-	sum := sha256.Sum256([]byte(src))
-	key := what + "\x00" + hex.EncodeToString(sum[:])
-	return func() ([]byte, error) {
-		if img, ok := images.Load(key); ok {
-			return img.([]byte), nil
-		}
-		img, err := compile()
-		if err == nil {
-			images.Store(key, img)
-		}
-		return img, err
-	}
+	return append(out, build{"PTX " + arch, func() ([]byte, error) { return n.compileTo(src, name, arch, false) }})
 }
 
 // ptxArch is cc if NVRTC knows it (or cannot say), else the newest
