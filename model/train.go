@@ -93,7 +93,7 @@ func Train(ctx context.Context, m *Model, opt Optimizer, x []float32, y []int32,
 	if n <= 0 {
 		return TrainResult{}, fmt.Errorf("model: no training examples")
 	}
-	m.check(x, y, n)
+	m.check(x, y, n)        // before the data is loaded: TrainOn checks again
 	xt := m.backend.Load(x) // the data where the backend computes, once (the CPU: x itself)
 	res, err := TrainOn(ctx, m, opt, xt, y, n, cfg, progress)
 	if !xt.OnHost() {
@@ -136,12 +136,16 @@ func TrainOn(ctx context.Context, m *Model, opt Optimizer, xt compute.Tensor, y 
 	steps := (n + bs - 1) / bs
 	sum := m.backend.NewLossSum()
 	m.SumLosses(sum)
+	var graph compute.StepGraph // below: the recorded steps, if any
 	defer func() {
 		m.SumLosses(nil)
 		if r := recover(); r != nil {
 			// A device failure: freeing on the failed device would panic
 			// in turn and hide it.
 			panic(r)
+		}
+		if graph != nil {
+			graph.Close() // before the sum its replays add to
 		}
 		sum.Free()
 	}()
@@ -153,7 +157,6 @@ func TrainOn(ctx context.Context, m *Model, opt Optimizer, xt compute.Tensor, y 
 	// A plain SGD step of a full minibatch queues the same work each
 	// time but for its rows and labels: a backend with graphs records it
 	// and replays it.
-	var graph compute.StepGraph
 	var lo, hi int
 	step := func() { m.SGDStepRowsOn(xt, perm[lo:hi], yb[:hi-lo], sgd.LR) }
 	if gr, ok := m.backend.(compute.Graphs); ok {
@@ -165,12 +168,6 @@ func TrainOn(ctx context.Context, m *Model, opt Optimizer, xt compute.Tensor, y 
 			res.Graphs.Off = "only plain SGD steps are recorded"
 		default:
 			graph = gr.NewStepGraph()
-			defer func() {
-				if r := recover(); r != nil {
-					panic(r) // a device failure: closing the graph would panic in turn and hide it
-				}
-				graph.Close()
-			}()
 		}
 	}
 	for ep := 0; ep < cfg.Epochs; ep++ {

@@ -27,8 +27,7 @@ func (b *Backend) Close() error {
 	for _, buf := range append(b.host[:], b.gather, b.ints, b.sums, b.rows, b.scales) {
 		if buf.p != 0 {
 			errs = append(errs, a.check("cuMemFree", a.free(buf.p)))
-			b.mem.inUse -= int64(b.mem.sizes[buf.p])
-			delete(b.mem.sizes, buf.p)
+			b.mem.forget(buf.p)
 		}
 	}
 	if b.stage.p != nil && a.graph.freeHost != nil { // a driver without it keeps the ring

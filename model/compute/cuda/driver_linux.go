@@ -5,10 +5,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -71,11 +69,8 @@ func Probe() (*Info, error) {
 	}
 	info := &Info{Library: where}
 	var g graphAPI
-	for _, name := range slices.Sorted(maps.Keys(g.symbols())) {
-		if _, err := purego.Dlsym(h, name); err != nil {
-			info.NoGraphs = fmt.Sprintf("%s has no %s", where, name)
-			break
-		}
+	if name := missing(h, g.symbols()); name != "" {
+		info.NoGraphs = fmt.Sprintf("%s has no %s", where, name)
 	}
 	var v, n int32
 	if err := check("cuDriverGetVersion", d.driverVersion(&v)); err != nil {

@@ -127,22 +127,17 @@ func (e *emulator) graphAPI() graphAPI {
 		}
 		return 0
 	}
-	g.destroy = func(graph uintptr) int32 {
-		if _, ok := e.graphs[graph]; !ok {
-			e.t.Errorf("emulator: cuGraphDestroy of %#x", graph)
-			return 400
+	drop := func(call string, m map[uintptr][]func() int32) func(uintptr) int32 {
+		return func(h uintptr) int32 {
+			if _, ok := m[h]; !ok {
+				e.t.Errorf("emulator: %s of %#x", call, h)
+				return 400
+			}
+			delete(m, h)
+			return 0
 		}
-		delete(e.graphs, graph)
-		return 0
 	}
-	g.execDestroy = func(exec uintptr) int32 {
-		if _, ok := e.execs[exec]; !ok {
-			e.t.Errorf("emulator: cuGraphExecDestroy of %#x", exec)
-			return 400
-		}
-		delete(e.execs, exec)
-		return 0
-	}
+	g.destroy, g.execDestroy = drop("cuGraphDestroy", e.graphs), drop("cuGraphExecDestroy", e.execs)
 	g.eventCreate = func(ev *uintptr, _ uint32) int32 {
 		*ev = e.handle()
 		e.recorded[*ev], e.reached[*ev] = 0, 0

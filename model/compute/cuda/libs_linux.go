@@ -116,14 +116,24 @@ func openAny(what string, names []string) (uintptr, string, error) {
 
 // bind registers each named symbol of h into its function pointer.
 func bind(h uintptr, where string, syms map[string]any) error {
-	for _, name := range slices.Sorted(maps.Keys(syms)) { // the same missing one named each time
-		fn := syms[name]
-		if _, err := purego.Dlsym(h, name); err != nil {
-			return fmt.Errorf("%w: %s has no %s", ErrNoLibrary, where, name)
-		}
+	if name := missing(h, syms); name != "" {
+		return fmt.Errorf("%w: %s has no %s", ErrNoLibrary, where, name)
+	}
+	for name, fn := range syms {
 		purego.RegisterLibFunc(fn, h, name)
 	}
 	return nil
+}
+
+// missing is the first, by name, of syms that h lacks ("" if none): the
+// same one is named each time.
+func missing(h uintptr, syms map[string]any) string {
+	for _, name := range slices.Sorted(maps.Keys(syms)) {
+		if _, err := purego.Dlsym(h, name); err != nil {
+			return name
+		}
+	}
+	return ""
 }
 
 // cstring returns s as a NUL-terminated byte slice.

@@ -32,8 +32,13 @@ func (b *Backend) memAlloc(bytes uintptr) uint64 {
 // holds the backend.
 func (b *Backend) memFree(p uint64) {
 	b.must("cuMemFree", b.a.free(p))
-	b.mem.inUse -= int64(b.mem.sizes[p])
-	delete(b.mem.sizes, p)
+	b.mem.forget(p)
+}
+
+// forget uncounts the allocation at p, freed.
+func (m *memCount) forget(p uint64) {
+	m.inUse -= int64(m.sizes[p])
+	delete(m.sizes, p)
 }
 
 // DeviceMemory implements compute.MemoryCounter: the bytes the backend's
