@@ -106,6 +106,10 @@ func TestBindingsABI(t *testing.T) {
 	check("cublasSgemm", bl.sgemm(handle, 1, 0, 7, -8, 9, &one5, dptr, 11, ^dptr, 12, &quarter, dptr^0xffff, 13))
 	check("cublasSgemmStridedBatched", bl.sgemmStrided(handle, 0, 1, 7, 8, -9, &one5, dptr, 11, -0x123456789, ^dptr, 12, 0x7edcba987, &quarter, dptr^0xffff, 13, 0x100000000, 4097))
 	check("cublasSetStream", bl.setStream(handle, stream))
+	if bl.setWorkspace == nil {
+		t.Fatal("cublasSetWorkspace is not bound from the stand-in cuBLAS, which has it")
+	}
+	check("cublasSetWorkspace", bl.setWorkspace(handle, dptr, size))
 	check("cublasDestroy", bl.destroy(handle))
 
 	if a.noGraph != "" {

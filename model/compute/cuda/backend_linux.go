@@ -49,10 +49,12 @@ type Backend struct {
 	sums   devBuf
 	rows   devBuf // row losses
 	scales devBuf // ScaleRows' factors
-	stage  stage
-	libs   string
-	image  string // the kernels' build: "cubin sm_90", "PTX compute_90"
-	mem    memCount
+	// workspace is the device memory cuBLAS works in (newWorkspace).
+	workspace devBuf
+	stage     stage
+	libs      string
+	image     string // the kernels' build: "cubin sm_90", "PTX compute_90"
+	mem       memCount
 	// rec is the step a StepGraph captures or replays, if any, and
 	// stream the stream the kernels, GEMMs and uploads go to: 0 (the
 	// context's), or the capture's.
@@ -140,6 +142,9 @@ func newBackend(dev Device, a *api, blas *cublas, builds []build) (*Backend, err
 	}
 	if r := blas.create(&b.bh); r != 0 {
 		return nil, fmt.Errorf("cuda: cublasCreate: status %d", r)
+	}
+	if err := b.newWorkspace(); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

@@ -11,9 +11,9 @@ import (
 var _ io.Closer = (*Backend)(nil)
 
 // Close frees what the backend holds besides its callers' tensors (they
-// free those): its scratch buffers, its upload ring, the kernels' module
-// and the cuBLAS handle; then it releases the device's primary context.
-// It waits for the work queued first. The backend is not used after; a
+// free those): its scratch buffers, its upload ring, the kernels' module,
+// the cuBLAS handle and its workspace; then it releases the device's
+// primary context. It waits for the work queued first. The backend is not used after; a
 // second Close does nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
@@ -36,6 +36,10 @@ func (b *Backend) Close() error {
 	}
 	if r := b.blas.destroy(b.bh); r != 0 {
 		errs = append(errs, fmt.Errorf("cuda: cublasDestroy: status %d", r))
+	}
+	if p := b.workspace.p; p != 0 { // after the handle that works in it
+		errs = append(errs, a.check("cuMemFree", a.free(p)))
+		b.mem.forget(p)
 	}
 	errs = append(errs, a.check("cuModuleUnload", a.unloadMod(b.mod)), a.check("cuDevicePrimaryCtxRelease", a.release(int32(b.dev.Index))))
 	return errors.Join(errs...)

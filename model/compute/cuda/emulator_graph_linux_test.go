@@ -35,6 +35,12 @@ type graphEmu struct {
 	// launches counts the graph launches, kernelCalls the calls of
 	// cuLaunchKernel.
 	launches, kernelCalls int
+	// blasWorkspace is the device memory cuBLAS works in, given by
+	// cublasSetWorkspace (0: cuBLAS's own pool, as after every
+	// cublasSetStream). noWorkspaceAPI emulates a cuBLAS without
+	// cublasSetWorkspace.
+	blasWorkspace  uint64
+	noWorkspaceAPI bool
 }
 
 // submit queues op on stream, or adds it to the capture of that stream.

@@ -429,7 +429,17 @@ func (e *emulator) blas() *cublas {
 	c := &cublas{}
 	c.create = func(h *uintptr) int32 { *h = 1; return 0 }
 	c.destroy = func(uintptr) int32 { return 0 }
-	c.setStream = func(_ uintptr, s uintptr) int32 { e.blasStream = s; return 0 }
+	c.setStream = func(_ uintptr, s uintptr) int32 { e.blasStream, e.blasWorkspace = s, 0; return 0 }
+	if !e.noWorkspaceAPI {
+		c.setWorkspace = func(_ uintptr, ws uint64, n uintptr) int32 {
+			if buf, ok := e.bufs[ws]; !ok || uintptr(len(buf)) < n || n < 4<<20 {
+				e.t.Errorf("emulator: cublasSetWorkspace of %d bytes at %#x: not a device buffer of at least 4 MiB that size", n, ws)
+				return 7
+			}
+			e.blasWorkspace = ws
+			return 0
+		}
+	}
 	c.sgemm = func(_ uintptr, ta, tb int32, m, n, k int32, alphaP *float32, a uint64, lda int32, b uint64, ldb int32, betaP *float32, cc uint64, ldc int32) int32 {
 		// cuBLAS refuses leading dimensions shorter than the column-major
 		// operands' rows, as here.
@@ -443,6 +453,12 @@ func (e *emulator) blas() *cublas {
 		if m < 0 || n < 0 || k < 0 || lda < max(1, rowsA) || ldb < max(1, rowsB) || ldc < max(1, m) {
 			e.t.Errorf("emulator: cublasSgemm op %d,%d m %d n %d k %d lda %d ldb %d ldc %d: CUBLAS_STATUS_INVALID_VALUE", ta, tb, m, n, k, lda, ldb, ldc)
 			return 7 // CUBLAS_STATUS_INVALID_VALUE
+		}
+		// A captured GEMM without a workspace of the caller's would make
+		// cuBLAS allocate one in the graph; NVIDIA's advice is to give it
+		// one (cublasSetWorkspace).
+		if e.capStream != 0 && e.blasWorkspace == 0 && !e.noWorkspaceAPI {
+			e.t.Errorf("emulator: a GEMM captured with no cuBLAS workspace given: cuBLAS would allocate its own in the graph")
 		}
 		// α and β are read at the call (host pointer mode); the GEMM
 		// runs in stream order.

@@ -287,12 +287,13 @@ func guarded(step func()) (err error) {
 	return nil
 }
 
-// blasStream sends cuBLAS's GEMMs to stream s.
+// blasStream sends cuBLAS's GEMMs to stream s, working in the backend's
+// workspace.
 func (b *Backend) blasStream(s uintptr) error {
 	if r := b.blas.setStream(b.bh, s); r != 0 {
 		return fmt.Errorf("cublasSetStream: status %d", r)
 	}
-	return nil
+	return b.useWorkspace()
 }
 
 // note notes an operation of a recorded step, whose signature sig was

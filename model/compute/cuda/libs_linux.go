@@ -162,6 +162,10 @@ type cublas struct {
 	// setStream is cublasSetStream: the stream the GEMMs go to (0, or
 	// the stream a step is captured on).
 	setStream func(h uintptr, stream uintptr) int32
+	// setWorkspace is cublasSetWorkspace: the device memory the GEMMs
+	// work in (newWorkspace); nil where an old cuBLAS lacks it, which
+	// then works in its own.
+	setWorkspace func(h uintptr, ws uint64, bytes uintptr) int32
 }
 
 func loadCuBLAS() (*cublas, string, error) {
@@ -176,6 +180,7 @@ func loadCuBLAS() (*cublas, string, error) {
 // bindCuBLAS binds cuBLAS's functions from the library h (where names it).
 func bindCuBLAS(h uintptr, where string) (*cublas, error) {
 	var c cublas
+	bind(h, where, map[string]any{"cublasSetWorkspace_v2": &c.setWorkspace}) // optional: left nil where missing
 	return &c, bind(h, where, map[string]any{"cublasCreate_v2": &c.create, "cublasDestroy_v2": &c.destroy, "cublasSgemm_v2": &c.sgemm,
 		"cublasSgemmStridedBatched": &c.sgemmStrided, "cublasSetStream_v2": &c.setStream})
 }

@@ -18,14 +18,18 @@ type memCount struct {
 func (b *Backend) memAlloc(bytes uintptr) uint64 {
 	var p uint64
 	b.must("cuMemAlloc", b.a.alloc(&p, bytes))
-	m := &b.mem
+	b.mem.count(p, bytes)
+	return p
+}
+
+// count counts bytes of device memory allocated at p.
+func (m *memCount) count(p uint64, bytes uintptr) {
 	if m.sizes == nil {
 		m.sizes = map[uint64]uintptr{}
 	}
 	m.sizes[p] = bytes
 	m.inUse += int64(bytes)
 	m.peak = max(m.peak, m.inUse)
-	return p
 }
 
 // memFree frees device memory memAlloc returned (cuMemFree). The caller
@@ -42,8 +46,9 @@ func (m *memCount) forget(p uint64) {
 }
 
 // DeviceMemory implements compute.MemoryCounter: the bytes the backend's
-// tensors, loss sums and scratch buffers hold in device memory now, and
-// the most they held at once. cuBLAS's workspace, the kernels' module
+// tensors, loss sums, scratch buffers and cuBLAS's workspace (the
+// backend's own, where cuBLAS takes one) hold in device memory now, and
+// the most they held at once. The kernels' module, cuBLAS's own memory
 // and the context itself are not counted (nvidia-smi shows them).
 func (b *Backend) DeviceMemory() (inUse, peak int64) {
 	b.mu.Lock()

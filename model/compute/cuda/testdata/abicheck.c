@@ -155,6 +155,12 @@ int cublasSetStream_v2(ptr h, ptr s) {
 	CHECK(2, s == STREAM);
 	return 0;
 }
+int cublasSetWorkspace_v2(ptr h, ptr ws, size_t n) {
+	CHECK(1, h == HANDLE);
+	CHECK(2, (CUdeviceptr)ws == DPTR);
+	CHECK(3, n == SIZE);
+	return 0;
+}
 int cublasCreate_v2(ptr *h) {
 	*h = HANDLE;
 	return 0;
