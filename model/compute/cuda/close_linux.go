@@ -13,8 +13,8 @@ var _ io.Closer = (*Backend)(nil)
 // Close frees what the backend holds besides its callers' tensors (they
 // free those): its scratch buffers, its upload ring, the kernels' module,
 // the cuBLAS handle and its workspace; then it releases the device's
-// primary context. It waits for the work queued first. The backend is not used after; a
-// second Close does nothing.
+// primary context. It waits for the work queued first. The backend is
+// not used after; a second Close does nothing.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -24,11 +24,14 @@ func (b *Backend) Close() error {
 	b.closed = true
 	a := b.a
 	errs := []error{a.check("cuCtxSetCurrent", a.setCtx(b.ctx)), a.check("cuCtxSynchronize", a.syncCtx())}
-	for _, buf := range append(b.host[:], b.gather, b.ints, b.sums, b.rows, b.scales) {
-		if buf.p != 0 {
-			errs = append(errs, a.check("cuMemFree", a.free(buf.p)))
-			b.mem.forget(buf.p)
+	free := func(p uint64) {
+		if p != 0 {
+			errs = append(errs, a.check("cuMemFree", a.free(p)))
+			b.mem.forget(p)
 		}
+	}
+	for _, buf := range append(b.host[:], b.gather, b.ints, b.sums, b.rows, b.scales) {
+		free(buf.p)
 	}
 	if b.stage.p != nil && a.graph.freeHost != nil { // a driver without it keeps the ring
 		errs = append(errs, a.check("cuMemFreeHost", a.graph.freeHost(b.stage.p)))
@@ -37,10 +40,7 @@ func (b *Backend) Close() error {
 	if r := b.blas.destroy(b.bh); r != 0 {
 		errs = append(errs, fmt.Errorf("cuda: cublasDestroy: status %d", r))
 	}
-	if p := b.workspace.p; p != 0 { // after the handle that works in it
-		errs = append(errs, a.check("cuMemFree", a.free(p)))
-		b.mem.forget(p)
-	}
+	free(b.workspace.p) // after the handle that works in it
 	errs = append(errs, a.check("cuModuleUnload", a.unloadMod(b.mod)), a.check("cuDevicePrimaryCtxRelease", a.release(int32(b.dev.Index))))
 	return errors.Join(errs...)
 }
