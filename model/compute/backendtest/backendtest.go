@@ -283,9 +283,23 @@ func fused(t T, be compute.Backend, rng *rand.Rand) {
 func losses(t T, be compute.Backend, rng *rand.Rand) {
 	t.Helper()
 	name := be.Name()
-	for _, sz := range [][2]int{{1, 2}, {32, 10}, {7, 3}, {64, 10}} {
+	// The last case has rows longer than a GPU block of threads, and
+	// shifts each row's logits by ±(300 + 7i), far past where exp
+	// overflows or underflows in float32: only a row's own maximum,
+	// subtracted first, keeps its loss and probabilities finite (a
+	// reduction that mixes rows or misses a value goes wrong).
+	for _, sz := range [][3]int{{1, 2, 0}, {32, 10, 0}, {7, 3, 0}, {64, 10, 0}, {33, 200, 1}} {
 		m, n := sz[0], sz[1]
 		logits, y := logitsAndLabels(rng, m, n)
+		for i := range m * sz[2] {
+			shift := float32(300 + 7*i)
+			if i%2 == 1 {
+				shift = -shift
+			}
+			for j := range n {
+				logits[i*n+j] += shift
+			}
+		}
 		const scale = 0.25
 		probs, grad := make([]float32, m*n), make([]float32, m*n)
 		loss, correct := be.SoftmaxCrossEntropy(compute.Host(probs), compute.Host(grad), compute.Host(logits), y, m, n, scale)

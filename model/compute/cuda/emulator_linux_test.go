@@ -24,8 +24,8 @@ import (
 // The CUDA backend without a GPU: its Go code (Backend, every kernel
 // call, the argument lists, the host copies, the row-major GEMM mapping)
 // runs against an emulated driver and cuBLAS, and kernels.cu itself runs
-// on the CPU, compiled with g++ against testdata/cudaemu.h (a thread per
-// CUDA thread, barriers for __syncthreads). So backendtest's checks,
+// on the CPU, compiled with g++ against testdata/cudaemu.h (a fiber per
+// CUDA thread, switched at __syncthreads). So backendtest's checks,
 // which a real GPU is to pass, run here on kernels.cu's code. What this
 // does not check: NVRTC, the real driver, cuBLAS, and speed.
 //
@@ -87,10 +87,11 @@ func parseKernels(t testing.TB, src string) map[string]kernelSig {
 	return out
 }
 
-// helperSource is the C++ program that runs one launch per request.
-func helperSource(dir string, sigs map[string]kernelSig) string {
+// helperSource is the C++ program that runs one launch per request of
+// the kernels in the file kernels, with testdata/cudaemu.h (in dir).
+func helperSource(dir, kernels string, sigs map[string]kernelSig) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "#include %q\n#include %q\n#include <cstdio>\n#include <string>\n", filepath.Join(dir, "cudaemu.h"), filepath.Join(dir, "..", "kernels.cu"))
+	fmt.Fprintf(&b, "#include %q\n#include %q\n#include <cstdio>\n#include <string>\n#include <vector>\n", filepath.Join(dir, "cudaemu.h"), kernels)
 	b.WriteString(`template <class T> static T rd() { T v; if (fread(&v, sizeof v, 1, stdin) != 1) exit(0); return v; }
 int main() {
     for (;;) {
@@ -183,28 +184,13 @@ func (e *emulator) sync() int32 {
 
 func newEmulator(t testing.TB) *emulator {
 	t.Helper()
-	gxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Fatalf("the CUDA backend's emulated tests build kernels.cu with g++: %v", err)
-	}
-	src, err := os.ReadFile("kernels.cu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &emulator{t: t, bufs: map[uint64][]byte{}, next: 0x10000, sigs: parseKernels(t, string(src)), errs: []byte("EMULATED_ERROR\x00")}
+	e := &emulator{t: t, bufs: map[uint64][]byte{}, next: 0x10000, errs: []byte("EMULATED_ERROR\x00")}
+	var bin string
+	bin, e.sigs = buildHelper(t, "kernels.cu")
 	for _, k := range kernelNames {
 		if _, ok := e.sigs[k]; !ok {
 			t.Fatalf("kernels.cu has no %s", k)
 		}
-	}
-	dir, _ := filepath.Abs("testdata")
-	tmp := t.TempDir()
-	cpp, bin := filepath.Join(tmp, "helper.cpp"), filepath.Join(tmp, "helper")
-	if err := os.WriteFile(cpp, []byte(helperSource(dir, e.sigs)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gxx, "-std=c++20", "-O1", "-pthread", "-Wall", "-Werror", "-Wno-unused-function", "-o", bin, cpp).CombinedOutput(); err != nil {
-		t.Fatalf("g++ kernels.cu under the emulator: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin)
 	w, _ := cmd.StdinPipe()
@@ -216,6 +202,33 @@ func newEmulator(t testing.TB) *emulator {
 	t.Cleanup(func() { w.Close(); cmd.Wait() })
 	e.in, e.out = bufio.NewWriter(w), bufio.NewReader(r)
 	return e
+}
+
+// buildHelper compiles the helper program for the kernels in the file
+// kernels (a path from the package's directory) with g++, and returns
+// its path and the kernels' signatures.
+func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
+	t.Helper()
+	gxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Fatalf("the CUDA backend's emulated tests build %s with g++: %v", kernels, err)
+	}
+	src, err := os.ReadFile(kernels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs := parseKernels(t, string(src))
+	dir, _ := filepath.Abs("testdata")
+	path, _ := filepath.Abs(kernels)
+	tmp := t.TempDir()
+	cpp, bin := filepath.Join(tmp, "helper.cpp"), filepath.Join(tmp, "helper")
+	if err := os.WriteFile(cpp, []byte(helperSource(dir, path, sigs)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gxx, "-std=c++20", "-O1", "-Wall", "-Werror", "-Wno-unused-function", "-o", bin, cpp).CombinedOutput(); err != nil {
+		t.Fatalf("g++ %s under the emulator: %v\n%s", kernels, err, out)
+	}
+	return bin, sigs
 }
 
 // find returns the buffer holding address a and a's offset in it.
@@ -402,16 +415,12 @@ func (e *emulator) run(sig kernelSig, gx, bx uint32, bases []uint64, argBytes []
 			return 1
 		}
 	}
-	w := e.in
-	binary.Write(w, binary.LittleEndian, uint32(len(sig.name)))
-	w.WriteString(sig.name)
-	binary.Write(w, binary.LittleEndian, [3]uint32{gx, bx, uint32(len(bases))})
-	for _, base := range bases {
-		binary.Write(w, binary.LittleEndian, uint64(len(e.bufs[base])))
-		w.Write(e.bufs[base])
+	bufs := make([][]byte, len(bases))
+	for i, base := range bases {
+		bufs[i] = e.bufs[base]
 	}
-	w.Write(argBytes)
-	if err := w.Flush(); err != nil {
+	writeLaunch(e.in, sig.name, gx, bx, bufs, argBytes)
+	if err := e.in.Flush(); err != nil {
 		e.t.Errorf("emulator: %v", err)
 		return 1
 	}
@@ -422,6 +431,21 @@ func (e *emulator) run(sig kernelSig, gx, bx uint32, bases []uint64, argBytes []
 		}
 	}
 	return 0
+}
+
+// writeLaunch writes a request to the helper: launch the kernel name as
+// gx blocks of bx threads on the buffers bufs, with the arguments
+// argBytes (a buffer's index and an offset in it for a pointer). The
+// helper then writes the buffers back.
+func writeLaunch(w *bufio.Writer, name string, gx, bx uint32, bufs [][]byte, argBytes []byte) {
+	binary.Write(w, binary.LittleEndian, uint32(len(name)))
+	w.WriteString(name)
+	binary.Write(w, binary.LittleEndian, [3]uint32{gx, bx, uint32(len(bufs))})
+	for _, b := range bufs {
+		binary.Write(w, binary.LittleEndian, uint64(len(b)))
+		w.Write(b)
+	}
+	w.Write(argBytes)
 }
 
 // blas returns an emulated cuBLAS: a column-major SGEMM in float64.

@@ -1,50 +1,108 @@
-// cudaemu.h runs kernels.cu on the CPU for the tests (emulator_linux_test.go):
-// a launch runs blockDim.x threads (std::thread) through the blocks one
-// after another, __syncthreads is a barrier among them, __shared__
-// arrays are shared by them, and atomicAdd takes a lock. It checks the
-// kernels' indexing, reductions and aliasing, not their speed.
-#include <barrier>
+// cudaemu.h runs kernels.cu on the CPU for the tests (emulator_linux_test.go).
+// A launch runs its blocks one after another. A block's threads are fibers
+// (ucontext) on one OS thread: each runs until it reaches __syncthreads or
+// its end, one at a time; when all have, the next phase starts. The order
+// of the threads in a phase alternates, first to last or last to first,
+// from one launch to the next and from one phase to the next, so a thread
+// that reads another's write with no barrier between them reads the old
+// value in one of the two orders (and a test's numbers go wrong). Every
+// thread of a block must reach the same barriers, as on a GPU, which hangs
+// or goes wrong otherwise: a thread that ends while others wait at a
+// barrier stops the helper with an error. __shared__ arrays are statics,
+// shared by a block's threads; atomicAdd needs no lock, one thread running
+// at a time. It checks the kernels' indexing, reductions, barriers and
+// aliasing, not their speed.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <thread>
-#include <vector>
+#include <ucontext.h>
 
 struct emu_dim3 { unsigned x = 0, y = 1, z = 1; };
-static thread_local emu_dim3 threadIdx, blockIdx;
-static emu_dim3 blockDim, gridDim;
-static std::barrier<> *emu_bar;
-static std::mutex emu_atomic;
+static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 #define __global__
 #define __device__
 #define __shared__ static
 
-static inline void __syncthreads() { emu_bar->arrive_and_wait(); }
+// emu_fiber is a CUDA thread of the running block.
+struct emu_fiber {
+    ucontext_t ctx;
+    char *stack;
+    bool done;
+};
+static const size_t emu_stack = 256 << 10;
+// The fibers, in place: a ucontext_t points into itself (its saved
+// floating-point state), so it must never move.
+static emu_fiber emu_fibers[1024];
+static unsigned emu_nfibers; // those with a stack
+static ucontext_t emu_sched;     // the block's scheduler, where fibers return
+static emu_fiber *emu_cur;       // the fiber running
+static void (*emu_body)(void *); // the launch's kernel call
+static void *emu_arg;
+static unsigned long emu_launches;
+
+static inline void __syncthreads() { swapcontext(&emu_cur->ctx, &emu_sched); }
 static inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
-static inline double atomicAdd(double *a, double v) { std::lock_guard<std::mutex> l(emu_atomic); double o = *a; *a += v; return o; }
-static inline int atomicAdd(int *a, int v) { std::lock_guard<std::mutex> l(emu_atomic); int o = *a; *a += v; return o; }
+static inline double atomicAdd(double *a, double v) { double o = *a; *a += v; return o; }
+static inline int atomicAdd(int *a, int v) { int o = *a; *a += v; return o; }
 using std::exp;
 using std::fmaxf;
 using std::log;
 using std::sqrt;
 
+// emu_entry runs the kernel as the current fiber, which then goes back to
+// the scheduler (uc_link).
+static void emu_entry() {
+    emu_body(emu_arg);
+    emu_cur->done = true;
+}
+
 // emu_launch runs f as grid blocks of block threads.
 template <class F> static void emu_launch(unsigned grid, unsigned block, F f) {
     gridDim.x = grid;
     blockDim.x = block;
-    std::barrier<> bar(block);
-    emu_bar = &bar;
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < block; t++)
-        ts.emplace_back([&, t] {
-            threadIdx.x = t;
-            for (unsigned b = 0; b < grid; b++) {
-                blockIdx.x = b;
-                f();
-                bar.arrive_and_wait(); // the block ends before the next starts
+    emu_body = [](void *p) { (*static_cast<F *>(p))(); };
+    emu_arg = &f;
+    if (block > 1024) {
+        fprintf(stderr, "cudaemu: a block of %u threads; a GPU takes 1024 at most\n", block);
+        exit(3);
+    }
+    for (; emu_nfibers < block; emu_nfibers++) {
+        emu_fiber &fb = emu_fibers[emu_nfibers];
+        if (getcontext(&fb.ctx) != 0 || !(fb.stack = static_cast<char *>(malloc(emu_stack)))) {
+            perror("cudaemu: a fiber");
+            exit(3);
+        }
+    }
+    unsigned long launch = emu_launches++;
+    for (unsigned b = 0; b < grid; b++) {
+        blockIdx.x = b;
+        for (unsigned t = 0; t < block; t++) {
+            emu_fiber &fb = emu_fibers[t];
+            fb.ctx.uc_stack.ss_sp = fb.stack;
+            fb.ctx.uc_stack.ss_size = emu_stack;
+            fb.ctx.uc_link = &emu_sched;
+            makecontext(&fb.ctx, emu_entry, 0);
+            fb.done = false;
+        }
+        for (unsigned phase = 0;; phase++) {
+            bool reverse = (launch + phase) & 1;
+            unsigned done = 0;
+            for (unsigned i = 0; i < block; i++) {
+                unsigned t = reverse ? block - 1 - i : i;
+                threadIdx.x = t;
+                emu_cur = &emu_fibers[t];
+                swapcontext(&emu_sched, &emu_cur->ctx);
+                done += emu_cur->done;
             }
-        });
-    for (auto &t : ts) t.join();
+            if (done == block) break;
+            if (done != 0) {
+                fprintf(stderr, "cudaemu: block %u of %u: %u of its %u threads ended while the others wait at __syncthreads %u\n",
+                        b, grid, done, block, phase + 1);
+                exit(3);
+            }
+        }
+    }
 }

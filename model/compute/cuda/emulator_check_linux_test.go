@@ -1,0 +1,103 @@
+//go:build cuda && linux && (amd64 || arm64)
+
+package cuda
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"io"
+	"math"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestEmulatorBarriers checks the emulator's own checks on the kernels of
+// testdata/emucheck.cu. A block's threads take turns between barriers in
+// an order that alternates from launch to launch, so a kernel whose
+// threads read their neighbours' shared-memory writes without a barrier
+// between them goes wrong in one launch of any two in a row, whichever
+// neighbour it reads (a fixed order would miss one of the two), while
+// with the barrier it is right in every launch; and a barrier that only
+// part of a block reaches stops the helper with an error that names it.
+func TestEmulatorBarriers(t *testing.T) {
+	bin, _ := buildHelper(t, "testdata/emucheck.cu")
+	const n = 64
+	type launch struct {
+		kernel string
+		d      int32
+	}
+	// run runs the launches in order in one helper, launch i on the
+	// input in[t] = 100i + t, and returns how many outputs of each are
+	// wrong.
+	run := func(ls ...launch) []int {
+		t.Helper()
+		var req bytes.Buffer
+		w := bufio.NewWriter(&req)
+		for i, l := range ls {
+			in := make([]byte, 4*n)
+			for j := range n {
+				binary.LittleEndian.PutUint32(in[4*j:], math.Float32bits(float32(100*i+j)))
+			}
+			var args []byte
+			for buf := range uint32(2) { // out, in
+				args = binary.LittleEndian.AppendUint32(args, buf)
+				args = binary.LittleEndian.AppendUint64(args, 0)
+			}
+			args = binary.LittleEndian.AppendUint32(args, uint32(l.d))
+			writeLaunch(w, l.kernel, 1, n, [][]byte{make([]byte, 4*n), in}, args)
+		}
+		w.Flush()
+		cmd := exec.Command(bin)
+		cmd.Stdin = &req
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("helper: %v", err)
+		}
+		r := bytes.NewReader(out)
+		wrong := make([]int, len(ls))
+		for i, l := range ls {
+			got := make([]float32, n)
+			if err := binary.Read(r, binary.LittleEndian, got); err != nil {
+				t.Fatalf("helper output, launch %d: %v", i, err)
+			}
+			io.CopyN(io.Discard, r, 4*n) // in, unchanged
+			for j, v := range got {
+				want := float32(-1)
+				if s := j + int(l.d); s >= 0 && s < n {
+					want = float32(100*i + s)
+				}
+				if v != want {
+					wrong[i]++
+				}
+			}
+		}
+		return wrong
+	}
+	for _, d := range []int32{1, -1} {
+		ls := []launch{{"shift", d}, {"shift_racy", d}, {"shift_racy", d}, {"shift", d}, {"shift_racy", d}, {"shift_racy", d}, {"shift", d}}
+		wrong := run(ls...)
+		for i, l := range ls {
+			if l.kernel == "shift" && wrong[i] != 0 {
+				t.Errorf("launch %d, shift by %d with its barrier: %d of %d outputs wrong", i, d, wrong[i], n)
+			}
+			if l.kernel == "shift_racy" && ls[i-1].kernel == "shift_racy" && wrong[i-1]+wrong[i] == 0 {
+				t.Errorf("launches %d and %d, shift by %d without its barrier: every output right, want the missing barrier to show in one of them", i-1, i, d)
+			}
+		}
+	}
+
+	cmd := exec.Command(bin)
+	var req bytes.Buffer
+	w := bufio.NewWriter(&req)
+	writeLaunch(w, "divergent", 2, n, [][]byte{make([]byte, 4*n)}, binary.LittleEndian.AppendUint64(make([]byte, 4), 0))
+	w.Flush()
+	cmd.Stdin = &req
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); !ok || !strings.Contains(stderr.String(), "ended while the others wait at __syncthreads") {
+		t.Errorf("a barrier half the block reaches: helper exit %v, stderr %q; want it stopped with an error naming the barrier", err, stderr.String())
+	}
+}

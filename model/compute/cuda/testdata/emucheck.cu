@@ -1,0 +1,29 @@
+// emucheck.cu: kernels for TestEmulatorBarriers, which checks that the
+// emulator (cudaemu.h) catches a missing or divergent __syncthreads.
+#define EMU_N 1024
+
+// shift writes in[t + d] to out[t] (-1 past the ends) by way of shared
+// memory, with the barrier that needs.
+extern "C" __global__ void shift(float *out, const float *in, int d) {
+    __shared__ float sh[EMU_N];
+    int t = threadIdx.x, s = t + d;
+    sh[t] = in[t];
+    __syncthreads();
+    out[t] = s >= 0 && s < (int)blockDim.x ? sh[s] : -1.0f;
+}
+
+// shift_racy is shift without its barrier: a thread may read its
+// neighbour's slot before the neighbour wrote it.
+extern "C" __global__ void shift_racy(float *out, const float *in, int d) {
+    __shared__ float sh[EMU_N];
+    int t = threadIdx.x, s = t + d;
+    sh[t] = in[t];
+    out[t] = s >= 0 && s < (int)blockDim.x ? sh[s] : -1.0f;
+}
+
+// divergent has half of the block wait at a barrier the others never
+// reach.
+extern "C" __global__ void divergent(float *out) {
+    if (threadIdx.x < blockDim.x / 2) __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
