@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math"
 	"os/exec"
@@ -88,16 +89,38 @@ func TestEmulatorBarriers(t *testing.T) {
 		}
 	}
 
-	cmd := exec.Command(bin)
+	if out, err := stops(bin, "divergent", 2, n); !strings.Contains(out, "ended while the others wait at __syncthreads") {
+		t.Errorf("a barrier half the block reaches: helper exit %v, stderr %q; want it stopped with an error naming the barrier", err, out)
+	}
+}
+
+// TestEmulatorBounds checks that the helper, built with AddressSanitizer,
+// stops with a report naming the kernel when one writes past the end of
+// a buffer (which on a GPU may go unnoticed, or corrupt another buffer).
+func TestEmulatorBounds(t *testing.T) {
+	bin, _ := buildHelper(t, "testdata/emucheck.cu")
+	out, err := stops(bin, "overrun", 1, 64)
+	if !strings.Contains(out, "heap-buffer-overflow") || !strings.Contains(out, "overrun") {
+		t.Errorf("a write one past the end: helper exit %v, stderr %q; want it stopped with AddressSanitizer's report", err, out)
+	}
+}
+
+// stops runs the kernel (whose one argument is a buffer of 4·block bytes)
+// as grid blocks of block threads in the helper bin, and returns the
+// helper's standard error and its error, or "" and an error saying that
+// it did not stop with an error of its own.
+func stops(bin, kernel string, grid, block uint32) (string, error) {
 	var req bytes.Buffer
 	w := bufio.NewWriter(&req)
-	writeLaunch(w, "divergent", 2, n, [][]byte{make([]byte, 4*n)}, binary.LittleEndian.AppendUint64(make([]byte, 4), 0))
+	writeLaunch(w, kernel, grid, block, [][]byte{make([]byte, 4*block)}, binary.LittleEndian.AppendUint64(make([]byte, 4), 0))
 	w.Flush()
+	cmd := exec.Command(bin)
 	cmd.Stdin = &req
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); !ok || !strings.Contains(stderr.String(), "ended while the others wait at __syncthreads") {
-		t.Errorf("a barrier half the block reaches: helper exit %v, stderr %q; want it stopped with an error naming the barrier", err, stderr.String())
+	if _, ok := err.(*exec.ExitError); !ok {
+		return "", fmt.Errorf("%v, not a failure of the helper's", err)
 	}
+	return stderr.String(), err
 }

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -25,7 +26,8 @@ import (
 // call, the argument lists, the host copies, the row-major GEMM mapping)
 // runs against an emulated driver and cuBLAS, and kernels.cu itself runs
 // on the CPU, compiled with g++ against testdata/cudaemu.h (a fiber per
-// CUDA thread, switched at __syncthreads). So backendtest's checks,
+// CUDA thread, switched at __syncthreads) and with AddressSanitizer (a
+// kernel that overruns a buffer stops it). So backendtest's checks,
 // which a real GPU is to pass, run here on kernels.cu's code. What this
 // does not check: NVRTC, the real driver, cuBLAS, and speed.
 //
@@ -195,7 +197,7 @@ func newEmulator(t testing.TB) *emulator {
 	cmd := exec.Command(bin)
 	w, _ := cmd.StdinPipe()
 	r, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = &helperStderr{}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,10 +227,30 @@ func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
 	if err := os.WriteFile(cpp, []byte(helperSource(dir, path, sigs)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(gxx, "-std=c++20", "-O1", "-Wall", "-Werror", "-Wno-unused-function", "-o", bin, cpp).CombinedOutput(); err != nil {
+	if out, err := exec.Command(gxx, "-std=c++20", "-O1", "-Wall", "-Werror", "-Wno-unused-function",
+		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-o", bin, cpp).CombinedOutput(); err != nil {
 		t.Fatalf("g++ %s under the emulator: %v\n%s", kernels, err, out)
 	}
 	return bin, sigs
+}
+
+// helperStderr passes the helper's standard error on to the test's, less
+// AddressSanitizer's warning that it does not fully support swapcontext
+// (cudaemu.h announces each switch of stacks to it).
+type helperStderr struct{ buf []byte }
+
+func (h *helperStderr) Write(p []byte) (int, error) {
+	h.buf = append(h.buf, p...)
+	for {
+		i := bytes.IndexByte(h.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if line := h.buf[:i+1]; !bytes.Contains(line, []byte("ASan doesn't fully support makecontext/swapcontext")) {
+			os.Stderr.Write(line)
+		}
+		h.buf = h.buf[i+1:]
+	}
 }
 
 // find returns the buffer holding address a and a's offset in it.
@@ -426,7 +448,7 @@ func (e *emulator) run(sig kernelSig, gx, bx uint32, bases []uint64, argBytes []
 	}
 	for _, base := range bases {
 		if _, err := io.ReadFull(e.out, e.bufs[base]); err != nil {
-			e.t.Errorf("emulator: %s: reading back: %v", sig.name, err)
+			e.t.Errorf("emulator: %s: reading back: %v (the helper stopped: its report, if any, is above)", sig.name, err)
 			return 1
 		}
 	}

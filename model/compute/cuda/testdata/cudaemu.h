@@ -19,6 +19,19 @@
 #include <cstring>
 #include <ucontext.h>
 
+// Under AddressSanitizer (the tests build with it, so that a kernel that
+// reads or writes past its buffers stops the helper with a report), the
+// fibers' stack switches are announced to it.
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/common_interface_defs.h>
+extern "C" const char *__asan_default_options() { return "detect_leaks=0"; }
+#define EMU_START_SWITCH(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define EMU_FINISH_SWITCH(save, bottom, size) __sanitizer_finish_switch_fiber(save, bottom, size)
+#else
+#define EMU_START_SWITCH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define EMU_FINISH_SWITCH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#endif
+
 struct emu_dim3 { unsigned x = 0, y = 1, z = 1; };
 static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -32,7 +45,7 @@ struct emu_fiber {
     char *stack;
     bool done;
 };
-static const size_t emu_stack = 256 << 10;
+static const size_t emu_stack = 64 << 10;
 // The fibers, in place: a ucontext_t points into itself (its saved
 // floating-point state), so it must never move.
 static emu_fiber emu_fibers[1024];
@@ -42,8 +55,17 @@ static emu_fiber *emu_cur;       // the fiber running
 static void (*emu_body)(void *); // the launch's kernel call
 static void *emu_arg;
 static unsigned long emu_launches;
+static const void *emu_sched_bottom; // the scheduler's stack, for the sanitizer
+static size_t emu_sched_size;
 
-static inline void __syncthreads() { swapcontext(&emu_cur->ctx, &emu_sched); }
+// __syncthreads goes back to the scheduler until every thread of the
+// block has reached it.
+static inline void __syncthreads() {
+    void *fake;
+    EMU_START_SWITCH(&fake, emu_sched_bottom, emu_sched_size);
+    swapcontext(&emu_cur->ctx, &emu_sched);
+    EMU_FINISH_SWITCH(fake, &emu_sched_bottom, &emu_sched_size);
+}
 static inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
 static inline double atomicAdd(double *a, double v) { double o = *a; *a += v; return o; }
 static inline int atomicAdd(int *a, int v) { int o = *a; *a += v; return o; }
@@ -55,8 +77,10 @@ using std::sqrt;
 // emu_entry runs the kernel as the current fiber, which then goes back to
 // the scheduler (uc_link).
 static void emu_entry() {
+    EMU_FINISH_SWITCH(nullptr, &emu_sched_bottom, &emu_sched_size);
     emu_body(emu_arg);
     emu_cur->done = true;
+    EMU_START_SWITCH(nullptr, emu_sched_bottom, emu_sched_size); // for good
 }
 
 // emu_launch runs f as grid blocks of block threads.
@@ -94,7 +118,10 @@ template <class F> static void emu_launch(unsigned grid, unsigned block, F f) {
                 unsigned t = reverse ? block - 1 - i : i;
                 threadIdx.x = t;
                 emu_cur = &emu_fibers[t];
+                void *fake;
+                EMU_START_SWITCH(&fake, emu_cur->stack, emu_stack);
                 swapcontext(&emu_sched, &emu_cur->ctx);
+                EMU_FINISH_SWITCH(fake, nullptr, nullptr);
                 done += emu_cur->done;
             }
             if (done == block) break;

@@ -27,3 +27,7 @@ extern "C" __global__ void divergent(float *out) {
     if (threadIdx.x < blockDim.x / 2) __syncthreads();
     out[threadIdx.x] = 1.0f;
 }
+
+// overrun writes one value past the end of out, a buffer of blockDim.x
+// values.
+extern "C" __global__ void overrun(float *out) { out[threadIdx.x + 1] = 1.0f; }
