@@ -225,6 +225,23 @@ func elementwise(t T, be compute.Backend, rng *rand.Rand) {
 			return
 		}
 	}
+	// The same on tensors in the backend's memory, allocated at exactly
+	// their length (101, no multiple of a GPU block): a kernel that runs
+	// past the end shows where bounds are checked (the CUDA emulator).
+	xd, gd := be.Load(x), be.Load(grad)
+	be.ReLUBackward(gd, xd)
+	be.ReLU(xd)
+	rd, gdh := make([]float32, len(x)), make([]float32, len(x))
+	be.Store(rd, xd)
+	be.Store(gdh, gd)
+	be.Free(xd)
+	be.Free(gd)
+	for i := range x {
+		if math.Float32bits(rd[i]) != math.Float32bits(r[i]) || gdh[i] != g[i] {
+			t.Errorf("%s: ReLU, ReLUBackward [%d] in the backend's memory: %v %v, on the host %v %v", name, i, rd[i], gdh[i], r[i], g[i])
+			return
+		}
+	}
 	src := randSlice(rng, m*n)
 	sums := make([]float32, n)
 	be.ColumnSums(compute.Host(sums), compute.Host(src), m, n)

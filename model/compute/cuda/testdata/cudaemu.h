@@ -1,17 +1,24 @@
 // cudaemu.h runs kernels.cu on the CPU for the tests (emulator_linux_test.go).
-// A launch runs its blocks one after another. A block's threads are fibers
-// (ucontext) on one OS thread: each runs until it reaches __syncthreads or
-// its end, one at a time; when all have, the next phase starts. The order
-// of the threads in a phase alternates, first to last or last to first,
-// from one launch to the next and from one phase to the next, so a thread
-// that reads another's write with no barrier between them reads the old
-// value in one of the two orders (and a test's numbers go wrong). Every
-// thread of a block must reach the same barriers, as on a GPU, which hangs
-// or goes wrong otherwise: a thread that ends while others wait at a
-// barrier stops the helper with an error. __shared__ arrays are statics,
-// shared by a block's threads; atomicAdd needs no lock, one thread running
-// at a time. It checks the kernels' indexing, reductions, barriers and
-// aliasing, not their speed.
+//
+// A launch runs its blocks one after another: first to last in two
+// launches, last to first in the next two. A block that reads what
+// another block of the same launch writes (blocks a GPU runs in no set
+// order) so reads the old value in one order and the new in the other,
+// and a test's numbers go wrong in one of four launches in a row.
+//
+// A block's threads are fibers (ucontext) on one OS thread: each runs
+// until it reaches __syncthreads or its end, one at a time; when all
+// have, the next phase starts. The order of the threads in a phase
+// alternates, first to last or last to first, from one launch to the next
+// and from one phase to the next, so a thread that reads another's write
+// with no barrier between them reads the old value in one of two launches
+// in a row. Every thread of a block must reach the same barriers, as on a
+// GPU, which hangs or goes wrong otherwise: a thread that ends while
+// others wait at a barrier stops the helper with an error.
+//
+// __shared__ arrays are statics, shared by a block's threads; atomicAdd
+// needs no lock, one thread running at a time. It checks the kernels'
+// indexing, reductions, barriers and aliasing, not their speed.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -101,7 +108,9 @@ template <class F> static void emu_launch(unsigned grid, unsigned block, F f) {
         }
     }
     unsigned long launch = emu_launches++;
-    for (unsigned b = 0; b < grid; b++) {
+    bool blocks_reversed = (launch >> 1) & 1;
+    for (unsigned bi = 0; bi < grid; bi++) {
+        unsigned b = blocks_reversed ? grid - 1 - bi : bi;
         blockIdx.x = b;
         for (unsigned t = 0; t < block; t++) {
             emu_fiber &fb = emu_fibers[t];
