@@ -317,6 +317,14 @@ func losses(t T, be compute.Backend, rng *rand.Rand) {
 				logits[i*n+j] += shift
 			}
 		}
+		if sz[2] == 0 && n > 1 {
+			// Scores on the hinge's margin, t·s = 1 exactly: no loss,
+			// no gradient.
+			for i := 0; i < m; i += 2 {
+				logits[i*n+int(y[i])] = 1
+				logits[i*n+(int(y[i])+1)%n] = -1
+			}
+		}
 		const scale = 0.25
 		probs, grad := make([]float32, m*n), make([]float32, m*n)
 		loss, correct := be.SoftmaxCrossEntropy(compute.Host(probs), compute.Host(grad), compute.Host(logits), y, m, n, scale)
