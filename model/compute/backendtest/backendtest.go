@@ -242,17 +242,21 @@ func elementwise(t T, be compute.Backend, rng *rand.Rand) {
 			return
 		}
 	}
-	src := randSlice(rng, m*n)
-	sums := make([]float32, n)
-	be.ColumnSums(compute.Host(sums), compute.Host(src), m, n)
-	for j := range n {
-		var s float64
-		for i := range m {
-			s += float64(src[i*n+j])
-		}
-		if !near(float64(sums[j]), s, 1e-5*(m+1)) {
-			t.Errorf("%s: ColumnSums [%d] = %v, want %v", name, j, sums[j], s)
-			return
+	// Column sums, the second with columns over several GPU blocks of 32.
+	for _, sz := range [][2]int{{m, n}, {40, 100}} {
+		m, n := sz[0], sz[1]
+		src := randSlice(rng, m*n)
+		sums := make([]float32, n)
+		be.ColumnSums(compute.Host(sums), compute.Host(src), m, n)
+		for j := range n {
+			var s float64
+			for i := range m {
+				s += float64(src[i*n+j])
+			}
+			if !near(float64(sums[j]), s, 1e-5*float64(m+1)) {
+				t.Errorf("%s: ColumnSums %d×%d [%d] = %v, want %v", name, m, n, j, sums[j], s)
+				return
+			}
 		}
 	}
 	fused(t, be, rng)
