@@ -206,24 +206,52 @@ func newEmulator(t testing.TB) *emulator {
 	return e
 }
 
-// buildHelper compiles the helper program for the kernels in the file
-// kernels (a path from the package's directory) with g++, and returns
-// its path and the kernels' signatures.
+// helpers are the helper programs built in this test process, by kernel
+// file: g++ takes about a second for one, and a dozen tests start an
+// emulator. TestMain removes dir.
+var helpers struct {
+	sync.Mutex
+	dir  string
+	bins map[string]string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if helpers.dir != "" {
+		os.RemoveAll(helpers.dir)
+	}
+	os.Exit(code)
+}
+
+// buildHelper returns the helper program for the kernels in the file
+// kernels (a path from the package's directory), compiled with g++ on
+// first use, and the kernels' signatures.
 func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
 	t.Helper()
-	gxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Fatalf("the CUDA backend's emulated tests build %s with g++: %v", kernels, err)
-	}
 	src, err := os.ReadFile(kernels)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sigs := parseKernels(t, string(src))
+	helpers.Lock()
+	defer helpers.Unlock()
+	if bin, ok := helpers.bins[kernels]; ok {
+		return bin, sigs
+	}
+	if helpers.dir == "" {
+		if helpers.dir, err = os.MkdirTemp("", "cudaemu"); err != nil {
+			t.Fatal(err)
+		}
+		helpers.bins = map[string]string{}
+	}
+	gxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Fatalf("the CUDA backend's emulated tests build %s with g++: %v", kernels, err)
+	}
 	dir, _ := filepath.Abs("testdata")
 	path, _ := filepath.Abs(kernels)
-	tmp := t.TempDir()
-	cpp, bin := filepath.Join(tmp, "helper.cpp"), filepath.Join(tmp, "helper")
+	name := fmt.Sprintf("helper%d", len(helpers.bins))
+	cpp, bin := filepath.Join(helpers.dir, name+".cpp"), filepath.Join(helpers.dir, name)
 	if err := os.WriteFile(cpp, []byte(helperSource(dir, path, sigs)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +259,7 @@ func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
 		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-o", bin, cpp).CombinedOutput(); err != nil {
 		t.Fatalf("g++ %s under the emulator: %v\n%s", kernels, err, out)
 	}
+	helpers.bins[kernels] = bin
 	return bin, sigs
 }
 
