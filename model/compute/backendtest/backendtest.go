@@ -309,19 +309,24 @@ func losses(t T, be compute.Backend, rng *rand.Rand) {
 	// overflows or underflows in float32: only a row's own maximum,
 	// subtracted first, keeps its loss and probabilities finite (a
 	// reduction that mixes rows or misses a value goes wrong).
-	for _, sz := range [][3]int{{1, 2, 0}, {32, 10, 0}, {7, 3, 0}, {64, 10, 0}, {33, 200, 1}} {
-		m, n := sz[0], sz[1]
+	for _, c := range []struct {
+		m, n    int
+		shifted bool
+	}{{1, 2, false}, {32, 10, false}, {7, 3, false}, {64, 10, false}, {33, 200, true}} {
+		m, n := c.m, c.n
+		sz := [2]int{m, n}
 		logits, y := logitsAndLabels(rng, m, n)
-		for i := range m * sz[2] {
-			shift := float32(300 + 7*i)
-			if i%2 == 1 {
-				shift = -shift
+		if c.shifted {
+			for i := range m {
+				shift := float32(300 + 7*i)
+				if i%2 == 1 {
+					shift = -shift
+				}
+				for j := range n {
+					logits[i*n+j] += shift
+				}
 			}
-			for j := range n {
-				logits[i*n+j] += shift
-			}
-		}
-		if sz[2] == 0 && n > 1 {
+		} else if n > 1 {
 			// Scores on the hinge's margin, t·s = 1 exactly: no loss,
 			// no gradient.
 			for i := 0; i < m; i += 2 {

@@ -211,8 +211,15 @@ func newEmulator(t testing.TB) *emulator {
 // emulator. TestMain removes dir.
 var helpers struct {
 	sync.Mutex
-	dir  string
-	bins map[string]string
+	dir    string
+	builds map[string]helperBuild
+}
+
+// helperBuild is a built helper program and its kernels' signatures
+// (read only, shared by the emulators).
+type helperBuild struct {
+	bin  string
+	sigs map[string]kernelSig
 }
 
 func TestMain(m *testing.M) {
@@ -228,21 +235,21 @@ func TestMain(m *testing.M) {
 // first use, and the kernels' signatures.
 func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
 	t.Helper()
+	helpers.Lock()
+	defer helpers.Unlock()
+	if h, ok := helpers.builds[kernels]; ok {
+		return h.bin, h.sigs
+	}
 	src, err := os.ReadFile(kernels)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sigs := parseKernels(t, string(src))
-	helpers.Lock()
-	defer helpers.Unlock()
-	if bin, ok := helpers.bins[kernels]; ok {
-		return bin, sigs
-	}
 	if helpers.dir == "" {
 		if helpers.dir, err = os.MkdirTemp("", "cudaemu"); err != nil {
 			t.Fatal(err)
 		}
-		helpers.bins = map[string]string{}
+		helpers.builds = map[string]helperBuild{}
 	}
 	gxx, err := exec.LookPath("g++")
 	if err != nil {
@@ -250,7 +257,7 @@ func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
 	}
 	dir, _ := filepath.Abs("testdata")
 	path, _ := filepath.Abs(kernels)
-	name := fmt.Sprintf("helper%d", len(helpers.bins))
+	name := fmt.Sprintf("helper%d", len(helpers.builds))
 	cpp, bin := filepath.Join(helpers.dir, name+".cpp"), filepath.Join(helpers.dir, name)
 	if err := os.WriteFile(cpp, []byte(helperSource(dir, path, sigs)), 0o644); err != nil {
 		t.Fatal(err)
@@ -259,7 +266,7 @@ func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
 		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-o", bin, cpp).CombinedOutput(); err != nil {
 		t.Fatalf("g++ %s under the emulator: %v\n%s", kernels, err, out)
 	}
-	helpers.bins[kernels] = bin
+	helpers.builds[kernels] = helperBuild{bin, sigs}
 	return bin, sigs
 }
 
