@@ -7,14 +7,15 @@
 // and a test's numbers go wrong in one of four launches in a row.
 //
 // A block's threads are fibers (ucontext) on one OS thread: each runs
-// until it reaches __syncthreads or its end, one at a time; when all
-// have, the next phase starts. The order of the threads in a phase
-// alternates, first to last or last to first, from one launch to the next
-// and from one phase to the next, so a thread that reads another's write
-// with no barrier between them reads the old value in one of two launches
-// in a row. Every thread of a block must reach the same barriers, as on a
-// GPU, which hangs or goes wrong otherwise: a thread that ends while
-// others wait at a barrier stops the helper with an error.
+// until it reaches __syncthreads or its end, one at a time; when all have,
+// the next phase starts. The order of the threads in a phase alternates,
+// first to last or last to first, from one block to the next, one launch
+// to the next and one phase to the next, so a thread that reads another's
+// write with no barrier between them reads the old value in one of any two
+// blocks in a row (or, with one block, of two launches). Every thread of a
+// block must reach the same barriers, as on a GPU, which hangs or goes
+// wrong otherwise: a thread that ends while others wait at a barrier stops
+// the helper with an error.
 //
 // __shared__ arrays are statics, shared by a block's threads; atomicAdd
 // needs no lock, one thread running at a time. It checks the kernels'
@@ -121,7 +122,7 @@ template <class F> static void emu_launch(unsigned grid, unsigned block, F f) {
             fb.done = false;
         }
         for (unsigned phase = 0;; phase++) {
-            bool reverse = (launch + phase) & 1;
+            bool reverse = (launch + b + phase) & 1;
             unsigned done = 0;
             for (unsigned i = 0; i < block; i++) {
                 unsigned t = reverse ? block - 1 - i : i;
