@@ -15,7 +15,26 @@ import (
 )
 
 // The emulator's own checks, on kernels written to fail
-// (testdata/emucheck.cu).
+// (testdata/emucheck.cu), with each of cudaemu.h's fiber switches: its
+// own (x86-64) and glibc's ucontext (elsewhere, or with EMU_UCONTEXT).
+
+// fiberSwitches are the helper's builds the checks run on, by name: the
+// default and the ucontext one (the same on other than x86-64).
+var fiberSwitches = []struct {
+	name  string
+	flags []string
+}{{"default", nil}, {"ucontext", []string{"-DEMU_UCONTEXT"}}}
+
+// eachSwitch runs check as a subtest on emucheck.cu's helper built with
+// each fiber switch.
+func eachSwitch(t *testing.T, check func(t *testing.T, bin string)) {
+	for _, sw := range fiberSwitches {
+		t.Run(sw.name, func(t *testing.T) {
+			bin, _ := buildHelper(t, "testdata/emucheck.cu", sw.flags...)
+			check(t, bin)
+		})
+	}
+}
 
 // shiftLaunch is a launch of one of emucheck.cu's shift kernels: out[j] =
 // in[j + d] (-1 past the ends) for 64 values, one per thread of one block,
@@ -88,23 +107,24 @@ func runShifts(t *testing.T, bin string, ls ...shiftLaunch) []int {
 // with the barrier it is right in every launch; and a barrier that only
 // part of a block reaches stops the helper with an error that names it.
 func TestEmulatorBarriers(t *testing.T) {
-	bin, _ := buildHelper(t, "testdata/emucheck.cu")
-	for _, d := range []int32{1, -1} {
-		ls := []shiftLaunch{{"shift", d, false}, {"shift_racy", d, false}, {"shift_racy", d, false}, {"shift", d, false},
-			{"shift_racy", d, false}, {"shift_racy", d, false}, {"shift", d, false}}
-		wrong := runShifts(t, bin, ls...)
-		for i, l := range ls {
-			if l.kernel == "shift" && wrong[i] != 0 {
-				t.Errorf("launch %d, shift by %d with its barrier: %d of %d outputs wrong", i, d, wrong[i], shiftLen)
-			}
-			if l.kernel == "shift_racy" && ls[i-1].kernel == "shift_racy" && wrong[i-1]+wrong[i] == 0 {
-				t.Errorf("launches %d and %d, shift by %d without its barrier: every output right, want the missing barrier to show in one of them", i-1, i, d)
+	eachSwitch(t, func(t *testing.T, bin string) {
+		for _, d := range []int32{1, -1} {
+			ls := []shiftLaunch{{"shift", d, false}, {"shift_racy", d, false}, {"shift_racy", d, false}, {"shift", d, false},
+				{"shift_racy", d, false}, {"shift_racy", d, false}, {"shift", d, false}}
+			wrong := runShifts(t, bin, ls...)
+			for i, l := range ls {
+				if l.kernel == "shift" && wrong[i] != 0 {
+					t.Errorf("launch %d, shift by %d with its barrier: %d of %d outputs wrong", i, d, wrong[i], shiftLen)
+				}
+				if l.kernel == "shift_racy" && ls[i-1].kernel == "shift_racy" && wrong[i-1]+wrong[i] == 0 {
+					t.Errorf("launches %d and %d, shift by %d without its barrier: every output right, want the missing barrier to show in one of them", i-1, i, d)
+				}
 			}
 		}
-	}
-	if out, err := stops(bin, "divergent", 2, 64); !strings.Contains(out, "ended while the others wait at __syncthreads") {
-		t.Errorf("a barrier half the block reaches: helper exit %v, stderr %q; want it stopped with an error naming the barrier", err, out)
-	}
+		if out, err := stops(bin, "divergent", 2, 64); !strings.Contains(out, "ended while the others wait at __syncthreads") {
+			t.Errorf("a barrier half the block reaches: helper exit %v, stderr %q; want it stopped with an error naming the barrier", err, out)
+		}
+	})
 }
 
 // TestEmulatorBlocks: a launch's blocks run first to last in two
@@ -113,38 +133,40 @@ func TestEmulatorBarriers(t *testing.T) {
 // four in a row, whichever neighbour it reads, and one whose blocks are
 // independent is right in every launch.
 func TestEmulatorBlocks(t *testing.T) {
-	bin, _ := buildHelper(t, "testdata/emucheck.cu")
-	for _, d := range []int32{1, -1} {
-		ls := []shiftLaunch{{"blocks_shift", d, true}}
-		for range 4 {
-			ls = append(ls, shiftLaunch{"blocks_racy", d, true})
-		}
-		ls = append(ls, shiftLaunch{"blocks_shift", d, true}, shiftLaunch{"blocks_shift", d, true})
-		wrong := runShifts(t, bin, ls...)
-		racy := 0
-		for i, l := range ls {
-			if l.kernel == "blocks_shift" && wrong[i] != 0 {
-				t.Errorf("launch %d, blocks_shift by %d: %d of %d outputs wrong", i, d, wrong[i], shiftLen)
+	eachSwitch(t, func(t *testing.T, bin string) {
+		for _, d := range []int32{1, -1} {
+			ls := []shiftLaunch{{"blocks_shift", d, true}}
+			for range 4 {
+				ls = append(ls, shiftLaunch{"blocks_racy", d, true})
 			}
-			if l.kernel == "blocks_racy" {
-				racy += wrong[i]
+			ls = append(ls, shiftLaunch{"blocks_shift", d, true}, shiftLaunch{"blocks_shift", d, true})
+			wrong := runShifts(t, bin, ls...)
+			racy := 0
+			for i, l := range ls {
+				if l.kernel == "blocks_shift" && wrong[i] != 0 {
+					t.Errorf("launch %d, blocks_shift by %d: %d of %d outputs wrong", i, d, wrong[i], shiftLen)
+				}
+				if l.kernel == "blocks_racy" {
+					racy += wrong[i]
+				}
+			}
+			if racy == 0 {
+				t.Errorf("four launches of blocks_racy by %d, each block overwriting what another reads: every output right, want the race to show in one of them", d)
 			}
 		}
-		if racy == 0 {
-			t.Errorf("four launches of blocks_racy by %d, each block overwriting what another reads: every output right, want the race to show in one of them", d)
-		}
-	}
+	})
 }
 
 // TestEmulatorBounds: the helper, built with AddressSanitizer, stops with
 // a report naming the kernel when one writes past the end of a buffer
 // (which on a GPU may go unnoticed, or corrupt another buffer).
 func TestEmulatorBounds(t *testing.T) {
-	bin, _ := buildHelper(t, "testdata/emucheck.cu")
-	out, err := stops(bin, "overrun", 1, 64)
-	if !strings.Contains(out, "heap-buffer-overflow") || !strings.Contains(out, "overrun") {
-		t.Errorf("a write one past the end: helper exit %v, stderr %q; want it stopped with AddressSanitizer's report", err, out)
-	}
+	eachSwitch(t, func(t *testing.T, bin string) {
+		out, err := stops(bin, "overrun", 1, 64)
+		if !strings.Contains(out, "heap-buffer-overflow") || !strings.Contains(out, "overrun") {
+			t.Errorf("a write one past the end: helper exit %v, stderr %q; want it stopped with AddressSanitizer's report", err, out)
+		}
+	})
 }
 
 // stops runs the kernel (whose one argument is a buffer of 4·block bytes)

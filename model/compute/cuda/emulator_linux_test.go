@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -231,13 +232,15 @@ func TestMain(m *testing.M) {
 }
 
 // buildHelper returns the helper program for the kernels in the file
-// kernels (a path from the package's directory), compiled with g++ on
+// kernels (a path from the package's directory), compiled with g++ and
+// the extra flags (-DEMU_UCONTEXT: cudaemu.h's other fiber switch) on
 // first use, and the kernels' signatures.
-func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
+func buildHelper(t testing.TB, kernels string, flags ...string) (string, map[string]kernelSig) {
 	t.Helper()
 	helpers.Lock()
 	defer helpers.Unlock()
-	if h, ok := helpers.builds[kernels]; ok {
+	key := strings.Join(append([]string{kernels}, flags...), " ")
+	if h, ok := helpers.builds[key]; ok {
 		return h.bin, h.sigs
 	}
 	src, err := os.ReadFile(kernels)
@@ -262,11 +265,18 @@ func buildHelper(t testing.TB, kernels string) (string, map[string]kernelSig) {
 	if err := os.WriteFile(cpp, []byte(helperSource(dir, path, sigs)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(gxx, "-std=c++20", "-O1", "-Wall", "-Werror", "-Wno-unused-function",
-		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-o", bin, cpp).CombinedOutput(); err != nil {
-		t.Fatalf("g++ %s under the emulator: %v\n%s", kernels, err, out)
+	args := []string{"-std=c++20", "-O1", "-Wall", "-Werror", "-Wno-unused-function",
+		"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"}
+	if runtime.GOARCH == "amd64" {
+		// cudaemu.h's fiber switch returns into another stack, which a
+		// shadow stack (CET, where a compiler turns it on) would refuse.
+		args = append(args, "-fcf-protection=none")
 	}
-	helpers.builds[kernels] = helperBuild{bin, sigs}
+	args = append(append(args, flags...), "-o", bin, cpp)
+	if out, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
+		t.Fatalf("g++ %s %s under the emulator: %v\n%s", strings.Join(flags, " "), kernels, err, out)
+	}
+	helpers.builds[key] = helperBuild{bin, sigs}
 	return bin, sigs
 }
 

@@ -6,7 +6,7 @@
 // order) so reads the old value in one order and the new in the other,
 // and a test's numbers go wrong in one of four launches in a row.
 //
-// A block's threads are fibers (ucontext) on one OS thread: each runs
+// A block's threads are fibers on one OS thread: each runs
 // until it reaches __syncthreads or its end, one at a time; when all have,
 // the next phase starts. The order of the threads in a phase alternates,
 // first to last or last to first, from one block to the next, one launch
@@ -20,12 +20,23 @@
 // __shared__ arrays are statics, shared by a block's threads; atomicAdd
 // needs no lock, one thread running at a time. It checks the kernels'
 // indexing, reductions, barriers and aliasing, not their speed.
+//
+// A fiber switch on x86-64 is a few instructions of its own (emu_switch:
+// the callee-saved registers and the stack pointer), where glibc's
+// swapcontext also sets the signal mask with a system call each time; in
+// a virtual machine whose system calls are slow that call was most of the
+// tests' time. Elsewhere, or with EMU_UCONTEXT defined (a test builds the
+// helper so, to keep that path checked), the fibers are ucontexts.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ucontext.h>
+
+#if defined(__x86_64__) && !defined(EMU_UCONTEXT)
+#define EMU_ASM_SWITCH 1
+#endif
 
 // Under AddressSanitizer (the tests build with it, so that a kernel that
 // reads or writes past its buffers stops the helper with a report), the
@@ -49,7 +60,11 @@ static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 // emu_fiber is a CUDA thread of the running block.
 struct emu_fiber {
+#ifdef EMU_ASM_SWITCH
+    void *sp; // its saved stack pointer, while it does not run
+#else
     ucontext_t ctx;
+#endif
     char *stack;
     bool done;
 };
@@ -58,7 +73,6 @@ static const size_t emu_stack = 64 << 10;
 // floating-point state), so it must never move.
 static emu_fiber emu_fibers[1024];
 static unsigned emu_nfibers; // those with a stack
-static ucontext_t emu_sched;     // the block's scheduler, where fibers return
 static emu_fiber *emu_cur;       // the fiber running
 static void (*emu_body)(void *); // the launch's kernel call
 static void *emu_arg;
@@ -66,12 +80,101 @@ static unsigned long emu_launches;
 static const void *emu_sched_bottom; // the scheduler's stack, for the sanitizer
 static size_t emu_sched_size;
 
+#ifdef EMU_ASM_SWITCH
+// emu_switch(save, to) pushes the callee-saved registers (and the SSE and
+// x87 control words) on the current stack, stores the stack pointer in
+// *save, takes to as the stack pointer and pops the same from it: it
+// returns into whatever saved to (or, the first time, into the function
+// emu_fiber_init put on a fiber's stack).
+extern "C" void emu_switch(void **save, void *to);
+asm(R"(
+    .text
+    .globl emu_switch
+    .hidden emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+)");
+static void *emu_sched_sp; // the scheduler's stack pointer, while a fiber runs
+#else
+static ucontext_t emu_sched; // the block's scheduler
+#endif
+
+static void emu_entry();
+
+// emu_fiber_init makes fb start at emu_entry when next switched to.
+static void emu_fiber_init(emu_fiber &fb) {
+#ifdef EMU_ASM_SWITCH
+    // What emu_switch pops: the control words (their defaults), six
+    // registers (0: a frame pointer of 0 ends a backtrace), and the
+    // address it returns to, emu_entry, at a 16-byte boundary as after a
+    // call; above it a null return address that emu_entry never takes.
+    uintptr_t top = (reinterpret_cast<uintptr_t>(fb.stack) + emu_stack) & ~uintptr_t(15);
+    void **ret = reinterpret_cast<void **>(top - 16);
+    ret[0] = reinterpret_cast<void *>(emu_entry);
+    ret[1] = nullptr;
+    void **sp = ret - 7;
+    std::memset(sp, 0, 7 * sizeof(void *));
+    uint32_t csr = 0x1f80, cw = 0x037f;
+    std::memcpy(sp, &csr, 4);
+    std::memcpy(reinterpret_cast<char *>(sp) + 4, &cw, 2);
+    fb.sp = sp;
+#else
+    fb.ctx.uc_stack.ss_sp = fb.stack;
+    fb.ctx.uc_stack.ss_size = emu_stack;
+    fb.ctx.uc_link = &emu_sched;
+    makecontext(&fb.ctx, emu_entry, 0);
+#endif
+}
+
+// emu_to_fiber runs fb from the scheduler until it switches back.
+static inline void emu_to_fiber(emu_fiber &fb) {
+    void *fake;
+    EMU_START_SWITCH(&fake, fb.stack, emu_stack);
+#ifdef EMU_ASM_SWITCH
+    emu_switch(&emu_sched_sp, fb.sp);
+#else
+    swapcontext(&emu_sched, &fb.ctx);
+#endif
+    EMU_FINISH_SWITCH(fake, nullptr, nullptr);
+}
+
+// emu_to_sched goes back from the running fiber to the scheduler.
+static inline void emu_to_sched() {
+#ifdef EMU_ASM_SWITCH
+    emu_switch(&emu_cur->sp, emu_sched_sp);
+#else
+    swapcontext(&emu_cur->ctx, &emu_sched);
+#endif
+}
+
 // __syncthreads goes back to the scheduler until every thread of the
 // block has reached it.
 static inline void __syncthreads() {
     void *fake;
     EMU_START_SWITCH(&fake, emu_sched_bottom, emu_sched_size);
-    swapcontext(&emu_cur->ctx, &emu_sched);
+    emu_to_sched();
     EMU_FINISH_SWITCH(fake, &emu_sched_bottom, &emu_sched_size);
 }
 static inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
@@ -83,12 +186,15 @@ using std::log;
 using std::sqrt;
 
 // emu_entry runs the kernel as the current fiber, which then goes back to
-// the scheduler (uc_link).
+// the scheduler for good (emu_fiber_init starts it anew).
 static void emu_entry() {
     EMU_FINISH_SWITCH(nullptr, &emu_sched_bottom, &emu_sched_size);
     emu_body(emu_arg);
     emu_cur->done = true;
     EMU_START_SWITCH(nullptr, emu_sched_bottom, emu_sched_size); // for good
+    emu_to_sched();
+    fprintf(stderr, "cudaemu: a finished fiber resumed\n");
+    abort();
 }
 
 // emu_launch runs f as grid blocks of block threads.
@@ -103,7 +209,13 @@ template <class F> static void emu_launch(unsigned grid, unsigned block, F f) {
     }
     for (; emu_nfibers < block; emu_nfibers++) {
         emu_fiber &fb = emu_fibers[emu_nfibers];
-        if (getcontext(&fb.ctx) != 0 || !(fb.stack = static_cast<char *>(malloc(emu_stack)))) {
+#ifndef EMU_ASM_SWITCH
+        if (getcontext(&fb.ctx) != 0) {
+            perror("cudaemu: a fiber");
+            exit(3);
+        }
+#endif
+        if (!(fb.stack = static_cast<char *>(malloc(emu_stack)))) {
             perror("cudaemu: a fiber");
             exit(3);
         }
@@ -115,10 +227,7 @@ template <class F> static void emu_launch(unsigned grid, unsigned block, F f) {
         blockIdx.x = b;
         for (unsigned t = 0; t < block; t++) {
             emu_fiber &fb = emu_fibers[t];
-            fb.ctx.uc_stack.ss_sp = fb.stack;
-            fb.ctx.uc_stack.ss_size = emu_stack;
-            fb.ctx.uc_link = &emu_sched;
-            makecontext(&fb.ctx, emu_entry, 0);
+            emu_fiber_init(fb);
             fb.done = false;
         }
         for (unsigned phase = 0;; phase++) {
@@ -128,10 +237,7 @@ template <class F> static void emu_launch(unsigned grid, unsigned block, F f) {
                 unsigned t = reverse ? block - 1 - i : i;
                 threadIdx.x = t;
                 emu_cur = &emu_fibers[t];
-                void *fake;
-                EMU_START_SWITCH(&fake, emu_cur->stack, emu_stack);
-                swapcontext(&emu_sched, &emu_cur->ctx);
-                EMU_FINISH_SWITCH(fake, nullptr, nullptr);
+                emu_to_fiber(*emu_cur);
                 done += emu_cur->done;
             }
             if (done == block) break;
