@@ -199,9 +199,12 @@ deploy-check:
 	$(GO) vet -tags deploytools ./deploy
 	$(GO) test -tags deploytools -count=1 -v ./deploy
 
+# The ARM builds take the flags that TestCrossArch (make qemu) builds its
+# binaries with (static, -trimpath), so that it finds their packages in the
+# build cache: about 2 minutes each on a cold cache otherwise.
 cross:
-	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/gossipd
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -o /dev/null ./cmd/gossipd
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '-s -w' -o /dev/null ./cmd/gossipd
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '-s -w' -o /dev/null ./cmd/gossipd
 	GOOS=linux GOARCH=amd64 $(GO) build -tags noasm -o /dev/null ./cmd/gossipd
 
 # Benchmarks: Go micro-benchmarks, then gossipd against PyTorch in one run
