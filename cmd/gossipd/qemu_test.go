@@ -29,6 +29,7 @@ func TestCrossArch(t *testing.T) {
 			}
 			dir := t.TempDir()
 			bin := filepath.Join(dir, "gossipd-"+arch.goarch)
+			// The Makefile's ARMFLAGS: make cross has built these packages.
 			build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
 			build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch.goarch, "GOARM="+arch.goarm)
 			if out, err := build.CombinedOutput(); err != nil {

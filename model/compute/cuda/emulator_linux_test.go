@@ -208,8 +208,8 @@ func newEmulator(t testing.TB) *emulator {
 }
 
 // helpers are the helper programs built in this test process, by kernel
-// file: g++ takes about a second for one, and a dozen tests start an
-// emulator. TestMain removes dir.
+// file and extra flags: g++ takes about a second for one, and a dozen
+// tests start an emulator. TestMain removes dir.
 var helpers struct {
 	sync.Mutex
 	dir    string

@@ -143,7 +143,7 @@ static void emu_fiber_init(emu_fiber &fb) {
 #else
     fb.ctx.uc_stack.ss_sp = fb.stack;
     fb.ctx.uc_stack.ss_size = emu_stack;
-    fb.ctx.uc_link = &emu_sched;
+    fb.ctx.uc_link = nullptr; // emu_entry switches back itself
     makecontext(&fb.ctx, emu_entry, 0);
 #endif
 }
