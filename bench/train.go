@@ -50,7 +50,7 @@ func Train(ctx context.Context, w, stderr io.Writer, c TrainConfig) error {
 	ran := ""
 	for _, batch := range c.Batches {
 		for _, mdl := range []struct{ name, kind, hidden string }{{"softmax", "softmax", ""}, {"mlp 784-128-10", "mlp", "128"}} {
-			cfg := simulation.CentralConfig{Dataset: c.Dataset, Scale: "minmax", TestFraction: 0.2, Model: mdl.kind, Hidden: mdl.hidden,
+			cfg := simulation.CentralConfig{Dataset: c.Dataset, Scale: "minmax", Model: mdl.kind, Hidden: mdl.hidden,
 				Epochs: 1, Batch: batch, LR: 0.1, Optimizer: "sgd", Threads: c.Threads, Device: c.Device}
 			got, rep, err := gossipd(ctx, cfg, seeds)
 			if err != nil {

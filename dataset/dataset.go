@@ -30,6 +30,11 @@ var (
 	ErrShape        = errors.New("dataset: shape mismatch")
 	ErrEmpty        = errors.New("dataset: no examples")
 	ErrBadPartition = errors.New("dataset: bad partition spec")
+	// ErrOwnTestSplit: a test fraction was given for a source with a test
+	// split of its own (it would be ignored).
+	ErrOwnTestSplit = errors.New("dataset: a test fraction applies to sources without a test split")
+	// ErrNotCSV: a CSV label column was given for a source that is not CSV.
+	ErrNotCSV = errors.New("dataset: a label column applies to CSV sources")
 )
 
 // Dataset is a labelled, dense dataset. X holds N rows of D features,

@@ -498,3 +498,41 @@ func TestSamplePartition(t *testing.T) {
 		}
 	}
 }
+
+// Options a source has no use for are errors, not silently ignored: a
+// test fraction for IDX files (a test split of their own), a CSV label
+// column for IDX or LIBSVM files. The defaults pass.
+func TestOpenInapplicableOptions(t *testing.T) {
+	idx := writeIDXDir(t, 20, 4)
+	svm := filepath.Join(t.TempDir(), "a.libsvm")
+	if err := os.WriteFile(svm, []byte("1 1:0.5\n0 2:0.25\n1 1:1\n0 2:1\n1 1:0.7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		spec string
+		opts OpenOptions
+		want error
+	}{
+		{idx, OpenOptions{}, nil},
+		{idx, OpenOptions{TestFraction: 0.3}, ErrOwnTestSplit},
+		{idx, OpenOptions{CSV: CSVOptions{LabelColumn: "0"}}, ErrNotCSV},
+		{svm, OpenOptions{TestFraction: 0.4}, nil},
+		{svm, OpenOptions{CSV: CSVOptions{LabelColumn: "0"}}, ErrNotCSV},
+		{"digits", OpenOptions{TestFraction: 0.3}, nil},
+	} {
+		_, _, err := Open(tc.spec, tc.opts)
+		if !errors.Is(err, tc.want) || (err != nil && !strings.Contains(err.Error(), tc.spec)) {
+			t.Errorf("%s %+v: got %v, want %v naming the source", tc.spec, tc.opts, err, tc.want)
+		}
+	}
+	// Load refuses them too, cached or not (a cached IDX set skips Open).
+	t.Setenv(CacheDirEnv, t.TempDir())
+	for range 2 {
+		if _, _, _, err := Load(idx, LoadOptions{Scale: "minmax"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := Load(idx, LoadOptions{Scale: "minmax", OpenOptions: OpenOptions{TestFraction: 0.3}}); !errors.Is(err, ErrOwnTestSplit) {
+			t.Fatalf("Load with a test fraction: %v", err)
+		}
+	}
+}

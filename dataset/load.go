@@ -52,6 +52,9 @@ func Load(source string, o LoadOptions) (train, test *Dataset, sc *Scaler, err e
 			return parts[i], nil
 		}
 	}
+	if err := vetOptions(source, o.OpenOptions); err != nil { // before the cache, which skips Open
+		return nil, nil, nil, err
+	}
 	if train, test, sc, ok, err := loadCachedIDX(source, o); ok {
 		return train, test, sc, err
 	}

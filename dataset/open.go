@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -23,6 +24,9 @@ const DefaultFashionMNISTDir = "/usr/share/datasets/fashion-mnist"
 // directory itself).
 const DataDirEnv = "GOSSIPD_DATA_DIR"
 
+// fashionMNIST is Fashion-MNIST's name (Open takes two other spellings).
+const fashionMNIST = "fashion-mnist"
+
 // Names lists the named datasets Open knows.
 var Names = []string{"digits", "fashion-mnist"}
 
@@ -35,7 +39,9 @@ type OpenOptions struct {
 	CSV    CSVOptions
 	LIBSVM LIBSVMOptions
 	// TestFraction is the fraction held out as the test set when the source
-	// has no test split of its own. Default 0.2.
+	// has no test split of its own. Default 0.2; a fraction given for a
+	// source with a split of its own is an error (ErrOwnTestSplit), as is
+	// a CSV label column for a source that is not CSV (ErrNotCSV).
 	TestFraction float64
 	// Seed drives the held-out split. Same seed, same split.
 	Seed uint64
@@ -54,10 +60,13 @@ type OpenOptions struct {
 // with opts.TestFraction and opts.Seed. A path may also name a directory of
 // MNIST-style IDX files (train-images-idx3-ubyte[.gz] and friends).
 func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
+	if err := vetOptions(spec, opts); err != nil {
+		return nil, nil, err
+	}
 	if opts.TestFraction == 0 {
 		opts.TestFraction = 0.2
 	}
-	if opts.TestFraction <= 0 || opts.TestFraction >= 1 {
+	if !(opts.TestFraction > 0 && opts.TestFraction < 1) {
 		return nil, nil, fmt.Errorf("dataset: test fraction %v not in (0,1)", opts.TestFraction)
 	}
 	var all *Dataset
@@ -69,7 +78,7 @@ func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
 			return nil, nil, err
 		}
 		all.Name = "digits"
-	case "fashion-mnist", "fashion_mnist", "fashionmnist":
+	case fashionMNIST, "fashion_mnist", "fashionmnist":
 		dir, err := findFashionMNIST(opts.DataDir)
 		if err != nil {
 			return nil, nil, err
@@ -127,6 +136,33 @@ func openPath(path string, opts OpenOptions) (all, train, test *Dataset, err err
 		return nil, nil, nil, fmt.Errorf("%s: %w: format %q, want csv|libsvm|idx", path, ErrFormat, format)
 	}
 	return all, nil, nil, err
+}
+
+// vetOptions refuses options that spec's source has no use for, which
+// would otherwise be silently ignored: a test fraction (as given, before
+// its default) for IDX files, which have a test split of their own, and a
+// CSV label column for a source that is not CSV. A path that cannot be
+// read passes: Open reports it.
+func vetOptions(spec string, opts OpenOptions) error {
+	format := "csv" // digits
+	switch spec {
+	case "digits":
+	case fashionMNIST, "fashion_mnist", "fashionmnist":
+		format = "idx"
+	default:
+		st, err := os.Stat(spec)
+		if err != nil {
+			return nil
+		}
+		format = cmp.Or(opts.Format, formatOf(spec, st.IsDir()))
+	}
+	switch {
+	case format == "idx" && opts.TestFraction != 0:
+		return fmt.Errorf("%w: %s has its own (test fraction %v)", ErrOwnTestSplit, spec, opts.TestFraction)
+	case format != "csv" && opts.CSV.LabelColumn != "":
+		return fmt.Errorf("%w: %s is %s (label column %q)", ErrNotCSV, spec, strings.ToUpper(format), opts.CSV.LabelColumn)
+	}
+	return nil
 }
 
 func formatOf(path string, dir bool) string {

@@ -24,7 +24,7 @@ type Config struct {
 }
 
 // Enabled reports whether DP-SGD is on.
-func (c Config) Enabled() bool { return c.Clip > 0 || c.Noise > 0 || c.Epsilon > 0 }
+func (c Config) Enabled() bool { return c.Clip != 0 || c.Noise != 0 || c.Epsilon != 0 }
 
 // Validate checks the config and fills defaults.
 func (c *Config) Validate() error {

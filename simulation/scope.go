@@ -82,6 +82,8 @@ var scopes = map[string]scope{
 	"compute-trace":    {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"final-eval-peers": {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
 	"eval-peers":       {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
+	"dp-delta":         {func(c *Config) bool { return c.DP.Enabled() }, "DP-SGD (--dp-clip and --dp-noise)"},
+	"dp-epsilon":       {func(c *Config) bool { return c.DP.Enabled() }, "DP-SGD (--dp-clip and --dp-noise)"},
 }
 
 // networkModels is where the network model applies.
@@ -132,4 +134,45 @@ func (c *Config) CheckOptions(set []string) error {
 // outerApplies: the outer optimizer's settings need --local-steps.
 func outerApplies(c *Config) bool {
 	return isGossip(c) && c.LocalSteps > 0
+}
+
+// centralScopes are CheckOptions' rules for a centralized run (`gossipd
+// train`), by flag name.
+var centralScopes = map[string]struct {
+	applies func(c *CentralConfig) bool
+	to      string
+}{
+	"hidden":       {func(c *CentralConfig) bool { return c.Model == model.MLP }, "--model mlp"},
+	"lambda":       {func(c *CentralConfig) bool { return c.Model == model.SVM }, "--model svm"},
+	"momentum":     {func(c *CentralConfig) bool { return c.optimizer() == "sgd" }, "--optimizer sgd"},
+	"lr":           {func(c *CentralConfig) bool { return c.optimizer() != "pegasos" }, "sgd and adam (pegasos steps by 1/(λt))"},
+	"weight-decay": {func(c *CentralConfig) bool { return c.optimizer() != "pegasos" }, "sgd and adam (pegasos regularises by --lambda)"},
+	"partition":    {func(c *CentralConfig) bool { return c.Shard != "" }, "--shard (it says how the shards are cut)"},
+}
+
+// optimizer is the optimizer c resolves to.
+func (c *CentralConfig) optimizer() string {
+	switch {
+	case c.Optimizer != "":
+		return strings.ToLower(c.Optimizer)
+	case c.Model == model.SVM:
+		return "pegasos"
+	}
+	return "sgd"
+}
+
+// CheckOptions refuses the options named in set (flag names, as `gossipd
+// train` spells them) that do not apply to c, which would otherwise be
+// silently ignored.
+func (c *CentralConfig) CheckOptions(set []string) error {
+	var bad []string
+	for _, name := range set {
+		if s, ok := centralScopes[name]; ok && !s.applies(c) {
+			bad = append(bad, fmt.Sprintf("--%s applies to %s, not to this run (--model %s, --optimizer %s)", name, s.to, c.Model, c.optimizer()))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(bad, "; "))
+	}
+	return nil
 }

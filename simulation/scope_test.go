@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 // TestCheckOptions: every scoped option applies to some run and not to
@@ -21,14 +22,16 @@ func TestCheckOptions(t *testing.T) {
 				for _, churn := range []float64{0, 0.1} {
 					for _, dep := range []string{"", DepartLeave, DepartDie} {
 						for _, steps := range []int{0, 5} {
-							c := Config{Protocol: p, Model: m, Churn: churn, Departure: dep, LocalSteps: steps}
-							if dep != "" {
-								c.Turnover = 0.1
-							}
-							if s.applies(&c) {
-								yes = true
-							} else {
-								no = true
+							for _, dp := range []privacy.Config{{}, {Clip: 1, Noise: 1}} {
+								c := Config{Protocol: p, Model: m, Churn: churn, Departure: dep, LocalSteps: steps, DP: dp}
+								if dep != "" {
+									c.Turnover = 0.1
+								}
+								if s.applies(&c) {
+									yes = true
+								} else {
+									no = true
+								}
 							}
 						}
 					}
@@ -68,5 +71,42 @@ func TestCheckOptions(t *testing.T) {
 	}
 	if !slices.Contains(Protocols, FedAvg) {
 		t.Fatal("no fedavg")
+	}
+}
+
+// TestCentralCheckOptions: every option of `gossipd train` that is
+// scoped applies to some run and not to another, and one set for a run
+// it does not apply to is refused naming it.
+func TestCentralCheckOptions(t *testing.T) {
+	for name, s := range centralScopes {
+		var yes, no bool
+		for _, m := range []string{"softmax", "mlp", "svm"} {
+			for _, opt := range []string{"", "sgd", "adam", "pegasos"} {
+				for _, shard := range []string{"", "0/4"} {
+					c := CentralConfig{Model: m, Optimizer: opt, Shard: shard}
+					if s.applies(&c) {
+						yes = true
+					} else {
+						no = true
+					}
+				}
+			}
+		}
+		if !yes || !no {
+			t.Errorf("--%s: applies to some run %v, to none %v; a scope must split the runs", name, yes, !no)
+		}
+	}
+	c := CentralConfig{Model: "svm"}
+	if err := c.CheckOptions([]string{"lambda", "epochs"}); err != nil {
+		t.Errorf("svm with --lambda: %v", err)
+	}
+	err := c.CheckOptions([]string{"lr", "hidden", "momentum", "epochs"})
+	for _, want := range []string{"--lr applies", "--hidden applies", "--momentum applies", "--optimizer pegasos"} {
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("svm with --lr --hidden --momentum: %v, want %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "--epochs") {
+		t.Errorf("--epochs refused: %v", err)
 	}
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +35,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := cli.CheckNumbers(fs, cli.Bounds{"threads": "[0,inf)", "min-time": "(0,inf)", "seeds": "[1,inf)"}); err != nil {
+		return err
+	}
+	whats := cli.SplitList(*what)
+	if err := checkBenchScopes(fs, whats); err != nil {
+		return err
+	}
 	if err := checkDevice(*dev); err != nil {
 		return err
 	}
@@ -50,9 +59,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return fmt.Errorf("%w: bench: --against %q: want torch", errUsage, *against)
 	}
-	if *seeds < 1 {
-		return fmt.Errorf("%w: bench: --seeds %d: want 1 or more", errUsage, *seeds)
-	}
 	var batches []int
 	for _, b := range strings.Split(*batchList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(b))
@@ -62,15 +68,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		batches = append(batches, n)
 	}
 	if spec, _ := device.Parse(*dev); spec.Kind == "cuda" {
-		for _, w := range strings.Split(*what, ",") {
-			if w = strings.TrimSpace(w); w != "train" {
+		for _, w := range whats {
+			if w != "train" {
 				return fmt.Errorf("%w: bench: --what %s measures the CPU kernels; with --device %s use --what train", errUsage, w, spec)
 			}
 		}
 	}
 	fmt.Fprintf(stdout, "machine: %s\ncompute: %s\n\n", compute.CPUModel(), compute.NewCPU(compute.WithThreads(*threads)).Name())
-	for _, w := range strings.Split(*what, ",") {
-		switch strings.TrimSpace(w) {
+	for _, w := range whats {
+		switch w {
 		case "gemm":
 			benchGEMM(stdout, *threads, *minTime)
 		case "train":
@@ -81,9 +87,45 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err := benchSim(ctx, stdout, stderr, *ds); err != nil {
 				return err
 			}
-		default:
-			return fmt.Errorf("%w: bench: --what %q, want gemm|train|sim", errUsage, w)
 		}
+	}
+	return nil
+}
+
+// benchParts are what --what measures, and benchScopes the parts each
+// flag applies to: one given for none of the parts measured would be
+// silently ignored, so it is refused.
+var (
+	benchParts  = []string{"gemm", "train", "sim"}
+	benchScopes = map[string][]string{
+		"min-time": {"gemm"}, "threads": {"gemm", "train"}, "dataset": {"train", "sim"},
+		"device": {"train"}, "batch": {"train"}, "seeds": {"train"}, "against": {"train"}, "torch": {"train"}, "python": {"train"},
+	}
+)
+
+// checkBenchScopes refuses an unknown --what part, and a flag set for
+// none of the parts measured; --python needs a PyTorch reference to run.
+func checkBenchScopes(fs *flag.FlagSet, whats []string) error {
+	if len(whats) == 0 {
+		return fmt.Errorf("%w: bench: --what is empty, want some of %s", errUsage, strings.Join(benchParts, ","))
+	}
+	for _, w := range whats {
+		if !slices.Contains(benchParts, w) {
+			return fmt.Errorf("%w: bench: --what %q, want %s", errUsage, w, strings.Join(benchParts, "|"))
+		}
+	}
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		parts, ok := benchScopes[f.Name]
+		if ok && !slices.ContainsFunc(parts, func(p string) bool { return slices.Contains(whats, p) }) {
+			bad = append(bad, fmt.Sprintf("--%s applies to --what %s, not to --what %s", f.Name, strings.Join(parts, " or "), strings.Join(whats, ",")))
+		}
+	})
+	if cli.FlagSet(fs, "python") && !cli.FlagSet(fs, "against") && !cli.FlagSet(fs, "torch") {
+		bad = append(bad, "--python runs the PyTorch reference, which runs with --against torch (or --torch)")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: bench: %s", errUsage, strings.Join(bad, "; "))
 	}
 	return nil
 }

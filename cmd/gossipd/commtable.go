@@ -31,6 +31,9 @@ func runCommTable(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := cli.CheckNumbers(fs, cli.Bounds{"peers": "[1,inf)", "rounds": "[1,inf)", "target": "(0,1]", "seed": "[0,inf)"}); err != nil {
+		return err
+	}
 	if *update == "" && cli.FlagSet(fs, "section") {
 		return fmt.Errorf("%w: --section needs --update", errUsage)
 	}

@@ -26,6 +26,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := cli.CheckNumbers(fs, cli.Bounds{"peers": "[2,32]", "delta": "(0,inf)", "target": "(0,1]", "duration": "(0,inf)"}); err != nil {
+		return err
+	}
 	c.Out = stdout
 	c.Live = !jsonOut && cli.IsTerminal(stdout)
 	if jsonOut {

@@ -20,7 +20,7 @@ func TestDeviceFlag(t *testing.T) {
 	for _, args := range [][]string{
 		{"train", "--epochs", "1", "--quiet"},
 		{"simulate", "--peers", "4", "--rounds", "1", "--quiet", "--out", dir},
-		{"bench", "--what", "gemm", "--min-time", "1ms"},
+		{"bench", "--what", "train", "--dataset", "digits"},
 		{"run", "--store", dir, "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0"},
 	} {
 		for _, bad := range []struct{ dev, want string }{{"cuda", "--device cuda:0"}, {"cuda:1", "--device cuda:1"}, {"gpu", "want auto|cpu|cuda[:N]"}} {

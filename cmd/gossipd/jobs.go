@@ -27,6 +27,9 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := cli.CheckNumbers(fs, cli.Bounds{"listen-for": "(0,inf)"}); err != nil {
+		return err
+	}
 	var jobs []node.AnnouncedJob
 	var err error
 	if *bootstrap == "" {

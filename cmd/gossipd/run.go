@@ -141,6 +141,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := cli.ApplySettings(fs, r.config, "GOSSIPD_"); err != nil {
 		return err
 	}
+	if err := cli.CheckNumbers(fs, runBounds); err != nil {
+		return err
+	}
+	if !cli.FlagSet(fs, "test-fraction") {
+		r.testFraction = 0 // the loader's default, and no error for a source with a test split
+	}
+	dp := privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}
+	if err := dp.Validate(); err != nil { // before the data is loaded and the network joined
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	log, err := cli.NewLogger(stderr, r.logFormat, r.logLevel)
 	if err != nil {
 		return err
@@ -184,6 +194,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := r.checkJoin(fs); err != nil {
 		return err
 	}
+	if r.join == "" {
+		if err := checkRunScopes(fs, r.shape(), dp); err != nil {
+			return err
+		}
+	}
 	bootstrap, err := cli.ListOrFile(r.bootstrap)
 	if err != nil {
 		return fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
@@ -222,9 +237,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if job, origin, err = node.FindJob(ctx, host, r.join, r.joinTimeout); err != nil {
 			return err
 		}
+		if err := checkRunScopes(fs, shapeOf(job), dp); err != nil {
+			return fmt.Errorf("job %.12s: %w", origin.JobID, err)
+		}
 		log.Info("joining job", "job", origin.JobID[:12], "name", job.Name, "protocol", job.Protocol, "model", job.Model.String(), "creator", origin.Creator, "from", origin.Peer)
 	}
-	dp := privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}
 	scale, seed := r.scale, r.initSeed
 	if origin != nil {
 		scale, seed = job.Scale, job.InitSeed
@@ -234,7 +251,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Partition: r.partition, Scale: scale, Fingerprint: dp.Enabled(),
 		OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: seed}})
 	if err != nil {
-		return err
+		return datasetUsage(err)
 	}
 	// The whole data set is garbage once a shard is cut from it: give its
 	// memory back now rather than as the scavenger gets to it.
@@ -277,27 +294,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		why = "left the job" // POST /leave
 	}
 	log.Info("gossipd stopped", "why", why, "updates", d.Status().Updates, "checkpoint", d.Status().Checkpoint)
-	return nil
-}
-
-// jobFlags are the flags that make up a job (node.JobSpec); --join takes
-// them from the job's announcement instead.
-var jobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology", "staleness", "sfb-mode", "init-seed", "name", "local-steps", "outer", "outer-lr", "outer-momentum"}
-
-// checkJoin refuses job flags beside --join: they would be ignored.
-func (r *runFlags) checkJoin(fs *flag.FlagSet) error {
-	if r.join == "" {
-		return nil
-	}
-	var set []string
-	for _, f := range jobFlags {
-		if cli.FlagSet(fs, f) {
-			set = append(set, "--"+f)
-		}
-	}
-	if len(set) > 0 {
-		return fmt.Errorf("%w: %s: part of the job, which --join takes from the job's announcement; leave them out", errUsage, strings.Join(set, ", "))
-	}
 	return nil
 }
 

@@ -21,6 +21,15 @@ import (
 	"github.com/gossipd/gossipd/simulation"
 )
 
+// simulateBounds are the values simulate's numeric flags take, beside
+// the training flags it shares with run (trainingBounds).
+var simulateBounds = withTrainingBounds(cli.Bounds{
+	"peers": "[1,inf)", "rounds": "[1,inf)", "eval-every": "[1,inf)", "eval-peers": "[1,inf)", "eval-examples": "[1,inf)",
+	"final-eval-peers": "[0,inf)", "jitter": "[0,1)", "bandwidth": "[0,inf)", "drop": "[0,1)",
+	"churn": "[0,1)", "churn-session": "(0,inf)", "turnover": "[0,1]", "member-timeout": "(0,inf)",
+	"byzantine": "(0,0.5)", "fanout": "[0,inf)", "fedavg-fraction": "(0,1]", "peer-batch": "[0,inf)", "seed": "[0,inf)",
+})
+
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("simulate", "simulate [flags]\n\nRuns many peers of a protocol in one process on virtual time and writes\nmetrics.csv, summary.json and accuracy plots (PNG) to --out.", stderr)
 	var c simulation.Config
@@ -38,7 +47,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&c.Partition, "partition", "iid", "data partition: iid|dirichlet:α|shards:k|quantity:α|sample:k (k examples per peer drawn with replacement: any number of peers)")
 	fs.IntVar(&c.Rounds, "rounds", 100, "rounds to simulate (a round is one Δ of virtual time)")
 	fs.DurationVar(&c.Delta, "delta", time.Second, "virtual length Δ of a round")
-	fs.Float64Var(&c.Jitter, "jitter", 0.1, "jitter of periodic actions, as a fraction of Δ")
+	fs.Float64Var(&c.Jitter, "jitter", 0.1, "jitter of periodic actions, as a fraction of Δ (0: none)")
 	fs.IntVar(&c.LocalEpochs, "local-epochs", 1, "local epochs per random-walk update or FedAvg client")
 	fs.IntVar(&c.Batch, "batch", 32, "minibatch size")
 	fs.Float64Var(&c.LR, "lr", 0.1, "learning rate")
@@ -92,12 +101,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := cli.ApplySettings(fs, scenario, ""); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	// Counts whose zero would silently become the default are refused;
-	// --final-eval-peers 0 means every peer.
-	for _, name := range []string{"peers", "rounds", "local-epochs", "batch", "eval-every", "eval-peers", "eval-examples"} {
-		if cli.FlagSet(fs, name) && fs.Lookup(name).Value.String() == "0" {
-			return fmt.Errorf("%w: --%s 0: want at least 1", errUsage, name)
-		}
+	if err := cli.CheckNumbers(fs, simulateBounds); err != nil {
+		return err
 	}
 	var set []string
 	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
@@ -130,13 +135,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	allPeers := cli.FlagSet(fs, "final-eval-peers") && c.FinalEvalPeers == 0
 	if err := c.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return configUsage(err, simulation.ErrConfig)
 	}
 	if allPeers {
 		c.FinalEvalPeers = c.Peers
 	}
 	if err := c.CheckOptions(set); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return configUsage(err, simulation.ErrConfig)
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -159,7 +164,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	})
 	bar.Finish()
 	if errors.Is(err, simulation.ErrConfig) {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return configUsage(err, simulation.ErrConfig)
 	}
 	if err != nil {
 		return err

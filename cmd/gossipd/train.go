@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -44,6 +45,18 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := cli.CheckNumbers(fs, cli.Bounds{"epochs": "[1,inf)", "batch": "[1,inf)", "lambda": "(0,inf)", "lr": "(0,inf)",
+		"momentum": "[0,1)", "weight-decay": "[0,inf)", "test-fraction": "(0,1)", "threads": "[0,inf)", "seed": "[0,inf)"}); err != nil {
+		return err
+	}
+	if !cli.FlagSet(fs, "test-fraction") {
+		c.TestFraction = 0 // the loader's default, and no error for a source with a test split
+	}
+	var set []string
+	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
+	if err := c.CheckOptions(set); err != nil {
+		return configUsage(err, simulation.ErrConfig)
+	}
 	if _, err := model.ParseHidden(c.Hidden); err != nil {
 		return fmt.Errorf("%w: --hidden: %v", errUsage, err)
 	}
@@ -58,10 +71,10 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	})
 	if errors.Is(err, simulation.ErrConfig) {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return configUsage(err, simulation.ErrConfig)
 	}
 	if err != nil {
-		return err
+		return datasetUsage(err)
 	}
 	if jsonOut {
 		enc := json.NewEncoder(stdout)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -15,6 +16,11 @@ import (
 // the environment (envPrefix + the flag name in upper case with '-' as '_',
 // when envPrefix is not empty), then from the YAML file at path (keys are
 // flag names). So the precedence is flags > environment > file > defaults.
+//
+// A value from the environment or the file that restates the flag's
+// default (as `gossipd init` writes every one) leaves the flag unset, so
+// that checks of the flags given (a count of 0, an option that does not
+// apply to the run) see only what was chosen.
 func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -23,6 +29,10 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 		fs.VisitAll(func(f *flag.Flag) {
 			env := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 			if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
+				if restatesDefault(f, v) {
+					given[f.Name] = true
+					return
+				}
 				if e := fs.Set(f.Name, v); e != nil {
 					err = fmt.Errorf("%w: $%s: %v", ErrUsage, env, e)
 				}
@@ -67,11 +77,28 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 		default:
 			s = fmt.Sprint(x)
 		}
+		if restatesDefault(fs.Lookup(k), s) {
+			continue
+		}
 		if err := fs.Set(k, s); err != nil {
 			return fmt.Errorf("%w: %s: %s: %v", ErrUsage, path, k, err)
 		}
 	}
 	return nil
+}
+
+// restatesDefault reports whether s, set on a flag of f's type, gives its
+// default value ("32" and "32.0", "1s" and "1000ms" alike).
+func restatesDefault(f *flag.Flag, s string) bool {
+	if s == f.DefValue {
+		return true
+	}
+	t := reflect.TypeOf(f.Value)
+	if t.Kind() != reflect.Pointer {
+		return false
+	}
+	v, ok := reflect.New(t.Elem()).Interface().(flag.Value)
+	return ok && v.Set(s) == nil && v.String() == f.DefValue
 }
 
 // SettingsTemplate is a commented YAML settings file holding every flag

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/internal/cli"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/privacy"
+)
+
+// runBounds are the values run's numeric flags take, beside the training
+// flags it shares with simulate (trainingBounds). --peer-rate and
+// --peer-frames take a negative value for no limit (0 would silently be
+// the default), --max-norm 0 for its default bound.
+var runBounds = withTrainingBounds(cli.Bounds{
+	"init-seed": "[0,inf)", "checkpoint-every": "[1,inf)", "keep": "[1,inf)", "test-fraction": "(0,1)",
+	"join-timeout": "(0,inf)", "announce-interval": "(0,inf)", "max-conns": "[1,inf)",
+	"peer-rate": "(-inf,0)|(0,inf)", "peer-frames": "(-inf,0)|(0,inf)", "send-rate": "[0,inf)", "max-norm": "(-inf,inf)",
+})
+
+// trainingBounds are the bounds of the flags that run and simulate share
+// (training, the protocols' settings, DP-SGD), so that a flag takes the
+// same values in both. Where a zero would silently become the default (a
+// count, a period, a rate) an explicit 0 is refused; where it means
+// something, the flag's help says what.
+var trainingBounds = cli.Bounds{
+	"batch": "[1,inf)", "local-epochs": "[1,inf)", "local-steps": "[0,inf)", "lr": "(0,inf)", "delta": "(0,inf)",
+	"staleness": "[0,inf)", "outer-lr": "(0,inf)", "outer-momentum": "[0,1)",
+	"dp-clip": "(0,inf)", "dp-noise": "(0,inf)", "dp-delta": "(0,1)", "dp-epsilon": "[0,inf)",
+}
+
+// withTrainingBounds is b and trainingBounds.
+func withTrainingBounds(b cli.Bounds) cli.Bounds {
+	maps.Copy(b, trainingBounds)
+	return b
+}
+
+// jobShape is what decides which of run's flags apply: the job's
+// protocol, model and outer optimizer (from the flags of a daemon that
+// creates the job, from the announcement for one that joins).
+type jobShape struct {
+	protocol, model, outer string
+	localSteps             int
+}
+
+func (r *runFlags) shape() jobShape {
+	return jobShape{protocol: r.protocol, model: r.modelKind, outer: r.outer, localSteps: r.localSteps}
+}
+
+func shapeOf(j node.JobSpec) jobShape {
+	s := jobShape{protocol: j.Protocol, model: j.Model.Kind}
+	if j.Outer != nil {
+		s.outer, s.localSteps = j.Outer.Method, j.Outer.Steps
+	}
+	return s
+}
+
+func onProtocols(ps ...string) func(jobShape) bool {
+	return func(s jobShape) bool { return slices.Contains(ps, s.protocol) }
+}
+
+// runScopes say which jobs a flag applies to; given for another, it
+// would be silently ignored.
+var runScopes = map[string]struct {
+	applies func(jobShape) bool
+	to      string
+}{
+	"hidden":         {func(s jobShape) bool { return s.model == model.MLP }, "--model mlp"},
+	"topology":       {onProtocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum"},
+	"variant":        {onProtocols(gossip.RandomWalk), "randomwalk"},
+	"staleness":      {onProtocols(gossip.SFB), "sfb"},
+	"sfb-mode":       {onProtocols(gossip.SFB), "sfb"},
+	"aggregator":     {onProtocols(gossip.RandomWalk, gossip.DPSGD, gossip.PushSum), "randomwalk, dpsgd and pushsum"},
+	"local-epochs":   {func(s jobShape) bool { return s.protocol == gossip.RandomWalk && s.localSteps == 0 }, "randomwalk without --local-steps"},
+	"outer":          {func(s jobShape) bool { return s.localSteps > 0 }, "--local-steps"},
+	"outer-lr":       {func(s jobShape) bool { return s.localSteps > 0 && s.outer != gossip.OuterAverage }, "--local-steps with --outer nesterov"},
+	"outer-momentum": {func(s jobShape) bool { return s.localSteps > 0 && s.outer != gossip.OuterAverage }, "--local-steps with --outer nesterov"},
+}
+
+// checkRunScopes refuses the flags set that do not apply to a job of
+// shape s, and DP-SGD's δ and budget without DP-SGD.
+func checkRunScopes(fs *flag.FlagSet, s jobShape, dp privacy.Config) error {
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		if sc, ok := runScopes[f.Name]; ok && !sc.applies(s) {
+			bad = append(bad, fmt.Sprintf("--%s applies to %s, not to this job (protocol %s, model %s)", f.Name, sc.to, s.protocol, s.model))
+		}
+	})
+	for _, f := range []string{"dp-delta", "dp-epsilon"} {
+		if cli.FlagSet(fs, f) && !dp.Enabled() {
+			bad = append(bad, "--"+f+" applies to DP-SGD (--dp-clip and --dp-noise)")
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", errUsage, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// jobFlags are the flags that make up a job (node.JobSpec); --join takes
+// them from the job's announcement instead.
+var jobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology", "staleness", "sfb-mode", "init-seed", "name", "local-steps", "outer", "outer-lr", "outer-momentum"}
+
+// checkJoin refuses job flags beside --join: they would be ignored.
+func (r *runFlags) checkJoin(fs *flag.FlagSet) error {
+	if r.join == "" {
+		return nil
+	}
+	var set []string
+	for _, f := range jobFlags {
+		if cli.FlagSet(fs, f) {
+			set = append(set, "--"+f)
+		}
+	}
+	if len(set) > 0 {
+		return fmt.Errorf("%w: %s: part of the job, which --join takes from the job's announcement; leave them out", errUsage, strings.Join(set, ", "))
+	}
+	return nil
+}
