@@ -79,6 +79,7 @@ func TestNumericFlagsRefuseBadValues(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d numeric flags swept", seen)
 	if seen < 90 {
 		t.Errorf("%d numeric flags seen, want every command's (about 100): is the help format parsed?", seen)
 	}
