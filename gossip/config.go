@@ -21,6 +21,14 @@ var (
 	ErrInvalid = errors.New("gossip: invalid message")
 )
 
+// Variants are random walk's merge variants (Config.Variant: mu, the
+// default, rw and um) and Samplings its peer-sampling services
+// (Config.Sampling: newscast, the default, and oracle).
+var (
+	Variants  = []string{"mu", "rw", "um"}
+	Samplings = []string{"newscast", "oracle"}
+)
+
 // Defaults that Validate fills in; each is documented on its Config field
 // and defined here only.
 const (
@@ -213,7 +221,7 @@ func (c *Config) Validate() error {
 	if c.Variant == "" {
 		c.Variant = "mu"
 	}
-	if !slices.Contains([]string{"mu", "rw", "um"}, c.Variant) {
+	if !slices.Contains(Variants, c.Variant) {
 		return fmt.Errorf("%w: variant %q, want mu|rw|um", ErrConfig, c.Variant)
 	}
 	if c.RoundTimeout == 0 {
@@ -222,7 +230,7 @@ func (c *Config) Validate() error {
 	if c.Sampling == "" {
 		c.Sampling = "newscast"
 	}
-	if c.Sampling != "newscast" && c.Sampling != "oracle" {
+	if !slices.Contains(Samplings, c.Sampling) {
 		return fmt.Errorf("%w: sampling %q, want newscast|oracle", ErrConfig, c.Sampling)
 	}
 	if c.ViewSize == 0 {

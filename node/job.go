@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
@@ -124,6 +125,9 @@ func (j *JobSpec) Validate() error {
 	}
 	if _, err := gossip.ParseCompression(j.Compression); err != nil {
 		return err
+	}
+	if j.Variant != "" && !slices.Contains(gossip.Variants, j.Variant) {
+		return fmt.Errorf("node: job variant %q, want %s", j.Variant, strings.Join(gossip.Variants, "|"))
 	}
 	if !slices.Contains([]string{"", "auto", "factors", "dense"}, j.SFBMode) {
 		return fmt.Errorf("node: job sfb mode %q, want auto|factors|dense", j.SFBMode)

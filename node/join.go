@@ -9,6 +9,15 @@ import (
 	"github.com/gossipd/gossipd/node/transport"
 )
 
+// CheckJobID reports whether id can name a job for FindJob: a job ID or
+// a prefix of at least 8 of its hex digits (either case).
+func CheckJobID(id string) error {
+	if len(id) < 8 || strings.Trim(strings.ToLower(id), "0123456789abcdef") != "" {
+		return fmt.Errorf("node: job ID %q: want its hex digits (at least 8)", id)
+	}
+	return nil
+}
+
 // FindJob waits (at most timeout) for an announcement of the job whose ID
 // (or a unique prefix of at least 8 hex digits) is id, and returns its
 // spec and the announcement, for `gossipd run --join`. The transport has
@@ -16,8 +25,8 @@ import (
 // it; FindJob checks that this version of gossipd reads it whole.
 func FindJob(ctx context.Context, b transport.Broadcaster, id string, timeout time.Duration) (JobSpec, *transport.Announcement, error) {
 	id = strings.ToLower(id)
-	if len(id) < 8 || strings.Trim(id, "0123456789abcdef") != "" {
-		return JobSpec{}, nil, fmt.Errorf("node: job ID %q: want its hex digits (at least 8)", id)
+	if err := CheckJobID(id); err != nil {
+		return JobSpec{}, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

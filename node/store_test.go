@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,17 @@ func TestJobID(t *testing.T) {
 	bad := JobSpec{Model: testSpec(), Protocol: "flood"}
 	if err := bad.Validate(); err == nil {
 		t.Fatal("unknown protocol accepted")
+	}
+	if err := (&JobSpec{Model: testSpec(), Variant: "xx"}).Validate(); err == nil || !strings.Contains(err.Error(), `variant "xx"`) {
+		t.Fatalf("unknown variant: %v", err)
+	}
+	for _, id := range []string{"0123456", "0123456z", "g1234567"} {
+		if CheckJobID(id) == nil {
+			t.Errorf("job ID %q accepted", id)
+		}
+	}
+	if err := CheckJobID(strings.ToUpper(a.ID().Short())); err != nil {
+		t.Errorf("job ID prefix %s: %v", a.ID().Short(), err)
 	}
 	// The spec travels in announcements: a canonical one parses back to
 	// the same ID; anything else is refused.

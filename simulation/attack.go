@@ -145,11 +145,13 @@ func (c *Config) validateAttack() error {
 	if c.Byzantine == 0 && c.Attack == "" {
 		return nil
 	}
-	if !(c.Byzantine > 0 && c.Byzantine < 0.5) {
-		return fmt.Errorf("%w: byzantine fraction %v, want (0, 0.5)", ErrConfig, c.Byzantine)
-	}
-	if !slices.Contains(Attacks, c.Attack) {
+	switch {
+	case c.Attack == "":
+		return fmt.Errorf("%w: byzantine fraction %v without an attack, want one of %v", ErrConfig, c.Byzantine, Attacks)
+	case !slices.Contains(Attacks, c.Attack):
 		return fmt.Errorf("%w: attack %q, want one of %v", ErrConfig, c.Attack, Attacks)
+	case !(c.Byzantine > 0 && c.Byzantine < 0.5):
+		return fmt.Errorf("%w: attack %s needs a byzantine fraction in (0, 0.5), got %v", ErrConfig, c.Attack, c.Byzantine)
 	}
 	if !slices.Contains(gossip.Protocols, c.Protocol) || c.Protocol == gossip.SFB {
 		return fmt.Errorf("%w: attacks are simulated for randomwalk, dpsgd, adpsgd and pushsum", ErrConfig)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/device"
@@ -253,6 +254,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Scale == "" {
 		c.Scale = "minmax"
+	}
+	if err := dataset.CheckScaling(c.Scale); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.Variant != "" && !slices.Contains(gossip.Variants, c.Variant) {
+		return fmt.Errorf("%w: variant %q, want %s", ErrConfig, c.Variant, strings.Join(gossip.Variants, "|"))
+	}
+	if c.Sampling != "" && !slices.Contains(gossip.Samplings, c.Sampling) {
+		return fmt.Errorf("%w: sampling %q, want %s", ErrConfig, c.Sampling, strings.Join(gossip.Samplings, "|"))
 	}
 	if c.Partition == "" {
 		c.Partition = "iid"

@@ -88,6 +88,14 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"run", "--join", "0123456789ab", "--protocol", "dpsgd", "--init-seed", "3"}, 2, "--protocol, --init-seed: part of the job"},
 		{[]string{"jobs", "--listen-for", "1s"}, 2, "need --bootstrap"},
 		{[]string{"privacy", "ledger", "--delta", "2"}, 2, "--delta"},
+		{[]string{"train", "--shard", "3/2"}, 2, "--shard"},
+		{[]string{"train", "--shard", "0/2", "--partition", "zipf"}, 2, "--partition"},
+		{[]string{"simulate", "--variant", "xx"}, 2, `variant "xx"`},
+		{[]string{"simulate", "--sampling", "xx"}, 2, `sampling "xx"`},
+		{[]string{"simulate", "--scale", "log"}, 2, `scaling "log"`},
+		{[]string{"simulate", "--attack", "xx", "--byzantine", "0.1"}, 2, `attack "xx"`},
+		{[]string{"simulate", "--byzantine", "0.1"}, 2, "without an attack"},
+		{[]string{"simulate", "--attack", "ipm"}, 2, "attack ipm needs a byzantine fraction"},
 	} {
 		code, _, errs := run(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.want) {
@@ -284,5 +292,42 @@ func TestSimulateRefusesWhatItDoesNotModel(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &sum); code != 0 || err != nil || sum.EvaluatedPeers != 7 {
 		t.Errorf("--final-eval-peers 0: exit %d, %v, evaluated %d of 7 peers; %s", code, err, sum.EvaluatedPeers, errs)
+	}
+}
+
+// TestRunRefusesBadFlagsFirst: run refuses a malformed or inapplicable
+// flag as a usage error naming it before it creates its identity key,
+// opens its store, loads its data or joins the network: the store's
+// directory is never made.
+func TestRunRefusesBadFlagsFirst(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "tcp://0.0.0.0:4001"}, `listen address "tcp://0.0.0.0:4001"`},
+		{[]string{"--bootstrap", "10.0.0.1:4001"}, `bootstrap address "10.0.0.1:4001"`},
+		{[]string{"--relays", "/ip4/10.0.0.1/tcp/4001"}, `relay address "/ip4/10.0.0.1/tcp/4001"`},
+		{[]string{"--dht", "full"}, `dht mode "full"`},
+		{[]string{"--join", "xyz"}, "--join"},
+		{[]string{"--variant", "xx"}, `variant "xx"`},
+		{[]string{"--protocol", "gossip"}, `protocol "gossip"`},
+		{[]string{"--compression", "zip"}, `compression "zip"`},
+		{[]string{"--topology", "star", "--protocol", "dpsgd"}, "star"},
+		{[]string{"--scale", "log"}, "--scale"},
+		{[]string{"--staleness", "2"}, "--staleness applies to sfb"},
+		{[]string{"--dp-clip", "1"}, "noise multiplier"},
+		{[]string{"--dp-epsilon", "0"}, "--dp-epsilon applies to DP-SGD"},
+		{[]string{"--keep", "0"}, "--keep 0"},
+		{[]string{"--max-conns", "-5"}, "--max-conns -5"},
+	} {
+		store := filepath.Join(t.TempDir(), "store")
+		args := append([]string{"run", "--store", store, "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false"}, c.args...)
+		code, _, errs := run(t, args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("run %v: exit %d, stderr %q; want exit 2 mentioning %q", c.args, code, errs, c.want)
+		}
+		if _, err := os.Stat(store); err == nil {
+			t.Errorf("run %v: made its store before refusing the flag", c.args)
+		}
 	}
 }

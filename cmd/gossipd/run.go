@@ -25,7 +25,6 @@ import (
 	"github.com/gossipd/gossipd/node/apiserver"
 	"github.com/gossipd/gossipd/node/p2p"
 	"github.com/gossipd/gossipd/node/transport"
-	"github.com/gossipd/gossipd/privacy"
 )
 
 // runFlags declares `gossipd run`'s flags (shared with `gossipd init`).
@@ -141,16 +140,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := cli.ApplySettings(fs, r.config, "GOSSIPD_"); err != nil {
 		return err
 	}
-	if err := cli.CheckNumbers(fs, runBounds); err != nil {
+	ok, err := r.check(fs) // before the data is loaded and the network joined
+	if err != nil {
 		return err
 	}
-	if !cli.FlagSet(fs, "test-fraction") {
-		r.testFraction = 0 // the loader's default, and no error for a source with a test split
-	}
-	dp := privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}
-	if err := dp.Validate(); err != nil { // before the data is loaded and the network joined
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
+	dp := ok.dp
 	log, err := cli.NewLogger(stderr, r.logFormat, r.logLevel)
 	if err != nil {
 		return err
@@ -166,42 +160,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("%w: --memory-limit: %v", errUsage, cmp.Or(err, errors.New("must be positive")))
 		}
 		debug.SetMemoryLimit(n)
-	}
-	if err := checkDevice(r.device); err != nil { // before the data is loaded and the network joined
-		return err
-	}
-	members, err := node.ParseMembers(r.members, p2p.CheckPeerID)
-	if err != nil {
-		return fmt.Errorf("%w: --members: %v", errUsage, err)
-	}
-	agg, err := merge.ParseAggregator(r.aggregator)
-	if err != nil {
-		return fmt.Errorf("%w: --aggregator: %v", errUsage, err)
-	}
-	if r.shard != "" {
-		if _, _, err := dataset.ParseShard(r.shard); err != nil {
-			return fmt.Errorf("%w: --shard: %v", errUsage, err)
-		}
-	}
-	if r.partition != "" {
-		if r.shard == "" {
-			return fmt.Errorf("%w: --partition %s cuts --shard, which is not given", errUsage, r.partition)
-		}
-		if _, err := dataset.ParsePartitioner(r.partition); err != nil {
-			return fmt.Errorf("%w: --partition: %v", errUsage, err)
-		}
-	}
-	if err := r.checkJoin(fs); err != nil {
-		return err
-	}
-	if r.join == "" {
-		if err := checkRunScopes(fs, r.shape(), dp); err != nil {
-			return err
-		}
-	}
-	bootstrap, err := cli.ListOrFile(r.bootstrap)
-	if err != nil {
-		return fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
 	}
 	keyPath := r.key
 	if keyPath == "" {
@@ -222,10 +180,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	limits := p2p.Limits{Conns: r.maxConns, PeerBytes: r.peerBytes, PeerFrames: r.peerFrames}
-	host, err := p2p.New(p2p.Config{Limits: limits, Consortium: club, Key: key, Listen: cli.SplitList(r.listen), Bootstrap: bootstrap, MDNS: r.mdns, Logger: log,
-		DHT: r.dht, NoPEX: !r.pex, NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
-			Relays: cli.SplitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}})
+	ok.host.Key, ok.host.Consortium, ok.host.Logger = key, club, log
+	host, err := p2p.New(ok.host)
 	if err != nil {
 		return err
 	}
@@ -245,8 +201,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	scale, seed := r.scale, r.initSeed
 	if origin != nil {
 		scale, seed = job.Scale, job.InitSeed
-	} else if err := dataset.CheckScaling(r.scale); err != nil {
-		return fmt.Errorf("%w: --scale: %v", errUsage, err)
 	}
 	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Partition: r.partition, Scale: scale, Fingerprint: dp.Enabled(),
 		OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: seed}})
@@ -264,10 +218,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w: --dataset %s has %d features and %d classes; job %.12s's model takes %d inputs and %d classes", errUsage,
 			r.dataset, train.D, train.Classes, origin.JobID, job.Model.Inputs, job.Model.Classes)
 	}
-	d, err := node.New(node.Config{Job: job, Local: node.Local{LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Members: members},
+	d, err := node.New(node.Config{Job: job, Local: node.Local{LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Members: ok.members},
 		Join: origin != nil, Origin: origin, AnnounceInterval: r.announceEvery,
 		Train: train, Test: test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: scaler,
-		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: agg, MaxNorm: r.maxNorm, DP: dp, DataFingerprint: train.Fingerprint, SendRate: r.sendRate,
+		CheckpointEvery: r.ckptEvery, Logger: log, Aggregator: ok.agg, MaxNorm: r.maxNorm, DP: dp, DataFingerprint: train.Fingerprint, SendRate: r.sendRate,
 		Device: r.device})
 	if err != nil {
 		return err

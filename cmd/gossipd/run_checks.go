@@ -7,10 +7,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/internal/cli"
+	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/node/p2p"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -122,4 +125,87 @@ func (r *runFlags) checkJoin(fs *flag.FlagSet) error {
 		return fmt.Errorf("%w: %s: part of the job, which --join takes from the job's announcement; leave them out", errUsage, strings.Join(set, ", "))
 	}
 	return nil
+}
+
+// runChecked is what run's flags resolve to once checked.
+type runChecked struct {
+	dp      privacy.Config
+	members []string
+	agg     merge.Aggregator
+	// host is the libp2p host's configuration, checked, but for the
+	// identity key, the consortium and the logger, which run fills in.
+	host p2p.Config
+}
+
+// check refuses bad flags as usage errors naming them, before the daemon
+// loads its data, opens its store or joins the network: numbers out of
+// range, options that do not apply, malformed values (addresses, the
+// job ID, the job's own settings, DP-SGD's) and a device it cannot have.
+func (r *runFlags) check(fs *flag.FlagSet) (runChecked, error) {
+	var ok runChecked
+	if err := cli.CheckNumbers(fs, runBounds); err != nil {
+		return ok, err
+	}
+	if !cli.FlagSet(fs, "test-fraction") {
+		r.testFraction = 0 // the loader's default, and no error for a source with a test split
+	}
+	ok.dp = privacy.Config{Clip: r.dpClip, Noise: r.dpNoise, Epsilon: r.dpEpsilon, Delta: r.dpDelta}
+	if err := ok.dp.Validate(); err != nil {
+		return ok, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err := checkDevice(r.device); err != nil {
+		return ok, err
+	}
+	var err error
+	if ok.members, err = node.ParseMembers(r.members, p2p.CheckPeerID); err != nil {
+		return ok, fmt.Errorf("%w: --members: %v", errUsage, err)
+	}
+	if ok.agg, err = merge.ParseAggregator(r.aggregator); err != nil {
+		return ok, fmt.Errorf("%w: --aggregator: %v", errUsage, err)
+	}
+	if r.shard != "" {
+		if _, _, err := dataset.ParseShard(r.shard); err != nil {
+			return ok, fmt.Errorf("%w: --shard: %v", errUsage, err)
+		}
+	}
+	if r.partition != "" {
+		if r.shard == "" {
+			return ok, fmt.Errorf("%w: --partition %s cuts --shard, which is not given", errUsage, r.partition)
+		}
+		if _, err := dataset.ParsePartitioner(r.partition); err != nil {
+			return ok, fmt.Errorf("%w: --partition: %v", errUsage, err)
+		}
+	}
+	if err := r.checkJoin(fs); err != nil {
+		return ok, err
+	}
+	if r.join != "" {
+		if err := node.CheckJobID(r.join); err != nil {
+			return ok, fmt.Errorf("%w: --join: %v", errUsage, err)
+		}
+	} else {
+		if err := checkRunScopes(fs, r.shape(), ok.dp); err != nil {
+			return ok, err
+		}
+		if err := dataset.CheckScaling(r.scale); err != nil {
+			return ok, fmt.Errorf("%w: --scale: %v", errUsage, err)
+		}
+		// The job's own settings, with a stand-in for the data's shape
+		// (the model's inputs and classes come from the data).
+		if _, err := r.jobSpec(&dataset.Dataset{D: 1, Classes: 2}); err != nil {
+			return ok, err
+		}
+	}
+	bootstrap, err := cli.ListOrFile(r.bootstrap)
+	if err != nil {
+		return ok, fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
+	}
+	ok.host = p2p.Config{Limits: p2p.Limits{Conns: r.maxConns, PeerBytes: r.peerBytes, PeerFrames: r.peerFrames},
+		Listen: cli.SplitList(r.listen), Bootstrap: bootstrap, MDNS: r.mdns, DHT: r.dht, NoPEX: !r.pex,
+		NAT: p2p.NATConfig{PortMap: r.portMap, AutoNAT: r.autonat, HolePunching: r.holePunching,
+			Relays: cli.SplitList(r.relays), RelayService: r.relayService, ForcePrivate: r.behindNAT}}
+	if err := ok.host.Validate(); err != nil {
+		return ok, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return ok, nil
 }

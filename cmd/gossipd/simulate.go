@@ -99,7 +99,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if err := cli.ApplySettings(fs, scenario, ""); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err // a usage error naming the file
 	}
 	if err := cli.CheckNumbers(fs, simulateBounds); err != nil {
 		return err

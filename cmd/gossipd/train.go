@@ -63,6 +63,16 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := dataset.CheckScaling(c.Scale); err != nil {
 		return fmt.Errorf("%w: --scale: %v", errUsage, err)
 	}
+	if c.Shard != "" {
+		if _, _, err := dataset.ParseShard(c.Shard); err != nil {
+			return fmt.Errorf("%w: --shard: %v", errUsage, err)
+		}
+	}
+	if c.Partition != "" {
+		if _, err := dataset.ParsePartitioner(c.Partition); err != nil {
+			return fmt.Errorf("%w: --partition: %v", errUsage, err)
+		}
+	}
 	bar := cli.NewProgressBar(stderr, !quiet)
 	rep, err := simulation.TrainCentral(ctx, c, func(p model.Progress) {
 		bar.Update(fmt.Sprintf("epoch %d/%d", p.Epoch, p.Epochs), p.Step, p.Steps, fmt.Sprintf("loss %.4f", p.Loss))

@@ -207,13 +207,10 @@ func New(cfg Config) (*Host, error) {
 	if cfg.DHT == "" {
 		cfg.DHT = DHTAuto
 	}
-	if !slices.Contains([]string{DHTOff, DHTAuto, DHTClient, DHTServer}, cfg.DHT) {
-		return nil, fmt.Errorf("p2p: dht mode %q, want off|auto|client|server", cfg.DHT)
-	}
 	if cfg.DiscoveryInterval == 0 {
 		cfg.DiscoveryInterval = time.Minute
 	}
-	if err := cfg.Limits.Validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.Limits.defaults()
