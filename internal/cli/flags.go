@@ -31,7 +31,8 @@ func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 }
 
 // ParseFlags parses args, turning a parse error into a usage error and
-// rejecting stray positional arguments.
+// rejecting stray positional arguments, and string flags given empty
+// where the empty value would silently become the default (checkEmpty).
 func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -42,7 +43,27 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: %s: unexpected argument %q", ErrUsage, fs.Name(), fs.Arg(0))
 	}
-	return nil
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil {
+			err = checkEmpty(f, f.Value.String())
+		}
+	})
+	return err
+}
+
+// checkEmpty refuses v, given for string flag f, when it is empty and
+// f's default is not: most such flags would take their default silently.
+// A flag whose usage says what "" means (`"" given: none`) takes it.
+func checkEmpty(f *flag.Flag, v string) error {
+	g, ok := f.Value.(flag.Getter)
+	if !ok || v != "" || f.DefValue == "" || strings.Contains(f.Usage, `""`) {
+		return nil
+	}
+	if _, isString := g.Get().(string); !isString {
+		return nil
+	}
+	return fmt.Errorf("%w: --%s is empty: leave it out for its default (%q)", ErrUsage, f.Name, f.DefValue)
 }
 
 // Subcommand is one verb of a command with verbs (gossipd privacy epsilon).

@@ -33,6 +33,10 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 					given[f.Name] = true
 					return
 				}
+				if e := checkEmpty(f, v); e != nil {
+					err = fmt.Errorf("$%s: %w", env, e)
+					return
+				}
 				if e := fs.Set(f.Name, v); e != nil {
 					err = fmt.Errorf("%w: $%s: %v", ErrUsage, env, e)
 				}
@@ -79,6 +83,9 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 		}
 		if restatesDefault(fs.Lookup(k), s) {
 			continue
+		}
+		if err := checkEmpty(fs.Lookup(k), s); err != nil {
+			return fmt.Errorf("%s: %s: %w", path, k, err)
 		}
 		if err := fs.Set(k, s); err != nil {
 			return fmt.Errorf("%w: %s: %s: %v", ErrUsage, path, k, err)

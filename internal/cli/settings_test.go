@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,5 +41,43 @@ func TestApplySettingsRestatedDefaults(t *testing.T) {
 	}
 	if *batch != 32 || *delta != time.Second || *lr != 0.1 || *clip != 0 || *name != "z" || *keep != 3 {
 		t.Errorf("values: batch %d, delta %v, lr %v, clip %v, name %q, keep %d", *batch, *delta, *lr, *clip, *name, *keep)
+	}
+}
+
+// TestEmptyStrings: a string flag given empty, on the command line, in the
+// environment or in a file, is refused where its default is not empty
+// (the empty value would silently become the default), unless its usage
+// says what "" means; flags whose default is empty take it.
+func TestEmptyStrings(t *testing.T) {
+	newSet := func() *flag.FlagSet {
+		fs := NewFlagSet("t", "t", io.Discard)
+		fs.String("model", "softmax", "model")
+		fs.String("token", "api.token", `token file ("" given: none)`)
+		fs.String("shard", "", "shard")
+		return fs
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", ""}, `--model is empty: leave it out for its default ("softmax")`},
+		{[]string{"--model=", "--shard", ""}, "--model is empty"},
+		{[]string{"--token", "", "--shard", ""}, ""},
+	} {
+		err := ParseFlags(newSet(), tc.args)
+		if tc.want == "" && err != nil || tc.want != "" && (!errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	t.Setenv("T_MODEL", "")
+	if err := ApplySettings(newSet(), "", "T_"); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "$T_MODEL") {
+		t.Errorf("$T_MODEL empty: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte("model: \"\"\ntoken: \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplySettings(newSet(), path, ""); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "model") || strings.Contains(err.Error(), "token") {
+		t.Errorf("a file with model: \"\": %v", err)
 	}
 }
