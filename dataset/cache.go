@@ -104,11 +104,11 @@ func idxSource(source string, o LoadOptions) (string, bool) {
 	if o.Shard != "" || o.Fingerprint || o.KeepTrain != nil {
 		return "", false
 	}
-	switch source {
-	case "fashion-mnist", "fashion_mnist", "fashionmnist":
+	switch {
+	case isFashionMNIST(source):
 		dir, err := findFashionMNIST(o.DataDir)
 		return dir, err == nil
-	case "digits":
+	case source == "digits":
 		return "", false
 	}
 	st, err := os.Stat(source)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -24,8 +25,11 @@ const DefaultFashionMNISTDir = "/usr/share/datasets/fashion-mnist"
 // directory itself).
 const DataDirEnv = "GOSSIPD_DATA_DIR"
 
-// fashionMNIST is Fashion-MNIST's name (Open takes two other spellings).
-const fashionMNIST = "fashion-mnist"
+// isFashionMNIST reports whether spec names Fashion-MNIST (in any of the
+// spellings Open takes).
+func isFashionMNIST(spec string) bool {
+	return slices.Contains([]string{"fashion-mnist", "fashion_mnist", "fashionmnist"}, spec)
+}
 
 // Names lists the named datasets Open knows.
 var Names = []string{"digits", "fashion-mnist"}
@@ -70,15 +74,15 @@ func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
 		return nil, nil, fmt.Errorf("dataset: test fraction %v not in (0,1)", opts.TestFraction)
 	}
 	var all *Dataset
-	switch spec {
-	case "digits":
+	switch {
+	case spec == "digits":
 		opts.CSV.Classes = 10
 		all, err = ReadCSV(bytes.NewReader(digitsCSV), "digits", opts.CSV)
 		if err != nil {
 			return nil, nil, err
 		}
 		all.Name = "digits"
-	case fashionMNIST, "fashion_mnist", "fashionmnist":
+	case isFashionMNIST(spec):
 		dir, err := findFashionMNIST(opts.DataDir)
 		if err != nil {
 			return nil, nil, err
@@ -145,9 +149,9 @@ func openPath(path string, opts OpenOptions) (all, train, test *Dataset, err err
 // read passes: Open reports it.
 func vetOptions(spec string, opts OpenOptions) error {
 	format := "csv" // digits
-	switch spec {
-	case "digits":
-	case fashionMNIST, "fashion_mnist", "fashionmnist":
+	switch {
+	case spec == "digits":
+	case isFashionMNIST(spec):
 		format = "idx"
 	default:
 		st, err := os.Stat(spec)

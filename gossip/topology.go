@@ -229,7 +229,7 @@ func (g *Graph) MHWeights(i int, name func(int) PeerID) ([]Neighbor, float64) {
 // NeedsTopology reports whether protocol mixes over a graph (dpsgd, adpsgd,
 // pushsum). SFB talks to every peer; random walk samples its peers.
 func NeedsTopology(protocol string) bool {
-	return protocol == DPSGD || protocol == ADPSGD || protocol == PushSum
+	return slices.Contains(optionProtocols["topology"], protocol)
 }
 
 // DefaultTopology is the graph a protocol uses when none is given: SGP's

@@ -24,6 +24,13 @@ func protocols(ps ...string) func(c *Config) bool {
 	return func(c *Config) bool { return slices.Contains(ps, c.Protocol) }
 }
 
+// protocolOption scopes an option to the protocols the core says use it
+// (gossip.OptionProtocols), note added to their names.
+func protocolOption(name, note string) scope {
+	ps, words := gossip.OptionProtocols(name)
+	return scope{protocols(ps...), words + note}
+}
+
 func isGossip(c *Config) bool { return slices.Contains(gossip.Protocols, c.Protocol) }
 
 // compressionApplies: value compression to every gossip protocol,
@@ -44,11 +51,11 @@ func compressionApplies(c *Config) bool {
 
 var scopes = map[string]scope{
 	"hidden":      {func(c *Config) bool { return c.Model == model.MLP }, "--model mlp"},
-	"topology":    {protocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum (SFB talks to every peer)"},
-	"variant":     {protocols(gossip.RandomWalk), "randomwalk"},
-	"sampling":    {protocols(gossip.RandomWalk), "randomwalk"},
+	"topology":    protocolOption("topology", " (SFB talks to every peer)"),
+	"variant":     protocolOption("variant", ""),
+	"sampling":    protocolOption("sampling", ""),
 	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd, adpsgd, pushsum and sfb (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
-	"tokens":      {protocols(gossip.RandomWalk), "randomwalk"},
+	"tokens":      protocolOption("tokens", ""),
 	"local-steps": {isGossip, "the gossip protocols (an outer optimizer over local SGD)"},
 	"outer":       {func(c *Config) bool { return outerApplies(c) }, "--local-steps"},
 	"outer-lr": {func(c *Config) bool {
@@ -57,15 +64,15 @@ var scopes = map[string]scope{
 	"outer-momentum": {func(c *Config) bool {
 		return outerApplies(c) && c.Outer != gossip.OuterAverage
 	}, "--local-steps and --outer nesterov"},
-	"voting": {protocols(gossip.RandomWalk), "randomwalk"},
+	"voting": protocolOption("voting", ""),
 	"local-epochs": {func(c *Config) bool {
 		return c.Protocol == FedAvg || c.Protocol == gossip.RandomWalk && c.LocalSteps == 0
 	}, "randomwalk without --local-steps, and fedavg (the others take one minibatch step per round)"},
-	"staleness":        {protocols(gossip.SFB), "sfb"},
-	"sfb-mode":         {protocols(gossip.SFB), "sfb"},
-	"fanout":           {protocols(gossip.SFB, gossip.PushSum), "sfb and pushsum"},
+	"staleness":        protocolOption("staleness", ""),
+	"sfb-mode":         protocolOption("sfb-mode", ""),
+	"fanout":           protocolOption("fanout", ""),
 	"fedavg-fraction":  {protocols(FedAvg), "fedavg"},
-	"aggregator":       {protocols(gossip.RandomWalk, gossip.DPSGD, gossip.PushSum), "randomwalk, dpsgd and pushsum"},
+	"aggregator":       protocolOption("aggregator", ""),
 	"jitter":           {isGossip, "the gossip protocols"},
 	"codec":            {isGossip, "the gossip protocols (the baselines send no messages)"},
 	"churn-session":    {func(c *Config) bool { return c.Churn > 0 }, "--churn"},

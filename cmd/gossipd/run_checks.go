@@ -64,22 +64,28 @@ func shapeOf(j node.JobSpec) jobShape {
 	return s
 }
 
-func onProtocols(ps ...string) func(jobShape) bool {
-	return func(s jobShape) bool { return slices.Contains(ps, s.protocol) }
+// runScope says which jobs a flag applies to (to: in words).
+type runScope struct {
+	applies func(jobShape) bool
+	to      string
+}
+
+// onOption scopes a flag to the protocols the core says use it
+// (gossip.OptionProtocols).
+func onOption(name string) runScope {
+	ps, words := gossip.OptionProtocols(name)
+	return runScope{func(s jobShape) bool { return slices.Contains(ps, s.protocol) }, words}
 }
 
 // runScopes say which jobs a flag applies to; given for another, it
 // would be silently ignored.
-var runScopes = map[string]struct {
-	applies func(jobShape) bool
-	to      string
-}{
+var runScopes = map[string]runScope{
 	"hidden":         {func(s jobShape) bool { return s.model == model.MLP }, "--model mlp"},
-	"topology":       {onProtocols(gossip.DPSGD, gossip.ADPSGD, gossip.PushSum), "dpsgd, adpsgd and pushsum"},
-	"variant":        {onProtocols(gossip.RandomWalk), "randomwalk"},
-	"staleness":      {onProtocols(gossip.SFB), "sfb"},
-	"sfb-mode":       {onProtocols(gossip.SFB), "sfb"},
-	"aggregator":     {onProtocols(gossip.RandomWalk, gossip.DPSGD, gossip.PushSum), "randomwalk, dpsgd and pushsum"},
+	"topology":       onOption("topology"),
+	"variant":        onOption("variant"),
+	"staleness":      onOption("staleness"),
+	"sfb-mode":       onOption("sfb-mode"),
+	"aggregator":     onOption("aggregator"),
 	"local-epochs":   {func(s jobShape) bool { return s.protocol == gossip.RandomWalk && s.localSteps == 0 }, "randomwalk without --local-steps"},
 	"outer":          {func(s jobShape) bool { return s.localSteps > 0 }, "--local-steps"},
 	"outer-lr":       {func(s jobShape) bool { return s.localSteps > 0 && s.outer != gossip.OuterAverage }, "--local-steps with --outer nesterov"},

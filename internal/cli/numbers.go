@@ -29,6 +29,7 @@ type Bounds map[string]string
 // panics naming it, so that a flag added without its bound fails every
 // test that runs the command.
 func CheckNumbers(fs *flag.FlagSet, bounds Bounds) error {
+	parsed := make(map[string][]interval, len(bounds))
 	for name, iv := range bounds {
 		f := fs.Lookup(name)
 		if f == nil {
@@ -37,24 +38,27 @@ func CheckNumbers(fs *flag.FlagSet, bounds Bounds) error {
 		if _, _, ok := number(f); !ok {
 			panic(fmt.Sprintf("cli: bounds of %s name --%s, which is not numeric", fs.Name(), name))
 		}
-		if _, err := parseBound(iv); err != nil {
+		ivs, err := parseBound(iv)
+		if err != nil {
 			panic(fmt.Sprintf("cli: bound of --%s: %v", name, err))
 		}
+		parsed[name] = ivs
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var bad []string
 	fs.VisitAll(func(f *flag.Flag) {
 		v, isDur, ok := number(f)
 		if !ok {
 			return
 		}
-		iv, listed := bounds[f.Name]
+		ivs, listed := parsed[f.Name]
 		if !listed {
 			panic(fmt.Sprintf("cli: %s's numeric flag --%s has no bound", fs.Name(), f.Name))
 		}
-		if !FlagSet(fs, f.Name) {
+		if !set[f.Name] {
 			return
 		}
-		ivs, _ := parseBound(iv)
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			bad = append(bad, fmt.Sprintf("--%s %s: want a finite number", f.Name, f.Value))
 		} else if !slices.ContainsFunc(ivs, func(in interval) bool { return in.contains(v) }) {
@@ -163,17 +167,4 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// NumericFlags lists fs's numeric flags by name, sorted: what bounds must
-// cover.
-func NumericFlags(fs *flag.FlagSet) []string {
-	var out []string
-	fs.VisitAll(func(f *flag.Flag) {
-		if _, _, ok := number(f); ok {
-			out = append(out, f.Name)
-		}
-	})
-	slices.Sort(out)
-	return out
 }

@@ -98,11 +98,3 @@ func TestCheckNumbersProgrammingErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestNumericFlags(t *testing.T) {
-	fs, _ := numbersSet()
-	got := strings.Join(NumericFlags(fs), ",")
-	if want := "delta,epochs,limit,lr,momentum,rate,seed,threads"; got != want {
-		t.Errorf("got %s, want %s", got, want)
-	}
-}
