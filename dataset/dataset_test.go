@@ -536,3 +536,35 @@ func TestOpenInapplicableOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenEmptySplit: a source too small for its split, which would leave
+// the test set (or the training set) empty, is refused naming the source,
+// instead of reporting a test accuracy measured on nothing.
+func TestOpenEmptySplit(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		text     string
+		fraction float64
+		side     string
+	}{
+		{"a,b\n1,2\n", 0.2, "no test"},
+		{"a,b\n1,2\n3,1\n", 0.2, "no test"},
+		{"a,b\n1,2\n", 0.9, "no training"},
+	} {
+		path := filepath.Join(dir, "small.csv")
+		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := Open(path, OpenOptions{TestFraction: tc.fraction})
+		if !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.side) {
+			t.Errorf("%q at test fraction %v: got %v, want ErrEmpty naming %s and %q", tc.text, tc.fraction, err, path, tc.side)
+		}
+	}
+	// Two examples of one class split into one of each.
+	if err := os.WriteFile(filepath.Join(dir, "two.csv"), []byte("a,b\n1,2\n3,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if train, test, err := Open(filepath.Join(dir, "two.csv"), OpenOptions{}); err != nil || train.N != 1 || test.N != 1 {
+		t.Errorf("two examples: %v, %v, %v; want one each", train, test, err)
+	}
+}

@@ -106,6 +106,13 @@ func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
 		return nil, nil, err
 	}
 	train, test = StratifiedSplit(all, opts.TestFraction, opts.Seed)
+	if train.N == 0 || test.N == 0 {
+		side := "test"
+		if train.N == 0 {
+			side = "training"
+		}
+		return nil, nil, fmt.Errorf("%w: %s: %d example(s) split with test fraction %v leave no %s examples", ErrEmpty, all.Name, all.N, opts.TestFraction, side)
+	}
 	if opts.KeepTrain != nil {
 		keep, err := opts.KeepTrain(train.Y, train.Classes)
 		if err != nil {

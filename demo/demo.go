@@ -6,12 +6,14 @@
 package demo
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -79,6 +81,34 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("demo: delta %v and duration %v must be positive", c.Delta, c.Duration)
 	case c.Target <= 0 || c.Target > 1:
 		return fmt.Errorf("demo: target accuracy %v, want (0, 1]", c.Target)
+	}
+	if st, err := os.Stat(c.PNG); err == nil && st.IsDir() {
+		return fmt.Errorf("demo: png %s is a directory", c.PNG)
+	}
+	if st, err := os.Stat(filepath.Dir(c.PNG)); err != nil || !st.IsDir() {
+		return fmt.Errorf("demo: png %s: its directory %s does not exist", c.PNG, filepath.Dir(c.PNG))
+	}
+	return checkDir(c.Dir)
+}
+
+// checkDir accepts "" (a new temporary directory), a missing directory
+// (created) or an empty one; an earlier demo's peers in a directory would
+// resume their old stores, and a file is no directory.
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("demo: dir: %w", err)
+	case !st.IsDir():
+		return fmt.Errorf("demo: dir %s is a file, not a directory", dir)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
+		return fmt.Errorf("demo: dir %s is not empty (an earlier demo's stores?): give a new or empty one", dir)
 	}
 	return nil
 }
@@ -231,6 +261,10 @@ func start(ctx context.Context, c Config, dir string) ([]*peer, error) {
 	}
 	out, err := exec.CommandContext(ctx, c.Bin, "keygen", "--out", filepath.Join(dir, "p0", "identity.key")).Output()
 	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+		}
 		return nil, fmt.Errorf("demo: keygen: %w", err)
 	}
 	boot := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", ports[0], strings.TrimSpace(string(out)))

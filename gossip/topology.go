@@ -21,6 +21,30 @@ type Graph struct {
 	Directed bool
 }
 
+// CheckTopology reports whether ParseTopology could build spec (not
+// an edge list) over n nodes, without building it; n ≤ 0 checks the spec
+// alone (a topology over members still to come).
+func CheckTopology(spec string, n int) error {
+	name, arg, hasArg := strings.Cut(spec, ":")
+	switch name {
+	case "ring", "torus", "complete", "exponential":
+		if hasArg {
+			return fmt.Errorf("%w: topology %q: %s takes no argument", ErrConfig, spec, name)
+		}
+	case "regular":
+		k, err := strconv.Atoi(arg)
+		if err != nil {
+			return fmt.Errorf("%w: topology %q: degree %q", ErrConfig, spec, arg)
+		}
+		if k < 1 || n > 0 && (k >= n || n*k%2 != 0) {
+			return fmt.Errorf("%w: no %d-regular graph on %d nodes", ErrConfig, k, n)
+		}
+	default:
+		return fmt.Errorf("%w: topology %q, want %s", ErrConfig, spec, strings.Join(Topologies, "|"))
+	}
+	return nil
+}
+
 // Topologies lists the topology specs ParseTopology accepts.
 var Topologies = []string{"ring", "torus", "regular:K", "exponential", "complete", "edges"}
 
@@ -31,6 +55,9 @@ var Topologies = []string{"ring", "torus", "regular:K", "exponential", "complete
 func ParseTopology(spec string, n int, rng *rand.Rand) (*Graph, error) {
 	if n < 2 {
 		return nil, fmt.Errorf("%w: topology of %d nodes", ErrConfig, n)
+	}
+	if err := CheckTopology(spec, n); err != nil {
+		return nil, err
 	}
 	name, arg, _ := strings.Cut(spec, ":")
 	switch name {

@@ -7,7 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +63,33 @@ func ckptKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(nil), ckptPrefix...), seq)
 }
 
+// ErrNoStore: a directory given to read an existing store holds none (a
+// read-only command given a wrong path, which must not create one).
+var ErrNoStore = errors.New("node: no store")
+
+// ErrStoreInUse: another process (a running daemon) holds the store.
+var ErrStoreInUse = errors.New("node: the store is in use by another process")
+
+// OpenExistingStore opens the store in dir like OpenStore, for reading
+// one that a daemon wrote (export, privacy ledger): where dir is missing,
+// not a directory or holds no store, it fails with ErrNoStore instead of
+// creating one.
+func OpenExistingStore(dir string) (*Store, error) {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w at %s: no such directory", ErrNoStore, dir)
+	case err != nil:
+		return nil, fmt.Errorf("%w at %s: %w", ErrNoStore, dir, err)
+	case !st.IsDir():
+		return nil, fmt.Errorf("%w at %s: not a directory", ErrNoStore, dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, badger.ManifestFilename)); err != nil {
+		return nil, fmt.Errorf("%w at %s: the directory holds no checkpoint database (no %s)", ErrNoStore, dir, badger.ManifestFilename)
+	}
+	return OpenStore(dir, 0, nil)
+}
+
 // OpenStore opens (or creates) the store in dir, keeping the last keep
 // checkpoints (default 3). Badger's directory lock keeps a second daemon
 // off the same store.
@@ -73,6 +104,10 @@ func OpenStore(dir string, keep int, log *slog.Logger) (*Store, error) {
 		WithMemTableSize(8 << 20).WithValueLogFileSize(64 << 20).WithNumVersionsToKeep(1)
 	db, err := badger.Open(opts)
 	if err != nil {
+		// Badger formats its lock error as text, without wrapping.
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("%w: %s (a running daemon holds it: stop it first, or ask it over its API)", ErrStoreInUse, dir)
+		}
 		return nil, fmt.Errorf("node: opening store %s: %w", dir, err)
 	}
 	s := &Store{db: db, keep: keep, log: log}

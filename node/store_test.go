@@ -5,8 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/gob"
+	"errors"
 	"hash/crc32"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -321,4 +325,50 @@ func FuzzDecodeAccounts(f *testing.F) {
 			t.Fatalf("accepted weight %v", a.Weight)
 		}
 	})
+}
+
+// TestOpenExistingStore: reading a store (export, privacy ledger) from a
+// path that holds none fails with ErrNoStore and creates nothing; a
+// store a process holds fails with ErrStoreInUse; a real one opens.
+func TestOpenExistingStore(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing"): "no such directory",
+		file:                          "not a directory",
+		empty:                         "no MANIFEST",
+	} {
+		if _, err := OpenExistingStore(path); !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want ErrNoStore naming it with %q", path, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the missing store was created: %v", err)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Errorf("files created in an empty directory: %v", ents)
+	}
+	real := filepath.Join(dir, "real")
+	s, err := OpenStore(real, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenExistingStore(real); !errors.Is(err, ErrStoreInUse) || !strings.Contains(err.Error(), real) {
+		t.Errorf("a store in use: %v, want ErrStoreInUse naming it", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenExistingStore(real)
+	if err != nil {
+		t.Fatalf("a closed store: %v", err)
+	}
+	s.Close()
 }

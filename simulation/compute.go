@@ -108,7 +108,7 @@ func parseRate(s string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)
 	v *= mul
 	if err != nil || !(v >= 1) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("rate %q: want at least 1 FLOP/s", s)
+		return 0, fmt.Errorf("rate %.40q: want at least 1 FLOP/s", s)
 	}
 	return v, nil
 }

@@ -209,9 +209,14 @@ func ParseChurnTrace(data []byte, name string) ([]Interval, error) {
 		// END ≤ maxTraceSeconds keeps the nanoseconds inside a
 		// time.Duration (and refuses NaN, which compares false).
 		if err1 != nil || err2 != nil || err3 != nil || p < 0 || !(a >= 0) || !(b >= a) || !(b <= maxTraceSeconds) {
-			return nil, fmt.Errorf("%w: %s: line %d: %q is not a peer index and 0 ≤ START ≤ END ≤ %.0f seconds", ErrConfig, name, ln+1, line, maxTraceSeconds)
+			return nil, fmt.Errorf("%w: %s: line %d: %.60q is not a peer index and 0 ≤ START ≤ END ≤ %.0f seconds", ErrConfig, name, ln+1, line, maxTraceSeconds)
 		}
 		out = append(out, Interval{Peer: p, Start: time.Duration(a * float64(time.Second)), End: time.Duration(b * float64(time.Second))})
+	}
+	if len(out) == 0 {
+		// Every peer would be online all the time: the trace would be
+		// silently ignored.
+		return nil, fmt.Errorf("%w: %s: no intervals (want lines \"PEER START END\")", ErrConfig, name)
 	}
 	return out, nil
 }
@@ -336,6 +341,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: churn and a churn trace are exclusive", ErrConfig)
 	}
 	if err := c.validateTurnover(); err != nil {
+		return err
+	}
+	if err := c.validateTopology(); err != nil {
 		return err
 	}
 	for _, s := range c.Netsplits {

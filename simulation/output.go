@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gossipd/gossipd/gossip"
 )
 
 // Summary is a run's summary.json: the scenario, how long it took and
@@ -88,27 +90,51 @@ func ReadRun(dir string) ([]Row, error) {
 	return ReadCSV(bytes.NewReader(b), p)
 }
 
-// ReadChurnTrace reads a churn trace file (ParseChurnTrace); errors in
-// its contents wrap ErrConfig.
+// ReadChurnTrace reads a churn trace file (ParseChurnTrace, whose errors
+// wrap ErrConfig).
 func ReadChurnTrace(path string) ([]Interval, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	iv, err := ParseChurnTrace(b, path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	return iv, nil
+	return ParseChurnTrace(b, path)
 }
 
 // SetTopology sets the topology from a name (gossip.ParseTopology) or,
-// when spec names a file, from its edge list.
+// when spec names a file, from its edge list (Topology then names the
+// file).
 func (c *Config) SetTopology(spec string) error {
 	if st, err := os.Stat(spec); err == nil && !st.IsDir() {
+		c.Topology = spec // named in errors and the summary
 		c.EdgeList, err = os.ReadFile(spec)
 		return err
 	}
 	c.Topology = spec
+	return nil
+}
+
+// validateTopology checks the topology a protocol with neighbours will
+// build, before any data is loaded: an edge list is read (errors name its
+// file), a name is checked without building its graph. Under turnover the
+// graph is built over the live members, so a degree is checked then.
+func (c *Config) validateTopology() error {
+	if !gossip.NeedsTopology(c.Protocol) {
+		return nil
+	}
+	if c.EdgeList != nil {
+		if c.Turnover == 0 {
+			if _, err := gossip.EdgeList(c.EdgeList, c.Peers); err != nil {
+				return fmt.Errorf("%w: --topology %s: %v", ErrConfig, c.Topology, strings.TrimPrefix(err.Error(), gossip.ErrConfig.Error()+": "))
+			}
+		}
+		return nil
+	}
+	n := c.Peers
+	if c.Turnover > 0 {
+		n = 0
+	}
+	if err := gossip.CheckTopology(c.Topology, n); err != nil {
+		return fmt.Errorf("%w: --topology %s: %v", ErrConfig, c.Topology, strings.TrimPrefix(err.Error(), gossip.ErrConfig.Error()+": "))
+	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -132,10 +133,37 @@ func ReadCSV(r io.Reader, name string) ([]Row, error) {
 				return nil, fmt.Errorf("%s: line %d, column %d: %v", name, line, k+1, err)
 			}
 		}
+		if err := r.check(); err != nil {
+			return nil, fmt.Errorf("%s: line %d: %v", name, line, err)
+		}
 		rows = append(rows, r)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	switch {
+	case line == 0:
+		return nil, fmt.Errorf("%s: empty, not a gossipd metrics.csv", name)
+	case len(rows) == 0:
+		return nil, fmt.Errorf("%s: no rows after the header: the run recorded no evaluation", name)
+	}
 	return rows, nil
+}
+
+// check refuses a row that no run writes: a negative round, time or
+// online count, or an accuracy outside [0, 1] (losses and the consensus
+// distance may be anything, a diverged run's included).
+func (r Row) check() error {
+	switch {
+	case r.Round < 0 || r.Online < 0:
+		return fmt.Errorf("round %d, online %d: want counts ≥ 0", r.Round, r.Online)
+	case !(r.Time >= 0) || math.IsInf(r.Time, 0):
+		return fmt.Errorf("time %v: want a finite time ≥ 0", r.Time)
+	}
+	for _, a := range []float64{r.MeanAcc, r.MinAcc, r.MaxAcc} {
+		if !(a >= 0 && a <= 1) {
+			return fmt.Errorf("accuracy %v: want one in [0, 1]", a)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package simulation
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -100,9 +101,11 @@ func TestChurnTrace(t *testing.T) {
 			t.Fatalf("round %d: %d online, want %d", r.Round, r.Online, want[i])
 		}
 	}
-	for _, bad := range []string{"0 1", "x 0 1", "0 2 1", "0 -1 1"} {
-		if _, err := ParseChurnTrace([]byte(bad), "trace"); err == nil {
-			t.Errorf("%q accepted", bad)
+	// An empty trace (or one of comments) would leave every peer online:
+	// silently no churn.
+	for _, bad := range []string{"0 1", "x 0 1", "0 2 1", "0 -1 1", "", "# nothing\n\n"} {
+		if _, err := ParseChurnTrace([]byte(bad), "trace"); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "trace: ") {
+			t.Errorf("%q: %v, want ErrConfig naming the file", bad, err)
 		}
 	}
 	if err := (&Config{Peers: 2, ChurnTrace: []Interval{{Peer: 5, End: 1}}}).Validate(); err == nil {
@@ -171,5 +174,30 @@ func TestCodecRecyclesOnlyWhatTheCoreReleases(t *testing.T) {
 		if res.FinalAccuracy < 0.3 {
 			t.Errorf("%s %s%s: final accuracy %.3f", c.Protocol, c.Variant, c.Compression, res.FinalAccuracy)
 		}
+	}
+}
+
+// TestReadCSVErrors: a metrics.csv that no run writes is refused naming
+// the file and line, an empty one and one with no rows included (plot
+// would draw nothing).
+func TestReadCSVErrors(t *testing.T) {
+	row := "1,2,3,4,0.5,0.25,0.75,1,0.5,2,0.1,4\n"
+	for in, want := range map[string]string{
+		"":                         "m.csv: empty",
+		CSVHeader:                  "m.csv: no rows",
+		"round,time\n" + row:       "m.csv: line 1: not a gossipd metrics.csv header",
+		CSVHeader + "1,2,3\n":      "m.csv: line 2: 3 fields",
+		CSVHeader + "x" + row[1:]:  "m.csv: line 2, column 1",
+		CSVHeader + "-1" + row[1:]: "m.csv: line 2: round -1",
+		CSVHeader + "1,2,3,4,1.5,0.25,0.75,1,0.5,2,0.1,4\n":   "m.csv: line 2: accuracy 1.5",
+		CSVHeader + "1,NaN,3,4,0.5,0.25,0.75,1,0.5,2,0.1,4\n": "m.csv: line 2: time NaN",
+	} {
+		if _, err := ReadCSV(strings.NewReader(in), "m.csv"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error with %q", in, err, want)
+		}
+	}
+	rows, err := ReadCSV(strings.NewReader(CSVHeader+row+row), "m.csv")
+	if err != nil || len(rows) != 2 || rows[1].MaxAcc != 0.75 || rows[0].Online != 4 {
+		t.Errorf("two rows: %+v, %v", rows, err)
 	}
 }

@@ -45,6 +45,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkDevice(*dev); err != nil {
 		return err
 	}
+	if *torch != "" {
+		// Its contents are Python's to judge, when it runs after the Go
+		// side's measurements; a path that is no script fails now.
+		st, err := os.Stat(*torch)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: bench: --torch: %v", errUsage, err)
+		case !st.Mode().IsRegular() || st.Size() == 0:
+			return fmt.Errorf("%w: bench: --torch %s is not a script (a directory, or empty)", errUsage, *torch)
+		}
+	}
 	switch *against {
 	case "":
 	case "torch":

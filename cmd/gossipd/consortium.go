@@ -23,10 +23,11 @@ func runConsortiumInit(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("consortium init", "consortium init --out FILE [--keep] [PEERID|@FILE ...]\n\nCreates a consortium file (mode 0600) with a fresh 256-bit network key and\nthe given members. Give it to every member; run each daemon with\n--consortium FILE. A member given as @FILE is read from FILE: a peer ID,\nor an address ending in /p2p/ID (as keygen --addr-out writes it).", stderr)
 	out := fs.String("out", "consortium.yaml", "file to create")
 	keep := fs.Bool("keep", false, "if the file exists, keep its key and add the members to it (for a deployment's one-shot step) instead of refusing")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	members, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
 	}
-	ids, err := memberIDs(fs.Args())
+	ids, err := memberIDs(members)
 	if err != nil {
 		return err
 	}
@@ -93,13 +94,14 @@ func addMembers(path string, ids []string, stdout io.Writer) error {
 func runConsortiumAdd(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("consortium add-member", "consortium add-member --file FILE PEERID|@FILE [...]\n\nAdmits peers to a consortium file (every member needs the updated file).", stderr)
 	file := fs.String("file", "consortium.yaml", "consortium file")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	members, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() == 0 {
+	if len(members) == 0 {
 		return fmt.Errorf("%w: consortium add-member: no peer ID given", errUsage)
 	}
-	ids, err := memberIDs(fs.Args())
+	ids, err := memberIDs(members)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -44,7 +45,7 @@ func TestNumericFlagsRefuseBadValues(t *testing.T) {
 		"simulate":        {"--peers", "2", "--rounds", "1", "--out", dir, "--quiet"},
 		"bench":           {"--what", "gemm", "--min-time", "1ms"},
 		"run":             {"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--store", dir, "--mdns=false"},
-		"demo":            {"--dir", dir, "--json"},
+		"demo":            {"--dir", filepath.Join(dir, "demo"), "--json"},
 		"jobs":            {"--bootstrap", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWN9b6B9ukkSTJGC5ZkeJs8tmuncQmqmi6jQQyc47opZ99"},
 		"robustness":      {"--out", dir + "/r.md", "--peers", "4", "--rounds", "1"},
 		"turnover":        {"--peers", "4", "--rounds", "1"},

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,17 +18,18 @@ func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	out := fs.String("out", "accuracy.png", "PNG file to write")
 	x := fs.String("x", "time", "x axis: time|bytes")
 	title := fs.String("title", "", "plot title")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: plot: %v", errUsage, err)
+	runs, err := cli.ParseArgs(fs, args)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() == 0 {
+	if len(runs) == 0 {
 		return fmt.Errorf("%w: plot: no runs given (LABEL=DIR ...)", errUsage)
 	}
+	if a := simulation.Axis(*x); a != simulation.ByTime && a != simulation.ByBytes {
+		return fmt.Errorf("%w: plot: --x %q: want time or bytes", errUsage, *x)
+	}
 	var series []simulation.Series
-	for _, a := range fs.Args() {
+	for _, a := range runs {
 		label, dir, ok := strings.Cut(a, "=")
 		if !ok {
 			label, dir = filepath.Base(a), a

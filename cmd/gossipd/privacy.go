@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/node"
@@ -115,7 +114,7 @@ func runPrivacyLedger(args []string, stdout, stderr io.Writer) error {
 	if *delta != 0 && !(*delta > 0 && *delta < 1) {
 		return fmt.Errorf("%w: privacy ledger: --delta %v, want (0, 1)", errUsage, *delta)
 	}
-	store, err := node.OpenStore(filepath.Join(*storeDir, "checkpoints"), 0, nil)
+	store, err := openExistingStore("privacy ledger", *storeDir)
 	if err != nil {
 		return err
 	}

@@ -404,7 +404,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fromAPI {
 		return exportFromAPI(ctx, af, *out, stdout)
 	}
-	store, err := node.OpenStore(filepath.Join(*storeDir, "checkpoints"), 0, nil)
+	store, err := openExistingStore("export", *storeDir)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -162,9 +163,13 @@ func (r *runFlags) check(fs *flag.FlagSet) (runChecked, error) {
 	if err := checkDevice(r.device); err != nil {
 		return ok, err
 	}
+	// A missing store is created; anything else there must be a directory.
+	if st, err := os.Stat(r.store); err == nil && !st.IsDir() {
+		return ok, fmt.Errorf("%w: --store %s is a file, not a directory", errUsage, r.store)
+	}
 	var err error
-	if ok.members, err = node.ParseMembers(r.members, p2p.CheckPeerID); err != nil {
-		return ok, fmt.Errorf("%w: --members: %v", errUsage, err)
+	if ok.members, err = cli.ReadList("members", r.members, p2p.CheckPeerID); err != nil {
+		return ok, err
 	}
 	if ok.agg, err = merge.ParseAggregator(r.aggregator); err != nil {
 		return ok, fmt.Errorf("%w: --aggregator: %v", errUsage, err)
@@ -202,9 +207,9 @@ func (r *runFlags) check(fs *flag.FlagSet) (runChecked, error) {
 			return ok, err
 		}
 	}
-	bootstrap, err := cli.ListOrFile(r.bootstrap)
+	bootstrap, err := cli.ReadList("bootstrap", r.bootstrap, p2p.CheckBootstrap)
 	if err != nil {
-		return ok, fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
+		return ok, err
 	}
 	ok.host = p2p.Config{Limits: p2p.Limits{Conns: r.maxConns, PeerBytes: r.peerBytes, PeerFrames: r.peerFrames},
 		Listen: cli.SplitList(r.listen), Bootstrap: bootstrap, MDNS: r.mdns, DHT: r.dht, NoPEX: !r.pex,

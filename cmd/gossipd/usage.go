@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/node"
 )
 
 // configUsage turns a package's configuration error (one wrapping
@@ -27,4 +29,15 @@ func datasetUsage(err error) error {
 		return fmt.Errorf("%w: --label-column: %v", errUsage, err)
 	}
 	return err
+}
+
+// openExistingStore opens the store of a daemon's --store directory for a
+// command that reads it (export, privacy ledger); a directory that holds
+// no store is a usage error naming the flag, and none is created.
+func openExistingStore(cmd, dir string) (*node.Store, error) {
+	s, err := node.OpenExistingStore(filepath.Join(dir, "checkpoints"))
+	if errors.Is(err, node.ErrNoStore) {
+		return nil, fmt.Errorf("%w: %s: --store %s: %v", errUsage, cmd, dir, err)
+	}
+	return s, err
 }

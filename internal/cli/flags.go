@@ -34,14 +34,38 @@ func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // rejecting stray positional arguments, and string flags given empty
 // where the empty value would silently become the default (checkEmpty).
 func ParseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %s: %v", ErrUsage, fs.Name(), err)
+	rest, err := ParseArgs(fs, args)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: %s: unexpected argument %q", ErrUsage, fs.Name(), fs.Arg(0))
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: %s: unexpected argument %q", ErrUsage, fs.Name(), rest[0])
+	}
+	return nil
+}
+
+// ParseArgs is ParseFlags for a command that takes positional arguments,
+// which it returns. Flags may come before, between or after them (plot
+// a=DIR --out x.png); everything after "--" is positional. The standard
+// library's parser stops at the first positional argument, which would
+// turn a later flag into a positional one.
+func ParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %s: %v", ErrUsage, fs.Name(), err)
+		}
+		left := fs.Args()
+		// Parse consumed a "--" when it is the argument before left.
+		if len(left) == 0 || len(args) > len(left) && args[len(args)-len(left)-1] == "--" {
+			rest = append(rest, left...)
+			break
+		}
+		rest = append(rest, left[0])
+		args = left[1:]
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
@@ -49,7 +73,7 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 			err = checkEmpty(f, f.Value.String())
 		}
 	})
-	return err
+	return rest, err
 }
 
 // checkEmpty refuses v, given for string flag f, when it is empty and
@@ -116,29 +140,48 @@ func FlagSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// ListOrFile reads a list flag: comma-separated values, or "@FILE" with
-// one value per line ('#' starts a comment). A missing or empty file is
-// an error naming it.
-func ListOrFile(s string) ([]string, error) {
-	path, ok := strings.CutPrefix(s, "@")
-	if !ok {
-		return SplitList(s), nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if k := strings.IndexByte(line, '#'); k >= 0 {
-			line = line[:k]
+// ReadList reads list flag name, given s: comma-separated values, or
+// "@FILE" with one value per line ('#' starts a comment). check, if not
+// nil, vets each value. Errors are usage errors naming the flag and the
+// file and line (or the item's position): a missing file, a file that
+// lists nothing and a non-empty value that holds none are errors too, as
+// an empty list would quietly mean something else (no allowlist: every
+// peer admitted). An empty s gives an empty list.
+func ReadList(name, s string, check func(string) error) ([]string, error) {
+	path, fromFile := strings.CutPrefix(s, "@")
+	var vals, where []string
+	if !fromFile {
+		vals = SplitList(s)
+		for i := range vals {
+			where = append(where, fmt.Sprintf("item %d", i+1))
 		}
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
+		if len(vals) == 0 && strings.TrimSpace(s) != "" {
+			return nil, fmt.Errorf("%w: --%s %q lists nothing", ErrUsage, name, s)
+		}
+	} else {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --%s: %v", ErrUsage, name, err)
+		}
+		for n, line := range strings.Split(string(b), "\n") {
+			if k := strings.IndexByte(line, '#'); k >= 0 {
+				line = line[:k]
+			}
+			if line = strings.TrimSpace(line); line != "" {
+				vals = append(vals, line)
+				where = append(where, fmt.Sprintf("%s line %d", path, n+1))
+			}
+		}
+		if len(vals) == 0 {
+			return nil, fmt.Errorf("%w: --%s: %s lists nothing", ErrUsage, name, path)
 		}
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s lists nothing", path)
+	if check != nil {
+		for i, v := range vals {
+			if err := check(v); err != nil {
+				return nil, fmt.Errorf("%w: --%s: %s: %.200v", ErrUsage, name, where[i], err)
+			}
+		}
 	}
-	return out, nil
+	return vals, nil
 }

@@ -58,6 +58,9 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 	if err := yaml.Unmarshal(b, &kv); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrUsage, path, err)
 	}
+	if len(kv) == 0 {
+		return fmt.Errorf("%w: %s holds no settings (it is empty, or only comments): leave it out for the defaults", ErrUsage, path)
+	}
 	keys := make([]string, 0, len(kv))
 	for k := range kv {
 		keys = append(keys, k)
@@ -72,6 +75,10 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 		}
 		var s string
 		switch x := kv[k].(type) {
+		case nil:
+			return fmt.Errorf("%w: %s: %s has no value", ErrUsage, path, k)
+		case map[string]any:
+			return fmt.Errorf("%w: %s: %s is a mapping; want a value (or a list)", ErrUsage, path, k)
 		case []any:
 			parts := make([]string, len(x))
 			for i, e := range x {

@@ -81,3 +81,26 @@ func TestEmptyStrings(t *testing.T) {
 		t.Errorf("a file with model: \"\": %v", err)
 	}
 }
+
+// A settings file that sets nothing, or a key without a value or with a
+// mapping, is refused naming the file: it would be silently ignored.
+func TestApplySettingsEmpty(t *testing.T) {
+	dir := t.TempDir()
+	for text, want := range map[string]string{
+		"":                    "holds no settings",
+		"# all commented\n\n": "holds no settings",
+		"---\n":               "holds no settings",
+		"batch:\n":            "batch has no value",
+		"batch: {a: 1}\n":     "batch is a mapping",
+	} {
+		path := filepath.Join(dir, "s.yaml")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fs := NewFlagSet("t", "t", io.Discard)
+		fs.Int("batch", 32, "")
+		if err := ApplySettings(fs, path, ""); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want a usage error naming %s with %q", text, err, path, want)
+		}
+	}
+}

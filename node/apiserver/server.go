@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,7 +34,8 @@ type Config struct {
 // token.
 var ErrNeedsToken = errors.New("an API beyond loopback needs a token")
 
-// Validate checks the config and fills in defaults.
+// Validate checks the config and fills in defaults; it also reads the
+// token file, where it exists, and the TLS pair (checkFiles).
 func (c *Config) Validate() error {
 	if c.Addr == "" {
 		return errors.New("api: no listen address")
@@ -50,6 +52,23 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	return c.checkFiles()
+}
+
+// checkFiles reads the files Listen will read, so that a bad one is
+// refused before a daemon loads its data or joins the network: the token
+// file where it exists (Listen creates a missing one), and the TLS pair.
+func (c *Config) checkFiles() error {
+	if c.TokenFile != "" {
+		if _, err := LoadTokenFile(c.TokenFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if c.CertFile != "" {
+		if _, err := TLSConfig(c.CertFile, c.KeyFile, nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -27,18 +27,26 @@ func (cfg Config) Validate() error {
 		}
 	}
 	for _, s := range cfg.Bootstrap {
-		if isBootstrapURL(s) {
-			if err := checkBootstrapURL(s); err != nil {
-				return err
-			}
-		} else if _, err := peer.AddrInfoFromString(s); err != nil {
-			return fmt.Errorf("p2p: bootstrap address %q: %w", s, err)
+		if err := CheckBootstrap(s); err != nil {
+			return err
 		}
 	}
 	for _, s := range cfg.NAT.Relays {
 		if _, err := peer.AddrInfoFromString(s); err != nil {
 			return fmt.Errorf("p2p: relay address %q: %w", s, err)
 		}
+	}
+	return nil
+}
+
+// CheckBootstrap checks one bootstrap address: a multiaddr with /p2p/ID,
+// or another daemon's API URL (http://HOST:PORT) to ask for its addresses.
+func CheckBootstrap(s string) error {
+	if isBootstrapURL(s) {
+		return checkBootstrapURL(s)
+	}
+	if _, err := peer.AddrInfoFromString(s); err != nil {
+		return fmt.Errorf("p2p: bootstrap address %.100q: %w", s, err)
 	}
 	return nil
 }

@@ -1,0 +1,34 @@
+package gossip
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCheckTopology: CheckTopology refuses what ParseTopology refuses,
+// over the same node counts, without building a graph; a name takes no
+// argument it would ignore.
+func TestCheckTopology(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		n    int
+		ok   bool
+	}{
+		{"ring", 5, true}, {"torus", 9, true}, {"complete", 3, true}, {"exponential", 8, true},
+		{"regular:2", 5, true}, {"regular:3", 6, true}, {"regular:3", 0, true},
+		{"regular:3", 5, false}, {"regular:5", 5, false}, {"regular:0", 5, false}, {"regular:x", 5, false},
+		{"ring:3", 5, false}, {"rnig", 5, false}, {"", 5, false}, {"edges", 5, false},
+	} {
+		err := CheckTopology(tc.spec, tc.n)
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrConfig) {
+			t.Errorf("CheckTopology(%q, %d) = %v, want ok %v", tc.spec, tc.n, err, tc.ok)
+		}
+		if tc.n > 0 {
+			_, perr := ParseTopology(tc.spec, tc.n, rand.New(rand.NewPCG(1, 2)))
+			if (perr == nil) != (err == nil) {
+				t.Errorf("%q over %d: CheckTopology %v, ParseTopology %v", tc.spec, tc.n, err, perr)
+			}
+		}
+	}
+}
