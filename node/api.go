@@ -181,7 +181,15 @@ type Prediction struct {
 func (n *Node) servePredict(w http.ResponseWriter, r *http.Request) {
 	var req PredictRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPredictBody))
-	if err := dec.Decode(&req); err != nil {
+	dec.DisallowUnknownFields() // a misspelt key would read as no vectors
+	err := dec.Decode(&req)
+	switch {
+	case err == nil && dec.More():
+		err = errors.New("more than one JSON value")
+	case err == nil && req.Features != nil && req.Instances != nil:
+		err = errors.New("both features and instances: give one")
+	}
+	if err != nil {
 		http.Error(w, "predict: body must be JSON {\"features\": [...]} or {\"instances\": [[...], ...]}: "+err.Error(), http.StatusBadRequest)
 		return
 	}

@@ -270,3 +270,40 @@ func TestReadyz(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// TestPredictRequests: /predict answers one vector or several, and
+// refuses, with 400 and the reason, a body it would otherwise misread: an
+// unknown key (a misspelt "features" read as no vectors), both keys, a
+// second JSON value, a vector of the wrong length, no body.
+func TestPredictRequests(t *testing.T) {
+	parts, test := shards(t, 1)
+	ep, _ := memnet.New().Join("p000", 16)
+	nd, err := node.New(node.Config{Job: job(), Train: parts[0], Test: test, Transport: ep, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vec := "[" + strings.Repeat("0.5,", 63) + "0.5]"
+	post := func(body string) (int, string) {
+		rec := httptest.NewRecorder()
+		nd.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/predict", strings.NewReader(body)))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := post(`{"features": ` + vec + `}`); code != 200 || !strings.Contains(body, `"class"`) {
+		t.Errorf("one vector: %d %s", code, body)
+	}
+	if code, body := post(`{"instances": [` + vec + `,` + vec + `]}`); code != 200 || strings.Count(body, `"class"`) != 2 {
+		t.Errorf("two vectors: %d %s", code, body)
+	}
+	for body, want := range map[string]string{
+		`{"feature": ` + vec + `}`:                              `unknown field "feature"`,
+		`{"features": ` + vec + `, "instances": [` + vec + `]}`: "both features and instances",
+		`{"features": ` + vec + `} {"features": ` + vec + `}`:   "more than one JSON value",
+		`{"features": [1, 2]}`:                                  "has 2 features, the model takes 64",
+		``:                                                      "EOF",
+		`{}`:                                                    "no feature vectors",
+	} {
+		if code, got := post(body); code != 400 || !strings.Contains(got, want) {
+			t.Errorf("%.40q: %d %q, want 400 with %q", body, code, got, want)
+		}
+	}
+}

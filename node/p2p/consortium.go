@@ -1,10 +1,12 @@
 package p2p
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -88,7 +90,9 @@ func LoadConsortium(path string) (*Consortium, error) {
 // path) is for error messages.
 func ParseConsortium(b []byte, name string) (*Consortium, error) {
 	var f consortiumFile
-	if err := yaml.Unmarshal(b, &f); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true) // a misspelt "members" would admit nobody, silently
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("p2p: consortium file %s: %w", name, err)
 	}
 	psk, err := hex.DecodeString(strings.TrimSpace(f.PSK))

@@ -112,3 +112,24 @@ func TestNonMemberSaysSo(t *testing.T) {
 			strings.Contains(s, "member list") && strings.Contains(s, ida)
 	})
 }
+
+// TestParseConsortiumStrict: a consortium file with a key it does not
+// know (a misspelt "members", which would admit nobody) or without a
+// valid network key is refused naming the file; a good one parses.
+func TestParseConsortiumStrict(t *testing.T) {
+	psk := strings.Repeat("ab", 32)
+	c, err := ParseConsortium([]byte("psk: "+psk+"\nmembers: []\n"), "c.yaml")
+	if err != nil || len(c.PSK) != 32 || len(c.Members) != 0 {
+		t.Fatalf("good file: %+v, %v", c, err)
+	}
+	for text, want := range map[string]string{
+		"psk: " + psk + "\nmember: [a]\n": "field member not found",
+		"psk: abc\n":                      "psk must be 64 hex digits",
+		"":                                "psk must be 64 hex digits",
+		"members: [x]\n":                  "psk must be 64 hex digits",
+	} {
+		if _, err := ParseConsortium([]byte(text), "c.yaml"); err == nil || !strings.Contains(err.Error(), "c.yaml") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming c.yaml with %q", text, err, want)
+		}
+	}
+}
