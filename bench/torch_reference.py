@@ -21,12 +21,14 @@ import torch
 
 def data_dir():
     """Where gossipd looks: $GOSSIPD_DATA_DIR/fashion-mnist or the directory
-    itself, then Debian's dataset-fashion-mnist."""
+    itself where it is set (and nowhere else), else Debian's
+    dataset-fashion-mnist."""
     env = os.environ.get("GOSSIPD_DATA_DIR")
     if env:
         for d in (os.path.join(env, "fashion-mnist"), env):
             if os.path.exists(os.path.join(d, "train-images-idx3-ubyte.gz")):
                 return d + "/"
+        sys.exit("torch_reference: fashion-mnist not found in $GOSSIPD_DATA_DIR=" + env)
     return "/usr/share/datasets/fashion-mnist/"
 
 

@@ -235,6 +235,13 @@ func TestOpenFashionMNIST(t *testing.T) {
 	if got, err := findFashionMNIST(""); err != nil || got != dir {
 		t.Fatalf("$%s: found %q, %v", DataDirEnv, got, err)
 	}
+	// A data directory without it is an error naming it, not the
+	// system's copy read instead.
+	t.Setenv(DataDirEnv, t.TempDir())
+	if _, err := findFashionMNIST(""); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), os.Getenv(DataDirEnv)) {
+		t.Fatalf("$%s without it: %v", DataDirEnv, err)
+	}
+	t.Setenv(DataDirEnv, dir)
 	_, te2, err := Open(dir, OpenOptions{})
 	if err != nil || !slices.Equal(te2.Y, te.Y) {
 		t.Fatalf("as a directory: %v", err)

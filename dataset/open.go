@@ -20,9 +20,9 @@ var digitsCSV []byte
 // the Fashion-MNIST IDX files.
 const DefaultFashionMNISTDir = "/usr/share/datasets/fashion-mnist"
 
-// DataDirEnv names the environment variable that, when set, is searched
-// first for named datasets (e.g. $GOSSIPD_DATA_DIR/fashion-mnist or the
-// directory itself).
+// DataDirEnv names the environment variable that, when set, is where
+// named datasets are looked for ($GOSSIPD_DATA_DIR/fashion-mnist or the
+// directory itself) instead of the system's directory.
 const DataDirEnv = "GOSSIPD_DATA_DIR"
 
 // isFashionMNIST reports whether spec names Fashion-MNIST (in any of the
@@ -188,6 +188,9 @@ func formatOf(path string, dir bool) string {
 	return "csv"
 }
 
+// findFashionMNIST finds the IDX directory: in override or
+// $GOSSIPD_DATA_DIR where either is set (and nowhere else), else in
+// Debian's DefaultFashionMNISTDir.
 func findFashionMNIST(override string) (string, error) {
 	var tried []string
 	for _, base := range []string{override, os.Getenv(DataDirEnv)} {
@@ -201,12 +204,17 @@ func findFashionMNIST(override string) (string, error) {
 			}
 		}
 	}
-	tried = append(tried, DefaultFashionMNISTDir)
+	if len(tried) > 0 {
+		// A directory that was named and lacks it is an error: falling
+		// back to the system's copy would silently read other files.
+		return "", fmt.Errorf("%w: fashion-mnist not found where $%s (or the data directory given) says (looked in %s)",
+			ErrUnknown, DataDirEnv, strings.Join(tried, ", "))
+	}
 	if hasIDX(DefaultFashionMNISTDir) {
 		return DefaultFashionMNISTDir, nil
 	}
 	return "", fmt.Errorf("%w: fashion-mnist not found (looked in %s); install Debian's dataset-fashion-mnist or set $%s",
-		ErrUnknown, strings.Join(tried, ", "), DataDirEnv)
+		ErrUnknown, DefaultFashionMNISTDir, DataDirEnv)
 }
 
 func hasIDX(dir string) bool {
