@@ -45,7 +45,7 @@ func ReadCSVFile(path string, opts CSVOptions) (*Dataset, error) {
 // numbers), and Dataset.ClassNames keeps the texts. Errors name the line and
 // column.
 func ReadCSV(r io.Reader, name string, opts CSVOptions) (*Dataset, error) {
-	br, err := maybeGunzip(newBufReader(r), name)
+	br, err := openText(r, name, "CSV")
 	if err != nil {
 		return nil, err
 	}

@@ -136,6 +136,8 @@ func TestCSVErrors(t *testing.T) {
 		"no such column": {"a,b\n1,2\n", CSVOptions{LabelColumn: "c"}, `no column named "c"`, ErrFormat},
 		"bad index":      {"1,2\n", CSVOptions{LabelColumn: "5"}, "out of range", ErrFormat},
 		"quote":          {"1,\"2,0\n", CSVOptions{}, "line 1", ErrFormat},
+		"binary":         {"1,2,0\n3,\x004,1\n", CSVOptions{}, "binary data (a NUL byte at offset 8), not CSV text", ErrFormat},
+		"an IDX file":    {"\x00\x00\x08\x03\x00\x00\x00\x01", CSVOptions{}, "an IDX file; give the directory", ErrFormat},
 	}
 	for name, c := range cases {
 		_, err := ReadCSV(strings.NewReader(c.in), "t.csv", c.opts)
@@ -165,6 +167,7 @@ func TestLIBSVM(t *testing.T) {
 		"bad value":  {"1 1:nan\n", "line 1"},
 		"bad label":  {"x 1:1\n", "label"},
 		"empty":      {"\n\n", "no examples"},
+		"binary":     {"1 1:2\n\x00", "not LIBSVM text"},
 	} {
 		if _, err := ReadLIBSVM(strings.NewReader(c.in), "t.svm", LIBSVMOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want mention of %q", name, err, c.want)

@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"bufio"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -241,34 +240,6 @@ func (h *idxHeader) decode(dst []float32, raw []byte, off int) error {
 		dst[i] = float32(v)
 	}
 	return nil
-}
-
-// maybeGunzip returns a reader of the decompressed stream when br starts with
-// the gzip magic, else br itself.
-func maybeGunzip(br *bufio.Reader, name string) (io.Reader, error) {
-	magic, _ := br.Peek(2)
-	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w: bad gzip header: %v", name, ErrFormat, err)
-		}
-		return &gzipErrReader{zr: zr, name: name}, nil
-	}
-	return br, nil
-}
-
-// gzipErrReader labels decompression errors as format errors.
-type gzipErrReader struct {
-	zr   *gzip.Reader
-	name string
-}
-
-func (g *gzipErrReader) Read(p []byte) (int, error) {
-	n, err := g.zr.Read(p)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("%w: corrupt gzip stream: %v", ErrFormat, err)
-	}
-	return n, err
 }
 
 // LoadIDX builds a dataset from an IDX image file (N × any dims, flattened to

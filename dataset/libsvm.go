@@ -42,7 +42,7 @@ type sparseRow struct {
 // Labels are numbers: class indices 0..K-1 as they are; otherwise (say
 // -1/+1) each distinct value becomes a class in numeric order. "qid:" tokens and '#' comments are ignored.
 func ReadLIBSVM(r io.Reader, name string, opts LIBSVMOptions) (*Dataset, error) {
-	br, err := maybeGunzip(newBufReader(r), name)
+	br, err := openText(r, name, "LIBSVM")
 	if err != nil {
 		return nil, err
 	}
@@ -145,5 +145,3 @@ func ReadLIBSVM(r io.Reader, name string, opts LIBSVMOptions) (*Dataset, error) 
 	}
 	return ds, nil
 }
-
-func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 1<<16) }
