@@ -114,7 +114,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if churnTrace != "" {
 		if c.ChurnTrace, err = simulation.ReadChurnTrace(churnTrace); err != nil {
-			return fmt.Errorf("%w: --churn-trace: %v", errUsage, err)
+			return fmt.Errorf("%w: --churn-trace: %s", errUsage, strings.TrimPrefix(err.Error(), simulation.ErrConfig.Error()+": "))
 		}
 	}
 	if computeTrace != "" {
