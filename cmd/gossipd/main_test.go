@@ -330,4 +330,14 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 			t.Errorf("run %v: made its store before refusing the flag", c.args)
 		}
 	}
+	// A misspelt variable in a unit file or a container's environment.
+	t.Setenv("GOSSIPD_CHECKPOINT_EVRY", "5")
+	store := filepath.Join(t.TempDir(), "store")
+	code, _, errs := run(t, "run", "--store", store, "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false")
+	if want := "did you mean $GOSSIPD_CHECKPOINT_EVERY"; code != 2 || !strings.Contains(errs, want) {
+		t.Errorf("$GOSSIPD_CHECKPOINT_EVRY: exit %d, stderr %q; want exit 2 mentioning %q", code, errs, want)
+	}
+	if _, err := os.Stat(store); err == nil {
+		t.Error("$GOSSIPD_CHECKPOINT_EVRY: made its store before refusing it")
+	}
 }

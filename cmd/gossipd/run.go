@@ -137,6 +137,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := cli.CheckEnv(fs, "GOSSIPD_", envNotFlags...); err != nil {
+		return err
+	}
 	if err := cli.ApplySettings(fs, r.config, "GOSSIPD_"); err != nil {
 		return err
 	}

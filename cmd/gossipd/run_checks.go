@@ -8,11 +8,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gossipd/gossipd/bench"
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/compute/cuda"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/p2p"
 	"github.com/gossipd/gossipd/privacy"
@@ -219,4 +222,13 @@ func (r *runFlags) check(fs *flag.FlagSet) (runChecked, error) {
 		return ok, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return ok, nil
+}
+
+// envNotFlags are the GOSSIPD_* variables that are not run's flags, which
+// cli.CheckEnv lets pass: any other is a misspelt setting.
+var envNotFlags = []string{
+	compute.KernelEnv, dataset.CacheDirEnv, dataset.DataDirEnv, cuda.DirEnv, bench.SeedsEnv,
+	"GOSSIPD_IMAGE", // the image deploy/compose.yaml runs
+	// Read by the tests, which start daemons in their environment.
+	"GOSSIPD_PYTHON", "GOSSIPD_ARTIFACTS", "GOSSIPD_BENCH_PROCS", "GOSSIPD_ABICHECK_LIB",
 }

@@ -94,3 +94,45 @@ func TestReadList(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckEnv: a variable with the prefix that names no flag and is not
+// one of the program's others is refused, with the flag it most likely
+// meant; the flags' own variables and the others pass.
+func TestCheckEnv(t *testing.T) {
+	fs := NewFlagSet("run", "run", io.Discard)
+	fs.String("listen", "", "")
+	fs.Int("checkpoint-every", 10, "")
+	t.Setenv("TGOSSIPD_LISTEN", "x")
+	t.Setenv("TGOSSIPD_CHECKPOINT_EVERY", "5")
+	t.Setenv("TGOSSIPD_KERNEL", "go")
+	if err := CheckEnv(fs, "TGOSSIPD_", "TGOSSIPD_KERNEL"); err != nil {
+		t.Fatalf("known variables: %v", err)
+	}
+	for name, want := range map[string]string{
+		"TGOSSIPD_LISTNE":          "$TGOSSIPD_LISTNE is set, but gossipd run has no flag --listne; did you mean $TGOSSIPD_LISTEN (--listen)?",
+		"TGOSSIPD_CHECKPOINTEVERY": "did you mean $TGOSSIPD_CHECKPOINT_EVERY",
+		"TGOSSIPD_EPOCHS":          "has no flag --epochs",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, "1")
+			err := CheckEnv(fs, "TGOSSIPD_", "TGOSSIPD_KERNEL")
+			if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%v, want a usage error with %q", err, want)
+			}
+			if name == "TGOSSIPD_EPOCHS" && strings.Contains(err.Error(), "did you mean") {
+				t.Errorf("a suggestion for a name near no flag: %v", err)
+			}
+		})
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"abc", "", 3}, {"listen", "listne", 2}, {"kitten", "sitting", 3}, {"store", "store", 0}} {
+		if d := editDistance(tc.a, tc.b); d != tc.d || editDistance(tc.b, tc.a) != tc.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, d, tc.d)
+		}
+	}
+}

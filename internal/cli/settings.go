@@ -68,7 +68,11 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if fs.Lookup(k) == nil {
-			return fmt.Errorf("%w: %s: unknown key %q", ErrUsage, path, k)
+			hint := ""
+			if near := closestFlag(fs, k); near != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			return fmt.Errorf("%w: %s: unknown key %q%s", ErrUsage, path, k, hint)
 		}
 		if given[k] || k == "config" || k == "scenario" || k == "json" {
 			continue
