@@ -392,3 +392,48 @@ func kustomize(t *testing.T, dir string) map[string]map[string]any {
 	}
 	return objs
 }
+
+// TestEnvNamesAreFlags: every GOSSIPD_* variable the deployment files
+// set names a flag of gossipd run (which refuses any other), but the
+// compose files' own GOSSIPD_IMAGE, read by Compose on the host.
+func TestEnvNamesAreFlags(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "gossipd")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/gossipd")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	help, _ := exec.Command(bin, "run", "--help").CombinedOutput()
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(string(help), -1) {
+		flags[m[1]] = true
+	}
+	if !flags["listen"] || !flags["api-token"] {
+		t.Fatalf("run --help lists no --listen or --api-token:\n%s", help)
+	}
+	names := regexp.MustCompile(`GOSSIPD_[A-Z0-9_]+`)
+	seen := 0
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range names.FindAllString(string(b), -1) {
+			seen++
+			flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(n, "GOSSIPD_")), "_", "-")
+			if n != "GOSSIPD_IMAGE" && !flags[flag] {
+				t.Errorf("%s sets %s, but gossipd run has no flag --%s", path, n, flag)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < 10 {
+		t.Errorf("%d GOSSIPD_* names found in the deployment files; the walk missed them", seen)
+	}
+}
