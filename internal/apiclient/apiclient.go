@@ -98,6 +98,11 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader) ([
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, c.base+path, err)
 	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		// gossipd answers its API in JSON or plain text; a page is some
+		// other server (a proxy's error, a web server on that port).
+		return nil, fmt.Errorf("%s %s: %s, an HTML page: is %s a gossipd daemon's API?", method, c.base+path, resp.Status, c.base)
+	}
 	if resp.StatusCode/100 != 2 {
 		msg := strings.TrimSpace(string(b))
 		if len(msg) > 500 {
