@@ -345,9 +345,8 @@ func TestDaemonLedgerFollowsData(t *testing.T) {
 	ds := startCluster(t, bin, dir, 2, "100ms", "--dp-clip", "1", "--dp-noise", "1.1")
 	d := ds[1]
 	before := poll(t, d, "DP-SGD steps", 60*time.Second, func(s status) bool { return s.DPSteps >= 5 && s.DPEpsilon > 0 })
-	for _, d := range ds {
-		stop(t, d)
-	}
+	stopWith(t, ds[0], syscall.SIGHUP) // a closed terminal stops it as SIGTERM does
+	stop(t, ds[1])
 	final, err := ledgerOf(bin, d)
 	if err != nil {
 		t.Fatal(err)
@@ -385,13 +384,17 @@ func TestDaemonLedgerFollowsData(t *testing.T) {
 }
 
 // stop ends the daemon with SIGTERM and waits for it to exit.
-func stop(t *testing.T, d *daemon) {
+func stop(t *testing.T, d *daemon) { stopWith(t, d, syscall.SIGTERM) }
+
+// stopWith ends the daemon with sig, which it must take as a request to
+// stop (goodbye, final checkpoint, exit 0), and waits for it to exit.
+func stopWith(t *testing.T, d *daemon, sig syscall.Signal) {
 	t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.cmd.Wait(); err != nil {
-		t.Fatalf("%s: exit after SIGTERM: %v", d.api, err)
+		t.Fatalf("%s: exit after %v: %v", d.api, sig, err)
 	}
 }
 

@@ -57,7 +57,9 @@ func commands() []command {
 var errUsage = cli.ErrUsage
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A hang-up (the terminal closed) stops gracefully too, where Go's
+	// default would kill the process before its goodbye and checkpoint.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	os.Exit(mainExit(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
