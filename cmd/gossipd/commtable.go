@@ -37,6 +37,11 @@ func runCommTable(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *update == "" && cli.FlagSet(fs, "section") {
 		return fmt.Errorf("%w: --section needs --update", errUsage)
 	}
+	if *update != "" {
+		if err := cli.CheckSection("update", *update, *section); err != nil {
+			return err
+		}
+	}
 	var err error
 	if *hidden != "" {
 		if c.Model != "mlp" {

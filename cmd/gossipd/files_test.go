@@ -24,6 +24,7 @@ const (
 	badText     badFile = "text"    // text of the wrong kind (a CSV line)
 	badFileKind badFile = "file"    // a file where a directory is wanted
 	badFull     badFile = "full"    // a directory that is not empty
+	badNoDir    badFile = "nodir"   // a path in a directory that does not exist
 )
 
 func makeBad(t *testing.T, kind badFile) string {
@@ -32,6 +33,8 @@ func makeBad(t *testing.T, kind badFile) string {
 	var err error
 	switch kind {
 	case badMissing:
+	case badNoDir:
+		path = filepath.Join(path, "file")
 	case badDir:
 		err = os.Mkdir(path, 0o700)
 	case badFull:
@@ -98,6 +101,9 @@ func TestFileFlagsRefuseBadFiles(t *testing.T) {
 		{"token", "out", []badFile{badEmpty, badDir, badText}, nil},
 		{"init", "out", []badFile{badEmpty, badDir, badText}, nil},
 		{"demo", "dir", []badFile{badFileKind, badFull}, []string{"--json"}},
+		{"robustness", "out", []badFile{badDir, badNoDir}, nil},
+		{"turnover", "update", reads, nil},
+		{"commtable", "update", reads, nil},
 		{"demo", "png", []badFile{badDir}, []string{"--json"}},
 		{"bench", "torch", []badFile{badMissing, badDir, badEmpty}, []string{"--what", "train", "--against", "torch", "--dataset", "digits"}},
 	} {

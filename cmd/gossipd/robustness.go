@@ -29,6 +29,11 @@ func runRobustness(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := cli.CheckNumbers(fs, cli.Bounds{"peers": "[1,inf)", "rounds": "[1,inf)", "lr": "(0,inf)", "seed": "[0,inf)"}); err != nil {
 		return err
 	}
+	if *out != "-" {
+		if err := cli.CheckOutput("out", *out); err != nil {
+			return err
+		}
+	}
 	c.Protocols = cli.SplitList(*protocols)
 	start := time.Now()
 	tables, err := simulation.Robustness(ctx, c, func(row string) {

@@ -30,6 +30,11 @@ func runTurnover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := cli.CheckNumbers(fs, cli.Bounds{"peers": "[1,inf)", "rounds": "[1,inf)", "lr": "(0,inf)", "seed": "[0,inf)"}); err != nil {
 		return err
 	}
+	if *update != "" {
+		if err := cli.CheckSection("update", *update, "turnover"); err != nil {
+			return err
+		}
+	}
 	c.Protocols = cli.SplitList(*protocols)
 	for _, s := range cli.SplitList(*turnovers) {
 		v, err := strconv.ParseFloat(s, 64)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -150,16 +151,48 @@ func WriteNew(path, text string, stdout io.Writer) error {
 // and "<!-- NAME:end -->" of the file at path with text, so that a
 // generated table can live inside a hand-written document.
 func ReplaceSection(path, name, text string) error {
-	b, err := os.ReadFile(path)
+	s, i, j, err := findSection(path, name)
 	if err != nil {
 		return err
 	}
-	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
-	s := string(b)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no section between %q and %q", path, strings.TrimSpace(begin), end)
+	return os.WriteFile(path, []byte(s[:i]+text+s[j:]), 0o644)
+}
+
+// CheckSection reports, as a usage error naming flag, what would make
+// ReplaceSection(path, name, …) fail, so that a command can refuse before
+// its long run instead of after it.
+func CheckSection(flag, path, name string) error {
+	if _, _, _, err := findSection(path, name); err != nil {
+		return fmt.Errorf("%w: --%s: %v", ErrUsage, flag, err)
 	}
-	s = s[:i+len(begin)] + text + s[j:]
-	return os.WriteFile(path, []byte(s), 0o644)
+	return nil
+}
+
+// findSection reads path and finds the text between name's markers, s[i:j].
+func findSection(path, name string) (s string, i, j int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
+	s = string(b)
+	i, j = strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return "", 0, 0, fmt.Errorf("%s: no section between %q and %q", path, strings.TrimSpace(begin), end)
+	}
+	return s, i + len(begin), j, nil
+}
+
+// CheckOutput reports, as a usage error naming flag, a file path that a
+// command could not write when it is done: a directory, or one in a
+// directory that does not exist.
+func CheckOutput(flag, path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%w: --%s %s is a directory", ErrUsage, flag, path)
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("%w: --%s %s: no directory %s to write it in", ErrUsage, flag, path, dir)
+	}
+	return nil
 }
