@@ -51,7 +51,7 @@ func parseCompute(spec string, trace []float64, seed uint64) (computeSpeeds, err
 		return func(i int) float64 { return trace[i%len(trace)] }, nil
 	}
 	bad := func() (computeSpeeds, error) {
-		return nil, fmt.Errorf("%w: compute %q, want 0, RATE, uniform:LO:HI or lognormal:MEDIAN:SIGMA (FLOP/s, with k, M, G or T: 20G)", ErrConfig, spec)
+		return nil, fmt.Errorf("%w: --compute %q, want 0, RATE, uniform:LO:HI or lognormal:MEDIAN:SIGMA (FLOP/s, with k, M, G or T: 20G)", ErrConfig, spec)
 	}
 	draw := func(i int) *rand.Rand { return rand.New(rand.NewPCG(seed^0x636f6d70757465, uint64(i))) }
 	parts := strings.Split(spec, ":")

@@ -363,12 +363,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// maxLatency caps a drawn delay (a lognormal tail): a message later than
+// this is as good as lost, and its time stays a Duration.
+const maxLatency = 24 * time.Hour
+
 // latency draws a one-way delay.
 type latency func(rng *rand.Rand) time.Duration
 
 func parseLatency(spec string) (latency, error) {
 	bad := func() (latency, error) {
-		return nil, fmt.Errorf("%w: latency %q, want 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA", ErrConfig, spec)
+		return nil, fmt.Errorf("%w: --latency %q, want 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA", ErrConfig, spec)
 	}
 	parts := strings.Split(spec, ":")
 	switch parts[0] {
@@ -390,11 +394,14 @@ func parseLatency(spec string) (latency, error) {
 		}
 		med, err1 := time.ParseDuration(parts[1])
 		sigma, err2 := strconv.ParseFloat(parts[2], 64)
-		if err1 != nil || err2 != nil || med <= 0 || sigma < 0 {
+		// NaN and ±Inf would draw delays that are no durations at all.
+		if err1 != nil || err2 != nil || med <= 0 || !(sigma >= 0) || math.IsInf(sigma, 0) {
 			return bad()
 		}
 		return func(r *rand.Rand) time.Duration {
-			return time.Duration(float64(med) * math.Exp(sigma*r.NormFloat64()))
+			// A wide σ's tail overflows a Duration: cap it.
+			d := float64(med) * math.Exp(sigma*r.NormFloat64())
+			return time.Duration(min(d, float64(maxLatency)))
 		}, nil
 	}
 	d, err := time.ParseDuration(spec)

@@ -3,6 +3,7 @@ package simulation
 import (
 	"bytes"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -89,6 +90,59 @@ func FuzzReadCSV(f *testing.F) {
 		}
 		if !bytes.Equal(out.Bytes(), out2.Bytes()) {
 			t.Fatalf("round trip changed the rows:\n%s\n%s", out.Bytes(), out2.Bytes())
+		}
+	})
+}
+
+// FuzzParseLatency: any --latency spec is refused, or draws delays that
+// are durations in [0, maxLatency] (NaN or an infinite σ drew none).
+func FuzzParseLatency(f *testing.F) {
+	for _, s := range []string{"0", "50ms", "uniform:10ms:90ms", "lognormal:50ms:0.5", "lognormal:50ms:NaN", "lognormal:1ms:1e300", "uniform:5ms:1ms"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		lat, err := parseLatency(spec)
+		if err != nil {
+			if !strings.Contains(err.Error(), "--latency") {
+				t.Fatalf("error does not name the flag: %v", err)
+			}
+			return
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 20 {
+			if d := lat(rng); d < 0 || d > maxLatency {
+				t.Fatalf("%q drew %v", spec, d)
+			}
+		}
+	})
+}
+
+// FuzzParseCompute: any --compute spec is refused, or gives speeds of at
+// least 1 FLOP/s or +Inf, never NaN or ≤ 0 (which would make a training
+// time of NaN or a negative one).
+func FuzzParseCompute(f *testing.F) {
+	for _, s := range []string{"0", "20G", "uniform:1G:5G", "lognormal:2G:1", "lognormal:2G:NaN", "lognormal:1:1e300", "uniform:5G:1G"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		speed, err := parseCompute(spec, nil, 1)
+		if err != nil {
+			if !strings.Contains(err.Error(), "--compute") {
+				t.Fatalf("error does not name the flag: %v", err)
+			}
+			return
+		}
+		if speed == nil {
+			return // instant training
+		}
+		for i := range 20 {
+			s := &sim{speed: speed, init: make([]float32, 10)}
+			if v := speed(i); math.IsNaN(v) || v < 0 {
+				t.Fatalf("%q: peer %d speed %v", spec, i, v)
+			}
+			if d := s.trainTime(i, 32); d < 0 {
+				t.Fatalf("%q: peer %d trains for %v", spec, i, d)
+			}
 		}
 	})
 }
