@@ -46,7 +46,11 @@ func (n *Node) writeCheckpoints() {
 		if err := n.cfg.Store.Save(c); errors.Is(err, ErrSuperseded) {
 			continue
 		} else if err != nil {
-			n.log.Error("checkpoint failed", "err", err)
+			n.log.Error("checkpoint failed; the store keeps the earlier ones", "err", err)
+			n.met.ckptFailures.Inc()
+			n.mu.Lock()
+			n.status.CheckpointError = err.Error()
+			n.mu.Unlock()
 			continue
 		}
 		n.saved(c)
@@ -58,6 +62,7 @@ func (n *Node) saved(c *Checkpoint) {
 	n.met.ckpts.Inc()
 	n.met.ckptTime.Set(float64(n.cfg.Now().UnixNano()) / 1e9)
 	n.mu.Lock()
+	n.status.CheckpointError = ""
 	if c.Seq > n.status.Checkpoint {
 		n.status.Checkpoint, n.status.CheckpointAge = c.Seq, c.State.Age
 	}

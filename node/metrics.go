@@ -25,6 +25,7 @@ type metrics struct {
 	faults       *prometheus.CounterVec
 	updates      prometheus.Counter
 	ckpts        prometheus.Counter
+	ckptFailures prometheus.Counter
 	age          prometheus.Gauge
 	accuracy     prometheus.Gauge
 	loss         prometheus.Gauge
@@ -60,6 +61,7 @@ func newMetrics() *metrics {
 	m.paused = g("paused", "1 while local training is paused (POST /pause), else 0.")
 	m.updates = c("updates_total", "Model updates.")
 	m.ckpts = c("checkpoints_total", "Checkpoints written.")
+	m.ckptFailures = c("checkpoint_failures_total", "Checkpoints that could not be written (a full or failing disk): the store keeps the earlier ones, /status's checkpoint_error says why.")
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gossipd", Name: "rejected_total",
 		Help: "Inbound messages rejected, by reason."}, []string{"reason"})
 	m.register(m.rejected)

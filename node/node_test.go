@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -305,5 +306,39 @@ func TestPredictRequests(t *testing.T) {
 		if code, got := post(body); code != 400 || !strings.Contains(got, want) {
 			t.Errorf("%.40q: %d %q, want 400 with %q", body, code, got, want)
 		}
+	}
+}
+
+// TestCheckpointFailure: a store that can no longer be written (here,
+// closed under the node) does not stop the node: it keeps learning, and
+// says so in /status's checkpoint_error and the failure counter that
+// operators alert on, instead of only in its log.
+func TestCheckpointFailure(t *testing.T) {
+	store, err := node.OpenStore(t.TempDir(), 2, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, memnet.New(), 2, func(i int, c *node.Config) {
+		if i == 0 {
+			c.Store, c.CheckpointEvery = store, 5
+		}
+	})
+	nd := r.nodes[0]
+	waitFor(t, "a checkpoint", 30*time.Second, func() bool { return nd.Status().Checkpoint >= 1 })
+	if s := nd.Status(); s.CheckpointError != "" {
+		t.Fatalf("checkpoint_error %q while the store works", s.CheckpointError)
+	}
+	store.Close()
+	waitFor(t, "a failed checkpoint", 30*time.Second, func() bool { return nd.Status().CheckpointError != "" })
+	before := nd.Status()
+	waitFor(t, "updates after the failure", 30*time.Second, func() bool { return nd.Status().Updates > before.Updates+5 })
+	rec := httptest.NewRecorder()
+	nd.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	m := regexp.MustCompile(`(?m)^gossipd_checkpoint_failures_total (\d+)`).FindStringSubmatch(rec.Body.String())
+	if m == nil || m[1] == "0" {
+		t.Fatalf("gossipd_checkpoint_failures_total: %v", m)
+	}
+	if s := nd.Status(); s.Checkpoint != before.Checkpoint || !strings.Contains(s.CheckpointError, "DB Closed") {
+		t.Fatalf("status after the failure: checkpoint %d (was %d), error %q", s.Checkpoint, before.Checkpoint, s.CheckpointError)
 	}
 }

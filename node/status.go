@@ -58,7 +58,10 @@ type Status struct {
 	UptimeSeconds float64           `json:"uptime_seconds"`
 	Checkpoint    uint64            `json:"checkpoint_seq"`
 	CheckpointAge float64           `json:"checkpoint_age"`
-	ResumedFrom   uint64            `json:"resumed_from_seq"`
+	// CheckpointError is why the last checkpoint could not be written;
+	// empty once one is.
+	CheckpointError string `json:"checkpoint_error,omitempty"`
+	ResumedFrom     uint64 `json:"resumed_from_seq"`
 	// DP-SGD (zero without it): ε spent at DPDelta, the budget, steps
 	// charged, and whether the node halted with its budget spent.
 	DPEpsilon float64 `json:"dp_epsilon,omitempty"`
