@@ -434,7 +434,20 @@ func (d *daemon) killRestart(t *testing.T, bin string) status {
 func converge(t *testing.T, ds []*daemon) {
 	t.Helper()
 	for _, d := range ds {
-		s := poll(t, d, "accuracy ≥ 0.90 with all peers", 90*time.Second, func(s status) bool { return s.Accuracy >= 0.90 && s.Peers == len(ds)-1 })
+		var s status
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			var err error
+			if s, err = d.status(); err == nil && s.Accuracy >= 0.90 && s.Peers == len(ds)-1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				// Every daemon's side: one that never started, or never
+				// dialled, shows in its own log, not in d's.
+				t.Fatalf("%s: timed out after 90s waiting for accuracy ≥ 0.90 with all peers (last status %+v, err %v)\n%s", d.api, s, err, clusterReport(ds))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		// /status says how each peer is reached: on loopback, directly.
 		peers := map[string]bool{}
 		for _, c := range s.Connections {
@@ -447,6 +460,22 @@ func converge(t *testing.T, ds []*daemon) {
 			t.Errorf("%s: connections to %d peers listed, %d peers", d.api, len(peers), s.Peers)
 		}
 	}
+}
+
+// clusterReport says, for each daemon, whether it still runs, its peers
+// and the tail of its log.
+func clusterReport(ds []*daemon) string {
+	var b strings.Builder
+	for i, d := range ds {
+		state := "running"
+		if d.cmd != nil && d.cmd.ProcessState != nil {
+			state = d.cmd.ProcessState.String()
+		}
+		s, err := d.status()
+		log, _ := os.ReadFile(d.log)
+		fmt.Fprintf(&b, "daemon %d (%s, %s): peer %s, %d peers, accuracy %.3f, members %d, err %v; log tail:\n%s\n", i, d.api, state, s.PeerID, s.Peers, s.Accuracy, s.Members, err, tail(string(log), 1500))
+	}
+	return b.String()
 }
 
 // killAndRestart SIGKILLs daemon i once it has checkpointed, restarts it on
