@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -330,6 +331,19 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 			t.Errorf("run %v: made its store before refusing the flag", c.args)
 		}
 	}
+	// $GOSSIPD_CONFIG names the settings file, as --config does (it was
+	// applied after the file had been read: silently ignored).
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	os.WriteFile(empty, nil, 0o600)
+	t.Setenv("GOSSIPD_CONFIG", empty)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // were the file ignored, the daemon would stop at once
+	var errb bytes.Buffer
+	code := mainExit(ctx, []string{"run", "--store", filepath.Join(t.TempDir(), "store"), "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false"}, io.Discard, &errb)
+	if code != 2 || !strings.Contains(errb.String(), empty+" holds no settings") {
+		t.Errorf("$GOSSIPD_CONFIG of an empty file: exit %d, stderr %q", code, errb.String())
+	}
+	os.Unsetenv("GOSSIPD_CONFIG")
 	// A misspelt variable in a unit file or a container's environment.
 	t.Setenv("GOSSIPD_CHECKPOINT_EVRY", "5")
 	store := filepath.Join(t.TempDir(), "store")

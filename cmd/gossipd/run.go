@@ -140,6 +140,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := cli.CheckEnv(fs, "GOSSIPD_", envNotFlags...); err != nil {
 		return err
 	}
+	if v, ok := os.LookupEnv("GOSSIPD_CONFIG"); ok && !cli.FlagSet(fs, "config") {
+		r.config = v // the file's path is needed before the environment is applied
+	}
 	if err := cli.ApplySettings(fs, r.config, "GOSSIPD_"); err != nil {
 		return err
 	}
