@@ -363,8 +363,9 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// maxLatency caps a drawn delay (a lognormal tail): a message later than
-// this is as good as lost, and its time stays a Duration.
+// maxLatency bounds the delays a --latency spec gives and caps a drawn
+// one (a lognormal tail): a message later than this is as good as lost,
+// and its time stays a Duration.
 const maxLatency = 24 * time.Hour
 
 // latency draws a one-way delay.
@@ -372,7 +373,7 @@ type latency func(rng *rand.Rand) time.Duration
 
 func parseLatency(spec string) (latency, error) {
 	bad := func() (latency, error) {
-		return nil, fmt.Errorf("%w: --latency %q, want 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA", ErrConfig, spec)
+		return nil, fmt.Errorf("%w: --latency %q, want 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA (delays up to %v)", ErrConfig, spec, maxLatency)
 	}
 	parts := strings.Split(spec, ":")
 	switch parts[0] {
@@ -384,7 +385,7 @@ func parseLatency(spec string) (latency, error) {
 		}
 		lo, err1 := time.ParseDuration(parts[1])
 		hi, err2 := time.ParseDuration(parts[2])
-		if err1 != nil || err2 != nil || lo < 0 || hi < lo {
+		if err1 != nil || err2 != nil || lo < 0 || hi < lo || hi > maxLatency {
 			return bad()
 		}
 		return func(r *rand.Rand) time.Duration { return lo + time.Duration(r.Float64()*float64(hi-lo)) }, nil
@@ -395,7 +396,7 @@ func parseLatency(spec string) (latency, error) {
 		med, err1 := time.ParseDuration(parts[1])
 		sigma, err2 := strconv.ParseFloat(parts[2], 64)
 		// NaN and ±Inf would draw delays that are no durations at all.
-		if err1 != nil || err2 != nil || med <= 0 || !(sigma >= 0) || math.IsInf(sigma, 0) {
+		if err1 != nil || err2 != nil || med <= 0 || med > maxLatency || !(sigma >= 0) || math.IsInf(sigma, 0) {
 			return bad()
 		}
 		return func(r *rand.Rand) time.Duration {
@@ -405,7 +406,7 @@ func parseLatency(spec string) (latency, error) {
 		}, nil
 	}
 	d, err := time.ParseDuration(spec)
-	if err != nil || d < 0 || len(parts) != 1 {
+	if err != nil || d < 0 || d > maxLatency || len(parts) != 1 {
 		return bad()
 	}
 	return func(*rand.Rand) time.Duration { return d }, nil
