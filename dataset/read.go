@@ -37,7 +37,10 @@ func openText(r io.Reader, name, format string) (io.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	br := bufio.NewReaderSize(zr, 4096)
+	br, plain := zr.(*bufio.Reader) // a plain source is buffered already
+	if !plain {
+		br = newBufReader(zr)
+	}
 	head, _ := br.Peek(4096) // a read error is met again by the parser
 	if k := bytes.IndexByte(head, 0); k >= 0 {
 		if len(head) >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 8 {

@@ -82,12 +82,6 @@ func (c *Config) Validate() error {
 	case c.Target <= 0 || c.Target > 1:
 		return fmt.Errorf("demo: target accuracy %v, want (0, 1]", c.Target)
 	}
-	if st, err := os.Stat(c.PNG); err == nil && st.IsDir() {
-		return fmt.Errorf("demo: png %s is a directory", c.PNG)
-	}
-	if st, err := os.Stat(filepath.Dir(c.PNG)); err != nil || !st.IsDir() {
-		return fmt.Errorf("demo: png %s: its directory %s does not exist", c.PNG, filepath.Dir(c.PNG))
-	}
 	return checkDir(c.Dir)
 }
 

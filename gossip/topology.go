@@ -69,14 +69,9 @@ func ParseTopology(spec string, n int, rng *rand.Rand) (*Graph, error) {
 		return Complete(n), nil
 	case "exponential":
 		return Exponential(n), nil
-	case "regular":
-		k, err := strconv.Atoi(arg)
-		if err != nil {
-			return nil, fmt.Errorf("%w: topology %q: degree %q", ErrConfig, spec, arg)
-		}
-		return RandomRegular(n, k, rng)
 	}
-	return nil, fmt.Errorf("%w: topology %q, want %s", ErrConfig, spec, strings.Join(Topologies, "|"))
+	k, _ := strconv.Atoi(arg) // "regular:K", K checked
+	return RandomRegular(n, k, rng)
 }
 
 func undirected(n int, edges func(add func(i, j int))) *Graph {

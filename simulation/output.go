@@ -121,19 +121,17 @@ func (c *Config) validateTopology() error {
 	if !gossip.NeedsTopology(c.Protocol) {
 		return nil
 	}
-	if c.EdgeList != nil {
-		if c.Turnover == 0 {
-			if _, err := gossip.EdgeList(c.EdgeList, c.Peers); err != nil {
-				return fmt.Errorf("%w: --topology %s: %v", ErrConfig, c.Topology, strings.TrimPrefix(err.Error(), gossip.ErrConfig.Error()+": "))
-			}
-		}
-		return nil
-	}
 	n := c.Peers
 	if c.Turnover > 0 {
-		n = 0
+		n = 0 // graphs over the live members
 	}
-	if err := gossip.CheckTopology(c.Topology, n); err != nil {
+	var err error
+	if c.EdgeList == nil {
+		err = gossip.CheckTopology(c.Topology, n)
+	} else if n > 0 {
+		_, err = gossip.EdgeList(c.EdgeList, n)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: --topology %s: %v", ErrConfig, c.Topology, strings.TrimPrefix(err.Error(), gossip.ErrConfig.Error()+": "))
 	}
 	return nil

@@ -37,6 +37,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if err := cli.CheckOutput("png", c.PNG); err != nil {
+		return err
+	}
 	s, err := demo.Run(ctx, c)
 	if s != nil {
 		if jsonOut {

@@ -29,25 +29,25 @@ import (
 
 // runFlags declares `gossipd run`'s flags (shared with `gossipd init`).
 type runFlags struct {
-	config, listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale string
-	partition                                                                      string
-	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel   string
-	outer                                                                          string
-	outerLR, outerMomentum                                                         float64
-	localSteps                                                                     int
-	members, topology, dht, relays, join                                           string
-	sfbMode, aggregator, consortium, memoryLimit, device                           string
-	apiToken, apiCert, apiKey                                                      string
-	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise, maxNorm                 float64
-	peerBytes, peerFrames, sendRate                                                float64
-	batch, localEpochs, ckptEvery, keep, staleness, maxConns                       int
-	delta, joinTimeout, announceEvery                                              time.Duration
-	initSeed                                                                       uint64
-	mdns, pex, autonat, holePunching, portMap, relayService, behindNAT             bool
+	listen, bootstrap, api, store, key, dataset, shard, labelColumn, scale       string
+	partition                                                                    string
+	protocol, modelKind, hidden, variant, compression, name, logFormat, logLevel string
+	outer                                                                        string
+	outerLR, outerMomentum                                                       float64
+	localSteps                                                                   int
+	members, topology, dht, relays, join                                         string
+	sfbMode, aggregator, consortium, memoryLimit, device                         string
+	apiToken, apiCert, apiKey                                                    string
+	testFraction, lr, dpEpsilon, dpDelta, dpClip, dpNoise, maxNorm               float64
+	peerBytes, peerFrames, sendRate                                              float64
+	batch, localEpochs, ckptEvery, keep, staleness, maxConns                     int
+	delta, joinTimeout, announceEvery                                            time.Duration
+	initSeed                                                                     uint64
+	mdns, pex, autonat, holePunching, portMap, relayService, behindNAT           bool
 }
 
 func (r *runFlags) declare(fs *flag.FlagSet) {
-	fs.StringVar(&r.config, "config", "", "YAML config file (keys are these flags' names); precedence: flags > $GOSSIPD_* > file > defaults")
+	fs.String("config", "", "YAML config file (keys are these flags' names); precedence: flags > $GOSSIPD_* > file > defaults")
 	fs.StringVar(&r.listen, "listen", "/ip4/0.0.0.0/tcp/4001,/ip4/0.0.0.0/udp/4001/quic-v1", "libp2p listen multiaddrs, comma-separated")
 	fs.StringVar(&r.bootstrap, "bootstrap", "", "bootstrap peers: multiaddrs ending in /p2p/PEERID, or http(s)://HOST:PORT of a daemon's API (its GET /id names it); comma-separated, or @FILE with one per line")
 	fs.BoolVar(&r.mdns, "mdns", true, "discover peers on the LAN with mDNS")
@@ -140,10 +140,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := cli.CheckEnv(fs, "GOSSIPD_", envNotFlags...); err != nil {
 		return err
 	}
-	if v, ok := os.LookupEnv("GOSSIPD_CONFIG"); ok && !cli.FlagSet(fs, "config") {
-		r.config = v // the file's path is needed before the environment is applied
-	}
-	if err := cli.ApplySettings(fs, r.config, "GOSSIPD_"); err != nil {
+	if err := cli.ApplySettings(fs, "config", "GOSSIPD_"); err != nil {
 		return err
 	}
 	ok, err := r.check(fs) // before the data is loaded and the network joined
@@ -158,6 +155,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	api := apiserver.Config{Addr: r.api, TokenFile: r.apiToken, CertFile: r.apiCert, KeyFile: r.apiKey, Logger: log,
 		Public: node.PublicPaths, ReadOnlyPosts: node.ReadOnlyPosts}
 	if err := api.Validate(); err != nil { // before the data is loaded and the network joined
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err := api.CheckFiles(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if r.memoryLimit != "" {

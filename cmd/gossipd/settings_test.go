@@ -27,7 +27,8 @@ func FuzzConfigFile(f *testing.F) {
 		fs.SetOutput(io.Discard)
 		var r runFlags
 		r.declare(fs)
-		if err := cli.ApplySettings(fs, path, ""); err != nil && !strings.Contains(err.Error(), path) {
+		fs.Set("config", path)
+		if err := cli.ApplySettings(fs, "config", ""); err != nil && !strings.Contains(err.Error(), path) {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
@@ -45,7 +46,8 @@ func TestInitProfiles(t *testing.T) {
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
 		var r runFlags
 		r.declare(fs)
-		if err := cli.ApplySettings(fs, path, ""); err != nil {
+		fs.Set("config", path)
+		if err := cli.ApplySettings(fs, "config", ""); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		// What the flags hold when set from the profile directly.

@@ -33,11 +33,11 @@ var simulateBounds = withTrainingBounds(cli.Bounds{
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("simulate", "simulate [flags]\n\nRuns many peers of a protocol in one process on virtual time and writes\nmetrics.csv, summary.json and accuracy plots (PNG) to --out.", stderr)
 	var c simulation.Config
-	var hidden, netsplits, tokens, scenario, out, topo string
+	var hidden, netsplits, tokens, out, topo string
 	var jsonOut, quiet bool
 	var cpuProfile, churnTrace, computeTrace string
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
-	fs.StringVar(&scenario, "scenario", "", "YAML scenario file whose keys are these flags' names (flags given on the command line win)")
+	fs.String("scenario", "", "YAML scenario file whose keys are these flags' names (flags given on the command line win)")
 	fs.IntVar(&c.Peers, "peers", 100, "number of peers")
 	fs.StringVar(&c.Protocol, "protocol", gossip.RandomWalk, "protocol: "+strings.Join(simulation.Protocols, "|"))
 	fs.StringVar(&c.Model, "model", "softmax", "model: "+strings.Join(model.Kinds, "|"))
@@ -98,7 +98,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := cli.ApplySettings(fs, scenario, ""); err != nil {
+	if err := cli.ApplySettings(fs, "scenario", ""); err != nil {
 		return err // a usage error naming the file
 	}
 	if err := cli.CheckNumbers(fs, simulateBounds); err != nil {

@@ -15,14 +15,16 @@ import (
 
 // ApplySettings fills the flags not given on the command line, first from
 // the environment (envPrefix + the flag name in upper case with '-' as '_',
-// when envPrefix is not empty), then from the YAML file at path (keys are
-// flag names). So the precedence is flags > environment > file > defaults.
+// when envPrefix is not empty), then from the YAML file that flag fileFlag
+// names (keys are flag names), read once the environment has had its say,
+// so that $PREFIX_CONFIG names it as --config does. So the precedence is
+// flags > environment > file > defaults.
 //
 // A value from the environment or the file that restates the flag's
 // default (as `gossipd init` writes every one) leaves the flag unset, so
 // that checks of the flags given (a count of 0, an option that does not
 // apply to the run) see only what was chosen.
-func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
+func ApplySettings(fs *flag.FlagSet, fileFlag, envPrefix string) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if envPrefix != "" {
@@ -48,6 +50,7 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 			return err
 		}
 	}
+	path := fs.Lookup(fileFlag).Value.String()
 	if path == "" {
 		return nil
 	}
@@ -75,7 +78,7 @@ func ApplySettings(fs *flag.FlagSet, path, envPrefix string) error {
 			}
 			return fmt.Errorf("%w: %s: unknown key %q%s", ErrUsage, path, k, hint)
 		}
-		if given[k] || k == "config" || k == "scenario" || k == "json" {
+		if given[k] || k == fileFlag || k == "json" {
 			continue
 		}
 		var s string

@@ -22,16 +22,17 @@ func TestApplySettingsRestatedDefaults(t *testing.T) {
 	clip := fs.Float64("dp-clip", 0, "")
 	name := fs.String("name", "x", "")
 	keep := fs.Int("keep", 3, "")
+	fs.String("config", "", "")
 	path := filepath.Join(t.TempDir(), "s.yaml")
 	if err := os.WriteFile(path, []byte("batch: 32\ndelta: 1000ms\nlr: 0.10\ndp-clip: 0\nname: y\nkeep: 5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("T_KEEP", "3") // restates the default, and wins over the file's 5
 	t.Setenv("T_NAME", "z")
-	if err := fs.Parse([]string{"--lr", "0.1"}); err != nil {
+	if err := fs.Parse([]string{"--lr", "0.1", "--config", path}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ApplySettings(fs, path, "T_"); err != nil {
+	if err := ApplySettings(fs, "config", "T_"); err != nil {
 		t.Fatal(err)
 	}
 	for flag, want := range map[string]bool{"batch": false, "delta": false, "dp-clip": false, "keep": false, "lr": true, "name": true} {
@@ -54,6 +55,7 @@ func TestEmptyStrings(t *testing.T) {
 		fs.String("model", "softmax", "model")
 		fs.String("token", "api.token", `token file ("" given: none)`)
 		fs.String("shard", "", "shard")
+		fs.String("config", "", "")
 		return fs
 	}
 	for _, tc := range []struct {
@@ -70,14 +72,16 @@ func TestEmptyStrings(t *testing.T) {
 		}
 	}
 	t.Setenv("T_MODEL", "")
-	if err := ApplySettings(newSet(), "", "T_"); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "$T_MODEL") {
+	if err := ApplySettings(newSet(), "config", "T_"); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "$T_MODEL") {
 		t.Errorf("$T_MODEL empty: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "s.yaml")
 	if err := os.WriteFile(path, []byte("model: \"\"\ntoken: \"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := ApplySettings(newSet(), path, ""); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "model") || strings.Contains(err.Error(), "token") {
+	withFile := newSet()
+	withFile.Set("config", path)
+	if err := ApplySettings(withFile, "config", ""); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "model") || strings.Contains(err.Error(), "token") {
 		t.Errorf("a file with model: \"\": %v", err)
 	}
 }
@@ -99,7 +103,8 @@ func TestApplySettingsEmpty(t *testing.T) {
 		}
 		fs := NewFlagSet("t", "t", io.Discard)
 		fs.Int("batch", 32, "")
-		if err := ApplySettings(fs, path, ""); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+		fs.String("config", path, "")
+		if err := ApplySettings(fs, "config", ""); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want a usage error naming %s with %q", text, err, path, want)
 		}
 	}

@@ -34,8 +34,8 @@ type Config struct {
 // token.
 var ErrNeedsToken = errors.New("an API beyond loopback needs a token")
 
-// Validate checks the config and fills in defaults; it also reads the
-// token file, where it exists, and the TLS pair (checkFiles).
+// Validate checks the config and fills in defaults. It reads no file:
+// CheckFiles does.
 func (c *Config) Validate() error {
 	if c.Addr == "" {
 		return errors.New("api: no listen address")
@@ -53,13 +53,13 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return c.checkFiles()
+	return nil
 }
 
-// checkFiles reads the files Listen will read, so that a bad one is
-// refused before a daemon loads its data or joins the network: the token
-// file where it exists (Listen creates a missing one), and the TLS pair.
-func (c *Config) checkFiles() error {
+// CheckFiles reads the files Listen will read, so that a daemon refuses a
+// bad one before it loads its data or joins the network: the token file
+// where it exists (Listen creates a missing one), and the TLS pair.
+func (c *Config) CheckFiles() error {
 	if c.TokenFile != "" {
 		if _, err := LoadTokenFile(c.TokenFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
