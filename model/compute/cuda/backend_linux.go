@@ -104,6 +104,9 @@ func Open(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	dev := info.Devices[ordinal]
+	if err := rt.checkArch(rtWhere, dev.Major, dev.Minor); err != nil {
+		return nil, err
+	}
 	b, err := newBackend(dev, a, blas, rt.builds(kernelSource, "kernels.cu", dev.Major, dev.Minor))
 	if err != nil {
 		return nil, fmt.Errorf("%w (libraries: %s, %s, %s)", err, where, rtWhere, blasWhere)

@@ -91,6 +91,20 @@ func (n *nvrtc) builds(src, name string, major, minor int) []build {
 	return append(out, build{"PTX " + arch, func() ([]byte, error) { return n.compileTo(src, name, arch, false) }})
 }
 
+// checkArch refuses a GPU older than the oldest architecture this NVRTC
+// compiles for (CUDA 13 dropped everything before 7.5): neither a cubin
+// nor PTX it builds would load there, so Open says so up front, rather
+// than failing with the driver's "no kernel image" after a build. where
+// names the library.
+func (n *nvrtc) checkArch(where string, major, minor int) error {
+	archs := n.supported()
+	if len(archs) == 0 || 10*major+minor >= archs[0] {
+		return nil
+	}
+	return fmt.Errorf("%w: the GPU's compute capability is %d.%d, and %s compiles for %d.%d and newer: point $%s at an older CUDA toolkit's libraries (CUDA 12 compiles for 5.0 and newer; gossipd needs 6.0)",
+		ErrNoDevice, major, minor, where, archs[0]/10, archs[0]%10, DirEnv)
+}
+
 // ptxArch is cc if NVRTC knows it (or cannot say), else the newest
 // architecture it knows below cc (else its oldest).
 func (n *nvrtc) ptxArch(cc int) int {

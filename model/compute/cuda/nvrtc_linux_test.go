@@ -14,7 +14,8 @@ import (
 // machine has (it needs no GPU: Debian's libnvrtc11.2, PyTorch's NVIDIA
 // wheels, a CUDA toolkit), as Open does, for the compute capabilities of
 // the GPUs gossipd is measured on and the oldest it supports (6.0, for
-// double atomicAdd): each build Open would try, the cubin (an ELF image)
+// double atomicAdd, where this NVRTC still compiles for it; CUDA 13's
+// starts at 7.5, and Open refuses older GPUs): each build Open would try, the cubin (an ELF image)
 // and the PTX, must hold every kernel entry point. Where there is no
 // NVRTC it says so and checks nothing.
 func TestNVRTCCompilesKernels(t *testing.T) {
@@ -30,7 +31,20 @@ func TestNVRTCCompilesKernels(t *testing.T) {
 	if rt.cubin == nil {
 		t.Errorf("%s has no nvrtcGetCUBIN (CUDA 11.1 and later have it)", where)
 	}
-	for _, cc := range [][2]int{{6, 0}, {8, 0}, {9, 0}} {
+	archs := rt.supported()
+	for _, cc := range [][2]int{{6, 0}, {7, 5}, {8, 0}, {9, 0}} {
+		err := rt.checkArch(where, cc[0], cc[1])
+		if len(archs) > 0 && 10*cc[0]+cc[1] < archs[0] {
+			// CUDA 13 compiles for 7.5 and newer: Open refuses an older
+			// GPU, naming both and the way out.
+			if err == nil || !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), fmt.Sprintf("is %d.%d, and %s compiles for %d.%d", cc[0], cc[1], where, archs[0]/10, archs[0]%10)) || !strings.Contains(err.Error(), DirEnv) {
+				t.Errorf("checkArch(%d.%d) = %v, want a refusal naming both capabilities and $%s", cc[0], cc[1], err, DirEnv)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("checkArch(%d.%d): %v", cc[0], cc[1], err)
+		}
 		builds := rt.builds(kernelSource, "kernels.cu", cc[0], cc[1])
 		var whats []string
 		for _, bd := range builds {
