@@ -8,9 +8,9 @@
 # outputs stay in a scratch folder and their summary.json goes to the log.
 #
 # Usage: bench/gpu-check.sh [STEP...]: the named steps only (machine,
-# devices, conformance, train, bench, sim-gpu, sim-cpu, dpsgd-gpu,
-# dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu), to finish a run that was cut
-# off; by default every step.
+# devices, conformance, train, bench, bench-graphs, daemons, sim-gpu,
+# sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu), to finish a
+# run that was cut off; by default every step.
 set -uo pipefail
 only=" $* "
 out=${OUT:-gpu-out}
@@ -77,6 +77,11 @@ step train "$bin/gossipd-cuda" train --dataset fashion-mnist --model mlp --hidde
 # PyTorch is the python3 on $PATH's (there, a virtual environment's; bench
 # would take /usr/bin/python3).
 step bench "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch --seeds 5 --python "$(command -v python3)"
+# PyTorch without its launch overhead: its steps replayed as CUDA graphs.
+step bench-graphs "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch-graphs --seeds 5 --python "$(command -v python3)"
+# Daemons training on the GPU: four real daemons on 127.0.0.1 (run
+# --device cuda), each saying in /status where it trained.
+step daemons "$bin/gossipd-cuda" demo --device cuda --peers 4 --target 0.85 --duration 90s --json --png "$scratch/demo.png"
 step sim-gpu sim sim-gpu --peers 10000 --rounds 20 --eval-every 20 --device cuda
 step sim-cpu sim sim-cpu --peers 10000 --rounds 20 --eval-every 20 --device cpu
 # Batched gradients (D-PSGD): 1,000 peers on the GPU, then on the CPU.

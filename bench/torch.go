@@ -17,6 +17,12 @@ var torchLine = regexp.MustCompile(`(\d+) samples/s, test acc ([0-9.]+)`)
 // each printing its line; another script may ignore it and print one.
 const SeedsEnv = "GOSSIPD_TORCH_SEEDS"
 
+// GraphsEnv set to 1 tells the built-in reference to capture each full
+// minibatch's step (forward, backward, SGD step) once as a CUDA graph and
+// replay it (torch.cuda.graph; CUDA only): PyTorch without its launch
+// overhead, as gossipd replays its own steps.
+const GraphsEnv = "GOSSIPD_TORCH_GRAPHS"
+
 // TorchRun is one PyTorch reference run: the model (softmax or mlp), its
 // CPU threads, the minibatch size, the device (cpu, or cuda:N for the
 // built-in reference) and the seeds to train (0 or 1: one).
@@ -26,6 +32,8 @@ type TorchRun struct {
 	Batch   int
 	Device  string
 	Seeds   int
+	// Graphs asks the built-in reference for its CUDA-graph steps.
+	Graphs bool
 }
 
 // Result is one epoch's training speed and test accuracy.
@@ -45,6 +53,9 @@ func RunTorch(ctx context.Context, stderr io.Writer, python, script string, r To
 	}
 	cmd := exec.CommandContext(ctx, python, args...)
 	cmd.Env = append(os.Environ(), SeedsEnv+"="+strconv.Itoa(max(r.Seeds, 1)))
+	if r.Graphs {
+		cmd.Env = append(cmd.Env, GraphsEnv+"=1")
+	}
 	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -12,7 +12,12 @@ each printing its line. On CUDA the data
 is on the device before the clock starts, a throwaway copy of the model
 takes four steps first (the first call of each kernel loads it; gossipd
 does the same), and the clock stops after torch.cuda.synchronize(), so
-the figure is training alone.
+the figure is training alone. $GOSSIPD_TORCH_GRAPHS=1 (CUDA only)
+captures each full minibatch's step (forward, backward, SGD step) once
+as a CUDA graph (torch.cuda.graph, after three warm-up steps on a side
+stream whose changes are undone) and replays it for every full minibatch,
+the minibatch copied into the graph's input first; a last, smaller
+minibatch steps eagerly.
 """
 import gzip, os, struct, sys, time
 import numpy as np
@@ -58,6 +63,9 @@ def main():
     lossf = torch.nn.CrossEntropyLoss()
     n = xtr.shape[0]
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    graphs = os.environ.get("GOSSIPD_TORCH_GRAPHS", "") == "1"
+    if graphs and dev.type != "cuda":
+        sys.exit("torch_reference: $GOSSIPD_TORCH_GRAPHS=1 needs a CUDA device, not " + str(dev))
     for seed in range(seeds):
         torch.manual_seed(seed)
         if model == "softmax":
@@ -78,12 +86,17 @@ def main():
                 lossf(wnet(xtr[b]), ytr[b]).backward()
                 wopt.step()
             sync()
+        if graphs:
+            step = capture(net, opt, lossf, batch, dev)
         for ep in range(epochs):
             perm = torch.randperm(n, device=dev)
             sync()
             t0 = time.perf_counter()
             for i in range(0, n, batch):
                 b = perm[i:i + batch]
+                if graphs and len(b) == batch:
+                    step(xtr[b], ytr[b])
+                    continue
                 opt.zero_grad()
                 loss = lossf(net(xtr[b]), ytr[b])
                 loss.backward()
@@ -93,5 +106,40 @@ def main():
             with torch.no_grad():
                 acc = (net(xte).argmax(1) == yte).float().mean().item()
             print(f"{model} epoch {ep+1} batch {batch} threads {threads} device {dev} seed {seed}: {n/dt:.0f} samples/s, test acc {acc:.4f}", flush=True)
+
+
+def capture(net, opt, lossf, batch, dev):
+    """Records one SGD step of net on a minibatch of batch rows as a CUDA
+    graph (PyTorch's whole-network capture) and returns a function that
+    copies a minibatch into the graph's inputs and replays it. The
+    warm-up steps the capture needs run on the model itself, so its
+    parameters are put back afterwards, in place (the graph holds their
+    addresses); plain SGD has no other state."""
+    import copy
+    saved = copy.deepcopy(net.state_dict())
+    x = torch.zeros(batch, 784, device=dev)
+    y = torch.zeros(batch, dtype=torch.int64, device=dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            lossf(net(x), y).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        lossf(net(x), y).backward()
+        opt.step()
+    with torch.no_grad():
+        net.load_state_dict(saved)
+
+    def step(xb, yb):
+        x.copy_(xb)
+        y.copy_(yb)
+        g.replay()
+    return step
+
 
 main()

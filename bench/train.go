@@ -29,6 +29,9 @@ type TrainConfig struct {
 	// Torch is a PyTorch reference script to run beside gossipd on the
 	// same device, with Python; "" runs none.
 	Torch, Python string
+	// TorchGraphs runs the built-in reference with each step replayed
+	// as a CUDA graph (GraphsEnv; a GPU only).
+	TorchGraphs bool
 }
 
 // Train measures one epoch of training of each model at each batch size
@@ -46,7 +49,12 @@ func Train(ctx context.Context, w, stderr io.Writer, c TrainConfig) error {
 	if seeds > 1 {
 		fmt.Fprintf(w, "; median speed and mean accuracy of %d seeds", seeds)
 	}
-	fmt.Fprintf(w, "\n%-14s %6s %12s %9s %14s %12s %9s %8s\n", "model", "batch", "gossipd", "acc", "gossipd/purego", "pytorch", "acc", "ratio")
+	ref := "pytorch"
+	if c.TorchGraphs {
+		ref = "torch+graphs"
+		fmt.Fprintf(w, "; PyTorch's steps captured once as CUDA graphs and replayed")
+	}
+	fmt.Fprintf(w, "\n%-14s %6s %12s %9s %14s %12s %9s %8s\n", "model", "batch", "gossipd", "acc", "gossipd/purego", ref, "acc", "ratio")
 	ran := ""
 	for _, batch := range c.Batches {
 		for _, mdl := range []struct{ name, kind, hidden string }{{"softmax", "softmax", ""}, {"mlp 784-128-10", "mlp", "128"}} {
@@ -74,7 +82,7 @@ func Train(ctx context.Context, w, stderr io.Writer, c TrainConfig) error {
 			line := fmt.Sprintf("%-14s %6d %12.0f %9.4f %14s", mdl.name, batch, got.speed(), got.accuracy(), slow)
 			var ref runs
 			if c.Torch != "" {
-				if ref, err = RunTorch(ctx, stderr, c.Python, c.Torch, TorchRun{Model: mdl.kind, Threads: threads, Batch: batch, Device: torchDevice, Seeds: seeds}); err != nil {
+				if ref, err = RunTorch(ctx, stderr, c.Python, c.Torch, TorchRun{Model: mdl.kind, Threads: threads, Batch: batch, Device: torchDevice, Seeds: seeds, Graphs: c.TorchGraphs}); err != nil {
 					return err
 				}
 				line += fmt.Sprintf(" %12.0f %9.4f %7.2f×", ref.speed(), ref.accuracy(), got.speed()/ref.speed())

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/simulation"
 )
 
@@ -49,6 +50,9 @@ type Config struct {
 	Dir string
 	// PNG is where the curves go (default demo-curves.png).
 	PNG string
+	// Device is where the daemons train (their --device: auto, cpu,
+	// cuda or cuda:N; default auto, the daemons' own default).
+	Device string
 	// Out receives the view and the summary; Live redraws the view in
 	// place (a terminal) instead of printing a line every few seconds.
 	Out  io.Writer
@@ -71,6 +75,10 @@ func (c *Config) Validate() error {
 	c.Target = cmp.Or(c.Target, 0.9)
 	c.Duration = cmp.Or(c.Duration, time.Minute)
 	c.PNG = cmp.Or(c.PNG, "demo-curves.png")
+	c.Device = cmp.Or(c.Device, "auto")
+	if _, err := device.Parse(c.Device); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
@@ -127,6 +135,9 @@ type Summary struct {
 	PNG      string `json:"png"`
 	// API is the first peer's API address while it ran.
 	API string `json:"api"`
+	// Devices is where each peer said it trained (its /status device's
+	// backend, with the daemon's note when it did not train where asked).
+	Devices []string `json:"devices"`
 }
 
 // String is the demo's last line.
@@ -138,8 +149,30 @@ func (s *Summary) String() string {
 	case !s.Reached:
 		verb = "when time ran out, after"
 	}
-	return fmt.Sprintf("%d peers, no server: %.2f mean accuracy (%.2f–%.2f) %s %.0f s, %d messages, %s; alone, a peer reaches %.2f",
+	line := fmt.Sprintf("%d peers, no server: %.2f mean accuracy (%.2f–%.2f) %s %.0f s, %d messages, %s; alone, a peer reaches %.2f",
 		s.Peers, s.Mean, s.Min, s.Max, verb, s.Seconds, s.Messages, kB(s.Bytes), s.Alone)
+	if d := devices(s.Devices); d != "" {
+		line += "\nTrained on " + d + "."
+	}
+	return line
+}
+
+// devices says where the peers trained: each place once, with how many
+// peers trained there, in the order first seen.
+func devices(ds []string) string {
+	var order []string
+	count := map[string]int{}
+	for _, d := range ds {
+		if count[d] == 0 {
+			order = append(order, d)
+		}
+		count[d]++
+	}
+	parts := make([]string, len(order))
+	for i, d := range order {
+		parts[i] = fmt.Sprintf("%s (%d of %d peers)", d, count[d], len(ds))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // peerStatus is what the demo reads of a daemon's /status.
@@ -150,12 +183,19 @@ type peerStatus struct {
 	MessagesOut uint64  `json:"messages_out"`
 	BytesOut    uint64  `json:"bytes_out"`
 	Updates     uint64  `json:"updates"`
+	Device      struct {
+		Backend string `json:"backend"`
+		Note    string `json:"note"`
+	} `json:"device"`
 }
 
 // peer is one daemon of the demo.
 type peer struct {
 	api  string
 	cmd  *exec.Cmd
+	log  string        // its log file
+	done chan struct{} // closed when it has exited, with err its Wait's
+	err  error
 	last peerStatus
 	ok   bool
 	hist []point
@@ -207,7 +247,10 @@ loop:
 		case <-tick.C:
 		}
 		now := time.Since(started).Seconds()
-		for _, p := range peers {
+		for i, p := range peers {
+			if err := p.exited(); err != nil {
+				return nil, fmt.Errorf("demo: peer %d: %w", i, err)
+			}
 			p.poll(now)
 		}
 		mean, lo, hi, n := stats(peers)
@@ -236,6 +279,11 @@ loop:
 	for _, p := range peers {
 		s.Messages += p.last.MessagesOut
 		s.Bytes += p.last.BytesOut
+		d := cmp.Or(p.last.Device.Backend, "unknown (no status)")
+		if p.last.Device.Note != "" {
+			d += ": " + p.last.Device.Note
+		}
+		s.Devices = append(s.Devices, d)
 	}
 	if err := writePNG(c.PNG, peers, alone.TestAccuracy, c); err != nil {
 		return s, fmt.Errorf("demo: %s: %w", c.PNG, err)
@@ -253,6 +301,9 @@ func start(ctx context.Context, c Config, dir string) ([]*peer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
 	out, err := exec.CommandContext(ctx, c.Bin, "keygen", "--out", filepath.Join(dir, "p0", "identity.key")).Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -264,15 +315,15 @@ func start(ctx context.Context, c Config, dir string) ([]*peer, error) {
 	boot := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", ports[0], strings.TrimSpace(string(out)))
 	var peers []*peer
 	for i := range c.Peers {
-		p := &peer{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		p := &peer{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("p%d.log", i)), done: make(chan struct{})}
 		args := []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("p%d", i)), "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[2*i]),
 			"--api", p.api, "--dataset", "digits", "--shard", fmt.Sprintf("%d/%d", i, c.Peers), "--partition", c.Partition,
 			"--protocol", c.Protocol, "--delta", c.Delta.String(), "--lr", "0.5", "--mdns=false", "--dht", "off",
-			"--announce-interval", "1s", "--log-format", "json"}
+			"--announce-interval", "1s", "--log-format", "json", "--device", c.Device}
 		if i > 0 {
 			args = append(args, "--bootstrap", boot)
 		}
-		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("p%d.log", i)))
+		log, err := os.Create(p.log)
 		if err != nil {
 			return peers, err
 		}
@@ -284,6 +335,7 @@ func start(ctx context.Context, c Config, dir string) ([]*peer, error) {
 			return peers, fmt.Errorf("demo: peer %d: %w", i, err)
 		}
 		log.Close() // the child holds its own descriptor
+		go func() { p.err = p.cmd.Wait(); close(p.done) }()
 		peers = append(peers, p)
 	}
 	return peers, nil
@@ -297,15 +349,33 @@ func stop(peers []*peer) {
 	}
 	deadline := time.After(10 * time.Second)
 	for _, p := range peers {
-		done := make(chan struct{})
-		go func() { p.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-p.done:
 		case <-deadline:
 			p.cmd.Process.Kill()
-			<-done
+			<-p.done
 		}
 	}
+}
+
+// exited is nil while the daemon runs; once it has exited (a usage
+// error, a device it cannot open, a crash), how, with the end of its log.
+func (p *peer) exited() error {
+	select {
+	case <-p.done:
+	default:
+		return nil
+	}
+	err := p.err
+	if err == nil {
+		err = errors.New("exit status 0")
+	}
+	b, _ := os.ReadFile(p.log)
+	b = bytes.TrimSpace(b)
+	if len(b) > 1500 {
+		b = b[len(b)-1500:]
+	}
+	return fmt.Errorf("the daemon exited (%w) while the demo ran; its log (%s) ends:\n%s", err, filepath.Base(p.log), b)
 }
 
 var client = &http.Client{Timeout: time.Second}

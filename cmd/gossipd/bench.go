@@ -24,7 +24,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := cli.NewFlagSet("bench", "bench [flags]\n\nMeasures float32 GEMM (GFLOP/s; against gonum's pure-Go GEMM and gossipd's own\npure-Go kernel) and one epoch of training on a dataset (samples/s and test\naccuracy). With --against torch, runs the PyTorch reference in the same run\n(on the same device) and prints ratios.", stderr)
 	what := fs.String("what", "gemm,train", "what to measure, comma-separated: gemm, train, sim (the simulator's reference runs as whole processes, against the pure-Go kernels)")
 	ds := fs.String("dataset", "fashion-mnist", "dataset for the training benchmark")
-	against := fs.String("against", "", "a reference to run in the same run, with ratios: torch (PyTorch: the reference built into gossipd, or --torch's; needs python3-torch)")
+	against := fs.String("against", "", "a reference to run in the same run, with ratios: torch (PyTorch: the reference built into gossipd, or --torch's; needs python3-torch), or torch-graphs (the built-in reference with each step replayed as a CUDA graph; a GPU only)")
 	torch := fs.String("torch", "", "path of another PyTorch reference script (e.g. shared/reference/torch_baseline.py); implies --against torch")
 	python := fs.String("python", "/usr/bin/python3", "python interpreter for the PyTorch reference")
 	threads := fs.Int("threads", 0, "compute threads (default: all cores)")
@@ -58,7 +58,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch *against {
 	case "":
-	case "torch":
+	case "torch", "torch-graphs":
+		if *against == "torch-graphs" {
+			if err := checkTorchGraphs(*torch, *dev); err != nil {
+				return err
+			}
+		}
 		if *torch == "" {
 			path, remove, err := writeTorchReference()
 			if err != nil {
@@ -68,7 +73,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			*torch = path
 		}
 	default:
-		return fmt.Errorf("%w: bench: --against %q: want torch", errUsage, *against)
+		return fmt.Errorf("%w: bench: --against %q: want torch or torch-graphs", errUsage, *against)
 	}
 	var batches []int
 	for _, b := range strings.Split(*batchList, ",") {
@@ -91,7 +96,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case "gemm":
 			benchGEMM(stdout, *threads, *minTime)
 		case "train":
-			if err := bench.Train(ctx, stdout, stderr, bench.TrainConfig{Dataset: *ds, Threads: *threads, Torch: *torch, Python: *python, Batches: batches, Device: *dev, Seeds: *seeds}); err != nil {
+			if err := bench.Train(ctx, stdout, stderr, bench.TrainConfig{Dataset: *ds, Threads: *threads, Torch: *torch, Python: *python, TorchGraphs: *against == "torch-graphs", Batches: batches, Device: *dev, Seeds: *seeds}); err != nil {
 				return err
 			}
 		case "sim":
@@ -223,3 +228,25 @@ func benchSim(ctx context.Context, stdout, stderr io.Writer, ds string) error {
 }
 
 var finalAccuracy = regexp.MustCompile(`final accuracy ([0-9.]+)`)
+
+// checkTorchGraphs refuses --against torch-graphs where it cannot mean
+// what it says: with another script (--torch), which need not know the
+// built-in reference's switch, and where training runs on the CPU
+// (PyTorch's CUDA graphs need a GPU).
+func checkTorchGraphs(script, dev string) error {
+	if script != "" {
+		return fmt.Errorf("%w: bench: --against torch-graphs runs the built-in reference, and --torch names another script; use --against torch with it", errUsage)
+	}
+	spec, err := device.Parse(dev)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	_, ch, err := device.Open(spec)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if ch.Device == "cpu" {
+		return fmt.Errorf("%w: bench: --against torch-graphs: PyTorch's CUDA graphs need a GPU, and training runs on cpu here (--device %s); use --against torch", errUsage, spec)
+	}
+	return nil
+}

@@ -43,6 +43,13 @@ func TestBenchAgainstTorch(t *testing.T) {
 	if code, _, errs := run(t, "bench", "--what", "train", "--dataset", "digits", "--device", "cpu", "--torch", other, "--python", py); code == 0 || !strings.Contains(errs, "other.py") {
 		t.Fatalf("--torch other.py: exit %d, %q; want the stand-in to refuse it by name", code, errs)
 	}
+	// PyTorch's CUDA graphs: the built-in reference on a GPU only.
+	if code, _, errs := run(t, "bench", "--what", "train", "--dataset", "digits", "--device", "cpu", "--against", "torch-graphs", "--python", py); code != 2 || !strings.Contains(errs, "CUDA graphs need a GPU, and training runs on cpu") {
+		t.Fatalf("--against torch-graphs on the CPU: exit %d, %q", code, errs)
+	}
+	if code, _, errs := run(t, "bench", "--what", "train", "--dataset", "digits", "--against", "torch-graphs", "--torch", other, "--python", py); code != 2 || !strings.Contains(errs, "--torch names another script") {
+		t.Fatalf("--against torch-graphs --torch: exit %d, %q", code, errs)
+	}
 	if code, _, errs := run(t, "bench", "--against", "tensorflow"); code != 2 || !strings.Contains(errs, "--against") {
 		t.Fatalf("--against tensorflow: exit %d, %q", code, errs)
 	}

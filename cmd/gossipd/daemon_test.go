@@ -746,12 +746,23 @@ func TestDemo(t *testing.T) {
 		Alone   float64 `json:"alone"`
 		Reached bool    `json:"reached"`
 		Msgs    uint64  `json:"messages"`
+		Devices []string
 	}
 	if err := json.Unmarshal(out, &s); err != nil {
 		t.Fatalf("demo summary %q: %v", out, err)
 	}
 	if s.Peers != 4 || !s.Reached || s.Mean < 0.85 || s.Alone > s.Mean-0.2 || s.Msgs == 0 {
 		t.Fatalf("demo summary %+v: want 4 peers reaching 0.85, well above one alone", s)
+	}
+	// Where each daemon trained, from its /status: the CPU, as --device
+	// auto picks without a usable GPU.
+	if len(s.Devices) != 4 {
+		t.Fatalf("demo devices %q: want one for each of 4 peers", s.Devices)
+	}
+	for _, d := range s.Devices {
+		if !strings.HasPrefix(d, "cpu/") {
+			t.Errorf("demo device %q: want the CPU backend", d)
+		}
 	}
 	f, err := os.Open(png)
 	if err != nil {

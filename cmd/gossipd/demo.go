@@ -22,6 +22,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.Duration, "duration", 0, "stop after this long at most (default 1m)")
 	fs.StringVar(&c.PNG, "png", "demo-curves.png", "where to write the curves")
 	fs.StringVar(&c.Dir, "dir", "", "keep the peers' stores and logs here (default: a temporary directory, removed)")
+	fs.StringVar(&c.Device, "device", "auto", "where the daemons train: auto|cpu|cuda[:N] (their run --device)")
 	fs.BoolVar(&jsonOut, "json", false, "print the summary as JSON (and no live view)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -38,6 +39,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if err := cli.CheckOutput("png", c.PNG); err != nil {
+		return err
+	}
+	if err := checkDevice(c.Device); err != nil {
 		return err
 	}
 	s, err := demo.Run(ctx, c)

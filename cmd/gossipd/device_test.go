@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,6 +23,7 @@ func TestDeviceFlag(t *testing.T) {
 		{"simulate", "--peers", "4", "--rounds", "1", "--quiet", "--out", dir},
 		{"bench", "--what", "train", "--dataset", "digits"},
 		{"run", "--store", dir, "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0"},
+		{"demo", "--json", "--png", filepath.Join(dir, "demo.png")},
 	} {
 		for _, bad := range []struct{ dev, want string }{{"cuda", "--device cuda:0"}, {"cuda:1", "--device cuda:1"}, {"gpu", "want auto|cpu|cuda[:N]"}} {
 			code, _, errs := run(t, append(args, "--device", bad.dev)...)
