@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -136,7 +135,8 @@ type Summary struct {
 	// API is the first peer's API address while it ran.
 	API string `json:"api"`
 	// Devices is where each peer said it trained (its /status device's
-	// backend, with the daemon's note when it did not train where asked).
+	// backend, with the daemon's note when it did not train on the
+	// --device asked for).
 	Devices []string `json:"devices"`
 }
 
@@ -280,7 +280,9 @@ loop:
 		s.Messages += p.last.MessagesOut
 		s.Bytes += p.last.BytesOut
 		d := cmp.Or(p.last.Device.Backend, "unknown (no status)")
-		if p.last.Device.Note != "" {
+		if p.last.Device.Note != "" && c.Device != "auto" {
+			// Why a daemon did not train where it was asked to (auto
+			// asked for nothing in particular).
 			d += ": " + p.last.Device.Note
 		}
 		s.Devices = append(s.Devices, d)
@@ -297,7 +299,7 @@ loop:
 // start keys peer 0 and starts every daemon, the others bootstrapping
 // from peer 0.
 func start(ctx context.Context, c Config, dir string) ([]*peer, error) {
-	ports, err := freePorts(2 * c.Peers)
+	ports, err := FreePorts(2 * c.Peers)
 	if err != nil {
 		return nil, err
 	}
@@ -413,27 +415,6 @@ func stats(peers []*peer) (mean, lo, hi float64, n int) {
 		return 0, 0, 0, 0
 	}
 	return mean / float64(n), lo, hi, n
-}
-
-// freePorts returns k distinct free TCP ports on 127.0.0.1, holding every
-// listener until all are picked.
-func freePorts(k int) ([]int, error) {
-	out := make([]int, k)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := range out {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, errors.Join(errors.New("demo: no free port on 127.0.0.1"), err)
-		}
-		ls = append(ls, l)
-		out[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return out, nil
 }
 
 func kB(b uint64) string {

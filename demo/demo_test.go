@@ -2,8 +2,10 @@ package demo
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +57,34 @@ func TestConfigDevice(t *testing.T) {
 	c = Config{Bin: "/bin/true"}
 	if err := c.Validate(); err != nil || c.Device != "auto" {
 		t.Errorf("Validate: %v, device %q; want auto", err, c.Device)
+	}
+}
+
+// TestFreePorts: distinct ports, each free (it can be bound) and below
+// the kernel's ephemeral range, where no outgoing connection takes one.
+func TestFreePorts(t *testing.T) {
+	ports, err := FreePorts(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	high := ephemeralStart()
+	for _, p := range ports {
+		if seen[p] {
+			t.Errorf("port %d twice", p)
+		}
+		seen[p] = true
+		if high-10000 >= 1000 && (p < 10000 || p >= high) {
+			t.Errorf("port %d outside [10000, %d)", p, high)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			t.Errorf("port %d is not free: %v", p, err)
+			continue
+		}
+		l.Close()
+	}
+	if len(ports) != 64 {
+		t.Errorf("%d ports, want 64", len(ports))
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/demo"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/apiserver"
@@ -323,13 +323,12 @@ func TestKubernetes(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	free, err := demo.FreePorts(1) // below the ephemeral range: no dial takes it first
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(api)
+	port := strconv.Itoa(free[0])
+	api := "127.0.0.1:" + port
 	var log strings.Builder
 	tokenFile := filepath.Join(dir, "data", "api.token")
 	d := exec.Command(bin, "run", "--config", cfg, "--shard", "1/"+str(cm, "data", "shards"), "--store", filepath.Join(dir, "data"),

@@ -282,9 +282,23 @@ func ConsensusDistanceN(xs [][]float32, workers int) float64 {
 
 // Finite reports whether every element of x is finite (neither NaN nor
 // ±Inf: the exponent bits are not all ones).
+//
+// Eight values at a time, with one branch: a value's bits without the
+// sign are at least 0x7f800000 exactly when it is not finite, and then
+// adding 0x00800000 carries into bit 31 (at most 0x807fffff: no
+// overflow), so bit 31 of the OR of the eight sums says whether any is.
 func Finite(x []float32) bool {
-	for _, v := range x {
-		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+	const abs, carry, top = 0x7fffffff, 0x00800000, 0x80000000
+	f := func(v float32) uint32 { return math.Float32bits(v)&abs + carry }
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		v := x[i : i+8 : i+8]
+		if (f(v[0])|f(v[1])|f(v[2])|f(v[3])|f(v[4])|f(v[5])|f(v[6])|f(v[7]))&top != 0 {
+			return false
+		}
+	}
+	for _, v := range x[i:] {
+		if f(v)&top != 0 {
 			return false
 		}
 	}

@@ -142,3 +142,34 @@ func TestSubsetAndStrided(t *testing.T) {
 		t.Fatalf("Strided: %v", s)
 	}
 }
+
+// TestFiniteEveryPlace: Finite against the plain per-value test, for
+// every boundary bit pattern (the largest finite values, ±Inf, NaNs with
+// the least and most payload, ±0, the smallest subnormal) at every
+// place of vectors of 0 to 19 values (both the blocks of eight and the
+// tail).
+func TestFiniteEveryPlace(t *testing.T) {
+	ref := func(x []float32) bool {
+		for _, v := range x {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return false
+			}
+		}
+		return true
+	}
+	bits := []uint32{0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000, 0x7f800001, 0x7fc00000, 0x7fffffff, 0xffffffff, 0x80000000, 0x00000000, 0x00000001, 0x3f800000}
+	for n := range 20 {
+		for at := range n {
+			for _, b := range bits {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(i) - 7.5
+				}
+				x[at] = math.Float32frombits(b)
+				if got, want := Finite(x), ref(x); got != want {
+					t.Fatalf("Finite with %#08x at %d of %d = %v, want %v", b, at, n, got, want)
+				}
+			}
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	stdpng "image/png"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gossipd/gossipd/demo"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 )
@@ -34,21 +34,16 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-// freePorts returns k distinct free TCP ports on 127.0.0.1. All listeners
-// are held until every port is picked, so the kernel cannot hand one out
-// twice (picking one at a time can).
+// freePorts returns k distinct free TCP ports on 127.0.0.1, from below
+// the kernel's ephemeral range (demo.FreePorts), where no dial can take
+// one before the daemon given it binds it.
 func freePorts(t testing.TB, k int) []int {
 	t.Helper()
-	out := make([]int, k)
-	for i := range out {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		out[i] = l.Addr().(*net.TCPAddr).Port
+	ports, err := demo.FreePorts(k)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return ports
 }
 
 type daemon struct {
