@@ -158,7 +158,7 @@ func TestPeersOnDevice(t *testing.T) {
 			dev := backendtest.NewDevice()
 			testDevice = dev
 			defer func() { testDevice = nil }()
-			c.Device = "auto"
+			c.Device = "cuda"
 			got, res := csvOf(t, c)
 			if got != want || res.FinalAccuracy != wantRes.FinalAccuracy {
 				t.Fatalf("on the device:\n%s\non the CPU:\n%s", got, want)
@@ -188,7 +188,7 @@ func (failingDevice) GemmStrided(bool, bool, int, int, int, float32, compute.Ten
 func TestDeviceFailureEndsRun(t *testing.T) {
 	testDevice = failingDevice{backendtest.NewDevice()}
 	defer func() { testDevice = nil }()
-	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4}
+	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4, Device: "cuda"}
 	_, err := Run(context.Background(), c, nil)
 	if err == nil || !strings.Contains(err.Error(), "training requests on emulated-device") || !strings.Contains(err.Error(), "status 3") {
 		t.Fatalf("err = %v", err)
@@ -251,5 +251,26 @@ func TestTrainCentralOnDevice(t *testing.T) {
 		if _, peak := dev.DeviceMemory(); got.DevicePeakBytes != peak || peak == 0 || want.DevicePeakBytes != 0 {
 			t.Fatalf("%s: device memory peak %d bytes in the report, %d on the device; %d on the CPU", kind, got.DevicePeakBytes, peak, want.DevicePeakBytes)
 		}
+	}
+}
+
+// TestAutoSimulatesOnCPU: --device auto simulates on the CPU and says
+// why, even where a GPU opens (here the emulated device, which then
+// allocates nothing); --device cuda takes it.
+func TestAutoSimulatesOnCPU(t *testing.T) {
+	dev := backendtest.NewDevice()
+	testDevice = dev
+	defer func() { testDevice = nil }()
+	c := Config{Peers: 8, Rounds: 2, Seed: 1, Device: "auto"}
+	_, res := csvOf(t, c)
+	if res.Device.Requested != "auto" || res.Device.Device != "cpu" || res.Device.Note != AutoNote {
+		t.Fatalf("device %+v: want the CPU, with AutoNote", res.Device)
+	}
+	if st := dev.Stats(); st != (backendtest.DeviceStats{}) {
+		t.Fatalf("auto used the GPU: %+v", st)
+	}
+	c.Device = "cuda"
+	if _, res = csvOf(t, c); !strings.HasPrefix(res.Device.Device, "emulated-device") {
+		t.Fatalf("--device cuda: %+v", res.Device)
 	}
 }

@@ -54,7 +54,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&topo, "topology", "", "dpsgd/adpsgd/pushsum topology: ring|torus|regular:K|exponential|complete, or a file of edges \"i j\" (default ring; exponential for pushsum)")
 	fs.StringVar(&c.Latency, "latency", "0", "latency: 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
 	fs.Float64Var(&c.Bandwidth, "bandwidth", 0, "per-link bandwidth in bytes/s (0: unlimited)")
-	fs.StringVar(&c.Device, "device", "auto", "where the peers train: "+device.Values+" (auto: a usable GPU, else the CPU; the baselines train on the CPU; summary.json says which and why)")
+	fs.StringVar(&c.Device, "device", "auto", "where the peers train: "+device.Values+" (auto: the CPU, which simulated faster than a GPU in every run measured and gives the same numbers on every machine; cuda: batched on the GPU, gossip protocols only; summary.json says which and why)")
 	fs.IntVar(&c.PeerBatch, "peer-batch", 0, "peers' local updates and gradients trained in one batched call (stacked models): 1 each alone, N > 1 up to N at once, 0 automatic ("+fmt.Sprint(simulation.DefaultGPUPeerBatch)+" on a GPU, 1 on the CPU)")
 	fs.StringVar(&c.Compute, "compute", "0", "peers' compute speeds in FLOP/s, making training take virtual time (6·params·examples FLOPs per update): 0 (instant), RATE (20G), uniform:LO:HI or lognormal:MEDIAN:SIGMA")
 	fs.StringVar(&computeTrace, "compute-trace", "", "file of compute speeds in FLOP/s, one per line (peer i gets line i, wrapping)")
