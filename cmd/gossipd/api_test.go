@@ -49,6 +49,7 @@ func TestAPINeedsToken(t *testing.T) {
 // its model through the API, and makes node 1 leave: it exits with status
 // 0 and node 0 loses its peer.
 func TestDaemonJobControl(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "api.token")
@@ -176,6 +177,7 @@ func TestDaemonJobControl(t *testing.T) {
 // TestDaemonAPITLS serves the API over TLS: clients trust it through
 // --api-ca; plain HTTP gets no answer.
 func TestDaemonAPITLS(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")

@@ -148,6 +148,7 @@ func tail(s string, n int) string {
 // from its last checkpoint (model age at least that checkpoint's) and
 // rejoins. SIGINT then stops every daemon cleanly.
 func TestDaemonCluster(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ds := startCluster(t, bin, dir, 5, "100ms", "--checkpoint-every", "5")
@@ -181,6 +182,7 @@ func TestDaemonCluster(t *testing.T) {
 // one is SIGKILLed and restarted on its store, resumes at least at its last
 // checkpoint, catches up with the others' round and learns on.
 func TestDaemonClusterMembers(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	for _, proto := range []string{"dpsgd", "sfb"} {
 		t.Run(proto, func(t *testing.T) {
@@ -208,6 +210,7 @@ func TestDaemonClusterMembers(t *testing.T) {
 // loopback, reach 0.90, and their /metrics show a quarter or so of the
 // bytes plain float32 would have taken (issue 17).
 func TestDaemonCompression(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ds := startCluster(t, bin, dir, 3, "100ms", "--protocol", "dpsgd", "--compression", "int8")
@@ -226,6 +229,7 @@ func TestDaemonCompression(t *testing.T) {
 // small fraction of float32's bytes on the wire, and no message was
 // refused.
 func TestDaemonSparseCompression(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	for _, proto := range []string{"dpsgd", "pushsum", "adpsgd"} {
 		dir := t.TempDir()
@@ -250,6 +254,7 @@ func TestDaemonSparseCompression(t *testing.T) {
 // peer, here as int8); each round trains ten minibatches (the model's
 // age, in examples, grows by about 10·32 a round, not 32).
 func TestDaemonOuterOptimizer(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	for _, args := range [][]string{
 		{"--protocol", "dpsgd", "--local-steps", "10", "--outer-lr", "0.5"},
@@ -313,6 +318,7 @@ func metric(t *testing.T, d *daemon, name string) float64 {
 // must carry the spending); after each restart its spent ε is at least what
 // it reported before the kill, and it keeps spending.
 func TestDaemonPrivacyLedger(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ds := startCluster(t, bin, dir, 2, "100ms", "--dp-clip", "1", "--dp-noise", "1.1", "--checkpoint-every", "100000")
@@ -335,6 +341,7 @@ func TestDaemonPrivacyLedger(t *testing.T) {
 // spent, and `gossipd privacy ledger` shows one set of data with both jobs
 // and the total.
 func TestDaemonLedgerFollowsData(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ds := startCluster(t, bin, dir, 2, "100ms", "--dp-clip", "1", "--dp-noise", "1.1")
@@ -651,6 +658,7 @@ func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...
 // names it); a daemon with another key cannot complete a connection (its
 // dials fail). Neither outsider ever counts a peer.
 func TestDaemonConsortium(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ids := make([]string, 4)
@@ -727,6 +735,7 @@ func TestDaemonConsortium(t *testing.T) {
 // reaches alone; the PNG of the curves is written, and no daemon is left
 // running.
 func TestDemo(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	png := filepath.Join(dir, "curves.png")

@@ -30,6 +30,7 @@ import (
 // signed announcement from the same peer does arrive (so the forged ones
 // reached the daemons and were dropped for their signatures).
 func TestDaemonHostilePeer(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ds := startCluster(t, bin, dir, 3, "100ms")

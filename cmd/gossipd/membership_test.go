@@ -25,6 +25,7 @@ import (
 // the weights over the live members must also keep summing to their
 // number within 1%).
 func TestDaemonJoinLeave(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	for _, proto := range []string{"dpsgd", "pushsum"} {
 		t.Run(proto, func(t *testing.T) {
@@ -144,6 +145,7 @@ func checkJobs(t *testing.T, bin, job string, d *daemon, boot string) {
 // peer-sampling view has dropped the peer that stopped answering, so no
 // model goes its way).
 func TestDaemonDeadPeerOverQUIC(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ports := freeUDPPorts(t, 2)
