@@ -124,8 +124,9 @@ fmt-check:
 
 # The race detector needs cgo. -parallel 4: the daemon tests
 # (cmd/gossipd, t.Parallel) mostly wait on daemons in their own processes,
-# so four at a time even on two cores (312 s one at a time under -race
-# on 2 vCPUs of an AMD EPYC, 116 s four at a time).
+# so four at a time even on two cores (on 2 vCPUs of an AMD EPYC, the
+# package took 312 s one test at a time in a whole race run, beside the
+# other packages, and 116 s four at a time, alone).
 race:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -parallel 4 $(PKGS)
 
