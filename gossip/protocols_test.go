@@ -703,3 +703,33 @@ func TestQuietTrainDone(t *testing.T) {
 		}
 	}
 }
+
+// TestDPSGDSendsOneCopy: a D-PSGD round's parameters go to every
+// neighbour as one shared copy (a message's Params are read-only), and
+// not as the node's own vector, which becomes a later round's scratch.
+func TestDPSGDSendsOneCopy(t *testing.T) {
+	h := ringDPSGD(t, 6)
+	byRound := map[uint64][]gossip.Message{}
+	h.drop = func(m *gossip.Message) bool {
+		if m.Kind == gossip.KindParams && m.From == name(0) {
+			byRound[m.Round] = append(byRound[m.Round], *m)
+		}
+		return false
+	}
+	h.run(3*time.Second, time.Second)
+	if len(byRound) < 2 {
+		t.Fatalf("node 0 sent parameters in %d rounds, want several", len(byRound))
+	}
+	own := &h.nodes[0].Params()[0]
+	for r, ms := range byRound {
+		if len(ms) != 2 {
+			t.Fatalf("round %d: %d messages, want one to each of 2 ring neighbours", r, len(ms))
+		}
+		if &ms[0].Params[0] != &ms[1].Params[0] {
+			t.Errorf("round %d: the neighbours got two copies", r)
+		}
+		if &ms[0].Params[0] == own {
+			t.Errorf("round %d: the node sent its own vector", r)
+		}
+	}
+}
