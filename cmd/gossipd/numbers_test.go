@@ -5,6 +5,7 @@ import (
 	"context"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -90,5 +91,32 @@ func TestNumericFlagsRefuseBadValues(t *testing.T) {
 		if _, ok := sweep[c.name]; !ok && len(numericFlags(t, []string{c.name})) > 0 {
 			t.Errorf("command %s has numeric flags and is not in the sweep", c.name)
 		}
+	}
+}
+
+// TestMemoryLimitFlag: run's and simulate's --memory-limit take a size
+// and set the runtime's soft limit; a malformed, zero or negative size
+// is a usage error naming the flag, before anything runs.
+func TestMemoryLimitFlag(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	dir := t.TempDir()
+	for _, cmd := range [][]string{
+		{"simulate", "--peers", "2", "--rounds", "1", "--out", dir, "--quiet"},
+		{"run", "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0", "--store", filepath.Join(dir, "s"), "--mdns=false", "--dataset", "nope"},
+	} {
+		for _, bad := range []string{"0", "-1MiB", "lots"} {
+			code, _, errs := run(t, append(cmd, "--memory-limit", bad)...)
+			if code != 2 || !strings.Contains(errs, "--memory-limit") {
+				t.Errorf("%s --memory-limit %s: exit %d, %q; want 2 naming the flag", cmd[0], bad, code, errs)
+			}
+		}
+	}
+	code, _, errs := run(t, "simulate", "--peers", "2", "--rounds", "1", "--out", dir, "--quiet", "--memory-limit", "48GiB")
+	if code != 0 {
+		t.Fatalf("simulate --memory-limit 48GiB: exit %d: %s", code, errs)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 48<<30 {
+		t.Errorf("the runtime's memory limit is %d, want 48 GiB", got)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -160,12 +159,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := api.CheckFiles(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if r.memoryLimit != "" {
-		n, err := cli.ParseBytes(r.memoryLimit)
-		if err != nil || n == 0 {
-			return fmt.Errorf("%w: --memory-limit: %v", errUsage, cmp.Or(err, errors.New("must be positive")))
-		}
-		debug.SetMemoryLimit(n)
+	if err := setMemoryLimit(r.memoryLimit); err != nil {
+		return err
 	}
 	keyPath := r.key
 	if keyPath == "" {

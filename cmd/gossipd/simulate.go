@@ -37,6 +37,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var jsonOut, quiet bool
 	var cpuProfile, churnTrace, computeTrace string
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
+	memoryLimit := fs.String("memory-limit", "", "soft memory limit of the Go runtime (e.g. 4GiB; empty: $GOMEMLIMIT or none): the collector works harder near it instead of letting the heap double")
 	fs.String("scenario", "", "YAML scenario file whose keys are these flags' names (flags given on the command line win)")
 	fs.IntVar(&c.Peers, "peers", 100, "number of peers")
 	fs.StringVar(&c.Protocol, "protocol", gossip.RandomWalk, "protocol: "+strings.Join(simulation.Protocols, "|"))
@@ -132,6 +133,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := c.SetTopology(topo); err != nil {
 			return fmt.Errorf("%w: --topology: %v", errUsage, err)
 		}
+	}
+	if err := setMemoryLimit(*memoryLimit); err != nil {
+		return err
 	}
 	allPeers := cli.FlagSet(fs, "final-eval-peers") && c.FinalEvalPeers == 0
 	if err := c.Validate(); err != nil {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/node"
 )
 
@@ -40,4 +43,20 @@ func openExistingStore(cmd, dir string) (*node.Store, error) {
 		return nil, fmt.Errorf("%w: %s: --store %s: %v", errUsage, cmd, dir, err)
 	}
 	return s, err
+}
+
+// setMemoryLimit applies --memory-limit (a size such as 192MiB; "" leaves
+// the runtime's own: $GOMEMLIMIT or none): a soft limit of the Go
+// runtime, near which the collector runs more often instead of letting
+// the heap double.
+func setMemoryLimit(s string) error {
+	if s == "" {
+		return nil
+	}
+	n, err := cli.ParseBytes(s)
+	if err != nil || n == 0 {
+		return fmt.Errorf("%w: --memory-limit: %v", errUsage, cmp.Or(err, errors.New("must be positive")))
+	}
+	debug.SetMemoryLimit(n)
+	return nil
 }
