@@ -126,16 +126,15 @@ func (d *dpsgd) begin(n *Node) {
 	}
 	delete(d.future, n.round)
 	deg := d.degree()
-	var sent []float32 // one copy for every neighbour: a message's Params are read-only
-	for _, p := range d.order {
-		if d.choco != nil || d.cfg.Outer.Enabled() {
-			break // sent once the local step(s) are taken (trainDone)
+	// With CHOCO or an outer optimizer the parameters go out once the
+	// local step(s) are taken (trainDone). Else one copy for every
+	// neighbour (a message's Params are read-only; n.params becomes the
+	// next round's scratch).
+	if d.choco == nil && !d.cfg.Outer.Enabled() && len(d.order) > 0 {
+		sent := slices.Clone(n.params)
+		for _, p := range d.order {
+			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg})
 		}
-		if sent == nil {
-			// A copy: n.params becomes the next round's scratch.
-			sent = slices.Clone(n.params)
-		}
-		n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg})
 	}
 	if d.cfg.Outer.Enabled() {
 		n.train(OpUpdate, n.params, d.cfg.Outer.Steps, nil)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -42,7 +43,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkBenchScopes(fs, whats); err != nil {
 		return err
 	}
-	if err := checkDevice(*dev); err != nil {
+	choice, err := deviceChoice(*dev)
+	if err != nil {
 		return err
 	}
 	if *torch != "" {
@@ -58,12 +60,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch *against {
 	case "":
-	case "torch", "torch-graphs":
-		if *against == "torch-graphs" {
-			if err := checkTorchGraphs(*torch, *dev); err != nil {
-				return err
-			}
+	case "torch-graphs":
+		if err := checkTorchGraphs(*torch, *dev, choice); err != nil {
+			return err
 		}
+		fallthrough
+	case "torch":
 		if *torch == "" {
 			path, remove, err := writeTorchReference()
 			if err != nil {
@@ -233,20 +235,12 @@ var finalAccuracy = regexp.MustCompile(`final accuracy ([0-9.]+)`)
 // what it says: with another script (--torch), which need not know the
 // built-in reference's switch, and where training runs on the CPU
 // (PyTorch's CUDA graphs need a GPU).
-func checkTorchGraphs(script, dev string) error {
+func checkTorchGraphs(script, dev string, ch device.Choice) error {
 	if script != "" {
 		return fmt.Errorf("%w: bench: --against torch-graphs runs the built-in reference, and --torch names another script; use --against torch with it", errUsage)
 	}
-	spec, err := device.Parse(dev)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	_, ch, err := device.Open(spec)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
 	if ch.Device == "cpu" {
-		return fmt.Errorf("%w: bench: --against torch-graphs: PyTorch's CUDA graphs need a GPU, and training runs on cpu here (--device %s); use --against torch", errUsage, spec)
+		return fmt.Errorf("%w: bench: --against torch-graphs: PyTorch's CUDA graphs need a GPU, and training runs on cpu here (--device %s); use --against torch", errUsage, cmp.Or(dev, "auto"))
 	}
 	return nil
 }

@@ -15,14 +15,23 @@ import (
 // checkDevice refuses a --device value that is malformed or cannot be had
 // on this machine, as a usage error naming what is missing.
 func checkDevice(s string) error {
+	_, err := deviceChoice(s)
+	return err
+}
+
+// deviceChoice opens --device s as a run would (once a process) and
+// returns what it chose; a malformed value or a device that cannot be had
+// is a usage error.
+func deviceChoice(s string) (device.Choice, error) {
 	spec, err := device.Parse(s)
+	var ch device.Choice
 	if err == nil {
-		_, _, err = device.Open(spec)
+		_, ch, err = device.Open(spec)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return ch, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return nil
+	return ch, nil
 }
 
 // devicesReport is `gossipd devices --json`.
