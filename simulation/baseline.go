@@ -64,6 +64,7 @@ func (s *sim) runBaseline(ctx context.Context, res *Result) error {
 	passSteps := func(n int) int { return cfg.LocalEpochs * ((n + cfg.Batch - 1) / cfg.Batch) }
 	grad := make([]float32, len(global))
 	var id uint64
+	s.endRound(0)
 	for r := 1; r <= cfg.Rounds; r++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -123,6 +124,7 @@ func (s *sim) runBaseline(ctx context.Context, res *Result) error {
 				s.onRound(row)
 			}
 		}
+		s.endRound(r)
 	}
 	fr := s.eval.row([][]float32{global}, []int{0}, s.test)
 	res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.FinalLoss = fr.MeanAcc, fr.MinAcc, fr.MaxAcc, fr.MeanLoss

@@ -119,6 +119,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 			s.schedule(i)
 		}
 	}
+	s.endRound(0)
 	for r := 1; r <= cfg.Rounds; r++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -129,6 +130,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		if r%cfg.EvalEvery == 0 || r == cfg.Rounds {
 			s.record(res, r)
 		}
+		s.endRound(r)
 	}
 	s.final(res)
 	if s.batch != nil {

@@ -57,6 +57,7 @@ type sim struct {
 	eval       *evaluator
 	stats      Stats
 	onRound    func(Row)
+	roundDone  func(int)   // Option OnRound; nil: none
 	pending    *pendingRow // the last row, being measured (record)
 	adv        *adversary  // nil without attackers
 	roster     *roster     // nil with a static roster (turnover.go)
@@ -87,8 +88,9 @@ type Stats struct {
 
 // Run simulates cfg. onRow, if not nil, receives each metrics row as it is
 // recorded (for progress display and streaming to CSV). It returns the
-// summary; every row is also in Result.Rows.
-func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
+// summary; every row is also in Result.Rows. opts add observers
+// (progress.go); none changes a number.
+func Run(ctx context.Context, cfg Config, onRow func(Row), opts ...Option) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -106,6 +108,9 @@ func Run(ctx context.Context, cfg Config, onRow func(Row)) (*Result, error) {
 	}
 	s := &sim{cfg: cfg, gpu: gpu, peerBatch: peerBatch(&cfg, gpu), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}
+	for _, o := range opts {
+		o(s)
+	}
 	s.lat, _ = parseLatency(cfg.Latency)
 	s.speed, _ = parseCompute(cfg.Compute, cfg.ComputeTrace, cfg.Seed)
 	var eligible []int

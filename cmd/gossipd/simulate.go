@@ -28,6 +28,7 @@ var simulateBounds = withTrainingBounds(cli.Bounds{
 	"final-eval-peers": "[0,inf)", "jitter": "[0,1)", "bandwidth": "[0,inf)", "drop": "[0,1)",
 	"churn": "[0,1)", "churn-session": "(0,inf)", "turnover": "[0,1]", "member-timeout": "(0,inf)",
 	"byzantine": "(0,0.5)", "fanout": "[0,inf)", "fedavg-fraction": "(0,1]", "peer-batch": "[0,inf)", "seed": "[0,inf)",
+	"progress": "[0,inf)",
 })
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -95,7 +96,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&c.FinalEvalPeers, "final-eval-peers", 100, "peers evaluated on the full test set at the end (0: all)")
 	fs.StringVar(&out, "out", "out/sim", "directory for metrics.csv and summary.json")
 	fs.BoolVar(&jsonOut, "json", false, "print summary.json to stdout")
-	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
+	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr (as --progress 0)")
+	progressEvery := fs.Duration("progress", simulation.DefaultProgressEvery, "progress on stderr (0: none): where stderr is not a terminal (a log, a file, a pipe), a line with the round, the latest evaluated accuracy and an ETA at most this often; on a terminal a bar redrawn in place")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -104,6 +106,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if err := cli.CheckNumbers(fs, simulateBounds); err != nil {
 		return err
+	}
+	if quiet && cli.FlagSet(fs, "progress") {
+		return fmt.Errorf("%w: --progress with --quiet: --quiet turns progress off; give one of them", errUsage)
 	}
 	var set []string
 	fs.Visit(func(f *flag.Flag) { set = append(set, f.Name) })
@@ -161,12 +166,30 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		defer pprof.StopCPUProfile()
 	}
-	bar := cli.NewProgressBar(stderr, !quiet)
+	show := !quiet && *progressEvery > 0
+	bar := cli.NewProgressBar(stderr, show) // drawn on a terminal only
+	var lines io.Writer                     // elsewhere, plain lines
+	if show && !cli.IsTerminal(stderr) {
+		lines = stderr
+	}
+	prog := simulation.NewProgress(lines, simulation.ProgressConfig{Rounds: c.Rounds, Delta: c.Delta, Every: *progressEvery})
 	start := time.Now()
-	res, err := simulation.Run(ctx, c, func(r simulation.Row) {
-		bar.Update("simulate", r.Round, c.Rounds, fmt.Sprintf("acc %.4f msgs %d", r.MeanAcc, r.Messages))
-	})
+	onRow := func(r simulation.Row) {
+		prog.Row(r)
+		if r.Round == c.Rounds { // the last row, filed after the last round
+			bar.Update("simulate", r.Round, c.Rounds, barStatus(prog))
+		}
+	}
+	res, err := simulation.Run(ctx, c, onRow, simulation.OnRound(func(r int) {
+		prog.Round(r)
+		if r > 0 {
+			bar.Update("simulate", r, c.Rounds, barStatus(prog))
+		}
+	}))
 	bar.Finish()
+	if err == nil {
+		prog.Finish()
+	}
 	if errors.Is(err, simulation.ErrConfig) {
 		return configUsage(err, simulation.ErrConfig)
 	}
@@ -200,6 +223,19 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB, on %s%s\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20, res.Device.Backend, onDevice)
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", out)
 	return nil
+}
+
+// barStatus is the terminal bar's text after the percentage: the latest
+// evaluated accuracy, messages so far and the ETA.
+func barStatus(p *simulation.Progress) string {
+	s := "acc -"
+	if r, ok := p.Latest(); ok {
+		s = fmt.Sprintf("acc %.4f msgs %d", r.MeanAcc, r.Messages)
+	}
+	if d, ok := p.ETA(); ok {
+		s += " eta " + d.Round(time.Second).String()
+	}
+	return s
 }
 
 // peakRSS is the process's peak resident set size in bytes.
