@@ -31,6 +31,9 @@ func (s *Store) SaveAccounts(job JobID, a gossip.Accounts) error {
 		return err
 	}
 	v := binary.LittleEndian.AppendUint32(b.Bytes(), crc32.Checksum(b.Bytes(), castagnoli))
+	if err := s.makeRoom("push-sum's accounts", len(v)); err != nil {
+		return err
+	}
 	return s.db.Update(func(txn *badger.Txn) error {
 		old, err := getAccounts(txn, job)
 		if err == nil && old != nil && old.Seq > a.Seq {

@@ -1,6 +1,9 @@
 package node
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Checkpoints are taken on the core goroutine (a snapshot is a copy of the
 // state) and written by a goroutine of their own, so that a slow disk
@@ -41,17 +44,32 @@ func (n *Node) checkpoint(why string) {
 }
 
 // writeCheckpoints saves what checkpoint hands over until ckptCh closes.
+// A failing disk is logged once when the failures start, then at most
+// once a minute, and once more when a checkpoint is written again: a full
+// disk must not also fill the log.
 func (n *Node) writeCheckpoints() {
+	var failing int
+	var lastLog time.Time
 	for c := range n.ckptCh {
-		if err := n.cfg.Store.Save(c); errors.Is(err, ErrSuperseded) {
+		err := n.cfg.Store.Save(c)
+		switch {
+		case errors.Is(err, ErrSuperseded):
 			continue
-		} else if err != nil {
-			n.log.Error("checkpoint failed; the store keeps the earlier ones", "err", err)
+		case err != nil:
+			failing++
 			n.met.ckptFailures.Inc()
 			n.mu.Lock()
 			n.status.CheckpointError = err.Error()
 			n.mu.Unlock()
+			if now := n.cfg.Now(); failing == 1 || now.Sub(lastLog) >= time.Minute {
+				lastLog = now
+				n.log.Error("checkpoint failed; the store keeps the earlier ones and training goes on", "store", n.cfg.Store.Dir(), "failures", failing, "err", err)
+			}
 			continue
+		}
+		if failing > 0 {
+			n.log.Info("checkpoints written again", "store", n.cfg.Store.Dir(), "failed_before", failing, "checkpoint", c.Seq)
+			failing = 0
 		}
 		n.saved(c)
 	}

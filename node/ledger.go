@@ -12,6 +12,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
+	"github.com/gossipd/gossipd/peer"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -208,6 +209,9 @@ type LegacyConversion struct {
 // store's checkpoints recorded becomes a floor, so migration never lowers
 // ε. It returns an empty ledger for data never trained with DP here.
 func (s *Store) OpenLedger(fp string, conv LegacyConversion) (*DataLedger, error) {
+	if err := s.makeRoom("the privacy ledger", 64<<10); err != nil {
+		return nil, fmt.Errorf("node: opening the privacy ledger: %w", err)
+	}
 	var out *DataLedger
 	err := s.db.Update(func(txn *badger.Txn) error {
 		l, err := getLedger(txn, fp)
@@ -256,6 +260,9 @@ func (s *Store) OpenLedger(fp string, conv LegacyConversion) (*DataLedger, error
 	if err != nil {
 		return nil, fmt.Errorf("node: opening the privacy ledger: %w", err)
 	}
+	if out.Spent.Steps > 0 || out.Spent.Floor > 0 {
+		s.note(func(r *record) { r.setLedger(fp, out.Spent) })
+	}
 	return out, nil
 }
 
@@ -281,7 +288,10 @@ func checkpointEpsilon(txn *badger.Txn) (float64, error) {
 // understate it). The ledger never goes down: a total that does not cover
 // the recorded one is refused.
 func (s *Store) Reserve(fp string, total privacy.Spending, delta float64, e JobSpending) error {
-	return s.db.Update(func(txn *badger.Txn) error {
+	if err := s.makeRoom("the privacy ledger", 64<<10); err != nil {
+		return err
+	}
+	err := s.db.Update(func(txn *badger.Txn) error {
 		l, err := getLedger(txn, fp)
 		if err != nil {
 			return err
@@ -300,6 +310,19 @@ func (s *Store) Reserve(fp string, total privacy.Spending, delta float64, e JobS
 		}
 		return txn.Set(dataLedgerKey(fp), b)
 	})
+	if err != nil {
+		return err
+	}
+	s.note(func(r *record) { r.setLedger(fp, total) })
+	return nil
+}
+
+// setLedger records fp's spending.
+func (r *record) setLedger(fp string, sp privacy.Spending) {
+	if r.Ledgers == nil {
+		r.Ledgers = map[string]privacy.Spending{}
+	}
+	r.Ledgers[fp] = sp
 }
 
 // openLedger opens the privacy ledger of the node's training data (merging
@@ -330,7 +353,7 @@ func (n *Node) openLedger(rate float64) (*privacy.Budget, *dataLedger, error) {
 		n.log.Warn("privacy ledger migrated from the per-job format: old steps counted at this run's sampling rate and noise",
 			"jobs", len(l.MigratedJobs), "spent_epsilon", b.Spent())
 	}
-	return b, &dataLedger{store: cfg.Store, fp: cfg.DataFingerprint, prior: prior, job: job, delta: cfg.DP.Delta}, nil
+	return b, &dataLedger{store: cfg.Store, fp: cfg.DataFingerprint, prior: prior, job: job, delta: cfg.DP.Delta, node: n}, nil
 }
 
 // dataLedger is peer.Ledger over the store's ledger of one set of data:
@@ -341,12 +364,45 @@ type dataLedger struct {
 	prior privacy.Spending // the data's spending when the node started
 	job   JobSpending      // this job's entry when the node started
 	delta float64
+	node  *Node
+	// failing counts the reservations refused in a row for want of space
+	// (the core goroutine only).
+	failing  int
+	lastWarn time.Time
 }
 
+// Reserve records the spending before the steps are taken. Where the
+// disk is full the steps are not taken (peer.ErrNotRecorded): the node
+// says that its training is paused, and resumes when the ledger records
+// again.
 func (l *dataLedger) Reserve(run privacy.Spending) error {
 	e := l.job
 	e.Spent = e.Spent.Add(run)
-	return l.store.Reserve(l.fp, l.prior.Add(run), l.delta, e)
+	err := l.store.Reserve(l.fp, l.prior.Add(run), l.delta, e)
+	n := l.node
+	switch {
+	case errors.Is(err, ErrDiskFull):
+		l.failing++
+		if now := n.cfg.Now(); l.failing == 1 || now.Sub(l.lastWarn) >= time.Minute {
+			l.lastWarn = now
+			n.log.Error("training paused: the privacy ledger cannot record its spending, so no DP-SGD step is taken (ε is never under-counted); it resumes when the disk has room",
+				"store", l.store.Dir(), "refused", l.failing, "err", err)
+		}
+		n.mu.Lock()
+		n.status.LedgerError = err.Error()
+		n.mu.Unlock()
+		return fmt.Errorf("%w: %w", peer.ErrNotRecorded, err)
+	case err != nil:
+		return err
+	}
+	if l.failing > 0 {
+		n.log.Info("training resumed: the privacy ledger records again", "store", l.store.Dir(), "refused_before", l.failing)
+		l.failing = 0
+		n.mu.Lock()
+		n.status.LedgerError = ""
+		n.mu.Unlock()
+	}
+	return nil
 }
 
 // LedgerSummary is what `gossipd privacy ledger` shows: ε per set of data

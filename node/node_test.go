@@ -163,7 +163,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	r := start(t, net, 3, func(i int, c *node.Config) {
 		if i == 0 {
 			var err error
-			if store, err = node.OpenStore(dir, 2, quiet()); err != nil {
+			if store, err = node.OpenStore(dir, node.StoreOptions{Keep: 2, Logger: quiet()}); err != nil {
 				t.Fatal(err)
 			}
 			c.Store, c.CheckpointEvery = store, 5
@@ -173,7 +173,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	r.stop()
 	final := r.nodes[0].Status()
 	store.Close()
-	store, err := node.OpenStore(dir, 2, quiet())
+	store, err := node.OpenStore(dir, node.StoreOptions{Keep: 2, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestPredictRequests(t *testing.T) {
 // says so in /status's checkpoint_error and the failure counter that
 // operators alert on, instead of only in its log.
 func TestCheckpointFailure(t *testing.T) {
-	store, err := node.OpenStore(t.TempDir(), 2, quiet())
+	store, err := node.OpenStore(t.TempDir(), node.StoreOptions{Keep: 2, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

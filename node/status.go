@@ -61,7 +61,10 @@ type Status struct {
 	// CheckpointError is why the last checkpoint could not be written;
 	// empty once one is.
 	CheckpointError string `json:"checkpoint_error,omitempty"`
-	ResumedFrom     uint64 `json:"resumed_from_seq"`
+	// LedgerError is why the privacy ledger cannot record spending (a
+	// full disk): until it can, the node takes no DP-SGD step.
+	LedgerError string `json:"ledger_error,omitempty"`
+	ResumedFrom uint64 `json:"resumed_from_seq"`
 	// DP-SGD (zero without it): ε spent at DPDelta, the budget, steps
 	// charged, and whether the node halted with its budget spent.
 	DPEpsilon float64 `json:"dp_epsilon,omitempty"`

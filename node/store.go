@@ -45,9 +45,16 @@ type Store struct {
 	keep int
 	log  *slog.Logger
 
+	dir      string // the store's directory (a read-only store reads a copy of it)
+	readOnly bool
+	copyDir  string // the private copy a read-only store reads, removed by Close
+
 	mu   sync.Mutex // serialises Save
 	seq  uint64
 	last *Checkpoint // the newest saved by this process (its job and updates)
+
+	recMu sync.Mutex // serialises the record's writes
+	rec   *record    // what the store has durably written (RECORD)
 }
 
 // ErrSuperseded means Save was handed a state older than one it already
@@ -70,47 +77,142 @@ var ErrNoStore = errors.New("node: no store")
 // ErrStoreInUse: another process (a running daemon) holds the store.
 var ErrStoreInUse = errors.New("node: the store is in use by another process")
 
-// OpenExistingStore opens the store in dir like OpenStore, for reading
-// one that a daemon wrote (export, privacy ledger): where dir is missing,
-// not a directory or holds no store, it fails with ErrNoStore instead of
-// creating one.
+// StoreOptions configures OpenStore.
+type StoreOptions struct {
+	// Keep is how many checkpoints the store keeps (default 3).
+	Keep int
+	// Logger hears of damage found and mended (default slog.Default()).
+	Logger *slog.Logger
+	// IfDamaged says what OpenStore does with a store it finds damaged
+	// (default DamagedRefuse: fail with ErrDamaged, changing nothing).
+	IfDamaged DamagedAction
+	// ReadOnly opens a private copy of an existing store: nothing in dir
+	// is created, changed or deleted, and writes fail. A missing store is
+	// ErrNoStore; a damaged one is ErrDamaged (read-only commands never
+	// mend a store).
+	ReadOnly bool
+}
+
+// OpenExistingStore opens the store in dir read-only, for a command that
+// reads what a daemon wrote (export, privacy ledger, status --store).
 func OpenExistingStore(dir string) (*Store, error) {
+	return OpenStore(dir, StoreOptions{ReadOnly: true})
+}
+
+// storeExists says whether dir holds a store (ErrNoStore where it is
+// missing, not a directory, or holds no badger MANIFEST).
+func storeExists(dir string) error {
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w at %s: no such directory", ErrNoStore, dir)
+		return fmt.Errorf("%w at %s: no such directory", ErrNoStore, dir)
 	case err != nil:
-		return nil, fmt.Errorf("%w at %s: %w", ErrNoStore, dir, err)
+		return fmt.Errorf("%w at %s: %w", ErrNoStore, dir, err)
 	case !st.IsDir():
-		return nil, fmt.Errorf("%w at %s: not a directory", ErrNoStore, dir)
+		return fmt.Errorf("%w at %s: not a directory", ErrNoStore, dir)
 	}
 	if _, err := os.Stat(filepath.Join(dir, badger.ManifestFilename)); err != nil {
-		return nil, fmt.Errorf("%w at %s: the directory holds no checkpoint database (no %s)", ErrNoStore, dir, badger.ManifestFilename)
+		return fmt.Errorf("%w at %s: the directory holds no checkpoint database (no %s)", ErrNoStore, dir, badger.ManifestFilename)
 	}
-	return OpenStore(dir, 0, nil)
+	return nil
 }
 
-// OpenStore opens (or creates) the store in dir, keeping the last keep
-// checkpoints (default 3). Badger's directory lock keeps a second daemon
-// off the same store.
-func OpenStore(dir string, keep int, log *slog.Logger) (*Store, error) {
-	if keep <= 0 {
-		keep = 3
+// OpenStore opens the store in dir (creating it unless opts.ReadOnly).
+// Badger's directory lock keeps a second daemon off the same store.
+//
+// An existing store is checked first, on a private copy, so that nothing
+// badger does on opening (it deletes table files its MANIFEST does not
+// list) can lose data: the copy must open, and hold the newest checkpoint
+// and the privacy spending the store's record (RECORD) says were written.
+// A store that fails is damaged: OpenStore refuses it with ErrDamaged,
+// naming what is wrong and where, unless opts.IfDamaged says to recover
+// or reset it.
+func OpenStore(dir string, opts StoreOptions) (*Store, error) {
+	if opts.Keep <= 0 {
+		opts.Keep = 3
 	}
-	if log == nil {
-		log = slog.Default()
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
-	opts := badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(nil).
-		WithMemTableSize(8 << 20).WithValueLogFileSize(64 << 20).WithNumVersionsToKeep(1)
-	db, err := badger.Open(opts)
+	log := opts.Logger
+	existing := storeExists(dir) == nil
+	if opts.ReadOnly && !existing {
+		return nil, storeExists(dir)
+	}
+	if existing {
+		if lockedByOther(dir) {
+			return nil, inUse(dir)
+		}
+		tmp, ins, err := inspect(dir)
+		if err != nil {
+			return nil, err
+		}
+		if opts.ReadOnly {
+			if ins.damaged() {
+				os.RemoveAll(tmp)
+				return nil, ins.err(dir, "the store was left as it is; a daemon started with --store-recover keeps what is readable")
+			}
+			s, err := openBadger(tmp, opts.Keep, log)
+			if err != nil {
+				os.RemoveAll(tmp)
+				return nil, err
+			}
+			s.readOnly, s.copyDir, s.dir = true, tmp, dir
+			return s, nil
+		}
+		os.RemoveAll(tmp)
+		if ins.damaged() {
+			switch opts.IfDamaged {
+			case DamagedRecover, DamagedReset:
+				if err := mend(dir, ins, opts.IfDamaged, log); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, ins.err(dir, "start with --store-recover to keep what is readable and move the damaged files aside, or --store-reset to start afresh (the privacy ledger is kept either way)")
+			}
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("node: creating store %s: %w", dir, err)
+	}
+	// Badger writes the first page of a new log through a memory map:
+	// on a full disk that is a SIGBUS, not an error.
+	if free, err := freeBytes(dir); err == nil && free < minFreeToOpen {
+		return nil, fmt.Errorf("%w: store %s: %s free, opening it needs at least %s", ErrDiskFull, dir, mib(free), mib(minFreeToOpen))
+	}
+	s, err := openBadger(dir, opts.Keep, log)
+	if err != nil {
+		return nil, err
+	}
+	s.rec, err = readRecord(dir)
+	if err != nil { // inspect read it a moment ago
+		s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func inUse(dir string) error {
+	return fmt.Errorf("%w: %s (a running daemon holds it: stop it first, or ask it over its API)", ErrStoreInUse, dir)
+}
+
+// badgerOptions are the store's badger settings: synced writes, an 8 MiB
+// memtable (values up to 1 MiB stay in the LSM tree), 64 MiB value logs.
+func badgerOptions(dir string) badger.Options {
+	return badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(nil).
+		WithMemTableSize(memTableSize).WithValueLogFileSize(64 << 20).WithNumVersionsToKeep(1)
+}
+
+// openBadger opens the badger database in dir as it is.
+func openBadger(dir string, keep int, log *slog.Logger) (*Store, error) {
+	db, err := badger.Open(badgerOptions(dir))
 	if err != nil {
 		// Badger formats its lock error as text, without wrapping.
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			return nil, fmt.Errorf("%w: %s (a running daemon holds it: stop it first, or ask it over its API)", ErrStoreInUse, dir)
+			return nil, inUse(dir)
 		}
 		return nil, fmt.Errorf("node: opening store %s: %w", dir, err)
 	}
-	s := &Store{db: db, keep: keep, log: log}
+	s := &Store{db: db, keep: keep, log: log, dir: dir}
 	err = db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: ckptPrefix, Reverse: true, PrefetchValues: false})
 		defer it.Close()
@@ -164,6 +266,9 @@ func (s *Store) Save(c *Checkpoint) error {
 	if err != nil {
 		return err
 	}
+	if err := s.makeRoom("a checkpoint", len(b)); err != nil {
+		return err
+	}
 	err = s.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(ckptKey(c.Seq), b); err != nil {
 			return err
@@ -189,6 +294,7 @@ func (s *Store) Save(c *Checkpoint) error {
 		return fmt.Errorf("node: saving checkpoint %d: %w", c.Seq, err)
 	}
 	s.seq, s.last = c.Seq, &Checkpoint{Job: c.Job, State: gossip.State{Updates: c.State.Updates}}
+	s.note(func(r *record) { r.Checkpoint = c.Seq })
 	return nil
 }
 
@@ -244,5 +350,14 @@ func (s *Store) Count() (int, error) {
 	return n, err
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close closes the database (and removes a read-only store's copy).
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.copyDir != "" {
+		os.RemoveAll(s.copyDir)
+	}
+	return err
+}

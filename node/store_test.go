@@ -25,7 +25,7 @@ import (
 func TestStoreKeepsLastAndResumes(t *testing.T) {
 	dir := t.TempDir()
 	job := JobID{1}
-	s, err := OpenStore(dir, 2, nil)
+	s, err := OpenStore(dir, StoreOptions{Keep: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestStoreKeepsLastAndResumes(t *testing.T) {
 	}
 	s.Close()
 	// Reopen: the sequence continues and the latest is the fifth.
-	s, err = OpenStore(dir, 2, nil)
+	s, err = OpenStore(dir, StoreOptions{Keep: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestJobIdentity(t *testing.T) {
 // down, keeps a share per job, and is kept per set of data.
 func TestPrivacyLedger(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenStore(dir, 2, nil)
+	s, err := OpenStore(dir, StoreOptions{Keep: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestPrivacyLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if s, err = OpenStore(dir, 2, nil); err != nil {
+	if s, err = OpenStore(dir, StoreOptions{Keep: 2}); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
@@ -209,7 +209,7 @@ func TestPrivacyLedger(t *testing.T) {
 // merges them into the data's ledger once, sums their steps, keeps the ε
 // its checkpoints recorded as a floor, and deletes the old entries.
 func TestLedgerMigration(t *testing.T) {
-	s, err := OpenStore(t.TempDir(), 3, nil)
+	s, err := OpenStore(t.TempDir(), StoreOptions{Keep: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestOpenExistingStore(t *testing.T) {
 		t.Errorf("files created in an empty directory: %v", ents)
 	}
 	real := filepath.Join(dir, "real")
-	s, err := OpenStore(real, 0, nil)
+	s, err := OpenStore(real, StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,6 +84,12 @@ type Config struct {
 // budget.
 var ErrBudgetSpent = errors.New("peer: privacy budget spent")
 
+// ErrNotRecorded is what a Ledger's Reserve wraps when it cannot record
+// the spending for now (a full disk) but may later: the peer then does not
+// take the steps (they would go unaccounted), skips the training request,
+// and tries again at the next one. Any other ledger error halts the peer.
+var ErrNotRecorded = errors.New("peer: privacy spending not recorded")
+
 // Peer is one learning peer.
 type Peer struct {
 	cfg    Config
@@ -211,7 +217,12 @@ func (p *Peer) flush() {
 			p.core.TrainDone(rd.Train.Skip()) // its Ready is handled by this loop
 			continue
 		}
-		if err := p.charge(rd.Train); err != nil {
+		if err := p.charge(rd.Train); errors.Is(err, ErrNotRecorded) {
+			// Not taken: ε would be under-counted. The world has heard
+			// why from its ledger; training resumes once it records.
+			p.core.TrainDone(rd.Train.Skip())
+			continue
+		} else if err != nil {
 			p.core.Halt()
 			p.world.Halt(err)
 			continue

@@ -779,7 +779,7 @@ func TestDemo(t *testing.T) {
 	// Every daemon stopped: their stores can be opened again (badger locks
 	// a store while a daemon holds it).
 	for i := range 4 {
-		st, err := node.OpenStore(filepath.Join(dir, "peers", fmt.Sprintf("p%d", i), "checkpoints"), 0, nil)
+		st, err := node.OpenStore(filepath.Join(dir, "peers", fmt.Sprintf("p%d", i), "checkpoints"), node.StoreOptions{})
 		if err != nil {
 			t.Fatalf("peer %d's store is still held: %v", i, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"github.com/gossipd/gossipd/node"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -64,7 +65,13 @@ func makeBad(t *testing.T, kind badFile) string {
 // at a missing path. A bad file that a command accepted would run it
 // with a cancelled context, and fail the test for naming no path.
 func TestFileFlagsRefuseBadFiles(t *testing.T) {
-	store := t.TempDir()
+	store := t.TempDir() // run's: it must stay empty (run checks everything before it writes)
+	stopped := t.TempDir()
+	st, err := node.OpenStore(filepath.Join(stopped, "checkpoints"), node.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 	reads := []badFile{badMissing, badEmpty, badDir, badBinary, badText}
 	secret := []badFile{badEmpty, badDir, badBinary, badText} // created where badMissing
 	dirs := []badFile{badMissing, badFileKind, badDir}        // a daemon's store, read
@@ -95,7 +102,7 @@ func TestFileFlagsRefuseBadFiles(t *testing.T) {
 		{"status", "api-ca", reads, []string{"--api", "https://127.0.0.1:1"}},
 		{"jobs", "consortium", reads, []string{"--bootstrap", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWN9b6B9ukkSTJGC5ZkeJs8tmuncQmqmi6jQQyc47opZ99"}},
 		{"export", "store", dirs, []string{"--out", filepath.Join(t.TempDir(), "m.safetensors")}},
-		{"export", "out", []badFile{badDir}, []string{"--store", store}},
+		{"export", "out", []badFile{badDir}, []string{"--store", stopped}},
 		{"privacy ledger", "store", dirs, nil},
 		{"keygen", "out", []badFile{badEmpty, badDir, badText}, nil},
 		{"token", "out", []badFile{badEmpty, badDir, badText}, nil},
@@ -131,5 +138,8 @@ func TestFileFlagsRefuseBadFiles(t *testing.T) {
 				}
 			}
 		}
+	}
+	if ents, _ := os.ReadDir(store); len(ents) != 0 {
+		t.Errorf("run wrote %d entries (%s, …) into its --store before failing on a bad flag", len(ents), ents[0].Name())
 	}
 }

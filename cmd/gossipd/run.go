@@ -43,6 +43,7 @@ type runFlags struct {
 	delta, joinTimeout, announceEvery                                            time.Duration
 	initSeed                                                                     uint64
 	mdns, pex, autonat, holePunching, portMap, relayService, behindNAT           bool
+	storeRecover, storeReset                                                     bool
 }
 
 func (r *runFlags) declare(fs *flag.FlagSet) {
@@ -69,6 +70,8 @@ func (r *runFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&r.apiCert, "api-tls-cert", "", "serve the API over TLS with this PEM certificate (with --api-tls-key; renewed files are picked up)")
 	fs.StringVar(&r.apiKey, "api-tls-key", "", "the PEM private key of --api-tls-cert")
 	fs.StringVar(&r.store, "store", "gossipd-data", "directory of the checkpoint store")
+	fs.BoolVar(&r.storeRecover, "store-recover", false, "if the store is damaged: move it aside (STORE/checkpoints.damaged-TIME) and start from what is readable in it (default: refuse to start, saying what is wrong)")
+	fs.BoolVar(&r.storeReset, "store-reset", false, "if the store is damaged: move it aside and start afresh, keeping only the privacy ledger")
 	fs.StringVar(&r.device, "device", "auto", "where training runs: "+device.Values+" (auto: a GPU when gossipd can use one, else the CPU; /status says which and why)")
 	fs.StringVar(&r.key, "key", "", "identity key file (default STORE/identity.key; created on first run, mode 0600)")
 	fs.StringVar(&r.dataset, "dataset", "digits", "local data: digits, fashion-mnist or a path")
@@ -162,22 +165,43 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := setMemoryLimit(r.memoryLimit); err != nil {
 		return err
 	}
+	// Nothing is created or changed in the store until the data and
+	// every setting have been checked: the identity is made in memory
+	// and written with the store.
 	keyPath := r.key
 	if keyPath == "" {
 		keyPath = filepath.Join(r.store, "identity.key")
 	}
-	key, err := p2p.LoadOrCreateKey(keyPath)
+	key, newKey, err := p2p.LoadOrNewKey(keyPath)
 	if err != nil {
 		return err
 	}
-	store, err := node.OpenStore(filepath.Join(r.store, "checkpoints"), r.keep, log)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	var club *p2p.Consortium
 	if r.consortium != "" {
 		if club, err = p2p.LoadConsortium(r.consortium); err != nil {
+			return err
+		}
+	}
+	var job node.JobSpec
+	var train, test *dataset.Dataset
+	var scaler *dataset.Scaler
+	load := func(scale string, seed uint64) error {
+		var err error
+		train, test, scaler, err = dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Partition: r.partition, Scale: scale, Fingerprint: dp.Enabled(),
+			OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: seed}})
+		if err != nil {
+			return datasetUsage(err)
+		}
+		// The whole data set is garbage once a shard is cut from it:
+		// give its memory back now rather than as the scavenger gets to it.
+		debug.FreeOSMemory()
+		return nil
+	}
+	if r.join == "" {
+		if err := load(r.scale, r.initSeed); err != nil {
+			return err
+		}
+		if job, err = r.jobSpec(train); err != nil {
 			return err
 		}
 	}
@@ -187,7 +211,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer host.Close()
-	var job node.JobSpec
 	var origin *transport.Announcement
 	if r.join != "" {
 		log.Info("waiting for the job's announcement", "job", r.join, "timeout", r.joinTimeout.String())
@@ -198,26 +221,31 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("job %.12s: %w", origin.JobID, err)
 		}
 		log.Info("joining job", "job", origin.JobID[:12], "name", job.Name, "protocol", job.Protocol, "model", job.Model.String(), "creator", origin.Creator, "from", origin.Peer)
-	}
-	scale, seed := r.scale, r.initSeed
-	if origin != nil {
-		scale, seed = job.Scale, job.InitSeed
-	}
-	train, test, scaler, err := dataset.Load(r.dataset, dataset.LoadOptions{Shard: r.shard, Partition: r.partition, Scale: scale, Fingerprint: dp.Enabled(),
-		OpenOptions: dataset.OpenOptions{CSV: dataset.CSVOptions{LabelColumn: r.labelColumn}, TestFraction: r.testFraction, Seed: seed}})
-	if err != nil {
-		return datasetUsage(err)
-	}
-	// The whole data set is garbage once a shard is cut from it: give its
-	// memory back now rather than as the scavenger gets to it.
-	debug.FreeOSMemory()
-	if origin == nil {
-		if job, err = r.jobSpec(train); err != nil {
+		if err := load(job.Scale, job.InitSeed); err != nil {
 			return err
 		}
-	} else if train.D != job.Model.Inputs || train.Classes > job.Model.Classes {
-		return fmt.Errorf("%w: --dataset %s has %d features and %d classes; job %.12s's model takes %d inputs and %d classes", errUsage,
-			r.dataset, train.D, train.Classes, origin.JobID, job.Model.Inputs, job.Model.Classes)
+		if train.D != job.Model.Inputs || train.Classes > job.Model.Classes {
+			return fmt.Errorf("%w: --dataset %s has %d features and %d classes; job %.12s's model takes %d inputs and %d classes", errUsage,
+				r.dataset, train.D, train.Classes, origin.JobID, job.Model.Inputs, job.Model.Classes)
+		}
+	}
+	ifDamaged := node.DamagedRefuse
+	switch {
+	case r.storeRecover:
+		ifDamaged = node.DamagedRecover
+	case r.storeReset:
+		ifDamaged = node.DamagedReset
+	}
+	store, err := node.OpenStore(filepath.Join(r.store, "checkpoints"), node.StoreOptions{Keep: r.keep, Logger: log, IfDamaged: ifDamaged})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if newKey {
+		if err := p2p.SaveKey(keyPath, key); err != nil {
+			return err
+		}
+		log.Info("created the identity key", "file", keyPath)
 	}
 	d, err := node.New(node.Config{Job: job, Local: node.Local{LR: r.lr, Batch: r.batch, LocalEpochs: r.localEpochs, Members: ok.members},
 		Join: origin != nil, Origin: origin, AnnounceInterval: r.announceEvery,

@@ -167,6 +167,9 @@ func (r *runFlags) check(fs *flag.FlagSet) (runChecked, error) {
 		return ok, err
 	}
 	// A missing store is created; anything else there must be a directory.
+	if r.storeRecover && r.storeReset {
+		return ok, fmt.Errorf("%w: --store-recover keeps what is readable of a damaged store, --store-reset starts afresh: give one or the other", errUsage)
+	}
 	if st, err := os.Stat(r.store); err == nil && !st.IsDir() {
 		return ok, fmt.Errorf("%w: --store %s is a file, not a directory", errUsage, r.store)
 	}

@@ -15,35 +15,57 @@ import (
 // LoadOrCreateKey reads an Ed25519 identity from path, creating it (mode
 // 0600) on first use. It refuses a key file others can read.
 func LoadOrCreateKey(path string) (crypto.PrivKey, error) {
+	k, created, err := LoadOrNewKey(path)
+	if err != nil || !created {
+		return k, err
+	}
+	return k, SaveKey(path, k)
+}
+
+// LoadOrNewKey reads the identity at path, or where there is no file
+// there makes a new one (created) without writing it: a daemon writes it
+// (SaveKey) only once everything else has been checked.
+func LoadOrNewKey(path string) (k crypto.PrivKey, created bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := crypto.MarshalPrivateKey(k)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(path, raw, 0o600); err != nil {
-			return nil, err
-		}
-		return k, nil
+		return k, true, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("p2p: identity key %s has mode %v; it must be readable by its owner only (chmod 600)", path, st.Mode().Perm())
+		return nil, false, fmt.Errorf("p2p: identity key %s has mode %v; it must be readable by its owner only (chmod 600)", path, st.Mode().Perm())
 	}
-	k, err := crypto.UnmarshalPrivateKey(b)
+	k, err = crypto.UnmarshalPrivateKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: identity key %s: %w", path, err)
+		return nil, false, fmt.Errorf("p2p: identity key %s: %w", path, err)
 	}
-	return k, nil
+	return k, false, nil
+}
+
+// SaveKey writes k to path (mode 0600), creating its directory; it
+// refuses to replace an existing file.
+func SaveKey(path string, k crypto.PrivKey) error {
+	raw, err := crypto.MarshalPrivateKey(k)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("p2p: writing identity key: %w", err)
+	}
+	_, err = f.Write(raw)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // PeerIDOf returns the peer ID of a key.
