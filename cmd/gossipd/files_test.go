@@ -104,6 +104,7 @@ func TestFileFlagsRefuseBadFiles(t *testing.T) {
 		{"export", "store", dirs, []string{"--out", filepath.Join(t.TempDir(), "m.safetensors")}},
 		{"export", "out", []badFile{badDir}, []string{"--store", stopped}},
 		{"privacy ledger", "store", dirs, nil},
+		{"status", "store", dirs, nil},
 		{"keygen", "out", []badFile{badEmpty, badDir, badText}, nil},
 		{"token", "out", []badFile{badEmpty, badDir, badText}, nil},
 		{"init", "out", []badFile{badEmpty, badDir, badText}, nil},

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/gossipd/gossipd/node"
 )
 
 // statusField reads one field of a daemon's /status (nil where absent).
@@ -219,6 +221,14 @@ func TestDaemonDamagedStore(t *testing.T) {
 	} {
 		before := poll(t, d, "checkpoints and DP-SGD steps", 60*time.Second, func(s status) bool { return s.Checkpoint >= 3 && s.DPSteps > 0 })
 		stop(t, d)
+		// Healthy, status --store says what it holds.
+		var rep node.StoreReport
+		if out, err := exec.Command(bin, "status", "--store", store).Output(); err != nil {
+			t.Fatalf("status --store on a healthy store: %v", err)
+		} else if err := json.Unmarshal(out, &rep); err != nil || !rep.Healthy || rep.Newest == nil || rep.Newest.Seq < before.Checkpoint ||
+			len(rep.Privacy.Data) != 1 || rep.Privacy.Data[0].Steps < before.DPSteps {
+			t.Fatalf("status --store on a healthy store: %v %s", err, out)
+		}
 		tc.damage(t)
 		sum := dirSum(t, store)
 		// The daemon refuses.
@@ -245,6 +255,7 @@ func TestDaemonDamagedStore(t *testing.T) {
 		for _, args := range [][]string{
 			{"export", "--store", store, "--out", filepath.Join(t.TempDir(), "m.safetensors")},
 			{"privacy", "ledger", "--store", store},
+			{"status", "--store", store},
 		} {
 			out, err := exec.Command(bin, args...).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "damaged") {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -58,5 +60,23 @@ func setMemoryLimit(s string) error {
 		return fmt.Errorf("%w: --memory-limit: %v", errUsage, cmp.Or(err, errors.New("must be positive")))
 	}
 	debug.SetMemoryLimit(n)
+	return nil
+}
+
+// storeStatus prints the report of a stopped daemon's store (status
+// --store); a damaged store is printed, then an error.
+func storeStatus(dir string, stdout io.Writer) error {
+	rep, err := node.InspectStore(filepath.Join(dir, "checkpoints"))
+	if errors.Is(err, node.ErrNoStore) {
+		return fmt.Errorf("%w: status: --store %s: %v", errUsage, dir, err)
+	}
+	if err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	fmt.Fprintf(stdout, "%s\n", b)
+	if !rep.Healthy {
+		return fmt.Errorf("%w: %s: %s; `gossipd run --store-recover` keeps what is readable", node.ErrDamaged, rep.Dir, strings.Join(rep.Damage, "; "))
+	}
 	return nil
 }
