@@ -143,7 +143,15 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		if lockedByOther(dir) {
 			return nil, inUse(dir)
 		}
-		tmp, ins, err := inspect(dir)
+		if !opts.ReadOnly { // checks a daemon killed meanwhile left behind
+			old, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".check-*"))
+			for _, o := range old {
+				os.RemoveAll(o)
+			}
+		}
+		// A read-only open reads its copy to the end and must not touch
+		// the store's directory; a daemon's check is removed at once.
+		tmp, ins, err := inspect(dir, !opts.ReadOnly)
 		if err != nil {
 			return nil, err
 		}

@@ -217,9 +217,10 @@ func (i *inspection) err(dir, advice string) error {
 	return fmt.Errorf("%w: %s: %s; %s", ErrDamaged, dir, strings.Join(i.problems, "; "), advice)
 }
 
-// inspect checks the store in dir on a private copy, which it returns
-// (opened and closed once by badger) for the caller to read or remove.
-func inspect(dir string) (string, *inspection, error) {
+// inspect checks the store in dir on a private copy (beside it: see
+// copyStore), which it returns (opened and closed once by badger) for the
+// caller to read or remove.
+func inspect(dir string, beside bool) (string, *inspection, error) {
 	ins := &inspection{}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -242,7 +243,7 @@ func inspect(dir string) (string, *inspection, error) {
 		ins.add("%v", err)
 	}
 	ins.rec = rec
-	tmp, err := copyStore(dir, nil)
+	tmp, err := copyStore(dir, nil, beside)
 	if err != nil {
 		return "", nil, fmt.Errorf("node: store %s: copying it to check it: %w", dir, err)
 	}
@@ -331,10 +332,22 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 
 // copyStore copies the store's files (not LOCK, not subdirectories) into a
 // new temporary directory, holes left as holes; skip leaves files out.
-func copyStore(dir string, skip func(fs.FileInfo) bool) (string, error) {
-	tmp, err := os.MkdirTemp("", "gossipd-store-")
-	if err != nil {
-		return "", err
+// Beside puts the copy next to the store, on its filesystem, with the
+// table files (which badger never changes once written) linked rather
+// than copied; where that cannot be, and otherwise, the copy goes to the
+// system's temporary directory.
+func copyStore(dir string, skip func(fs.FileInfo) bool, beside bool) (string, error) {
+	var tmp string
+	var err error
+	if beside {
+		if tmp, err = os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".check-"); err != nil {
+			beside = false
+		}
+	}
+	if !beside {
+		if tmp, err = os.MkdirTemp("", "gossipd-store-"); err != nil {
+			return "", err
+		}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -346,7 +359,11 @@ func copyStore(dir string, skip func(fs.FileInfo) bool) (string, error) {
 		if err != nil || !fi.Mode().IsRegular() || e.Name() == "LOCK" || (skip != nil && skip(fi)) {
 			continue
 		}
-		if err := copySparse(filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name()), fi.Size()); err != nil {
+		src, dst := filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name())
+		if beside && strings.HasSuffix(e.Name(), ".sst") && os.Link(src, dst) == nil {
+			continue
+		}
+		if err := copySparse(src, dst, fi.Size()); err != nil {
 			os.RemoveAll(tmp)
 			return "", err
 		}
@@ -454,7 +471,7 @@ func salvage(dir string, ins *inspection) *salvaged {
 		if !rebuild && ins.lost {
 			continue
 		}
-		tmp, err := copyStore(dir, func(fi fs.FileInfo) bool { return strings.HasSuffix(fi.Name(), ".sst") && fi.Size() == 0 })
+		tmp, err := copyStore(dir, func(fi fs.FileInfo) bool { return strings.HasSuffix(fi.Name(), ".sst") && fi.Size() == 0 }, true)
 		if err != nil {
 			continue
 		}
@@ -657,7 +674,7 @@ func InspectStore(dir string) (*StoreReport, error) {
 	if lockedByOther(dir) {
 		return nil, inUse(dir)
 	}
-	tmp, ins, err := inspect(dir)
+	tmp, ins, err := inspect(dir, false)
 	if tmp != "" {
 		defer os.RemoveAll(tmp)
 	}
