@@ -53,8 +53,10 @@ type Store struct {
 	seq  uint64
 	last *Checkpoint // the newest saved by this process (its job and updates)
 
-	recMu sync.Mutex // serialises the record's writes
-	rec   *record    // what the store has durably written (RECORD)
+	recMu    sync.Mutex    // guards rec
+	rec      *record       // what the store has durably written (RECORD)
+	recDirty chan struct{} // signals writeRecords that rec changed (nil: read-only)
+	recDone  chan struct{} // closed when writeRecords is done
 }
 
 // ErrSuperseded means Save was handed a state older than one it already
@@ -196,6 +198,8 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		s.db.Close()
 		return nil, err
 	}
+	s.recDirty, s.recDone = make(chan struct{}, 1), make(chan struct{})
+	go s.writeRecords()
 	return s, nil
 }
 
@@ -363,6 +367,10 @@ func (s *Store) Dir() string { return s.dir }
 
 // Close closes the database (and removes a read-only store's copy).
 func (s *Store) Close() error {
+	if s.recDirty != nil {
+		close(s.recDirty)
+		<-s.recDone // the last record written
+	}
 	err := s.db.Close()
 	if s.copyDir != "" {
 		os.RemoveAll(s.copyDir)

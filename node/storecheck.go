@@ -177,12 +177,12 @@ func writeRecord(dir string, r *record) error {
 	return nil
 }
 
-// note updates the record after a durable write. A record that cannot be
-// written lags behind the database, which is safe: it only ever says
-// less was written than was.
+// note updates the record after a durable write; a goroutine of its own
+// writes it (writeRecords), so that no write waits on it. A record that
+// has not been written yet, or could not be, lags behind the database,
+// which is safe: it only ever says less was written than was.
 func (s *Store) note(f func(*record)) {
 	s.recMu.Lock()
-	defer s.recMu.Unlock()
 	r := record{}
 	if s.rec != nil {
 		r = *s.rec
@@ -193,11 +193,33 @@ func (s *Store) note(f func(*record)) {
 	}
 	f(&r)
 	r.Updated = time.Now().UTC()
-	if err := writeRecord(s.dir, &r); err != nil {
-		s.log.Warn("could not update the store's record; it lags behind the store", "store", s.dir, "err", err)
-		return
+	s.rec = &r // never changed once here: the writer reads it unlocked
+	s.recMu.Unlock()
+	select {
+	case s.recDirty <- struct{}{}:
+	default: // a write is pending; it will take this record
 	}
-	s.rec = &r
+}
+
+// writeRecords writes the newest record each time note signals, until
+// recDirty closes.
+func (s *Store) writeRecords() {
+	defer close(s.recDone)
+	failing := false
+	for range s.recDirty {
+		s.recMu.Lock()
+		r := s.rec
+		s.recMu.Unlock()
+		err := writeRecord(s.dir, r)
+		switch {
+		case err != nil && !failing:
+			failing = true
+			s.log.Warn("could not update the store's record; it lags behind the store", "store", s.dir, "err", err)
+		case err == nil && failing:
+			failing = false
+			s.log.Info("the store's record is written again", "store", s.dir)
+		}
+	}
 }
 
 // inspection is what inspect found wrong with a store.
