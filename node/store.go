@@ -137,6 +137,9 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		opts.Logger = slog.Default()
 	}
 	log := opts.Logger
+	if !opts.ReadOnly {
+		finishMend(dir, log)
+	}
 	existing := storeExists(dir) == nil
 	if opts.ReadOnly && !existing {
 		return nil, storeExists(dir)

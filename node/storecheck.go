@@ -564,9 +564,21 @@ func readAll(dir string) *salvaged {
 }
 
 // mend moves the damaged store in dir aside and starts a new one there
-// with what how keeps of it.
+// with what how keeps of it. The new store is built first, beside (a
+// directory named .BASE.mend-*); then two renames swap it in, and a
+// start that finds the store missing but a finished build beside it (its
+// RECORD written, last) completes the swap (finishMend).
 func mend(dir string, ins *inspection, how DamagedAction, log *slog.Logger) error {
 	got := salvage(dir, ins)
+	build, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".mend-")
+	if err != nil {
+		return fmt.Errorf("node: mending store %s: %w", dir, err)
+	}
+	defer os.RemoveAll(build) // gone once swapped in
+	ckpts, kept, err := rebuild(build, got, ins, how, log)
+	if err != nil {
+		return fmt.Errorf("node: mending store %s: %w", dir, err)
+	}
 	aside := fmt.Sprintf("%s.damaged-%s", dir, time.Now().UTC().Format("20060102T150405"))
 	for i := 2; ; i++ { // never over an earlier one
 		if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
@@ -577,15 +589,52 @@ func mend(dir string, ins *inspection, how DamagedAction, log *slog.Logger) erro
 	if err := os.Rename(dir, aside); err != nil {
 		return fmt.Errorf("node: moving the damaged store %s aside: %w", dir, err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("node: creating store %s: %w", dir, err)
+	if err := os.Rename(build, dir); err != nil {
+		return fmt.Errorf("node: moving the mended store into %s: %w", dir, err)
 	}
+	what := "recovered"
+	if how == DamagedReset {
+		what = "reset"
+	}
+	log.Warn("store "+what+": the damaged files were moved aside", "store", dir, "aside", aside,
+		"checkpoints_kept", ckpts, "ledgers_kept", kept, "unreadable_entries", got.unreadable, "damage", strings.Join(ins.problems, "; "))
+	return nil
+}
+
+// finishMend completes a mend that a crash interrupted between its two
+// renames: where dir is missing and a finished build lies beside it, the
+// build becomes the store.
+func finishMend(dir string, log *slog.Logger) {
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	builds, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".mend-*"))
+	for _, b := range builds {
+		if _, err := os.Stat(filepath.Join(b, recordFile)); err == nil && os.Rename(b, dir) == nil {
+			log.Warn("store: finished mending it (a stop interrupted the swap)", "store", dir)
+			return
+		}
+	}
+}
+
+// rebuild writes into the empty directory dir a store of what how keeps
+// of got, and its RECORD last; it returns the checkpoints and ledgers
+// kept.
+func rebuild(dir string, got *salvaged, ins *inspection, how DamagedAction, log *slog.Logger) (ckpts, kept int, err error) {
 	db, err := badger.Open(badgerOptions(dir))
 	if err != nil {
-		return fmt.Errorf("node: creating store %s: %w", dir, err)
+		return 0, 0, err
 	}
-	defer db.Close()
-	rec := &record{Ledgers: map[string]privacy.Spending{}}
+	var rec *record
+	defer func() {
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err == nil {
+			err = writeRecord(dir, rec)
+		}
+	}()
+	rec = &record{Ledgers: map[string]privacy.Spending{}}
 	if ins.rec != nil {
 		for k, v := range ins.rec.Ledgers {
 			rec.Ledgers[k] = v
@@ -594,24 +643,23 @@ func mend(dir string, ins *inspection, how DamagedAction, log *slog.Logger) erro
 	put := func(k string, v []byte) error {
 		return db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(k), v) })
 	}
-	var kept, ckpts int
 	if how == DamagedRecover {
 		for _, k := range slices.Sorted(mapKeys(got.checkpoints)) {
 			if err := put(k, got.checkpoints[k]); err != nil {
-				return err
+				return 0, 0, err
 			}
 			rec.Checkpoint = max(rec.Checkpoint, binary.BigEndian.Uint64([]byte(k)[len(ckptPrefix):]))
 			ckpts++
 		}
 		for _, k := range slices.Sorted(mapKeys(got.accounts)) {
 			if err := put(k, got.accounts[k]); err != nil {
-				return err
+				return 0, 0, err
 			}
 		}
 	}
 	for _, k := range slices.Sorted(mapKeys(got.legacy)) {
 		if err := put(k, got.legacy[k]); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
 	// The ledgers: what the store held, raised to what the record says
@@ -621,15 +669,15 @@ func mend(dir string, ins *inspection, how DamagedAction, log *slog.Logger) erro
 		l, _ := decodeLedger(v)
 		ledgers[k[len(dataLedgerPrefix):]] = l
 	}
-	for fp, sp := range rec.Ledgers {
-		l := ledgers[fp]
+	for _, fp := range slices.Sorted(mapKeys(rec.Ledgers)) {
+		sp, l := rec.Ledgers[fp], ledgers[fp]
 		if l == nil {
 			l = &DataLedger{Fingerprint: fp, Delta: 1e-5}
 			ledgers[fp] = l
 		}
 		if !l.Spent.Covers(sp) {
 			l.Spent = sp
-			log.Warn("privacy ledger restored from the store's record", "store", dir, "data", fp[:min(12, len(fp))], "steps", sp.Steps)
+			log.Warn("privacy ledger restored from the store's record", "data", fp[:min(12, len(fp))], "steps", sp.Steps)
 		}
 	}
 	for _, fp := range slices.Sorted(mapKeys(ledgers)) {
@@ -637,25 +685,16 @@ func mend(dir string, ins *inspection, how DamagedAction, log *slog.Logger) erro
 		l.Updated = time.Now().UTC()
 		b, err := encodeLedger(l)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		if err := put(string(dataLedgerKey(fp)), b); err != nil {
-			return err
+			return 0, 0, err
 		}
 		rec.Ledgers[fp] = l.Spent
 		kept++
 	}
 	rec.Updated = time.Now().UTC()
-	if err := writeRecord(dir, rec); err != nil {
-		return err
-	}
-	what := "recovered"
-	if how == DamagedReset {
-		what = "reset"
-	}
-	log.Warn("store "+what+": the damaged files were moved aside", "store", dir, "aside", aside,
-		"checkpoints_kept", ckpts, "ledgers_kept", kept, "unreadable_entries", got.unreadable, "damage", strings.Join(ins.problems, "; "))
-	return nil
+	return ckpts, kept, nil
 }
 
 // StoreReport is what `gossipd status --store` shows of a stopped

@@ -197,6 +197,25 @@ func TestStoreRecoverIsReopenable(t *testing.T) {
 	}
 }
 
+// TestStoreFinishesMend: a stop between a mend's two renames leaves the
+// store missing and the mended build beside it; the next open takes it.
+func TestStoreFinishesMend(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoints")
+	filledStore(t, dir)
+	build := filepath.Join(filepath.Dir(dir), ".checkpoints.mend-1")
+	if err := os.Rename(dir, build); err != nil { // as if moved aside, the build not yet in
+		t.Fatal(err)
+	}
+	s, err := OpenStore(dir, StoreOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if c, _ := s.Newest(); c == nil || c.Seq != 5 {
+		t.Fatalf("newest %+v, want the build's checkpoint 5", c)
+	}
+}
+
 // TestStoreResetKeepsLedger: --store-reset drops the model but never the
 // privacy spending.
 func TestStoreResetKeepsLedger(t *testing.T) {
