@@ -158,7 +158,7 @@ kernels: build
 # Every decoder has a fuzz target; CI runs each briefly, for a fixed number
 # of executions (a time limit can end a run while a worker is mid-input and
 # fail it with "context deadline exceeded").
-FUZZ_TARGETS := ./dataset:FuzzReadIDX ./dataset:FuzzReadCache ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
+FUZZ_TARGETS := ./node:FuzzDecodeRecord ./dataset:FuzzReadIDX ./dataset:FuzzReadCache ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
 	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
 	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./node:FuzzParseSpec ./node:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./simulation:FuzzParseComputeTrace ./simulation:FuzzReadCSV ./simulation:FuzzParseLatency ./simulation:FuzzParseCompute ./cmd/gossipd:FuzzConfigFile ./cmd/gossipd:FuzzFlagSpecs \

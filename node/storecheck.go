@@ -134,23 +134,46 @@ func readRecord(dir string) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
+	r, err := decodeRecord(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s is unreadable: %w", recordFile, err)
+	}
+	return r, nil
+}
+
+// decodeRecord decodes a record: JSON with a CRC-32C trailer, every
+// spending valid (a recovery may take it as a ledger).
+func decodeRecord(b []byte) (*record, error) {
 	if len(b) < 4 || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
-		return nil, fmt.Errorf("%s is unreadable: checksum mismatch (%d bytes)", recordFile, len(b))
+		return nil, fmt.Errorf("checksum mismatch (%d bytes)", len(b))
 	}
 	var r record
 	if err := json.Unmarshal(b[:len(b)-4], &r); err != nil {
-		return nil, fmt.Errorf("%s is unreadable: %w", recordFile, err)
+		return nil, err
+	}
+	for _, fp := range slices.Sorted(mapKeys(r.Ledgers)) {
+		if err := r.Ledgers[fp].Check(); err != nil {
+			return nil, fmt.Errorf("ledger of data %.12s: %w", fp, err)
+		}
 	}
 	return &r, nil
 }
 
+// encodeRecord is the record's JSON with a CRC-32C trailer.
+func encodeRecord(r *record) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+}
+
 // writeRecord replaces dir's record atomically and durably.
 func writeRecord(dir string, r *record) error {
-	b, err := json.Marshal(r)
+	b, err := encodeRecord(r)
 	if err != nil {
 		return err
 	}
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 	tmp := filepath.Join(dir, recordFile+".tmp")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
