@@ -197,7 +197,7 @@ qemu:
 # screenshots (phone and desktop widths) kept in test-artifacts/.
 dashboard:
 	$(GO) vet -tags chromium ./cmd/gossipd
-	$(GO) test -tags chromium -run '^TestDashboard$$' -count=1 -v ./cmd/gossipd
+	$(GO) test -tags chromium -run '^(TestDashboard|TestDashboardRendering)$$' -count=1 -v ./cmd/gossipd
 
 # The deployment files, read by their own tools: systemd-analyze (verify,
 # security), promtool (config, rules, rule unit tests), kubectl kustomize

@@ -25,6 +25,10 @@ const (
 	// DefaultMembershipInterval is how often the live members are
 	// recomputed from announcements and connections.
 	DefaultMembershipInterval = 250 * time.Millisecond
+	// AloneIntervals is how many announcement intervals a daemon may go
+	// without another member of its job before it warns (Config.AloneWarning):
+	// twice the default live timeout.
+	AloneIntervals = 6
 )
 
 // Config configures a daemon. Zero values take the documented defaults;
@@ -77,7 +81,7 @@ type Config struct {
 	// (gossip.Config.MaxNorm; default 1000·√n, negative: none).
 	MaxNorm float64
 	// AnnounceInterval is how often a daemon whose transport is a
-	// Broadcaster announces its job (default DefaultAnnounceInterval, 10s).
+	// Broadcaster announces its job (default DefaultAnnounceInterval, 5s).
 	AnnounceInterval time.Duration
 	// LiveTimeout is how long a member stays live without announcing
 	// (default 3·AnnounceInterval).
@@ -85,6 +89,10 @@ type Config struct {
 	// MembershipInterval is how often the live members are recomputed
 	// (default DefaultMembershipInterval, 250ms).
 	MembershipInterval time.Duration
+	// AloneWarning is how long the daemon may have no other live member
+	// of its job before it warns that it trains alone (default
+	// AloneIntervals·AnnounceInterval: 30 s at the default interval).
+	AloneWarning time.Duration
 	// LeaveGrace is how long a leaving push-sum node keeps taking the
 	// shares in flight to it before it hands off its weight and goes
 	// (default max(1s, 3Δ)).
@@ -166,6 +174,9 @@ func (c *Config) Validate() error {
 	if c.MembershipInterval == 0 {
 		c.MembershipInterval = DefaultMembershipInterval
 	}
+	if c.AloneWarning == 0 {
+		c.AloneWarning = AloneIntervals * c.AnnounceInterval
+	}
 	if c.LeaveGrace == 0 {
 		c.LeaveGrace = max(time.Second, 3*time.Duration(c.Job.DeltaMillis)*time.Millisecond)
 	}
@@ -175,7 +186,7 @@ func (c *Config) Validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.SendRate < 0 || c.AnnounceInterval < 0 || c.LiveTimeout < 0 || c.MembershipInterval < 0 || c.LeaveGrace < 0 {
+	if c.CheckpointEvery < 0 || c.EvalInterval < 0 || c.Senders < 0 || c.SendTimeout < 0 || c.SendRate < 0 || c.AnnounceInterval < 0 || c.LiveTimeout < 0 || c.MembershipInterval < 0 || c.AloneWarning < 0 || c.LeaveGrace < 0 {
 		return errors.New("node: negative checkpoint interval, evaluation interval, senders or timeout")
 	}
 	if err := c.DP.Validate(); err != nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -38,33 +39,136 @@ func newIncarnation() uint64 {
 	}
 }
 
-// refreshMembers computes the live members and hands them to the core
-// (core goroutine).
+// The connected peers fall into three groups, and only the first is
+// gossiped with:
+//
+//   - members: live members of this node's job (above); the core's
+//     peers (gossip.Node.SetPeers, random walk's view) and its topology
+//     (SetMembers) are built over them alone;
+//   - other jobs: peers whose latest announcement is of another job. mDNS
+//     connects every gossipd on a LAN, and the DHT, relays and peer
+//     exchange connect daemons of any job: such connections are kept (they
+//     carry announcements and routing) but no model goes over them;
+//   - unknown: the rest, not heard announcing this job: a daemon that
+//     just started (no announcement heard yet), one whose announcements
+//     stopped for LiveTimeout, one that said goodbye, one the allowlist
+//     does not admit.
+//
+// A daemon therefore sends nothing to a peer until it has heard that peer
+// announce the job: right after start-up, until the first announcements
+// arrive (they go out at start and every AnnounceInterval), it trains
+// alone. Without a transport that carries announcements (a Broadcaster),
+// every admitted connected peer is taken to run the job.
+
+// roster is how the membership layer sorts the connected peers (core
+// goroutine).
+type roster struct {
+	// members are the connected live members but this node, with their
+	// incarnations, sorted: the gossip targets.
+	members []gossip.Member
+	// otherJobs and unknown are the other connected peers (see above),
+	// sorted.
+	otherJobs, unknown []gossip.PeerID
+	// inJob holds every peer that announced this job within LiveTimeout,
+	// connected or not, and otherJob every peer whose latest
+	// announcement is of another job: what mayGossip consults. Both are
+	// nil without announcements.
+	inJob, otherJob map[gossip.PeerID]bool
+}
+
+// ids returns the members' IDs, sorted.
+func (r *roster) ids() []gossip.PeerID {
+	out := make([]gossip.PeerID, len(r.members))
+	for i, m := range r.members {
+		out[i] = m.ID
+	}
+	return out
+}
+
+// sortPeers sorts connected peers into a roster: with announcements
+// (withAnns: anns are the latest heard from each peer), a peer is a
+// member once it announced job within liveTimeout of now, is not leaving
+// and is admitted; without, every admitted peer is. Pure, for tests.
+func sortPeers(connected []gossip.PeerID, anns []transport.Announcement, withAnns bool, job string, now time.Time, liveTimeout time.Duration, admit func(gossip.PeerID) bool) roster {
+	var r roster
+	if !withAnns {
+		for _, p := range connected {
+			if admit(p) {
+				r.members = append(r.members, gossip.Member{ID: p})
+			} else {
+				r.unknown = append(r.unknown, p)
+			}
+		}
+		return r
+	}
+	r.inJob, r.otherJob = map[gossip.PeerID]bool{}, map[gossip.PeerID]bool{}
+	inc := map[gossip.PeerID]uint64{}
+	for _, a := range anns {
+		switch {
+		case a.JobID != job:
+			r.otherJob[a.Peer] = true
+		case !a.Leaving && now.Sub(a.Heard) <= liveTimeout && admit(a.Peer):
+			r.inJob[a.Peer] = true
+			inc[a.Peer] = a.Incarnation
+		}
+	}
+	for _, p := range connected {
+		switch {
+		case r.inJob[p]:
+			r.members = append(r.members, gossip.Member{ID: p, Incarnation: inc[p]})
+		case r.otherJob[p]:
+			r.otherJobs = append(r.otherJobs, p)
+		default:
+			r.unknown = append(r.unknown, p)
+		}
+	}
+	return r
+}
+
+// refreshMembers sorts the connected peers (roster) and hands the live
+// members to the core (core goroutine).
 func (n *Node) refreshMembers() {
-	b, ok := n.cfg.Transport.(transport.Broadcaster)
-	if !ok {
-		// Without announcements, every admitted connected peer is taken
-		// to run the job (memnet tests without a broadcaster).
-		var ms []gossip.Member
-		for _, p := range n.admitted(n.cfg.Transport.Peers()) {
-			ms = append(ms, gossip.Member{ID: p})
-		}
-		n.setMembers(ms)
-		return
+	connected := slices.DeleteFunc(n.cfg.Transport.Peers(), func(p gossip.PeerID) bool { return p == n.cfg.Transport.ID() })
+	var anns []transport.Announcement
+	b, withAnns := n.cfg.Transport.(transport.Broadcaster)
+	if withAnns {
+		anns = b.Announcements()
 	}
-	connected := n.cfg.Transport.Peers()
-	now := n.cfg.Now()
-	var ms []gossip.Member
-	for _, a := range b.Announcements() {
-		if a.JobID != n.job.String() || a.Leaving || now.Sub(a.Heard) > n.cfg.LiveTimeout || !n.cfg.Local.IsMember(a.Peer) {
-			continue
-		}
-		if _, ok := slices.BinarySearch(connected, a.Peer); !ok {
-			continue
-		}
-		ms = append(ms, gossip.Member{ID: a.Peer, Incarnation: a.Incarnation})
+	n.roster = sortPeers(connected, anns, withAnns, n.job.String(), n.cfg.Now(), n.cfg.LiveTimeout, n.cfg.Local.IsMember)
+	n.mu.Lock()
+	n.status.Peers, n.status.OtherJobPeers, n.status.UnknownPeers = len(n.roster.members), len(n.roster.otherJobs), len(n.roster.unknown)
+	n.status.MemberPeers = n.roster.ids()
+	n.mu.Unlock()
+	n.met.peers.Set(float64(len(n.roster.members)))
+	n.met.otherJobPeers.Set(float64(len(n.roster.otherJobs)))
+	n.met.unknownPeers.Set(float64(len(n.roster.unknown)))
+	n.setMembers(slices.Clone(n.roster.members))
+}
+
+// mayGossip says whether m may go to its addressee: a broadcast goes to
+// the job's channel, and a message to one peer only to a live member of
+// the job, or, for an answer (a view, state or averaging reply), to a peer
+// not known to run another job (the request carried this job's ID, and
+// the asker may not have been heard announcing yet). Without
+// announcements every admitted peer may be sent to (core goroutine).
+func (n *Node) mayGossip(m *gossip.Message) bool {
+	if m.To == gossip.Broadcast {
+		return true
 	}
-	n.setMembers(ms)
+	if !n.cfg.Local.IsMember(m.To) {
+		return false
+	}
+	if n.roster.inJob == nil { // no announcements
+		return true
+	}
+	if n.roster.inJob[m.To] {
+		return true
+	}
+	switch m.Kind {
+	case gossip.KindViewReply, gossip.KindStateReply, gossip.KindAvgReply:
+		return !n.roster.otherJob[m.To]
+	}
+	return false
 }
 
 // setMembers hands the live members to the core and the status.
@@ -85,6 +189,7 @@ func (n *Node) setMembers(ms []gossip.Member) {
 	if old := n.live.Load(); old == nil || !slices.Equal(*old, ids) {
 		n.log.Info("live members", "members", len(ids)+1, "peers", ids)
 		n.live.Store(&ids)
+		n.peer.SetPeers(ids) // at once: random walk's view is seeded from them
 	}
 	n.peer.SetMembers(ms)
 	n.mu.Lock()
@@ -170,25 +275,48 @@ func (n *Node) leave() {
 	n.log.Info("left the job", "pushsum_weight", n.peer.Core().PushSumWeight())
 }
 
-// AloneWarning is how long a daemon may have no peer before it says so.
-const AloneWarning = 30 * time.Second
-
-// watchAlone warns once when the daemon has had no peer for AloneWarning
-// (a wrong bootstrap address, another network key, mDNS off on a LAN),
-// and says when peers come (core goroutine).
-func (n *Node) watchAlone(peers int) {
+// watchAlone warns once when the daemon has had no other live member of
+// its job for Config.AloneWarning (a wrong bootstrap address, another
+// network key, mDNS off on a LAN, the job's other daemons not started,
+// or a job ID that differs from theirs), and says when members come (core
+// goroutine). Connections to daemons of other jobs do not count.
+func (n *Node) watchAlone() {
 	now := n.cfg.Now()
+	members := len(n.roster.members)
 	switch {
-	case peers > 0:
+	case members > 0:
 		if n.aloneWarned {
-			n.log.Info("peers found", "peers", peers)
+			n.log.Info("peers found: no longer training alone", "peers", members)
 		}
 		n.aloneSince, n.aloneWarned = time.Time{}, false
 	case n.aloneSince.IsZero():
 		n.aloneSince = now
-	case !n.aloneWarned && now.Sub(n.aloneSince) >= AloneWarning:
+	case !n.aloneWarned && now.Sub(n.aloneSince) >= n.cfg.AloneWarning:
 		n.aloneWarned = true
-		n.log.Warn("no peers: training alone. Check --bootstrap (multiaddrs ending in /p2p/ID), that the peers run and are reachable, "+
-			"and the consortium file (network key and members) if any", "for", now.Sub(n.aloneSince).Round(time.Second).String())
+		msg := "no peers: training alone, no other daemon of this job is connected. Check --bootstrap (multiaddrs ending in /p2p/ID), " +
+			"that the job's other daemons run and are reachable, and the consortium file (network key and members) if any"
+		if k := len(n.roster.otherJobs); k > 0 {
+			msg += fmt.Sprintf("; the %d connected daemon(s) run other jobs (see /announcements): "+
+				"to take part in one of them, start with --join JOB_ID, or with exactly its job flags", k)
+		}
+		n.log.Warn(msg, "for", now.Sub(n.aloneSince).Round(time.Second).String(), "job", n.job.Short(),
+			"other_job_peers", len(n.roster.otherJobs), "unknown_peers", len(n.roster.unknown))
+	}
+}
+
+// withhold counts a message that mayGossip kept back; a push-sum share
+// goes back to the core, so that its weight is not lost (core
+// goroutine).
+func (n *Node) withhold(m *gossip.Message) {
+	n.withheld.Add(1)
+	n.met.withheld.Inc()
+	n.log.Debug("not sent: the addressee is not a live member of the job", "to", m.To, "kind", m.Kind.String(),
+		"other_job", n.roster.otherJob[m.To])
+	if m.Kind == gossip.KindPushSum {
+		select {
+		case n.undeliveredCh <- m:
+		default:
+			n.log.Warn("withheld push-sum share dropped: the queue is full", "to", m.To)
+		}
 	}
 }

@@ -18,25 +18,28 @@ type metrics struct {
 	bytesIn  prometheus.Counter
 	bytesOut prometheus.Counter
 	// bytesOutFull counts what was sent as if vectors were plain float32.
-	bytesOutFull prometheus.Counter
-	sendErrors   prometheus.Counter
-	published    prometheus.Counter
-	rejected     *prometheus.CounterVec
-	faults       *prometheus.CounterVec
-	updates      prometheus.Counter
-	ckpts        prometheus.Counter
-	ckptFailures prometheus.Counter
-	age          prometheus.Gauge
-	accuracy     prometheus.Gauge
-	loss         prometheus.Gauge
-	peers        prometheus.Gauge
-	round        prometheus.Gauge
-	dpEpsilon    prometheus.Gauge
-	dpBudget     prometheus.Gauge
-	dpSteps      prometheus.Gauge
-	ckptTime     prometheus.Gauge
-	paused       prometheus.Gauge
-	deviceFailed prometheus.Gauge
+	bytesOutFull  prometheus.Counter
+	sendErrors    prometheus.Counter
+	published     prometheus.Counter
+	rejected      *prometheus.CounterVec
+	faults        *prometheus.CounterVec
+	updates       prometheus.Counter
+	ckpts         prometheus.Counter
+	ckptFailures  prometheus.Counter
+	age           prometheus.Gauge
+	accuracy      prometheus.Gauge
+	loss          prometheus.Gauge
+	peers         prometheus.Gauge
+	otherJobPeers prometheus.Gauge
+	unknownPeers  prometheus.Gauge
+	withheld      prometheus.Counter
+	round         prometheus.Gauge
+	dpEpsilon     prometheus.Gauge
+	dpBudget      prometheus.Gauge
+	dpSteps       prometheus.Gauge
+	ckptTime      prometheus.Gauge
+	paused        prometheus.Gauge
+	deviceFailed  prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -71,7 +74,10 @@ func newMetrics() *metrics {
 	m.age = g("model_age", "Examples the model has seen.")
 	m.accuracy = g("accuracy", "Accuracy on the node's held-out split.")
 	m.loss = g("loss", "Loss on the node's held-out split.")
-	m.peers = g("peers", "Connected gossipd peers.")
+	m.peers = g("peers", "Connected peers that are live members of this node's job: the only ones it gossips with.")
+	m.otherJobPeers = g("other_job_peers", "Connected peers that run other jobs (mDNS, the DHT and relays connect daemons of any job): no model is sent to them.")
+	m.unknownPeers = g("unknown_peers", "Connected peers not heard announcing this job (yet, or within the live timeout): no model is sent to them.")
+	m.withheld = c("messages_withheld_total", "Messages not sent because their addressee is not a live member of the job.")
 	m.round = g("round", "D-PSGD round or SFB clock.")
 	m.dpEpsilon = g("dp_epsilon_spent", "Privacy spent by DP-SGD on this node's data: ε at the configured δ (0 without DP).")
 	m.dpSteps = g("dp_steps", "DP-SGD steps charged to the privacy ledger.")

@@ -52,6 +52,8 @@ type Node struct {
 	dpSteps                            int                             // DP steps last shown in the status (-1: none yet)
 	aloneSince                         time.Time                       // when the peers last went to zero (core goroutine)
 	aloneWarned                        bool
+	roster                             roster        // the connected peers, sorted by job (membership.go; core goroutine)
+	withheld                           atomic.Uint64 // messages not sent: their addressee is not a member of the job
 
 	// Channels from the core goroutine to the workers (workers.go) and
 	// the checkpoint writer (checkpoint.go), and back.
@@ -206,11 +208,6 @@ func (n *Node) Params() []float32 { return slices.Clone(*n.published.Load()) }
 // JobID returns the job's ID.
 func (n *Node) JobID() JobID { return n.job }
 
-// admitted filters peers to those the allowlist admits.
-func (n *Node) admitted(peers []gossip.PeerID) []gossip.PeerID {
-	return slices.DeleteFunc(peers, func(p gossip.PeerID) bool { return !n.cfg.Local.IsMember(p) })
-}
-
 // Run drives the daemon until ctx is done or Leave is called, then says
 // goodbye and writes a final checkpoint. Its goroutine is the core's:
 // every call into the peer driver is made here, in turn with the clock,
@@ -263,8 +260,7 @@ func (n *Node) Run(ctx context.Context) error {
 	lastEval := time.Time{}
 	n.log.Info("daemon running", "peer", n.peer.ID(), "job", n.job.Short(), "protocol", n.cfg.Job.Protocol)
 	now := func() time.Duration { return n.cfg.Now().Sub(n.start) }
-	n.peer.SetPeers(n.admitted(n.cfg.Transport.Peers()))
-	n.refreshMembers()
+	n.refreshMembers() // the core's peers: the job's live members (membership.go)
 	for {
 		select {
 		case <-ctx.Done():
@@ -291,10 +287,8 @@ func (n *Node) Run(ctx context.Context) error {
 		case m := <-n.undeliveredCh:
 			n.peer.Undelivered(m)
 		case <-slow.C:
-			peers := n.admitted(n.cfg.Transport.Peers())
-			n.peer.SetPeers(peers)
-			n.watchAlone(len(peers))
-			n.met.peers.Set(float64(len(peers)))
+			n.peer.SetPeers(n.roster.ids()) // refills random walk's view, when it has room
+			n.watchAlone()
 			n.sample()
 		case <-members.C:
 			n.refreshMembers()

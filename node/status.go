@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -16,7 +17,20 @@ type Status struct {
 	Protocol string        `json:"protocol"`
 	// Device is where training runs and why (--device).
 	Device device.Choice `json:"device"`
-	Peers  int           `json:"peers"`
+	// Peers counts the connected peers that are live members of the
+	// node's job (membership.go): the only ones it gossips with.
+	Peers int `json:"peers"`
+	// MemberPeers are those peers, sorted.
+	MemberPeers []gossip.PeerID `json:"member_peers"`
+	// OtherJobPeers counts the connected peers that run other jobs
+	// (their announcements say so), and UnknownPeers those not heard
+	// announcing this job (yet): connections kept apart, to which no
+	// model is sent.
+	OtherJobPeers int `json:"other_job_peers"`
+	UnknownPeers  int `json:"unknown_peers"`
+	// Withheld counts the messages the core addressed to a peer that is
+	// not a live member of the job, which were not sent.
+	Withheld uint64 `json:"withheld"`
 	// Connections are the open connections to peers: how each is reached
 	// (direct or relayed, over which transport) and its round-trip time.
 	Connections []transport.Conn `json:"connections"`
@@ -87,7 +101,11 @@ func (n *Node) Status() Status {
 	if a, ok := n.cfg.Transport.(transport.Addresser); ok {
 		s.Addrs = a.Addrs() // current, not as of the start
 	}
-	s.Peers = len(n.admitted(n.cfg.Transport.Peers())) // now, not as of the last tick
+	s.MemberPeers = slices.Clone(s.MemberPeers)
+	if s.MemberPeers == nil {
+		s.MemberPeers = []gossip.PeerID{}
+	}
+	s.Withheld = n.withheld.Load()
 	s.Connections = []transport.Conn{}
 	if c, ok := n.cfg.Transport.(transport.ConnLister); ok {
 		s.Connections, s.HolePunches = append(s.Connections, c.Conns()...), c.HolePunches()

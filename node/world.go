@@ -19,6 +19,10 @@ func (w *world) node() *Node { return (*Node)(w) }
 
 func (w *world) Send(m *gossip.Message) {
 	n := w.node()
+	if !n.mayGossip(m) {
+		n.withhold(m)
+		return
+	}
 	// The transport encodes the message as it writes it: the model is not
 	// copied again (the core gave the message its own copy).
 	select {

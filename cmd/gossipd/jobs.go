@@ -87,7 +87,7 @@ func jobsFromNetwork(ctx context.Context, bootstrap []string, consortium string,
 			return nil, err
 		}
 	}
-	host, err := p2p.New(p2p.Config{Key: key, Listen: []string{"/ip4/0.0.0.0/tcp/0"}, Bootstrap: bootstrap, Consortium: club, DHT: p2p.DHTOff, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	host, err := p2p.New(p2p.Config{Key: key, Listen: []string{"/ip4/0.0.0.0/tcp/0"}, Bootstrap: bootstrap, Consortium: club, Observer: true, DHT: p2p.DHTOff, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, err
 	}

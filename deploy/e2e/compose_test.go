@@ -113,15 +113,19 @@ func composeCluster(t *testing.T, p project) {
 }
 
 // composeConsortium: deploy/consortium's four members learn across the
-// two networks, and an outsider that holds the network key but is not a
-// member is turned away, both sides saying so.
+// two networks. An outsider given their consortium file, which does not
+// list it, refuses to start, naming the file and its peer ID. Once the
+// file on the shared volume lists it too (the members, running, still
+// hold the list they started with), it starts and is turned away, both
+// sides saying so.
 func composeConsortium(t *testing.T, p project) {
 	outsider := "e2e-consortium-outsider-" + p.tool.name
-	removeAll([]string{outsider}, nil, nil)
+	data := outsider + "-data"
+	removeAll([]string{outsider}, []string{data}, nil)
 	p.down(t)
 	defer func() {
 		keepLogs(t, p.name, []string{outsider})
-		removeAll([]string{outsider}, nil, nil)
+		removeAll([]string{outsider}, []string{data}, nil)
 		p.down(t)
 	}()
 	start := time.Now()
@@ -136,8 +140,16 @@ func composeConsortium(t *testing.T, p project) {
 		return s.Peers == want[s.PeerID] && s.Accuracy >= 0.85
 	})
 	note("consortium, compose %s: deploy/consortium up to four members of two organisations at ≥ 0.85 in %.1f s.", p.tool.name, at.Sub(start).Seconds())
-	docker(t, "run", "-d", "--name", outsider, "--network", p.name+"_org-a", "-v", p.name+"_shared:/shared:ro", image,
-		"run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4")
+	args := []string{"--name", outsider, "--network", p.name + "_org-a", "-v", p.name + "_shared:/shared:ro", "-v", data + ":/data", image,
+		"run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4"}
+	out, err := dockerErr(append([]string{"run"}, args...)...) // it exits at once
+	id := docker(t, "run", "--rm", "-v", data+":/data", image, "keygen", "--keep", "--out", "/data/identity.key")
+	if err == nil || !strings.Contains(out, "/shared/consortium.yaml does not list this node (peer ID "+id+")") {
+		t.Fatalf("an outsider its consortium file does not list started, or did not say why: %v\n%s", err, out)
+	}
+	removeAll([]string{outsider}, nil, nil)
+	docker(t, "run", "--rm", "-v", p.name+"_shared:/shared", image, "consortium", "add-member", "--file", "/shared/consortium.yaml", id)
+	docker(t, append([]string{"run", "-d"}, args...)...)
 	ip := docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", outsider)
 	if err := containerToken(outsider, ip); err != nil { // the image's default, on its own /data
 		t.Fatalf("the outsider's API token: %v", err)
@@ -149,13 +161,14 @@ func composeConsortium(t *testing.T, p project) {
 		theirs, _ := dockerErr("logs", a0)
 		ours, _ := dockerErr("logs", outsider)
 		s, err := getStatus(ip)
+		said := "this node (peer ID " + them.PeerID + ") is not a member of the consortium"
 		if err == nil && s.Peers == 0 && strings.Contains(theirs, "refused a peer outside the consortium") && strings.Contains(theirs, them.PeerID) &&
-			strings.Contains(ours, "cannot reach bootstrap peer") {
+			strings.Contains(ours, said) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the outsider (%s): peers %d (%v); a0 logged its refusal: %v; the outsider logged its failure: %v", them.PeerID, s.Peers, err,
-				strings.Contains(theirs, them.PeerID), strings.Contains(ours, "cannot reach bootstrap peer"))
+			t.Fatalf("the outsider (%s): peers %d (%v); a0 logged its refusal: %v; the outsider said it is not a member: %v", them.PeerID, s.Peers, err,
+				strings.Contains(theirs, them.PeerID), strings.Contains(ours, said))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/sec"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/gossipd/gossipd/node/transport"
 )
@@ -128,4 +131,107 @@ func (t *Host) bootstrapPeers(ctx context.Context, boot []peer.AddrInfo, urls []
 		out = append(out, ai)
 	}
 	return out, errs
+}
+
+// Bootstrap faults. Each round the host dials the bootstrap peers it is
+// not connected to, and says why one cannot be reached in words a new
+// user can act on: down or unreachable; a private network whose key this
+// node lacks (libp2p's pre-shared-key protector garbles the security
+// handshake); or, for a consortium member's peer that holds the key but
+// is not on the member's list, a connection that completes on this
+// node's side and is closed by the member at once. A fault is logged when
+// it starts or changes, and while it lasts again with backoff (after one
+// minute, then twice as long each time, up to maxBootstrapLogEvery); a
+// connection that is made and closed every round is not taken for a
+// recovery, so the log does not alternate between the two.
+
+// maxBootstrapLogEvery bounds the wait between two logs of one lasting
+// bootstrap fault.
+const maxBootstrapLogEvery = 30 * time.Minute
+
+// errClosedAtOnce stands for a bootstrap peer that closed the connection
+// the previous round made before this round found it.
+var errClosedAtOnce = errors.New("it closed the connection right after it was made")
+
+// bootState is what one bootstrap peer last did (maintain's goroutine).
+type bootState struct {
+	// made: the last round's dial succeeded; the next round confirms it
+	// (the peer is still connected) or finds it closed.
+	made bool
+	// closed counts the rounds in a row that found the connection made by
+	// the round before closed.
+	closed int
+	// fault is the message last logged ("": none), at logged; every is
+	// the wait before it is logged again.
+	fault  string
+	logged time.Time
+	every  time.Duration
+}
+
+// bootstrapLog says, unless it was just said, why the bootstrap peer ai
+// cannot be reached (err).
+func (t *Host) bootstrapLog(st *bootState, ai peer.AddrInfo, err error) {
+	if errors.Is(err, swarm.ErrDialBackoff) {
+		return // libp2p did not dial again so soon after a failure: nothing new
+	}
+	if errors.Is(err, errClosedAtOnce) {
+		// Once may be a peer that restarted between two rounds; twice in
+		// a row is a peer that turns this node away.
+		if st.closed++; st.closed < 2 {
+			return
+		}
+	} else {
+		st.closed = 0
+	}
+	level, msg := t.bootstrapFault(ai.ID, err)
+	now := time.Now()
+	switch {
+	case msg != st.fault:
+		st.every = time.Minute
+	case now.Sub(st.logged) < st.every:
+		return
+	default:
+		st.every = min(2*st.every, maxBootstrapLogEvery)
+	}
+	st.fault, st.logged = msg, now
+	t.log.Log(context.Background(), level, msg, "peer", ai.ID, "addrs", ai.Addrs, "err", err)
+}
+
+// bootstrapFault explains err, a failure to reach bootstrap peer id, and
+// says how grave it is.
+func (t *Host) bootstrapFault(id peer.ID, err error) (slog.Level, string) {
+	self, c := t.h.ID(), t.cfg.Consortium
+	file := "the consortium file"
+	if c != nil && c.Path != "" {
+		file = "the consortium file " + c.Path
+	}
+	var mismatch sec.ErrPeerIDMismatch
+	switch {
+	case errors.Is(err, errClosedAtOnce) && c != nil:
+		return slog.LevelError, fmt.Sprintf("this node (peer ID %s) is not a member of the consortium: the bootstrap peer %s closed the connection as soon as it was made, "+
+			"as members do to peers their consortium file does not list. Ask an admin to add this node (gossipd consortium add-member --file FILE %s) "+
+			"and to give every member, this bootstrap peer included, the updated file", self, id, self)
+	case errors.As(err, &mismatch):
+		return slog.LevelWarn, fmt.Sprintf("cannot reach bootstrap peer %s: the peer at its address has another ID, %s (a new identity key?): correct --bootstrap", id, mismatch.Actual)
+	case handshakeFailed(err) && c == nil:
+		return slog.LevelError, fmt.Sprintf("cannot reach bootstrap peer %s: the peer runs a private network (a consortium network key), and this node has no key or a different one: "+
+			"run it with --consortium and the consortium's file (or check that the address is a gossipd peer's)", id)
+	case handshakeFailed(err):
+		return slog.LevelError, fmt.Sprintf("cannot reach bootstrap peer %s: the connection handshake failed: the peer runs a private network with a network key other than "+
+			"this node's (%s), or none; both must use the same consortium file", id, file)
+	case errors.Is(err, errClosedAtOnce):
+		return slog.LevelWarn, fmt.Sprintf("cannot reach bootstrap peer %s: it closed the connection right after it was made: is it over its connection limit, or refusing this node?", id)
+	case c != nil:
+		return slog.LevelWarn, fmt.Sprintf("cannot reach bootstrap peer %s: is it running, reachable, on the same network key, and is this node in its member list?", id)
+	}
+	return slog.LevelWarn, fmt.Sprintf("cannot reach bootstrap peer %s: is it running and reachable?", id)
+}
+
+// handshakeFailed says whether a dial reached the peer but failed in the
+// security handshake for another reason than a peer ID that differs from
+// the one dialled: what a private network's protector does to a peer
+// without its key (libp2p's upgrader says "failed to negotiate security
+// protocol", and types no error for it).
+func handshakeFailed(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "failed to negotiate security protocol")
 }

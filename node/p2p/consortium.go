@@ -31,6 +31,26 @@ type Consortium struct {
 	PSK []byte `yaml:"-"`
 	// Members are the admitted peer IDs, sorted.
 	Members []string `yaml:"members"`
+	// Path is the file it was read from (empty: made in memory), for
+	// messages.
+	Path string `yaml:"-"`
+}
+
+// ErrNotMember means this node's own consortium file does not list it.
+var ErrNotMember = errors.New("p2p: not a member of the consortium")
+
+// checkMember returns an error wrapping ErrNotMember, naming the file and
+// the node's peer ID, unless the consortium lists self.
+func (c *Consortium) checkMember(self peer.ID) error {
+	if c.Admits(self) {
+		return nil
+	}
+	file, add := "its consortium", "gossipd consortium add-member --file FILE "+self.String()
+	if c.Path != "" {
+		file, add = "the consortium file "+c.Path, "gossipd consortium add-member --file "+c.Path+" "+self.String()
+	}
+	return fmt.Errorf("%w: %s does not list this node (peer ID %s) among its %d members, so every member would refuse it; "+
+		"ask an admin to add it (%s) and to give every member the updated file", ErrNotMember, file, self, len(c.Members), add)
 }
 
 type consortiumFile struct {
@@ -99,7 +119,7 @@ func ParseConsortium(b []byte, name string) (*Consortium, error) {
 	if err != nil || len(psk) != 32 {
 		return nil, fmt.Errorf("p2p: consortium file %s: psk must be 64 hex digits (32 bytes)", name)
 	}
-	c := &Consortium{PSK: psk}
+	c := &Consortium{PSK: psk, Path: name}
 	for i, m := range f.Members {
 		if err := c.Add(m); err != nil {
 			return nil, fmt.Errorf("p2p: consortium file %s: member %d: %w", name, i+1, err)

@@ -2,9 +2,11 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +47,9 @@ func TestConsortium(t *testing.T) {
 	}
 	outsider, _ := NewConsortium(ids[0], ids[1], ids[3]) // another key, listing everyone
 	a, b := mk(keys[0], loaded), mk(keys[1], loaded)
-	c := mk(keys[2], loaded)   // has the key, not a member
+	stale := &Consortium{PSK: loaded.PSK, Members: []string{ids[0], ids[1], ids[2]}} // the key, and a list a's file lacks
+	slices.Sort(stale.Members)
+	c := mk(keys[2], stale)    // has the key, not a member of a's list
 	d := mk(keys[3], outsider) // not the key
 	for _, addr := range a.h.Addrs() {
 		if _, err := addr.ValueForProtocol(0x01cc); err == nil { // quic-v1
@@ -82,13 +86,18 @@ func TestConsortium(t *testing.T) {
 	}
 }
 
-// TestNonMemberSaysSo: a daemon that holds the network key but is not in
-// the member list completes its own handshake before the member's gater
-// closes the connection, so its dial "succeeds"; it must still warn that
-// it cannot reach its bootstrap peer, naming the member list.
+// TestNonMemberSaysSo: a daemon that holds the network key and is on its
+// own copy of the member list, but not on its bootstrap peer's, completes
+// its own side of the handshake before the member's gater closes the
+// connection, so its dials "succeed". It must say plainly, at error
+// level, that it is not a member, naming its peer ID and the command
+// that adds it; say it once (backoff), not every round; and never take
+// the connection made each round for a recovery ("reached bootstrap
+// peer").
 func TestNonMemberSaysSo(t *testing.T) {
 	ka, kc := mustKey(t), mustKey(t)
 	ida, _ := PeerIDOf(ka)
+	idc, _ := PeerIDOf(kc)
 	club, err := NewConsortium(ida)
 	if err != nil {
 		t.Fatal(err)
@@ -98,19 +107,108 @@ func TestNonMemberSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	mine := &Consortium{PSK: club.PSK, Members: []string{ida}} // a newer copy of the file, which a's is not
+	if err := mine.Add(idc); err != nil {
+		t.Fatal(err)
+	}
 	var buf syncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	c, err := New(Config{Key: kc, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, NoPEX: true, Consortium: club,
-		Bootstrap: a.Addrs(), PEXInterval: 100 * time.Millisecond, Logger: log})
+	c, err := New(Config{Key: kc, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, NoPEX: true, Consortium: mine,
+		Bootstrap: a.Addrs(), PEXInterval: 50 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitFor(t, "the non-member's warning", func() bool {
+	said := `level=ERROR msg="this node (peer ID ` + idc + `) is not a member of the consortium: the bootstrap peer ` + ida + ` closed the connection`
+	waitFor(t, "the non-member's error", func() bool { return strings.Contains(buf.String(), said) })
+	// Twenty more rounds (50 ms each): the error is not repeated within
+	// its minute of backoff, and no round says the peer was reached.
+	rounds := time.Now().Add(time.Second)
+	waitFor(t, "twenty more rounds", func() bool { return time.Now().After(rounds) })
+	s := buf.String()
+	if n := strings.Count(s, "is not a member of the consortium"); n != 1 || strings.Contains(s, "reached bootstrap peer") || !strings.Contains(s, "gossipd consortium add-member") {
+		t.Fatalf("want the error once, naming add-member, and no \"reached\" line; log:\n%s", s)
+	}
+}
+
+// TestPrivateNetworkSaysSo: a daemon without the network key, and one
+// with another key, cannot complete a connection to a consortium member;
+// each says, at error level, that the peer runs a private network and
+// what to do, once.
+func TestPrivateNetworkSaysSo(t *testing.T) {
+	ka, kb, kc := mustKey(t), mustKey(t), mustKey(t)
+	ida, _ := PeerIDOf(ka)
+	idc, _ := PeerIDOf(kc)
+	club, err := NewConsortium(ida)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Key: ka, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, NoPEX: true, Consortium: club})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	other, err := NewConsortium(ida, idc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Path = "other.yaml"
+	for _, c := range []struct {
+		name string
+		key  crypto.PrivKey
+		club *Consortium
+		want string
+	}{
+		{"no key", kb, nil, "the peer runs a private network (a consortium network key), and this node has no key or a different one"},
+		{"another key", kc, other, "the peer runs a private network with a network key other than this node's (the consortium file other.yaml), or none"},
+	} {
+		var buf syncBuffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		h, err := New(Config{Key: c.key, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, NoPEX: true, Consortium: c.club,
+			Bootstrap: a.Addrs(), PEXInterval: 50 * time.Millisecond, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, c.name+": the error", func() bool { return strings.Contains(buf.String(), c.want) })
+		rounds := time.Now().Add(time.Second)
+		waitFor(t, "twenty more rounds", func() bool { return time.Now().After(rounds) })
+		h.Close()
 		s := buf.String()
-		return strings.Contains(s, "level=WARN") && strings.Contains(s, "cannot reach bootstrap peer") &&
-			strings.Contains(s, "member list") && strings.Contains(s, ida)
-	})
+		if n := strings.Count(s, "cannot reach bootstrap peer"); n != 1 || !strings.Contains(s, "level=ERROR") || !strings.Contains(s, ida) {
+			t.Errorf("%s: want one error naming the peer; log:\n%s", c.name, s)
+		}
+	}
+}
+
+// TestOwnConsortiumListsSelf: a host whose own consortium file does not
+// list it refuses to start, naming the file and its peer ID; a
+// throwaway observer (gossipd jobs) may.
+func TestOwnConsortiumListsSelf(t *testing.T) {
+	ka, kc := mustKey(t), mustKey(t)
+	ida, _ := PeerIDOf(ka)
+	idc, _ := PeerIDOf(kc)
+	club, err := NewConsortium(ida)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "club.yaml")
+	if err := club.SaveNew(path); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := LoadConsortium(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Config{Key: kc, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, NoPEX: true, Consortium: loaded})
+	if !errors.Is(err, ErrNotMember) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), idc) ||
+		!strings.Contains(err.Error(), "gossipd consortium add-member --file "+path+" "+idc) {
+		t.Fatalf("a host its consortium does not list: %v", err)
+	}
+	h, err := New(Config{Key: kc, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, NoPEX: true, Consortium: loaded, Observer: true})
+	if err != nil {
+		t.Fatalf("an observer: %v", err)
+	}
+	h.Close()
 }
 
 // TestParseConsortiumStrict: a consortium file with a key it does not

@@ -124,7 +124,12 @@ type Config struct {
 	NAT NATConfig
 	// Consortium, when set, makes the network private: only peers holding
 	// its key can connect, and only its members are admitted. TCP only.
+	// It must list the host itself (New fails with ErrNotMember), unless
+	// the host is an Observer.
 	Consortium *Consortium
+	// Observer marks a short-lived host that only listens (gossipd jobs,
+	// with a throwaway identity): its consortium need not list it.
+	Observer bool
 	// Limits bound what peers can make this host spend (resource manager,
 	// per-peer rates).
 	Limits Limits
@@ -241,6 +246,11 @@ func New(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("p2p: identity key: %w", err)
 	}
 	boot = slices.DeleteFunc(boot, func(ai peer.AddrInfo) bool { return ai.ID == self })
+	if c := cfg.Consortium; c != nil && !cfg.Observer {
+		if err := c.checkMember(self); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Host{cfg: cfg, in: make(chan transport.Inbound, cfg.Inbound), log: cfg.Logger, ctx: ctx, cancel: cancel, out: map[outKey]*outbound{},
 		limit: newPeerLimiter(cfg.Limits, cfg.MaxFrame, cfg.ReadTimeout)}
@@ -342,20 +352,16 @@ func (t *Host) HandlePeerFound(ai peer.AddrInfo) {
 func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []string) {
 	tick := time.NewTicker(t.cfg.PEXInterval)
 	defer tick.Stop()
-	// What each bootstrap peer last did, so that a failure is said at
-	// warning level when it starts or changes, and once a minute while it
-	// lasts, and a recovery is said too: a daemon that cannot reach its
-	// bootstrap peers (down, unreachable, another network key, not in the
-	// consortium) must not sit silently at zero peers.
 	type state struct {
 		err    string
 		logged time.Time
-		// up: the last Connect succeeded. If the peer is gone again by the
-		// next round, it closed the connection at once: what a consortium
-		// member does to a peer that holds the key but is not a member.
-		up bool
 	}
-	last := map[peer.ID]*state{}
+	// What each bootstrap peer last did, so that a failure is said when
+	// it starts or changes, and again with backoff while it lasts
+	// (bootstrapLog), and a recovery is said too: a daemon that cannot
+	// reach its bootstrap peers (down, unreachable, another network key,
+	// not in the consortium) must not sit silently at zero peers.
+	last := map[peer.ID]*bootState{}
 	lastURL := map[string]*state{}
 	resolved := map[string]peer.ID{}
 	for {
@@ -384,36 +390,34 @@ func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []strin
 		for _, ai := range boot {
 			st := last[ai.ID]
 			if st == nil {
-				st = &state{}
+				st = &bootState{}
 				last[ai.ID] = st
 			}
 			if t.h.Network().Connectedness(ai.ID) == network.Connected {
-				st.up = false // it stayed
+				// It stayed (or came by itself): reached.
+				if st.fault != "" {
+					t.log.Info("reached bootstrap peer", "peer", ai.ID)
+				}
+				*st = bootState{}
 				continue
 			}
+			made := st.made
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := t.h.Connect(cctx, ai)
 			cancel()
-			if err == nil && st.up {
-				err = errors.New("it closed the connection right after it was made")
-			}
-			st.up = err == nil
+			st.made = err == nil
 			switch {
-			case err == nil:
-				if st.err != "" {
-					t.log.Info("reached bootstrap peer", "peer", ai.ID)
-				}
-				st.err = ""
 			case ctx.Err() != nil:
 				return
-			case err.Error() != st.err || time.Since(st.logged) >= time.Minute:
-				hint := "is it running and reachable?"
-				if t.cfg.Consortium != nil {
-					hint = "is it running, reachable, on the same network key, and is this node in its member list?"
-				}
-				t.log.Warn("cannot reach bootstrap peer: "+hint, "peer", ai.ID, "addrs", ai.Addrs, "err", err)
-				st.err, st.logged = err.Error(), time.Now()
+			case err == nil && !made:
+				continue // confirmed when the next round finds it connected
+			case err == nil:
+				// The connection the last round made is gone: the peer
+				// closed it at once, as a consortium member does to a peer
+				// that holds the key but is not on its list.
+				err = errClosedAtOnce
 			}
+			t.bootstrapLog(st, ai, err)
 		}
 		if !t.cfg.NoPEX {
 			t.exchangePeers(ctx)
