@@ -54,6 +54,8 @@ type Node struct {
 	aloneWarned                        bool
 	roster                             roster        // the connected peers, sorted by job (membership.go; core goroutine)
 	withheld                           atomic.Uint64 // messages not sent: their addressee is not a member of the job
+	accountsUnsaved                    int           // push-sum's account saves failed in a row (core goroutine)
+	accountsWarned                     time.Time
 
 	// Channels from the core goroutine to the workers (workers.go) and
 	// the checkpoint writer (checkpoint.go), and back.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/peer"
@@ -21,6 +22,17 @@ func (w *world) Send(m *gossip.Message) {
 	n := w.node()
 	if !n.mayGossip(m) {
 		n.withhold(m)
+		return
+	}
+	if m.Kind == gossip.KindPushSum && n.accountsUnsaved > 0 {
+		// Its accounts are not durable: a share sent now could be
+		// counted twice after a crash. It goes back to the core, and
+		// push-sum sends again once the accounts are written.
+		select {
+		case n.undeliveredCh <- m:
+		default:
+			n.log.Warn("push-sum share dropped: the queue is full", "to", m.To)
+		}
 		return
 	}
 	// The transport encodes the message as it writes it: the model is not
@@ -51,8 +63,18 @@ func (w *world) SaveAccounts(a gossip.Accounts) {
 	if n.cfg.Store == nil {
 		return
 	}
-	if err := n.cfg.Store.SaveAccounts(n.job, a); err != nil {
-		n.log.Error("saving push-sum accounts failed: a crash now may count shares twice", "err", err)
+	err := n.cfg.Store.SaveAccounts(n.job, a)
+	switch {
+	case err != nil:
+		n.accountsUnsaved++
+		if now := n.cfg.Now(); n.accountsUnsaved == 1 || now.Sub(n.accountsWarned) >= time.Minute {
+			n.accountsWarned = now
+			n.log.Error("push-sum paused: its accounts cannot be saved, so no share leaves until they are (a crash could count it twice)",
+				"store", n.cfg.Store.Dir(), "failures", n.accountsUnsaved, "err", err)
+		}
+	case n.accountsUnsaved > 0:
+		n.log.Info("push-sum resumed: its accounts are saved again", "failed_before", n.accountsUnsaved)
+		n.accountsUnsaved = 0
 	}
 }
 

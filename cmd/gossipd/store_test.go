@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -92,14 +93,25 @@ func fillUp(t *testing.T, dir string) string {
 // every update has its store on a small filesystem, which then fills up
 // completely. It keeps running: checkpoints fail and are counted, /status
 // says why, the privacy ledger cannot record so no DP-SGD step is taken,
-// and the log names the store and the free space. When the space comes
-// back, checkpoints and training resume without a restart.
+// and the log names the store and the free space; a push-sum daemon also
+// sends no share while its accounts cannot be saved. When the space comes
+// back, checkpoints and training resume without a restart, and push-sum's
+// weights still sum to the number of members.
 func TestDaemonDiskFull(t *testing.T) {
 	t.Parallel() // daemons in their own processes: they wait more than they compute
 	bin := buildBinary(t)
+	for _, protocol := range []string{"randomwalk", "pushsum"} {
+		t.Run(protocol, func(t *testing.T) {
+			t.Parallel()
+			diskFull(t, bin, protocol)
+		})
+	}
+}
+
+func diskFull(t *testing.T, bin, protocol string) {
 	dir := t.TempDir()
 	mountSmall(t, filepath.Join(dir, "n1"), 48)
-	ds := startCluster(t, bin, dir, 2, "100ms", "--dp-clip", "1", "--dp-noise", "1.1", "--checkpoint-every", "1")
+	ds := startCluster(t, bin, dir, 2, "100ms", "--protocol", protocol, "--dp-clip", "1", "--dp-noise", "1.1", "--checkpoint-every", "1")
 	d := ds[1]
 	poll(t, d, "checkpoints and DP-SGD steps", 60*time.Second, func(s status) bool { return s.Checkpoint >= 2 && s.DPSteps > 0 })
 	filler := fillUp(t, filepath.Join(dir, "n1"))
@@ -117,9 +129,14 @@ func TestDaemonDiskFull(t *testing.T) {
 	}
 	log, _ := os.ReadFile(d.log)
 	store := filepath.Join(dir, "n1", "checkpoints")
-	if !strings.Contains(string(log), "checkpoint failed") || !strings.Contains(string(log), store) || !strings.Contains(string(log), "MiB") ||
-		!strings.Contains(string(log), "training paused") {
-		t.Fatalf("the log does not name the failing checkpoints, the store %s and the free space:\n%s", store, tail(string(log), 3000))
+	wants := []string{"checkpoint failed", store, "MiB", "training paused"}
+	if protocol == "pushsum" {
+		wants = append(wants, "push-sum paused")
+	}
+	for _, want := range wants {
+		if !strings.Contains(string(log), want) {
+			t.Fatalf("the log does not say %q:\n%s", want, tail(string(log), 3000))
+		}
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -129,6 +146,20 @@ func TestDaemonDiskFull(t *testing.T) {
 	poll(t, d, "checkpoints and DP-SGD steps once there is room", 30*time.Second, func(s status) bool {
 		return s.Checkpoint > later.Checkpoint && s.DPSteps > later.DPSteps
 	})
+	if protocol == "pushsum" {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			a, errA := ds[0].status()
+			b, errB := d.status()
+			if errA == nil && errB == nil && math.Abs(a.PushSumWeight+b.PushSumWeight-2) < 1e-6 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("push-sum weights %v + %v after the disk-full episode, want a sum of 2", a.PushSumWeight, b.PushSumWeight)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	stop(t, ds[0])
 	stop(t, d)
 }
