@@ -142,8 +142,9 @@ func composeConsortium(t *testing.T, p project) {
 	note("consortium, compose %s: deploy/consortium up to four members of two organisations at ≥ 0.85 in %.1f s.", p.tool.name, at.Sub(start).Seconds())
 	args := []string{"--name", outsider, "--network", p.name + "_org-a", "-v", p.name + "_shared:/shared:ro", "-v", data + ":/data", image,
 		"run", "--consortium", "/shared/consortium.yaml", "--bootstrap", "@/shared/a0.addr", "--shard", "0/4"}
-	out, err := dockerErr(append([]string{"run"}, args...)...) // it exits at once
+	// Its identity first: a daemon that refuses to start writes nothing.
 	id := docker(t, "run", "--rm", "-v", data+":/data", image, "keygen", "--keep", "--out", "/data/identity.key")
+	out, err := dockerErr(append([]string{"run"}, args...)...) // it exits at once
 	if err == nil || !strings.Contains(out, "/shared/consortium.yaml does not list this node (peer ID "+id+")") {
 		t.Fatalf("an outsider its consortium file does not list started, or did not say why: %v\n%s", err, out)
 	}
