@@ -77,6 +77,8 @@ func TestDaemonConsortium(t *testing.T) {
 		}
 		ds[i].start(t, bin)
 	}
+	// Each member counts the other once it has heard its announcement.
+	poll(t, ds[0], "the two members connected", 30*time.Second, func(s status) bool { return s.Peers == 1 })
 	poll(t, ds[1], "the two members connected", 30*time.Second, func(s status) bool { return s.Peers == 1 })
 	logHas := func(d *daemon, what string, parts ...string) {
 		t.Helper()
