@@ -211,10 +211,14 @@ func inUse(dir string) error {
 }
 
 // badgerOptions are the store's badger settings: synced writes, an 8 MiB
-// memtable (values up to 1 MiB stay in the LSM tree), 64 MiB value logs.
+// memtable (values up to 1 MiB stay in the LSM tree), 64 MiB value logs,
+// and a 4 MiB block cache (badger's default, 256 MiB, would grow a small
+// board's daemon by the size of its checkpoints read back, for nothing: a
+// store is read at start and by export).
 func badgerOptions(dir string) badger.Options {
 	return badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(nil).
-		WithMemTableSize(memTableSize).WithValueLogFileSize(64 << 20).WithNumVersionsToKeep(1)
+		WithMemTableSize(memTableSize).WithValueLogFileSize(64 << 20).WithNumVersionsToKeep(1).
+		WithBlockCacheSize(4 << 20)
 }
 
 // openBadger opens the badger database in dir as it is.
