@@ -377,10 +377,9 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 
 // copyStore copies the store's files (not LOCK, not subdirectories) into a
 // new temporary directory, holes left as holes; skip leaves files out.
-// Beside puts the copy next to the store, on its filesystem, with the
-// table files (which badger never changes once written) linked rather
-// than copied; where that cannot be, and otherwise, the copy goes to the
-// system's temporary directory.
+// Beside puts the copy next to the store, on its filesystem (sized for
+// it); where that cannot be, and otherwise, the copy goes to the system's
+// temporary directory.
 func copyStore(dir string, skip func(fs.FileInfo) bool, beside bool) (string, error) {
 	var tmp string
 	var err error
@@ -404,11 +403,10 @@ func copyStore(dir string, skip func(fs.FileInfo) bool, beside bool) (string, er
 		if err != nil || !fi.Mode().IsRegular() || e.Name() == "LOCK" || (skip != nil && skip(fi)) {
 			continue
 		}
-		src, dst := filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name())
-		if beside && strings.HasSuffix(e.Name(), ".sst") && os.Link(src, dst) == nil {
-			continue
-		}
-		if err := copySparse(src, dst, fi.Size()); err != nil {
+		// Every file is copied, none linked: badger deletes a table by
+		// truncating it first, which through a link would empty the
+		// store's own.
+		if err := copySparse(filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name()), fi.Size()); err != nil {
 			os.RemoveAll(tmp)
 			return "", err
 		}

@@ -425,3 +425,26 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestCopyStoreSharesNoFile: the check's copy shares no file with the
+// store (badger deletes a table by truncating it: through a hard link, the
+// copy's compaction would empty the store's table).
+func TestCopyStoreSharesNoFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoints")
+	filledStore(t, dir)
+	for _, beside := range []bool{true, false} {
+		tmp, err := copyStore(dir, nil, beside)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			a, err1 := os.Stat(filepath.Join(dir, e.Name()))
+			b, err2 := os.Stat(filepath.Join(tmp, e.Name()))
+			if err1 == nil && err2 == nil && os.SameFile(a, b) {
+				t.Errorf("copy (beside %v): %s is the store's own file", beside, e.Name())
+			}
+		}
+		os.RemoveAll(tmp)
+	}
+}
