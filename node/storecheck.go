@@ -408,6 +408,9 @@ func copyStore(dir string, skip func(fs.FileInfo) bool, beside bool) (string, er
 		// store's own.
 		if err := copySparse(filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name()), fi.Size()); err != nil {
 			os.RemoveAll(tmp)
+			if beside { // no room beside it: the temporary directory may have
+				return copyStore(dir, skip, false)
+			}
 			return "", err
 		}
 	}
