@@ -135,6 +135,8 @@ func (n *Node) refreshMembers() {
 		anns = b.Announcements()
 	}
 	n.roster = sortPeers(connected, anns, withAnns, n.job.String(), n.cfg.Now(), n.cfg.LiveTimeout, n.cfg.Local.IsMember)
+	r := n.roster
+	n.sendRoster.Store(&r)
 	n.mu.Lock()
 	n.status.Peers, n.status.OtherJobPeers, n.status.UnknownPeers = len(n.roster.members), len(n.roster.otherJobs), len(n.roster.unknown)
 	n.status.MemberPeers = n.roster.ids()
@@ -145,28 +147,34 @@ func (n *Node) refreshMembers() {
 	n.setMembers(slices.Clone(n.roster.members))
 }
 
-// mayGossip says whether m may go to its addressee: a broadcast goes to
-// the job's channel, and a message to one peer only to a live member of
-// the job, or, for an answer (a view, state or averaging reply), to a peer
-// not known to run another job (the request carried this job's ID, and
-// the asker may not have been heard announcing yet). Without
-// announcements every admitted peer may be sent to (core goroutine).
+// mayGossip says whether m may go to its addressee by the current
+// roster (core goroutine).
 func (n *Node) mayGossip(m *gossip.Message) bool {
+	return n.roster.allows(m, n.cfg.Local.IsMember)
+}
+
+// allows says whether m may go to its addressee: a broadcast goes to
+// the job, a message to a live member of the job, and an answer (a view,
+// state or averaging reply) also to a peer not known to run another job
+// (the request carried this job's ID, and the asker may not have been
+// heard announcing yet). Without announcements every admitted peer may be
+// sent to. Safe for concurrent use: a stored roster is never mutated.
+func (r *roster) allows(m *gossip.Message, admitted func(gossip.PeerID) bool) bool {
 	if m.To == gossip.Broadcast {
 		return true
 	}
-	if !n.cfg.Local.IsMember(m.To) {
+	if !admitted(m.To) {
 		return false
 	}
-	if n.roster.inJob == nil { // no announcements
+	if r.inJob == nil { // no announcements
 		return true
 	}
-	if n.roster.inJob[m.To] {
+	if r.inJob[m.To] {
 		return true
 	}
 	switch m.Kind {
 	case gossip.KindViewReply, gossip.KindStateReply, gossip.KindAvgReply:
-		return !n.roster.otherJob[m.To]
+		return !r.otherJob[m.To]
 	}
 	return false
 }
@@ -304,14 +312,15 @@ func (n *Node) watchAlone() {
 	}
 }
 
-// withhold counts a message that mayGossip kept back; a push-sum share
-// goes back to the core, so that its weight is not lost (core
-// goroutine).
-func (n *Node) withhold(m *gossip.Message) {
+// withhold counts a message that the roster r kept back; a push-sum
+// share goes back to the core, so that its weight is not lost. Any
+// goroutine: the core's (mayGossip) or a sender's (a frame whose
+// addressee left the job while it waited).
+func (n *Node) withhold(m *gossip.Message, r *roster) {
 	n.withheld.Add(1)
 	n.met.withheld.Inc()
 	n.log.Debug("not sent: the addressee is not a live member of the job", "to", m.To, "kind", m.Kind.String(),
-		"other_job", n.roster.otherJob[m.To])
+		"other_job", r.otherJob[m.To])
 	if m.Kind == gossip.KindPushSum {
 		select {
 		case n.undeliveredCh <- m:

@@ -52,9 +52,10 @@ type Node struct {
 	dpSteps                            int                             // DP steps last shown in the status (-1: none yet)
 	aloneSince                         time.Time                       // when the peers last went to zero (core goroutine)
 	aloneWarned                        bool
-	roster                             roster        // the connected peers, sorted by job (membership.go; core goroutine)
-	withheld                           atomic.Uint64 // messages not sent: their addressee is not a member of the job
-	accountsUnsaved                    int           // push-sum's account saves failed in a row (core goroutine)
+	roster                             roster                 // the connected peers, sorted by job (membership.go; core goroutine)
+	sendRoster                         atomic.Pointer[roster] // the latest roster, for the sender workers (never mutated once stored)
+	withheld                           atomic.Uint64          // messages not sent: their addressee is not a member of the job
+	accountsUnsaved                    int                    // push-sum's account saves failed in a row (core goroutine)
 	accountsWarned                     time.Time
 
 	// Channels from the core goroutine to the workers (workers.go) and

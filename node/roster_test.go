@@ -1,11 +1,13 @@
 package node
 
 import (
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/node/memnet"
 	"github.com/gossipd/gossipd/node/transport"
 )
 
@@ -97,5 +99,69 @@ func TestMayGossip(t *testing.T) {
 	n.roster = sortPeers([]gossip.PeerID{"m", "u", "x"}, nil, false, "j", now, time.Minute, n.cfg.Local.IsMember)
 	if !n.mayGossip(&gossip.Message{To: "u", Kind: gossip.KindModel}) || n.mayGossip(&gossip.Message{To: "outsider", Kind: gossip.KindModel}) {
 		t.Error("without announcements: want every admitted peer and no other")
+	}
+}
+
+// TestSenderWithholdsFromLeaver: a message the core sent while its
+// addressee was a member, still queued when the addressee left the job
+// (its announcements stopped, or it said goodbye), is not written: the
+// sender looks at the latest roster, counts it withheld, and gives a
+// push-sum share back to the core. A message to a member still goes.
+func TestSenderWithholdsFromLeaver(t *testing.T) {
+	net := memnet.New()
+	self, err := net.Join("a", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stay, err := net.Join("m", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.Join("dead", 8); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	n := &Node{
+		cfg:           Config{Transport: self, SendTimeout: time.Second, Now: func() time.Time { return now }},
+		met:           newMetrics(),
+		log:           slog.New(slog.DiscardHandler),
+		sendCh:        make(chan outgoing, 4),
+		undeliveredCh: make(chan *gossip.Message, 4),
+	}
+	// When the core sent, both were members; since, "dead" fell silent.
+	anns := []transport.Announcement{{Peer: "m", JobID: "j", Heard: now}, {Peer: "dead", JobID: "j", Heard: now.Add(-time.Minute)}}
+	r := sortPeers([]gossip.PeerID{"dead", "m"}, anns, true, "j", now, 3*time.Second, n.cfg.Local.IsMember)
+	n.sendRoster.Store(&r)
+	for _, m := range []*gossip.Message{
+		{Kind: gossip.KindModel, To: "dead", Params: []float32{1}},
+		{Kind: gossip.KindPushSum, To: "dead", Params: []float32{1}, Weight: 0.5},
+		{Kind: gossip.KindModel, To: "m", Params: []float32{1}},
+	} {
+		n.sendCh <- outgoing{to: m.To, msg: m}
+	}
+	close(n.sendCh)
+	n.sendLoop(t.Context())
+	if got := n.withheld.Load(); got != 2 {
+		t.Errorf("withheld %d messages, want the 2 to the peer that left", got)
+	}
+	tr := n.traffic.snapshot(now)
+	if tr["dead"].MessagesOut != 0 || tr["m"].MessagesOut != 1 {
+		t.Errorf("sent %d to the peer that left and %d to the member, want 0 and 1", tr["dead"].MessagesOut, tr["m"].MessagesOut)
+	}
+	select {
+	case m := <-n.undeliveredCh:
+		if m.Kind != gossip.KindPushSum || m.To != "dead" {
+			t.Errorf("gave back %s to %s, want the push-sum share to dead", m.Kind, m.To)
+		}
+	default:
+		t.Error("the withheld push-sum share did not go back to the core")
+	}
+	select {
+	case in := <-stay.Inbound():
+		if in.From != "a" {
+			t.Errorf("the member got a frame from %s", in.From)
+		}
+	default:
+		t.Error("the member got nothing")
 	}
 }

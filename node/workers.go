@@ -37,6 +37,12 @@ func (n *Node) sendLoop(ctx context.Context) {
 	for o := range n.sendCh {
 		f := n.frame(o.msg)
 		if o.to != gossip.Broadcast {
+			// The addressee may have left the job (died, said goodbye)
+			// since the core sent: look again at the latest roster.
+			if r := n.sendRoster.Load(); r != nil && !r.allows(o.msg, n.cfg.Local.IsMember) {
+				n.withhold(o.msg, r)
+				continue
+			}
 			if !n.send(ctx, o.to, f) && o.msg.Kind == gossip.KindPushSum {
 				select { // the core takes the share back
 				case n.undeliveredCh <- o.msg:

@@ -21,7 +21,7 @@ func (w *world) node() *Node { return (*Node)(w) }
 func (w *world) Send(m *gossip.Message) {
 	n := w.node()
 	if !n.mayGossip(m) {
-		n.withhold(m)
+		n.withhold(m, &n.roster)
 		return
 	}
 	if m.Kind == gossip.KindPushSum && n.accountsUnsaved > 0 {

@@ -251,8 +251,8 @@ func (c *cluster) partition() {
 
 // crash kills a node with SIGKILL. Every survivor drops it before the
 // transport's own idle timeout would (30 s for QUIC; the wait is 25 s), and
-// from then on sends it nothing (every frame written to it before is
-// counted); restarted on its volume, it resumes from its checkpoint and
+// from its next update on sends it nothing (a frame already on its way
+// when the drop was seen is counted as written before); restarted on its volume, it resumes from its checkpoint and
 // catches up. How long the drop took, and how many survivors dropped it
 // by their liveness check (a survivor that sends much to the dead peer may
 // see its TCP session's write timeout first), are recorded, not asserted:
@@ -284,8 +284,14 @@ func (c *cluster) crash() {
 		}
 	}
 	recordValue(c.proto, "detect", fmt.Sprintf("%.1f (%d of %d by liveness)", at.Sub(killed).Seconds(), byLiveness, len(rest)))
-	out1, errs1 := sent()
+	// A frame already being written when a survivor dropped the peer
+	// still counts; one update later on every survivor, none is.
 	before := map[string]uint64{}
+	for _, s := range c.statuses(rest) {
+		before[s.PeerID] = s.Updates
+	}
+	waitAll(c.t, "one more update on every survivor", 30*time.Second, rest, func(s status) bool { return s.Updates > before[s.PeerID] })
+	out1, errs1 := sent()
 	for _, s := range c.statuses(rest) {
 		before[s.PeerID] = s.Updates
 	}
