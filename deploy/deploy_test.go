@@ -28,6 +28,7 @@ import (
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/demo"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/apiserver"
@@ -170,7 +171,7 @@ func daemonSeries(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	ep, _ := memnet.New().Join("m000", 16)
-	nd, err := node.New(node.Config{Job: node.JobSpec{Name: "series", Model: model.Spec{Kind: model.Softmax, Inputs: tr.D, Classes: tr.Classes}, DeltaMillis: 100},
+	nd, err := node.New(node.Config{Job: job.Spec{Name: "series", Model: model.Spec{Kind: model.Softmax, Inputs: tr.D, Classes: tr.Classes}, DeltaMillis: 100},
 		Train: tr, Test: te, Transport: ep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

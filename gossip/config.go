@@ -23,10 +23,10 @@ var (
 
 // Variants are random walk's merge variants (Config.Variant: mu, the
 // default, rw and um) and Samplings its peer-sampling services
-// (Config.Sampling: newscast, the default, and oracle).
+// (Config.Sampling: cyclon, the default, and oracle).
 var (
 	Variants  = []string{"mu", "rw", "um"}
-	Samplings = []string{"newscast", "oracle"}
+	Samplings = []string{SamplingCyclon, SamplingOracle}
 )
 
 // Defaults that Validate fills in; each is documented on its Config field
@@ -162,8 +162,8 @@ type Config struct {
 	// SFBMode chooses what SFB sends per layer: "auto" (default: factors
 	// where the cost formula says they are cheaper), "factors" or "dense".
 	SFBMode string
-	// Sampling is the random-walk peer sampling: "newscast" (default) or
-	// "oracle" (uniform over the peers given to SetPeers).
+	// Sampling is the random-walk peer sampling: SamplingCyclon (the
+	// default; SamplingNewscast is taken for it) or SamplingOracle.
 	Sampling string
 	// ViewSize is the Newscast view size. Default DefaultViewSize (20).
 	ViewSize int
@@ -227,11 +227,11 @@ func (c *Config) Validate() error {
 	if c.RoundTimeout == 0 {
 		c.RoundTimeout = DefaultRoundTimeout * c.Delta
 	}
-	if c.Sampling == "" {
-		c.Sampling = "newscast"
+	if c.Sampling == "" || c.Sampling == SamplingNewscast {
+		c.Sampling = SamplingCyclon
 	}
 	if !slices.Contains(Samplings, c.Sampling) {
-		return fmt.Errorf("%w: sampling %q, want newscast|oracle", ErrConfig, c.Sampling)
+		return fmt.Errorf("%w: sampling %q, want cyclon|oracle", ErrConfig, c.Sampling)
 	}
 	if c.ViewSize == 0 {
 		c.ViewSize = DefaultViewSize
@@ -468,3 +468,15 @@ func ParseCompression(spec string) (Compression, error) {
 	}
 	return Compression{}, fmt.Errorf("%w: compression %q, want %s", ErrConfig, spec, CompressionValues)
 }
+
+// The random walk's peer samplings (Config.Sampling).
+const (
+	// SamplingCyclon keeps a partial view refreshed by Cyclon-style
+	// shuffles with the peers.
+	SamplingCyclon = "cyclon"
+	// SamplingNewscast is the name earlier versions gave SamplingCyclon.
+	SamplingNewscast = "newscast"
+	// SamplingOracle draws from every live peer (the simulator's
+	// idealised sampling).
+	SamplingOracle = "oracle"
+)

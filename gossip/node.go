@@ -108,7 +108,7 @@ func New(cfg Config) (*Node, error) {
 const Never = time.Duration(1<<63 - 1)
 
 // viewOn reports whether the node runs a Newscast view.
-func (n *Node) viewOn() bool { return n.def.view && n.cfg.Sampling == "newscast" }
+func (n *Node) viewOn() bool { return n.def.view && n.cfg.Sampling == SamplingCyclon }
 
 // NextWake returns when the node next needs a Tick if nothing else happens
 // (before its first Tick: now). Event-driven shells schedule a tick then;
@@ -414,7 +414,7 @@ func (n *Node) jittered() time.Duration {
 // randomPeer draws a peer to gossip with: from the Newscast view, or
 // uniformly from the known peers in oracle mode.
 func (n *Node) randomPeer() (PeerID, bool) {
-	if n.cfg.Sampling == "oracle" {
+	if n.cfg.Sampling == SamplingOracle {
 		if len(n.peers) == 0 {
 			return "", false
 		}

@@ -37,6 +37,12 @@ const (
 	OuterNesterov = "nesterov"
 )
 
+// Nesterov's defaults: DiLoCo's outer learning rate and momentum.
+const (
+	DefaultOuterLR       = 0.7
+	DefaultOuterMomentum = 0.9
+)
+
 // OuterConfig configures the outer optimizer.
 type OuterConfig struct {
 	// Steps is H, the local SGD steps of a round (0: off).
@@ -78,10 +84,10 @@ func (c *Config) validateOuter() error {
 		}
 	case OuterNesterov:
 		if o.LR == 0 {
-			o.LR = 0.7
+			o.LR = DefaultOuterLR
 		}
 		if o.Momentum == 0 {
-			o.Momentum = 0.9
+			o.Momentum = DefaultOuterMomentum
 		}
 		if !(o.LR > 0 && o.LR <= 10) || !(o.Momentum >= 0 && o.Momentum < 1) {
 			return fmt.Errorf("%w: outer learning rate %v (want (0,10]) and momentum %v (want [0,1))", ErrConfig, o.LR, o.Momentum)

@@ -69,7 +69,7 @@ type protocolDef struct {
 	kinds []Kind
 	// neighbors says Config.Neighbors must be set.
 	neighbors bool
-	// view says the node runs a Newscast view (when Sampling is newscast).
+	// view says the node runs a Cyclon view (when Sampling is cyclon).
 	view bool
 	// robust checks a robust aggregator needing need inputs; nil: robust
 	// aggregation is not available.

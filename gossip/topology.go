@@ -248,10 +248,13 @@ func (g *Graph) MHWeights(i int, name func(int) PeerID) ([]Neighbor, float64) {
 	return out, self
 }
 
+// graphProtocols mix over a graph.
+var graphProtocols = []string{DPSGD, ADPSGD, PushSum}
+
 // NeedsTopology reports whether protocol mixes over a graph (dpsgd, adpsgd,
 // pushsum). SFB talks to every peer; random walk samples its peers.
 func NeedsTopology(protocol string) bool {
-	return slices.Contains(optionProtocols["topology"], protocol)
+	return slices.Contains(graphProtocols, protocol)
 }
 
 // DefaultTopology is the graph a protocol uses when none is given: SGP's

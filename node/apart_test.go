@@ -45,9 +45,9 @@ func TestJobsKeptApart(t *testing.T) {
 	var ylog lockedBuffer
 	x := start(t, net, 2, func(i int, c *node.Config) { c.AnnounceInterval = 100 * time.Millisecond })
 	parts, test := shards(t, 1)
-	jy := job()
+	jy := testJob()
 	jy.Name = "another job"
-	if jy.ID() == x.nodes[0].JobID() {
+	if node.JobID(jy.ID()) == x.nodes[0].JobID() {
 		t.Fatal("the two jobs have one ID")
 	}
 	ep, err := net.Join("y000", 1024)
@@ -111,7 +111,7 @@ func TestUnknownPeerGetsNothing(t *testing.T) {
 	late, _ := net.Join("late", 1024)
 	alien, _ := net.Join("alien", 1024)
 	jid := r.nodes[0].JobID()
-	other := job()
+	other := testJob()
 	other.Name = "elsewhere"
 	alien.Announce(t.Context(), transport.Announcement{JobID: other.ID().String(), Incarnation: 1})
 	waitFor(t, "the daemons exchanging models", 30*time.Second, func() bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/device"
@@ -35,7 +36,7 @@ const (
 // Validate fills them.
 type Config struct {
 	// Job is the training job. Required.
-	Job JobSpec
+	Job job.Spec
 	// Local holds this peer's own settings (step size, batch, epochs, an
 	// allowlist of members); Validate fills its defaults.
 	Local Local

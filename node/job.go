@@ -1,61 +1,12 @@
 package node
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node/transport"
 )
-
-// JobSpec is what the peers of one training job must agree on for the
-// math to be right: the model and its shapes, the initial model's seed,
-// the feature scaling, the protocol and its fixed parameters. It hashes
-// to the job's ID; a daemon merges only models of its own job, and a peer
-// can join a job from the spec its announcements carry.
-//
-// It does not say who takes part: the members are whoever is live
-// (membership.go), optionally limited by an allowlist (Local.Members) or
-// a consortium. Nor does it hold what each peer may choose for itself: its
-// step size, batch size and local epochs (Local).
-type JobSpec struct {
-	// Name is a label; two jobs alike in everything else are told apart
-	// by it.
-	Name string `json:"name"`
-	// Model is the architecture, including the dataset schema (features and
-	// classes).
-	Model model.Spec `json:"model"`
-	// Scale is the feature scaling rule (dataset.FitScaler kinds).
-	Scale string `json:"scale"`
-	// Protocol and its fixed parameters.
-	Protocol    string `json:"protocol"`
-	DeltaMillis int64  `json:"delta_ms"`
-	Variant     string `json:"variant,omitempty"`
-	Compression string `json:"compression,omitempty"`
-	// Outer is the outer optimizer (gossip.OuterConfig): every member
-	// trains the same local steps between exchanges.
-	Outer *gossip.OuterConfig `json:"outer,omitempty"`
-	// Topology is the graph of dpsgd, adpsgd and pushsum over the live
-	// members (gossip.ParseTopology; default ring, exponential for
-	// pushsum).
-	Topology string `json:"topology,omitempty"`
-	// Staleness is SFB's SSP bound (0: BSP).
-	Staleness int `json:"staleness,omitempty"`
-	// SFBMode is what SFB sends per layer: auto (default), factors or dense
-	// (required with DP-SGD, whose noise factors cannot carry).
-	SFBMode string `json:"sfb_mode,omitempty"`
-	// FactorBatch is the minibatch size by which SFB decides which layers
-	// travel as factors (merge.SFBCheaper): every member must decide alike.
-	// Default gossip.DefaultBatch; sfb only.
-	FactorBatch int `json:"factor_batch,omitempty"`
-	// InitSeed seeds the initial model every daemon starts from.
-	InitSeed uint64 `json:"init_seed"`
-}
 
 // Local is what each peer of a job chooses for itself: peers of one job
 // may differ in all of it.
@@ -101,111 +52,6 @@ func (l Local) IsMember(p gossip.PeerID) bool {
 	}
 	_, ok := slices.BinarySearch(l.Members, string(p))
 	return ok
-}
-
-// Validate checks the spec and fills defaults.
-func (j *JobSpec) Validate() error {
-	if err := j.Model.Validate(); err != nil {
-		return err
-	}
-	if j.Protocol == "" {
-		j.Protocol = gossip.RandomWalk
-	}
-	if !slices.Contains(gossip.Protocols, j.Protocol) {
-		return fmt.Errorf("node: job protocol %q, want one of %v", j.Protocol, gossip.Protocols)
-	}
-	if j.Scale == "" {
-		j.Scale = "global"
-	}
-	if j.DeltaMillis == 0 {
-		j.DeltaMillis = gossip.DefaultDelta.Milliseconds()
-	}
-	if j.DeltaMillis < 0 {
-		return fmt.Errorf("node: job period %dms is negative", j.DeltaMillis)
-	}
-	if _, err := gossip.ParseCompression(j.Compression); err != nil {
-		return err
-	}
-	if j.Variant != "" && !slices.Contains(gossip.Variants, j.Variant) {
-		return fmt.Errorf("node: job variant %q, want %s", j.Variant, strings.Join(gossip.Variants, "|"))
-	}
-	if !slices.Contains([]string{"", "auto", "factors", "dense"}, j.SFBMode) {
-		return fmt.Errorf("node: job sfb mode %q, want auto|factors|dense", j.SFBMode)
-	}
-	if j.Staleness < 0 || j.FactorBatch < 0 {
-		return fmt.Errorf("node: job staleness %d or factor batch %d is negative", j.Staleness, j.FactorBatch)
-	}
-	if j.Protocol == gossip.SFB && j.FactorBatch == 0 {
-		j.FactorBatch = gossip.DefaultBatch
-	}
-	if j.Protocol != gossip.SFB && (j.FactorBatch != 0 || j.SFBMode != "" || j.Staleness != 0) {
-		return fmt.Errorf("node: sfb mode, staleness and factor batch are sfb's; this job runs %s", j.Protocol)
-	}
-	if gossip.NeedsTopology(j.Protocol) {
-		if j.Topology == "" {
-			j.Topology = gossip.DefaultTopology(j.Protocol)
-		}
-		if _, _, err := gossip.LiveNeighbors(j.Protocol, j.Topology, 0, []gossip.PeerID{"a", "b", "c", "d"}, "a"); err != nil {
-			return err
-		}
-	} else if j.Topology != "" {
-		return fmt.Errorf("node: protocol %s has no topology (%q is for dpsgd, adpsgd and pushsum)", j.Protocol, j.Topology)
-	}
-	return nil
-}
-
-// liveTopology is the core's Config.Topology: the job's graph, or, for
-// SFB, which talks to every member, the complete graph.
-func (j JobSpec) liveTopology() string {
-	switch {
-	case j.Protocol == gossip.SFB:
-		return "complete"
-	case gossip.NeedsTopology(j.Protocol):
-		return j.Topology
-	}
-	return ""
-}
-
-// topologySeed draws the job's random graphs: the same for every member.
-func (j JobSpec) topologySeed() uint64 {
-	id := j.ID()
-	return binary.LittleEndian.Uint64(id[:8])
-}
-
-// Canonical is the spec's canonical encoding: JSON, fields in declaration
-// order. Its SHA-256 is the job's ID.
-func (j JobSpec) Canonical() []byte {
-	b, err := json.Marshal(j)
-	if err != nil {
-		panic(err) // plain data cannot fail to marshal
-	}
-	return b
-}
-
-// ID is the SHA-256 of the spec's canonical encoding (equal specs give
-// equal IDs).
-func (j JobSpec) ID() JobID { return sha256.Sum256(j.Canonical()) }
-
-// ParseSpec reads a job spec from an announcement: it must be the
-// canonical encoding of a valid spec (so that its hash, which the
-// transport checked against the job ID, is the spec's ID) — a spec with
-// fields this version does not know is refused, not half-read.
-func ParseSpec(b []byte) (JobSpec, error) {
-	var j JobSpec
-	if err := json.Unmarshal(b, &j); err != nil {
-		return j, fmt.Errorf("node: job spec: %w", err)
-	}
-	if c := j.Canonical(); string(c) != string(b) {
-		return j, fmt.Errorf("node: job spec is not in canonical form (written by another version of gossipd?)")
-	}
-	v := j
-	if err := v.Validate(); err != nil {
-		return j, fmt.Errorf("node: job spec: %w", err)
-	}
-	if v.ID() != j.ID() {
-		return j, fmt.Errorf("node: job spec lacks defaults this version fills (written by another version of gossipd?)")
-	}
-	return j, nil
 }
 
 // JobID identifies a training job: the SHA-256 of its canonical spec.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/node/transport"
 )
 
@@ -23,10 +24,10 @@ func CheckJobID(id string) error {
 // spec and the announcement, for `gossipd run --join`. The transport has
 // checked that the spec hashes to the job ID and that its creator signed
 // it; FindJob checks that this version of gossipd reads it whole.
-func FindJob(ctx context.Context, b transport.Broadcaster, id string, timeout time.Duration) (JobSpec, *transport.Announcement, error) {
+func FindJob(ctx context.Context, b transport.Broadcaster, id string, timeout time.Duration) (job.Spec, *transport.Announcement, error) {
 	id = strings.ToLower(id)
 	if err := CheckJobID(id); err != nil {
-		return JobSpec{}, nil, err
+		return job.Spec{}, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -42,24 +43,24 @@ func FindJob(ctx context.Context, b transport.Broadcaster, id string, timeout ti
 				continue
 			}
 			if match != nil && match.JobID != a.JobID {
-				return JobSpec{}, nil, fmt.Errorf("node: job ID prefix %q matches jobs %.12s and %.12s: give more digits", id, match.JobID, a.JobID)
+				return job.Spec{}, nil, fmt.Errorf("node: job ID prefix %q matches jobs %.12s and %.12s: give more digits", id, match.JobID, a.JobID)
 			}
 			a := a
 			match = &a
 		}
 		if match != nil {
-			spec, err := ParseSpec(match.Spec)
+			spec, err := job.ParseSpec(match.Spec)
 			if err != nil {
-				return JobSpec{}, nil, fmt.Errorf("node: announcement of job %.12s by %s: %w", match.JobID, match.Peer, err)
+				return job.Spec{}, nil, fmt.Errorf("node: announcement of job %.12s by %s: %w", match.JobID, match.Peer, err)
 			}
 			return spec, match, nil
 		}
 		select {
 		case <-ctx.Done():
 			if len(seen) == 0 {
-				return JobSpec{}, nil, fmt.Errorf("node: no announcement of job %s within %v, and none of any job: are the bootstrap peers reachable, and in the same network (consortium key)?", id, timeout)
+				return job.Spec{}, nil, fmt.Errorf("node: no announcement of job %s within %v, and none of any job: are the bootstrap peers reachable, and in the same network (consortium key)?", id, timeout)
 			}
-			return JobSpec{}, nil, fmt.Errorf("node: no announcement of job %s within %v; heard jobs %s", id, timeout, strings.Join(seen, ", "))
+			return job.Spec{}, nil, fmt.Errorf("node: no announcement of job %s within %v; heard jobs %s", id, timeout, strings.Join(seen, ", "))
 		case <-tick.C:
 		}
 	}

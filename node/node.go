@@ -93,7 +93,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: this node (%s) is not among the %d peers of its own members allowlist", self, len(cfg.Local.Members))
 	}
 	_, broadcast := cfg.Transport.(transport.Broadcaster)
-	n := &Node{cfg: cfg, job: cfg.Job.ID(), log: cfg.Logger, met: newMetrics(), dpSteps: -1, incarnation: newIncarnation(),
+	n := &Node{cfg: cfg, job: JobID(cfg.Job.ID()), log: cfg.Logger, met: newMetrics(), dpSteps: -1, incarnation: newIncarnation(),
 		trainCh: make(chan *gossip.TrainRequest, 1), doneCh: make(chan *gossip.TrainResult, 1),
 		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1), undeliveredCh: make(chan *gossip.Message, 256),
 		pauseCh: make(chan pauseReq), leaveCh: make(chan struct{}), runDone: make(chan struct{})}
@@ -119,7 +119,7 @@ func New(cfg Config) (*Node, error) {
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
 		Jitter: gossip.DefaultJitter, LR: cfg.Local.LR, Variant: cfg.Job.Variant, Batch: cfg.Local.Batch,
 		LocalSteps: peer.LocalSteps(cfg.Local.LocalEpochs, cfg.Train.N, cfg.Local.Batch),
-		Topology:   cfg.Job.liveTopology(), TopologySeed: cfg.Job.topologySeed(),
+		Topology:   cfg.Job.LiveTopology(), TopologySeed: cfg.Job.TopologySeed(),
 		Staleness: cfg.Job.Staleness, Broadcast: broadcast, SFBMode: cfg.Job.SFBMode,
 		Aggregator: cfg.Aggregator, MaxNorm: cfg.MaxNorm, Incarnation: n.incarnation,
 	}

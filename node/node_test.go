@@ -16,6 +16,7 @@ import (
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/memnet"
@@ -45,8 +46,8 @@ func shards(t *testing.T, n int) ([]*dataset.Dataset, *dataset.Dataset) {
 	return out, te
 }
 
-func job() node.JobSpec {
-	return node.JobSpec{Name: "test", Model: model.Spec{Kind: model.Softmax, Inputs: 64, Classes: 10}, DeltaMillis: 20}
+func testJob() job.Spec {
+	return job.Spec{Name: "test", Model: model.Spec{Kind: model.Softmax, Inputs: 64, Classes: 10}, DeltaMillis: 20}
 }
 
 // waitFor polls cond until it holds or the bounded wait ends.
@@ -81,7 +82,7 @@ func start(t *testing.T, net *memnet.Network, n int, mk func(i int, c *node.Conf
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := node.Config{Job: job(), Local: node.Local{LR: 0.5}, Train: parts[i], Test: test, Transport: ep, Logger: quiet(), EvalInterval: 100 * time.Millisecond}
+		c := node.Config{Job: testJob(), Local: node.Local{LR: 0.5}, Train: parts[i], Test: test, Transport: ep, Logger: quiet(), EvalInterval: 100 * time.Millisecond}
 		if mk != nil {
 			mk(i, &c)
 		}
@@ -180,7 +181,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	defer store.Close()
 	parts, test := shards(t, 3)
 	ep, _ := memnet.New().Join("d000", 16)
-	nd, err := node.New(node.Config{Job: job(), Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
+	nd, err := node.New(node.Config{Job: testJob(), Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	if s.ResumedFrom != final.Checkpoint || s.ModelAge < final.ModelAge || s.Updates != final.Updates {
 		t.Fatalf("resumed %+v; before the stop: checkpoint %d, age %v, updates %d", s, final.Checkpoint, final.ModelAge, final.Updates)
 	}
-	other := job()
+	other := testJob()
 	other.InitSeed = 3
 	nd2, err := node.New(node.Config{Job: other, Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
 	if err != nil || nd2.Status().ResumedFrom != 0 {
@@ -213,7 +214,7 @@ func TestStatusAddrsFollowTheTransport(t *testing.T) {
 	m := &movingEndpoint{Endpoint: ep}
 	old, now := "/ip4/10.0.0.1/tcp/4001", "/ip4/10.0.0.9/tcp/4001"
 	m.addr.Store(&old)
-	nd, err := node.New(node.Config{Job: job(), Train: parts[0], Test: test, Transport: m, Addrs: []string{old}, Logger: quiet()})
+	nd, err := node.New(node.Config{Job: testJob(), Train: parts[0], Test: test, Transport: m, Addrs: []string{old}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestReadyz(t *testing.T) {
 	var nodes []*node.Node
 	for i := range 2 {
 		ep, _ := net.Join(fmt.Sprintf("r%03d", i), 16)
-		nd, err := node.New(node.Config{Job: job(), Train: parts[i], Test: test, Transport: ep, Logger: quiet()})
+		nd, err := node.New(node.Config{Job: testJob(), Train: parts[i], Test: test, Transport: ep, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +280,7 @@ func TestReadyz(t *testing.T) {
 func TestPredictRequests(t *testing.T) {
 	parts, test := shards(t, 1)
 	ep, _ := memnet.New().Join("p000", 16)
-	nd, err := node.New(node.Config{Job: job(), Train: parts[0], Test: test, Transport: ep, Logger: quiet()})
+	nd, err := node.New(node.Config{Job: testJob(), Train: parts[0], Test: test, Transport: ep, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

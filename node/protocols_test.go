@@ -55,7 +55,7 @@ func TestNonMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := job()
+	j := testJob()
 	j.Protocol = gossip.DPSGD
 	allow := node.Local{Members: []string{"d000", "d001"}}
 	_, err = node.New(node.Config{Job: j, Local: allow, Train: parts[0], Test: test, Transport: ep, Logger: quiet()})
@@ -85,7 +85,7 @@ func TestGoodbye(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j := job()
+		j := testJob()
 		j.Protocol = gossip.DPSGD
 		nd, err := node.New(node.Config{Job: j, Local: node.Local{LR: 0.3}, Train: parts[i], Test: test, Transport: ep, Logger: quiet(),
 			AnnounceInterval: 50 * time.Millisecond, LiveTimeout: time.Hour})

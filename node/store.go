@@ -18,6 +18,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 )
 
 // Checkpoint is a saved daemon state.
@@ -25,7 +26,7 @@ type Checkpoint struct {
 	Seq   uint64
 	Time  time.Time
 	Job   JobID
-	Spec  JobSpec
+	Spec  job.Spec
 	State gossip.State
 	// Meta is the metadata an exported model carries (job, scaler).
 	Meta map[string]string
@@ -340,7 +341,7 @@ func (s *Store) latest(job *JobID) (*Checkpoint, error) {
 			switch {
 			case err != nil:
 				s.log.Warn("skipping unreadable checkpoint", "seq", seq, "err", err)
-			case job != nil && c.Job != *job && c.Spec.ID() != *job:
+			case job != nil && c.Job != *job && JobID(c.Spec.ID()) != *job:
 				// (A checkpoint written before the job's ID left out the
 				// per-peer settings has an old ID but a spec that hashes
 				// to the new one: it is resumed.)

@@ -19,6 +19,7 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -78,7 +79,7 @@ func TestCheckpointCodecRejectsCorruption(t *testing.T) {
 }
 
 func TestJobID(t *testing.T) {
-	a := JobSpec{Model: testSpec()}
+	a := job.Spec{Model: testSpec()}
 	b := a
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)
@@ -94,11 +95,11 @@ func TestJobID(t *testing.T) {
 	if len(a.ID().String()) != 64 || len(a.ID().Short()) != 12 {
 		t.Fatal("ID formatting")
 	}
-	bad := JobSpec{Model: testSpec(), Protocol: "flood"}
+	bad := job.Spec{Model: testSpec(), Protocol: "flood"}
 	if err := bad.Validate(); err == nil {
 		t.Fatal("unknown protocol accepted")
 	}
-	if err := (&JobSpec{Model: testSpec(), Variant: "xx"}).Validate(); err == nil || !strings.Contains(err.Error(), `variant "xx"`) {
+	if err := (&job.Spec{Model: testSpec(), Variant: "xx"}).Validate(); err == nil || !strings.Contains(err.Error(), `variant "xx"`) {
 		t.Fatalf("unknown variant: %v", err)
 	}
 	for _, id := range []string{"0123456", "0123456z", "g1234567"} {
@@ -111,16 +112,16 @@ func TestJobID(t *testing.T) {
 	}
 	// The spec travels in announcements: a canonical one parses back to
 	// the same ID; anything else is refused.
-	d := JobSpec{Model: testSpec(), Protocol: "dpsgd", Topology: "regular:3"}
+	d := job.Spec{Model: testSpec(), Protocol: "dpsgd", Topology: "regular:3"}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ParseSpec(d.Canonical())
+	got, err := job.ParseSpec(d.Canonical())
 	if err != nil || got.ID() != d.ID() {
 		t.Fatalf("ParseSpec of a canonical spec: %v, %v", got.ID().Short(), err)
 	}
 	for _, b := range []string{`{"name":"x"}`, string(d.Canonical()) + " ", `{"name":"","model":{},"unknown":1}`, `[`} {
-		if _, err := ParseSpec([]byte(b)); err == nil {
+		if _, err := job.ParseSpec([]byte(b)); err == nil {
 			t.Errorf("ParseSpec accepted %q", b)
 		}
 	}
@@ -129,18 +130,18 @@ func TestJobID(t *testing.T) {
 // TestJobIdentity: what peers must agree on makes up the job's ID; who
 // takes part and each peer's own settings do not.
 func TestJobIdentity(t *testing.T) {
-	base := JobSpec{Name: "j", Model: testSpec(), Protocol: "dpsgd", InitSeed: 1}
+	base := job.Spec{Name: "j", Model: testSpec(), Protocol: "dpsgd", InitSeed: 1}
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for name, change := range map[string]func(*JobSpec){
-		"protocol": func(j *JobSpec) { j.Protocol = "pushsum"; j.Topology = "" },
-		"model":    func(j *JobSpec) { j.Model.Classes++ },
-		"seed":     func(j *JobSpec) { j.InitSeed = 7 },
-		"scale":    func(j *JobSpec) { j.Scale = "minmax" },
-		"delta":    func(j *JobSpec) { j.DeltaMillis = 100 },
-		"topology": func(j *JobSpec) { j.Topology = "torus" },
-		"name":     func(j *JobSpec) { j.Name = "other" },
+	for name, change := range map[string]func(*job.Spec){
+		"protocol": func(j *job.Spec) { j.Protocol = "pushsum"; j.Topology = "" },
+		"model":    func(j *job.Spec) { j.Model.Classes++ },
+		"seed":     func(j *job.Spec) { j.InitSeed = 7 },
+		"scale":    func(j *job.Spec) { j.Scale = "minmax" },
+		"delta":    func(j *job.Spec) { j.DeltaMillis = 100 },
+		"topology": func(j *job.Spec) { j.Topology = "torus" },
+		"name":     func(j *job.Spec) { j.Name = "other" },
 	} {
 		j := base
 		change(&j)
@@ -151,7 +152,7 @@ func TestJobIdentity(t *testing.T) {
 			t.Errorf("a different %s keeps the job ID", name)
 		}
 	}
-	// Local settings are not part of the spec at all (JobSpec has no such
+	// Local settings are not part of the spec at all (job.Spec has no such
 	// fields); an allowlist admits only its members.
 	l := Local{Members: []string{"b", "a"}}
 	if err := l.Validate(); err != nil || !l.IsMember("a") || l.IsMember("c") || !(Local{}).IsMember("c") {
@@ -296,13 +297,13 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 // FuzzParseSpec: any bytes (an announcement's spec) parse to a valid spec
 // whose canonical form they are, or give an error; never a panic.
 func FuzzParseSpec(f *testing.F) {
-	j := JobSpec{Name: "j", Model: testSpec(), Protocol: "pushsum"}
+	j := job.Spec{Name: "j", Model: testSpec(), Protocol: "pushsum"}
 	j.Validate()
 	f.Add(j.Canonical())
 	f.Add([]byte(`{"name":"x","model":{"kind":"mlp"}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := ParseSpec(b)
+		s, err := job.ParseSpec(b)
 		if err != nil {
 			return
 		}

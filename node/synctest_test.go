@@ -27,7 +27,7 @@ import (
 func TestRoundDeadlinesOnVirtualClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		parts, test := shards(t, 3)
-		j := job()
+		j := testJob()
 		j.Protocol, j.DeltaMillis = gossip.DPSGD, 100
 		if err := j.Validate(); err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func TestAloneIsSaid(t *testing.T) {
 			defer mu.Unlock()
 			return buf.Write(p)
 		}), nil))
-		nd, err := node.New(node.Config{Job: job(), Train: parts[0], Test: test, Transport: ep, Logger: log,
+		nd, err := node.New(node.Config{Job: testJob(), Train: parts[0], Test: test, Transport: ep, Logger: log,
 			Backend: compute.NewCPU(compute.WithThreads(1))})
 		if err != nil {
 			t.Fatal(err)

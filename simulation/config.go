@@ -18,6 +18,7 @@ import (
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/privacy"
@@ -47,6 +48,11 @@ type Config struct {
 	Hidden []int
 	// Dataset is a dataset name or path (default digits).
 	Dataset string
+	// LabelColumn is the label column of a CSV dataset (default the
+	// last), and TestFraction the held-out fraction of a dataset without
+	// a test split (0: the loader's default).
+	LabelColumn  string
+	TestFraction float64
 	// Scale is the feature scaling (default minmax).
 	Scale string
 	// Partition splits the training data among peers (default iid).
@@ -258,7 +264,7 @@ func (c *Config) Validate() error {
 		c.Dataset = "digits"
 	}
 	if c.Scale == "" {
-		c.Scale = "minmax"
+		c.Scale = job.DefaultSimScale
 	}
 	if err := dataset.CheckScaling(c.Scale); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
@@ -270,7 +276,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: sampling %q, want %s", ErrConfig, c.Sampling, strings.Join(gossip.Samplings, "|"))
 	}
 	if c.Partition == "" {
-		c.Partition = "iid"
+		c.Partition = job.DefaultPartition
 	}
 	if c.Delta == 0 {
 		c.Delta = gossip.DefaultDelta

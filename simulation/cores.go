@@ -201,7 +201,7 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 // probability e⁻⁵, and some such peers never received a model.)
 func (s *sim) bootstraps(all []gossip.PeerID) [][]gossip.PeerID {
 	out := make([][]gossip.PeerID, len(all))
-	if s.cfg.Sampling == "oracle" {
+	if s.cfg.Sampling == gossip.SamplingOracle {
 		for i := range out {
 			out[i] = all
 		}

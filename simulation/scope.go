@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/model"
 )
 
@@ -13,66 +14,35 @@ import (
 // to would be silently ignored, and a comparison made with it silently
 // wrong, so CheckOptions refuses it.
 
-// scope says which runs an option (named as `gossipd simulate` spells
-// its flag) applies to.
+// scope says which runs one of the simulator's own options (named as
+// `gossipd simulate` spells its flag) applies to; the job's options are
+// scoped by job.Scopes.
 type scope struct {
 	applies func(c *Config) bool
 	to      string // "… applies to TO"
 }
 
-func protocols(ps ...string) func(c *Config) bool {
-	return func(c *Config) bool { return slices.Contains(ps, c.Protocol) }
-}
-
-// protocolOption scopes an option to the protocols the core says use it
-// (gossip.OptionProtocols), note added to their names.
+// protocolOption scopes an option to the protocols that use it
+// (job.OptionProtocols), note added to their names.
 func protocolOption(name, note string) scope {
-	ps, words := gossip.OptionProtocols(name)
-	return scope{protocols(ps...), words + note}
+	ps, words := job.OptionProtocols(name)
+	return scope{func(c *Config) bool { return slices.Contains(ps, c.Protocol) }, words + note}
 }
 
 func isGossip(c *Config) bool { return slices.Contains(gossip.Protocols, c.Protocol) }
 
-// compressionApplies: value compression to every gossip protocol,
-// subsampling and partitioning to random walk, top-k and rand-k to
-// the averaging protocols (CHOCO gossip) and SFB (error feedback).
-func compressionApplies(c *Config) bool {
-	comp, err := gossip.ParseCompression(c.Compression)
-	switch {
-	case err != nil:
-		return c.Protocol == gossip.RandomWalk
-	case comp.Sparse.Kind != 0:
-		return c.Protocol != gossip.RandomWalk && isGossip(c)
-	case comp.Subsample > 0 || comp.Partitions > 0:
-		return c.Protocol == gossip.RandomWalk
-	}
-	return isGossip(c)
+// shape is what decides which of the job's options apply to c.
+func (c *Config) shape() job.Shape {
+	return job.Shape{Protocol: c.Protocol, Model: c.Model, Outer: c.Outer, LocalSteps: c.LocalSteps,
+		DP: c.DP.Enabled(), Compression: c.Compression}
 }
 
 var scopes = map[string]scope{
-	"hidden":      {func(c *Config) bool { return c.Model == model.MLP }, "--model mlp"},
-	"topology":    protocolOption("topology", " (SFB talks to every peer)"),
-	"variant":     protocolOption("variant", ""),
-	"sampling":    protocolOption("sampling", ""),
-	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd, adpsgd, pushsum and sfb (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
-	"tokens":      protocolOption("tokens", ""),
-	"local-steps": {isGossip, "the gossip protocols (an outer optimizer over local SGD)"},
-	"outer":       {func(c *Config) bool { return outerApplies(c) }, "--local-steps"},
-	"outer-lr": {func(c *Config) bool {
-		return outerApplies(c) && c.Outer != gossip.OuterAverage
-	}, "--local-steps and --outer nesterov"},
-	"outer-momentum": {func(c *Config) bool {
-		return outerApplies(c) && c.Outer != gossip.OuterAverage
-	}, "--local-steps and --outer nesterov"},
-	"voting": protocolOption("voting", ""),
-	"local-epochs": {func(c *Config) bool {
-		return c.Protocol == FedAvg || c.Protocol == gossip.RandomWalk && c.LocalSteps == 0
-	}, "randomwalk without --local-steps, and fedavg (the others take one minibatch step per round)"},
-	"staleness":        protocolOption("staleness", ""),
-	"sfb-mode":         protocolOption("sfb-mode", ""),
+	"sampling":         protocolOption("sampling", ""),
+	"tokens":           protocolOption("tokens", ""),
+	"voting":           protocolOption("voting", ""),
 	"fanout":           protocolOption("fanout", ""),
-	"fedavg-fraction":  {protocols(FedAvg), "fedavg"},
-	"aggregator":       protocolOption("aggregator", ""),
+	"fedavg-fraction":  {func(c *Config) bool { return c.Protocol == FedAvg }, "fedavg"},
 	"jitter":           {isGossip, "the gossip protocols"},
 	"codec":            {isGossip, "the gossip protocols (the baselines send no messages)"},
 	"churn-session":    {func(c *Config) bool { return c.Churn > 0 }, "--churn"},
@@ -89,8 +59,6 @@ var scopes = map[string]scope{
 	"compute-trace":    {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"final-eval-peers": {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
 	"eval-peers":       {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
-	"dp-delta":         {func(c *Config) bool { return c.DP.Enabled() }, "DP-SGD (--dp-clip and --dp-noise)"},
-	"dp-epsilon":       {func(c *Config) bool { return c.DP.Enabled() }, "DP-SGD (--dp-clip and --dp-noise)"},
 }
 
 // networkModels is where the network model applies.
@@ -102,11 +70,18 @@ const networkModels = "the gossip protocols: the baselines (fedavg, allreduce, c
 // after Validate.
 func (c *Config) CheckOptions(set []string) error {
 	var bad []string
+	var jobSet []string
 	for _, name := range set {
 		s, ok := scopes[name]
-		if ok && !s.applies(c) {
+		switch {
+		case !ok:
+			jobSet = append(jobSet, name)
+		case !s.applies(c):
 			bad = append(bad, fmt.Sprintf("--%s applies to %s, not to this run (--protocol %s, --model %s)", name, s.to, c.Protocol, c.Model))
 		}
+	}
+	if err := job.Check(jobSet, c.shape()); err != nil {
+		bad = append(bad, err.Error())
 	}
 	if len(bad) == 0 && !isGossip(c) {
 		var net []string
@@ -136,11 +111,6 @@ func (c *Config) CheckOptions(set []string) error {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(bad, "; "))
 	}
 	return nil
-}
-
-// outerApplies: the outer optimizer's settings need --local-steps.
-func outerApplies(c *Config) bool {
-	return isGossip(c) && c.LocalSteps > 0
 }
 
 // centralScopes are CheckOptions' rules for a centralized run (`gossipd

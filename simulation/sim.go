@@ -98,7 +98,8 @@ func Run(ctx context.Context, cfg Config, onRow func(Row), opts ...Option) (*Res
 	if err != nil {
 		return nil, err
 	}
-	train, test, _, err := dataset.Load(cfg.Dataset, dataset.LoadOptions{OpenOptions: dataset.OpenOptions{Seed: cfg.Seed}, Scale: cfg.Scale})
+	train, test, _, err := dataset.Load(cfg.Dataset, dataset.LoadOptions{OpenOptions: dataset.OpenOptions{Seed: cfg.Seed,
+		CSV: dataset.CSVOptions{LabelColumn: cfg.LabelColumn}, TestFraction: cfg.TestFraction}, Scale: cfg.Scale})
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ func (s *sim) setMembers() {
 	for _, i := range s.roster.live {
 		p := s.peers[i]
 		p.SetMembers(ms)
-		if s.cfg.Protocol == gossip.RandomWalk && s.cfg.Sampling == "oracle" {
+		if s.cfg.Protocol == gossip.RandomWalk && s.cfg.Sampling == gossip.SamplingOracle {
 			p.SetPeers(ids)
 		}
 		if p.online {
@@ -181,7 +181,7 @@ func (s *sim) setMembersWith(dead int) {
 
 // sample picks a random-walk joiner's first contacts among ids.
 func (s *sim) sample(i int, ids []gossip.PeerID) []gossip.PeerID {
-	if s.cfg.Sampling == "oracle" {
+	if s.cfg.Sampling == gossip.SamplingOracle {
 		return ids
 	}
 	out := []gossip.PeerID{}

@@ -4,19 +4,17 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/gossipd/gossipd/internal/cli"
 )
 
 // numericFlag is a numeric flag as a command's --help shows it.
 type numericFlag struct {
 	name, kind, help string
 }
-
-// helpFlag matches a flag's line of flag.PrintDefaults and its help.
-var helpFlag = regexp.MustCompile(`(?m)^  -([a-z0-9-]+) (int|uint|uint64|int64|float|duration)\n\s+(.*)$`)
 
 func numericFlags(t *testing.T, cmd []string) []numericFlag {
 	t.Helper()
@@ -25,8 +23,11 @@ func numericFlags(t *testing.T, cmd []string) []numericFlag {
 		t.Fatalf("%v --help: exit %d: %s", cmd, code, errb.String())
 	}
 	var fl []numericFlag
-	for _, m := range helpFlag.FindAllStringSubmatch(errb.String(), -1) {
-		fl = append(fl, numericFlag{m[1], m[2], m[3]})
+	for _, f := range cli.ParseHelp(errb.String()) {
+		switch f.Kind {
+		case "int", "uint", "uint64", "int64", "float", "duration":
+			fl = append(fl, numericFlag{f.Name, f.Kind, f.Help})
+		}
 	}
 	return fl
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/internal/cli"
+	"github.com/gossipd/gossipd/node"
 )
 
 // FuzzConfigFile: any config file is applied to `gossipd run`'s flags or
@@ -25,8 +26,8 @@ func FuzzConfigFile(f *testing.F) {
 		}
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		var r runFlags
-		r.declare(fs)
+		var r node.Settings
+		r.Register(fs)
 		fs.Set("config", path)
 		if err := cli.ApplySettings(fs, "config", ""); err != nil && !strings.Contains(err.Error(), path) {
 			t.Fatalf("error does not name the file: %v", err)
@@ -38,25 +39,25 @@ func FuzzConfigFile(f *testing.F) {
 // flags with the profile's values, the API token init created beside it,
 // and the rest at their defaults.
 func TestInitProfiles(t *testing.T) {
-	for name, settings := range profiles {
+	for name, settings := range node.Profiles {
 		path := filepath.Join(t.TempDir(), name+".yaml")
 		if code, _, stderr := run(t, "init", "--profile", name, "--out", path); code != 0 {
 			t.Fatalf("init --profile %s: %d %s", name, code, stderr)
 		}
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		var r runFlags
-		r.declare(fs)
+		var r node.Settings
+		r.Register(fs)
 		fs.Set("config", path)
 		if err := cli.ApplySettings(fs, "config", ""); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		// What the flags hold when set from the profile directly.
 		ref := flag.NewFlagSet("run", flag.ContinueOnError)
-		var rr runFlags
-		rr.declare(ref)
+		var rr node.Settings
+		rr.Register(ref)
 		for _, x := range settings {
-			if err := ref.Set(x.flag, x.value); err != nil {
-				t.Fatalf("profile %s: %s: %v", name, x.flag, err)
+			if err := ref.Set(x.Flag, x.Value); err != nil {
+				t.Fatalf("profile %s: %s: %v", name, x.Flag, err)
 			}
 		}
 		token := filepath.Join(filepath.Dir(path), "api.token")

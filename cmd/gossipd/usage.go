@@ -1,17 +1,13 @@
 package main
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
-	"github.com/gossipd/gossipd/dataset"
-	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/node"
 )
 
@@ -23,19 +19,6 @@ func configUsage(err, sentinel error) error {
 	return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), sentinel.Error()+": "))
 }
 
-// datasetUsage turns the loader's refusal of an option the source has no
-// use for into a usage error naming the flag; other errors pass as they
-// are.
-func datasetUsage(err error) error {
-	switch {
-	case errors.Is(err, dataset.ErrOwnTestSplit):
-		return fmt.Errorf("%w: --test-fraction: %v", errUsage, err)
-	case errors.Is(err, dataset.ErrNotCSV):
-		return fmt.Errorf("%w: --label-column: %v", errUsage, err)
-	}
-	return err
-}
-
 // openExistingStore opens the store of a daemon's --store directory for a
 // command that reads it (export, privacy ledger); a directory that holds
 // no store is a usage error naming the flag, and none is created.
@@ -45,22 +28,6 @@ func openExistingStore(cmd, dir string) (*node.Store, error) {
 		return nil, fmt.Errorf("%w: %s: --store %s: %v", errUsage, cmd, dir, err)
 	}
 	return s, err
-}
-
-// setMemoryLimit applies --memory-limit (a size such as 192MiB; "" leaves
-// the runtime's own: $GOMEMLIMIT or none): a soft limit of the Go
-// runtime, near which the collector runs more often instead of letting
-// the heap double.
-func setMemoryLimit(s string) error {
-	if s == "" {
-		return nil
-	}
-	n, err := cli.ParseBytes(s)
-	if err != nil || n == 0 {
-		return fmt.Errorf("%w: --memory-limit: %v", errUsage, cmp.Or(err, errors.New("must be positive")))
-	}
-	debug.SetMemoryLimit(n)
-	return nil
 }
 
 // storeStatus prints the report of a stopped daemon's store (status

@@ -12,21 +12,23 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
+	"time"
 )
 
 // ErrUsage marks errors caused by bad command-line input (exit status 2).
 var ErrUsage = errors.New("usage")
 
-// NewFlagSet returns a flag set that reports errors instead of exiting and
-// prints its usage to stderr.
+// NewFlagSet returns a flag set that reports errors instead of exiting.
+// Its --help goes to stderr (PrintUsage: the flags by group); a bad or
+// unknown flag is one line, returned by ParseFlags, without the help.
 func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: gossipd %s\n\n", synopsis)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard)
+	u := usageOf(fs)
+	u.synopsis, u.out = synopsis, stderr
+	fs.Usage = func() {}
 	return fs
 }
 
@@ -54,9 +56,10 @@ func ParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				PrintUsage(fs, usageOf(fs).out)
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %s: %v", ErrUsage, fs.Name(), err)
+			return nil, fmt.Errorf("%w: %s: %v", ErrUsage, fs.Name(), parseError(fs, err))
 		}
 		left := fs.Args()
 		// Parse consumed a "--" when it is the argument before left.
@@ -102,7 +105,11 @@ func DispatchSub(name string, subs []Subcommand, args []string, stdout, stderr i
 	usage := ""
 	for i, c := range subs {
 		names[i] = c.Name
-		usage += fmt.Sprintf("\n  %-10s %s", c.Name, c.Summary)
+		lines := wrap(c.Summary, HelpWidth-1-13)
+		usage += fmt.Sprintf("\n  %-10s %s", c.Name, lines[0])
+		for _, l := range lines[1:] {
+			usage += fmt.Sprintf("\n%13s%s", "", l)
+		}
 	}
 	synopsis := fmt.Sprintf("%s %s [flags]\n%s", name, strings.Join(names, "|"), usage)
 	if len(args) == 0 {
@@ -184,4 +191,54 @@ func ReadList(name, s string, check func(string) error) ([]string, error) {
 		}
 	}
 	return vals, nil
+}
+
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	badValue      = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): (.*)$`)
+	needsValue    = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+)
+
+// parseError rewords the flag package's parse error as one line naming
+// the flag as people type it (--name), with the closest flag for an
+// unknown one and the expected type for a bad value.
+func parseError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		name, _, _ := strings.Cut(m[1], "=")
+		if near := closestFlag(fs, name); near != "" {
+			return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, near)
+		}
+		return fmt.Sprintf("unknown flag --%s (--help lists them)", name)
+	}
+	if m := badValue.FindStringSubmatch(msg); m != nil {
+		want := m[3]
+		if f := fs.Lookup(m[2]); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				want = "want " + typeWords(g.Get())
+			}
+		}
+		return fmt.Sprintf("--%s %q: %s", m[2], m[1], want)
+	}
+	if m := needsValue.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("--%s needs a value", m[1])
+	}
+	return msg
+}
+
+// typeWords says what a flag of value v takes.
+func typeWords(v any) string {
+	switch v.(type) {
+	case bool:
+		return "true or false"
+	case int, int64:
+		return "an integer"
+	case uint, uint64:
+		return "a non-negative integer"
+	case float64:
+		return "a number"
+	case time.Duration:
+		return "a duration such as 1s, 500ms or 2m"
+	}
+	return fmt.Sprintf("a %T", v)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -167,4 +168,13 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// WithBounds is the union of bs (later ones win).
+func WithBounds(bs ...map[string]string) Bounds {
+	out := Bounds{}
+	for _, b := range bs {
+		maps.Copy(out, b)
+	}
+	return out
 }

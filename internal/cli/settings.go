@@ -62,6 +62,13 @@ func ApplySettings(fs *flag.FlagSet, fileFlag, envPrefix string) error {
 	if err := yaml.Unmarshal(b, &kv); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrUsage, path, err)
 	}
+	lines := keyLines(b)
+	where := func(k string) string {
+		if n, ok := lines[k]; ok {
+			return fmt.Sprintf("%s:%d", path, n)
+		}
+		return path
+	}
 	if len(kv) == 0 {
 		return fmt.Errorf("%w: %s holds no settings (it is empty, or only comments): leave it out for the defaults", ErrUsage, path)
 	}
@@ -76,7 +83,7 @@ func ApplySettings(fs *flag.FlagSet, fileFlag, envPrefix string) error {
 			if near := closestFlag(fs, k); near != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", near)
 			}
-			return fmt.Errorf("%w: %s: unknown key %q%s", ErrUsage, path, k, hint)
+			return fmt.Errorf("%w: %s: unknown key %q%s", ErrUsage, where(k), k, hint)
 		}
 		if given[k] || k == fileFlag || k == "json" {
 			continue
@@ -84,9 +91,9 @@ func ApplySettings(fs *flag.FlagSet, fileFlag, envPrefix string) error {
 		var s string
 		switch x := kv[k].(type) {
 		case nil:
-			return fmt.Errorf("%w: %s: %s has no value", ErrUsage, path, k)
+			return fmt.Errorf("%w: %s: %s has no value", ErrUsage, where(k), k)
 		case map[string]any:
-			return fmt.Errorf("%w: %s: %s is a mapping; want a value (or a list)", ErrUsage, path, k)
+			return fmt.Errorf("%w: %s: %s is a mapping; want a value (or a list)", ErrUsage, where(k), k)
 		case []any:
 			parts := make([]string, len(x))
 			for i, e := range x {
@@ -100,10 +107,14 @@ func ApplySettings(fs *flag.FlagSet, fileFlag, envPrefix string) error {
 			continue
 		}
 		if err := checkEmpty(fs.Lookup(k), s); err != nil {
-			return fmt.Errorf("%s: %s: %w", path, k, err)
+			return fmt.Errorf("%s: %s: %w", where(k), k, err)
 		}
 		if err := fs.Set(k, s); err != nil {
-			return fmt.Errorf("%w: %s: %s: %v", ErrUsage, path, k, err)
+			f := fs.Lookup(k)
+			if g, ok := f.Value.(flag.Getter); ok {
+				return fmt.Errorf("%w: %s: %s: %q: want %s", ErrUsage, where(k), k, s, typeWords(g.Get()))
+			}
+			return fmt.Errorf("%w: %s: %s: %v", ErrUsage, where(k), k, err)
 		}
 	}
 	return nil
@@ -129,11 +140,24 @@ func restatesDefault(f *flag.Flag, s string) bool {
 func SettingsTemplate(fs *flag.FlagSet, header string, skip ...string) string {
 	var b strings.Builder
 	b.WriteString(header)
-	fs.VisitAll(func(f *flag.Flag) {
-		if !slices.Contains(skip, f.Name) {
-			fmt.Fprintf(&b, "# %s\n%s: %q\n\n", f.Usage, f.Name, f.Value.String())
+	for _, g := range groupsOf(fs) {
+		var fl []*flag.Flag
+		for _, f := range g.flags {
+			if !slices.Contains(skip, f.Name) {
+				fl = append(fl, f)
+			}
 		}
-	})
+		if len(fl) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "# ---- %s ----\n\n", g.title)
+		for _, f := range fl {
+			for _, l := range wrap(f.Usage, 76) {
+				fmt.Fprintf(&b, "# %s\n", l)
+			}
+			fmt.Fprintf(&b, "%s: %q\n\n", f.Name, plainValue(f))
+		}
+	}
 	return b.String()
 }
 
@@ -198,4 +222,18 @@ func CheckOutput(flag, path string) error {
 		return fmt.Errorf("%w: --%s %s: no directory %s to write it in", ErrUsage, flag, path, dir)
 	}
 	return nil
+}
+
+// keyLines maps each top-level key of a YAML mapping to its line.
+func keyLines(b []byte) map[string]int {
+	var doc yaml.Node
+	out := map[string]int{}
+	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return out
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		out[m.Content[i].Value] = m.Content[i].Line
+	}
+	return out
 }

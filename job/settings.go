@@ -1,0 +1,199 @@
+package job
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/privacy"
+)
+
+// The settings' defaults, each stated once: the flags of `gossipd run`
+// and `gossipd simulate` and the config files take them from here.
+const (
+	DefaultName        = "gossipd"
+	DefaultModel       = model.Softmax
+	DefaultHidden      = "128"
+	DefaultScale       = ScaleAuto
+	DefaultVariant     = "mu"
+	DefaultCompression = "none"
+	DefaultSFBMode     = "auto"
+	DefaultOuter       = gossip.OuterNesterov
+	DefaultAggregator  = "mean"
+	DefaultLocalEpochs = 1
+	DefaultDPDelta     = 1e-5
+	DefaultDataset     = "digits"
+	DefaultPartition   = "iid"
+	// DefaultSimScale is the simulator's scaling (ScaleAuto there).
+	DefaultSimScale     = "minmax"
+	DefaultTestFraction = 0.2
+)
+
+// ScaleAuto is the feature scaling chosen by what holds the data: global
+// in a daemon's job, whose peers each hold a shard and must scale alike,
+// minmax in the simulator, which holds all the data.
+const ScaleAuto = "auto"
+
+// Settings are a job's settings as a person gives them (flags, a config
+// or scenario file): what every peer of the job must agree on, what each
+// peer chooses for its own training, and DP-SGD's. The daemon turns them
+// into a Spec (Spec), the simulator into its Config.
+type Settings struct {
+	// The job: every peer must agree (part of the Spec).
+	Name, Protocol, Model, Hidden, Scale string
+	Delta                                time.Duration
+	Variant, Compression, Topology       string
+	Staleness                            int
+	SFBMode                              string
+	LocalSteps                           int
+	Outer                                string
+	OuterLR, OuterMomentum               float64
+	InitSeed                             uint64
+
+	// Each peer's own training.
+	LR          float64
+	Batch       int
+	LocalEpochs int
+	Aggregator  string
+
+	// DP-SGD (each peer's own).
+	DP privacy.Config
+}
+
+// Command names what registers the flags: the daemon's job carries a
+// name and its initial model's seed, which the simulator's --seed covers.
+type Command int
+
+const (
+	Daemon Command = iota
+	Simulator
+)
+
+// RegisterJob declares the job's flags on fs.
+func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
+	fs.StringVar(&s.Protocol, "protocol", gossip.RandomWalk,
+		"protocol: "+strings.Join(gossip.Protocols, "|")+" (simulate also: fedavg|allreduce|centralized)")
+	fs.StringVar(&s.Model, "model", DefaultModel, "model: "+strings.Join(model.Kinds, "|"))
+	fs.StringVar(&s.Hidden, "hidden", DefaultHidden, "MLP hidden widths, comma-separated (mlp only)")
+	fs.StringVar(&s.Scale, "scale", DefaultScale,
+		"feature scaling: auto|global|minmax|standard|none (auto: global for run, minmax for simulate)")
+	fs.DurationVar(&s.Delta, "delta", gossip.DefaultDelta, "gossip period Δ (simulate: the length of a round)")
+	fs.StringVar(&s.Variant, "variant", DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
+	fs.StringVar(&s.Compression, "compression", DefaultCompression,
+		"what is sent, compressed: "+gossip.CompressionValues+" (docs/reference/flags.md)")
+	fs.StringVar(&s.Topology, "topology", "",
+		"dpsgd, adpsgd, pushsum graph: ring|torus|regular:K|exponential|complete (default ring; exponential for pushsum)")
+	fs.IntVar(&s.Staleness, "staleness", 0, "sfb: SSP staleness bound (0: BSP)")
+	fs.StringVar(&s.SFBMode, "sfb-mode", DefaultSFBMode, "sfb: per-layer exchange auto|factors|dense")
+	fs.IntVar(&s.LocalSteps, "local-steps", 0,
+		"local SGD steps H between exchanges, with an outer optimizer (0: one step a round)")
+	fs.StringVar(&s.Outer, "outer", DefaultOuter, "with --local-steps: outer optimizer nesterov|average")
+	fs.Float64Var(&s.OuterLR, "outer-lr", gossip.DefaultOuterLR, "with --local-steps and --outer nesterov: outer learning rate")
+	fs.Float64Var(&s.OuterMomentum, "outer-momentum", gossip.DefaultOuterMomentum,
+		"with --local-steps and --outer nesterov: outer momentum")
+	if cmd == Daemon {
+		fs.StringVar(&s.Name, "name", DefaultName, "job name")
+		fs.Uint64Var(&s.InitSeed, "init-seed", 1, "seed of the initial model")
+	}
+}
+
+// RegisterTraining declares each peer's training flags on fs.
+func (s *Settings) RegisterTraining(fs *flag.FlagSet) {
+	fs.Float64Var(&s.LR, "lr", gossip.DefaultLR, "learning rate")
+	fs.IntVar(&s.Batch, "batch", gossip.DefaultBatch, "minibatch size")
+	fs.IntVar(&s.LocalEpochs, "local-epochs", DefaultLocalEpochs,
+		"local epochs per random-walk update (simulate: or FedAvg client)")
+	fs.StringVar(&s.Aggregator, "aggregator", DefaultAggregator,
+		"how models combine (dpsgd, randomwalk, pushsum): "+strings.Join(merge.Aggregators, "|"))
+}
+
+// RegisterPrivacy declares DP-SGD's flags on fs.
+func (s *Settings) RegisterPrivacy(fs *flag.FlagSet) {
+	fs.Float64Var(&s.DP.Clip, "dp-clip", 0, "DP-SGD per-example clipping norm C (turns DP-SGD on, with --dp-noise)")
+	fs.Float64Var(&s.DP.Noise, "dp-noise", 0, "DP-SGD noise multiplier σ (noise std σ·C)")
+	fs.Float64Var(&s.DP.Epsilon, "dp-epsilon", 0,
+		"privacy budget ε per peer: stop once the next step would exceed it (0: no limit)")
+	fs.Float64Var(&s.DP.Delta, "dp-delta", DefaultDPDelta, "DP-SGD δ")
+}
+
+// Data are where a peer's examples come from, for train, simulate and
+// run alike.
+type Data struct {
+	Dataset, LabelColumn, Partition string
+	TestFraction                    float64
+}
+
+// Register declares the data flags on fs.
+func (d *Data) Register(fs *flag.FlagSet) {
+	fs.StringVar(&d.Dataset, "dataset", DefaultDataset,
+		"data: digits (embedded), fashion-mnist, or a path (.csv[.gz], .libsvm, a directory of IDX files)")
+	fs.StringVar(&d.LabelColumn, "label-column", "", "CSV label column: a header name or 0-based index (default: the last)")
+	fs.Float64Var(&d.TestFraction, "test-fraction", DefaultTestFraction, "held-out fraction when the data has no test split")
+	fs.StringVar(&d.Partition, "partition", DefaultPartition,
+		"how the data is cut among peers: iid|dirichlet:α|shards:k|quantity:α (simulate also: sample:k)")
+}
+
+// ScaleFor resolves ScaleAuto for cmd.
+func ScaleFor(scale string, cmd Command) string {
+	if scale != ScaleAuto {
+		return scale
+	}
+	if cmd == Daemon {
+		return "global"
+	}
+	return DefaultSimScale
+}
+
+// Spec is the job of a daemon that creates it from these settings, for
+// data of inputs features and classes classes. Errors name the flags.
+func (s *Settings) Spec(inputs, classes int) (Spec, error) {
+	ms := model.Spec{Kind: s.Model, Inputs: inputs, Classes: classes}
+	if s.Model == model.MLP {
+		var err error
+		if ms.Hidden, err = model.ParseHidden(s.Hidden); err != nil {
+			return Spec{}, fmt.Errorf("--hidden: %w", err)
+		}
+	}
+	j := Spec{Name: s.Name, Model: ms, Scale: ScaleFor(s.Scale, Daemon), Protocol: s.Protocol,
+		DeltaMillis: s.Delta.Milliseconds(), Variant: s.Variant, Compression: s.Compression,
+		InitSeed: s.InitSeed, Topology: s.Topology, Staleness: s.Staleness}
+	if s.LocalSteps != 0 {
+		o := gossip.OuterConfig{Steps: s.LocalSteps, Method: s.Outer}
+		if s.Outer == gossip.OuterNesterov {
+			o.LR, o.Momentum = s.OuterLR, s.OuterMomentum
+		}
+		j.Outer = &o
+	}
+	if s.Protocol == gossip.SFB {
+		// SFB decides which layers travel as factors by the batch size:
+		// every member decides by the creator's.
+		j.FactorBatch = s.Batch
+		if s.SFBMode != DefaultSFBMode {
+			j.SFBMode = s.SFBMode
+		}
+	}
+	if err := j.Validate(); err != nil {
+		return Spec{}, err
+	}
+	return j, nil
+}
+
+// JobFlags are the flags that make up a job's Spec; a daemon that joins a
+// running job takes them from its announcement instead.
+var JobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology",
+	"staleness", "sfb-mode", "init-seed", "name", "local-steps", "outer", "outer-lr", "outer-momentum"}
+
+// Bounds are the values the job's numeric flags take (cli.Bounds'
+// intervals), the same in every command. Where a zero would silently
+// become the default (a count, a period, a rate) an explicit 0 is
+// refused; where it means something, the flag's help says what.
+var Bounds = map[string]string{
+	"batch": "[1,inf)", "local-epochs": "[1,inf)", "local-steps": "[0,inf)", "lr": "(0,inf)", "delta": "(0,inf)",
+	"staleness": "[0,inf)", "outer-lr": "(0,inf)", "outer-momentum": "[0,1)",
+	"dp-clip": "(0,inf)", "dp-noise": "(0,inf)", "dp-delta": "(0,1)", "dp-epsilon": "[0,inf)",
+	"test-fraction": "(0,1)",
+}
