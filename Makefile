@@ -37,7 +37,7 @@ cuda-check:
 	$(GO) build -tags cuda -o /dev/null ./cmd/gossipd
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags cuda $(ARMFLAGS) -o /dev/null ./cmd/gossipd
 
-# gpu-bundle: what a GPU machine without Go runs (docs/GPU.md): the CUDA
+# gpu-bundle: what a GPU machine without Go runs (docs/how-to/use-a-gpu.md): the CUDA
 # build (the PyTorch reference is built in) and the CUDA backend's tests as
 # a binary (TestCUDAConformance runs the checks on the GPU; the emulated
 # ones need g++ there too), stripped and gzipped, with Fashion-MNIST for
@@ -89,23 +89,23 @@ e2e: e2e-images compose-v2
 	$(GO) vet -tags e2e ./deploy/e2e
 	COMPOSE_V2=$(COMPOSE_V2) $(GO) test -tags e2e -count=1 -v -timeout 20m ./deploy/e2e
 
-robustness: build ## regenerate docs/ROBUSTNESS.md (every aggregator under every attack)
-	$(BIN) robustness --out docs/ROBUSTNESS.md
+robustness: build ## regenerate docs/explanation/robustness-results.md (every aggregator under every attack)
+	$(BIN) robustness --out docs/explanation/robustness-results.md
 
-turnover: build ## regenerate the turnover table of docs/SIMULATION.md (needs dataset-fashion-mnist)
-	$(BIN) turnover --update docs/SIMULATION.md
+turnover: build ## regenerate the turnover table of docs/explanation/simulation.md (needs dataset-fashion-mnist)
+	$(BIN) turnover --update docs/explanation/simulation.md
 
 COMM_SOFTMAX = dpsgd/none/0.5,dpsgd/fp16/0.5,dpsgd/int8/0.5,dpsgd/topk:0.01/0.5,dpsgd/none/0.5/10,dpsgd/none/0.5/50,dpsgd/topk:0.05/0.5,dpsgd/int8/0.5/10,pushsum/none/0.5,pushsum/fp16/0.5,pushsum/int8/0.5,pushsum/topk:0.01/0.5,pushsum/none/0.5/10,pushsum/none/0.5/50,pushsum/int8/0.5/10,adpsgd/none/0.5,adpsgd/fp16/0.5,adpsgd/int8/0.5,adpsgd/topk:0.01/0.5,adpsgd/none/0.5/10,adpsgd/none/0.5/50,adpsgd/int8/0.5/10,sfb/none/0.5,sfb/fp16/0.5,sfb/int8/0.5,sfb/topk:0.01/0.5,sfb/none/0.5/10,sfb/none/0.5/50,sfb/topk:0.01/0.5/50,randomwalk/none/0.1,randomwalk/fp16/0.1,randomwalk/int8/0.1,randomwalk/topk:0.01/0.1,randomwalk/none/0.1/10,randomwalk/none/0.1/50,randomwalk/int8/0.1/10,randomwalk/int8/0.1/50,randomwalk/subsample:0.1/0.1,randomwalk/subsample:0.2+int8/0.1,randomwalk/subsample:0.1+int8/0.1
 COMM_MLP = dpsgd/none/0.5,dpsgd/fp16/0.5,dpsgd/int8/0.5,dpsgd/topk:0.01/0.5,dpsgd/none/0.5/10,dpsgd/none/0.5/50,dpsgd/int8/0.5/10,pushsum/none/0.5,pushsum/fp16/0.5,pushsum/int8/0.5,pushsum/topk:0.01/0.5,pushsum/none/0.5/10,pushsum/none/0.5/50,pushsum/int8/0.5/10,adpsgd/none/0.5,adpsgd/fp16/0.5,adpsgd/int8/0.5,adpsgd/topk:0.01/0.5,adpsgd/none/0.5/10,adpsgd/none/0.5/50,adpsgd/int8/0.5/10,randomwalk/none/0.1,randomwalk/fp16/0.1,randomwalk/int8/0.1,randomwalk/topk:0.01/0.1,randomwalk/none/0.1/10,randomwalk/none/0.1/50,randomwalk/int8/0.1/10,randomwalk/int8/0.1/50,randomwalk/subsample:0.2+int8/0.1,randomwalk/subsample:0.1+int8/0.1
 COMM_MLP_SFB = sfb/none/0.5,sfb/fp16/0.5,sfb/int8/0.5,sfb/topk:0.01/0.5,sfb/none/0.5/10,sfb/none/0.5/50,sfb/topk:0.01/0.5/50
 COMM_MLP_RW = randomwalk/none/0.1,randomwalk/subsample:0.3+int8/0.1,randomwalk/subsample:0.25+int8/0.1
 COMM_1000 = dpsgd/none/0.5,dpsgd/fp16/0.5,dpsgd/int8/0.5,dpsgd/topk:0.01/0.5,dpsgd/none/0.5/10,dpsgd/none/0.5/50,pushsum/none/0.5,pushsum/fp16/0.5,pushsum/int8/0.5,pushsum/topk:0.01/0.5,pushsum/none/0.5/10,pushsum/none/0.5/50,adpsgd/none/0.5,adpsgd/fp16/0.5,adpsgd/int8/0.5,adpsgd/topk:0.01/0.5,adpsgd/none/0.5/10,adpsgd/none/0.5/50,randomwalk/none/0.1,randomwalk/fp16/0.1,randomwalk/int8/0.1,randomwalk/none/0.1/10,randomwalk/none/0.1/50,randomwalk/int8/0.1/10,randomwalk/int8/0.1/50,randomwalk/subsample:0.2+int8/0.1,randomwalk/subsample:0.5+int8/0.1
-commtable: build ## regenerate docs/COMMUNICATION.md's bytes-to-accuracy tables (needs dataset-fashion-mnist; about an hour on 2 cores)
-	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-softmax --peers 100 --rounds 150 --target 0.65 --runs $(COMM_SOFTMAX)
-	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-mlp --model mlp --hidden 128 --peers 100 --rounds 100 --target 0.6 --runs $(COMM_MLP)
-	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-mlp-sfb --model mlp --hidden 128 --peers 100 --rounds 30 --target 0.6 --runs $(COMM_MLP_SFB)
-	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-mlp-rw --model mlp --hidden 128 --peers 100 --rounds 100 --target 0.6 --runs $(COMM_MLP_RW)
-	$(BIN) commtable --update docs/COMMUNICATION.md --section commtable-1000 --peers 1000 --rounds 60 --target 0.6 --runs $(COMM_1000)
+commtable: build ## regenerate docs/explanation/communication.md's bytes-to-accuracy tables (needs dataset-fashion-mnist; about an hour on 2 cores)
+	$(BIN) commtable --update docs/explanation/communication.md --section commtable-softmax --peers 100 --rounds 150 --target 0.65 --runs $(COMM_SOFTMAX)
+	$(BIN) commtable --update docs/explanation/communication.md --section commtable-mlp --model mlp --hidden 128 --peers 100 --rounds 100 --target 0.6 --runs $(COMM_MLP)
+	$(BIN) commtable --update docs/explanation/communication.md --section commtable-mlp-sfb --model mlp --hidden 128 --peers 100 --rounds 30 --target 0.6 --runs $(COMM_MLP_SFB)
+	$(BIN) commtable --update docs/explanation/communication.md --section commtable-mlp-rw --model mlp --hidden 128 --peers 100 --rounds 100 --target 0.6 --runs $(COMM_MLP_RW)
+	$(BIN) commtable --update docs/explanation/communication.md --section commtable-1000 --peers 1000 --rounds 60 --target 0.6 --runs $(COMM_1000)
 
 demo: build ## watch 8 local daemons learn together from non-IID pieces of digits, no server (about half a minute)
 	$(BIN) demo
@@ -208,7 +208,7 @@ deploy-check:
 	$(GO) test -tags deploytools -count=1 -v ./deploy
 
 # The soak test (cmd/gossipd/soak_test.go; not part of make test, see
-# docs/OPERATIONS.md "Soak test"): for each protocol, a job of three
+# docs/how-to/run-the-tests.md "The soak test"): for each protocol, a job of three
 # daemons with DP-SGD and a checkpoint every 2 updates takes SOAK_KILLS
 # kill -9s of random members, full-disk episodes on a small tmpfs (needs
 # root, else they are skipped and the report says why), a damaged store,

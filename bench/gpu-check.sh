@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-check.sh: issue 16's checks on a GPU machine without Go, in one go
-# (docs/GPU.md, "On a GPU machine without Go"). Run from the repository
+# (docs/how-to/use-a-gpu.md, "On a GPU machine without Go"). Run from the repository
 # root after `make gpu-bundle` here and carrying bin/gpu to the GPU
 # machine. Every step's output goes to one log, $OUT/gpu-check.txt (or
 # ./gpu-out/gpu-check.txt), written as the steps go, so that a run cut

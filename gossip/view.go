@@ -25,7 +25,7 @@ import (
 // first policy here (Newscast: send the whole view, keep the youngest of
 // the union) copied popular descriptors and let others drift to none: at
 // 3,000 peers after 20 rounds 8% of the peers were in no view and some
-// never received a model (TestViewInDegree, docs/SIMULATION.md). Contacting the
+// never received a model (TestViewInDegree, docs/explanation/simulation.md). Contacting the
 // oldest entry also heals: a dead peer's entry is the one that ages, and
 // one that has not answered by the next shuffle is dropped. Unlike
 // Cyclon, the contacted entry stays until the answer replaces it (only

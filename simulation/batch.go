@@ -80,7 +80,7 @@ func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 
 // AutoNote is why --device auto simulates on the CPU whatever the
 // machine has. On an NVIDIA H100 with 16 Intel Xeon cores, every
-// simulation measured ran faster on the CPU (docs/GPU.md: 10,000
+// simulation measured ran faster on the CPU (docs/explanation/gpu.md: 10,000
 // softmax peers by random walk in 13.3 s against 18.3 s, 1,000 MLP peers
 // 9.5 s against 16.5 s, D-PSGD's 19.8 s against 28.3 s): the event loop's
 // work on the host (merging, checking, queueing), not training, bounds a

@@ -147,7 +147,7 @@ func TestRandomWalkOuter(t *testing.T) {
 // seed, with int8 values, sends about half the bytes of the same
 // subsampling with float32 values and learns as well; the wire codec
 // gives the same run. (On digits the model is small, so the views that
-// ride along weigh in; docs/COMMUNICATION.md has Fashion-MNIST.)
+// ride along weigh in; docs/explanation/communication.md has Fashion-MNIST.)
 func TestSubsampleInt8(t *testing.T) {
 	base := Config{Peers: 16, Rounds: 30, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16}
 	_, plain := csvOf(t, base)

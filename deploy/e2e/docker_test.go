@@ -13,7 +13,7 @@
 // docker-compose, and root (nsenter, iptables). Every wait is bounded;
 // containers, volumes and networks are removed at the end, and on
 // failure each container's log is kept under e2e-logs/. The timings of
-// every scenario are written to e2e-logs/timings.md (docs/OPERATIONS.md
+// every scenario are written to e2e-logs/timings.md (docs/explanation/reliability.md
 // quotes them).
 package e2e
 

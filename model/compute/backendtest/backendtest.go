@@ -2,7 +2,7 @@
 // float64 reference code, and whole training steps of every model against
 // the pure-Go CPU backend, within the tolerances below. Every CPU kernel
 // set runs it (model/compute's and model's tests); a GPU backend is to run
-// the same checks wherever a GPU is present (docs/GPU.md).
+// the same checks wherever a GPU is present (docs/explanation/gpu.md).
 //
 // Tolerances, for inputs in [−1, 1):
 //   - GEMM (plain and gathered): |got − want| ≤ 1e-4·(k+1)·max(1, |α|),

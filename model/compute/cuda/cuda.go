@@ -13,7 +13,7 @@
 // memory, multiplies with cuBLAS and runs the other kernels from
 // kernels.cu, compiled at run time with NVRTC; it loads libcublas and
 // libnvrtc the way it loads the driver, and checks itself when it opens.
-// It has not yet run on a GPU: docs/GPU.md says what is checked here and
+// It has not yet run on a GPU: docs/explanation/gpu.md says what is checked here and
 // what is left.
 package cuda
 
