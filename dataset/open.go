@@ -25,6 +25,10 @@ const DefaultFashionMNISTDir = "/usr/share/datasets/fashion-mnist"
 // directory itself) instead of the system's directory.
 const DataDirEnv = "GOSSIPD_DATA_DIR"
 
+// DefaultTestFraction is the held-out fraction of a source without a
+// test split.
+const DefaultTestFraction = 0.2
+
 // isFashionMNIST reports whether spec names Fashion-MNIST (in any of the
 // spellings Open takes).
 func isFashionMNIST(spec string) bool {
@@ -68,7 +72,7 @@ func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
 		return nil, nil, err
 	}
 	if opts.TestFraction == 0 {
-		opts.TestFraction = 0.2
+		opts.TestFraction = DefaultTestFraction
 	}
 	if !(opts.TestFraction > 0 && opts.TestFraction < 1) {
 		return nil, nil, fmt.Errorf("dataset: test fraction %v not in (0,1)", opts.TestFraction)

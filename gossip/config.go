@@ -51,6 +51,10 @@ const (
 	DefaultViewSize = 20
 	// DefaultBatch is the minibatch size.
 	DefaultBatch = 32
+	// DefaultVariant is random walk's merge: "merge then update".
+	DefaultVariant = "mu"
+	// DefaultSFBMode lets SFB choose factors or dense per layer by cost.
+	DefaultSFBMode = "auto"
 )
 
 // Config configures a Node. Zero values take the documented defaults;
@@ -219,7 +223,7 @@ func (c *Config) Validate() error {
 		c.LR = DefaultLR
 	}
 	if c.Variant == "" {
-		c.Variant = "mu"
+		c.Variant = DefaultVariant
 	}
 	if !slices.Contains(Variants, c.Variant) {
 		return fmt.Errorf("%w: variant %q, want mu|rw|um", ErrConfig, c.Variant)
@@ -240,7 +244,7 @@ func (c *Config) Validate() error {
 		c.Batch = DefaultBatch
 	}
 	if c.SFBMode == "" {
-		c.SFBMode = "auto"
+		c.SFBMode = DefaultSFBMode
 	}
 	if !slices.Contains([]string{"auto", "factors", "dense"}, c.SFBMode) {
 		return fmt.Errorf("%w: sfb mode %q, want auto|factors|dense", ErrConfig, c.SFBMode)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
@@ -19,18 +20,14 @@ const (
 	DefaultModel       = model.Softmax
 	DefaultHidden      = "128"
 	DefaultScale       = ScaleAuto
-	DefaultVariant     = "mu"
 	DefaultCompression = "none"
-	DefaultSFBMode     = "auto"
 	DefaultOuter       = gossip.OuterNesterov
 	DefaultAggregator  = "mean"
 	DefaultLocalEpochs = 1
-	DefaultDPDelta     = 1e-5
 	DefaultDataset     = "digits"
 	DefaultPartition   = "iid"
 	// DefaultSimScale is the simulator's scaling (ScaleAuto there).
-	DefaultSimScale     = "minmax"
-	DefaultTestFraction = 0.2
+	DefaultSimScale = "minmax"
 )
 
 // ScaleAuto is the feature scaling chosen by what holds the data: global
@@ -82,13 +79,13 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 	fs.StringVar(&s.Scale, "scale", DefaultScale,
 		"feature scaling: auto|global|minmax|standard|none (auto: global for run, minmax for simulate)")
 	fs.DurationVar(&s.Delta, "delta", gossip.DefaultDelta, "gossip period Δ (simulate: the length of a round)")
-	fs.StringVar(&s.Variant, "variant", DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
+	fs.StringVar(&s.Variant, "variant", gossip.DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
 	fs.StringVar(&s.Compression, "compression", DefaultCompression,
 		"what is sent, compressed: "+gossip.CompressionValues+" (docs/reference/flags.md)")
 	fs.StringVar(&s.Topology, "topology", "",
 		"dpsgd, adpsgd, pushsum graph: ring|torus|regular:K|exponential|complete (default ring; exponential for pushsum)")
 	fs.IntVar(&s.Staleness, "staleness", 0, "sfb: SSP staleness bound (0: BSP)")
-	fs.StringVar(&s.SFBMode, "sfb-mode", DefaultSFBMode, "sfb: per-layer exchange auto|factors|dense")
+	fs.StringVar(&s.SFBMode, "sfb-mode", gossip.DefaultSFBMode, "sfb: per-layer exchange auto|factors|dense")
 	fs.IntVar(&s.LocalSteps, "local-steps", 0,
 		"local SGD steps H between exchanges, with an outer optimizer (0: one step a round)")
 	fs.StringVar(&s.Outer, "outer", DefaultOuter, "with --local-steps: outer optimizer nesterov|average")
@@ -117,7 +114,7 @@ func (s *Settings) RegisterPrivacy(fs *flag.FlagSet) {
 	fs.Float64Var(&s.DP.Noise, "dp-noise", 0, "DP-SGD noise multiplier σ (noise std σ·C)")
 	fs.Float64Var(&s.DP.Epsilon, "dp-epsilon", 0,
 		"privacy budget ε per peer: stop once the next step would exceed it (0: no limit)")
-	fs.Float64Var(&s.DP.Delta, "dp-delta", DefaultDPDelta, "DP-SGD δ")
+	fs.Float64Var(&s.DP.Delta, "dp-delta", privacy.DefaultDelta, "DP-SGD δ")
 }
 
 // Data are where a peer's examples come from, for train, simulate and
@@ -132,7 +129,7 @@ func (d *Data) Register(fs *flag.FlagSet) {
 	fs.StringVar(&d.Dataset, "dataset", DefaultDataset,
 		"data: digits (embedded), fashion-mnist, or a path (.csv[.gz], .libsvm, a directory of IDX files)")
 	fs.StringVar(&d.LabelColumn, "label-column", "", "CSV label column: a header name or 0-based index (default: the last)")
-	fs.Float64Var(&d.TestFraction, "test-fraction", DefaultTestFraction, "held-out fraction when the data has no test split")
+	fs.Float64Var(&d.TestFraction, "test-fraction", dataset.DefaultTestFraction, "held-out fraction when the data has no test split")
 	fs.StringVar(&d.Partition, "partition", DefaultPartition,
 		"how the data is cut among peers: iid|dirichlet:α|shards:k|quantity:α (simulate also: sample:k)")
 }
@@ -172,7 +169,7 @@ func (s *Settings) Spec(inputs, classes int) (Spec, error) {
 		// SFB decides which layers travel as factors by the batch size:
 		// every member decides by the creator's.
 		j.FactorBatch = s.Batch
-		if s.SFBMode != DefaultSFBMode {
+		if s.SFBMode != gossip.DefaultSFBMode {
 			j.SFBMode = s.SFBMode
 		}
 	}

@@ -23,6 +23,9 @@ type Config struct {
 	Epsilon float64
 }
 
+// DefaultDelta is DP-SGD's δ unless another is given.
+const DefaultDelta = 1e-5
+
 // Enabled reports whether DP-SGD is on.
 func (c Config) Enabled() bool { return c.Clip != 0 || c.Noise != 0 || c.Epsilon != 0 }
 
@@ -32,7 +35,7 @@ func (c *Config) Validate() error {
 		return nil
 	}
 	if c.Delta == 0 {
-		c.Delta = 1e-5
+		c.Delta = DefaultDelta
 	}
 	if !(c.Clip > 0) || !(c.Noise > 0) {
 		return fmt.Errorf("%w: DP-SGD needs a clipping norm > 0 (got %v) and a noise multiplier > 0 (got %v)", ErrParams, c.Clip, c.Noise)
