@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
 	"time"
 
 	"github.com/gossipd/gossipd/internal/apiclient"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/node"
 )
 
@@ -30,41 +27,20 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fromAPI {
 		return exportFromAPI(ctx, af, *out, stdout)
 	}
-	store, err := openExistingStore("export", *storeDir)
+	c, err := node.ExportFile(*storeDir, *out)
 	if err != nil {
 		return err
-	}
-	defer store.Close()
-	f, err := os.Create(*out)
-	if err != nil {
-		return err
-	}
-	c, err := node.Export(store, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(*out)
-		return fmt.Errorf("export %s: %w", *storeDir, err)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %s, checkpoint %d (age %g, %s)\n", *out, c.Spec.Model, c.Seq, c.State.Age, c.Time.Format(time.RFC3339))
 	return nil
 }
 
-// exportFromAPI writes a running daemon's /model to out, after checking
-// that it is a safetensors file.
+// exportFromAPI writes a running daemon's /model to out.
 func exportFromAPI(ctx context.Context, af apiclient.Flags, out string, stdout io.Writer) error {
-	b, base, err := af.Request(ctx, "export", http.MethodGet, "/model", time.Minute)
+	n, meta, base, err := af.ExportModel(ctx, out)
 	if err != nil {
 		return err
 	}
-	_, vals, meta, err := model.ReadSafetensors(b)
-	if err != nil {
-		return fmt.Errorf("export: %s/model: %w", base, err)
-	}
-	if err := os.WriteFile(out, b, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s: %d tensors of job %.12s (age %s) from %s\n", out, len(vals), meta["job_id"], meta["age"], base)
+	fmt.Fprintf(stdout, "wrote %s: %d tensors of job %.12s (age %s) from %s\n", out, n, meta["job_id"], meta["age"], base)
 	return nil
 }

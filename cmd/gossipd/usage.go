@@ -19,17 +19,6 @@ func configUsage(err, sentinel error) error {
 	return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), sentinel.Error()+": "))
 }
 
-// openExistingStore opens the store of a daemon's --store directory for a
-// command that reads it (export, privacy ledger); a directory that holds
-// no store is a usage error naming the flag, and none is created.
-func openExistingStore(cmd, dir string) (*node.Store, error) {
-	s, err := node.OpenExistingStore(filepath.Join(dir, "checkpoints"))
-	if errors.Is(err, node.ErrNoStore) {
-		return nil, fmt.Errorf("%w: %s: --store %s: %v", errUsage, cmd, dir, err)
-	}
-	return s, err
-}
-
 // storeStatus prints the report of a stopped daemon's store (status
 // --store); a damaged store is printed, then an error.
 func storeStatus(dir string, stdout io.Writer) error {
@@ -47,3 +36,6 @@ func storeStatus(dir string, stdout io.Writer) error {
 	}
 	return nil
 }
+
+// openExistingStore opens a stopped daemon's store (node.OpenStoreDir).
+func openExistingStore(cmd, dir string) (*node.Store, error) { return node.OpenStoreDir(cmd, dir) }
