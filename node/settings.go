@@ -85,9 +85,9 @@ func (s *Settings) Register(fs *flag.FlagSet) {
 		fs.StringVar(&s.Relays, "relays", "", "circuit-relay v2 relays to be reachable through (multiaddrs with /p2p/ID)")
 		fs.BoolVar(&s.RelayService, "relay-service", false, "act as a circuit-relay v2 relay for other peers")
 		fs.IntVar(&s.MaxConns, "max-conns", 256, "most libp2p connections")
-		fs.Float64Var(&s.PeerRate, "peer-rate", 256<<20, "bytes/s read from one peer; slower ones wait, >30 s dropped (negative: no limit)")
+		cli.RateVar(fs, &s.PeerRate, "peer-rate", 256<<20, "read at most `RATE` from one peer (e.g. 1MiB/s); frames that would wait >30 s dropped (negative: no limit)")
 		fs.Float64Var(&s.PeerFrames, "peer-frames", 200, "frames per second one peer may send (negative: no limit)")
-		fs.Float64Var(&s.SendRate, "send-rate", 0, "pace all that this node sends to this many bytes/s (0: unpaced)")
+		cli.RateVar(fs, &s.SendRate, "send-rate", 0, "pace all that this node sends to `RATE` (e.g. 256KiB/s; 0: unpaced)")
 		fs.Float64Var(&s.MaxNorm, "max-norm", 0, "drop received parameters of larger L2 norm (0: 1000·√n; negative: no bound)")
 	})
 	cli.Group(fs, "API and store", func() {
@@ -238,9 +238,9 @@ var Profiles = map[string][]struct{ Flag, Value, Why string }{
 		{"memory-limit", "192MiB", "keep the heap small: the collector runs more often instead of letting it double"},
 		{"max-conns", "32", "fewer connections, fewer buffers"},
 		{"dht", p2p.DHTClient, "do not serve the DHT to others"},
-		{"send-rate", "262144", "send at most 256 KiB/s: models wait their turn instead of flooding the uplink"},
+		{"send-rate", "256KiB/s", "send at most 256 KiB/s: models wait their turn instead of flooding the uplink"},
 		{"announce-interval", "15s", "announce less often (a member silent for 45 s is dropped)"},
-		{"peer-rate", "1048576", "read at most 1 MiB/s from any one peer"},
+		{"peer-rate", "1MiB/s", "read at most 1 MiB/s from any one peer"},
 		{"peer-frames", "20", "at most 20 frames per second from any one peer"},
 		{"checkpoint-every", "50", "write the store less often (flash wear)"},
 		{"keep", "2", "keep two checkpoints"},

@@ -62,7 +62,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		fs.Uint64Var(&c.Seed, "seed", 1, "seed of everything random")
 		fs.Float64Var(&c.Jitter, "jitter", 0.1, "jitter of periodic actions, as a fraction of Δ (0: none)")
 		fs.StringVar(&c.Latency, "latency", "0", "latency: 0, DURATION, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA")
-		fs.Float64Var(&c.Bandwidth, "bandwidth", 0, "per-link bandwidth in bytes/s (0: unlimited)")
+		cli.RateVar(fs, &c.Bandwidth, "bandwidth", 0, "per-link bandwidth `RATE` (e.g. 1MiB/s; 0: unlimited)")
 		fs.Float64Var(&c.Drop, "drop", 0, "probability that a message is lost")
 		fs.Float64Var(&c.Churn, "churn", 0, "fraction of time peers are offline (exponential sessions)")
 		fs.DurationVar(&c.ChurnSession, "churn-session", 0, "mean online session (default 10·Δ)")

@@ -124,12 +124,11 @@ func groupsOf(fs *flag.FlagSet) []flagGroup {
 // plainValue is f's value as a person writes it: a whole number without
 // an exponent (268435456, not 2.68435456e+08).
 func plainValue(f *flag.Flag) string {
-	if g, ok := f.Value.(flag.Getter); ok {
-		if v, isFloat := g.Get().(float64); isFloat {
-			return strconv.FormatFloat(v, 'f', -1, 64)
-		}
+	s := f.Value.String()
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
-	return f.Value.String()
+	return s
 }
 
 func printGroup(w io.Writer, title string, fl []*flag.Flag) {

@@ -107,3 +107,43 @@ func TestSettingsTemplateGroups(t *testing.T) {
 		t.Errorf("template:\n%s", text)
 	}
 }
+
+// TestRate: a rate reads bytes per second as people write them and prints
+// in the largest binary unit that holds it whole; bounds apply to it.
+func TestRate(t *testing.T) {
+	fs, help := testFlags(t)
+	var r float64
+	RateVar(fs, &r, "send-rate", 256<<20, "pace to `RATE`")
+	for _, c := range []struct {
+		in   string
+		want float64
+	}{{"1MiB/s", 1 << 20}, {"262144", 262144}, {"1.5KiB", 1536}, {"2MB/s", 2e6}, {"-1", -1}} {
+		if err := fs.Set("send-rate", c.in); err != nil || r != c.want {
+			t.Errorf("--send-rate %s: %v, %v; want %v", c.in, r, err, c.want)
+		}
+	}
+	if err := fs.Set("send-rate", "fast"); err == nil || !strings.Contains(err.Error(), "bytes per second") {
+		t.Errorf("--send-rate fast: %v", err)
+	}
+	if got := fs.Lookup("send-rate").Value.String(); got != "-1" {
+		t.Errorf("-1 prints as %q", got)
+	}
+	fs.Set("send-rate", "3145728")
+	if got := fs.Lookup("send-rate").Value.String(); got != "3MiB/s" {
+		t.Errorf("3145728 prints as %q, want 3MiB/s", got)
+	}
+	if _, err := ParseArgs(fs, []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatal(err)
+	}
+	if !strings.Contains(help.String(), "--send-rate RATE") || !strings.Contains(help.String(), "(default 256MiB/s)") {
+		t.Errorf("help:\n%s", help.String())
+	}
+	fs2, _ := testFlags(t)
+	RateVar(fs2, &r, "send-rate", 0, "pace")
+	if err := fs2.Parse([]string{"--send-rate=-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckNumbers(fs2, Bounds{"lr": "(0,inf)", "peer-rate": "(0,inf)", "delta": "(0,inf)", "send-rate": "[0,inf)"}); err == nil {
+		t.Error("a negative rate passed the bound [0,inf)")
+	}
+}

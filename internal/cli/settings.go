@@ -152,7 +152,8 @@ func SettingsTemplate(fs *flag.FlagSet, header string, skip ...string) string {
 		}
 		fmt.Fprintf(&b, "# ---- %s ----\n\n", g.title)
 		for _, f := range fl {
-			for _, l := range wrap(f.Usage, 76) {
+			_, usage := flag.UnquoteUsage(f)
+			for _, l := range wrap(usage, 76) {
 				fmt.Fprintf(&b, "# %s\n", l)
 			}
 			fmt.Fprintf(&b, "%s: %q\n\n", f.Name, plainValue(f))
