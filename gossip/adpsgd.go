@@ -30,13 +30,13 @@ func newADPSGD(cfg *Config) *adpsgd {
 	return a
 }
 
-func (a *adpsgd) start(n *Node) {
+func (a *adpsgd) start(n *Core) {
 	a.next = n.firstWake()
 }
 
-func (a *adpsgd) wake(n *Node) time.Duration { return a.next }
+func (a *adpsgd) wake(n *Core) time.Duration { return a.next }
 
-func (a *adpsgd) tick(n *Node) {
+func (a *adpsgd) tick(n *Core) {
 	if n.now < a.next {
 		return
 	}
@@ -59,7 +59,7 @@ func (a *adpsgd) tick(n *Node) {
 	}
 }
 
-func (a *adpsgd) step(n *Node, m *Message) {
+func (a *adpsgd) step(n *Core, m *Message) {
 	if a.links != nil {
 		// Compressed links keep two copies of the model per peer: only
 		// with neighbours, so that no one grows this node's memory.
@@ -88,7 +88,7 @@ func (a *adpsgd) step(n *Node, m *Message) {
 	n.commit()
 }
 
-func (a *adpsgd) trainDone(n *Node, r *TrainResult) {
+func (a *adpsgd) trainDone(n *Core, r *TrainResult) {
 	if a.outer.cfg.Enabled() {
 		if n.badVector(r.Params, "parameter vector") {
 			return
@@ -106,7 +106,7 @@ func (a *adpsgd) trainDone(n *Node, r *TrainResult) {
 }
 
 // rewire forgets the compressed links to former neighbours.
-func (a *adpsgd) rewire(n *Node) {
+func (a *adpsgd) rewire(n *Core) {
 	if a.links != nil {
 		a.links.prune(n.cfg.Neighbors)
 	}

@@ -61,7 +61,7 @@ func newChoco(cfg *Config) *choco {
 // in its first round (the nodes need not start from the same model, and
 // a restarted or joining node's copies are not what its neighbours hold),
 // and a neighbour's copy counts once its keyframe is in.
-func (c *choco) init(n *Node, order []PeerID) {
+func (c *choco) init(n *Core, order []PeerID) {
 	c.self, c.key = slices.Clone(n.params), true
 	clear(c.hats)
 	for _, p := range order {
@@ -71,7 +71,7 @@ func (c *choco) init(n *Node, order []PeerID) {
 
 // rewire keeps the copies of the neighbours that stay; new neighbours'
 // are unknown, and they do not know this node's: a keyframe goes out.
-func (c *choco) rewire(n *Node, order []PeerID) {
+func (c *choco) rewire(n *Core, order []PeerID) {
 	for p := range c.hats {
 		if !slices.Contains(order, p) {
 			delete(c.hats, p)
@@ -87,7 +87,7 @@ func (c *choco) rewire(n *Node, order []PeerID) {
 
 // step takes the local step x' = x − lr·g and sends the round's message:
 // a compressed step of the public copy, or a keyframe.
-func (c *choco) step(n *Node, d *dpsgd, g []float32) {
+func (c *choco) step(n *Core, d *dpsgd, g []float32) {
 	c.half = slices.Clone(n.params)
 	merge.Axpy(c.half, -float32(d.cfg.LR), g)
 	if c.key || (c.every > 0 && n.round > 0 && n.round%c.every == 0) {
@@ -112,7 +112,7 @@ func (c *choco) step(n *Node, d *dpsgd, g []float32) {
 
 // receive applies a neighbour's message to its copy: a step in order (or
 // kept until the ones before it come), a keyframe whatever came before.
-func (c *choco) receive(n *Node, m *Message) {
+func (c *choco) receive(n *Core, m *Message) {
 	h := c.hats[m.From]
 	if h == nil {
 		return

@@ -57,7 +57,7 @@ const (
 	DefaultSFBMode = "auto"
 )
 
-// Config configures a Node. Zero values take the documented defaults;
+// Config configures a Core. Zero values take the documented defaults;
 // Validate fills them.
 type Config struct {
 	// ID is this node's identity. Required.

@@ -88,7 +88,7 @@ func (d *dpsgd) selfWeight() float64 {
 // rewire takes new neighbours (live membership): a neighbour that left is
 // not waited for, so the round may close at once, and a new one is sent
 // this round's parameters.
-func (d *dpsgd) rewire(n *Node) {
+func (d *dpsgd) rewire(n *Core) {
 	old := slices.Clone(d.order)
 	d.setNeighbors()
 	if d.choco != nil {
@@ -111,14 +111,14 @@ func (d *dpsgd) rewire(n *Node) {
 	}
 }
 
-func (d *dpsgd) start(n *Node) {
+func (d *dpsgd) start(n *Core) {
 	if d.choco != nil {
 		d.choco.init(n, d.order)
 	}
 	d.begin(n)
 }
 
-func (d *dpsgd) begin(n *Node) {
+func (d *dpsgd) begin(n *Core) {
 	d.active, d.roundStart, d.grad = true, n.now, nil
 	d.got = d.future[n.round]
 	if d.got == nil {
@@ -143,7 +143,7 @@ func (d *dpsgd) begin(n *Node) {
 	n.train(OpGradient, n.params, 0, nil)
 }
 
-func (d *dpsgd) wake(n *Node) time.Duration {
+func (d *dpsgd) wake(n *Core) time.Duration {
 	if d.active {
 		if d.grad == nil {
 			return Never // the deadline matters once the gradient is in
@@ -153,7 +153,7 @@ func (d *dpsgd) wake(n *Node) time.Duration {
 	return d.next
 }
 
-func (d *dpsgd) tick(n *Node) {
+func (d *dpsgd) tick(n *Core) {
 	if d.active {
 		d.tryFinish(n)
 		return
@@ -163,7 +163,7 @@ func (d *dpsgd) tick(n *Node) {
 	}
 }
 
-func (d *dpsgd) step(n *Node, m *Message) {
+func (d *dpsgd) step(n *Core, m *Message) {
 	if _, ok := d.weights[m.From]; !ok {
 		if d.live() {
 			// Its view of the roster differs from ours for a moment.
@@ -230,7 +230,7 @@ func (d *dpsgd) degree() float64 {
 	return 0
 }
 
-func (d *dpsgd) trainDone(n *Node, r *TrainResult) {
+func (d *dpsgd) trainDone(n *Core, r *TrainResult) {
 	if d.cfg.Outer.Enabled() {
 		d.local = r.Params
 		if n.badVector(r.Params, "parameter vector") {
@@ -259,7 +259,7 @@ func (d *dpsgd) trainDone(n *Node, r *TrainResult) {
 
 // tryFinish closes the round once the gradient is in and either every
 // neighbour's parameters arrived or the deadline passed.
-func (d *dpsgd) tryFinish(n *Node) {
+func (d *dpsgd) tryFinish(n *Core) {
 	if !d.active || d.grad == nil {
 		return
 	}
@@ -305,7 +305,7 @@ func (d *dpsgd) tryFinish(n *Node) {
 }
 
 // finish ends the round with the new model x.
-func (d *dpsgd) finish(n *Node, x []float32) {
+func (d *dpsgd) finish(n *Core, x []float32) {
 	n.params = x
 	d.active = false
 	n.round++

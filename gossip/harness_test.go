@@ -16,7 +16,7 @@ import (
 // requests are answered at once by train.
 type harness struct {
 	t      *testing.T
-	nodes  []*gossip.Node
+	nodes  []*gossip.Core
 	byID   map[gossip.PeerID]int
 	now    time.Duration
 	queue  []gossip.Message

@@ -29,14 +29,14 @@ import (
 const MaxJoinTries = 5
 
 // joinTimeout is how long a joining node waits for one member's state.
-func (n *Node) joinTimeout() time.Duration { return max(n.cfg.RoundTimeout, 2*n.cfg.Delta) }
+func (n *Core) joinTimeout() time.Duration { return max(n.cfg.RoundTimeout, 2*n.cfg.Delta) }
 
 // Joining reports whether the node is still waiting for a member's state.
-func (n *Node) Joining() bool { return n.joining }
+func (n *Core) Joining() bool { return n.joining }
 
 // joinTick asks the next member for its state when the last one has not
 // answered in time.
-func (n *Node) joinTick() {
+func (n *Core) joinTick() {
 	if n.now < n.joinAt {
 		return
 	}
@@ -63,7 +63,7 @@ func (n *Node) joinTick() {
 }
 
 // stepJoin handles a message while the node is joining.
-func (n *Node) stepJoin(m *Message) {
+func (n *Core) stepJoin(m *Message) {
 	if m.Kind != KindStateReply {
 		n.trace("joining", m.From, fmt.Sprintf("%s left aside while joining", m.Kind), 0)
 		return
@@ -84,7 +84,7 @@ func (n *Node) stepJoin(m *Message) {
 
 // answerState replies to a state request, at most once per Δ per peer
 // (a request costs a model's worth of bytes to answer).
-func (n *Node) answerState(m *Message) {
+func (n *Core) answerState(m *Message) {
 	if n.joining {
 		n.trace("joining", m.From, "state request while joining: nothing to give", 0)
 		return

@@ -59,7 +59,7 @@ func newLinks(cfg *Config, resets bool) *links {
 // message returns a message of the given kind carrying x to a peer: a
 // compressed step of the link's copy, a keyframe where the peer has no
 // copy, or a reset where this node has no good copy of the peer's.
-func (l *links) message(n *Node, kind Kind, to PeerID, x []float32) Message {
+func (l *links) message(n *Core, kind Kind, to PeerID, x []float32) Message {
 	seq := uint64(1)
 	if in := l.in[to]; l.resets && (in == nil || in.stale) {
 		delete(l.out, to) // a reset: a keyframe numbered 1
@@ -72,7 +72,7 @@ func (l *links) message(n *Node, kind Kind, to PeerID, x []float32) Message {
 
 // pack moves the link's copy towards x as message seq and returns what
 // the message carries: a keyframe (params) or a compressed step.
-func (l *links) pack(n *Node, to PeerID, x []float32, seq uint64) (params []float32, packed *compress.Payload) {
+func (l *links) pack(n *Core, to PeerID, x []float32, seq uint64) (params []float32, packed *compress.Payload) {
 	o := l.out[to]
 	if o == nil {
 		o = &linkCopy{}
@@ -110,7 +110,7 @@ func (l *links) rekey(to PeerID) {
 
 // receive applies a message to the sender's copy and returns the copy
 // if it is good.
-func (l *links) receive(n *Node, m *Message) []float32 {
+func (l *links) receive(n *Core, m *Message) []float32 {
 	in := l.in[m.From]
 	if in == nil {
 		in = &linkCopy{stale: true}

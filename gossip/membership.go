@@ -32,7 +32,7 @@ type Member struct {
 // mixed with from its first message. A member that left, or restarted as
 // a new incarnation, is settled with (push-sum returns the mass of their
 // exchanges).
-func (n *Node) SetMembers(members []Member) {
+func (n *Core) SetMembers(members []Member) {
 	inc := make(map[PeerID]uint64, len(members))
 	m := []PeerID{n.cfg.ID}
 	for _, x := range members {
@@ -67,17 +67,17 @@ func (n *Node) SetMembers(members []Member) {
 
 // Members returns the live members last given to SetMembers, sorted, the
 // node included.
-func (n *Node) Members() []PeerID { return slices.Clone(n.members) }
+func (n *Core) Members() []PeerID { return slices.Clone(n.members) }
 
 // settler is a protocol that keeps accounts with each peer and settles
 // them when a peer leaves or restarts (incarnations by live member).
 type settler interface {
-	settle(n *Node, incarnations map[PeerID]uint64)
+	settle(n *Core, incarnations map[PeerID]uint64)
 }
 
 // rewirer is a protocol whose neighbours change with the live members.
 type rewirer interface {
-	rewire(n *Node)
+	rewire(n *Core)
 }
 
 // LiveNeighbors returns self's neighbours and self-weight in the graph
@@ -130,7 +130,7 @@ func liveSpec(spec string, k int) string {
 // arrives but sends no more of its own (push-sum stops pushing; other
 // protocols simply go on until Depart). The shell then waits a grace
 // period, for shares in flight to land, and calls Depart.
-func (n *Node) Leave() {
+func (n *Core) Leave() {
 	if l, ok := n.proto.(leaver); ok && !n.halted {
 		l.leave(n)
 	}
@@ -139,7 +139,7 @@ func (n *Node) Leave() {
 // Depart ends the departure: push-sum hands its weight beyond one unit
 // (or its shortfall) to its out-neighbours, so that the weights over the
 // members that stay keep summing to their number; then the node halts.
-func (n *Node) Depart() {
+func (n *Core) Depart() {
 	if l, ok := n.proto.(leaver); ok && !n.halted && n.started && !n.joining {
 		l.depart(n)
 	}
@@ -149,14 +149,14 @@ func (n *Node) Depart() {
 
 // leaver is a protocol with something to settle before it leaves.
 type leaver interface {
-	leave(n *Node)
-	depart(n *Node)
+	leave(n *Core)
+	depart(n *Core)
 }
 
 // Undelivered tells the node that the shell could not deliver one of its
 // messages (the peer was unreachable): push-sum takes the share back, so
 // that its weight is not lost.
-func (n *Node) Undelivered(m *Message) {
+func (n *Core) Undelivered(m *Message) {
 	if u, ok := n.proto.(undeliverer); ok && !n.halted {
 		u.undelivered(n, m)
 	}
@@ -164,5 +164,5 @@ func (n *Node) Undelivered(m *Message) {
 
 // undeliverer is a protocol that takes back what could not be delivered.
 type undeliverer interface {
-	undelivered(n *Node, m *Message)
+	undelivered(n *Core, m *Message)
 }

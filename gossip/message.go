@@ -102,6 +102,6 @@ type Message struct {
 	View []Descriptor
 
 	// keyframe marks, in a job with sparse compression, a dense public
-	// copy rather than a compressed step (set by Node.unpack).
+	// copy rather than a compressed step (set by Core.unpack).
 	keyframe bool
 }

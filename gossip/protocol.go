@@ -20,21 +20,21 @@ const (
 // Protocols lists the protocols the core implements, in registry order.
 var Protocols = []string{RandomWalk, DPSGD, ADPSGD, PushSum, SFB}
 
-// protocol is one learning protocol behind the Node. Each implements it in
-// a file of its own and is registered in registry; the Node never asks
+// protocol is one learning protocol behind the Core. Each implements it in
+// a file of its own and is registered in registry; the Core never asks
 // which protocol it runs.
 type protocol interface {
-	start(n *Node)
+	start(n *Core)
 	// wake is when the protocol next needs a Tick (Never: only on events).
-	wake(n *Node) time.Duration
-	tick(n *Node)
-	step(n *Node, m *Message)
-	trainDone(n *Node, r *TrainResult)
+	wake(n *Core) time.Duration
+	tick(n *Core)
+	step(n *Core, m *Message)
+	trainDone(n *Core, r *TrainResult)
 	// quietTrainDone reports whether trainDone, called now, would send
-	// no message (Node.QuietTrainDone).
-	quietTrainDone(n *Node) bool
+	// no message (Core.QuietTrainDone).
+	quietTrainDone(n *Core) bool
 	// params is the node's model (push-sum: its de-biased estimate).
-	params(n *Node) []float32
+	params(n *Core) []float32
 	// cache is the received models kept for voting (nil: none).
 	cache() [][]float32
 	// weight is the push-sum weight (1 for other protocols).
@@ -45,20 +45,20 @@ type protocol interface {
 	restore(s *State) error
 	// joined takes in a member's state that a joining node has just
 	// copied into the node's model, age and round.
-	joined(n *Node)
+	joined(n *Core)
 }
 
 // base gives a protocol the behaviour most protocols share: the model is
-// the node's parameter vector, and there is no state beyond the Node's.
+// the node's parameter vector, and there is no state beyond the Core's.
 type base struct{}
 
-func (base) params(n *Node) []float32  { return n.params }
+func (base) params(n *Core) []float32  { return n.params }
 func (base) cache() [][]float32        { return nil }
 func (base) weight() float64           { return 1 }
 func (base) snapshot(*State)           {}
 func (base) restore(*State) error      { return nil }
-func (base) joined(*Node)              {}
-func (base) quietTrainDone(*Node) bool { return false }
+func (base) joined(*Core)              {}
+func (base) quietTrainDone(*Core) bool { return false }
 
 // protocolDef registers a protocol.
 type protocolDef struct {

@@ -30,7 +30,7 @@ import (
 // s·(z − ẑ)), a debt at the receiver's estimate as always.
 
 // pushCompressed sends the round's k shares of γ·share each.
-func (p *pushSum) pushCompressed(n *Node, k int, share float64) {
+func (p *pushSum) pushCompressed(n *Core, k int, share float64) {
 	nb := p.cfg.Neighbors
 	z := slices.Clone(p.estimate(n))
 	s := p.cfg.ConsensusStep * share * p.w
@@ -49,7 +49,7 @@ func (p *pushSum) pushCompressed(n *Node, k int, share float64) {
 }
 
 // receiveCompressed takes a share (its running sums already checked).
-func (p *pushSum) receiveCompressed(n *Node, m *Message) {
+func (p *pushSum) receiveCompressed(n *Core, m *Message) {
 	zhat := p.copies.receive(n, m)
 	switch {
 	case m.Weight < 0:
@@ -66,7 +66,7 @@ func (p *pushSum) receiveCompressed(n *Node, m *Message) {
 // undeliveredCompressed takes back a share that never left: its weight
 // at the link's copy (what the share took away, unless the link sent
 // again since), and the link's next share is a keyframe.
-func (p *pushSum) undeliveredCompressed(n *Node, m *Message, l *psLink) {
+func (p *pushSum) undeliveredCompressed(n *Core, m *Message, l *psLink) {
 	if zhat := p.copies.sent(m.To); zhat != nil {
 		merge.Axpy(n.params, float32(m.Weight), zhat)
 	}

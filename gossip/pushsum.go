@@ -98,7 +98,7 @@ func newPushSum(cfg *Config) *pushSum {
 
 // account records that the weight or a running sum changed: the Ready
 // carries the accounts, durable before its messages leave.
-func (p *pushSum) account(n *Node) {
+func (p *pushSum) account(n *Core) {
 	p.seq++
 	a := &Accounts{Seq: p.seq, Weight: p.w + p.inW} // a robust node's weight not yet merged is its own too
 	for _, id := range slices.Sorted(maps.Keys(p.links)) {
@@ -111,7 +111,7 @@ func (p *pushSum) account(n *Node) {
 // resumeAccounts takes saved accounts: the weight and running sums as of
 // the node's last event, the model (its estimate) as of its last
 // checkpoint, rescaled to that weight.
-func (p *pushSum) resumeAccounts(n *Node, a *Accounts) error {
+func (p *pushSum) resumeAccounts(n *Core, a *Accounts) error {
 	if !(a.Weight > 0) {
 		return fmt.Errorf("%w: saved push-sum weight %v", ErrConfig, a.Weight)
 	}
@@ -127,7 +127,7 @@ func (p *pushSum) resumeAccounts(n *Node, a *Accounts) error {
 	return nil
 }
 
-func (p *pushSum) start(n *Node) {
+func (p *pushSum) start(n *Core) {
 	p.next = n.firstWake()
 	if p.resumed {
 		p.sync(n)
@@ -140,7 +140,7 @@ func (p *pushSum) start(n *Node) {
 // left its queue, corrects its weight now, not whenever the link is next
 // used (it may never be, once the topology has changed). A sync reuses
 // the number of the link's last share, so it needs no durable state.
-func (p *pushSum) sync(n *Node) {
+func (p *pushSum) sync(n *Core) {
 	for _, id := range slices.Sorted(maps.Keys(p.links)) {
 		if l := p.links[id]; l.seqSent > 0 {
 			n.send(Message{Kind: KindPushSum, To: id, Sent: l.sent, Round: l.seqSent})
@@ -152,7 +152,7 @@ func (p *pushSum) sync(n *Node) {
 // and model return to the node, and the link's running sum goes down. If
 // the share did arrive after all, the receiver gives it back when the
 // link's next running sum shows less than it got.
-func (p *pushSum) undelivered(n *Node, m *Message) {
+func (p *pushSum) undelivered(n *Core, m *Message) {
 	l := p.links[m.To]
 	if p.copies != nil && l != nil && m.Kind == KindPushSum && m.Weight > 0 {
 		p.undeliveredCompressed(n, m, l)
@@ -177,7 +177,7 @@ func (p *pushSum) link(id PeerID) *psLink {
 	return l
 }
 
-func (p *pushSum) estimate(n *Node) []float32 {
+func (p *pushSum) estimate(n *Core) []float32 {
 	if len(p.z) != len(n.params) {
 		p.z = make([]float32, len(n.params))
 	}
@@ -185,14 +185,14 @@ func (p *pushSum) estimate(n *Node) []float32 {
 	return p.z
 }
 
-func (p *pushSum) wake(n *Node) time.Duration {
+func (p *pushSum) wake(n *Core) time.Duration {
 	if n.training || p.leaving {
 		return Never
 	}
 	return p.next
 }
 
-func (p *pushSum) tick(n *Node) {
+func (p *pushSum) tick(n *Core) {
 	if n.now < p.next || n.training || p.leaving {
 		return
 	}
@@ -213,7 +213,7 @@ func (p *pushSum) tick(n *Node) {
 // (x = z*·w, so the estimate x/w is z*): the weights keep flowing as in
 // push-sum, while no single sender can move the estimate far. Until the
 // window holds enough models the node keeps its own estimate.
-func (p *pushSum) robustMerge(n *Node) {
+func (p *pushSum) robustMerge(n *Core) {
 	z := make([]float32, len(n.params))
 	n.aggregateEqual(z, append([][]float32{p.estimate(n)}, p.window...))
 	p.w = max(p.w+p.inW, minWeight)
@@ -224,7 +224,7 @@ func (p *pushSum) robustMerge(n *Node) {
 	}
 }
 
-func (p *pushSum) trainDone(n *Node, r *TrainResult) {
+func (p *pushSum) trainDone(n *Core, r *TrainResult) {
 	switch {
 	case p.cfg.Outer.Enabled():
 		if !n.badVector(r.Params, "parameter vector") {
@@ -246,7 +246,7 @@ func (p *pushSum) trainDone(n *Node, r *TrainResult) {
 
 // push sends this round's shares: to one out-neighbour, cycling through
 // them (Fanout 0), or to Fanout of them, cycling.
-func (p *pushSum) push(n *Node) {
+func (p *pushSum) push(n *Core) {
 	nb := p.cfg.Neighbors
 	if len(nb) == 0 {
 		return // alone for now: keep the whole mass
@@ -272,7 +272,7 @@ func (p *pushSum) push(n *Node) {
 }
 
 // send pushes the share (x, w) to a peer over its link.
-func (p *pushSum) send(n *Node, to PeerID, x []float32, w float64) {
+func (p *pushSum) send(n *Core, to PeerID, x []float32, w float64) {
 	l := p.link(to)
 	l.sent += w
 	l.seqSent++
@@ -284,7 +284,7 @@ func (p *pushSum) send(n *Node, to PeerID, x []float32, w float64) {
 	n.send(m)
 }
 
-func (p *pushSum) step(n *Node, m *Message) {
+func (p *pushSum) step(n *Core, m *Message) {
 	l := p.link(m.From)
 	sync := m.Weight == 0 // a running sum without a share (sync)
 	if m.Round < l.seqRecv || (m.Round == l.seqRecv && !sync) {
@@ -345,7 +345,7 @@ func (p *pushSum) step(n *Node, m *Message) {
 // its weight; the rest goes on to an out-neighbour. The debt is paid in
 // full, so the weights keep summing to the members' number, and no
 // weight comes near zero, where an estimate x/w would blow up.
-func (p *pushSum) absorb(n *Node, debt float64) {
+func (p *pushSum) absorb(n *Core, debt float64) {
 	take := max(debt, -p.w/2)
 	p.rescale(n, p.w+take)
 	rest := debt - take
@@ -367,7 +367,7 @@ func (p *pushSum) absorb(n *Node, debt float64) {
 
 // rescale sets the weight to w, moving x along so that the estimate x/w
 // stays where it is; the weight never falls below minWeight.
-func (p *pushSum) rescale(n *Node, w float64) {
+func (p *pushSum) rescale(n *Core, w float64) {
 	if w < minWeight {
 		n.trace("weight-floor", "", fmt.Sprintf("weight %.4g raised to %g", w, minWeight), w)
 		w = minWeight
@@ -379,23 +379,23 @@ func (p *pushSum) rescale(n *Node, w float64) {
 	}
 }
 
-func (p *pushSum) params(n *Node) []float32 { return p.estimate(n) }
+func (p *pushSum) params(n *Core) []float32 { return p.estimate(n) }
 
 func (p *pushSum) weight() float64 { return p.w }
 
 // rewire takes new out-neighbours (live membership); the cursor keeps
 // its place, so that the shares after a change do not all go to the
 // first out-neighbour.
-func (p *pushSum) rewire(*Node) { p.cursor %= max(1, len(p.cfg.Neighbors)) }
+func (p *pushSum) rewire(*Core) { p.cursor %= max(1, len(p.cfg.Neighbors)) }
 
 // leave stops pushing: the node keeps what arrives until it departs.
-func (p *pushSum) leave(*Node) { p.leaving = true }
+func (p *pushSum) leave(*Core) { p.leaving = true }
 
 // depart hands the weight beyond one unit (or the shortfall below it) to
 // the out-neighbours, in equal parts at the node's estimate, and keeps one
 // unit: the weights over the members that stay keep summing to their
 // number.
-func (p *pushSum) depart(n *Node) {
+func (p *pushSum) depart(n *Core) {
 	nb := p.cfg.Neighbors
 	excess := p.w - 1
 	if len(nb) == 0 || excess == 0 {
@@ -420,7 +420,7 @@ func (p *pushSum) depart(n *Node) {
 // joined: the joiner's model is the member's de-biased estimate, with the
 // joiner's own unit of weight (or, restarted before its first checkpoint,
 // the weight its accounts hold).
-func (p *pushSum) joined(n *Node) {
+func (p *pushSum) joined(n *Core) {
 	if !p.accounted {
 		p.w = 1
 		p.account(n)

@@ -78,13 +78,13 @@ func newRandomWalk(cfg *Config) *randomWalk {
 	return w
 }
 
-func (w *randomWalk) start(n *Node) {
+func (w *randomWalk) start(n *Core) {
 	w.next = n.firstWake()
 }
 
-func (w *randomWalk) wake(n *Node) time.Duration { return w.next }
+func (w *randomWalk) wake(n *Core) time.Duration { return w.next }
 
-func (w *randomWalk) tick(n *Node) {
+func (w *randomWalk) tick(n *Core) {
 	if n.now < w.next {
 		return
 	}
@@ -102,7 +102,7 @@ func (w *randomWalk) tick(n *Node) {
 	w.sendModel(n)
 }
 
-func (w *randomWalk) sendModel(n *Node) {
+func (w *randomWalk) sendModel(n *Core) {
 	p, ok := n.randomPeer()
 	if !ok {
 		n.trace("idle", "", "no peer to send to", 0)
@@ -128,7 +128,7 @@ func (w *randomWalk) sendModel(n *Node) {
 	}
 }
 
-func (w *randomWalk) step(n *Node, m *Message) {
+func (w *randomWalk) step(n *Core, m *Message) {
 	if w.cfg.Outer.Enabled() {
 		w.receiveLocal(n, m)
 		return
@@ -161,7 +161,7 @@ func (w *randomWalk) remember(m *Message) {
 	w.cacheAt = (w.cacheAt + 1) % w.cfg.CacheSize
 }
 
-func (w *randomWalk) process(n *Node, m *Message) {
+func (w *randomWalk) process(n *Core, m *Message) {
 	if t := w.cfg.Tokens; t.enabled() {
 		useful := m.Age >= n.age
 		r := 0.0
@@ -208,7 +208,7 @@ func (w *randomWalk) process(n *Node, m *Message) {
 	}
 }
 
-func (w *randomWalk) trainDone(n *Node, r *TrainResult) {
+func (w *randomWalk) trainDone(n *Core, r *TrainResult) {
 	if w.cfg.Outer.Enabled() {
 		w.localDone(n, r)
 		return
@@ -251,11 +251,11 @@ func (w *randomWalk) trainDone(n *Node, r *TrainResult) {
 // quietTrainDone: an update's result sends only the reactive models that
 // tokens owe (trainDone); resuming a pending message trains, it does not
 // send.
-func (w *randomWalk) quietTrainDone(*Node) bool {
+func (w *randomWalk) quietTrainDone(*Core) bool {
 	return w.reactive == 0 && !w.cfg.Outer.Enabled() // the outer optimizer sends each local result
 }
 
-func (w *randomWalk) resume(n *Node) {
+func (w *randomWalk) resume(n *Core) {
 	if m := w.pending; m != nil {
 		w.pending = nil
 		w.process(n, m)
@@ -291,7 +291,7 @@ func (w *randomWalk) restore(s *State) error {
 // aggregator and returns the age to give the result: the median age of
 // the inputs (one attacker cannot inflate it). With too few cached models
 // the node keeps its own.
-func (w *randomWalk) robustMerge(n *Node, dst []float32) float64 {
+func (w *randomWalk) robustMerge(n *Core, dst []float32) float64 {
 	xs, ages := [][]float32{n.params}, []float64{n.age}
 	for _, c := range w.cached {
 		xs, ages = append(xs, c.params), append(ages, c.age)
@@ -321,7 +321,7 @@ func ParseTokens(spec string) (TokenConfig, error) {
 // outerTick is a Δ of random walk with the outer optimizer (outer.go):
 // the outer step on the mix of the last local result and the ones
 // received, then H local steps from the new model.
-func (w *randomWalk) outerTick(n *Node) {
+func (w *randomWalk) outerTick(n *Core) {
 	if n.training {
 		n.trace("busy", "", "local steps still running at the next outer step", 0)
 		return
@@ -343,7 +343,7 @@ func (w *randomWalk) outerTick(n *Node) {
 
 // localDone keeps the H local steps' result and sends it to a random
 // peer.
-func (w *randomWalk) localDone(n *Node, r *TrainResult) {
+func (w *randomWalk) localDone(n *Core, r *TrainResult) {
 	if n.badVector(r.Params, "parameter vector") {
 		w.local = slices.Clone(n.params) // mix without local progress
 	} else {
@@ -361,7 +361,7 @@ func (w *randomWalk) localDone(n *Node, r *TrainResult) {
 
 // receiveLocal adds a peer's local result (a whole model: validate
 // refused any other length) to the next outer step's mix.
-func (w *randomWalk) receiveLocal(n *Node, m *Message) {
+func (w *randomWalk) receiveLocal(n *Core, m *Message) {
 	if w.inboxN == 0 {
 		w.inbox = append(w.inbox[:0], m.Params...)
 	} else {

@@ -70,7 +70,7 @@ func (r *TrainRequest) Skip() *TrainResult {
 }
 
 // Commit tells the shell that the node has a new model: persist it or
-// export it. The parameters are read with Node.Params.
+// export it. The parameters are read with Core.Params.
 type Commit struct {
 	Age     float64
 	Round   uint64

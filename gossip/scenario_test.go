@@ -61,7 +61,7 @@ func TestScenarios(t *testing.T) {
 type scenario struct {
 	t    *testing.T
 	cfg  gossip.Config
-	node *gossip.Node
+	node *gossip.Core
 	req  *gossip.TrainRequest
 	// lastSent is the last message the node sent.
 	lastSent *gossip.Message

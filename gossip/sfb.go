@@ -95,7 +95,7 @@ func (s *sfb) setPeers() {
 // rewire takes the new live members: updates of peers that left are
 // dropped from the clocks not yet applied, and the current clock closes
 // if it now has everyone's.
-func (s *sfb) rewire(n *Node) {
+func (s *sfb) rewire(n *Core) {
 	s.setPeers()
 	for _, got := range s.updates {
 		for p := range got {
@@ -110,9 +110,9 @@ func (s *sfb) rewire(n *Node) {
 // bsp reports whether this is the strict BSP mode.
 func (s *sfb) bsp() bool { return s.cfg.Staleness == 0 && s.cfg.Fanout == 0 }
 
-func (s *sfb) start(n *Node) { s.begin(n) }
+func (s *sfb) start(n *Core) { s.begin(n) }
 
-func (s *sfb) begin(n *Node) {
+func (s *sfb) begin(n *Core) {
 	s.active, s.closed, s.clockAt = true, false, n.now
 	if s.outer.cfg.Enabled() {
 		n.train(OpUpdate, n.params, s.outer.cfg.Steps, nil)
@@ -121,7 +121,7 @@ func (s *sfb) begin(n *Node) {
 	n.train(OpFactors, n.params, 0, s.factors)
 }
 
-func (s *sfb) wake(n *Node) time.Duration {
+func (s *sfb) wake(n *Core) time.Duration {
 	switch {
 	case s.active:
 		return Never
@@ -131,7 +131,7 @@ func (s *sfb) wake(n *Node) time.Duration {
 	return s.clockAt + s.cfg.RoundTimeout
 }
 
-func (s *sfb) tick(n *Node) {
+func (s *sfb) tick(n *Core) {
 	if s.closed {
 		if n.now >= s.next {
 			s.begin(n)
@@ -148,7 +148,7 @@ func (s *sfb) store(c uint64, from PeerID, u *sfbUpdate) {
 	s.updates[c][from] = u
 }
 
-func (s *sfb) trainDone(n *Node, r *TrainResult) {
+func (s *sfb) trainDone(n *Core, r *TrainResult) {
 	if s.outer.cfg.Enabled() {
 		// The pseudo-gradient x − y of the H local steps (none for a bad
 		// result).
@@ -201,7 +201,7 @@ func (s *sfb) trainDone(n *Node, r *TrainResult) {
 	s.advance(n)
 }
 
-func (s *sfb) step(n *Node, m *Message) {
+func (s *sfb) step(n *Core, m *Message) {
 	if !slices.Contains(s.peers, m.From) {
 		if s.cfg.Topology != "" {
 			// Its view of the roster differs from ours for a moment.
@@ -268,7 +268,7 @@ func (s *sfb) step(n *Node, m *Message) {
 
 // advance closes the current clock when its conditions hold and starts the
 // next one on the Δ schedule.
-func (s *sfb) advance(n *Node) {
+func (s *sfb) advance(n *Core) {
 	if s.active || s.closed {
 		return
 	}
@@ -323,12 +323,12 @@ func (s *sfb) advance(n *Node) {
 
 // apply adds one peer's update with step −γ/P (SSP and partial broadcast,
 // where updates are applied on arrival).
-func (s *sfb) apply(n *Node, u *sfbUpdate) {
+func (s *sfb) apply(n *Core, u *sfbUpdate) {
 	s.applyTo(n, n.params, u, float32(-s.cfg.LR/float64(len(s.peers)+1)))
 }
 
 // applyTo adds scale times the update u to the parameter vector x.
-func (s *sfb) applyTo(n *Node, x []float32, u *sfbUpdate, scale float32) {
+func (s *sfb) applyTo(n *Core, x []float32, u *sfbUpdate, scale float32) {
 	off := 0
 	for _, t := range s.layout.Tensors {
 		w := x[t.Offset : t.Offset+t.Size()]
@@ -357,7 +357,7 @@ func (s *sfb) densePart(grad []float32) []float32 {
 // adopt takes a peer's state when it is ahead: the replica jumps to the
 // peer's clock with the peer's parameters (at the start of that clock, the
 // same on every replica under BSP) and starts that clock.
-func (s *sfb) adopt(n *Node, m *Message) {
+func (s *sfb) adopt(n *Core, m *Message) {
 	if m.Round <= n.round {
 		n.trace("stale", m.From, fmt.Sprintf("state of clock %d at clock %d", m.Round, n.round), 0)
 		return

@@ -41,7 +41,7 @@ type Link struct {
 }
 
 // Snapshot returns a copy of the node's state.
-func (n *Node) Snapshot() State {
+func (n *Core) Snapshot() State {
 	s := State{Params: slices.Clone(n.params), Age: n.age, Round: n.round, Updates: n.updates, Weight: 1,
 		View: slices.Clone(n.view.entries)}
 	n.proto.snapshot(&s)
@@ -49,7 +49,7 @@ func (n *Node) Snapshot() State {
 }
 
 // restore applies a saved state in New.
-func (n *Node) restore(s *State) error {
+func (n *Core) restore(s *State) error {
 	if len(s.Params) != n.layout.Size {
 		return fmt.Errorf("%w: saved state has %d parameters, the job's model %d", ErrConfig, len(s.Params), n.layout.Size)
 	}

@@ -16,7 +16,7 @@ const maxDegree = 1 << 20
 
 // validate checks a message against this node's job before anything is
 // merged: sender, kind, shapes, finite values.
-func (n *Node) validate(m *Message) error {
+func (n *Core) validate(m *Message) error {
 	if m.From == "" {
 		return invalid("sender", "no sender")
 	}
@@ -84,7 +84,7 @@ func (n *Node) validate(m *Message) error {
 
 // checkValues checks that a received vector is finite and within the
 // norm bound.
-func (n *Node) checkValues(what string, v []float32) error {
+func (n *Core) checkValues(what string, v []float32) error {
 	if len(v) == 0 {
 		return nil
 	}
@@ -131,7 +131,7 @@ func invalid(code, format string, args ...any) error {
 
 // validateFactors checks the factors of an SFB message and returns the
 // length its dense part must have.
-func (n *Node) validateFactors(m *Message) (int, error) {
+func (n *Core) validateFactors(m *Message) (int, error) {
 	dense := n.layout.Size
 	seen := map[string]bool{}
 	for _, f := range m.Factors {
@@ -157,7 +157,7 @@ func (n *Node) validateFactors(m *Message) (int, error) {
 
 // validateCompressed checks a model message against this job's compression
 // and returns how many values it must carry.
-func (n *Node) validateCompressed(m *Message) (int, error) {
+func (n *Core) validateCompressed(m *Message) (int, error) {
 	size := n.layout.Size
 	switch {
 	case n.cfg.Subsample > 0:

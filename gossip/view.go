@@ -69,7 +69,7 @@ func (v *view) random(rng *rand.Rand) (PeerID, bool) {
 // tick starts a shuffle every Δ: the oldest entry (ties at random) is
 // taken out and sent this node's fresh descriptor and shuffleLen−1 random
 // others.
-func (v *view) tick(n *Node) {
+func (v *view) tick(n *Core) {
 	if !v.started {
 		v.started = true
 		v.next = n.firstWake()
@@ -125,7 +125,7 @@ func ids(ds []Descriptor) []PeerID {
 	return out
 }
 
-func (v *view) step(n *Node, m *Message) {
+func (v *view) step(n *Core, m *Message) {
 	switch m.Kind {
 	case KindViewPush:
 		sent := pick(v.entries, v.shuffleLen(), n.rng)
@@ -175,4 +175,4 @@ func (v *view) merge(entries []Descriptor, sent []PeerID) {
 }
 
 // ViewMembers returns the IDs in the node's view, sorted.
-func (n *Node) ViewMembers() []PeerID { return ids(n.view.entries) }
+func (n *Core) ViewMembers() []PeerID { return ids(n.view.entries) }

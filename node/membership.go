@@ -23,7 +23,7 @@ import (
 //     only its members before that).
 //
 // The set, with each member's incarnation, goes to the core as an event
-// (gossip.Node.SetMembers), which builds its topology over it. A peer
+// (gossip.Core.SetMembers), which builds its topology over it. A peer
 // that dies is dropped when its connection closes or, at the latest, when
 // its announcements stop for LiveTimeout. Daemons that see the same
 // announcements and connections derive the same set; while they briefly
@@ -43,7 +43,7 @@ func newIncarnation() uint64 {
 // gossiped with:
 //
 //   - members: live members of this node's job (above); the core's
-//     peers (gossip.Node.SetPeers, random walk's view) and its topology
+//     peers (gossip.Core.SetPeers, random walk's view) and its topology
 //     (SetMembers) are built over them alone;
 //   - other jobs: peers whose latest announcement is of another job. mDNS
 //     connects every gossipd on a LAN, and the DHT, relays and peer
@@ -253,7 +253,7 @@ func (n *Node) signSpec() error {
 // done): it says goodbye, so that its peers rewire at once; a push-sum
 // node then stops pushing, keeps taking the shares in flight to it for
 // LeaveGrace, and hands its weight beyond one unit to its out-neighbours
-// (gossip.Node.Depart) before it goes.
+// (gossip.Core.Depart) before it goes.
 func (n *Node) leave() {
 	n.goodbye()
 	if n.cfg.Job.Protocol != gossip.PushSum {

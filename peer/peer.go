@@ -1,4 +1,4 @@
-// Package peer is one learning peer: a protocol core (gossip.Node) with
+// Package peer is one learning peer: a protocol core (gossip.Core) with
 // its local training (DP-SGD and the privacy accounting that goes with
 // it), the decoding and validation of everything that arrives, and the
 // carrying out of everything the core asks for (its Ready).
@@ -93,7 +93,7 @@ var ErrNotRecorded = errors.New("peer: privacy spending not recorded")
 // Peer is one learning peer.
 type Peer struct {
 	cfg    Config
-	core   *gossip.Node
+	core   *gossip.Core
 	world  World
 	paused bool
 }
@@ -115,7 +115,7 @@ func (p *Peer) ID() gossip.PeerID { return p.core.ID() }
 
 // Core returns the protocol core, for reading its model and counters.
 // Calling its event methods directly would bypass the driver.
-func (p *Peer) Core() *gossip.Node { return p.core }
+func (p *Peer) Core() *gossip.Core { return p.core }
 
 // Budget returns the privacy budget (nil without DP-SGD).
 func (p *Peer) Budget() *privacy.Budget { return p.cfg.Budget }
@@ -139,7 +139,7 @@ func (p *Peer) SetMembers(ms []gossip.Member) {
 }
 
 // Undelivered tells the core that one of its messages could not be
-// delivered (gossip.Node.Undelivered).
+// delivered (gossip.Core.Undelivered).
 func (p *Peer) Undelivered(m *gossip.Message) {
 	p.core.Undelivered(m)
 	p.flush()
@@ -155,14 +155,14 @@ func (p *Peer) SetPaused(paused bool) { p.paused = paused }
 // Paused reports whether local training is paused.
 func (p *Peer) Paused() bool { return p.paused }
 
-// Leave starts the peer's departure from its job (gossip.Node.Leave).
+// Leave starts the peer's departure from its job (gossip.Core.Leave).
 func (p *Peer) Leave() {
 	p.core.Leave()
 	p.flush()
 }
 
 // Depart ends it: push-sum hands off its weight beyond one unit; the
-// peer then halts (gossip.Node.Depart).
+// peer then halts (gossip.Core.Depart).
 func (p *Peer) Depart() {
 	p.core.Depart()
 	p.flush()

@@ -116,7 +116,7 @@ type Config struct {
 	// each with the data shard of the member it replaces (so that a run
 	// differs from a static one in its membership only), taking a live
 	// member's state (gossip.Config.Join). The topology protocols then build their graph
-	// over the live members (gossip.Node.SetMembers), as the daemon does.
+	// over the live members (gossip.Core.SetMembers), as the daemon does.
 	Turnover float64
 	// Departure is how members go: "leave" (default: a goodbye, a grace
 	// period, and push-sum's handoff of its weight beyond one unit) or
@@ -168,7 +168,7 @@ type Config struct {
 	// Codec sends every message through the real wire codec and treats
 	// its buffers as the daemon does: a decoded message borrows its
 	// vectors from the received bytes, and once the core says it has not
-	// kept them (gossip.Node.Kept) they are overwritten with NaNs, as a
+	// kept them (gossip.Core.Kept) they are overwritten with NaNs, as a
 	// recycled receive buffer would be. A core that kept memory without
 	// saying so shows up as NaN models.
 	Codec bool

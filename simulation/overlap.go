@@ -11,7 +11,7 @@ import (
 // (the default), an update's result is due at the instant it was asked
 // for, so taken in event order it would be waited for at once, and
 // training would use one core. But a random walk's update changes only
-// its own peer (gossip.Node.QuietTrainDone: it sends nothing), so its
+// its own peer (gossip.Core.QuietTrainDone: it sends nothing), so its
 // done event can be set aside while the update runs on the pool
 // (trainPool) and the events of other peers go on; it is taken when the
 // next event that involves the peer comes up (a tick, a delivery to it or
@@ -141,5 +141,5 @@ func (s *sim) takeResult(k int) error {
 // sendLate is the error of a message sent while a set-aside result is
 // taken: the peer's core called the update quiet.
 func sendLate(id gossip.PeerID) error {
-	return fmt.Errorf("simulation: peer %s sent a message from an update its core called quiet (gossip.Node.QuietTrainDone)", id)
+	return fmt.Errorf("simulation: peer %s sent a message from an update its core called quiet (gossip.Core.QuietTrainDone)", id)
 }

@@ -14,9 +14,9 @@ import (
 // virtual time, through the same core events as in the daemon: a joiner
 // asks a live member for its state (gossip.Config.Join), a leaver says
 // goodbye (its peers rewire at once), keeps taking what is in flight for
-// a grace period and departs (gossip.Node.Leave, Depart), and a member
+// a grace period and departs (gossip.Core.Leave, Depart), and a member
 // that dies is dropped from the others' view after MemberTimeout. The
-// live members are handed to every core (gossip.Node.SetMembers), which
+// live members are handed to every core (gossip.Core.SetMembers), which
 // builds its topology over them.
 
 // Departures.

@@ -31,8 +31,8 @@ import (
 	"github.com/gossipd/gossipd/model"
 )
 
-// Node is one peer's protocol core. It is not safe for concurrent use.
-type Node struct {
+// Core is one peer's protocol core. It is not safe for concurrent use.
+type Core struct {
 	cfg    Config
 	def    protocolDef
 	rng    *rand.Rand
@@ -67,7 +67,7 @@ type Node struct {
 }
 
 // New returns a node; it starts at its first Tick.
-func New(cfg Config) (*Node, error) {
+func New(cfg Config) (*Core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func New(cfg Config) (*Node, error) {
 	if len(cfg.Init) != layout.Size {
 		return nil, fmt.Errorf("%w: initial parameters %d, layout %d", ErrConfig, len(cfg.Init), layout.Size)
 	}
-	n := &Node{cfg: cfg, def: registry[cfg.Protocol], rng: cfg.Rand, layout: layout, params: slices.Clone(cfg.Init)}
+	n := &Core{cfg: cfg, def: registry[cfg.Protocol], rng: cfg.Rand, layout: layout, params: slices.Clone(cfg.Init)}
 	n.view = newView(cfg.ID, cfg.ViewSize)
 	n.proto = n.def.new(&n.cfg, layout)
 	if cfg.Resume != nil {
@@ -91,7 +91,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Accounts != nil {
 		a, ok := n.proto.(interface {
-			resumeAccounts(n *Node, a *Accounts) error
+			resumeAccounts(n *Core, a *Accounts) error
 		})
 		if !ok {
 			return nil, fmt.Errorf("%w: accounts are push-sum's; this node runs %s", ErrConfig, cfg.Protocol)
@@ -108,12 +108,12 @@ func New(cfg Config) (*Node, error) {
 const Never = time.Duration(1<<63 - 1)
 
 // viewOn reports whether the node runs a Newscast view.
-func (n *Node) viewOn() bool { return n.def.view && n.cfg.Sampling == SamplingCyclon }
+func (n *Core) viewOn() bool { return n.def.view && n.cfg.Sampling == SamplingCyclon }
 
 // NextWake returns when the node next needs a Tick if nothing else happens
 // (before its first Tick: now). Event-driven shells schedule a tick then;
 // others may simply tick periodically.
-func (n *Node) NextWake() time.Duration {
+func (n *Core) NextWake() time.Duration {
 	if n.halted {
 		return Never
 	}
@@ -131,42 +131,42 @@ func (n *Node) NextWake() time.Duration {
 }
 
 // ID returns the node's ID.
-func (n *Node) ID() PeerID { return n.cfg.ID }
+func (n *Core) ID() PeerID { return n.cfg.ID }
 
 // Config returns the node's validated config.
-func (n *Node) Config() Config { return n.cfg }
+func (n *Core) Config() Config { return n.cfg }
 
 // Layout returns the parameter layout.
-func (n *Node) Layout() *model.Layout { return n.layout }
+func (n *Core) Layout() *model.Layout { return n.layout }
 
 // Params returns the node's current model parameters (for push-sum, the
 // de-biased estimate x/w). The slice is valid until the next call into the
 // node; callers must not modify it.
-func (n *Node) Params() []float32 { return n.proto.params(n) }
+func (n *Core) Params() []float32 { return n.proto.params(n) }
 
 // Cache returns the models kept for voting prediction (random walk; nil
 // for other protocols). The slices must not be modified.
-func (n *Node) Cache() [][]float32 { return n.proto.cache() }
+func (n *Core) Cache() [][]float32 { return n.proto.cache() }
 
 // PushSumWeight returns the node's push-sum weight (1 for other protocols).
-func (n *Node) PushSumWeight() float64 { return n.proto.weight() }
+func (n *Core) PushSumWeight() float64 { return n.proto.weight() }
 
 // Age returns the model's age: the examples it has seen (random walk: merged
 // by the age-weighted rule; other protocols: the examples of this node's own
 // training steps).
-func (n *Node) Age() float64 { return n.age }
+func (n *Core) Age() float64 { return n.age }
 
 // Updates returns how many model updates the node has made.
-func (n *Node) Updates() uint64 { return n.updates }
+func (n *Core) Updates() uint64 { return n.updates }
 
 // Round returns the current D-PSGD round or SFB clock.
-func (n *Node) Round() uint64 { return n.round }
+func (n *Core) Round() uint64 { return n.round }
 
 // Busy reports whether a training request is outstanding.
-func (n *Node) Busy() bool { return n.training }
+func (n *Core) Busy() bool { return n.training }
 
 // Tick advances the node's clock to now and runs what is due.
-func (n *Node) Tick(now time.Duration) {
+func (n *Core) Tick(now time.Duration) {
 	if now > n.now {
 		n.now = now
 	}
@@ -191,7 +191,7 @@ func (n *Node) Tick(now time.Duration) {
 // trainer, a neighbour's parameters waiting for the round); Kept says
 // whether it did. When it did not, the caller may reuse their memory — a
 // transport recycles its receive buffers this way.
-func (n *Node) Step(m *Message) {
+func (n *Core) Step(m *Message) {
 	n.kept = false
 	if n.halted {
 		return
@@ -232,26 +232,26 @@ func (n *Node) Step(m *Message) {
 // Kept reports whether the last Step kept a reference to its message or to
 // the vectors (Params, Factors, Indices) the message points to. When it
 // returns false the caller may overwrite them.
-func (n *Node) Kept() bool { return n.kept }
+func (n *Core) Kept() bool { return n.kept }
 
 // keep records that Step keeps its message's memory.
-func (n *Node) keep() { n.kept = true }
+func (n *Core) keep() { n.kept = true }
 
 // Halt stops the node for good: it trains no more, sends nothing and ignores
 // what arrives; its model stays as it is. A shell halts a node whose
 // privacy budget is spent (an outstanding training request is then simply
 // never answered).
-func (n *Node) Halt() {
+func (n *Core) Halt() {
 	n.halted = true
 	n.rd.Messages, n.rd.Train = nil, nil
 }
 
 // Halted reports whether Halt was called.
-func (n *Node) Halted() bool { return n.halted }
+func (n *Core) Halted() bool { return n.halted }
 
 // ensureStarted starts the protocol at the node's first event, Tick or Step,
 // so that a message arriving before the first Tick finds it running.
-func (n *Node) ensureStarted() {
+func (n *Core) ensureStarted() {
 	if !n.started {
 		n.started = true
 		if n.joining {
@@ -263,7 +263,7 @@ func (n *Node) ensureStarted() {
 }
 
 // TrainDone hands the node the result of its outstanding training request.
-func (n *Node) TrainDone(r *TrainResult) {
+func (n *Core) TrainDone(r *TrainResult) {
 	if !n.training || r.ID != n.trainID {
 		n.drop(DropTrainResult, "", fmt.Sprintf("train result %d does not match the outstanding request %d", r.ID, n.trainID))
 		return
@@ -274,7 +274,7 @@ func (n *Node) TrainDone(r *TrainResult) {
 
 // SetPeers tells the node which peers the shell knows (bootstrap addresses
 // for the Newscast view; the sampling population in oracle mode).
-func (n *Node) SetPeers(peers []PeerID) {
+func (n *Core) SetPeers(peers []PeerID) {
 	n.peers = slices.Clone(peers)
 	n.peers = slices.DeleteFunc(n.peers, func(p PeerID) bool { return p == n.cfg.ID })
 	slices.Sort(n.peers)
@@ -283,16 +283,16 @@ func (n *Node) SetPeers(peers []PeerID) {
 }
 
 // Ready returns what the node wants done. Call Advance once it is handled.
-func (n *Node) Ready() Ready { return n.rd }
+func (n *Core) Ready() Ready { return n.rd }
 
 // HasReady reports whether Ready has anything.
-func (n *Node) HasReady() bool { return !n.rd.Empty() }
+func (n *Core) HasReady() bool { return !n.rd.Empty() }
 
 // Advance acknowledges the last Ready.
-func (n *Node) Advance() { n.rd = Ready{} }
+func (n *Core) Advance() { n.rd = Ready{} }
 
 // send queues a message, its vector compressed under Config.Quantize.
-func (n *Node) send(m Message) {
+func (n *Core) send(m Message) {
 	m.From = n.cfg.ID
 	if n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0 {
 		m.Packed = new(compress.Payload)
@@ -306,7 +306,7 @@ func (n *Node) send(m Message) {
 // (None: plain float32): D-PSGD's sparse steps, random walk's subsampled
 // models (rand-k, with int8 values under int8), or every vector under
 // Quantize.
-func (n *Node) packedKind() compress.Kind {
+func (n *Core) packedKind() compress.Kind {
 	switch {
 	case n.cfg.Sparse.Kind != compress.None:
 		return n.cfg.Sparse.Kind
@@ -322,7 +322,7 @@ func (n *Node) packedKind() compress.Kind {
 // model's in Indices and Params), checking it against the job's
 // compression first. Under sparse compression a plain vector is a
 // keyframe.
-func (n *Node) unpack(m *Message) error {
+func (n *Core) unpack(m *Message) error {
 	want, subsampled := n.packedKind(), n.cfg.Subsample > 0
 	if m.Packed == nil {
 		switch {
@@ -357,13 +357,13 @@ func (n *Node) unpack(m *Message) error {
 
 // train queues a training request on a copy of params; the caller checks
 // !n.training first.
-func (n *Node) train(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
+func (n *Core) train(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
 	return n.trainOwned(op, slices.Clone(params), steps, layers)
 }
 
 // trainOwned is train for a vector nothing else refers to: the request
 // takes it without a copy.
-func (n *Node) trainOwned(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
+func (n *Core) trainOwned(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
 	n.trainID++
 	n.training = true
 	n.rd.Train = &TrainRequest{ID: n.trainID, Op: op, Params: params, Steps: steps, FactorLayers: layers, Age: n.age}
@@ -378,32 +378,32 @@ func (n *Node) trainOwned(op TrainOp, params []float32, steps int, layers []stri
 // reaches the node in between. The simulator trains such peers on every
 // core while other peers' events go on. It is false for protocols that
 // answer an update with messages, and whenever no request is out.
-func (n *Node) QuietTrainDone() bool {
+func (n *Core) QuietTrainDone() bool {
 	return n.training && !n.halted && n.proto.quietTrainDone(n)
 }
 
-func (n *Node) commit() {
+func (n *Core) commit() {
 	n.updates++
 	n.rd.Commit = &Commit{Age: n.age, Round: n.round, Updates: n.updates}
 }
 
-func (n *Node) trace(event string, peer PeerID, reason string, v float64) {
+func (n *Core) trace(event string, peer PeerID, reason string, v float64) {
 	n.rd.Trace = append(n.rd.Trace, TraceEvent{Time: n.now, Event: event, Peer: peer, Reason: reason, Value: v})
 }
 
 // drop traces something dropped, classified by code.
-func (n *Node) drop(code string, peer PeerID, reason string) {
+func (n *Core) drop(code string, peer PeerID, reason string) {
 	n.rd.Trace = append(n.rd.Trace, TraceEvent{Time: n.now, Event: "drop", Peer: peer, Reason: reason, Code: code})
 }
 
 // firstWake is when a periodic action first runs: uniformly within one
 // period from now, so that nodes started together do not move in step.
-func (n *Node) firstWake() time.Duration {
+func (n *Core) firstWake() time.Duration {
 	return n.now + time.Duration(n.rng.Float64()*float64(n.cfg.Delta))
 }
 
 // jittered returns Δ spread by ±Jitter.
-func (n *Node) jittered() time.Duration {
+func (n *Core) jittered() time.Duration {
 	if n.cfg.Jitter == 0 {
 		return n.cfg.Delta
 	}
@@ -413,7 +413,7 @@ func (n *Node) jittered() time.Duration {
 
 // randomPeer draws a peer to gossip with: from the Newscast view, or
 // uniformly from the known peers in oracle mode.
-func (n *Node) randomPeer() (PeerID, bool) {
+func (n *Core) randomPeer() (PeerID, bool) {
 	if n.cfg.Sampling == SamplingOracle {
 		if len(n.peers) == 0 {
 			return "", false
@@ -427,7 +427,7 @@ func (n *Node) randomPeer() (PeerID, bool) {
 // weights by the configured aggregator into dst and reports whether it
 // did; with too few inputs, or when the rule fails (traced), dst gets the
 // node's own vector xs[0].
-func (n *Node) aggregateEqual(dst []float32, xs [][]float32) bool {
+func (n *Core) aggregateEqual(dst []float32, xs [][]float32) bool {
 	if len(xs) >= minInputs(n.cfg.Aggregator) {
 		ws := make([]float64, len(xs))
 		for i := range ws {
@@ -445,7 +445,7 @@ func (n *Node) aggregateEqual(dst []float32, xs [][]float32) bool {
 
 // badVector reports whether training returned a vector of the wrong length
 // or with non-finite values, tracing the drop.
-func (n *Node) badVector(v []float32, what string) bool {
+func (n *Core) badVector(v []float32, what string) bool {
 	if len(v) == len(n.params) && merge.Finite(v) {
 		return false
 	}
