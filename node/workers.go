@@ -32,10 +32,12 @@ func (n *Node) trainLoop() {
 	}
 }
 
-// sendLoop sends messages until sendCh closes.
+// sendLoop sends messages until sendCh closes. It encodes each message
+// once, with an encoder of its own (peer.Encoder) whose buffer it reuses
+// for every frame: the transport retains no payload once Send returns.
 func (n *Node) sendLoop(ctx context.Context) {
+	enc := peer.NewEncoder(n.cfg.Transport.Authenticates())
 	for o := range n.sendCh {
-		f := n.frame(o.msg)
 		if o.to != gossip.Broadcast {
 			// The addressee may have left the job (died, said goodbye)
 			// since the core sent: look again at the latest roster.
@@ -43,19 +45,26 @@ func (n *Node) sendLoop(ctx context.Context) {
 				n.withhold(o.msg, r)
 				continue
 			}
-			if !n.send(ctx, o.to, f) && o.msg.Kind == gossip.KindPushSum {
-				select { // the core takes the share back
-				case n.undeliveredCh <- o.msg:
-				default:
-					n.log.Warn("undelivered push-sum share dropped: the queue is full", "to", o.to)
-				}
+		}
+		f, err := n.frame(enc, o.msg)
+		if err != nil {
+			n.met.sendErrors.Inc()
+			n.log.Error("encoding a message failed", "kind", o.msg.Kind, "to", o.to, "err", err)
+			if o.to != gossip.Broadcast {
+				n.giveBack(o.msg)
+			}
+			continue
+		}
+		if o.to != gossip.Broadcast {
+			if !n.send(ctx, o.to, f, o.msg) {
+				n.giveBack(o.msg)
 			}
 			continue
 		}
 		// One publish reaches every member; without a broadcaster, or for a
 		// frame too large to publish, send to each neighbour.
 		if b, ok := n.cfg.Transport.(transport.Broadcaster); ok {
-			if err := n.pace.wait(ctx, f.Len()); err != nil {
+			if err := n.pace.wait(ctx, len(f.Payload)); err != nil {
 				return
 			}
 			sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
@@ -63,22 +72,40 @@ func (n *Node) sendLoop(ctx context.Context) {
 			cancel()
 			if err == nil {
 				n.met.published.Inc()
-				n.sent(f)
+				n.sent(f, o.msg)
 				continue
 			}
 			n.log.Debug("publish failed: sending to each neighbour", "err", err)
 		}
 		if live := n.live.Load(); live != nil {
 			for _, p := range *live {
-				n.send(ctx, p, f)
+				n.send(ctx, p, f, o.msg)
 			}
 		}
 	}
 }
 
-// frame wraps a message for the transport, which writes it out encoded.
-func (n *Node) frame(m *gossip.Message) transport.Frame {
-	return transport.Frame{Job: n.job, Kind: uint8(m.Kind), Lane: Lane(m.Kind), Body: peer.Body{M: m}}
+// giveBack hands the core a push-sum share that could not be delivered,
+// so that it takes the share back; other messages are simply lost.
+func (n *Node) giveBack(m *gossip.Message) {
+	if m.Kind != gossip.KindPushSum {
+		return
+	}
+	select {
+	case n.undeliveredCh <- m:
+	default:
+		n.log.Warn("undelivered push-sum share dropped: the queue is full", "to", m.To)
+	}
+}
+
+// frame encodes a message (the peer driver's encoder) and wraps the bytes
+// for the transport. The payload is enc's: valid until its next Encode.
+func (n *Node) frame(enc *peer.Encoder, m *gossip.Message) (transport.Frame, error) {
+	b, err := enc.Encode(m)
+	if err != nil {
+		return transport.Frame{}, err
+	}
+	return transport.Frame{Job: n.job, Kind: uint8(m.Kind), Lane: Lane(m.Kind), Payload: b}, nil
 }
 
 // Lane is the transport lane of a message kind: models, views and SFB
@@ -95,9 +122,10 @@ func Lane(k gossip.Kind) string {
 	return transport.LaneParams
 }
 
-// send delivers one frame, counting it, and reports whether it could.
-func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame) bool {
-	if err := n.pace.wait(ctx, f.Len()); err != nil {
+// send delivers one frame, the encoding of m, counting it, and reports
+// whether it could.
+func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame, m *gossip.Message) bool {
+	if err := n.pace.wait(ctx, len(f.Payload)); err != nil {
 		return false // shutting down
 	}
 	sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
@@ -109,21 +137,19 @@ func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame) bo
 		n.log.Debug("send failed", "to", to, "err", err)
 		return false
 	}
-	n.sent(f)
-	n.traffic.out(to, f.Len(), n.cfg.Now())
+	n.sent(f, m)
+	n.traffic.out(to, len(f.Payload), n.cfg.Now())
 	return true
 }
 
-func (n *Node) sent(f transport.Frame) {
+// sent counts a frame that went out, the encoding of m.
+func (n *Node) sent(f transport.Frame, m *gossip.Message) {
+	size := len(f.Payload)
 	n.msgsOut.Add(1)
-	n.bytesOut.Add(uint64(f.Len()))
+	n.bytesOut.Add(uint64(size))
 	n.met.msgsOut.Inc()
-	n.met.bytesOut.Add(float64(f.Len()))
-	full := f.Len()
-	if b, ok := f.Body.(peer.Body); ok && b.M != nil {
-		full += gossip.CompressionSaved(b.M)
-	}
-	n.met.bytesOutFull.Add(float64(full))
+	n.met.bytesOut.Add(float64(size))
+	n.met.bytesOutFull.Add(float64(size + gossip.CompressionSaved(m)))
 }
 
 // evalLoop evaluates the parameters it is handed on the test split.

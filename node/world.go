@@ -35,8 +35,8 @@ func (w *world) Send(m *gossip.Message) {
 		}
 		return
 	}
-	// The transport encodes the message as it writes it: the model is not
-	// copied again (the core gave the message its own copy).
+	// A sender worker encodes the message (peer.Encoder) into its own
+	// buffer and hands the transport the bytes.
 	select {
 	case n.sendCh <- outgoing{to: m.To, msg: m}:
 	default:

@@ -78,15 +78,7 @@ func (e *Endpoint) Send(ctx context.Context, to transport.PeerID, f transport.Fr
 	if !ok || cut || to == e.id {
 		return fmt.Errorf("memnet: %s → %s: %w", e.id, to, transport.ErrUnreachable)
 	}
-	if f.Body != nil {
-		b, err := f.Body.Bytes()
-		if err != nil {
-			return err
-		}
-		f.Payload, f.Body = b, nil
-	} else {
-		f.Payload = slices.Clone(f.Payload)
-	}
+	f.Payload = slices.Clone(f.Payload) // the sender may reuse its buffer
 	dst.mu.Lock()
 	defer dst.mu.Unlock()
 	if dst.closed {
@@ -162,6 +154,11 @@ func (e *Endpoint) Announcements() []transport.Announcement {
 
 // Inbound implements transport.Transport.
 func (e *Endpoint) Inbound() <-chan transport.Inbound { return e.in }
+
+// Authenticates implements transport.Transport: it is false, for memnet
+// protects nothing, so senders keep their messages' own checksums and
+// receivers check them.
+func (e *Endpoint) Authenticates() bool { return false }
 
 // Peers implements transport.Transport.
 func (e *Endpoint) Peers() []transport.PeerID {

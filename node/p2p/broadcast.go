@@ -264,11 +264,11 @@ func (t *Host) Join(job transport.JobID) error {
 
 // Publish implements transport.Broadcaster.
 func (t *Host) Publish(ctx context.Context, f transport.Frame) error {
-	if n := f.Len(); n > t.cfg.MaxBroadcast {
+	if n := len(f.Payload); n > t.cfg.MaxBroadcast {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, t.cfg.MaxBroadcast)
 	}
 	var b bytes.Buffer
-	b.Grow(frameHeader + f.Len())
+	b.Grow(frameHeader + len(f.Payload))
 	if err := WriteFrame(&b, f); err != nil {
 		return err
 	}

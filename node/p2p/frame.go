@@ -45,9 +45,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 const frameHeader = 4 + 1 + 1 + 32 + 4
 
 // WriteFrame writes f to w: the header, then the payload, without copying
-// the payload (or, for a frame carrying a message, while encoding it).
+// the payload.
 func WriteFrame(w io.Writer, f transport.Frame) error {
-	n := f.Len()
+	n := len(f.Payload)
 	if uint64(n) > math.MaxUint32 {
 		return fmt.Errorf("%w: %d-byte payload", ErrFrame, n)
 	}
@@ -59,7 +59,8 @@ func WriteFrame(w io.Writer, f transport.Frame) error {
 	if _, err := w.Write(hdr[:]); err != nil {
 		return err
 	}
-	return f.WritePayload(w, true)
+	_, err := w.Write(f.Payload)
+	return err
 }
 
 // ReadFrame reads one frame of at most max payload bytes into a new buffer.

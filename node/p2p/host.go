@@ -476,6 +476,11 @@ func (t *Host) Peers() []transport.PeerID {
 // Inbound implements transport.Transport.
 func (t *Host) Inbound() <-chan transport.Inbound { return t.in }
 
+// Authenticates implements transport.Transport: it is true, for every
+// stream is secured by Noise or TLS (AEADs) and every gossipsub message
+// signed by its author (StrictSign), so every Inbound is Authenticated.
+func (t *Host) Authenticates() bool { return true }
+
 // Close implements transport.Transport.
 func (t *Host) Close() error {
 	t.mu.Lock()

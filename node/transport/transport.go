@@ -2,15 +2,15 @@
 // bytes addressed to peers, the Transport and Broadcaster interfaces, and
 // job announcements. It knows nothing of gossip messages, models or jobs'
 // contents, so a transport (node/p2p over libp2p, node/memnet in memory)
-// moves bytes and depends on this package alone. Decoding and every check
-// of a message's contents belong to the peer driver (package peer).
+// moves bytes and depends on this package alone. Encoding, decoding and
+// every check of a message's contents belong to the peer driver (package
+// peer): a transport never calls back into it, or into the core.
 package transport
 
 import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"io"
 	"time"
 )
 
@@ -40,58 +40,19 @@ const (
 	LaneFactors = "factors"
 )
 
-// Body is an outgoing payload that writes itself, so that a transport can
-// send a model without it first being copied into a buffer.
-type Body interface {
-	// Len is the payload's length in bytes.
-	Len() int
-	// WriteBody writes the Len bytes of the payload to w. A transport that
-	// authenticates every byte (an AEAD channel, whose receivers set
-	// Inbound.Authenticated) passes authenticated, and a payload may then
-	// leave out checksums of its own.
-	WriteBody(w io.Writer, authenticated bool) error
-	// Bytes returns the payload in a fresh buffer.
-	Bytes() ([]byte, error)
-}
-
 // Frame is one message on the wire: the job it belongs to, an opaque kind
 // byte the receiver checks against the payload, the lane it travels on,
-// and the payload.
+// and the payload. The payload is bytes the peer driver encoded (package
+// peer); a transport moves them as they are and never looks inside.
 type Frame struct {
 	Job  JobID
 	Kind uint8
 	// Lane is one of Lanes (empty: LaneParams). Receivers do not see it.
 	Lane string
-	// Payload is the encoded message. An outgoing frame may set Body
-	// instead, which the transport then writes out as it sends. Received
-	// frames carry Payload.
+	// Payload is the encoded message. A transport does not retain an
+	// outgoing frame's Payload once Send (or Publish) returns, so the
+	// sender may reuse its buffer for the next frame.
 	Payload []byte
-	Body    Body
-}
-
-// Len is the payload's length in bytes.
-func (f *Frame) Len() int {
-	if f.Body != nil {
-		return f.Body.Len()
-	}
-	return len(f.Payload)
-}
-
-// WritePayload writes the payload (Len bytes) to w; see Body.WriteBody.
-func (f *Frame) WritePayload(w io.Writer, authenticated bool) error {
-	if f.Body != nil {
-		return f.Body.WriteBody(w, authenticated)
-	}
-	_, err := w.Write(f.Payload)
-	return err
-}
-
-// Bytes returns the payload, from Body if set (a fresh buffer then).
-func (f *Frame) Bytes() ([]byte, error) {
-	if f.Body != nil {
-		return f.Body.Bytes()
-	}
-	return f.Payload, nil
 }
 
 // Inbound is a frame received from a peer, or a report of one the
@@ -101,8 +62,8 @@ type Inbound struct {
 	Frame
 	// Authenticated says the transport verified every byte with a MAC
 	// (libp2p's Noise and TLS are AEADs): the message's own checksum need
-	// not be checked again. Transports without integrity protection leave
-	// it false.
+	// not be checked again. It is Transport.Authenticates: transports
+	// without integrity protection leave it false.
 	Authenticated bool
 	// Recycle, when set, hands Payload back to the transport for a later
 	// frame. The receiver calls it at most once, when nothing refers to
@@ -138,9 +99,16 @@ type Transport interface {
 	// ID is this endpoint's peer ID.
 	ID() PeerID
 	// Send delivers f to peer to, or returns an error (wrapping
-	// ErrUnreachable when the peer cannot be reached). It retains neither
-	// f.Payload nor f.Body once it returns: callers may reuse them.
+	// ErrUnreachable when the peer cannot be reached). It does not retain
+	// f.Payload once it returns: callers may reuse it.
 	Send(ctx context.Context, to PeerID, f Frame) error
+	// Authenticates says whether the transport verifies every byte it
+	// delivers with a MAC or a signature (libp2p's Noise and TLS are
+	// AEADs, and its gossipsub messages are signed): then every Inbound it
+	// delivers has Authenticated set, and a sender may leave out
+	// checksums of its own. It does not change over the transport's life,
+	// so a sender asks once.
+	Authenticates() bool
 	// Inbound yields received frames, and reports of refused ones, until
 	// Close.
 	Inbound() <-chan Inbound

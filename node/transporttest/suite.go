@@ -1,5 +1,6 @@
 // Package transporttest is the conformance suite every transport.Transport must
-// pass: delivery with the sender's identity, payload integrity, large
+// pass: delivery with the sender's identity, payload integrity (and
+// Inbound.Authenticated as the transport's Authenticates says), large
 // frames, concurrency, unreachable peers, and Close.
 package transporttest
 
@@ -50,6 +51,9 @@ func Run(t *testing.T, makeN Factory) {
 		in := recv(t, b)
 		if in.From != a.ID() || in.Job != f.Job || in.Kind != f.Kind || !bytes.Equal(in.Payload, f.Payload) {
 			t.Fatalf("received %+v, sent %+v from %s", in, f, a.ID())
+		}
+		if in.Authenticated != b.Authenticates() {
+			t.Fatalf("received a frame with Authenticated %v from a transport whose Authenticates is %v", in.Authenticated, b.Authenticates())
 		}
 		if !slices.Contains(a.Peers(), b.ID()) {
 			t.Fatalf("%s does not list %s among its peers %v", a.ID(), b.ID(), a.Peers())
@@ -228,6 +232,9 @@ func publishUntil(t *testing.T, ctx context.Context, src transport.Broadcaster, 
 				case in := <-d.Inbound():
 					if in.From != src.ID() || in.Job != f.Job || in.Kind != f.Kind || !bytes.Equal(in.Payload, f.Payload) {
 						t.Fatalf("%s received %+v, want %q from %s", d.ID(), in, f.Payload, src.ID())
+					}
+					if in.Authenticated != d.Authenticates() {
+						t.Fatalf("%s received a broadcast with Authenticated %v, its Authenticates is %v", d.ID(), in.Authenticated, d.Authenticates())
 					}
 					pending = slices.Delete(pending, i, i+1)
 					drain(d)
