@@ -129,7 +129,7 @@ func Check(set []string, s Shape) error {
 	for _, name := range set {
 		sc, ok := Scopes[name]
 		if ok && !sc.Applies(s) {
-			bad = append(bad, fmt.Sprintf("--%s applies to %s, not to this job (protocol %s, model %s)", name, sc.To, s.Protocol, s.Model))
+			bad = append(bad, fmt.Sprintf("--%s applies to %s, not to this run (protocol %s, model %s)", name, sc.To, s.Protocol, s.Model))
 		}
 	}
 	if len(bad) > 0 {

@@ -44,7 +44,7 @@ var scopes = map[string]scope{
 	"fanout":           protocolOption("fanout", ""),
 	"fedavg-fraction":  {func(c *Config) bool { return c.Protocol == FedAvg }, "fedavg"},
 	"jitter":           {isGossip, "the gossip protocols"},
-	"codec":            {isGossip, "the gossip protocols (the baselines send no messages)"},
+	"codec":            {isGossip, "the gossip protocols: the baselines send no messages"},
 	"churn-session":    {func(c *Config) bool { return c.Churn > 0 }, "--churn"},
 	"departure":        {func(c *Config) bool { return c.Turnover > 0 }, "--turnover"},
 	"member-timeout":   {func(c *Config) bool { return c.Turnover > 0 && c.Departure == DepartDie }, "--turnover with --departure die"},
@@ -54,7 +54,7 @@ var scopes = map[string]scope{
 	"churn":            {isGossip, networkModels},
 	"churn-trace":      {isGossip, networkModels},
 	"netsplit":         {isGossip, networkModels},
-	"peer-batch":       {isGossip, "the gossip protocols' local updates, gradients and sufficient factors: the baselines train one model at a time"},
+	"peer-batch":       {isGossip, "the gossip protocols: the baselines train one model at a time"},
 	"compute":          {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"compute-trace":    {isGossip, "the gossip protocols: the baselines do not model compute time"},
 	"final-eval-peers": {func(c *Config) bool { return c.Protocol != Centralized }, "runs of many models (centralized trains one)"},
@@ -62,7 +62,7 @@ var scopes = map[string]scope{
 }
 
 // networkModels is where the network model applies.
-const networkModels = "the gossip protocols: the baselines (fedavg, allreduce, centralized) do not model the network, so a comparison under it would be wrong; compare gossip protocols under it, or leave it out"
+const networkModels = "the gossip protocols: the baselines (fedavg, allreduce, centralized) do not model the network, so a comparison under it would be wrong"
 
 // CheckOptions refuses the options named in set (flag names, as `gossipd
 // simulate` and scenario files spell them) that do not apply to c, and a
@@ -77,7 +77,12 @@ func (c *Config) CheckOptions(set []string) error {
 		case !ok:
 			jobSet = append(jobSet, name)
 		case !s.applies(c):
-			bad = append(bad, fmt.Sprintf("--%s applies to %s, not to this run (--protocol %s, --model %s)", name, s.to, c.Protocol, c.Model))
+			to, why, _ := strings.Cut(s.to, ": ")
+			msg := fmt.Sprintf("--%s applies to %s, not to this run (protocol %s, model %s)", name, to, c.Protocol, c.Model)
+			if why != "" {
+				msg += ": " + why
+			}
+			bad = append(bad, msg)
 		}
 	}
 	if err := job.Check(jobSet, c.shape()); err != nil {
