@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/node/p2p"
@@ -27,67 +26,19 @@ func runConsortiumInit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ids, err := memberIDs(members)
+	ids, err := p2p.ReadMembers(members)
 	if err != nil {
-		return err
+		return memberUsage(err)
 	}
-	if *keep {
-		if _, err := os.Stat(*out); err == nil {
-			return addMembers(*out, ids, stdout)
-		}
+	c, created, err := p2p.InitConsortium(*out, *keep, ids...)
+	switch {
+	case err != nil:
+		return memberUsage(err)
+	case created:
+		fmt.Fprintf(stdout, "wrote %s: a new network key and %d member(s)\n", *out, len(c.Members))
+	default:
+		fmt.Fprintf(stdout, "%s: %d member(s)\n", *out, len(c.Members))
 	}
-	c, err := p2p.NewConsortium(ids...)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if err := c.SaveNew(*out); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s: a new network key and %d member(s)\n", *out, len(c.Members))
-	return nil
-}
-
-// memberIDs reads consortium members: peer IDs, or @FILE naming a file
-// that holds one (a bare ID, or an address ending in /p2p/ID).
-func memberIDs(args []string) ([]string, error) {
-	var out []string
-	for _, a := range args {
-		path, ok := strings.CutPrefix(a, "@")
-		if !ok {
-			out = append(out, a)
-			continue
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("consortium member %s: %w", a, err)
-		}
-		s := strings.TrimSpace(string(b))
-		if i := strings.LastIndex(s, "/p2p/"); i >= 0 {
-			s = s[i+len("/p2p/"):]
-		}
-		if err := p2p.CheckPeerID(s); err != nil {
-			return nil, fmt.Errorf("%w: consortium member %s: %v", errUsage, a, err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// addMembers admits ids to the consortium file at path.
-func addMembers(path string, ids []string, stdout io.Writer) error {
-	c, err := p2p.LoadConsortium(path)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := c.Add(id); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-	}
-	if err := c.Save(path); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s: %d member(s)\n", path, len(c.Members))
 	return nil
 }
 
@@ -101,9 +52,20 @@ func runConsortiumAdd(args []string, stdout, stderr io.Writer) error {
 	if len(members) == 0 {
 		return fmt.Errorf("%w: consortium add-member: no peer ID given", errUsage)
 	}
-	ids, err := memberIDs(members)
-	if err != nil {
-		return err
+	ids, err := p2p.ReadMembers(members)
+	if err == nil {
+		var c *p2p.Consortium
+		if c, err = p2p.AddMembers(*file, ids...); err == nil {
+			fmt.Fprintf(stdout, "%s: %d member(s)\n", *file, len(c.Members))
+		}
 	}
-	return addMembers(*file, ids, stdout)
+	return memberUsage(err)
+}
+
+// memberUsage makes a member that is no peer ID a usage error.
+func memberUsage(err error) error {
+	if errors.Is(err, p2p.ErrMember) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return err
 }

@@ -5,12 +5,13 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"github.com/gossipd/gossipd/node"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gossipd/gossipd/node"
 )
 
 // badFile names a kind of bad input for a flag that reads a file or a

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/simulation"
@@ -28,23 +24,7 @@ func runPlot(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if a := simulation.Axis(*x); a != simulation.ByTime && a != simulation.ByBytes {
 		return fmt.Errorf("%w: plot: --x %q: want time or bytes", errUsage, *x)
 	}
-	var series []simulation.Series
-	for _, a := range runs {
-		label, dir, ok := strings.Cut(a, "=")
-		if !ok {
-			label, dir = filepath.Base(a), a
-		}
-		rows, err := simulation.ReadRun(dir)
-		if err != nil {
-			return err
-		}
-		series = append(series, simulation.Series{Label: label, Rows: rows})
-	}
-	var buf bytes.Buffer
-	if err := simulation.PlotAccuracy(&buf, *title, simulation.Axis(*x), series); err != nil {
-		return err
-	}
-	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+	if err := simulation.PlotRuns(*out, *title, simulation.Axis(*x), runs); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
