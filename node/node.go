@@ -115,21 +115,9 @@ func New(cfg Config) (*Node, error) {
 	// members (membership.go), the same for every member that sees the
 	// same roster.
 	gc := gossip.Config{
-		ID: self, Protocol: cfg.Job.Protocol, Spec: cfg.Job.Model, Init: m.CopyParams(),
-		Rand: rand.New(rand.NewPCG(seed, seed>>1)), Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
-		Jitter: gossip.DefaultJitter, LR: cfg.Local.LR, Variant: cfg.Job.Variant, Batch: cfg.Local.Batch,
-		LocalSteps: peer.LocalSteps(cfg.Local.LocalEpochs, cfg.Train.N, cfg.Local.Batch),
-		Topology:   cfg.Job.LiveTopology(), TopologySeed: cfg.Job.TopologySeed(),
-		Staleness: cfg.Job.Staleness, Broadcast: broadcast, SFBMode: cfg.Job.SFBMode,
-		Aggregator: cfg.Aggregator, MaxNorm: cfg.MaxNorm, Incarnation: n.incarnation,
-	}
-	if cfg.Job.Protocol == gossip.SFB {
-		gc.Batch = cfg.Job.FactorBatch // every member must choose its factor layers alike
-	}
-	comp, _ := gossip.ParseCompression(cfg.Job.Compression)
-	comp.Apply(&gc)
-	if cfg.Job.Outer != nil {
-		gc.Outer = *cfg.Job.Outer
+		ID: self, Init: m.CopyParams(), Rand: rand.New(rand.NewPCG(seed, seed>>1)), Jitter: gossip.DefaultJitter,
+		Topology: cfg.Job.LiveTopology(), TopologySeed: cfg.Job.TopologySeed(),
+		Broadcast: broadcast, MaxNorm: cfg.MaxNorm, Incarnation: n.incarnation,
 	}
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)
@@ -156,27 +144,26 @@ func New(cfg Config) (*Node, error) {
 	// A joining peer pulls the newest model and protocol state from a live
 	// member; one with a checkpoint of the job resumes from it instead.
 	gc.Join = cfg.Join && gc.Resume == nil
-	pc := peer.Config{Core: gc, Job: n.job, Admit: cfg.Local.IsMember}
-	tc := trainer.Config{Batch: cfg.Local.Batch, LR: cfg.Local.LR}
-	if cfg.DP.Enabled() {
-		tc.DP, tc.DPSource = cfg.DP, privacy.NewCryptoSource()
-	}
 	idx := make([]int, cfg.Train.N)
 	for i := range idx {
 		idx[i] = i
 	}
-	n.trainer, err = trainer.New(trainer.NewWorkspace(m), &trainer.Data{X: cfg.Train.X, Y: cfg.Train.Y, D: cfg.Train.D, Idx: idx},
-		rand.New(rand.NewPCG(seed, 3)), tc)
-	if err != nil {
-		return nil, err
+	setup := peer.Setup{Protocol: cfg.Job.Protocol, Model: cfg.Job.Model, Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
+		Variant: cfg.Job.Variant, Compression: cfg.Job.Compression, SFBMode: cfg.Job.SFBMode, Staleness: cfg.Job.Staleness,
+		FactorBatch: cfg.Job.FactorBatch, // every member must choose its factor layers alike
+		LR:          cfg.Local.LR, Batch: cfg.Local.Batch, LocalEpochs: cfg.Local.LocalEpochs, Aggregator: cfg.Aggregator,
+		Data:      &trainer.Data{X: cfg.Train.X, Y: cfg.Train.Y, D: cfg.Train.D, Idx: idx},
+		Workspace: trainer.NewWorkspace(m), TrainRand: rand.New(rand.NewPCG(seed, 3))}
+	if cfg.Job.Outer != nil {
+		setup.Outer = *cfg.Job.Outer
 	}
-	pc.Trainer = n.trainer
 	if cfg.DP.Enabled() {
-		if pc.Budget, pc.Ledger, err = n.openLedger(pc.Trainer.SamplingRate()); err != nil {
-			return nil, err
-		}
+		setup.DP, setup.DPSource = cfg.DP, privacy.NewCryptoSource()
 	}
-	if n.peer, err = peer.New(pc, (*world)(n)); err != nil {
+	pc := peer.Config{Job: n.job, Admit: cfg.Local.IsMember}
+	if n.peer, n.trainer, err = peer.Build(gc, setup, pc, func(q float64) (*privacy.Budget, peer.Ledger, error) {
+		return n.openLedger(q)
+	}, (*world)(n)); err != nil {
 		return nil, err
 	}
 	n.status = Status{PeerID: self, Addrs: cfg.Addrs, JobID: n.job.String(), Protocol: cfg.Job.Protocol, Device: cfg.device, Rejected: map[string]uint64{}}
@@ -186,7 +173,7 @@ func New(cfg Config) (*Node, error) {
 		n.status.CheckpointAge = n.resumed.State.Age
 		n.met.ckptTime.Set(float64(n.resumed.Time.UnixNano()) / 1e9)
 	}
-	if pc.Budget != nil {
+	if n.peer.Budget() != nil {
 		n.status.DPDelta, n.status.DPBudget = cfg.DP.Delta, cfg.DP.Epsilon
 		n.met.dpBudget.Set(cfg.DP.Epsilon)
 	}

@@ -155,41 +155,28 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 	if s.adv != nil && s.adv.byz[i] && cfg.Attack == "labelflip" {
 		data.Y = s.flippedY
 	}
-	comp, _ := gossip.ParseCompression(cfg.Compression) // validated
 	gc := gossip.Config{
-		ID: id, Protocol: cfg.Protocol, Spec: s.spec, Init: s.init,
-		Rand:  rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)),
-		Delta: cfg.Delta, Jitter: cfg.Jitter, LR: cfg.LR, LocalSteps: peer.LocalSteps(cfg.LocalEpochs, len(part), cfg.Batch),
-		Variant: cfg.Variant, CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Staleness: cfg.Staleness,
-		Fanout: cfg.Fanout, Sampling: cfg.Sampling, Batch: cfg.Batch, SFBMode: cfg.SFBMode,
-		Join:     join,
-		Topology: s.liveTopology(), TopologySeed: cfg.Seed,
+		ID: id, Init: s.init, Rand: rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)), Jitter: cfg.Jitter,
+		CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Fanout: cfg.Fanout, Sampling: cfg.Sampling,
+		Join: join, Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}
-	comp.Apply(&gc)
-	if cfg.LocalSteps > 0 {
-		gc.Outer = gossip.OuterConfig{Steps: cfg.LocalSteps, Method: cfg.Outer, LR: cfg.OuterLR, Momentum: cfg.OuterMomentum}
-	}
-	gc.Aggregator, _ = merge.ParseAggregator(cfg.Aggregator) // validated
 	if gc.Topology == "" {
 		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, s.graph, cfg.Peers, i, peerName)
 	}
-	tc := trainer.Config{Batch: cfg.Batch, LR: cfg.LR}
-	if cfg.DP.Enabled() {
-		tc.DP, tc.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
+	agg, _ := merge.ParseAggregator(cfg.Aggregator) // validated
+	setup := peer.Setup{Protocol: cfg.Protocol, Model: s.spec, Delta: cfg.Delta,
+		Variant: cfg.Variant, Compression: cfg.Compression, SFBMode: cfg.SFBMode, Staleness: cfg.Staleness,
+		LR: cfg.LR, Batch: cfg.Batch, LocalEpochs: cfg.LocalEpochs, Aggregator: agg,
+		Data: data, Workspace: s.ws, TrainRand: rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|2))}
+	if cfg.LocalSteps > 0 {
+		setup.Outer = gossip.OuterConfig{Steps: cfg.LocalSteps, Method: cfg.Outer, LR: cfg.OuterLR, Momentum: cfg.OuterMomentum}
 	}
-	tr, err := trainer.New(s.ws, data, rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|2)), tc)
+	if cfg.DP.Enabled() {
+		setup.DP, setup.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
+	}
+	drv, tr, err := peer.Build(gc, setup, peer.Config{}, nil, &world{s: s, i: i})
 	if err != nil {
 		return nil, fmt.Errorf("peer %d: %w", i, err)
-	}
-	var budget *privacy.Budget
-	if cfg.DP.Enabled() {
-		if budget, err = privacy.NewBudget(cfg.DP, tr.SamplingRate(), privacy.Spending{}); err != nil {
-			return nil, fmt.Errorf("peer %d: %w", i, err)
-		}
-	}
-	drv, err := peer.New(peer.Config{Core: gc, Trainer: tr, Budget: budget}, &world{s: s, i: i})
-	if err != nil {
-		return nil, err
 	}
 	return &simPeer{Peer: drv, tr: tr, online: true, wakeAt: -1}, nil
 }
