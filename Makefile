@@ -149,7 +149,7 @@ kernels: build
 	@for k in go avx2 avx512; do \
 		if GOSSIPD_KERNEL=$$k $(BIN) version >/dev/null 2>&1; then \
 			echo "== GOSSIPD_KERNEL=$$k"; \
-			GOSSIPD_KERNEL=$$k $(GO) test -count=1 ./model/... ./peer/... ./simulation || exit 1; \
+			GOSSIPD_KERNEL=$$k $(GO) test -count=1 ./model/... ./peer/... ./central ./simulation || exit 1; \
 		else \
 			echo "== GOSSIPD_KERNEL=$$k: this CPU cannot run these kernels natively; their code ran on the interpreter above"; \
 		fi; \

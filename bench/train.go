@@ -7,13 +7,13 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gossipd/gossipd/central"
 	"github.com/gossipd/gossipd/model/compute"
-	"github.com/gossipd/gossipd/simulation"
 )
 
 // TrainConfig is what Train measures.
 type TrainConfig struct {
-	// Dataset is the training set (simulation.CentralConfig.Dataset).
+	// Dataset is the training set (central.Config.Dataset).
 	Dataset string
 	// Threads for the CPU backend and PyTorch (0: all cores).
 	Threads int
@@ -58,7 +58,7 @@ func Train(ctx context.Context, w, stderr io.Writer, c TrainConfig) error {
 	ran := ""
 	for _, batch := range c.Batches {
 		for _, mdl := range []struct{ name, kind, hidden string }{{"softmax", "softmax", ""}, {"mlp 784-128-10", "mlp", "128"}} {
-			cfg := simulation.CentralConfig{Dataset: c.Dataset, Scale: "minmax", Model: mdl.kind, Hidden: mdl.hidden,
+			cfg := central.Config{Dataset: c.Dataset, Scale: "minmax", Model: mdl.kind, Hidden: mdl.hidden,
 				Epochs: 1, Batch: batch, LR: 0.1, Optimizer: "sgd", Threads: c.Threads, Device: c.Device}
 			got, rep, err := gossipd(ctx, cfg, seeds)
 			if err != nil {
@@ -113,13 +113,13 @@ func Train(ctx context.Context, w, stderr io.Writer, c TrainConfig) error {
 
 // gossipd trains cfg from seeds 1 … n and returns each seed's result and
 // the last report.
-func gossipd(ctx context.Context, cfg simulation.CentralConfig, n int) (runs, *simulation.CentralReport, error) {
+func gossipd(ctx context.Context, cfg central.Config, n int) (runs, *central.Report, error) {
 	var rs runs
-	var rep *simulation.CentralReport
+	var rep *central.Report
 	for seed := 1; seed <= n; seed++ {
 		cfg.Seed = uint64(seed)
 		var err error
-		if rep, err = simulation.TrainCentral(ctx, cfg, nil); err != nil {
+		if rep, err = central.Train(ctx, cfg, nil); err != nil {
 			return nil, nil, err
 		}
 		rs = append(rs, Result{rep.SamplesPerSecond, rep.TestAccuracy})

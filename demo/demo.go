@@ -21,8 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/central"
 	"github.com/gossipd/gossipd/model/device"
-	"github.com/gossipd/gossipd/simulation"
 )
 
 // Config is what the demo runs. Zero values take the documented defaults.
@@ -219,7 +219,7 @@ func Run(ctx context.Context, c Config) (*Summary, error) {
 		dir = d
 	}
 	// What a peer reaches alone: its piece, trained centrally.
-	alone, err := simulation.TrainCentral(ctx, simulation.CentralConfig{Dataset: "digits", Scale: "global", Shard: fmt.Sprintf("0/%d", c.Peers),
+	alone, err := central.Train(ctx, central.Config{Dataset: "digits", Scale: "global", Shard: fmt.Sprintf("0/%d", c.Peers),
 		Partition: c.Partition, Model: "softmax", Epochs: 20, Seed: 1}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("demo: one peer alone: %w", err)

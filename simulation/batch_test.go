@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 
@@ -192,65 +191,6 @@ func TestDeviceFailureEndsRun(t *testing.T) {
 	_, err := Run(context.Background(), c, nil)
 	if err == nil || !strings.Contains(err.Error(), "training requests on emulated-device") || !strings.Contains(err.Error(), "status 3") {
 		t.Fatalf("err = %v", err)
-	}
-}
-
-// failingSums fails as a GPU out of memory would, in every column sum (a
-// training step's bias gradient).
-type failingSums struct{ *backendtest.Device }
-
-func (failingSums) ColumnSums(compute.Tensor, compute.Tensor, int, int) {
-	panic("cuda: column_sums: CUDA_ERROR_OUT_OF_MEMORY (on cuda:0)")
-}
-
-// TestTrainCentralDeviceFailure: `gossipd train` and `bench` on a device
-// that fails end with an error naming the device and the failure, not a
-// crash; on the CPU the same run trains.
-func TestTrainCentralDeviceFailure(t *testing.T) {
-	c := CentralConfig{Dataset: "digits", Model: "softmax", Epochs: 1, Batch: 16, LR: 0.1, Optimizer: "sgd", Seed: 1, Device: "cuda"}
-	testDevice = failingSums{backendtest.NewDevice()}
-	defer func() { testDevice = nil }()
-	rep, err := TrainCentral(context.Background(), c, nil)
-	if err == nil || rep != nil || !strings.Contains(err.Error(), "training on emulated-device") || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") {
-		t.Fatalf("report %v, err = %v", rep, err)
-	}
-	c.Device = "cpu"
-	if rep, err := TrainCentral(context.Background(), c, nil); err != nil || rep.TestAccuracy < 0.5 {
-		t.Fatalf("on the CPU: %+v, %v", rep, err)
-	}
-}
-
-// TestTrainCentralOnDevice: `gossipd train` on a device (backendtest's
-// emulated one) gives the CPU's results bit for bit, its warm-up on a
-// throwaway model changing nothing, frees every device buffer, and
-// reports the device's memory peak.
-func TestTrainCentralOnDevice(t *testing.T) {
-	for _, kind := range []string{"softmax", "mlp"} {
-		c := CentralConfig{Dataset: "digits", Model: kind, Hidden: "16", Epochs: 2, Batch: 16, LR: 0.1, Optimizer: "sgd", Seed: 3, Device: "cpu"}
-		want, err := TrainCentral(context.Background(), c, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dev := backendtest.NewDevice()
-		testDevice = dev
-		c.Device = "cuda"
-		got, err := TrainCentral(context.Background(), c, nil)
-		testDevice = nil
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.TrainLoss != want.TrainLoss || got.TestAccuracy != want.TestAccuracy || !slices.EqualFunc(got.Confusion, want.Confusion, slices.Equal) {
-			t.Fatalf("%s on the device: loss %v, accuracy %v; on the CPU %v, %v", kind, got.TrainLoss, got.TestAccuracy, want.TrainLoss, want.TestAccuracy)
-		}
-		if !strings.HasPrefix(got.Device.Device, "emulated-device") || got.Graphs != nil {
-			t.Fatalf("%s: device %+v, graphs %+v", kind, got.Device, got.Graphs)
-		}
-		if live := dev.Stats().Live; live > 0 {
-			t.Fatalf("%s: %d device buffers live after training", kind, live)
-		}
-		if _, peak := dev.DeviceMemory(); got.DevicePeakBytes != peak || peak == 0 || want.DevicePeakBytes != 0 {
-			t.Fatalf("%s: device memory peak %d bytes in the report, %d on the device; %d on the CPU", kind, got.DevicePeakBytes, peak, want.DevicePeakBytes)
-		}
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
-	"github.com/gossipd/gossipd/model"
 )
 
 // Options apply to some runs only. One given for a run it does not apply
@@ -110,47 +109,6 @@ func (c *Config) CheckOptions(set []string) error {
 		}
 		if len(net) > 0 {
 			bad = append(bad, fmt.Sprintf("%s: set for the %s baseline, which does not model them; the network model applies to %s", strings.Join(net, ", "), c.Protocol, networkModels))
-		}
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(bad, "; "))
-	}
-	return nil
-}
-
-// centralScopes are CheckOptions' rules for a centralized run (`gossipd
-// train`), by flag name.
-var centralScopes = map[string]struct {
-	applies func(c *CentralConfig) bool
-	to      string
-}{
-	"hidden":       {func(c *CentralConfig) bool { return c.Model == model.MLP }, "--model mlp"},
-	"lambda":       {func(c *CentralConfig) bool { return c.Model == model.SVM }, "--model svm"},
-	"momentum":     {func(c *CentralConfig) bool { return c.optimizer() == "sgd" }, "--optimizer sgd"},
-	"lr":           {func(c *CentralConfig) bool { return c.optimizer() != "pegasos" }, "sgd and adam (pegasos steps by 1/(λt))"},
-	"weight-decay": {func(c *CentralConfig) bool { return c.optimizer() != "pegasos" }, "sgd and adam (pegasos regularises by --lambda)"},
-	"partition":    {func(c *CentralConfig) bool { return c.Shard != "" }, "--shard (it says how the shards are cut)"},
-}
-
-// optimizer is the optimizer c resolves to.
-func (c *CentralConfig) optimizer() string {
-	switch {
-	case c.Optimizer != "":
-		return strings.ToLower(c.Optimizer)
-	case c.Model == model.SVM:
-		return "pegasos"
-	}
-	return "sgd"
-}
-
-// CheckOptions refuses the options named in set (flag names, as `gossipd
-// train` spells them) that do not apply to c, which would otherwise be
-// silently ignored.
-func (c *CentralConfig) CheckOptions(set []string) error {
-	var bad []string
-	for _, name := range set {
-		if s, ok := centralScopes[name]; ok && !s.applies(c) {
-			bad = append(bad, fmt.Sprintf("--%s applies to %s, not to this run (--model %s, --optimizer %s)", name, s.to, c.Model, c.optimizer()))
 		}
 	}
 	if len(bad) > 0 {

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gossipd/gossipd/central"
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/model"
-	"github.com/gossipd/gossipd/simulation"
 )
 
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("train", "train [flags]\n\nTrains one model centrally on one machine and reports its test accuracy.", stderr)
-	var f simulation.CentralFlags
+	var f central.Flags
 	f.Register(fs)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -25,14 +25,14 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	quiet, jsonOut := f.Quiet, f.JSON
 	bar := cli.NewProgressBar(stderr, !quiet)
-	rep, err := simulation.TrainCentral(ctx, c, func(p model.Progress) {
+	rep, err := central.Train(ctx, c, func(p model.Progress) {
 		bar.Update(fmt.Sprintf("epoch %d/%d", p.Epoch, p.Epochs), p.Step, p.Steps, fmt.Sprintf("loss %.4f", p.Loss))
 		if p.Step == p.Steps {
 			bar.Finish()
 		}
 	})
-	if errors.Is(err, simulation.ErrConfig) {
-		return configUsage(err, simulation.ErrConfig)
+	if errors.Is(err, central.ErrConfig) {
+		return configUsage(err, central.ErrConfig)
 	}
 	if err != nil {
 		return cli.DatasetUsage(err)

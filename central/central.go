@@ -1,7 +1,12 @@
-package simulation
+// Package central trains one model on all the data of one machine:
+// `gossipd train`, the training half of `gossipd bench`, what one peer
+// reaches alone in `gossipd demo`, and the baseline every decentralized
+// run is held against.
+package central
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,11 +16,14 @@ import (
 	"github.com/gossipd/gossipd/model/device"
 )
 
-// CentralConfig is a centralized training run: one model trained on all
+// ErrConfig marks invalid settings of a centralized run.
+var ErrConfig = errors.New("central: invalid config")
+
+// Config is a centralized training run: one model trained on all
 // the data on one machine (`gossipd train`, and the training half of
 // `gossipd bench`), the baseline every decentralized run is held against.
 // Zero values take the documented defaults.
-type CentralConfig struct {
+type Config struct {
 	// Dataset is a dataset name or path (dataset.Open), with LabelColumn
 	// for CSV and TestFraction for sources without a test split.
 	Dataset      string
@@ -54,8 +62,8 @@ type CentralConfig struct {
 	NoGraphs bool
 }
 
-// CentralReport is the outcome of a centralized run.
-type CentralReport struct {
+// Report is the outcome of a centralized run.
+type Report struct {
 	Model         string     `json:"model"`
 	Spec          model.Spec `json:"spec"`
 	Params        int        `json:"params"`
@@ -86,10 +94,10 @@ type CentralReport struct {
 	Classes         []string `json:"class_names,omitempty"`
 }
 
-// TrainCentral loads the data, builds the model, trains and evaluates it.
+// Train loads the data, builds the model, trains and evaluates it.
 // progress, if not nil, hears of every step. Invalid settings wrap
 // ErrConfig.
-func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Progress)) (rep *CentralReport, err error) {
+func Train(ctx context.Context, c Config, progress func(model.Progress)) (rep *Report, err error) {
 	hidden, err := model.ParseHidden(c.Hidden)
 	if err != nil {
 		return nil, fmt.Errorf("%w: hidden: %v", ErrConfig, err)
@@ -178,7 +186,7 @@ func TrainCentral(ctx context.Context, c CentralConfig, progress func(model.Prog
 	if mc, ok := backend.(compute.MemoryCounter); ok && gpu != nil {
 		_, peak = mc.DeviceMemory()
 	}
-	return &CentralReport{
+	return &Report{
 		Model: spec.Kind, Spec: spec, Params: m.NumParams(), Dataset: c.Dataset,
 		TrainExamples: trainSet.N, TestExamples: testSet.N,
 		Epochs: res.Epochs, Batch: tcfg.Batch, Optimizer: opt.Name(), Seed: c.Seed, Backend: backend.Name(), Device: choice,
@@ -198,4 +206,20 @@ func warmUp(ctx context.Context, spec model.Spec, be compute.Backend, xt compute
 	defer m.Close()
 	_, err = model.TrainOn(ctx, m, &model.SGD{LR: 0.01}, xt, y, n, model.TrainConfig{Epochs: 1, Batch: batch, NoGraphs: true}, nil)
 	return err
+}
+
+// testDevice, set by tests, is the device --device cuda opens.
+var testDevice compute.Backend
+
+// deviceFailure turns a device backend's panic (a CUDA failure, such as
+// running out of device memory) into *err, so that the run ends with a
+// message instead of a crash. The CPU's panics are programming errors
+// and stay panics.
+func deviceFailure(gpu compute.Backend, what string, err *error) {
+	if gpu == nil {
+		return
+	}
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("central: %s on %s failed: %v", what, gpu.Name(), r)
+	}
 }

@@ -1,4 +1,4 @@
-package simulation
+package central
 
 import (
 	"flag"
@@ -12,20 +12,20 @@ import (
 	"github.com/gossipd/gossipd/model/device"
 )
 
-// CentralFlags are `gossipd train`'s settings as flags give them.
-type CentralFlags struct {
-	c           CentralConfig
+// Flags are `gossipd train`'s settings as flags give them.
+type Flags struct {
+	c           Config
 	data        job.Data
 	JSON, Quiet bool
 }
 
-// CentralBounds are the values train's numeric flags take.
-var CentralBounds = cli.Bounds{"epochs": "[1,inf)", "batch": "[1,inf)", "lambda": "(0,inf)", "lr": "(0,inf)",
+// Bounds are the values train's numeric flags take.
+var Bounds = cli.Bounds{"epochs": "[1,inf)", "batch": "[1,inf)", "lambda": "(0,inf)", "lr": "(0,inf)",
 	"momentum": "[0,1)", "weight-decay": "[0,inf)", "test-fraction": "(0,1)", "threads": "[0,inf)", "seed": "[0,inf)"}
 
 // Register declares train's flags on fs, in groups; the data flags are
 // the same as simulate's and run's (job.Data).
-func (f *CentralFlags) Register(fs *flag.FlagSet) {
+func (f *Flags) Register(fs *flag.FlagSet) {
 	c := &f.c
 	cli.Group(fs, "Data", func() {
 		f.data.Register(fs)
@@ -54,14 +54,14 @@ func (f *CentralFlags) Register(fs *flag.FlagSet) {
 	})
 }
 
-// Config resolves the flags of fs (parsed) into a checked CentralConfig.
+// Config resolves the flags of fs (parsed) into a checked Config.
 // Errors wrap cli.ErrUsage and name the flag.
-func (f *CentralFlags) Config(fs *flag.FlagSet) (CentralConfig, error) {
-	usage := func(name string, err error) (CentralConfig, error) {
-		return CentralConfig{}, fmt.Errorf("%w: --%s: %v", cli.ErrUsage, name, err)
+func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
+	usage := func(name string, err error) (Config, error) {
+		return Config{}, fmt.Errorf("%w: --%s: %v", cli.ErrUsage, name, err)
 	}
-	if err := cli.CheckNumbers(fs, CentralBounds); err != nil {
-		return CentralConfig{}, err
+	if err := cli.CheckNumbers(fs, Bounds); err != nil {
+		return Config{}, err
 	}
 	c := f.c
 	c.Dataset, c.LabelColumn = f.data.Dataset, f.data.LabelColumn
@@ -74,7 +74,7 @@ func (f *CentralFlags) Config(fs *flag.FlagSet) (CentralConfig, error) {
 	var set []string
 	fs.Visit(func(fl *flag.Flag) { set = append(set, fl.Name) })
 	if err := c.CheckOptions(set); err != nil {
-		return CentralConfig{}, fmt.Errorf("%w: %s", cli.ErrUsage, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "))
+		return Config{}, fmt.Errorf("%w: %s", cli.ErrUsage, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "))
 	}
 	if _, err := model.ParseHidden(c.Hidden); err != nil {
 		return usage("hidden", err)

@@ -1,4 +1,4 @@
-package simulation
+package central
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 )
 
 // WriteText writes the report as `gossipd train` prints it.
-func (r *CentralReport) WriteText(w io.Writer) {
+func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "model       %s (%d parameters)\n", r.Spec, r.Params)
 	fmt.Fprintf(w, "dataset     %s: %d train, %d test examples\n", r.Dataset, r.TrainExamples, r.TestExamples)
 	fmt.Fprintf(w, "training    %d epochs, batch %d, %s, seed %d on %s\n", r.Epochs, r.Batch, r.Optimizer, r.Seed, r.Backend)
