@@ -160,7 +160,7 @@ kernels: build
 # fail it with "context deadline exceeded").
 FUZZ_TARGETS := ./node:FuzzDecodeRecord ./dataset:FuzzReadIDX ./dataset:FuzzReadCache ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
 	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
-	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./node:FuzzParseSpec ./node:FuzzDecodeAccounts \
+	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./job:FuzzParseSpec ./node:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./simulation:FuzzParseComputeTrace ./simulation:FuzzReadCSV ./simulation:FuzzParseLatency ./simulation:FuzzParseCompute ./cmd/gossipd:FuzzConfigFile ./cmd/gossipd:FuzzFlagSpecs \
 	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./node/p2p:FuzzParseIDResponse \
 	./node/apiserver:FuzzParseToken ./node/apiserver:FuzzGuard ./gossip/compress:FuzzDecode

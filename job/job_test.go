@@ -1,6 +1,7 @@
 package job
 
 import (
+	"crypto/sha256"
 	"flag"
 	"io"
 	"strings"
@@ -113,4 +114,25 @@ func TestScaleAuto(t *testing.T) {
 	if s.Delta != time.Second || s.Name != "" {
 		t.Errorf("simulator settings: delta %v, name %q (the simulator has no job name)", s.Delta, s.Name)
 	}
+}
+
+// FuzzParseSpec: any bytes (an announcement's spec) parse to a valid spec
+// whose canonical form they are, or give an error; never a panic.
+func FuzzParseSpec(f *testing.F) {
+	j := Spec{Name: "j", Model: model.Spec{Kind: model.MLP, Inputs: 4, Classes: 3, Hidden: []int{5}}, Protocol: "pushsum"}
+	if err := j.Validate(); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(j.Canonical())
+	f.Add([]byte(`{"name":"x","model":{"kind":"mlp"}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSpec(b)
+		if err != nil {
+			return
+		}
+		if string(s.Canonical()) != string(b) || s.ID() != sha256.Sum256(b) {
+			t.Fatalf("accepted a spec that is not its own canonical form: %q", b)
+		}
+	})
 }
