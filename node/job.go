@@ -54,5 +54,14 @@ func (l Local) IsMember(p gossip.PeerID) bool {
 	return ok
 }
 
+// memberIDs is the allowlist as the peer takes it (sorted; nil: all).
+func (l Local) memberIDs() []gossip.PeerID {
+	var out []gossip.PeerID
+	for _, m := range l.Members {
+		out = append(out, gossip.PeerID(m))
+	}
+	return out
+}
+
 // JobID identifies a training job: the SHA-256 of its canonical spec.
 type JobID = transport.JobID

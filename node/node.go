@@ -24,7 +24,7 @@ import (
 type Node struct {
 	cfg  Config
 	job  JobID
-	peer *peer.Peer
+	peer driver // the peer, its requests carried out by the world
 	// trainer is the peer's; onCPU is set once training has left a
 	// failed device for the CPU (device.go).
 	trainer *trainer.Trainer
@@ -160,12 +160,14 @@ func New(cfg Config) (*Node, error) {
 	if cfg.DP.Enabled() {
 		setup.DP, setup.DPSource = cfg.DP, privacy.NewCryptoSource()
 	}
-	pc := peer.Config{Job: n.job, Admit: cfg.Local.IsMember}
-	if n.peer, n.trainer, err = peer.Build(gc, setup, pc, func(q float64) (*privacy.Budget, peer.Ledger, error) {
+	pc := peer.Config{Job: n.job, Members: cfg.Local.memberIDs()}
+	p, tr, err := peer.Build(gc, setup, pc, func(q float64) (*privacy.Budget, peer.Ledger, error) {
 		return n.openLedger(q)
-	}, (*world)(n)); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
+	n.peer, n.trainer = driver{p, (*world)(n)}, tr
 	n.status = Status{PeerID: self, Addrs: cfg.Addrs, JobID: n.job.String(), Protocol: cfg.Job.Protocol, Device: cfg.device, Rejected: map[string]uint64{}}
 	if n.resumed != nil {
 		n.status.ResumedFrom = n.resumed.Seq

@@ -8,15 +8,55 @@ import (
 	"github.com/gossipd/gossipd/peer"
 )
 
-// world is the daemon's side of its peer driver: messages go to the
-// sender workers and out through the transport, training to the trainer
-// worker, commits to the API and the checkpoint writer. Its methods run on
-// the core goroutine.
+// world is the daemon's side of its peer driver: it carries out what the
+// peer asks (do): messages go to the sender workers and out through the
+// transport, training to the trainer worker, commits to the API and the
+// checkpoint writer. Its methods run on the core goroutine.
 type world Node
 
-var _ peer.World = (*world)(nil)
-
 func (w *world) node() *Node { return (*Node)(w) }
+
+// do carries out what the peer asked, in order.
+func (w *world) do(ds []peer.Do) {
+	for _, d := range ds {
+		switch {
+		case d.Send != nil:
+			w.Send(d.Send)
+		case d.Train != nil:
+			w.Train(d.Train)
+		case d.Commit != nil:
+			w.Commit(*d.Commit)
+		case d.SaveAccounts != nil:
+			w.SaveAccounts(*d.SaveAccounts)
+		case d.Reject != nil:
+			w.Reject(d.Reject.Reason, d.Reject.From, d.Reject.Err)
+		case d.Halt != nil:
+			w.Halt(d.Halt)
+		}
+	}
+}
+
+// driver is the daemon's peer: each event it is given, the world
+// carries out what the peer asks in return.
+type driver struct {
+	*peer.Peer
+	w *world
+}
+
+func (d driver) Tick(now time.Duration)          { d.w.do(d.Peer.Tick(now)) }
+func (d driver) SetPeers(ids []gossip.PeerID)    { d.w.do(d.Peer.SetPeers(ids)) }
+func (d driver) SetMembers(ms []gossip.Member)   { d.w.do(d.Peer.SetMembers(ms)) }
+func (d driver) Undelivered(m *gossip.Message)   { d.w.do(d.Peer.Undelivered(m)) }
+func (d driver) Leave()                          { d.w.do(d.Peer.Leave()) }
+func (d driver) Depart()                         { d.w.do(d.Peer.Depart()) }
+func (d driver) TrainDone(r *gossip.TrainResult) { d.w.do(d.Peer.TrainDone(r)) }
+
+// Receive hands the peer an arriving message (peer.Peer.Receive).
+func (d driver) Receive(e peer.Envelope) (stepped, kept bool) {
+	r := d.Peer.Receive(e)
+	d.w.do(r.Do)
+	return r.Stepped, r.Kept
+}
 
 func (w *world) Send(m *gossip.Message) {
 	n := w.node()

@@ -50,10 +50,10 @@ type Setup struct {
 type Budget func(q float64) (*privacy.Budget, Ledger, error)
 
 // Build makes a peer from s around core (the world's part of the core's
-// config, which s's completes), with world w: its trainer on s.Data and,
+// config, which s's completes): its trainer on s.Data and,
 // with DP-SGD, a budget from budget (nil: a fresh one, recorded nowhere).
 // pc carries the driver's other settings (job, admission, limits).
-func Build(core gossip.Config, s Setup, pc Config, budget Budget, w World) (*Peer, *trainer.Trainer, error) {
+func Build(core gossip.Config, s Setup, pc Config, budget Budget) (*Peer, *trainer.Trainer, error) {
 	core.Protocol, core.Spec, core.Delta = s.Protocol, s.Model, s.Delta
 	core.LR, core.Variant, core.Batch = s.LR, s.Variant, s.Batch
 	core.LocalSteps = LocalSteps(s.LocalEpochs, len(s.Data.Idx), s.Batch)
@@ -87,7 +87,7 @@ func Build(core gossip.Config, s Setup, pc Config, budget Budget, w World) (*Pee
 			return nil, nil, err
 		}
 	}
-	p, err := New(pc, w)
+	p, err := New(pc)
 	if err != nil {
 		return nil, nil, err
 	}

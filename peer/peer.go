@@ -4,11 +4,14 @@
 // carrying out of everything the core asks for (its Ready).
 //
 // The daemon (node/) and the simulator (simulation/) both drive peers
-// through this package, and neither calls the core's Ready itself. Each
-// supplies only its world (World): how messages travel, where and when
-// training runs, what a new model means (a checkpoint, a metrics row), and
-// the clock that feeds Tick. Both worlds therefore apply the same checks,
-// count rejects by the same codes and charge privacy budgets the same way.
+// through this package, and neither calls the core's Ready itself. Every
+// call that gives the peer an event (Tick, Receive, TrainDone, …) returns
+// what its world is to do, in order ([]Do): the peer never calls up into
+// its world. Each world decides only what is its own: how messages
+// travel, where and when training runs, what a new model means (a
+// checkpoint, a metrics row), and the clock that feeds Tick. Both worlds
+// therefore apply the same checks, count rejects by the same codes and
+// charge privacy budgets the same way.
 //
 // A Peer is not safe for concurrent use: one goroutine (the daemon's core
 // loop, the simulator's event loop) calls its methods. Run alone may be
@@ -18,6 +21,7 @@ package peer
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -25,27 +29,36 @@ import (
 	"github.com/gossipd/gossipd/privacy"
 )
 
-// World is what a peer's surroundings do for it.
-type World interface {
-	// Send carries m to m.To (gossip.Broadcast: to every peer of the job).
-	// The world owns m from here on.
-	Send(m *gossip.Message)
-	// Train has req run, now or on a worker (Peer.Run), and its result
-	// handed back through Peer.TrainDone. The privacy budget has already
+// Do is one thing a peer asks of its world, which carries them out in
+// the order given, before it next calls the peer. Exactly one field is
+// set.
+type Do struct {
+	// Send: carry the message to its To (gossip.Broadcast: to every peer
+	// of the job). The world owns it from here on.
+	Send *gossip.Message
+	// Train: run the request, now or on a worker (Peer.Run), and hand its
+	// result back through Peer.TrainDone. The privacy budget has already
 	// been charged for it.
-	Train(req *gossip.TrainRequest)
-	// Commit hears of a new model (Peer.Core().Params()).
-	Commit(c gossip.Commit)
-	// SaveAccounts makes push-sum's accounts durable (the daemon's store)
-	// before it returns: the messages that follow must not leave before
-	// they are. A world without a store ignores them.
-	SaveAccounts(a gossip.Accounts)
-	// Reject hears of every message or training result that was dropped:
-	// reason is a snake_case code (wrong_job, undecodable, shape, norm, …).
-	Reject(reason string, from gossip.PeerID, err error)
-	// Halt hears that the peer stopped for good: its privacy budget is
-	// spent (errors.Is(err, ErrBudgetSpent)) or its ledger failed.
-	Halt(err error)
+	Train *gossip.TrainRequest
+	// Commit: a new model (Peer.Core().Params()).
+	Commit *gossip.Commit
+	// SaveAccounts: make push-sum's accounts durable (the daemon's store)
+	// before the messages that follow leave. A world without a store
+	// ignores them.
+	SaveAccounts *gossip.Accounts
+	// Reject: a message or training result was dropped.
+	Reject *Reject
+	// Halt: the peer stopped for good: its privacy budget is spent
+	// (errors.Is(Halt, ErrBudgetSpent)) or its ledger failed.
+	Halt error
+}
+
+// Reject is a dropped message or result: Reason is a snake_case code
+// (wrong_job, undecodable, shape, norm, …).
+type Reject struct {
+	Reason string
+	From   gossip.PeerID
+	Err    error
 }
 
 // Ledger durably records the privacy spending of a peer before the steps
@@ -71,9 +84,9 @@ type Config struct {
 	// Job is the job whose frames this peer accepts (zero: the simulator's
 	// single job); others are refused as wrong_job.
 	Job [32]byte
-	// Admit says whether a peer may take part (nil: every peer); others
-	// are refused as not_member.
-	Admit func(gossip.PeerID) bool
+	// Members, when set, are the only peers that may take part (sorted);
+	// others are refused as not_member. Empty: every peer.
+	Members []gossip.PeerID
 	// MaxBytes bounds an encoded message (default: gossip's, 256 MiB).
 	MaxBytes int
 	// Trace, when set, hears every trace event of the core.
@@ -94,20 +107,35 @@ var ErrNotRecorded = errors.New("peer: privacy spending not recorded")
 type Peer struct {
 	cfg    Config
 	core   *gossip.Core
-	world  World
+	out    []Do // what the world is to do, in order (take)
 	paused bool
 }
 
 // New builds the core and the peer around it.
-func New(cfg Config, w World) (*Peer, error) {
-	if cfg.Trainer == nil || w == nil {
-		return nil, errors.New("peer: config needs a trainer and a world")
+func New(cfg Config) (*Peer, error) {
+	if cfg.Trainer == nil {
+		return nil, errors.New("peer: config needs a trainer")
+	}
+	if !slices.IsSorted(cfg.Members) {
+		return nil, errors.New("peer: the members are not sorted")
 	}
 	core, err := gossip.New(cfg.Core)
 	if err != nil {
 		return nil, err
 	}
-	return &Peer{cfg: cfg, core: core, world: w}, nil
+	return &Peer{cfg: cfg, core: core}, nil
+}
+
+// take hands over what the world is to do, in order.
+func (p *Peer) take() []Do {
+	out := p.out
+	p.out = nil
+	return out
+}
+
+// reject asks the world to count a dropped message.
+func (p *Peer) reject(reason string, from gossip.PeerID, err error) {
+	p.out = append(p.out, Do{Reject: &Reject{Reason: reason, From: from, Err: err}})
 }
 
 // ID returns the peer's ID.
@@ -121,28 +149,32 @@ func (p *Peer) Core() *gossip.Core { return p.core }
 func (p *Peer) Budget() *privacy.Budget { return p.cfg.Budget }
 
 // Tick advances the core's clock and carries out what it asks for.
-func (p *Peer) Tick(now time.Duration) {
+func (p *Peer) Tick(now time.Duration) []Do {
 	p.core.Tick(now)
 	p.flush()
+	return p.take()
 }
 
 // SetPeers tells the core which peers the world knows.
-func (p *Peer) SetPeers(peers []gossip.PeerID) {
+func (p *Peer) SetPeers(peers []gossip.PeerID) []Do {
 	p.core.SetPeers(peers)
 	p.flush()
+	return p.take()
 }
 
 // SetMembers tells the core the live members of its job.
-func (p *Peer) SetMembers(ms []gossip.Member) {
+func (p *Peer) SetMembers(ms []gossip.Member) []Do {
 	p.core.SetMembers(ms)
 	p.flush()
+	return p.take()
 }
 
 // Undelivered tells the core that one of its messages could not be
 // delivered (gossip.Core.Undelivered).
-func (p *Peer) Undelivered(m *gossip.Message) {
+func (p *Peer) Undelivered(m *gossip.Message) []Do {
 	p.core.Undelivered(m)
 	p.flush()
+	return p.take()
 }
 
 // SetPaused pauses or resumes local training. A paused peer answers the
@@ -156,22 +188,25 @@ func (p *Peer) SetPaused(paused bool) { p.paused = paused }
 func (p *Peer) Paused() bool { return p.paused }
 
 // Leave starts the peer's departure from its job (gossip.Core.Leave).
-func (p *Peer) Leave() {
+func (p *Peer) Leave() []Do {
 	p.core.Leave()
 	p.flush()
+	return p.take()
 }
 
 // Depart ends it: push-sum hands off its weight beyond one unit; the
 // peer then halts (gossip.Core.Depart).
-func (p *Peer) Depart() {
+func (p *Peer) Depart() []Do {
 	p.core.Depart()
 	p.flush()
+	return p.take()
 }
 
 // TrainDone hands the core the result of its training request.
-func (p *Peer) TrainDone(r *gossip.TrainResult) {
+func (p *Peer) TrainDone(r *gossip.TrainResult) []Do {
 	p.core.TrainDone(r)
 	p.flush()
+	return p.take()
 }
 
 // Run carries out a training request on the local data. It uses only the
@@ -190,10 +225,10 @@ func (p *Peer) flush() {
 		p.core.Advance()
 		if rd.Accounts != nil {
 			// Push-sum's accounts must be durable before its shares leave.
-			p.world.SaveAccounts(*rd.Accounts)
+			p.out = append(p.out, Do{SaveAccounts: rd.Accounts})
 		}
 		for i := range rd.Messages {
-			p.world.Send(&rd.Messages[i])
+			p.out = append(p.out, Do{Send: &rd.Messages[i]})
 		}
 		for _, t := range rd.Trace {
 			if t.Event == "drop" {
@@ -201,14 +236,14 @@ func (p *Peer) flush() {
 				if code == "" {
 					code = "invalid"
 				}
-				p.world.Reject(code, t.Peer, errors.New(t.Reason))
+				p.reject(code, t.Peer, errors.New(t.Reason))
 			}
 			if p.cfg.Trace != nil {
 				p.cfg.Trace(t)
 			}
 		}
 		if rd.Commit != nil {
-			p.world.Commit(*rd.Commit)
+			p.out = append(p.out, Do{Commit: rd.Commit})
 		}
 		if rd.Train == nil {
 			continue
@@ -224,10 +259,10 @@ func (p *Peer) flush() {
 			continue
 		} else if err != nil {
 			p.core.Halt()
-			p.world.Halt(err)
+			p.out = append(p.out, Do{Halt: err})
 			continue
 		}
-		p.world.Train(rd.Train)
+		p.out = append(p.out, Do{Train: rd.Train})
 	}
 }
 

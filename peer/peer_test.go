@@ -16,8 +16,7 @@ import (
 	"github.com/gossipd/gossipd/privacy"
 )
 
-// recorder is a World that records what the driver asks of it and runs
-// training at once.
+// recorder is a world that records what the driver asks of it.
 type recorder struct {
 	p       *peer.Peer
 	sent    []gossip.Message
@@ -35,6 +34,32 @@ func (r *recorder) Reject(reason string, _ gossip.PeerID, _ error) {
 	r.rejects = append(r.rejects, reason)
 }
 func (r *recorder) Halt(err error) { r.halt = err }
+
+// do carries out what the peer asked, in order.
+func (r *recorder) do(ds []peer.Do) {
+	for _, d := range ds {
+		switch {
+		case d.Send != nil:
+			r.Send(d.Send)
+		case d.Train != nil:
+			r.Train(d.Train)
+		case d.Commit != nil:
+			r.Commit(*d.Commit)
+		case d.SaveAccounts != nil:
+			r.SaveAccounts(*d.SaveAccounts)
+		case d.Reject != nil:
+			r.Reject(d.Reject.Reason, d.Reject.From, d.Reject.Err)
+		case d.Halt != nil:
+			r.Halt(d.Halt)
+		}
+	}
+}
+
+// got carries out what a received message asks and says what became of it.
+func (r *recorder) got(rc peer.Received) (stepped, kept bool) {
+	r.do(rc.Do)
+	return rc.Stepped, rc.Kept
+}
 
 var spec = model.Spec{Kind: model.Softmax, Inputs: 3, Classes: 2} // 8 parameters
 
@@ -66,7 +91,7 @@ func newPeer(t *testing.T, c gossip.Config, mod func(*peer.Config)) (*peer.Peer,
 		mod(&pc)
 	}
 	w := &recorder{}
-	p, err := peer.New(pc, w)
+	p, err := peer.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +115,7 @@ var snake = regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
 // rejects by code and the simulator by their free-text reason).
 func TestRejectsByCode(t *testing.T) {
 	p, w := newPeer(t, gossip.Config{ID: "me"}, func(c *peer.Config) {
-		c.Admit = func(id gossip.PeerID) bool { return id != "outsider" }
+		c.Members = []gossip.PeerID{"a", "b", "c", "self"}
 	})
 	good := func() *gossip.Message {
 		return &gossip.Message{Kind: gossip.KindModel, From: "a", Params: make([]float32, 8), Age: 1}
@@ -120,7 +145,7 @@ func TestRejectsByCode(t *testing.T) {
 	}
 	for _, c := range cases {
 		w.rejects = nil
-		p.Receive(c.e)
+		w.got(p.Receive(c.e))
 		if !slices.Equal(w.rejects, []string{c.want}) {
 			t.Errorf("want reject %q, got %q", c.want, w.rejects)
 		}
@@ -133,14 +158,14 @@ func TestRejectsByCode(t *testing.T) {
 	// The in-memory path (a simulation without the codec) applies the
 	// same sender checks.
 	w.rejects = nil
-	p.Deliver("a", spoof)
-	p.Deliver("outsider", good())
+	w.got(p.Deliver("a", spoof))
+	w.got(p.Deliver("outsider", good()))
 	if !slices.Equal(w.rejects, []string{"spoofed_sender", "not_member"}) {
 		t.Errorf("Deliver: rejects %q", w.rejects)
 	}
 	// A good message reaches the core, which merges it and asks to train.
 	w.rejects, w.trains = nil, nil
-	if stepped, _ := p.Receive(env(good())); !stepped || len(w.rejects) != 0 || len(w.trains) != 1 {
+	if stepped, _ := w.got(p.Receive(env(good()))); !stepped || len(w.rejects) != 0 || len(w.trains) != 1 {
 		t.Errorf("a good model: stepped %v, rejects %q, %d training requests", stepped, w.rejects, len(w.trains))
 	}
 }
@@ -168,7 +193,7 @@ func TestHaltAfterCommit(t *testing.T) {
 		c.Trainer, c.Budget = tr, budget
 		c.Ledger = ledgerFunc(func(s privacy.Spending) error { reserved = append(reserved, s.Steps); return nil })
 	})
-	p.Tick(0) // round 0: send parameters, ask for a gradient (1 step)
+	w.do(p.Tick(0)) // round 0: send parameters, ask for a gradient (1 step)
 	if len(w.trains) != 1 || !slices.Equal(reserved, []uint64{1}) {
 		t.Fatalf("round 0: %d training requests, ledger %v", len(w.trains), reserved)
 	}
@@ -176,10 +201,10 @@ func TestHaltAfterCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.TrainDone(r)
+	w.do(p.TrainDone(r))
 	// Past the deadline the round closes without the neighbour (commit)
 	// and round 1 starts at once (a request the budget cannot pay).
-	p.Tick(10 * time.Second)
+	w.do(p.Tick(10 * time.Second))
 	if len(w.commits) != 1 || !errors.Is(w.halt, peer.ErrBudgetSpent) || len(w.trains) != 1 {
 		t.Fatalf("commits %d, halt %v, training requests %d: want the commit, then the halt", len(w.commits), w.halt, len(w.trains))
 	}
@@ -200,7 +225,7 @@ func TestLedgerFailureHalts(t *testing.T) {
 		c.Trainer, c.Budget = tr, budget
 		c.Ledger = ledgerFunc(func(privacy.Spending) error { return disk })
 	})
-	p.Tick(0)
+	w.do(p.Tick(0))
 	if !errors.Is(w.halt, disk) || len(w.trains) != 0 || budget.Steps() != 0 {
 		t.Errorf("halt %v, %d training requests, %d steps spent", w.halt, len(w.trains), budget.Steps())
 	}
@@ -256,7 +281,7 @@ func TestPaused(t *testing.T) {
 	}
 	before := slices.Clone(p.Core().Params())
 	for r := range 3 { // each deadline closes a round without the neighbour
-		p.Tick(time.Duration(r) * 10 * time.Second)
+		w.do(p.Tick(time.Duration(r) * 10 * time.Second))
 	}
 	if len(w.trains) != 0 || budget.Steps() != 0 || reserved != 0 {
 		t.Fatalf("paused: %d training requests, %d DP steps, %d ledger entries; want none", len(w.trains), budget.Steps(), reserved)
@@ -268,7 +293,7 @@ func TestPaused(t *testing.T) {
 		t.Errorf("paused: the parameters moved without a neighbour's and without training")
 	}
 	p.SetPaused(false)
-	p.Tick(40 * time.Second)
+	w.do(p.Tick(40 * time.Second))
 	if len(w.trains) != 1 || budget.Steps() != 1 {
 		t.Errorf("resumed: %d training requests, %d DP steps; want 1 and 1", len(w.trains), budget.Steps())
 	}

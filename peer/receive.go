@@ -2,6 +2,7 @@ package peer
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gossipd/gossipd/gossip"
 )
@@ -26,14 +27,26 @@ type Envelope struct {
 
 // Receive decodes and validates an arriving message and hands it to the
 // core. Everything that arrives goes through here, in the daemon and in
-// the simulator alike; what fails a check is reported to World.Reject and
-// dropped. stepped says the message reached the core (which may still
-// drop it, after its own checks); kept says the core kept memory of the
-// payload, which the caller must then leave alone. When kept is false the
-// payload may be reused at once.
-func (p *Peer) Receive(e Envelope) (stepped, kept bool) {
+// the simulator alike; what fails a check is dropped, and a Reject in
+// the result's Do says why.
+func (p *Peer) Receive(e Envelope) Received {
+	stepped, kept := p.receive(e)
+	return Received{Stepped: stepped, Kept: kept, Do: p.take()}
+}
+
+// Received is what became of an arriving message: Stepped says it
+// reached the core (which may still drop it, after its own checks); Kept
+// says the core kept memory of the payload, which the caller must then
+// leave alone (when false the payload may be reused at once); Do is what
+// the world is to do, in order.
+type Received struct {
+	Stepped, Kept bool
+	Do            []Do
+}
+
+func (p *Peer) receive(e Envelope) (stepped, kept bool) {
 	if e.Job != p.cfg.Job {
-		p.world.Reject("wrong_job", e.From, fmt.Errorf("job %x…, this peer runs %x…", e.Job[:6], p.cfg.Job[:6]))
+		p.reject("wrong_job", e.From, fmt.Errorf("job %x…, this peer runs %x…", e.Job[:6], p.cfg.Job[:6]))
 		return false, false
 	}
 	if !p.admits(e.From) {
@@ -41,14 +54,14 @@ func (p *Peer) Receive(e Envelope) (stepped, kept bool) {
 	}
 	m, err := gossip.Decode(e.Payload, gossip.DecodeLimits{MaxBytes: p.cfg.MaxBytes, Borrow: true, SkipChecksum: e.Authenticated})
 	if err != nil {
-		p.world.Reject("undecodable", e.From, err)
+		p.reject("undecodable", e.From, err)
 		return false, false
 	}
 	if !p.authentic(e.From, m) {
 		return false, false
 	}
 	if m.Kind != e.Kind {
-		p.world.Reject("kind_mismatch", e.From, fmt.Errorf("frame says %s, message %s", e.Kind, m.Kind))
+		p.reject("kind_mismatch", e.From, fmt.Errorf("frame says %s, message %s", e.Kind, m.Kind))
 		return false, false
 	}
 	return true, p.step(m)
@@ -57,19 +70,23 @@ func (p *Peer) Receive(e Envelope) (stepped, kept bool) {
 // Deliver hands the core a message that arrived in memory, already
 // decoded (a simulation without the wire codec). It applies the same
 // checks as Receive but for those of the encoding.
-func (p *Peer) Deliver(from gossip.PeerID, m *gossip.Message) (stepped, kept bool) {
+func (p *Peer) Deliver(from gossip.PeerID, m *gossip.Message) Received {
 	if !p.admits(from) || !p.authentic(from, m) {
-		return false, false
+		return Received{Do: p.take()}
 	}
-	return true, p.step(m)
+	kept := p.step(m)
+	return Received{Stepped: true, Kept: kept, Do: p.take()}
 }
 
 // admits checks the sender against the job's members.
 func (p *Peer) admits(from gossip.PeerID) bool {
-	if p.cfg.Admit == nil || p.cfg.Admit(from) {
+	if len(p.cfg.Members) == 0 {
 		return true
 	}
-	p.world.Reject("not_member", from, fmt.Errorf("%s is not among the job's members", from))
+	if _, ok := slices.BinarySearch(p.cfg.Members, from); ok {
+		return true
+	}
+	p.reject("not_member", from, fmt.Errorf("%s is not among the job's members", from))
 	return false
 }
 
@@ -79,7 +96,7 @@ func (p *Peer) authentic(from gossip.PeerID, m *gossip.Message) bool {
 	if m.From == from {
 		return true
 	}
-	p.world.Reject("spoofed_sender", from, fmt.Errorf("message from %s claims to be from %s", from, m.From))
+	p.reject("spoofed_sender", from, fmt.Errorf("message from %s claims to be from %s", from, m.From))
 	return false
 }
 

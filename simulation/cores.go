@@ -174,11 +174,11 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 	if cfg.DP.Enabled() {
 		setup.DP, setup.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
 	}
-	drv, tr, err := peer.Build(gc, setup, peer.Config{}, nil, &world{s: s, i: i})
+	drv, tr, err := peer.Build(gc, setup, peer.Config{}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("peer %d: %w", i, err)
 	}
-	return &simPeer{Peer: drv, tr: tr, online: true, wakeAt: -1}, nil
+	return &simPeer{Peer: drv, w: &world{s: s, i: i}, tr: tr, online: true, wakeAt: -1}, nil
 }
 
 // bootstraps gives each random-walk peer its initial contacts: every

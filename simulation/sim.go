@@ -21,6 +21,7 @@ import (
 // simulator adds to it.
 type simPeer struct {
 	*peer.Peer
+	w      *world // carries out what the peer asks (world.go)
 	tr     *trainer.Trainer
 	online bool
 	wakeAt time.Duration // the pending tick's time; -1 if none

@@ -19,7 +19,50 @@ type world struct {
 	i int
 }
 
-var _ peer.World = (*world)(nil)
+// do carries out what the peer asked, in order.
+func (w *world) do(ds []peer.Do) {
+	for _, d := range ds {
+		switch {
+		case d.Send != nil:
+			w.Send(d.Send)
+		case d.Train != nil:
+			w.Train(d.Train)
+		case d.Commit != nil:
+			w.Commit(*d.Commit)
+		case d.SaveAccounts != nil:
+			w.SaveAccounts(*d.SaveAccounts)
+		case d.Reject != nil:
+			w.Reject(d.Reject.Reason, d.Reject.From, d.Reject.Err)
+		case d.Halt != nil:
+			w.Halt(d.Halt)
+		}
+	}
+}
+
+// The simulated peer's events: each time, the world carries out what the
+// peer asks in return.
+
+func (p *simPeer) Tick(now time.Duration)          { p.w.do(p.Peer.Tick(now)) }
+func (p *simPeer) SetPeers(ids []gossip.PeerID)    { p.w.do(p.Peer.SetPeers(ids)) }
+func (p *simPeer) SetMembers(ms []gossip.Member)   { p.w.do(p.Peer.SetMembers(ms)) }
+func (p *simPeer) Undelivered(m *gossip.Message)   { p.w.do(p.Peer.Undelivered(m)) }
+func (p *simPeer) Leave()                          { p.w.do(p.Peer.Leave()) }
+func (p *simPeer) Depart()                         { p.w.do(p.Peer.Depart()) }
+func (p *simPeer) TrainDone(r *gossip.TrainResult) { p.w.do(p.Peer.TrainDone(r)) }
+
+// Receive hands the peer an arriving message (peer.Peer.Receive).
+func (p *simPeer) Receive(e peer.Envelope) (stepped, kept bool) {
+	r := p.Peer.Receive(e)
+	p.w.do(r.Do)
+	return r.Stepped, r.Kept
+}
+
+// Deliver hands the peer a message in memory (peer.Peer.Deliver).
+func (p *simPeer) Deliver(from gossip.PeerID, m *gossip.Message) (stepped, kept bool) {
+	r := p.Peer.Deliver(from, m)
+	p.w.do(r.Do)
+	return r.Stepped, r.Kept
+}
 
 func (w *world) Send(m *gossip.Message) {
 	if w.s.late != "" {
