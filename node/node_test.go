@@ -12,12 +12,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/node/memnet"
 	"github.com/gossipd/gossipd/node/transport"
@@ -50,17 +52,35 @@ func testJob() job.Spec {
 	return job.Spec{Name: "test", Model: model.Spec{Kind: model.Softmax, Inputs: 64, Classes: 10}, DeltaMillis: 20}
 }
 
-// waitFor polls cond until it holds or the bounded wait ends.
+// pollEvery is how often waitFor looks, on the bubble's virtual clock.
+const pollEvery = 20 * time.Millisecond
+
+// waitFor, called inside a synctest bubble, looks at cond every pollEvery
+// of the bubble's virtual clock, each time once every goroutine of the
+// bubble is durably blocked (synctest.Wait), until it holds or limit of
+// virtual time has passed. The limit is thus one of the daemons' own time
+// (rounds, ticks, timeouts), not of how fast the machine runs the test.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
+	for {
+		synctest.Wait()
+		if cond() {
+			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		if !time.Now().Before(deadline) {
+			t.Fatalf("waited %v of virtual time for %s", limit, what)
+		}
+		time.Sleep(pollEvery)
 	}
 }
+
+// virtualCPU is the backend of the daemons in bubbles, as in
+// TestRoundDeadlinesOnVirtualClock: the CPU, one goroutine per GEMM.
+// These tests are about the daemons' timing and protocols, not devices;
+// device auto would, on a host with a GPU, share one process-wide CUDA
+// context among the bubbles of every test.
+func virtualCPU() compute.Backend { return compute.NewCPU(compute.WithThreads(1)) }
 
 type running struct {
 	nodes  []*node.Node
@@ -73,6 +93,9 @@ func (r *running) stop() {
 	r.wg.Wait()
 }
 
+// start runs n daemons on net until the test ends. Call it inside a
+// synctest bubble (with net made there): the daemons' goroutines, timers
+// and channels are then the bubble's.
 func start(t *testing.T, net *memnet.Network, n int, mk func(i int, c *node.Config)) *running {
 	parts, test := shards(t, n)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,7 +105,8 @@ func start(t *testing.T, net *memnet.Network, n int, mk func(i int, c *node.Conf
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := node.Config{Job: testJob(), Local: node.Local{LR: 0.5}, Train: parts[i], Test: test, Transport: ep, Logger: quiet(), EvalInterval: 100 * time.Millisecond}
+		c := node.Config{Job: testJob(), Local: node.Local{LR: 0.5}, Train: parts[i], Test: test, Transport: ep, Logger: quiet(), EvalInterval: 100 * time.Millisecond,
+			Backend: virtualCPU()}
 		if mk != nil {
 			mk(i, &c)
 		}
@@ -104,97 +128,110 @@ func start(t *testing.T, net *memnet.Network, n int, mk func(i int, c *node.Conf
 // TestClusterConverges: five daemons on memnet, random walk over their
 // digits shards, all reach 0.9 test accuracy.
 func TestClusterConverges(t *testing.T) {
-	r := start(t, memnet.New(), 5, nil)
-	waitFor(t, "every daemon at ≥ 0.9 accuracy", 60*time.Second, func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		r := start(t, memnet.New(), 5, nil)
+		waitFor(t, "every daemon at ≥ 0.9 accuracy", 60*time.Second, func() bool {
+			for _, nd := range r.nodes {
+				if nd.Status().Accuracy < 0.9 {
+					return false
+				}
+			}
+			return true
+		})
 		for _, nd := range r.nodes {
-			if nd.Status().Accuracy < 0.9 {
-				return false
+			s := nd.Status()
+			if s.MessagesIn == 0 || s.MessagesOut == 0 || s.Updates == 0 || s.ModelAge == 0 {
+				t.Fatalf("%s: %+v", s.PeerID, s)
 			}
 		}
-		return true
 	})
-	for _, nd := range r.nodes {
-		s := nd.Status()
-		if s.MessagesIn == 0 || s.MessagesOut == 0 || s.Updates == 0 || s.ModelAge == 0 {
-			t.Fatalf("%s: %+v", s.PeerID, s)
-		}
-	}
 }
 
 // TestHostileInput: wrong-job, undecodable, spoofed, NaN, wrong-shape and
 // huge-norm frames are counted as rejects by reason, and the daemons keep
 // learning.
 func TestHostileInput(t *testing.T) {
-	net := memnet.New()
-	r := start(t, net, 3, nil)
-	evil, _ := net.Join("evil", 16)
-	id := r.nodes[0].JobID()
-	good, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: make([]float32, 650), Age: 1})
-	spoof, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "d001", Params: make([]float32, 650), Age: 1})
-	nanP := make([]float32, 650)
-	nanP[7] = float32(math.NaN())
-	nan, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: nanP, Age: 1})
-	shape, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: make([]float32, 651), Age: 1})
-	hugeP := make([]float32, 650)
-	hugeP[3] = 1e30 // finite, far beyond the default bound of 1000·√650
-	huge, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: hugeP, Age: 1})
-	ctx := context.Background()
-	for k := 0; k < 5; k++ {
-		evil.Send(ctx, "d000", transport.Frame{Job: transport.JobID{0xBA, 0xD}, Kind: uint8(gossip.KindModel), Payload: good})
-		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: []byte("garbage")})
-		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: spoof})
-		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: nan})
-		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: shape})
-		evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: huge})
-	}
-	waitFor(t, "rejects counted", 20*time.Second, func() bool {
-		rej := r.nodes[0].Status().Rejected
-		return rej["wrong_job"] == 5 && rej["undecodable"] == 5 && rej["spoofed_sender"] == 5 &&
-			rej["non_finite"] == 5 && rej["shape"] == 5 && rej["norm"] == 5
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New()
+		r := start(t, net, 3, nil)
+		evil, _ := net.Join("evil", 16)
+		id := r.nodes[0].JobID()
+		good, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: make([]float32, 650), Age: 1})
+		spoof, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "d001", Params: make([]float32, 650), Age: 1})
+		nanP := make([]float32, 650)
+		nanP[7] = float32(math.NaN())
+		nan, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: nanP, Age: 1})
+		shape, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: make([]float32, 651), Age: 1})
+		hugeP := make([]float32, 650)
+		hugeP[3] = 1e30 // finite, far beyond the default bound of 1000·√650
+		huge, _ := gossip.Encode(&gossip.Message{Kind: gossip.KindModel, From: "evil", Params: hugeP, Age: 1})
+		ctx := context.Background()
+		for k := 0; k < 5; k++ {
+			evil.Send(ctx, "d000", transport.Frame{Job: transport.JobID{0xBA, 0xD}, Kind: uint8(gossip.KindModel), Payload: good})
+			evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: []byte("garbage")})
+			evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: spoof})
+			evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: nan})
+			evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: shape})
+			evil.Send(ctx, "d000", transport.Frame{Job: id, Kind: uint8(gossip.KindModel), Lane: transport.LaneModel, Payload: huge})
+		}
+		waitFor(t, "rejects counted", 20*time.Second, func() bool {
+			rej := r.nodes[0].Status().Rejected
+			return rej["wrong_job"] == 5 && rej["undecodable"] == 5 && rej["spoofed_sender"] == 5 &&
+				rej["non_finite"] == 5 && rej["shape"] == 5 && rej["norm"] == 5
+		})
+		waitFor(t, "learning despite the attacker", 60*time.Second, func() bool { return r.nodes[0].Status().Accuracy >= 0.85 })
 	})
-	waitFor(t, "learning despite the attacker", 60*time.Second, func() bool { return r.nodes[0].Status().Accuracy >= 0.85 })
 }
 
 // TestResumeFromCheckpoint: a daemon stopped and started again on its store
 // resumes with at least its last checkpoint's age.
+//
+// The stores of this test and TestCheckpointFailure are opened and closed
+// inside the bubble, so that badger's goroutines and tickers are the
+// bubble's (its file I/O only holds the virtual clock still while it runs).
+// A store opened outside could not be written from inside: badger's commit
+// Adds to a WaitGroup in the caller's goroutine, and its writer goroutine,
+// outside the bubble, calling Done on it is a fatal error.
 func TestResumeFromCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	net := memnet.New()
-	var store *node.Store
-	r := start(t, net, 3, func(i int, c *node.Config) {
-		if i == 0 {
-			var err error
-			if store, err = node.OpenStore(dir, node.StoreOptions{Keep: 2, Logger: quiet()}); err != nil {
-				t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		net := memnet.New()
+		var store *node.Store
+		r := start(t, net, 3, func(i int, c *node.Config) {
+			if i == 0 {
+				var err error
+				if store, err = node.OpenStore(dir, node.StoreOptions{Keep: 2, Logger: quiet()}); err != nil {
+					t.Fatal(err)
+				}
+				c.Store, c.CheckpointEvery = store, 5
 			}
-			c.Store, c.CheckpointEvery = store, 5
+		})
+		waitFor(t, "a few checkpoints", 30*time.Second, func() bool { return r.nodes[0].Status().Checkpoint >= 3 })
+		r.stop()
+		final := r.nodes[0].Status()
+		store.Close()
+		store, err := node.OpenStore(dir, node.StoreOptions{Keep: 2, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		parts, test := shards(t, 3)
+		ep, _ := memnet.New().Join("d000", 16)
+		nd, err := node.New(node.Config{Job: testJob(), Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet(), Backend: virtualCPU()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := nd.Status()
+		if s.ResumedFrom != final.Checkpoint || s.ModelAge < final.ModelAge || s.Updates != final.Updates {
+			t.Fatalf("resumed %+v; before the stop: checkpoint %d, age %v, updates %d", s, final.Checkpoint, final.ModelAge, final.Updates)
+		}
+		other := testJob()
+		other.InitSeed = 3
+		nd2, err := node.New(node.Config{Job: other, Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet(), Backend: virtualCPU()})
+		if err != nil || nd2.Status().ResumedFrom != 0 {
+			t.Fatal("a checkpoint of another job was resumed")
 		}
 	})
-	waitFor(t, "a few checkpoints", 30*time.Second, func() bool { return r.nodes[0].Status().Checkpoint >= 3 })
-	r.stop()
-	final := r.nodes[0].Status()
-	store.Close()
-	store, err := node.OpenStore(dir, node.StoreOptions{Keep: 2, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	parts, test := shards(t, 3)
-	ep, _ := memnet.New().Join("d000", 16)
-	nd, err := node.New(node.Config{Job: testJob(), Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := nd.Status()
-	if s.ResumedFrom != final.Checkpoint || s.ModelAge < final.ModelAge || s.Updates != final.Updates {
-		t.Fatalf("resumed %+v; before the stop: checkpoint %d, age %v, updates %d", s, final.Checkpoint, final.ModelAge, final.Updates)
-	}
-	other := testJob()
-	other.InitSeed = 3
-	nd2, err := node.New(node.Config{Job: other, Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet()})
-	if err != nil || nd2.Status().ResumedFrom != 0 {
-		t.Fatal("a checkpoint of another job was resumed")
-	}
 }
 
 // movingEndpoint is a memnet endpoint whose address changes, as a host's
@@ -227,50 +264,51 @@ func TestStatusAddrsFollowTheTransport(t *testing.T) {
 // TestReadyz: /readyz is 503 with its reason until the node runs with a
 // peer; /healthz is 200 from the start.
 func TestReadyz(t *testing.T) {
-	parts, test := shards(t, 2)
-	net := memnet.New()
-	var nodes []*node.Node
-	for i := range 2 {
-		ep, _ := net.Join(fmt.Sprintf("r%03d", i), 16)
-		nd, err := node.New(node.Config{Job: testJob(), Train: parts[i], Test: test, Transport: ep, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		parts, test := shards(t, 2)
+		net := memnet.New()
+		var nodes []*node.Node
+		for i := range 2 {
+			ep, _ := net.Join(fmt.Sprintf("r%03d", i), 16)
+			nd, err := node.New(node.Config{Job: testJob(), Train: parts[i], Test: test, Transport: ep, Logger: quiet(), Backend: virtualCPU()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes = append(nodes, nd)
 		}
-		nodes = append(nodes, nd)
-	}
-	get := func(path string) (int, string) {
-		rec := httptest.NewRecorder()
-		nodes[0].Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		return rec.Code, rec.Body.String()
-	}
-	if code, _ := get("/healthz"); code != 200 {
-		t.Fatalf("/healthz %d before the start", code)
-	}
-	if code, body := get("/id"); code != 200 || !strings.Contains(body, `"peer_id":"r000"`) {
-		t.Fatalf("/id: %d %q", code, body)
-	}
-	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "starting") {
-		t.Fatalf("/readyz before the start: %d %q", code, body)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, nd := range nodes {
-		wg.Go(func() { nd.Run(ctx) })
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body := get("/readyz")
-		if code == 200 {
-			break
+		get := func(path string) (int, string) {
+			rec := httptest.NewRecorder()
+			nodes[0].Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+			return rec.Code, rec.Body.String()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz with a peer: %d %q", code, body)
+		if code, _ := get("/healthz"); code != 200 {
+			t.Fatalf("/healthz %d before the start", code)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cancel()
-	wg.Wait()
+		if code, body := get("/id"); code != 200 || !strings.Contains(body, `"peer_id":"r000"`) {
+			t.Fatalf("/id: %d %q", code, body)
+		}
+		if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "starting") {
+			t.Fatalf("/readyz before the start: %d %q", code, body)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, nd := range nodes {
+			wg.Go(func() { nd.Run(ctx) })
+		}
+		code, body := 0, ""
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("/readyz with a peer: %d %q", code, body)
+			}
+		})
+		waitFor(t, "/readyz to answer 200 with a peer", 30*time.Second, func() bool {
+			code, body = get("/readyz")
+			return code == 200
+		})
+		cancel()
+		wg.Wait()
+	})
 }
 
 // TestPredictRequests: /predict answers one vector or several, and
@@ -315,31 +353,33 @@ func TestPredictRequests(t *testing.T) {
 // says so in /status's checkpoint_error and the failure counter that
 // operators alert on, instead of only in its log.
 func TestCheckpointFailure(t *testing.T) {
-	store, err := node.OpenStore(t.TempDir(), node.StoreOptions{Keep: 2, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := start(t, memnet.New(), 2, func(i int, c *node.Config) {
-		if i == 0 {
-			c.Store, c.CheckpointEvery = store, 5
+	synctest.Test(t, func(t *testing.T) {
+		store, err := node.OpenStore(t.TempDir(), node.StoreOptions{Keep: 2, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := start(t, memnet.New(), 2, func(i int, c *node.Config) {
+			if i == 0 {
+				c.Store, c.CheckpointEvery = store, 5
+			}
+		})
+		nd := r.nodes[0]
+		waitFor(t, "a checkpoint", 30*time.Second, func() bool { return nd.Status().Checkpoint >= 1 })
+		if s := nd.Status(); s.CheckpointError != "" {
+			t.Fatalf("checkpoint_error %q while the store works", s.CheckpointError)
+		}
+		store.Close()
+		waitFor(t, "a failed checkpoint", 30*time.Second, func() bool { return nd.Status().CheckpointError != "" })
+		before := nd.Status()
+		waitFor(t, "updates after the failure", 30*time.Second, func() bool { return nd.Status().Updates > before.Updates+5 })
+		rec := httptest.NewRecorder()
+		nd.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		m := regexp.MustCompile(`(?m)^gossipd_checkpoint_failures_total (\d+)`).FindStringSubmatch(rec.Body.String())
+		if m == nil || m[1] == "0" {
+			t.Fatalf("gossipd_checkpoint_failures_total: %v", m)
+		}
+		if s := nd.Status(); s.Checkpoint != before.Checkpoint || !strings.Contains(s.CheckpointError, "DB Closed") {
+			t.Fatalf("status after the failure: checkpoint %d (was %d), error %q", s.Checkpoint, before.Checkpoint, s.CheckpointError)
 		}
 	})
-	nd := r.nodes[0]
-	waitFor(t, "a checkpoint", 30*time.Second, func() bool { return nd.Status().Checkpoint >= 1 })
-	if s := nd.Status(); s.CheckpointError != "" {
-		t.Fatalf("checkpoint_error %q while the store works", s.CheckpointError)
-	}
-	store.Close()
-	waitFor(t, "a failed checkpoint", 30*time.Second, func() bool { return nd.Status().CheckpointError != "" })
-	before := nd.Status()
-	waitFor(t, "updates after the failure", 30*time.Second, func() bool { return nd.Status().Updates > before.Updates+5 })
-	rec := httptest.NewRecorder()
-	nd.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	m := regexp.MustCompile(`(?m)^gossipd_checkpoint_failures_total (\d+)`).FindStringSubmatch(rec.Body.String())
-	if m == nil || m[1] == "0" {
-		t.Fatalf("gossipd_checkpoint_failures_total: %v", m)
-	}
-	if s := nd.Status(); s.Checkpoint != before.Checkpoint || !strings.Contains(s.CheckpointError, "DB Closed") {
-		t.Fatalf("status after the failure: checkpoint %d (was %d), error %q", s.Checkpoint, before.Checkpoint, s.CheckpointError)
-	}
 }
