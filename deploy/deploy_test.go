@@ -405,7 +405,7 @@ func TestEnvNamesAreFlags(t *testing.T) {
 	}
 	help, _ := exec.Command(bin, "run", "--help").CombinedOutput()
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(string(help), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  --?([a-z0-9][a-z0-9-]*)`).FindAllStringSubmatch(string(help), -1) {
 		flags[m[1]] = true
 	}
 	if !flags["listen"] || !flags["api-token"] {

@@ -211,7 +211,7 @@ type HelpFlag struct {
 
 var (
 	helpHeading = regexp.MustCompile(`^([A-Z][^:]*):$`)
-	helpLine    = regexp.MustCompile(`^  --([a-z0-9][a-z0-9-]*)(?: ([a-z0-9]+))?(?:\s+(.*))?$`)
+	helpLine    = regexp.MustCompile(`^  --([a-z0-9][a-z0-9-]*)(?: ([A-Za-z0-9]+))?(?:\s{2,}(.*))?$`)
 )
 
 // ParseHelp reads the flags back from a command's --help (PrintUsage's
