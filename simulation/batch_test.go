@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/backendtest"
 	"github.com/gossipd/gossipd/privacy"
@@ -113,8 +114,8 @@ func TestPeerBatchGathers(t *testing.T) {
 // size and --device cuda for a baseline.
 func TestPeerBatchRefused(t *testing.T) {
 	for name, c := range map[string]Config{
-		"fedavg":      {PeerBatch: 8, Protocol: "fedavg"},
-		"centralized": {PeerBatch: 8, Protocol: "centralized"},
+		"fedavg":      {Settings: job.Settings{Protocol: "fedavg"}, PeerBatch: 8},
+		"centralized": {Settings: job.Settings{Protocol: "centralized"}, PeerBatch: 8},
 	} {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -127,7 +128,7 @@ func TestPeerBatchRefused(t *testing.T) {
 	if err := c.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--peer-batch -1") {
 		t.Errorf("--peer-batch -1: %v", err)
 	}
-	c = Config{Protocol: "fedavg", Device: "cuda"}
+	c = Config{Settings: job.Settings{Protocol: "fedavg"}, Device: "cuda"}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +144,11 @@ func TestPeerBatchRefused(t *testing.T) {
 // freed at the end, and the summary gives the device's memory peak.
 func TestPeersOnDevice(t *testing.T) {
 	for name, c := range map[string]Config{
-		"randomwalk":        {Model: "mlp", Hidden: []int{8}},
-		"dpsgd":             {Protocol: "dpsgd"},
-		"dpsgd local-steps": {Protocol: "dpsgd", LocalSteps: 2},
-		"sfb":               {Protocol: "sfb", Model: "mlp", Hidden: []int{8}},
-		"dpsgd dp-sgd":      {Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}},
+		"randomwalk":        {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
+		"dpsgd":             {Settings: job.Settings{Protocol: "dpsgd"}},
+		"dpsgd local-steps": {Settings: job.Settings{Protocol: "dpsgd", LocalSteps: 2}},
+		"sfb":               {Settings: job.Settings{Protocol: "sfb", Model: "mlp"}, Hidden: []int{8}},
+		"dpsgd dp-sgd":      {Settings: job.Settings{Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			c.Peers, c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers = 16, 4, 7, 4, 200, 16

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 )
 
 // CommTableConfig configures CommTable: the job every run shares, the
@@ -81,8 +82,7 @@ func (c *CommTableConfig) defaults() {
 
 // config is the simulation of run r.
 func (c *CommTableConfig) config(r CommRun) Config {
-	return Config{Dataset: c.Dataset, Model: c.Model, Hidden: c.Hidden, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed,
-		Protocol: r.Protocol, Compression: r.Compression, LR: r.LR, LocalSteps: r.LocalSteps}
+	return Config{Settings: job.Settings{Model: c.Model, Protocol: r.Protocol, Compression: r.Compression, LR: r.LR, LocalSteps: r.LocalSteps}, Data: job.Data{Dataset: c.Dataset}, Hidden: c.Hidden, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed}
 }
 
 // command is the gossipd command line of run r.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gossipd/gossipd/job"
 )
 
 // TestValueCompression: fp16 and int8 shrink what every gossip protocol
@@ -14,7 +16,7 @@ import (
 // wire codec as without it.
 func TestValueCompression(t *testing.T) {
 	for _, proto := range []string{"randomwalk", "dpsgd", "pushsum", "adpsgd"} {
-		base := Config{Peers: 8, Protocol: proto, Rounds: 30, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8, LR: 0.5}
+		base := Config{Settings: job.Settings{Protocol: proto, LR: 0.5}, Peers: 8, Rounds: 30, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8}
 		_, plain := csvOf(t, base)
 		if plain.BytesUncompressed != plain.Bytes {
 			t.Errorf("%s: uncompressed run counts %d bytes and %d uncompressed", proto, plain.Bytes, plain.BytesUncompressed)
@@ -52,7 +54,7 @@ func TestValueCompression(t *testing.T) {
 // as a daemon does).
 func TestSparseCompression(t *testing.T) {
 	for _, proto := range []string{"dpsgd", "adpsgd", "pushsum", "sfb"} {
-		base := Config{Peers: 16, Protocol: proto, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16}
+		base := Config{Settings: job.Settings{Protocol: proto}, Peers: 16, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16}
 		_, plain := csvOf(t, base)
 		cfg := base
 		cfg.Compression = "topk:0.1"
@@ -80,7 +82,7 @@ func TestSparseCompression(t *testing.T) {
 // the averaging outer method does too.
 func TestOuterOptimizer(t *testing.T) {
 	for _, proto := range []string{"dpsgd", "adpsgd", "pushsum", "sfb"} {
-		base := Config{Peers: 16, Protocol: proto, Rounds: 30, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16, LR: 0.5}
+		base := Config{Settings: job.Settings{Protocol: proto, LR: 0.5}, Peers: 16, Rounds: 30, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16}
 		_, plain := csvOf(t, base)
 		for _, method := range []string{"", "average"} {
 			c := base
@@ -94,7 +96,7 @@ func TestOuterOptimizer(t *testing.T) {
 			}
 		}
 	}
-	base := Config{Peers: 16, Protocol: "dpsgd", Rounds: 30, Seed: 1, LR: 0.5}
+	base := Config{Settings: job.Settings{Protocol: "dpsgd", LR: 0.5}, Peers: 16, Rounds: 30, Seed: 1}
 	c := base
 	c.LocalSteps = -1
 	if err := c.Validate(); !errors.Is(err, ErrConfig) {

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gossipd/gossipd/job"
 )
 
 // TestComputeTime: with compute speeds an update takes 6·P·E/speed of
@@ -80,7 +82,7 @@ func TestComputeErrors(t *testing.T) {
 		t.Errorf("--compute with --compute-trace: %v", err)
 	}
 	for _, proto := range []string{FedAvg, AllReduce, Centralized} {
-		c := Config{Protocol: proto, Compute: "1G"}
+		c := Config{Settings: job.Settings{Protocol: proto}, Compute: "1G"}
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,6 @@ import (
 	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/device"
-	"github.com/gossipd/gossipd/privacy"
 )
 
 // Baseline protocols, run by the simulator itself rather than by cores.
@@ -39,39 +38,24 @@ var ErrConfig = errors.New("simulation: invalid config")
 
 // Config is a simulation scenario. Zero values take the documented defaults.
 type Config struct {
+	// Settings are the job's: protocol, model and its fixed parameters,
+	// each peer's training and DP-SGD, as run and simulate both take them
+	// (job.Settings; Scale "" or auto: minmax, Topology may name a file of
+	// edges). Name and InitSeed are the daemon's: Seed draws everything
+	// here.
+	job.Settings
+	// Data is where the examples come from (default digits, iid).
+	job.Data
 	// Peers is the number of simulated peers (default 100).
 	Peers int
-	// Protocol is one of Protocols (default randomwalk).
-	Protocol string
-	// Model is softmax, svm or mlp (default softmax); Hidden the MLP widths.
-	Model  string
+	// Hidden are the MLP widths, parsed from Settings.Hidden.
 	Hidden []int
-	// Dataset is a dataset name or path (default digits).
-	Dataset string
-	// LabelColumn is the label column of a CSV dataset (default the
-	// last), and TestFraction the held-out fraction of a dataset without
-	// a test split (0: the loader's default).
-	LabelColumn  string
-	TestFraction float64
-	// Scale is the feature scaling (default minmax).
-	Scale string
-	// Partition splits the training data among peers (default iid).
-	Partition string
 	// Rounds of virtual time Δ to simulate (default 100).
 	Rounds int
-	// Delta is the virtual length of a round (default 1s).
-	Delta time.Duration
 	// Jitter of periodic actions as a fraction of Δ (default 0.1).
 	Jitter float64
-	// LocalEpochs of a random-walk update or FedAvg client (default 1).
-	LocalEpochs int
-	// Batch is the minibatch size (default 32).
-	Batch int
-	// LR is the learning rate (default 0.1).
-	LR float64
-	// Topology for dpsgd, adpsgd and pushsum (default ring; exponential for
-	// pushsum). EdgeList, when set, overrides it.
-	Topology string
+	// EdgeList, when set, is the graph: the edges of the file Topology
+	// names.
 	EdgeList []byte
 	// Latency: "0" (default), a duration ("50ms"), "uniform:MIN:MAX" or
 	// "lognormal:MEDIAN:SIGMA".
@@ -126,38 +110,14 @@ type Config struct {
 	// (default 3Δ).
 	MemberTimeout time.Duration
 	// Seed drives everything random.
-	Seed uint64
-	// Protocol knobs (see gossip.Config).
-	Variant   string
-	Sampling  string
-	Tokens    gossip.TokenConfig
-	Staleness int
-	Fanout    int
-	SFBMode   string
-	// Compression of what peers send: "none" (default), "fp16", "int8",
-	// "topk:F[:γ]" or "randk:F[:γ]" (dpsgd), "subsample:S" or
-	// "partition:P" (randomwalk); see gossip.ParseCompression.
-	Compression string
-	// LocalSteps, when positive, makes every gossip protocol train
-	// that many local steps between exchanges with an outer optimizer: Outer "nesterov"
-	// (default; OuterLR 0.7, OuterMomentum 0.9) or "average"
-	// (gossip.OuterConfig).
-	LocalSteps             int
-	Outer                  string
-	OuterLR, OuterMomentum float64
+	Seed     uint64
+	Sampling string
+	Tokens   gossip.TokenConfig
+	Fanout   int
 	// Byzantine is the fraction of peers that attack (0: none), with
 	// Attack one of Attacks.
 	Byzantine float64
 	Attack    string
-	// Aggregator is how dpsgd, randomwalk and pushsum combine models
-	// (gossip.Config.Aggregator; merge.ParseAggregator: mean (default),
-	// median, trimmed:B, krum:F,
-	// clipped[:TAU]).
-	Aggregator string
-	// DP trains every peer with DP-SGD (noise from a seeded source: the
-	// simulation is reproducible, and protects nothing) and accounts each
-	// peer's ε; a peer whose budget is spent halts.
-	DP privacy.Config
 	// Voting keeps the last 10 received models at each random-walk peer and
 	// reports the accuracy of their majority vote (with the peer's own model)
 	// at the end.
@@ -263,7 +223,7 @@ func (c *Config) Validate() error {
 	if c.Dataset == "" {
 		c.Dataset = "digits"
 	}
-	if c.Scale == "" {
+	if c.Scale == "" || c.Scale == job.ScaleAuto {
 		c.Scale = job.DefaultSimScale
 	}
 	if err := dataset.CheckScaling(c.Scale); err != nil {

@@ -3,6 +3,7 @@ package simulation
 import (
 	"testing"
 
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -10,8 +11,7 @@ import (
 // the budget; a tight budget halts peers; runs are reproducible; and
 // without a budget peers still learn under noise.
 func TestDPSimulation(t *testing.T) {
-	base := Config{Peers: 5, Rounds: 30, Seed: 2, LR: 0.5, EvalPeers: 5, EvalExamples: 200, FinalEvalPeers: 5,
-		DP: privacy.Config{Clip: 1, Noise: 1.1}}
+	base := Config{Settings: job.Settings{LR: 0.5, DP: privacy.Config{Clip: 1, Noise: 1.1}}, Peers: 5, Rounds: 30, Seed: 2, EvalPeers: 5, EvalExamples: 200, FinalEvalPeers: 5}
 	a, res := csvOf(t, base)
 	if b, _ := csvOf(t, base); a != b {
 		t.Fatal("two DP runs with one seed differ")
@@ -49,19 +49,18 @@ func TestDPSimulation(t *testing.T) {
 // merging, is refused.
 func TestRobustAggregatorSelection(t *testing.T) {
 	for _, c := range []struct{ agg, topo string }{{"median", "complete"}, {"trimmed:1", "complete"}, {"krum:1", "complete"}, {"clipped", "ring"}} {
-		_, res := csvOf(t, Config{Peers: 6, Protocol: "dpsgd", Topology: c.topo, Rounds: 60, Seed: 1, LR: 0.5, Aggregator: c.agg,
-			EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 6})
+		_, res := csvOf(t, Config{Settings: job.Settings{Protocol: "dpsgd", Topology: c.topo, LR: 0.5, Aggregator: c.agg}, Peers: 6, Rounds: 60, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 6})
 		if res.FinalAccuracy < 0.8 {
 			t.Errorf("dpsgd on a %s graph with %s: accuracy %.3f", c.topo, c.agg, res.FinalAccuracy)
 		}
 	}
 	for _, c := range []Config{
-		{Peers: 6, Protocol: "dpsgd", Aggregator: "krum:1"},                     // needs 4 inputs, a ring gives 3
-		{Peers: 6, Protocol: "randomwalk", Variant: "rw", Aggregator: "median"}, // robust random walk merges (mu)
-		{Peers: 6, Protocol: "randomwalk", Compression: "subsample:0.5", Aggregator: "median"},
-		{Peers: 6, Protocol: "sfb", Aggregator: "median"},
-		{Peers: 6, Protocol: "adpsgd", Aggregator: "median"},
-		{Peers: 6, Protocol: "dpsgd", Aggregator: "max"},
+		{Settings: job.Settings{Protocol: "dpsgd", Aggregator: "krum:1"}, Peers: 6},                     // needs 4 inputs, a ring gives 3
+		{Settings: job.Settings{Protocol: "randomwalk", Variant: "rw", Aggregator: "median"}, Peers: 6}, // robust random walk merges (mu)
+		{Settings: job.Settings{Protocol: "randomwalk", Compression: "subsample:0.5", Aggregator: "median"}, Peers: 6},
+		{Settings: job.Settings{Protocol: "sfb", Aggregator: "median"}, Peers: 6},
+		{Settings: job.Settings{Protocol: "adpsgd", Aggregator: "median"}, Peers: 6},
+		{Settings: job.Settings{Protocol: "dpsgd", Aggregator: "max"}, Peers: 6},
 	} {
 		if _, err := Run(t.Context(), c, nil); err == nil {
 			t.Errorf("%s with %s accepted", c.Protocol, c.Aggregator)
@@ -73,8 +72,7 @@ func TestRobustAggregatorSelection(t *testing.T) {
 // graph while Krum keeps the honest peers learning; every attack runs,
 // reproducibly, and evaluations cover honest peers only.
 func TestAttacks(t *testing.T) {
-	base := Config{Peers: 10, Protocol: "dpsgd", Topology: "complete", Rounds: 60, Seed: 1, LR: 0.5,
-		EvalPeers: 4, EvalExamples: 200, Byzantine: 0.2, Attack: "bitflip"}
+	base := Config{Settings: job.Settings{Protocol: "dpsgd", Topology: "complete", LR: 0.5}, Peers: 10, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, Byzantine: 0.2, Attack: "bitflip"}
 	_, mean := csvOf(t, base)
 	robust := base
 	robust.Aggregator = "krum:2"
@@ -94,9 +92,9 @@ func TestAttacks(t *testing.T) {
 		}
 	}
 	for _, c := range []Config{
-		{Peers: 10, Protocol: "dpsgd", Byzantine: 0.5, Attack: "bitflip"},
-		{Peers: 10, Protocol: "dpsgd", Byzantine: 0.1, Attack: "nonsense"},
-		{Peers: 10, Protocol: "sfb", Byzantine: 0.1, Attack: "bitflip"},
+		{Settings: job.Settings{Protocol: "dpsgd"}, Peers: 10, Byzantine: 0.5, Attack: "bitflip"},
+		{Settings: job.Settings{Protocol: "dpsgd"}, Peers: 10, Byzantine: 0.1, Attack: "nonsense"},
+		{Settings: job.Settings{Protocol: "sfb"}, Peers: 10, Byzantine: 0.1, Attack: "bitflip"},
 	} {
 		if _, err := Run(t.Context(), c, nil); err == nil {
 			t.Errorf("%+v accepted", c)
@@ -112,8 +110,7 @@ func TestRobustRandomWalkAndPushSum(t *testing.T) {
 	// Floors: robust push-sum learns more slowly (its window holds stale
 	// de-biased models) than robust random walk.
 	for proto, floor := range map[string]float64{"randomwalk": 0.8, "pushsum": 0.45} {
-		base := Config{Peers: 20, Protocol: proto, Rounds: 60, Seed: 1, LR: 0.5, EvalPeers: 4, EvalExamples: 200,
-			Byzantine: 0.2, Attack: "bitflip"}
+		base := Config{Settings: job.Settings{Protocol: proto, LR: 0.5}, Peers: 20, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, Byzantine: 0.2, Attack: "bitflip"}
 		_, mean := csvOf(t, base)
 		for _, agg := range []string{"krum:4", "clipped"} {
 			c := base

@@ -114,16 +114,15 @@ func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 	}
 	c := f.c
 	j := f.Job
-	c.Protocol, c.Model, c.Scale, c.Delta = j.Protocol, j.Model, job.ScaleFor(j.Scale, job.Simulator), j.Delta
-	c.Variant, c.Compression, c.Staleness, c.SFBMode = j.Variant, j.Compression, j.Staleness, j.SFBMode
-	c.LocalSteps, c.LR, c.Batch, c.LocalEpochs, c.Aggregator, c.DP = j.LocalSteps, j.LR, j.Batch, j.LocalEpochs, j.Aggregator, j.DP
-	if j.LocalSteps > 0 {
-		c.Outer, c.OuterLR, c.OuterMomentum = j.Outer, j.OuterLR, j.OuterMomentum
+	c.Settings, c.Data = j, f.Data
+	c.Scale = job.ScaleFor(j.Scale, job.Simulator)
+	if j.LocalSteps == 0 { // the outer optimizer's defaults apply to local steps only
+		c.Outer, c.OuterLR, c.OuterMomentum = "", 0, 0
 	}
-	c.Dataset, c.LabelColumn, c.Partition = f.Data.Dataset, f.Data.LabelColumn, f.Data.Partition
-	if cli.FlagSet(fs, "test-fraction") {
-		c.TestFraction = f.Data.TestFraction
+	if !cli.FlagSet(fs, "test-fraction") {
+		c.TestFraction = 0 // the loader's default, and no error for a source with a test split
 	}
+	c.Topology = ""
 	c.Sampling = f.sampling
 	if c.Sampling == gossip.SamplingNewscast {
 		c.Sampling = gossip.SamplingCyclon

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gossipd/gossipd/job"
 )
 
 // fakeClock is a wall clock that moves only when told.
@@ -159,7 +161,7 @@ func TestProgressWriteError(t *testing.T) {
 // baseline; the OnRound hook sees 0 and then every round in order.
 func TestProgressDoesNotChangeResults(t *testing.T) {
 	for _, proto := range []string{"randomwalk", "dpsgd", "fedavg"} {
-		c := Config{Peers: 8, Protocol: proto, Rounds: 6, EvalEvery: 2, Seed: 5, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 4}
+		c := Config{Settings: job.Settings{Protocol: proto}, Peers: 8, Rounds: 6, EvalEvery: 2, Seed: 5, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 4}
 		plain, res := csvOf(t, c)
 
 		clk := newFakeClock()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
 )
 
@@ -64,8 +65,7 @@ var robustFractions = []float64{0.1, 0.2}
 func Robustness(ctx context.Context, c RobustnessConfig, progress func(string)) (string, error) {
 	c.defaults()
 	run := func(proto, agg, attack string, frac float64) (float64, error) {
-		rc := Config{Peers: c.Peers, Protocol: proto, Dataset: c.Dataset, Rounds: c.Rounds, LR: c.LR,
-			Seed: c.Seed, Aggregator: agg, Attack: attack, Byzantine: frac, EvalEvery: c.Rounds, FinalEvalPeers: 0}
+		rc := Config{Settings: job.Settings{Protocol: proto, LR: c.LR, Aggregator: agg}, Data: job.Data{Dataset: c.Dataset}, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed, Attack: attack, Byzantine: frac, EvalEvery: c.Rounds, FinalEvalPeers: 0}
 		if proto == gossip.DPSGD {
 			rc.Topology = c.Topology
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -23,7 +24,7 @@ func TestCheckOptions(t *testing.T) {
 					for _, dep := range []string{"", DepartLeave, DepartDie} {
 						for _, steps := range []int{0, 5} {
 							for _, dp := range []privacy.Config{{}, {Clip: 1, Noise: 1}} {
-								c := Config{Protocol: p, Model: m, Churn: churn, Departure: dep, LocalSteps: steps, DP: dp}
+								c := Config{Settings: job.Settings{Protocol: p, Model: m, LocalSteps: steps, DP: dp}, Churn: churn, Departure: dep}
 								if dep != "" {
 									c.Turnover = 0.1
 								}
@@ -51,12 +52,12 @@ func TestCheckOptions(t *testing.T) {
 		}
 	}
 	for _, p := range gossip.Protocols {
-		c := Config{Protocol: p, Model: "softmax", Drop: 0.5, Latency: "2s", Churn: 0.2}
+		c := Config{Settings: job.Settings{Protocol: p, Model: "softmax"}, Drop: 0.5, Latency: "2s", Churn: 0.2}
 		if err := c.CheckOptions([]string{"drop", "latency", "churn", "churn-session", "seed"}); err != nil {
 			t.Errorf("%s under a network model: %v", p, err)
 		}
 	}
-	outer := Config{Protocol: gossip.DPSGD, Model: "softmax", Outer: "average"}
+	outer := Config{Settings: job.Settings{Protocol: gossip.DPSGD, Model: "softmax", Outer: "average"}}
 	if err := outer.CheckOptions([]string{"outer"}); err == nil || !strings.Contains(err.Error(), "--outer applies to --local-steps") {
 		t.Errorf("--outer without --local-steps: %v", err)
 	}
@@ -64,7 +65,7 @@ func TestCheckOptions(t *testing.T) {
 	if err := outer.CheckOptions([]string{"outer", "local-steps", "outer-lr"}); err == nil || !strings.Contains(err.Error(), "--outer-lr") || strings.Contains(err.Error(), "--outer applies") {
 		t.Errorf("--outer average with --outer-lr: %v", err)
 	}
-	c := Config{Protocol: gossip.RandomWalk, Model: "softmax"}
+	c := Config{Settings: job.Settings{Protocol: gossip.RandomWalk, Model: "softmax"}}
 	err := c.CheckOptions([]string{"topology", "hidden", "peers"})
 	if err == nil || !strings.Contains(err.Error(), "--topology") || !strings.Contains(err.Error(), "--hidden") || strings.Contains(err.Error(), "--peers") {
 		t.Errorf("randomwalk softmax with --topology --hidden: %v", err)

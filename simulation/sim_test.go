@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gossipd/gossipd/job"
 )
 
 func csvOf(t *testing.T, c Config) (string, *Result) {
@@ -27,8 +29,7 @@ func csvOf(t *testing.T, c Config) (string, *Result) {
 // gives other numbers.
 func TestDeterministic(t *testing.T) {
 	for _, proto := range []string{"randomwalk", "dpsgd", "pushsum", "sfb", "adpsgd", "fedavg"} {
-		c := Config{Peers: 10, Protocol: proto, Rounds: 8, Latency: "uniform:10ms:300ms", Drop: 0.05, Churn: 0.2,
-			Codec: true, Seed: 3, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 4}
+		c := Config{Settings: job.Settings{Protocol: proto}, Peers: 10, Rounds: 8, Latency: "uniform:10ms:300ms", Drop: 0.05, Churn: 0.2, Codec: true, Seed: 3, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 4}
 		a, _ := csvOf(t, c)
 		b, _ := csvOf(t, c)
 		if a != b {
@@ -48,7 +49,7 @@ func TestDeterministic(t *testing.T) {
 // (0.1) after a short run.
 func TestEveryProtocolLearns(t *testing.T) {
 	for _, proto := range Protocols {
-		_, res := csvOf(t, Config{Peers: 8, Protocol: proto, Rounds: 40, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8, LR: 0.5})
+		_, res := csvOf(t, Config{Settings: job.Settings{Protocol: proto, LR: 0.5}, Peers: 8, Rounds: 40, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8})
 		if res.FinalAccuracy < 0.7 {
 			t.Errorf("%s: final accuracy %.3f after 40 rounds", proto, res.FinalAccuracy)
 		}
@@ -65,7 +66,7 @@ func TestChurnAndNetsplit(t *testing.T) {
 	if res.FinalAccuracy < 0.8 || res.Dropped == 0 {
 		t.Fatalf("50%% churn: accuracy %.3f, %d dropped", res.FinalAccuracy, res.Dropped)
 	}
-	_, split := csvOf(t, Config{Peers: 10, Rounds: 10, Protocol: "dpsgd", Netsplits: []Netsplit{{From: 2, To: 8, Groups: 2}}, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 2})
+	_, split := csvOf(t, Config{Settings: job.Settings{Protocol: "dpsgd"}, Peers: 10, Rounds: 10, Netsplits: []Netsplit{{From: 2, To: 8, Groups: 2}}, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 2})
 	if split.Dropped == 0 {
 		t.Fatal("netsplit dropped nothing")
 	}
@@ -73,14 +74,14 @@ func TestChurnAndNetsplit(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	for _, c := range []Config{
-		{Protocol: "gossipsub"}, {Drop: 1}, {Churn: -0.1}, {Latency: "fast"}, {Latency: "uniform:5ms"},
-		{Peers: 1}, {Netsplits: []Netsplit{{From: 3, To: 1, Groups: 2}}}, {LR: -1}, {FedAvgFraction: 2},
+		{Settings: job.Settings{Protocol: "gossipsub"}}, {Drop: 1}, {Churn: -0.1}, {Latency: "fast"}, {Latency: "uniform:5ms"},
+		{Peers: 1}, {Netsplits: []Netsplit{{From: 3, To: 1, Groups: 2}}}, {Settings: job.Settings{LR: -1}}, {FedAvgFraction: 2},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
 	}
-	if _, err := Run(context.Background(), Config{Partition: "shards:x"}, nil); err == nil {
+	if _, err := Run(context.Background(), Config{Data: job.Data{Partition: "shards:x"}}, nil); err == nil {
 		t.Error("bad partition accepted")
 	}
 }
@@ -150,16 +151,16 @@ func TestCompression(t *testing.T) {
 // vector without saying so would learn from NaNs.
 func TestCodecRecyclesOnlyWhatTheCoreReleases(t *testing.T) {
 	for _, c := range []Config{
-		{Protocol: "randomwalk", Variant: "mu"},
-		{Protocol: "randomwalk", Variant: "rw"},
-		{Protocol: "randomwalk", Variant: "um"},
-		{Protocol: "randomwalk", Compression: "subsample:0.5"},
-		{Protocol: "randomwalk", Compression: "partition:2"},
-		{Protocol: "dpsgd", Latency: "uniform:10ms:900ms"},
-		{Protocol: "adpsgd"},
-		{Protocol: "pushsum"},
-		{Protocol: "sfb"},
-		{Protocol: "sfb", SFBMode: "factors", Staleness: 2},
+		{Settings: job.Settings{Protocol: "randomwalk", Variant: "mu"}},
+		{Settings: job.Settings{Protocol: "randomwalk", Variant: "rw"}},
+		{Settings: job.Settings{Protocol: "randomwalk", Variant: "um"}},
+		{Settings: job.Settings{Protocol: "randomwalk", Compression: "subsample:0.5"}},
+		{Settings: job.Settings{Protocol: "randomwalk", Compression: "partition:2"}},
+		{Settings: job.Settings{Protocol: "dpsgd"}, Latency: "uniform:10ms:900ms"},
+		{Settings: job.Settings{Protocol: "adpsgd"}},
+		{Settings: job.Settings{Protocol: "pushsum"}},
+		{Settings: job.Settings{Protocol: "sfb"}},
+		{Settings: job.Settings{Protocol: "sfb", SFBMode: "factors", Staleness: 2}},
 	} {
 		c.Peers, c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers = 8, 10, 5, 8, 200, 8
 		if c.Latency == "" {

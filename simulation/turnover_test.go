@@ -3,6 +3,8 @@ package simulation
 import (
 	"math"
 	"testing"
+
+	"github.com/gossipd/gossipd/job"
 )
 
 // TestTurnover: half the members are replaced during the run, for every
@@ -14,7 +16,7 @@ import (
 // the live and the dead weights together account for every peer's unit.
 func TestTurnover(t *testing.T) {
 	for _, proto := range []string{"randomwalk", "dpsgd", "adpsgd", "pushsum", "sfb"} {
-		static := Config{Peers: 20, Protocol: proto, Rounds: 40, Seed: 5, LR: 0.3, FinalEvalPeers: 0}
+		static := Config{Settings: job.Settings{Protocol: proto, LR: 0.3}, Peers: 20, Rounds: 40, Seed: 5, FinalEvalPeers: 0}
 		_, base := csvOf(t, static)
 		for _, dep := range []string{DepartLeave, DepartDie} {
 			c := static
@@ -46,11 +48,11 @@ func TestTurnover(t *testing.T) {
 // TestTurnoverConfig: turnover is refused where it cannot apply.
 func TestTurnoverConfig(t *testing.T) {
 	for _, c := range []Config{
-		{Protocol: "fedavg", Turnover: 0.2},
-		{Protocol: "dpsgd", Turnover: 0.2, Churn: 0.1},
-		{Protocol: "dpsgd", Turnover: 1.5},
-		{Protocol: "dpsgd", Turnover: 0.2, Departure: "vanish"},
-		{Protocol: "dpsgd", Peers: 4, Turnover: 0.1},
+		{Settings: job.Settings{Protocol: "fedavg"}, Turnover: 0.2},
+		{Settings: job.Settings{Protocol: "dpsgd"}, Turnover: 0.2, Churn: 0.1},
+		{Settings: job.Settings{Protocol: "dpsgd"}, Turnover: 1.5},
+		{Settings: job.Settings{Protocol: "dpsgd"}, Turnover: 0.2, Departure: "vanish"},
+		{Settings: job.Settings{Protocol: "dpsgd"}, Peers: 4, Turnover: 0.1},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("accepted %+v", c)

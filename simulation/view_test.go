@@ -3,6 +3,8 @@ package simulation
 import (
 	"context"
 	"testing"
+
+	"github.com/gossipd/gossipd/job"
 )
 
 // TestViewInDegree: with Cyclon-style peer sampling at 2,000 peers, after
@@ -11,7 +13,7 @@ import (
 // keep the youngest) left 8% of 3,000 peers in no view and some with the
 // initial model.
 func TestViewInDegree(t *testing.T) {
-	cfg := Config{Peers: 2000, Rounds: 20, Dataset: "digits", Partition: "sample:4", EvalPeers: 1, FinalEvalPeers: 1, EvalEvery: 20}
+	cfg := Config{Data: job.Data{Dataset: "digits", Partition: "sample:4"}, Peers: 2000, Rounds: 20, EvalPeers: 1, FinalEvalPeers: 1, EvalEvery: 20}
 	var s *sim
 	afterRun = func(x *sim) { s = x }
 	defer func() { afterRun = nil }()

@@ -10,11 +10,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/gossipd/gossipd/model/compute"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gossipd/gossipd/model/compute"
 
 	"github.com/gossipd/gossipd/internal/cli"
 )
