@@ -235,3 +235,86 @@ func (t *Host) bootstrapFault(id peer.ID, err error) (slog.Level, string) {
 func handshakeFailed(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "failed to negotiate security protocol")
 }
+
+// maintain keeps bootstrap peers connected and exchanges peer addresses.
+// Bootstrap URLs are resolved to peers each round (bootstrap.go).
+func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []string) {
+	tick := time.NewTicker(t.cfg.PEXInterval)
+	defer tick.Stop()
+	type state struct {
+		err    string
+		logged time.Time
+	}
+	// What each bootstrap peer last did, so that a failure is said when
+	// it starts or changes, and again with backoff while it lasts
+	// (bootstrapLog), and a recovery is said too: a daemon that cannot
+	// reach its bootstrap peers (down, unreachable, another network key,
+	// not in the consortium) must not sit silently at zero peers.
+	last := map[peer.ID]*bootState{}
+	lastURL := map[string]*state{}
+	resolved := map[string]peer.ID{}
+	for {
+		boot := fixed
+		if len(urls) > 0 {
+			var errs map[string]error
+			boot, errs = t.bootstrapPeers(ctx, fixed, urls, resolved)
+			for _, u := range urls {
+				st := lastURL[u]
+				if st == nil {
+					st = &state{}
+					lastURL[u] = st
+				}
+				err := errs[u]
+				switch {
+				case err == nil:
+					st.err = ""
+				case ctx.Err() != nil:
+					return
+				case err.Error() != st.err || time.Since(st.logged) >= time.Minute:
+					t.log.Warn("cannot read the bootstrap peer's ID from its API: is it running, and is its API reachable?", "url", u, "err", err)
+					st.err, st.logged = err.Error(), time.Now()
+				}
+			}
+		}
+		for _, ai := range boot {
+			st := last[ai.ID]
+			if st == nil {
+				st = &bootState{}
+				last[ai.ID] = st
+			}
+			if t.h.Network().Connectedness(ai.ID) == network.Connected {
+				// It stayed (or came by itself): reached.
+				if st.fault != "" {
+					t.log.Info("reached bootstrap peer", "peer", ai.ID)
+				}
+				*st = bootState{}
+				continue
+			}
+			made := st.made
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := t.h.Connect(cctx, ai)
+			cancel()
+			st.made = err == nil
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil && !made:
+				continue // confirmed when the next round finds it connected
+			case err == nil:
+				// The connection the last round made is gone: the peer
+				// closed it at once, as a consortium member does to a peer
+				// that holds the key but is not on its list.
+				err = errClosedAtOnce
+			}
+			t.bootstrapLog(st, ai, err)
+		}
+		if !t.cfg.NoPEX {
+			t.exchangePeers(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
