@@ -74,7 +74,7 @@ func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 	var set []string
 	fs.Visit(func(fl *flag.Flag) { set = append(set, fl.Name) })
 	if err := c.CheckOptions(set); err != nil {
-		return Config{}, fmt.Errorf("%w: %s", cli.ErrUsage, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "))
+		return Config{}, cli.ConfigUsage(err, ErrConfig)
 	}
 	if _, err := model.ParseHidden(c.Hidden); err != nil {
 		return usage("hidden", err)

@@ -16,7 +16,7 @@ import (
 // optionProtocols are the protocols that use each protocol option, by
 // its flag's name.
 var optionProtocols = map[string][]string{
-	"topology":   {gossip.DPSGD, gossip.ADPSGD, gossip.PushSum}, // gossip.NeedsTopology
+	"topology":   slices.DeleteFunc(slices.Clone(gossip.Protocols), func(p string) bool { return !gossip.NeedsTopology(p) }),
 	"variant":    {gossip.RandomWalk},
 	"sampling":   {gossip.RandomWalk},
 	"tokens":     {gossip.RandomWalk},

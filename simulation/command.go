@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
-	"strings"
 	"syscall"
 	"time"
 
@@ -58,7 +57,7 @@ func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) 
 		prog.Finish()
 	}
 	if errors.Is(err, ErrConfig) {
-		return fmt.Errorf("%w: %s", cli.ErrUsage, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "))
+		return cli.ConfigUsage(err, ErrConfig)
 	}
 	if err != nil {
 		return err

@@ -100,11 +100,10 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 // validated Config. Errors wrap cli.ErrUsage and name the flag.
 func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 	usage := func(name string, err error) (Config, error) {
-		msg := strings.TrimPrefix(err.Error(), ErrConfig.Error()+": ")
-		if name != "" {
-			msg = "--" + name + ": " + msg
+		if name == "" {
+			return Config{}, cli.ConfigUsage(err, ErrConfig)
 		}
-		return Config{}, fmt.Errorf("%w: %s", cli.ErrUsage, msg)
+		return Config{}, fmt.Errorf("%w: --%s: %s", cli.ErrUsage, name, cli.WithoutSentinel(err, ErrConfig))
 	}
 	if err := cli.CheckNumbers(fs, Bounds); err != nil {
 		return Config{}, err
@@ -122,7 +121,6 @@ func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 	if !cli.FlagSet(fs, "test-fraction") {
 		c.TestFraction = 0 // the loader's default, and no error for a source with a test split
 	}
-	c.Topology = ""
 	c.Sampling = f.sampling
 	if c.Sampling == gossip.SamplingNewscast {
 		c.Sampling = gossip.SamplingCyclon

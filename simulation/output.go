@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/internal/cli"
 )
 
 // Summary is a run's summary.json: the scenario, how long it took and
@@ -132,7 +133,7 @@ func (c *Config) validateTopology() error {
 		_, err = gossip.EdgeList(c.EdgeList, n)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: --topology %s: %v", ErrConfig, c.Topology, strings.TrimPrefix(err.Error(), gossip.ErrConfig.Error()+": "))
+		return fmt.Errorf("%w: --topology %s: %v", ErrConfig, c.Topology, cli.WithoutSentinel(err, gossip.ErrConfig))
 	}
 	return nil
 }

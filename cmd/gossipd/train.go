@@ -32,7 +32,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	})
 	if errors.Is(err, central.ErrConfig) {
-		return configUsage(err, central.ErrConfig)
+		return cli.ConfigUsage(err, central.ErrConfig)
 	}
 	if err != nil {
 		return cli.DatasetUsage(err)

@@ -11,14 +11,6 @@ import (
 	"github.com/gossipd/gossipd/node"
 )
 
-// configUsage turns a package's configuration error (one wrapping
-// sentinel, such as simulation.ErrConfig) into a usage error without the
-// sentinel's words: the user ran a command and named flags, not a
-// package.
-func configUsage(err, sentinel error) error {
-	return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), sentinel.Error()+": "))
-}
-
 // storeStatus prints the report of a stopped daemon's store (status
 // --store); a damaged store is printed, then an error.
 func storeStatus(dir string, stdout io.Writer) error {

@@ -5,9 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/gossipd/gossipd/dataset"
 )
+
+// ConfigUsage turns a package's configuration error (one wrapping
+// sentinel, such as simulation.ErrConfig) into a usage error without the
+// sentinel's words: the user ran a command and named flags, not a
+// package.
+func ConfigUsage(err, sentinel error) error {
+	return fmt.Errorf("%w: %s", ErrUsage, WithoutSentinel(err, sentinel))
+}
+
+// WithoutSentinel is err's text without sentinel's words in front.
+func WithoutSentinel(err, sentinel error) string {
+	return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
+}
 
 // DatasetUsage turns the loader's refusal of an option the source has no
 // use for into a usage error naming the flag; other errors pass as they
