@@ -149,8 +149,8 @@ func (n *Node) refreshMembers() {
 
 // mayGossip says whether m may go to its addressee by the current
 // roster (core goroutine).
-func (n *Node) mayGossip(m *gossip.Message) bool {
-	return n.roster.allows(m, n.cfg.Local.IsMember)
+func (n *Node) mayGossip(to gossip.PeerID, kind gossip.Kind) bool {
+	return n.roster.allows(to, kind, n.cfg.Local.IsMember)
 }
 
 // allows says whether m may go to its addressee: a broadcast goes to
@@ -159,22 +159,22 @@ func (n *Node) mayGossip(m *gossip.Message) bool {
 // (the request carried this job's ID, and the asker may not have been
 // heard announcing yet). Without announcements every admitted peer may be
 // sent to. Safe for concurrent use: a stored roster is never mutated.
-func (r *roster) allows(m *gossip.Message, admitted func(gossip.PeerID) bool) bool {
-	if m.To == gossip.Broadcast {
+func (r *roster) allows(to gossip.PeerID, kind gossip.Kind, admitted func(gossip.PeerID) bool) bool {
+	if to == gossip.Broadcast {
 		return true
 	}
-	if !admitted(m.To) {
+	if !admitted(to) {
 		return false
 	}
 	if r.inJob == nil { // no announcements
 		return true
 	}
-	if r.inJob[m.To] {
+	if r.inJob[to] {
 		return true
 	}
-	switch m.Kind {
+	switch kind {
 	case gossip.KindViewReply, gossip.KindStateReply, gossip.KindAvgReply:
-		return !r.otherJob[m.To]
+		return !r.otherJob[to]
 	}
 	return false
 }
@@ -316,16 +316,10 @@ func (n *Node) watchAlone() {
 // share goes back to the core, so that its weight is not lost. Any
 // goroutine: the core's (mayGossip) or a sender's (a frame whose
 // addressee left the job while it waited).
-func (n *Node) withhold(m *gossip.Message, r *roster) {
+func (n *Node) withhold(o outgoing, r *roster) {
 	n.withheld.Add(1)
 	n.met.withheld.Inc()
-	n.log.Debug("not sent: the addressee is not a live member of the job", "to", m.To, "kind", m.Kind.String(),
-		"other_job", r.otherJob[m.To])
-	if m.Kind == gossip.KindPushSum {
-		select {
-		case n.undeliveredCh <- m:
-		default:
-			n.log.Warn("withheld push-sum share dropped: the queue is full", "to", m.To)
-		}
-	}
+	n.log.Debug("not sent: the addressee is not a live member of the job", "to", o.to, "kind", o.kind.String(),
+		"other_job", r.otherJob[o.to])
+	n.giveBack(o)
 }

@@ -160,7 +160,13 @@ func New(cfg Config) (*Node, error) {
 	if cfg.DP.Enabled() {
 		setup.DP, setup.DPSource = cfg.DP, privacy.NewCryptoSource()
 	}
-	pc := peer.Config{Job: n.job, Members: cfg.Local.memberIDs()}
+	// The peer encodes what it sends; the checksum trailer is left out
+	// over a transport that authenticates every byte (libp2p), not over
+	// memnet.
+	pc := peer.Config{Job: n.job, Members: cfg.Local.memberIDs(), Encoding: peer.EncodeChecksummed}
+	if cfg.Transport.Authenticates() {
+		pc.Encoding = peer.EncodeAuthenticated
+	}
 	p, tr, err := peer.Build(gc, setup, pc, func(q float64) (*privacy.Budget, peer.Ledger, error) {
 		return n.openLedger(q)
 	})

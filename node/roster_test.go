@@ -9,6 +9,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/node/memnet"
 	"github.com/gossipd/gossipd/node/transport"
+	"github.com/gossipd/gossipd/peer"
 )
 
 // TestSortPeers: the connected peers fall into members of the job (heard
@@ -92,12 +93,12 @@ func TestMayGossip(t *testing.T) {
 		{"outsider", gossip.KindStateReply, false}, // not on the allowlist
 		{gossip.Broadcast, gossip.KindFactors, true},
 	} {
-		if got := n.mayGossip(&gossip.Message{To: c.to, Kind: c.kind}); got != c.want {
+		if got := n.mayGossip(c.to, c.kind); got != c.want {
 			t.Errorf("%s to %s: %v, want %v", c.kind, c.to, got, c.want)
 		}
 	}
 	n.roster = sortPeers([]gossip.PeerID{"m", "u", "x"}, nil, false, "j", now, time.Minute, n.cfg.Local.IsMember)
-	if !n.mayGossip(&gossip.Message{To: "u", Kind: gossip.KindModel}) || n.mayGossip(&gossip.Message{To: "outsider", Kind: gossip.KindModel}) {
+	if !n.mayGossip("u", gossip.KindModel) || n.mayGossip("outsider", gossip.KindModel) {
 		t.Error("without announcements: want every admitted peer and no other")
 	}
 }
@@ -137,7 +138,15 @@ func TestSenderWithholdsFromLeaver(t *testing.T) {
 		{Kind: gossip.KindPushSum, To: "dead", Params: []float32{1}, Weight: 0.5},
 		{Kind: gossip.KindModel, To: "m", Params: []float32{1}},
 	} {
-		n.sendCh <- outgoing{to: m.To, msg: m}
+		w, err := peer.EncodeWire(m, peer.EncodeChecksummed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := outgoing{to: m.To, kind: m.Kind, wire: w}
+		if m.Kind == gossip.KindPushSum {
+			o.share = m
+		}
+		n.sendCh <- o
 	}
 	close(n.sendCh)
 	n.sendLoop(t.Context())

@@ -14,10 +14,16 @@ import (
 // The daemon's workers: each runs on a goroutine of its own, fed by the
 // core goroutine through a channel.
 
-// outgoing is a message for the sender workers.
+// outgoing is an encoded message for the sender workers.
 type outgoing struct {
-	to  gossip.PeerID // gossip.Broadcast: every member
-	msg *gossip.Message
+	to    gossip.PeerID // gossip.Broadcast: every member
+	kind  gossip.Kind
+	wire  *peer.Wire // the encoding (the peer's), released once written
+	saved int        // bytes its compression saved (gossip.CompressionSaved)
+	// share is a push-sum share, kept to go back to the core if it cannot
+	// be delivered (no weight may be lost); nil for every other kind, so
+	// that a queued message holds only its encoding.
+	share *gossip.Message
 }
 
 // trainLoop runs training requests on the peer's trainer.
@@ -32,80 +38,66 @@ func (n *Node) trainLoop() {
 	}
 }
 
-// sendLoop sends messages until sendCh closes. It encodes each message
-// once, with an encoder of its own (peer.Encoder) whose buffer it reuses
-// for every frame: the transport retains no payload once Send returns.
+// sendLoop writes encoded messages until sendCh closes: the peer
+// encoded each as the core handed it over (peer.Do.Wire); here it only
+// goes to the transport, which retains no payload once Send returns, and
+// its buffer goes back to the pool.
 func (n *Node) sendLoop(ctx context.Context) {
-	enc := peer.NewEncoder(n.cfg.Transport.Authenticates())
 	for o := range n.sendCh {
-		if o.to != gossip.Broadcast {
-			// The addressee may have left the job (died, said goodbye)
-			// since the core sent: look again at the latest roster.
-			if r := n.sendRoster.Load(); r != nil && !r.allows(o.msg, n.cfg.Local.IsMember) {
-				n.withhold(o.msg, r)
-				continue
-			}
+		n.write(ctx, o)
+		o.wire.Release()
+	}
+}
+
+// write sends one message: to its addressee, or to every member.
+func (n *Node) write(ctx context.Context, o outgoing) {
+	f := transport.Frame{Job: n.job, Kind: uint8(o.kind), Lane: Lane(o.kind), Payload: o.wire.Bytes}
+	if o.to != gossip.Broadcast {
+		// The addressee may have left the job (died, said goodbye)
+		// since the core sent: look again at the latest roster.
+		if r := n.sendRoster.Load(); r != nil && !r.allows(o.to, o.kind, n.cfg.Local.IsMember) {
+			n.withhold(o, r)
+			return
 		}
-		f, err := n.frame(enc, o.msg)
-		if err != nil {
-			n.met.sendErrors.Inc()
-			n.log.Error("encoding a message failed", "kind", o.msg.Kind, "to", o.to, "err", err)
-			if o.to != gossip.Broadcast {
-				n.giveBack(o.msg)
-			}
-			continue
+		if !n.send(ctx, o.to, f, o.saved) {
+			n.giveBack(o)
 		}
-		if o.to != gossip.Broadcast {
-			if !n.send(ctx, o.to, f, o.msg) {
-				n.giveBack(o.msg)
-			}
-			continue
+		return
+	}
+	// One publish reaches every member; without a broadcaster, or for a
+	// frame too large to publish, send to each neighbour.
+	if b, ok := n.cfg.Transport.(transport.Broadcaster); ok {
+		if err := n.pace.wait(ctx, len(f.Payload)); err != nil {
+			return
 		}
-		// One publish reaches every member; without a broadcaster, or for a
-		// frame too large to publish, send to each neighbour.
-		if b, ok := n.cfg.Transport.(transport.Broadcaster); ok {
-			if err := n.pace.wait(ctx, len(f.Payload)); err != nil {
-				return
-			}
-			sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
-			err := b.Publish(sctx, f)
-			cancel()
-			if err == nil {
-				n.met.published.Inc()
-				n.sent(f, o.msg)
-				continue
-			}
-			n.log.Debug("publish failed: sending to each neighbour", "err", err)
+		sctx, cancel := context.WithTimeout(ctx, n.cfg.SendTimeout)
+		err := b.Publish(sctx, f)
+		cancel()
+		if err == nil {
+			n.met.published.Inc()
+			n.sent(f, o.saved)
+			return
 		}
-		if live := n.live.Load(); live != nil {
-			for _, p := range *live {
-				n.send(ctx, p, f, o.msg)
-			}
+		n.log.Debug("publish failed: sending to each neighbour", "err", err)
+	}
+	if live := n.live.Load(); live != nil {
+		for _, p := range *live {
+			n.send(ctx, p, f, o.saved)
 		}
 	}
 }
 
 // giveBack hands the core a push-sum share that could not be delivered,
 // so that it takes the share back; other messages are simply lost.
-func (n *Node) giveBack(m *gossip.Message) {
-	if m.Kind != gossip.KindPushSum {
+func (n *Node) giveBack(o outgoing) {
+	if o.share == nil {
 		return
 	}
 	select {
-	case n.undeliveredCh <- m:
+	case n.undeliveredCh <- o.share:
 	default:
-		n.log.Warn("undelivered push-sum share dropped: the queue is full", "to", m.To)
+		n.log.Warn("undelivered push-sum share dropped: the queue is full", "to", o.to)
 	}
-}
-
-// frame encodes a message (the peer driver's encoder) and wraps the bytes
-// for the transport. The payload is enc's: valid until its next Encode.
-func (n *Node) frame(enc *peer.Encoder, m *gossip.Message) (transport.Frame, error) {
-	b, err := enc.Encode(m)
-	if err != nil {
-		return transport.Frame{}, err
-	}
-	return transport.Frame{Job: n.job, Kind: uint8(m.Kind), Lane: Lane(m.Kind), Payload: b}, nil
 }
 
 // Lane is the transport lane of a message kind: models, views and SFB
@@ -122,9 +114,10 @@ func Lane(k gossip.Kind) string {
 	return transport.LaneParams
 }
 
-// send delivers one frame, the encoding of m, counting it, and reports
+// send delivers one frame, counting it (saved: the bytes its compression
+// saved), and reports
 // whether it could.
-func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame, m *gossip.Message) bool {
+func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame, saved int) bool {
 	if err := n.pace.wait(ctx, len(f.Payload)); err != nil {
 		return false // shutting down
 	}
@@ -137,19 +130,19 @@ func (n *Node) send(ctx context.Context, to gossip.PeerID, f transport.Frame, m 
 		n.log.Debug("send failed", "to", to, "err", err)
 		return false
 	}
-	n.sent(f, m)
+	n.sent(f, saved)
 	n.traffic.out(to, len(f.Payload), n.cfg.Now())
 	return true
 }
 
-// sent counts a frame that went out, the encoding of m.
-func (n *Node) sent(f transport.Frame, m *gossip.Message) {
+// sent counts a frame that went out (saved: as in send).
+func (n *Node) sent(f transport.Frame, saved int) {
 	size := len(f.Payload)
 	n.msgsOut.Add(1)
 	n.bytesOut.Add(uint64(size))
 	n.met.msgsOut.Inc()
 	n.met.bytesOut.Add(float64(size))
-	n.met.bytesOutFull.Add(float64(size + gossip.CompressionSaved(m)))
+	n.met.bytesOutFull.Add(float64(size + saved))
 }
 
 // evalLoop evaluates the parameters it is handed on the test split.

@@ -21,7 +21,7 @@ func (w *world) do(ds []peer.Do) {
 	for _, d := range ds {
 		switch {
 		case d.Send != nil:
-			w.Send(d.Send)
+			w.Send(d.Send, d.Wire)
 		case d.Train != nil:
 			w.Train(d.Train)
 		case d.Commit != nil:
@@ -58,30 +58,33 @@ func (d driver) Receive(e peer.Envelope) (stepped, kept bool) {
 	return r.Stepped, r.Kept
 }
 
-func (w *world) Send(m *gossip.Message) {
+func (w *world) Send(m *gossip.Message, wire *peer.Wire) {
 	n := w.node()
-	if !n.mayGossip(m) {
-		n.withhold(m, &n.roster)
+	o := outgoing{to: m.To, kind: m.Kind, wire: wire, saved: gossip.CompressionSaved(m)}
+	if m.Kind == gossip.KindPushSum {
+		o.share = m
+	}
+	if !n.mayGossip(o.to, o.kind) {
+		n.withhold(o, &n.roster)
+		wire.Release()
 		return
 	}
-	if m.Kind == gossip.KindPushSum && n.accountsUnsaved > 0 {
+	if o.share != nil && n.accountsUnsaved > 0 {
 		// Its accounts are not durable: a share sent now could be
 		// counted twice after a crash. It goes back to the core, and
 		// push-sum sends again once the accounts are written.
-		select {
-		case n.undeliveredCh <- m:
-		default:
-			n.log.Warn("push-sum share dropped: the queue is full", "to", m.To)
-		}
+		n.giveBack(o)
+		wire.Release()
 		return
 	}
-	// A sender worker encodes the message (peer.Encoder) into its own
-	// buffer and hands the transport the bytes.
+	// The peer has encoded the message (peer.Do.Wire); a sender worker
+	// hands the bytes to the transport.
 	select {
-	case n.sendCh <- outgoing{to: m.To, msg: m}:
+	case n.sendCh <- o:
 	default:
 		n.met.sendErrors.Inc()
 		n.log.Debug("send queue full: dropped a message", "to", m.To)
+		wire.Release()
 	}
 }
 

@@ -31,11 +31,14 @@ import (
 
 // Do is one thing a peer asks of its world, which carries them out in
 // the order given, before it next calls the peer. Exactly one field is
-// set.
+// set, but for Wire, which comes with Send.
 type Do struct {
 	// Send: carry the message to its To (gossip.Broadcast: to every peer
 	// of the job). The world owns it from here on.
 	Send *gossip.Message
+	// Wire is Send's encoding when the peer encodes (Config.Encoding):
+	// the bytes the world hands its transport, then Releases.
+	Wire *Wire
 	// Train: run the request, now or on a worker (Peer.Run), and hand its
 	// result back through Peer.TrainDone. The privacy budget has already
 	// been charged for it.
@@ -91,6 +94,9 @@ type Config struct {
 	MaxBytes int
 	// Trace, when set, hears every trace event of the core.
 	Trace func(gossip.TraceEvent)
+	// Encoding: whether each message sent comes with its encoding
+	// (Do.Wire), and which; default EncodeNone.
+	Encoding Encoding
 }
 
 // ErrBudgetSpent means the next training step would exceed the privacy
@@ -228,7 +234,7 @@ func (p *Peer) flush() {
 			p.out = append(p.out, Do{SaveAccounts: rd.Accounts})
 		}
 		for i := range rd.Messages {
-			p.out = append(p.out, Do{Send: &rd.Messages[i]})
+			p.send(&rd.Messages[i])
 		}
 		for _, t := range rd.Trace {
 			if t.Event == "drop" {
@@ -264,6 +270,25 @@ func (p *Peer) flush() {
 		}
 		p.out = append(p.out, Do{Train: rd.Train})
 	}
+}
+
+// send hands the world a message, encoded when it carries bytes. A
+// message that cannot be encoded is dropped (Reject "unencodable"); a
+// push-sum share goes back to the core, so that no weight is lost.
+func (p *Peer) send(m *gossip.Message) {
+	if p.cfg.Encoding == EncodeNone {
+		p.out = append(p.out, Do{Send: m})
+		return
+	}
+	w, err := EncodeWire(m, p.cfg.Encoding)
+	if err != nil {
+		p.reject("unencodable", m.To, fmt.Errorf("peer: encoding a %s message: %w", m.Kind, err))
+		if m.Kind == gossip.KindPushSum {
+			p.core.Undelivered(m)
+		}
+		return
+	}
+	p.out = append(p.out, Do{Send: m, Wire: w})
 }
 
 // charge charges a training request's steps to the privacy budget,

@@ -20,7 +20,7 @@ const rawProto protocol.ID = "/gossipd-bench/raw/1.0.0"
 // BenchmarkGoodput compares, in one run over TCP on 127.0.0.1, a raw libp2p
 // stream (bytes written and drained, nothing else; measured before and
 // after) with gossipd's model exchange: encode a 1M-parameter model message
-// (peer.Encoder, as the daemon's senders do), frame it, send it (frames pipeline on one long-lived stream), receive,
+// (peer.EncodeWire, as the daemon's peer driver does), frame it, send it (frames pipeline on one long-lived stream), receive,
 // decode it and hand its buffer back (as the daemon does once its core has
 // merged a model); the clock stops when the last one is decoded. A third
 // raw variant reads every message into a fresh buffer, as every receiver
@@ -91,13 +91,16 @@ func BenchmarkGoodput(b *testing.B) {
 		b.SetBytes(int64(len(payload)))
 		ctx := context.Background()
 		sent := 0
-		enc := gpeer.NewEncoder(a.Authenticates())
+		enc := wireEncoding(a.Authenticates())
 		for b.Loop() {
-			// As the daemon's senders do: the peer driver encodes the
-			// message into its reused buffer, the transport sends the bytes.
-			if err := a.Send(ctx, c.ID(), encodeFrame(b, enc, msg)); err != nil {
+			// As the daemon does: the peer driver encodes the message
+			// into a pooled buffer, a sender hands the transport the bytes
+			// and releases the buffer.
+			f, w := encodeFrame(b, enc, msg)
+			if err := a.Send(ctx, c.ID(), f); err != nil {
 				panic(err)
 			}
+			w.Release()
 			sent++
 		}
 		for ; sent > 0; sent-- { // the clock runs until the last frame is decoded
@@ -150,7 +153,7 @@ func BenchmarkGoodputRatio(b *testing.B) {
 	}
 	defer raw.Close()
 	ctx := context.Background()
-	enc := gpeer.NewEncoder(a.Authenticates())
+	enc := wireEncoding(a.Authenticates())
 	var rawT, modelT time.Duration
 	b.SetBytes(int64(2 * batch * len(payload)))
 	for b.Loop() {
@@ -165,9 +168,11 @@ func BenchmarkGoodputRatio(b *testing.B) {
 		}
 		t1 := time.Now()
 		for range batch {
-			if err := a.Send(ctx, c.ID(), encodeFrame(b, enc, msg)); err != nil {
+			f, w := encodeFrame(b, enc, msg)
+			if err := a.Send(ctx, c.ID(), f); err != nil {
 				b.Fatal(err)
 			}
+			w.Release()
 		}
 		for range batch {
 			<-modelGot
@@ -181,14 +186,23 @@ func BenchmarkGoodputRatio(b *testing.B) {
 	b.ReportMetric(mb/modelT.Seconds(), "model-MB/s")
 }
 
-// encodeFrame encodes msg as the daemon's senders do (node.frame): with
-// the peer driver's encoder, into its reused buffer.
-func encodeFrame(b *testing.B, enc *gpeer.Encoder, msg *gossip.Message) transport.Frame {
-	p, err := enc.Encode(msg)
+// wireEncoding is the peer driver's encoding over a transport that
+// authenticates, or not (as node.New chooses it).
+func wireEncoding(authenticated bool) gpeer.Encoding {
+	if authenticated {
+		return gpeer.EncodeAuthenticated
+	}
+	return gpeer.EncodeChecksummed
+}
+
+// encodeFrame encodes msg as the daemon's peer driver does (peer.Do.Wire),
+// into a pooled buffer to Release once sent.
+func encodeFrame(b *testing.B, enc gpeer.Encoding, msg *gossip.Message) (transport.Frame, *gpeer.Wire) {
+	w, err := gpeer.EncodeWire(msg, enc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return transport.Frame{Kind: uint8(msg.Kind), Lane: transport.LaneModel, Payload: p}
+	return transport.Frame{Kind: uint8(msg.Kind), Lane: transport.LaneModel, Payload: w.Bytes}, w
 }
 
 func newHostB(b *testing.B) *Host {
@@ -215,17 +229,19 @@ func (w *copyWriter) Write(p []byte) (int, error) {
 }
 
 // BenchmarkFrameOut is the sender's side of BenchmarkGoodput without the
-// network: encode a 1M-parameter model message (peer.Encoder, as the
-// daemon's senders do) and write its frame to a writer that copies it.
+// network: encode a 1M-parameter model message (peer.EncodeWire, as the
+// daemon's peer driver does) and write its frame to a writer that copies it.
 func BenchmarkFrameOut(b *testing.B) {
 	msg := &gossip.Message{Kind: gossip.KindModel, From: "12D3KooWExample", Params: make([]float32, 1<<20), Age: 1}
 	w := &copyWriter{buf: make([]byte, 256<<10)}
-	enc := gpeer.NewEncoder(true)
+	enc := gpeer.EncodeAuthenticated
 	b.SetBytes(int64(gossip.EncodedSize(msg)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := WriteFrame(w, encodeFrame(b, enc, msg)); err != nil {
+		f, wire := encodeFrame(b, enc, msg)
+		if err := WriteFrame(w, f); err != nil {
 			b.Fatal(err)
 		}
+		wire.Release()
 	}
 }

@@ -67,16 +67,17 @@ func TestWireGolden(t *testing.T) {
 	}
 	bigSHA := "5d44185a370c3aeff136417f45dbc807dcc3164cdc1acfe778c80f5d3289799c"
 	h := &Host{}
-	enc := gpeer.NewEncoder(h.Authenticates())
+	enc := wireEncoding(h.Authenticates())
 	for name, m := range wireMessages() {
-		payload, err := enc.Encode(m)
+		w, err := gpeer.EncodeWire(m, enc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
-		if err := WriteFrame(&b, transport.Frame{Job: transport.JobID{1, 2, 3}, Kind: uint8(m.Kind), Lane: transport.LaneModel, Payload: payload}); err != nil {
+		if err := WriteFrame(&b, transport.Frame{Job: transport.JobID{1, 2, 3}, Kind: uint8(m.Kind), Lane: transport.LaneModel, Payload: w.Bytes}); err != nil {
 			t.Fatal(err)
 		}
+		w.Release()
 		if name == "big-model" {
 			if got := sha256.Sum256(b.Bytes()); hex.EncodeToString(got[:]) != bigSHA {
 				t.Errorf("%s: frame of %d bytes hashes to %x, want %s", name, b.Len(), got, bigSHA)
