@@ -158,12 +158,12 @@ kernels: build
 # Every decoder has a fuzz target; CI runs each briefly, for a fixed number
 # of executions (a time limit can end a run while a worker is mid-input and
 # fail it with "context deadline exceeded").
-FUZZ_TARGETS := ./node:FuzzDecodeRecord ./dataset:FuzzReadIDX ./dataset:FuzzReadCache ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
-	./node/p2p:FuzzReadFrame ./node/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
-	./node/p2p:FuzzParseConsortium ./node/p2p:FuzzDecodeAnnouncement ./node:FuzzDecodeCheckpoint ./node:FuzzDecodeLedger ./job:FuzzParseSpec ./node:FuzzDecodeAccounts \
+FUZZ_TARGETS := ./daemon:FuzzDecodeRecord ./dataset:FuzzReadIDX ./dataset:FuzzReadCache ./dataset:FuzzReadCSV ./dataset:FuzzReadLIBSVM ./gossip:FuzzDecode \
+	./daemon/p2p:FuzzReadFrame ./daemon/p2p:FuzzParsePEX ./model:FuzzReadSafetensors \
+	./daemon/p2p:FuzzParseConsortium ./daemon/p2p:FuzzDecodeAnnouncement ./daemon:FuzzDecodeCheckpoint ./daemon:FuzzDecodeLedger ./job:FuzzParseSpec ./daemon:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./simulation:FuzzParseComputeTrace ./simulation:FuzzReadCSV ./simulation:FuzzParseLatency ./simulation:FuzzParseCompute ./cmd/gossipd:FuzzConfigFile ./cmd/gossipd:FuzzFlagSpecs \
-	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./node/p2p:FuzzParseIDResponse \
-	./node/apiserver:FuzzParseToken ./node/apiserver:FuzzGuard ./gossip/compress:FuzzDecode
+	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./daemon/p2p:FuzzParseIDResponse \
+	./daemon/apiserver:FuzzParseToken ./daemon/apiserver:FuzzGuard ./gossip/compress:FuzzDecode
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

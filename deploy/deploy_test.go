@@ -26,13 +26,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gossipd/gossipd/daemon"
+	"github.com/gossipd/gossipd/daemon/apiserver"
+	"github.com/gossipd/gossipd/daemon/memnet"
 	"github.com/gossipd/gossipd/dataset"
 	"github.com/gossipd/gossipd/demo"
 	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/model"
-	"github.com/gossipd/gossipd/node"
-	"github.com/gossipd/gossipd/node/apiserver"
-	"github.com/gossipd/gossipd/node/memnet"
 	"gopkg.in/yaml.v3"
 )
 
@@ -171,7 +171,7 @@ func daemonSeries(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	ep, _ := memnet.New().Join("m000", 16)
-	nd, err := node.New(node.Config{Job: job.Spec{Name: "series", Model: model.Spec{Kind: model.Softmax, Inputs: tr.D, Classes: tr.Classes}, DeltaMillis: 100},
+	nd, err := daemon.New(daemon.Config{Job: job.Spec{Name: "series", Model: model.Spec{Kind: model.Softmax, Inputs: tr.D, Classes: tr.Classes}, DeltaMillis: 100},
 		Train: tr, Test: te, Transport: ep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -184,18 +184,18 @@ func daemonSeries(t *testing.T) map[string]bool {
 			out[strings.Fields(name)[0]] = true
 		}
 	}
-	declared := node.SeriesNames()
+	declared := daemon.SeriesNames()
 	for _, s := range declared {
 		out[s] = true
 	}
 	// What /metrics shows is declared.
 	for s := range out {
 		if strings.HasPrefix(s, "gossipd_") && !slices.Contains(declared, s) {
-			t.Errorf("%s is in /metrics but not in node.SeriesNames", s)
+			t.Errorf("%s is in /metrics but not in daemon.SeriesNames", s)
 		}
 	}
 	if len(declared) < 10 {
-		t.Fatalf("node.SeriesNames: %v", declared)
+		t.Fatalf("daemon.SeriesNames: %v", declared)
 	}
 	return out
 }

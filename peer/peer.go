@@ -3,7 +3,7 @@
 // it), the decoding and validation of everything that arrives, and the
 // carrying out of everything the core asks for (its Ready).
 //
-// The daemon (node/) and the simulator (simulation/) both drive peers
+// The daemon (daemon/) and the simulator (simulation/) both drive peers
 // through this package, and neither calls the core's Ready itself. Every
 // call that gives the peer an event (Tick, Receive, TrainDone, …) returns
 // what its world is to do, in order ([]Do): the peer never calls up into

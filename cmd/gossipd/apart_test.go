@@ -20,7 +20,7 @@ type membership struct {
 	Withheld      uint64   `json:"withheld"`
 }
 
-func (d *daemon) membership() (membership, error) {
+func (d *proc) membership() (membership, error) {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + d.api + "/status")
 	if err != nil {
@@ -33,7 +33,7 @@ func (d *daemon) membership() (membership, error) {
 }
 
 // waitLog polls the daemon's log (bounded) for a line holding every part.
-func waitLog(t *testing.T, d *daemon, what string, limit time.Duration, parts ...string) string {
+func waitLog(t *testing.T, d *proc, what string, limit time.Duration, parts ...string) string {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -70,7 +70,7 @@ func TestDaemonJobsApart(t *testing.T) {
 	x0 := poll(t, xs[0], "X's first daemon up", 30*time.Second, func(s status) bool { return len(s.Addrs) > 0 })
 	poll(t, xs[1], "X's second daemon up", 30*time.Second, func(s status) bool { return len(s.Addrs) > 0 })
 	ports := freePorts(t, 2) // after X's daemons bound theirs
-	y := &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[1]), log: filepath.Join(dir, "y.log")}
+	y := &proc{api: fmt.Sprintf("127.0.0.1:%d", ports[1]), log: filepath.Join(dir, "y.log")}
 	y.args = []string{"run", "--store", filepath.Join(dir, "y"), "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[0]), "--api", y.api,
 		"--shard", "0/2", "--delta", "100ms", "--lr", "0.5", "--mdns=false", "--log-format", "json", "--announce-interval", "500ms",
 		"--name", "job-y", "--bootstrap", x0.Addrs[0]}

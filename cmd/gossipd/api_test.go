@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gossipd/gossipd/daemon/apiserver"
 	"github.com/gossipd/gossipd/internal/testcert"
-	"github.com/gossipd/gossipd/node/apiserver"
 )
 
 // TestAPINeedsToken: without a token the daemon refuses to serve its API
@@ -72,7 +72,7 @@ func TestDaemonJobControl(t *testing.T) {
 	ds[1].start(t, bin)
 	ds[1].token = token
 
-	code := func(d *daemon, method, path, tok string) int {
+	code := func(d *proc, method, path, tok string) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, "http://"+d.api+path, nil)
 		if tok != "" {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gossipd/gossipd/daemon/p2p"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node/p2p"
 )
 
 // runConsortium dispatches `gossipd consortium init|add-member`.

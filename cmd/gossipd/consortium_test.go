@@ -57,7 +57,7 @@ func TestDaemonConsortium(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "does not list this node (peer ID "+ids[2]+")") || !strings.Contains(string(out), club) {
 		t.Errorf("a daemon its own consortium file does not list: %v, want an error naming %s and its ID; output:\n%s", err, club, out)
 	}
-	ds := make([]*daemon, 5)
+	ds := make([]*proc, 5)
 	t.Cleanup(func() {
 		for _, d := range ds {
 			if d != nil && d.cmd != nil && d.cmd.ProcessState == nil {
@@ -68,7 +68,7 @@ func TestDaemonConsortium(t *testing.T) {
 	})
 	boot := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", ports[0], ids[0])
 	for i, file := range []string{club, club, newer, other, ""} {
-		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
+		ds[i] = &proc{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
 		ds[i].args = []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[2*i]),
 			"--api", ds[i].api, "--shard", fmt.Sprintf("%d/5", i), "--delta", "100ms", "--mdns=false", "--dht", "off",
 			"--log-format", "json", "--log-level", "debug", "--bootstrap", boot}
@@ -80,7 +80,7 @@ func TestDaemonConsortium(t *testing.T) {
 	// Each member counts the other once it has heard its announcement.
 	poll(t, ds[0], "the two members connected", 30*time.Second, func(s status) bool { return s.Peers == 1 })
 	poll(t, ds[1], "the two members connected", 30*time.Second, func(s status) bool { return s.Peers == 1 })
-	logHas := func(d *daemon, what string, parts ...string) {
+	logHas := func(d *proc, what string, parts ...string) {
 		t.Helper()
 		waitLog(t, d, what, 30*time.Second, parts...)
 	}

@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gossipd/gossipd/daemon/apiserver"
 	"github.com/gossipd/gossipd/internal/apiclient"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node/apiserver"
 )
 
 // Job control of a running daemon through its API (POST /pause, /resume,

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gossipd/gossipd/daemon"
 	"github.com/gossipd/gossipd/demo"
 	"github.com/gossipd/gossipd/model"
-	"github.com/gossipd/gossipd/node"
 )
 
 // buildBinary builds gossipd into a temporary directory.
@@ -46,7 +46,7 @@ func freePorts(t testing.TB, k int) []int {
 	return ports
 }
 
-type daemon struct {
+type proc struct {
 	args  []string
 	api   string
 	cmd   *exec.Cmd
@@ -54,7 +54,7 @@ type daemon struct {
 	token string // the API token, if reads need it
 }
 
-func (d *daemon) start(t testing.TB, bin string) {
+func (d *proc) start(t testing.TB, bin string) {
 	t.Helper()
 	f, err := os.OpenFile(d.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -102,7 +102,7 @@ type status struct {
 	} `json:"connections"`
 }
 
-func (d *daemon) status() (status, error) {
+func (d *proc) status() (status, error) {
 	c := http.Client{Timeout: 2 * time.Second}
 	req, _ := http.NewRequest("GET", "http://"+d.api+"/status", nil)
 	if d.token != "" {
@@ -119,7 +119,7 @@ func (d *daemon) status() (status, error) {
 }
 
 // poll waits (bounded) until cond holds for the daemon's status.
-func poll(t *testing.T, d *daemon, what string, limit time.Duration, cond func(status) bool) status {
+func poll(t *testing.T, d *proc, what string, limit time.Duration, cond func(status) bool) status {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -277,7 +277,7 @@ func TestDaemonOuterOptimizer(t *testing.T) {
 // target accuracy on its own shard before its first send completes) and
 // returns its bytes out, as sent and as float32, once it has sent that
 // many messages.
-func bytesOut(t *testing.T, d *daemon, messages float64) (sent, full float64) {
+func bytesOut(t *testing.T, d *proc, messages float64) (sent, full float64) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -294,7 +294,7 @@ func bytesOut(t *testing.T, d *daemon, messages float64) (sent, full float64) {
 }
 
 // metric reads one unlabelled series from a daemon's /metrics.
-func metric(t *testing.T, d *daemon, name string) float64 {
+func metric(t *testing.T, d *proc, name string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + d.api + "/metrics")
 	if err != nil {
@@ -386,11 +386,11 @@ func TestDaemonLedgerFollowsData(t *testing.T) {
 }
 
 // stop ends the daemon with SIGTERM and waits for it to exit.
-func stop(t *testing.T, d *daemon) { stopWith(t, d, syscall.SIGTERM) }
+func stop(t *testing.T, d *proc) { stopWith(t, d, syscall.SIGTERM) }
 
 // stopWith ends the daemon with sig, which it must take as a request to
 // stop (goodbye, final checkpoint, exit 0), and waits for it to exit.
-func stopWith(t *testing.T, d *daemon, sig syscall.Signal) {
+func stopWith(t *testing.T, d *proc, sig syscall.Signal) {
 	t.Helper()
 	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
@@ -401,8 +401,8 @@ func stopWith(t *testing.T, d *daemon, sig syscall.Signal) {
 }
 
 // ledgerOf runs `gossipd privacy ledger --json` on a stopped daemon's store.
-func ledgerOf(bin string, d *daemon) (node.LedgerSummary, error) {
-	var rep node.LedgerSummary
+func ledgerOf(bin string, d *proc) (daemon.LedgerSummary, error) {
+	var rep daemon.LedgerSummary
 	out, err := exec.Command(bin, "privacy", "ledger", "--json", "--store", d.flag("--store")).Output()
 	if err != nil {
 		return rep, fmt.Errorf("privacy ledger: %w", err)
@@ -411,7 +411,7 @@ func ledgerOf(bin string, d *daemon) (node.LedgerSummary, error) {
 }
 
 // flag returns the value of a flag in the daemon's arguments.
-func (d *daemon) flag(name string) string {
+func (d *proc) flag(name string) string {
 	i := slices.Index(d.args, name)
 	if i < 0 || i+1 >= len(d.args) {
 		return ""
@@ -421,7 +421,7 @@ func (d *daemon) flag(name string) string {
 
 // killRestart SIGKILLs the daemon, starts it again on the same flags and
 // store, and returns its first status.
-func (d *daemon) killRestart(t *testing.T, bin string) status {
+func (d *proc) killRestart(t *testing.T, bin string) status {
 	t.Helper()
 	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -433,7 +433,7 @@ func (d *daemon) killRestart(t *testing.T, bin string) status {
 
 // converge waits until every daemon reaches 0.90 accuracy with all others
 // connected.
-func converge(t *testing.T, ds []*daemon) {
+func converge(t *testing.T, ds []*proc) {
 	t.Helper()
 	for _, d := range ds {
 		var s status
@@ -466,7 +466,7 @@ func converge(t *testing.T, ds []*daemon) {
 
 // clusterReport says, for each daemon, whether it still runs, its peers
 // and the tail of its log.
-func clusterReport(ds []*daemon) string {
+func clusterReport(ds []*proc) string {
 	var b strings.Builder
 	for i, d := range ds {
 		state := "running"
@@ -482,7 +482,7 @@ func clusterReport(ds []*daemon) string {
 
 // killAndRestart SIGKILLs daemon i once it has checkpointed, restarts it on
 // its store, and checks that it resumed from that checkpoint and rejoins.
-func killAndRestart(t *testing.T, bin string, ds []*daemon, i int) {
+func killAndRestart(t *testing.T, bin string, ds []*proc, i int) {
 	t.Helper()
 	victim := ds[i]
 	before := poll(t, victim, "a checkpoint", 30*time.Second, func(s status) bool { return s.Checkpoint >= 2 })
@@ -498,7 +498,7 @@ func killAndRestart(t *testing.T, bin string, ds []*daemon, i int) {
 
 // stopAll sends SIGINT to every daemon and checks each exits 0 within 20 s;
 // after, if set, runs once all have stopped.
-func stopAll(t *testing.T, ds []*daemon, after func()) {
+func stopAll(t *testing.T, ds []*proc, after func()) {
 	t.Helper()
 	for _, d := range ds {
 		d.cmd.Process.Signal(os.Interrupt)
@@ -522,7 +522,7 @@ func stopAll(t *testing.T, ds []*daemon, after func()) {
 
 // checkExportedModel loads the daemon's /model with NumPy (a Python script
 // beside this test) and checks that it predicts what /predict says.
-func checkExportedModel(t *testing.T, d *daemon, dir string) {
+func checkExportedModel(t *testing.T, d *proc, dir string) {
 	t.Helper()
 	feats := [][]float32{}
 	for k := 0; k < 8; k++ {
@@ -614,7 +614,7 @@ func python() string {
 // created first. No member list is given: protocols that mix over a
 // topology build it over the live members. The processes are killed when
 // the test or benchmark ends.
-func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...string) []*daemon {
+func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...string) []*proc {
 	tb.Helper()
 	ids := make([]string, n)
 	for i := range ids {
@@ -624,7 +624,7 @@ func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...
 		}
 		ids[i] = strings.TrimSpace(string(out))
 	}
-	ds := make([]*daemon, n)
+	ds := make([]*proc, n)
 	tb.Cleanup(func() { // also when the test fails
 		for _, d := range ds {
 			if d != nil && d.cmd != nil && d.cmd.ProcessState == nil {
@@ -640,7 +640,7 @@ func startCluster(tb testing.TB, bin, dir string, n int, delta string, extra ...
 		if i == 0 {
 			boot = listen + "/p2p/" + ids[0]
 		}
-		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
+		ds[i] = &proc{api: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), log: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
 		ds[i].args = append([]string{"run", "--store", filepath.Join(dir, fmt.Sprintf("n%d", i)), "--listen", listen, "--api", ds[i].api,
 			"--shard", fmt.Sprintf("%d/%d", i, n), "--delta", delta, "--lr", "0.5", "--mdns=false", "--log-format", "json",
 			"--announce-interval", "500ms"}, extra...)
@@ -701,7 +701,7 @@ func TestDemo(t *testing.T) {
 	// Every daemon stopped: their stores can be opened again (badger locks
 	// a store while a daemon holds it).
 	for i := range 4 {
-		st, err := node.OpenStore(filepath.Join(dir, "peers", fmt.Sprintf("p%d", i), "checkpoints"), node.StoreOptions{})
+		st, err := daemon.OpenStore(filepath.Join(dir, "peers", fmt.Sprintf("p%d", i), "checkpoints"), daemon.StoreOptions{})
 		if err != nil {
 			t.Fatalf("peer %d's store is still held: %v", i, err)
 		}

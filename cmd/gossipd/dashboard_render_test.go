@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestDashboardRendering loads the dashboard page (node/web/index.html)
+// TestDashboardRendering loads the dashboard page (daemon/web/index.html)
 // in headless Chromium against a stand-in API whose /status lists one
 // member of the job over two connections (TCP in, QUIC out) and a peer of
 // another job over one. The peers table has one row per peer, the member

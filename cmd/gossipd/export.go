@@ -6,9 +6,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/gossipd/gossipd/daemon"
 	"github.com/gossipd/gossipd/internal/apiclient"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node"
 )
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -27,7 +27,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fromAPI {
 		return exportFromAPI(ctx, af, *out, stdout)
 	}
-	c, err := node.ExportFile(*storeDir, *out)
+	c, err := daemon.ExportFile(*storeDir, *out)
 	if err != nil {
 		return err
 	}

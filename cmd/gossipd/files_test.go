@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/daemon"
 )
 
 // badFile names a kind of bad input for a flag that reads a file or a
@@ -68,7 +68,7 @@ func makeBad(t *testing.T, kind badFile) string {
 func TestFileFlagsRefuseBadFiles(t *testing.T) {
 	store := t.TempDir() // run's: it must stay empty (run checks everything before it writes)
 	stopped := t.TempDir()
-	st, err := node.OpenStore(filepath.Join(stopped, "checkpoints"), node.StoreOptions{})
+	st, err := daemon.OpenStore(filepath.Join(stopped, "checkpoints"), daemon.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

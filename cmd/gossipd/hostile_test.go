@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gossipd/gossipd/daemon/p2p"
+	"github.com/gossipd/gossipd/daemon/p2p/p2ptest"
+	"github.com/gossipd/gossipd/daemon/transport"
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/node/p2p"
-	"github.com/gossipd/gossipd/node/p2p/p2ptest"
-	"github.com/gossipd/gossipd/node/transport"
 )
 
 // TestDaemonHostilePeer: three real `gossipd run` processes learn digits by

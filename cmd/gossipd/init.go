@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 
+	"github.com/gossipd/gossipd/daemon"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node"
 )
 
 func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -16,6 +16,6 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	return node.WriteConfig(node.InitOptions{Out: *out, Profile: *profile, TokenFile: *tokenFile,
+	return daemon.WriteConfig(daemon.InitOptions{Out: *out, Profile: *profile, TokenFile: *tokenFile,
 		NoToken: *tokenFile == "" && cli.FlagSet(fs, "api-token")}, stdout, stderr)
 }

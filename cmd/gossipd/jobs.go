@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gossipd/gossipd/daemon"
+	"github.com/gossipd/gossipd/daemon/p2p"
 	"github.com/gossipd/gossipd/internal/apiclient"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node"
-	"github.com/gossipd/gossipd/node/p2p"
 )
 
 func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -28,7 +28,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := cli.CheckNumbers(fs, cli.Bounds{"listen-for": "(0,inf)"}); err != nil {
 		return err
 	}
-	var jobs []node.AnnouncedJob
+	var jobs []daemon.AnnouncedJob
 	if *bootstrap == "" {
 		if *consortium != "" || cli.FlagSet(fs, "listen-for") {
 			return fmt.Errorf("%w: jobs: --consortium and --listen-for need --bootstrap", errUsage)
@@ -48,10 +48,10 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		jobs = node.SummarizeJobs(anns, time.Now(), *listenFor+3*node.DefaultAnnounceInterval)
+		jobs = daemon.SummarizeJobs(anns, time.Now(), *listenFor+3*daemon.DefaultAnnounceInterval)
 	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(jobs)
 	}
-	return node.WriteJobs(stdout, jobs)
+	return daemon.WriteJobs(stdout, jobs)
 }

@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gossipd/gossipd/daemon/p2p"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node/p2p"
 )
 
 func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) error {

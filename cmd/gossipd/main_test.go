@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gossipd/gossipd/node/p2p"
+	"github.com/gossipd/gossipd/daemon/p2p"
 	"github.com/gossipd/gossipd/privacy"
 )
 

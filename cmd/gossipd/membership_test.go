@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/daemon"
 )
 
 // TestDaemonJoinLeave: four real daemons run a job with no member list;
@@ -34,7 +34,7 @@ func TestDaemonJoinLeave(t *testing.T) {
 			first := poll(t, ds[0], "a job and four live members", 60*time.Second, func(s status) bool { return s.Members == 4 })
 			boot := ds[0].flag("--listen") + "/p2p/" + first.PeerID
 			port := freePorts(t, 2)
-			joiner := &daemon{api: fmt.Sprintf("127.0.0.1:%d", port[1]), log: filepath.Join(dir, "joiner.log"),
+			joiner := &proc{api: fmt.Sprintf("127.0.0.1:%d", port[1]), log: filepath.Join(dir, "joiner.log"),
 				args: []string{"run", "--join", first.JobID, "--bootstrap", boot, "--store", filepath.Join(dir, "joiner"),
 					"--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port[0]), "--api", fmt.Sprintf("127.0.0.1:%d", port[1]),
 					"--shard", "1/5", "--lr", "0.5", "--mdns=false", "--announce-interval", "500ms", "--log-format", "json"}}
@@ -61,7 +61,7 @@ func TestDaemonJoinLeave(t *testing.T) {
 			// ds[1] leaves; ds[2] is killed with -9 and restarted.
 			stop(t, ds[1])
 			if os.Getenv("DEBUG_MASS") != "" {
-				rest := []*daemon{ds[0], ds[2], ds[3], joiner}
+				rest := []*proc{ds[0], ds[2], ds[3], joiner}
 				for _, d := range rest {
 					poll(t, d, "four live members", 30*time.Second, func(s status) bool { return s.Members == 4 })
 				}
@@ -72,7 +72,7 @@ func TestDaemonJoinLeave(t *testing.T) {
 			if after.JobID != first.JobID {
 				t.Fatalf("restarted daemon runs job %s, want %s", after.JobID, first.JobID)
 			}
-			live := []*daemon{ds[0], ds[2], ds[3], joiner}
+			live := []*proc{ds[0], ds[2], ds[3], joiner}
 			for _, d := range live {
 				before, _ := d.status()
 				poll(t, d, "four live members, improving on", 90*time.Second, func(s status) bool {
@@ -87,7 +87,7 @@ func TestDaemonJoinLeave(t *testing.T) {
 
 // checkMass: for push-sum, the weights over the live members sum to their
 // number within 1% (polled: shares in flight are counted nowhere).
-func checkMass(t *testing.T, proto string, ds []*daemon) {
+func checkMass(t *testing.T, proto string, ds []*proc) {
 	t.Helper()
 	if proto != "pushsum" {
 		return
@@ -118,18 +118,18 @@ func checkMass(t *testing.T, proto string, ds []*daemon) {
 // checkJobs: `gossipd jobs` lists the job with its five members and their
 // best accuracy, as a daemon heard it (--api) and as a listener that joins
 // the network on its own (--bootstrap).
-func checkJobs(t *testing.T, bin, job string, d *daemon, boot string) {
+func checkJobs(t *testing.T, bin, job string, d *proc, boot string) {
 	t.Helper()
 	for _, args := range [][]string{{"jobs", "--json", "--api", d.api}, {"jobs", "--json", "--bootstrap", boot, "--listen-for", "3s"}} {
 		out, err := exec.Command(bin, args...).Output()
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
-		var jobs []node.AnnouncedJob
+		var jobs []daemon.AnnouncedJob
 		if err := json.Unmarshal(out, &jobs); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
-		i := slices.IndexFunc(jobs, func(j node.AnnouncedJob) bool { return j.JobID == job })
+		i := slices.IndexFunc(jobs, func(j daemon.AnnouncedJob) bool { return j.JobID == job })
 		if i < 0 || jobs[i].MembersSeen != 5 || jobs[i].BestAccuracy < 0.9 || !jobs[i].Joinable || jobs[i].Protocol == "" {
 			t.Fatalf("%v: job %.12s not listed with 5 members, accuracy ≥ 0.9 and its spec: %+v", args, job, jobs)
 		}
@@ -150,11 +150,11 @@ func TestDaemonDeadPeerOverQUIC(t *testing.T) {
 	dir := t.TempDir()
 	ports := freeUDPPorts(t, 2)
 	api := freePorts(t, 2)
-	ds := make([]*daemon, 2)
+	ds := make([]*proc, 2)
 	var boot string
 	for i := range ds {
 		listen := fmt.Sprintf("/ip4/127.0.0.1/udp/%d/quic-v1", ports[i])
-		ds[i] = &daemon{api: fmt.Sprintf("127.0.0.1:%d", api[i]), log: filepath.Join(dir, fmt.Sprintf("q%d.log", i)),
+		ds[i] = &proc{api: fmt.Sprintf("127.0.0.1:%d", api[i]), log: filepath.Join(dir, fmt.Sprintf("q%d.log", i)),
 			args: []string{"run", "--store", filepath.Join(dir, fmt.Sprintf("q%d", i)), "--listen", listen, "--api", fmt.Sprintf("127.0.0.1:%d", api[i]),
 				"--shard", fmt.Sprintf("%d/2", i), "--delta", "100ms", "--mdns=false", "--dht", "off", "--log-format", "json"}}
 		if i == 1 {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gossipd/gossipd/daemon"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -73,7 +73,7 @@ func runPrivacyLedger(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := node.LedgerReport(ledgers, legacy, *delta)
+	rep := daemon.LedgerReport(ledgers, legacy, *delta)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(rep)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gossipd/gossipd/daemon"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node"
 )
 
 // FuzzConfigFile: any config file is applied to `gossipd run`'s flags or
@@ -26,7 +26,7 @@ func FuzzConfigFile(f *testing.F) {
 		}
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		var r node.Settings
+		var r daemon.Settings
 		r.Register(fs)
 		fs.Set("config", path)
 		if err := cli.ApplySettings(fs, "config", ""); err != nil && !strings.Contains(err.Error(), path) {
@@ -39,13 +39,13 @@ func FuzzConfigFile(f *testing.F) {
 // flags with the profile's values, the API token init created beside it,
 // and the rest at their defaults.
 func TestInitProfiles(t *testing.T) {
-	for name, settings := range node.Profiles {
+	for name, settings := range daemon.Profiles {
 		path := filepath.Join(t.TempDir(), name+".yaml")
 		if code, _, stderr := run(t, "init", "--profile", name, "--out", path); code != 0 {
 			t.Fatalf("init --profile %s: %d %s", name, code, stderr)
 		}
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		var r node.Settings
+		var r daemon.Settings
 		r.Register(fs)
 		fs.Set("config", path)
 		if err := cli.ApplySettings(fs, "config", ""); err != nil {
@@ -53,7 +53,7 @@ func TestInitProfiles(t *testing.T) {
 		}
 		// What the flags hold when set from the profile directly.
 		ref := flag.NewFlagSet("run", flag.ContinueOnError)
-		var rr node.Settings
+		var rr daemon.Settings
 		rr.Register(ref)
 		for _, x := range settings {
 			if err := ref.Set(x.Flag, x.Value); err != nil {

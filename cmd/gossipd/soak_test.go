@@ -172,7 +172,7 @@ func TestSoak(t *testing.T) {
 // member is a daemon whose exit a goroutine watches, so that the soak can
 // tell a restart that answers from one that refuses, without blocking.
 type member struct {
-	*daemon
+	*proc
 	name    string
 	done    chan error // cmd.Wait's result, once
 	exit    *error     // set once the process has exited
@@ -298,7 +298,7 @@ func (m *member) waitFor(what string, limit time.Duration, cond func(status) boo
 func (m *member) waitField(name string, limit time.Duration, cond func(string) bool) error {
 	deadline := time.Now().Add(limit)
 	for {
-		v, err := statusField(m.daemon, name)
+		v, err := statusField(m.proc, name)
 		s, _ := v.(string)
 		if err == nil && cond(s) {
 			return nil
@@ -311,7 +311,7 @@ func (m *member) waitField(name string, limit time.Duration, cond func(string) b
 }
 
 // metricValue reads one series of the daemon's /metrics.
-func metricValue(d *daemon, name string) (float64, error) {
+func metricValue(d *proc, name string) (float64, error) {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + d.api + "/metrics")
 	if err != nil {
@@ -631,7 +631,7 @@ func soakProtocol(t *testing.T, bin string, cfg soakSettings, stream uint64, res
 	ds := startCluster(t, bin, dir, soakMembers, "100ms", "--protocol", proto,
 		"--dp-clip", "1", "--dp-noise", "1.1", "--checkpoint-every", "2")
 	for i, d := range ds {
-		c.ms = append(c.ms, &member{daemon: d, name: fmt.Sprintf("n%d", i)})
+		c.ms = append(c.ms, &member{proc: d, name: fmt.Sprintf("n%d", i)})
 		c.ms[i].watch()
 	}
 	t.Cleanup(func() { // before startCluster's, which would Wait again
@@ -653,7 +653,7 @@ func soakProtocol(t *testing.T, bin string, cfg soakSettings, stream uint64, res
 	// A foreign job's daemon (another --name, same protocol) on the same
 	// host, bootstrapped through member 0: nothing of it may be merged.
 	port := freePorts(t, 2)
-	c.foreign = &member{name: "foreign", daemon: &daemon{api: fmt.Sprintf("127.0.0.1:%d", port[1]), log: filepath.Join(dir, "foreign.log"),
+	c.foreign = &member{name: "foreign", proc: &proc{api: fmt.Sprintf("127.0.0.1:%d", port[1]), log: filepath.Join(dir, "foreign.log"),
 		args: []string{"run", "--store", filepath.Join(dir, "foreign"), "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port[0]),
 			"--api", fmt.Sprintf("127.0.0.1:%d", port[1]), "--shard", "0/1", "--delta", "100ms", "--lr", "0.5", "--mdns=false",
 			"--log-format", "json", "--announce-interval", "500ms", "--protocol", proto, "--name", "soak-foreign",
@@ -808,7 +808,7 @@ func (c *soakCluster) diskFullEpisode(proto string, j int, kill bool) {
 		failed("DP-SGD steps went from %d to %d while the ledger could not record them", full.DPSteps, later.DPSteps)
 		return
 	}
-	if f, err := metricValue(m.daemon, "gossipd_checkpoint_failures_total"); err != nil || f < 1 {
+	if f, err := metricValue(m.proc, "gossipd_checkpoint_failures_total"); err != nil || f < 1 {
 		failed("gossipd_checkpoint_failures_total %v (%v) with the disk full", f, err)
 		return
 	}
@@ -911,7 +911,7 @@ func (c *soakCluster) damageEpisode(proto string) {
 		return
 	}
 	c.endLifetime(m.name)
-	final, err := ledgerOf(c.bin, m.daemon)
+	final, err := ledgerOf(c.bin, m.proc)
 	if err != nil || len(final.Data) == 0 {
 		failed("the stopped daemon's ledger: %v %+v", err, final)
 		return
@@ -1066,7 +1066,7 @@ func sampleProc(m *member) (procSample, error) {
 		return p, err
 	}
 	p.fds = len(fds)
-	g, err := metricValue(m.daemon, "go_goroutines")
+	g, err := metricValue(m.proc, "go_goroutines")
 	if err != nil {
 		return p, err
 	}
@@ -1144,7 +1144,7 @@ func soakLong(t *testing.T, bin string, cfg soakSettings, res *longResult) {
 	ds := startCluster(t, bin, dir, n, "100ms", "--dp-clip", "1", "--dp-noise", "1.1", "--checkpoint-every", "5")
 	ms := make([]*member, n)
 	for i, d := range ds {
-		ms[i] = &member{daemon: d, name: fmt.Sprintf("n%d", i)}
+		ms[i] = &member{proc: d, name: fmt.Sprintf("n%d", i)}
 		ms[i].watch()
 	}
 	t.Cleanup(func() {

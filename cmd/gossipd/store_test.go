@@ -17,11 +17,11 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/daemon"
 )
 
 // statusField reads one field of a daemon's /status (nil where absent).
-func statusField(d *daemon, name string) (any, error) {
+func statusField(d *proc, name string) (any, error) {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + d.api + "/status")
 	if err != nil {
@@ -36,7 +36,7 @@ func statusField(d *daemon, name string) (any, error) {
 }
 
 // pollField waits (bounded) until cond holds for a field of /status.
-func pollField(t *testing.T, d *daemon, name string, limit time.Duration, cond func(any) bool) any {
+func pollField(t *testing.T, d *proc, name string, limit time.Duration, cond func(any) bool) any {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -253,7 +253,7 @@ func TestDaemonDamagedStore(t *testing.T) {
 		before := poll(t, d, "checkpoints and DP-SGD steps", 60*time.Second, func(s status) bool { return s.Checkpoint >= 3 && s.DPSteps > 0 })
 		stop(t, d)
 		// Healthy, status --store says what it holds.
-		var rep node.StoreReport
+		var rep daemon.StoreReport
 		if out, err := exec.Command(bin, "status", "--store", store).Output(); err != nil {
 			t.Fatalf("status --store on a healthy store: %v", err)
 		} else if err := json.Unmarshal(out, &rep); err != nil || !rep.Healthy || rep.Newest == nil || rep.Newest.Seq < before.Checkpoint ||

@@ -8,14 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gossipd/gossipd/node"
+	"github.com/gossipd/gossipd/daemon"
 )
 
 // storeStatus prints the report of a stopped daemon's store (status
 // --store); a damaged store is printed, then an error.
 func storeStatus(dir string, stdout io.Writer) error {
-	rep, err := node.InspectStore(filepath.Join(dir, "checkpoints"))
-	if errors.Is(err, node.ErrNoStore) {
+	rep, err := daemon.InspectStore(filepath.Join(dir, "checkpoints"))
+	if errors.Is(err, daemon.ErrNoStore) {
 		return fmt.Errorf("%w: status: --store %s: %v", errUsage, dir, err)
 	}
 	if err != nil {
@@ -24,10 +24,10 @@ func storeStatus(dir string, stdout io.Writer) error {
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", b)
 	if !rep.Healthy {
-		return fmt.Errorf("%w: %s: %s; `gossipd run --store-recover` keeps what is readable", node.ErrDamaged, rep.Dir, strings.Join(rep.Damage, "; "))
+		return fmt.Errorf("%w: %s: %s; `gossipd run --store-recover` keeps what is readable", daemon.ErrDamaged, rep.Dir, strings.Join(rep.Damage, "; "))
 	}
 	return nil
 }
 
-// openExistingStore opens a stopped daemon's store (node.OpenStoreDir).
-func openExistingStore(cmd, dir string) (*node.Store, error) { return node.OpenStoreDir(cmd, dir) }
+// openExistingStore opens a stopped daemon's store (daemon.OpenStoreDir).
+func openExistingStore(cmd, dir string) (*daemon.Store, error) { return daemon.OpenStoreDir(cmd, dir) }

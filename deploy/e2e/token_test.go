@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gossipd/gossipd/node/apiserver"
+	"github.com/gossipd/gossipd/daemon/apiserver"
 )
 
 // The daemons' APIs listen on their containers' addresses, beyond

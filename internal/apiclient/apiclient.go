@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gossipd/gossipd/daemon/apiserver"
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/node/apiserver"
 )
 
 // TokenEnv names the environment variable that gives the token file when

@@ -1,5 +1,0 @@
-//go:build race
-
-package node_test
-
-const raceEnabled = true
