@@ -18,6 +18,9 @@ import (
 // settings of f: progress on stderr, metrics.csv, summary.json and plots
 // in f.Out, and the summary on stdout (as JSON with f.JSON).
 func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) error {
+	for _, d := range f.Deprecated {
+		fmt.Fprintf(stderr, "gossipd simulate: deprecated: %s\n", d)
+	}
 	if err := os.MkdirAll(f.Out, 0o755); err != nil {
 		return err
 	}

@@ -28,6 +28,10 @@ type Flags struct {
 	Out, CPUProfile, MemoryLimit string
 	JSON, Quiet                  bool
 	Progress                     time.Duration
+
+	// Deprecated lists the old spellings the flags were given, each with
+	// what to write instead; Execute prints them on stderr.
+	Deprecated []string
 }
 
 // Bounds are the values simulate's numeric flags take.
@@ -124,6 +128,7 @@ func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 	c.Sampling = f.sampling
 	if c.Sampling == gossip.SamplingNewscast {
 		c.Sampling = gossip.SamplingCyclon
+		f.Deprecated = append(f.Deprecated, "--sampling newscast is an old name: it runs cyclon; write --sampling cyclon")
 	}
 	var err error
 	if c.Model == model.MLP {
