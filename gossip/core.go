@@ -107,8 +107,12 @@ func New(cfg Config) (*Core, error) {
 // Never is a wake time that never comes.
 const Never = time.Duration(1<<63 - 1)
 
-// viewOn reports whether the node runs a Newscast view.
+// viewOn reports whether the node runs a Cyclon view.
 func (n *Core) viewOn() bool { return n.def.view && n.cfg.Sampling == SamplingCyclon }
+
+// UsesView reports whether the core samples its peers from a Cyclon view
+// (ViewMembers) rather than from every peer it knows.
+func (n *Core) UsesView() bool { return n.viewOn() }
 
 // NextWake returns when the node next needs a Tick if nothing else happens
 // (before its first Tick: now). Event-driven shells schedule a tick then;

@@ -53,6 +53,17 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
+// CarriesModel reports whether messages of kind k carry another peer's
+// model, parameters or update: what a peer learns from (not views, state
+// requests or other control).
+func (k Kind) CarriesModel() bool {
+	switch k {
+	case KindModel, KindParams, KindAvgRequest, KindAvgReply, KindPushSum, KindFactors, KindStateReply:
+		return true
+	}
+	return false
+}
+
 // Descriptor is an entry of a peer-sampling view: a peer and the age of the
 // entry, in view periods since the peer itself issued it (Cyclon style).
 // Ages, unlike timestamps, need no clocks that agree across nodes.

@@ -85,6 +85,7 @@ func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) 
 			res.DPEpsilonMax, res.DPDelta, c.DP.Clip, c.DP.Noise, res.Halted)
 	}
 	fmt.Fprintf(stdout, "messages %d, bytes %d, dropped %d, updates %d\n", res.Messages, res.Bytes, res.Dropped, res.Updates)
+	fmt.Fprintln(stdout, reachLine(res))
 	onDevice := ""
 	if res.DevicePeakBytes > 0 {
 		onDevice = fmt.Sprintf(" (device memory peak %d MiB)", res.DevicePeakBytes>>20)
@@ -92,6 +93,18 @@ func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB, on %s%s\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20, res.Device.Backend, onDevice)
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", f.Out)
 	return nil
+}
+
+// reachLine says how evenly the models travelled: peers that received
+// none, models per peer, and the views' in-degrees under Cyclon.
+func reachLine(res *Result) string {
+	r := res.Reach
+	line := fmt.Sprintf("%d peer(s) never received a model; models received per peer: min %.0f, median %.0f, max %.0f",
+		r.PeersNeverReceived, r.ModelsReceived.Min, r.ModelsReceived.P50, r.ModelsReceived.Max)
+	if d := r.ViewInDegree; d != nil {
+		line += fmt.Sprintf("; view in-degree min %.0f, median %.0f, max %.0f (%d in no view)", d.Min, d.P50, d.Max, r.PeersInNoView)
+	}
+	return line
 }
 
 // barStatus is the terminal bar's text after the percentage: the latest

@@ -350,10 +350,16 @@ func (s *sim) deliver(p *simPeer, e *event) {
 	}
 	from := s.peers[e.from].ID()
 	if e.buf == nil {
-		p.Deliver(from, e.msg)
+		if stepped, _ := p.Deliver(from, e.msg); stepped && e.msg.Kind.CarriesModel() {
+			p.modelsIn++
+		}
 		return
 	}
-	if _, kept := p.Receive(peer.Envelope{From: from, Kind: e.msgKind, Payload: e.buf}); !kept {
+	stepped, kept := p.Receive(peer.Envelope{From: from, Kind: e.msgKind, Payload: e.buf})
+	if stepped && e.msgKind.CarriesModel() {
+		p.modelsIn++
+	}
+	if !kept {
 		for i := range e.buf {
 			e.buf[i] = 0xFF // a NaN in every float
 		}

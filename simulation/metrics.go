@@ -28,6 +28,8 @@ type Row struct {
 	// Consensus is (1/n)·Σ‖x_i − x̄‖² over all peers.
 	Consensus float64
 	Online    int
+	// accs is each evaluated peer's accuracy, in the peers' order.
+	accs []float64
 }
 
 // setAccuracy takes the accuracy and loss figures of m.
@@ -99,6 +101,11 @@ type Result struct {
 	// PushSumWeightDead is the weight the members that died took with
 	// them: with the live sum, every peer's unit is accounted for.
 	PushSumWeightDead float64 `json:"pushsum_weight_dead,omitempty"`
+	// FinalAccuracySpread is the final accuracy over the evaluated peers:
+	// least, percentiles, greatest (FinalMinAccuracy, FinalMaxAccuracy).
+	FinalAccuracySpread Spread `json:"final_accuracy_spread"`
+	// Reach: how many models each peer took in, and the views' in-degrees.
+	Reach Reach `json:"reach"`
 	Stats
 }
 
@@ -188,6 +195,10 @@ func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) Row {
 	}
 	r.MeanAcc /= float64(len(peers))
 	r.MeanLoss /= float64(len(peers))
+	r.accs = make([]float64, len(mets))
+	for j, met := range mets {
+		r.accs[j] = met.Accuracy
+	}
 	return r
 }
 

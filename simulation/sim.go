@@ -25,6 +25,9 @@ type simPeer struct {
 	tr     *trainer.Trainer
 	online bool
 	wakeAt time.Duration // the pending tick's time; -1 if none
+	// modelsIn counts the messages carrying a model (gossip.Kind.
+	// CarriesModel) that the peer's core took in.
+	modelsIn uint64
 }
 
 // sim is the state of one run.
@@ -251,6 +254,8 @@ func (s *sim) final(res *Result) {
 	r := s.eval.row(xs, finalPeers, s.test)
 	res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.FinalLoss = r.MeanAcc, r.MinAcc, r.MaxAcc, r.MeanLoss
 	res.EvaluatedPeers = len(finalPeers)
+	res.FinalAccuracySpread = spreadOf(r.accs)
+	res.Reach = s.reach(s.reachPeers())
 	if math.IsNaN(res.FinalLoss) {
 		res.FinalLoss = math.Inf(1)
 	}
@@ -270,6 +275,19 @@ func (s *sim) final(res *Result) {
 		}
 		res.FinalVotingAccuracy = sum / float64(len(finalPeers))
 	}
+}
+
+// reachPeers are the peers whose reach is reported: the live members
+// with turnover, else every peer.
+func (s *sim) reachPeers() []int {
+	if s.roster != nil {
+		return slices.Clone(s.roster.live)
+	}
+	out := make([]int, len(s.peers))
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // liveParams is the live members' models.
