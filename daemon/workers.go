@@ -103,12 +103,12 @@ func (n *Node) giveBack(o outgoing) {
 // Lane is the transport lane of a message kind: models, views and SFB
 // factors each travel apart from the small rest.
 func Lane(k gossip.Kind) string {
-	switch k {
-	case gossip.KindModel, gossip.KindStateReply:
+	switch {
+	case k == gossip.KindModel || k == gossip.KindStateReply:
 		return transport.LaneModel
-	case gossip.KindViewPush, gossip.KindViewReply:
+	case k.Membership():
 		return transport.LaneView
-	case gossip.KindFactors:
+	case k == gossip.KindFactors:
 		return transport.LaneFactors
 	}
 	return transport.LaneParams

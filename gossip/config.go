@@ -26,7 +26,7 @@ var (
 // (Config.Sampling: cyclon, the default, and oracle).
 var (
 	Variants  = []string{"mu", "rw", "um"}
-	Samplings = []string{SamplingCyclon, SamplingOracle}
+	Samplings = []string{SamplingCyclon, SamplingHyParView, SamplingOracle}
 )
 
 // Defaults that Validate fills in; each is documented on its Config field
@@ -47,8 +47,13 @@ const (
 	DefaultCacheSize = 10
 	// DefaultRoundTimeout is RoundTimeout as a multiple of Δ.
 	DefaultRoundTimeout = 4
-	// DefaultViewSize is the Newscast view size.
+	// DefaultViewSize is the Cyclon view size.
 	DefaultViewSize = 20
+	// DefaultActiveView and DefaultPassiveView are HyParView's view sizes:
+	// the peers a node gossips with (and, in the daemon, holds
+	// connections to), and the peers it knows to replace them.
+	DefaultActiveView  = 8
+	DefaultPassiveView = 32
 	// DefaultBatch is the minibatch size.
 	DefaultBatch = 32
 	// DefaultVariant is random walk's merge: "merge then update".
@@ -167,10 +172,14 @@ type Config struct {
 	// where the cost formula says they are cheaper), "factors" or "dense".
 	SFBMode string
 	// Sampling is the random-walk peer sampling: SamplingCyclon (the
-	// default; SamplingNewscast is taken for it) or SamplingOracle.
+	// default; SamplingNewscast is taken for it), SamplingHyParView or
+	// SamplingOracle.
 	Sampling string
-	// ViewSize is the Newscast view size. Default DefaultViewSize (20).
+	// ViewSize is the Cyclon view size. Default DefaultViewSize (20).
 	ViewSize int
+	// ActiveView and PassiveView are HyParView's view sizes. Defaults
+	// DefaultActiveView (8) and DefaultPassiveView (32).
+	ActiveView, PassiveView int
 	// Resume, when set, restores a saved State (a restart from a checkpoint);
 	// Init is then ignored.
 	Resume *State
@@ -235,10 +244,19 @@ func (c *Config) Validate() error {
 		c.Sampling = SamplingCyclon
 	}
 	if !slices.Contains(Samplings, c.Sampling) {
-		return fmt.Errorf("%w: sampling %q, want cyclon|oracle", ErrConfig, c.Sampling)
+		return fmt.Errorf("%w: sampling %q, want cyclon|hyparview|oracle", ErrConfig, c.Sampling)
 	}
 	if c.ViewSize == 0 {
 		c.ViewSize = DefaultViewSize
+	}
+	if c.ActiveView == 0 {
+		c.ActiveView = DefaultActiveView
+	}
+	if c.PassiveView == 0 {
+		c.PassiveView = DefaultPassiveView
+	}
+	if c.ActiveView < 1 || c.PassiveView < 1 {
+		return fmt.Errorf("%w: HyParView views of %d active and %d passive peers, want at least 1 each", ErrConfig, c.ActiveView, c.PassiveView)
 	}
 	if c.Batch == 0 {
 		c.Batch = DefaultBatch
@@ -480,6 +498,9 @@ const (
 	SamplingCyclon = "cyclon"
 	// SamplingNewscast is the name earlier versions gave SamplingCyclon.
 	SamplingNewscast = "newscast"
+	// SamplingHyParView keeps HyParView's small symmetric active view
+	// and larger passive view (hyparview.go).
+	SamplingHyParView = "hyparview"
 	// SamplingOracle draws from every live peer (the simulator's
 	// idealised sampling).
 	SamplingOracle = "oracle"

@@ -52,6 +52,7 @@ type Core struct {
 	kept bool
 
 	view  *view
+	hv    *hyparview
 	peers []PeerID // from SetPeers, sorted
 	// members are the live members from SetMembers, sorted, self included.
 	members    []PeerID
@@ -83,6 +84,7 @@ func New(cfg Config) (*Core, error) {
 	}
 	n := &Core{cfg: cfg, def: registry[cfg.Protocol], rng: cfg.Rand, layout: layout, params: slices.Clone(cfg.Init)}
 	n.view = newView(cfg.ID, cfg.ViewSize)
+	n.hv = newHyParView(cfg.ID, cfg.ActiveView, cfg.PassiveView)
 	n.proto = n.def.new(&n.cfg, layout)
 	if cfg.Resume != nil {
 		if err := n.restore(cfg.Resume); err != nil {
@@ -110,9 +112,16 @@ const Never = time.Duration(1<<63 - 1)
 // viewOn reports whether the node runs a Cyclon view.
 func (n *Core) viewOn() bool { return n.def.view && n.cfg.Sampling == SamplingCyclon }
 
-// UsesView reports whether the core samples its peers from a Cyclon view
-// (ViewMembers) rather than from every peer it knows.
-func (n *Core) UsesView() bool { return n.viewOn() }
+// hvOn reports whether the node runs HyParView.
+func (n *Core) hvOn() bool { return n.def.view && n.cfg.Sampling == SamplingHyParView }
+
+// UsesView reports whether the core samples its peers from a partial view
+// (ViewMembers: Cyclon's, or HyParView's active view) rather than from
+// every peer it knows.
+func (n *Core) UsesView() bool { return n.viewOn() || n.hvOn() }
+
+// viewChanged is called when HyParView's active view changes.
+func (n *Core) viewChanged() {}
 
 // NextWake returns when the node next needs a Tick if nothing else happens
 // (before its first Tick: now). Event-driven shells schedule a tick then;
@@ -130,6 +139,9 @@ func (n *Core) NextWake() time.Duration {
 	w := n.proto.wake(n)
 	if n.viewOn() {
 		w = min(w, n.view.next)
+	}
+	if n.hvOn() {
+		w = min(w, n.hv.next)
 	}
 	return w
 }
@@ -181,6 +193,9 @@ func (n *Core) Tick(now time.Duration) {
 	if n.viewOn() {
 		n.view.tick(n)
 	}
+	if n.hvOn() {
+		n.hv.tick(n)
+	}
 	if n.joining {
 		n.joinTick()
 		return
@@ -217,6 +232,9 @@ func (n *Core) Step(m *Message) {
 	switch m.Kind {
 	case KindViewPush, KindViewReply:
 		n.view.step(n, m)
+		return
+	case KindHVJoin, KindHVForwardJoin, KindHVNeighbor, KindHVNeighborReply, KindHVDisconnect, KindHVShuffle, KindHVShuffleReply, KindHVPing:
+		n.hv.step(n, m)
 		return
 	case KindStateRequest:
 		n.answerState(m)
@@ -284,6 +302,7 @@ func (n *Core) SetPeers(peers []PeerID) {
 	slices.Sort(n.peers)
 	n.peers = slices.Compact(n.peers)
 	n.view.seed(n.peers)
+	n.hv.setContacts(n, n.peers)
 }
 
 // Ready returns what the node wants done. Call Advance once it is handled.
@@ -298,6 +317,9 @@ func (n *Core) Advance() { n.rd = Ready{} }
 // send queues a message, its vector compressed under Config.Quantize.
 func (n *Core) send(m Message) {
 	m.From = n.cfg.ID
+	if n.hvOn() {
+		n.hv.sent(n, m.To)
+	}
 	if n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0 {
 		m.Packed = new(compress.Payload)
 		compress.Compress(m.Packed, m.Params, n.cfg.Quantize, n.rng)
@@ -423,6 +445,9 @@ func (n *Core) randomPeer() (PeerID, bool) {
 			return "", false
 		}
 		return n.peers[n.rng.IntN(len(n.peers))], true
+	}
+	if n.hvOn() {
+		return n.hv.random(n)
 	}
 	return n.view.random(n.rng)
 }

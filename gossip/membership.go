@@ -143,6 +143,9 @@ func (n *Core) Depart() {
 	if l, ok := n.proto.(leaver); ok && !n.halted && n.started && !n.joining {
 		l.depart(n)
 	}
+	if n.hvOn() && !n.halted {
+		n.hv.leave(n) // the neighbours drop their links at once
+	}
 	n.halted = true
 	n.rd.Train = nil
 }
@@ -157,6 +160,9 @@ type leaver interface {
 // messages (the peer was unreachable): push-sum takes the share back, so
 // that its weight is not lost.
 func (n *Core) Undelivered(m *Message) {
+	if n.hvOn() && !n.halted {
+		n.hv.undelivered(n, m.To)
+	}
 	if u, ok := n.proto.(undeliverer); ok && !n.halted {
 		u.undelivered(n, m)
 	}

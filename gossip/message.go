@@ -38,12 +38,31 @@ const (
 	// de-biased estimate), its age and its round or clock.
 	KindStateRequest
 	KindStateReply
+	// HyParView membership (hyparview.go): join, forward join, neighbour
+	// request and reply, disconnect, shuffle and its reply, ping.
+	KindHVJoin
+	KindHVForwardJoin
+	KindHVNeighbor
+	KindHVNeighborReply
+	KindHVDisconnect
+	KindHVShuffle
+	KindHVShuffleReply
+	KindHVPing
 )
 
 var kindNames = map[Kind]string{
 	KindModel: "model", KindParams: "params", KindAvgRequest: "avg-request", KindAvgReply: "avg-reply",
 	KindPushSum: "push-sum", KindFactors: "factors", KindViewPush: "view-push", KindViewReply: "view-reply",
 	KindStateRequest: "state-request", KindStateReply: "state-reply",
+	KindHVJoin: "hv-join", KindHVForwardJoin: "hv-forward-join", KindHVNeighbor: "hv-neighbor",
+	KindHVNeighborReply: "hv-neighbor-reply", KindHVDisconnect: "hv-disconnect", KindHVShuffle: "hv-shuffle",
+	KindHVShuffleReply: "hv-shuffle-reply", KindHVPing: "hv-ping",
+}
+
+// Membership reports whether messages of kind k maintain peer-sampling
+// views (Cyclon's or HyParView's) rather than carry learning.
+func (k Kind) Membership() bool {
+	return k == KindViewPush || k == KindViewReply || (k >= KindHVJoin && k <= KindHVPing)
 }
 
 func (k Kind) String() string {

@@ -41,6 +41,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of gossip
 //	                       subtracts V from every parameter, a gradient
 //	                       is V everywhere
 //	state                  the node's counters and parameters
+//	views                  the node's (HyParView) active and passive views
 //	restart                a new node from the old one's Snapshot
 //	leave, depart          Leave, Depart
 //	undelivered            Undelivered: the last message sent never arrived
@@ -202,6 +203,8 @@ func (s *scenario) run(cmd string) string {
 		s.node.Depart()
 	case "state":
 		return s.state()
+	case "views":
+		return fmt.Sprintf("active=%s passive=%s\n", strings.Join(s.node.ViewMembers(), ","), strings.Join(s.node.PassiveMembers(), ","))
 	case "checkpoint":
 		st := s.node.Snapshot()
 		s.saved = &st
@@ -258,6 +261,10 @@ func (s *scenario) config(kv map[string]string) gossip.Config {
 			c.Variant = v
 		case "sampling":
 			c.Sampling = v
+		case "active":
+			c.ActiveView, err = strconv.Atoi(v)
+		case "passive":
+			c.PassiveView, err = strconv.Atoi(v)
 		case "cache":
 			c.CacheSize, err = strconv.Atoi(v)
 		case "staleness":
@@ -293,6 +300,9 @@ var kinds = map[string]gossip.Kind{
 	"avg-reply": gossip.KindAvgReply, "push-sum": gossip.KindPushSum, "factors": gossip.KindFactors,
 	"view-push": gossip.KindViewPush, "view-reply": gossip.KindViewReply,
 	"state-request": gossip.KindStateRequest, "state-reply": gossip.KindStateReply,
+	"hv-join": gossip.KindHVJoin, "hv-forward-join": gossip.KindHVForwardJoin, "hv-neighbor": gossip.KindHVNeighbor,
+	"hv-neighbor-reply": gossip.KindHVNeighborReply, "hv-disconnect": gossip.KindHVDisconnect,
+	"hv-shuffle": gossip.KindHVShuffle, "hv-shuffle-reply": gossip.KindHVShuffleReply, "hv-ping": gossip.KindHVPing,
 }
 
 func (s *scenario) message(kv map[string]string) *gossip.Message {

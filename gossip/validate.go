@@ -25,6 +25,9 @@ func (n *Core) validate(m *Message) error {
 	}
 	switch m.Kind {
 	case KindViewPush, KindViewReply:
+		if !n.viewOn() {
+			return invalid("kind", "%s message for a node that runs no Cyclon view", m.Kind)
+		}
 		if len(m.View) > MaxViewEntries {
 			return invalid("view", "view of %d entries", len(m.View))
 		}
@@ -39,6 +42,8 @@ func (n *Core) validate(m *Message) error {
 			return invalid("shape", "a state request carries nothing")
 		}
 		return nil
+	case KindHVJoin, KindHVForwardJoin, KindHVNeighbor, KindHVNeighborReply, KindHVDisconnect, KindHVShuffle, KindHVShuffleReply, KindHVPing:
+		return n.validateHV(m)
 	}
 	if !slices.Contains(n.def.kinds, m.Kind) && m.Kind != KindStateReply {
 		return invalid("kind", "%s message for a %s node", m.Kind, n.cfg.Protocol)
@@ -188,3 +193,39 @@ func partitionSize(size, p, P int) int { return (size - p + P - 1) / P }
 
 // maxFactorRank bounds the minibatch size K of received factors.
 const maxFactorRank = 1 << 16
+
+// validateHV checks a HyParView message: only a node that runs HyParView
+// takes one; it carries no vectors, and a view only where its kind has
+// one (a forward join: the joiner and the walk's length; a shuffle: its
+// origin and length first), with no empty IDs.
+func (n *Core) validateHV(m *Message) error {
+	if !n.hvOn() {
+		return invalid("kind", "%s message for a node that does not run HyParView", m.Kind)
+	}
+	if len(m.Params) > 0 || len(m.Factors) > 0 || len(m.Indices) > 0 || m.Packed != nil {
+		return invalid("shape", "a %s message carries no vectors", m.Kind)
+	}
+	if len(m.View) > MaxViewEntries {
+		return invalid("view", "view of %d entries", len(m.View))
+	}
+	for _, d := range m.View {
+		if d.ID == "" {
+			return invalid("view", "empty peer ID in view")
+		}
+	}
+	switch m.Kind {
+	case KindHVForwardJoin, KindHVShuffle:
+		if len(m.View) == 0 || (m.Kind == KindHVForwardJoin && len(m.View) != 1) {
+			return invalid("view", "%s with %d view entries", m.Kind, len(m.View))
+		}
+		if ttl := m.View[0].Age; ttl < 0 || ttl > hvActiveWalk {
+			return invalid("view", "%s walk length %d, want 0…%d", m.Kind, ttl, hvActiveWalk)
+		}
+	case KindHVShuffleReply:
+	default:
+		if len(m.View) > 0 {
+			return invalid("view", "a %s message carries no view", m.Kind)
+		}
+	}
+	return nil
+}

@@ -174,5 +174,20 @@ func (v *view) merge(entries []Descriptor, sent []PeerID) {
 	slices.SortFunc(v.entries, func(a, b Descriptor) int { return cmp.Compare(a.ID, b.ID) })
 }
 
-// ViewMembers returns the IDs in the node's view, sorted.
-func (n *Core) ViewMembers() []PeerID { return ids(n.view.entries) }
+// ViewMembers returns the IDs in the node's view, sorted: Cyclon's, or
+// HyParView's active view.
+func (n *Core) ViewMembers() []PeerID {
+	if n.hvOn() {
+		return slices.Clone(n.hv.active)
+	}
+	return ids(n.view.entries)
+}
+
+// PassiveMembers returns HyParView's passive view, sorted (nil under
+// other samplings).
+func (n *Core) PassiveMembers() []PeerID {
+	if n.hvOn() {
+		return slices.Clone(n.hv.passive)
+	}
+	return nil
+}

@@ -278,14 +278,17 @@ func (s *sim) final(res *Result) {
 }
 
 // reachPeers are the peers whose reach is reported: the live members
-// with turnover, else every peer.
+// with turnover, else the peers online at the end (every peer without
+// churn).
 func (s *sim) reachPeers() []int {
 	if s.roster != nil {
 		return slices.Clone(s.roster.live)
 	}
-	out := make([]int, len(s.peers))
-	for i := range out {
-		out[i] = i
+	out := make([]int, 0, len(s.peers))
+	for i, p := range s.peers {
+		if p.online {
+			out = append(out, i)
+		}
 	}
 	return out
 }

@@ -1,0 +1,410 @@
+package gossip
+
+import (
+	"slices"
+	"time"
+)
+
+// hyparview is HyParView membership (Leitão, Pereira & Rodrigues, "HyParView:
+// a membership protocol for reliable gossip-based broadcast", DSN 2007):
+// each node keeps a small active view, the peers it gossips with and, in
+// the daemon, holds connections to, and a larger passive view of peers it
+// knows, kept fresh by periodic shuffles, from which it replaces an active
+// peer that fails. Active links are symmetric: a node adds a peer only
+// when that peer adds it too (join, forward join, neighbour request), and
+// drops one with a disconnect the other side obeys. The number of peers a
+// node gossips with is therefore bounded by the active size whatever the
+// size of the job, and D-PSGD can mix over the active view as over an
+// undirected graph.
+//
+// Failure detection is the shell's: a message the shell could not deliver
+// (Undelivered) removes its addressee from both views, and a node
+// promotes a passive peer in its place. So that a dead neighbour is found
+// within a bound even when nothing else goes to it, a node sends a ping
+// to each active peer it has sent nothing to for pingEvery periods; a ping
+// from a peer that is not in the receiver's active view is answered with
+// a disconnect (or, when there is room, the link is taken up), which
+// repairs links that one side dropped without the other hearing.
+//
+// Messages (kinds, and what they carry):
+//
+//	hv-join            a new node asks a contact to take it in
+//	hv-forward-join    View = [{joiner, ttl}]: the join walks the active views
+//	hv-neighbor        Round = 1: high priority (the asker has no neighbour)
+//	hv-neighbor-reply  Round = 1: accepted
+//	hv-disconnect      the link is dropped
+//	hv-shuffle         View = [{origin, ttl}, entries…]: walks, then answered
+//	hv-shuffle-reply   View = entries, to the origin
+//	hv-ping            nothing: keeps the link checked
+type hyparview struct {
+	self                    PeerID
+	activeSize, passiveSize int
+	active, passive         []PeerID // sorted
+	contacts                []PeerID // SetPeers: where to join, sorted
+	started                 bool
+	next                    time.Duration // next period
+	// joined says a join went out; joinAt is when to try again while the
+	// active view stays empty.
+	joined bool
+	joinAt time.Duration
+	// asked is the passive peer asked to become a neighbour, awaiting its
+	// reply since askedAt.
+	asked   PeerID
+	askedAt time.Duration
+	// shuffled is what the last shuffle sent, evicted first by its reply.
+	shuffled []PeerID
+	lastSent map[PeerID]time.Duration // the last message to each active peer
+}
+
+// HyParView's walk lengths and shuffle sizes (the paper's values for
+// 10,000 nodes).
+const (
+	// hvActiveWalk is ARWL: how far a forward join or a shuffle walks.
+	hvActiveWalk = 6
+	// hvPassiveWalk is PRWL: where on its walk a forward join also enters
+	// passive views.
+	hvPassiveWalk = 3
+	// hvShuffleActive and hvShufflePassive are how many active and passive
+	// entries a shuffle carries, besides its origin.
+	hvShuffleActive, hvShufflePassive = 3, 4
+	// pingEvery is how many periods an active link may carry nothing
+	// before a ping checks it.
+	pingEvery = 2
+)
+
+func newHyParView(self PeerID, active, passive int) *hyparview {
+	return &hyparview{self: self, activeSize: active, passiveSize: passive, lastSent: map[PeerID]time.Duration{}}
+}
+
+func insertSorted(xs []PeerID, p PeerID) []PeerID {
+	i, found := slices.BinarySearch(xs, p)
+	if found {
+		return xs
+	}
+	return slices.Insert(xs, i, p)
+}
+
+func removeSorted(xs []PeerID, p PeerID) ([]PeerID, bool) {
+	i, found := slices.BinarySearch(xs, p)
+	if !found {
+		return xs, false
+	}
+	return slices.Delete(xs, i, i+1), true
+}
+
+func hasSorted(xs []PeerID, p PeerID) bool {
+	_, found := slices.BinarySearch(xs, p)
+	return found
+}
+
+// randomOf returns a random element of xs not in skip.
+func (n *Core) randomOf(xs []PeerID, skip ...PeerID) (PeerID, bool) {
+	cand := make([]PeerID, 0, len(xs))
+	for _, x := range xs {
+		if !slices.Contains(skip, x) {
+			cand = append(cand, x)
+		}
+	}
+	if len(cand) == 0 {
+		return "", false
+	}
+	return cand[n.rng.IntN(len(cand))], true
+}
+
+// sample returns up to k random elements of xs not in skip, in random
+// order.
+func (n *Core) sample(xs []PeerID, k int, skip ...PeerID) []PeerID {
+	cand := make([]PeerID, 0, len(xs))
+	for _, x := range xs {
+		if !slices.Contains(skip, x) {
+			cand = append(cand, x)
+		}
+	}
+	k = min(k, len(cand))
+	out := make([]PeerID, 0, k)
+	for _, i := range n.rng.Perm(len(cand))[:k] {
+		out = append(out, cand[i])
+	}
+	return out
+}
+
+// setContacts records where to join (SetPeers); the contacts also enter
+// the passive view, as peers known to exist.
+func (h *hyparview) setContacts(n *Core, peers []PeerID) {
+	h.contacts = slices.DeleteFunc(slices.Clone(peers), func(p PeerID) bool { return p == h.self })
+	for _, p := range h.contacts {
+		h.addPassive(n, p, nil)
+	}
+}
+
+// addActive takes p into the active view; a full view first drops a
+// random member, which is told (disconnect) and moves to the passive
+// view.
+func (h *hyparview) addActive(n *Core, p PeerID) {
+	if p == h.self || hasSorted(h.active, p) {
+		return
+	}
+	if len(h.active) >= h.activeSize {
+		if d, ok := n.randomOf(h.active, p); ok {
+			h.dropActive(n, d)
+			n.send(Message{Kind: KindHVDisconnect, To: d})
+			h.addPassive(n, d, nil)
+		}
+	}
+	h.passive, _ = removeSorted(h.passive, p)
+	h.active = insertSorted(h.active, p)
+	h.lastSent[p] = n.now
+	if p == h.asked {
+		h.asked = ""
+	}
+	n.trace("neighbor-up", p, "", float64(len(h.active)))
+	n.viewChanged()
+}
+
+// dropActive removes p from the active view (nothing is sent).
+func (h *hyparview) dropActive(n *Core, p PeerID) bool {
+	var ok bool
+	if h.active, ok = removeSorted(h.active, p); ok {
+		delete(h.lastSent, p)
+		n.trace("neighbor-down", p, "", float64(len(h.active)))
+		n.viewChanged()
+	}
+	return ok
+}
+
+// addPassive takes p into the passive view; a full view evicts one of
+// prefer first (what this node just sent away), else a random entry.
+func (h *hyparview) addPassive(n *Core, p PeerID, prefer []PeerID) []PeerID {
+	if p == h.self || p == "" || hasSorted(h.active, p) || hasSorted(h.passive, p) {
+		return prefer
+	}
+	if len(h.passive) >= h.passiveSize {
+		evicted := false
+		for len(prefer) > 0 && !evicted {
+			var ok bool
+			h.passive, ok = removeSorted(h.passive, prefer[0])
+			prefer, evicted = prefer[1:], ok
+		}
+		if !evicted {
+			d, _ := n.randomOf(h.passive)
+			h.passive, _ = removeSorted(h.passive, d)
+		}
+	}
+	h.passive = insertSorted(h.passive, p)
+	return prefer
+}
+
+// tick runs once per period: an unanswered neighbour request gives up on
+// its peer, silent links are pinged, a view with room promotes a passive
+// peer (or joins again through a contact when it knows nobody), and a
+// shuffle goes out.
+func (h *hyparview) tick(n *Core) {
+	if !h.started {
+		h.started = true
+		h.next = n.firstWake()
+		h.joinAt = h.next
+	}
+	if n.now < h.next {
+		return
+	}
+	h.next = n.now + n.jittered()
+	if h.asked != "" && n.now-h.askedAt >= n.cfg.Delta {
+		h.passive, _ = removeSorted(h.passive, h.asked) // no answer: gone
+		h.asked = ""
+	}
+	for _, p := range h.active {
+		if n.now-h.lastSent[p] >= pingEvery*n.cfg.Delta {
+			n.send(Message{Kind: KindHVPing, To: p})
+		}
+	}
+	switch {
+	case len(h.active) == 0 && !h.joined:
+		h.join(n) // the first time: the join spreads this node
+	case len(h.active) == 0 && len(h.passive) == 0 && n.now >= h.joinAt:
+		h.join(n) // knows nobody any more: join again
+	case len(h.active) < h.activeSize:
+		h.promote(n)
+	}
+	h.shuffle(n)
+}
+
+// join sends a join to a random contact, and tries again (another, at
+// random) two periods later if the active view is still empty.
+func (h *hyparview) join(n *Core) {
+	c, ok := n.randomOf(h.contacts)
+	if !ok {
+		return
+	}
+	h.joined, h.joinAt = true, n.now+2*n.cfg.Delta
+	n.send(Message{Kind: KindHVJoin, To: c})
+}
+
+// promote asks a random passive peer to become a neighbour, at high
+// priority when this node has none.
+func (h *hyparview) promote(n *Core) {
+	if h.asked != "" {
+		return
+	}
+	p, ok := n.randomOf(h.passive)
+	if !ok {
+		return
+	}
+	var prio uint64
+	if len(h.active) == 0 {
+		prio = 1
+	}
+	h.asked, h.askedAt = p, n.now
+	n.send(Message{Kind: KindHVNeighbor, To: p, Round: prio})
+}
+
+// shuffle sends this node, a few active and a few passive peers on a
+// walk from a random active peer.
+func (h *hyparview) shuffle(n *Core) {
+	to, ok := n.randomOf(h.active)
+	if !ok {
+		return
+	}
+	list := append(n.sample(h.active, hvShuffleActive, to), n.sample(h.passive, hvShufflePassive)...)
+	h.shuffled = list
+	view := make([]Descriptor, 0, len(list)+1)
+	view = append(view, Descriptor{ID: h.self, Age: hvActiveWalk})
+	for _, p := range list {
+		view = append(view, Descriptor{ID: p})
+	}
+	n.send(Message{Kind: KindHVShuffle, To: to, View: view})
+}
+
+// step handles a membership message.
+func (h *hyparview) step(n *Core, m *Message) {
+	q := m.From
+	switch m.Kind {
+	case KindHVJoin:
+		h.addActive(n, q)
+		n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
+		for _, a := range h.active {
+			if a != q {
+				n.send(Message{Kind: KindHVForwardJoin, To: a, View: []Descriptor{{ID: q, Age: hvActiveWalk}}})
+			}
+		}
+	case KindHVForwardJoin:
+		joiner, ttl := m.View[0].ID, m.View[0].Age
+		if joiner == h.self {
+			return
+		}
+		if ttl <= 0 || len(h.active) <= 1 {
+			if !hasSorted(h.active, joiner) {
+				h.addActive(n, joiner)
+				n.send(Message{Kind: KindHVNeighbor, To: joiner, Round: 1})
+			}
+			return
+		}
+		if ttl == hvPassiveWalk {
+			h.addPassive(n, joiner, nil)
+		}
+		next, ok := n.randomOf(h.active, q, joiner)
+		if !ok {
+			h.addActive(n, joiner)
+			n.send(Message{Kind: KindHVNeighbor, To: joiner, Round: 1})
+			return
+		}
+		n.send(Message{Kind: KindHVForwardJoin, To: next, View: []Descriptor{{ID: joiner, Age: ttl - 1}}})
+	case KindHVNeighbor:
+		if hasSorted(h.active, q) || m.Round == 1 || len(h.active) < h.activeSize {
+			h.addActive(n, q)
+			n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
+			return
+		}
+		h.addPassive(n, q, nil)
+		n.send(Message{Kind: KindHVNeighborReply, To: q})
+	case KindHVNeighborReply:
+		if q == h.asked {
+			h.asked = ""
+		}
+		if m.Round == 1 {
+			h.addActive(n, q)
+		}
+	case KindHVDisconnect:
+		if h.dropActive(n, q) {
+			h.addPassive(n, q, nil)
+		}
+	case KindHVPing:
+		if hasSorted(h.active, q) {
+			return
+		}
+		// q holds a link this node does not: take it up if there is room,
+		// else tell q to drop it.
+		if len(h.active) < h.activeSize {
+			h.addActive(n, q)
+			n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
+			return
+		}
+		n.send(Message{Kind: KindHVDisconnect, To: q})
+	case KindHVShuffle:
+		origin, ttl := m.View[0].ID, m.View[0].Age-1
+		if origin == h.self {
+			return
+		}
+		if ttl > 0 && len(h.active) > 1 {
+			if next, ok := n.randomOf(h.active, q, origin); ok {
+				view := slices.Clone(m.View)
+				view[0].Age = ttl
+				n.send(Message{Kind: KindHVShuffle, To: next, View: view})
+				return
+			}
+		}
+		got := make([]PeerID, 0, len(m.View))
+		for _, d := range m.View {
+			got = append(got, d.ID)
+		}
+		reply := n.sample(h.passive, len(got), got...)
+		view := make([]Descriptor, len(reply))
+		for i, p := range reply {
+			view[i] = Descriptor{ID: p}
+		}
+		n.send(Message{Kind: KindHVShuffleReply, To: origin, View: view})
+		prefer := slices.Clone(reply)
+		for _, p := range got {
+			prefer = h.addPassive(n, p, prefer)
+		}
+	case KindHVShuffleReply:
+		prefer := h.shuffled
+		for _, d := range m.View {
+			prefer = h.addPassive(n, d.ID, prefer)
+		}
+		h.shuffled = nil
+	}
+}
+
+// sent records a message to an active peer (the ping clock).
+func (h *hyparview) sent(n *Core, to PeerID) {
+	if _, ok := h.lastSent[to]; ok {
+		h.lastSent[to] = n.now
+	}
+}
+
+// undelivered takes a peer the shell could not reach out of both views
+// and promotes a passive peer in its place.
+func (h *hyparview) undelivered(n *Core, to PeerID) {
+	if to == Broadcast || to == "" {
+		return
+	}
+	wasActive := h.dropActive(n, to)
+	h.passive, _ = removeSorted(h.passive, to)
+	if to == h.asked {
+		h.asked = ""
+	}
+	if wasActive {
+		h.promote(n)
+	}
+}
+
+// leave tells every neighbour that this node is going.
+func (h *hyparview) leave(n *Core) {
+	for _, p := range slices.Clone(h.active) {
+		n.send(Message{Kind: KindHVDisconnect, To: p})
+		h.dropActive(n, p)
+	}
+}
+
+// random returns a uniformly chosen active peer.
+func (h *hyparview) random(n *Core) (PeerID, bool) { return n.randomOf(h.active) }

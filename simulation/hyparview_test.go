@@ -1,0 +1,99 @@
+package simulation
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
+)
+
+// viewCheck is what a run's HyParView views look like at its end, over the
+// peers online then.
+type viewCheck struct {
+	live                 int
+	minActive, maxActive int
+	isolated             int // live peers with an empty active view
+	asymmetric           int // links one live end holds and the other not
+	toDead               int // active entries naming a peer that is offline
+}
+
+func checkViews(s *sim) viewCheck {
+	c := viewCheck{minActive: 1 << 30}
+	for _, p := range s.peers {
+		if !p.online {
+			continue
+		}
+		c.live++
+		a := p.Core().ViewMembers()
+		c.minActive, c.maxActive = min(c.minActive, len(a)), max(c.maxActive, len(a))
+		if len(a) == 0 {
+			c.isolated++
+		}
+		for _, q := range a {
+			other := s.peers[s.byID[q]]
+			if !other.online {
+				c.toDead++
+				continue
+			}
+			if !slices.Contains(other.Core().ViewMembers(), p.ID()) {
+				c.asymmetric++
+			}
+		}
+	}
+	return c
+}
+
+// TestHyParViewViews: 600 random-walk peers join through a few random
+// contacts each, all at once, under HyParView; after 20 rounds every
+// active view is full or nearly (bounded by 8, at least 4), links are
+// symmetric, and every peer received models. Then 30% of the peers die at
+// once (round 10 of a second run): 20 rounds later no survivor is
+// isolated, no active view names a dead peer, views are bounded and
+// symmetric, and every survivor keeps receiving models.
+func TestHyParViewViews(t *testing.T) {
+	const peers, rounds = 600, 30
+	base := Config{Data: job.Data{Dataset: "fashion-mnist", Partition: "iid"}, Peers: peers, Rounds: rounds,
+		EvalPeers: 1, FinalEvalPeers: 1, EvalEvery: rounds, Sampling: gossip.SamplingHyParView, Jitter: 0.1}
+	run := func(cfg Config) (*sim, *Result) {
+		var s *sim
+		afterRun = func(x *sim) { s = x }
+		defer func() { afterRun = nil }()
+		res, err := Run(context.Background(), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, res
+	}
+	s, res := run(base)
+	c := checkViews(s)
+	calm := c
+	if c.isolated > 0 || c.asymmetric > 0 || c.maxActive > gossip.DefaultActiveView || c.minActive < 4 {
+		t.Errorf("no failures: %+v; want no isolated peer, symmetric links, active views of 4…%d", c, gossip.DefaultActiveView)
+	}
+	if res.Reach.PeersNeverReceived > 0 || res.Reach.ModelsReceived.Min < 5 {
+		t.Errorf("no failures: reach %+v, want every peer to receive at least 5 models", res.Reach)
+	}
+
+	// 30% die at once, at 10 s (round 10): the trace keeps them online
+	// until then; the others are not in it, so stay online.
+	cfg := base
+	dead := peers * 3 / 10
+	for i := 0; i < dead; i++ {
+		cfg.ChurnTrace = append(cfg.ChurnTrace, Interval{Peer: i * peers / dead, Start: 0, End: 10 * time.Second})
+	}
+	s, res = run(cfg)
+	c = checkViews(s)
+	if c.live != peers-dead {
+		t.Fatalf("%d peers online at the end, want %d", c.live, peers-dead)
+	}
+	if c.isolated > 0 || c.toDead > 0 || c.asymmetric > 0 || c.maxActive > gossip.DefaultActiveView || c.minActive < 3 {
+		t.Errorf("after 30%% died: %+v; want no isolated survivor, no dead neighbour, symmetric links, active views of 3…%d", c, gossip.DefaultActiveView)
+	}
+	if res.Reach.PeersNeverReceived > 0 || res.Reach.PeersInNoView > 0 {
+		t.Errorf("after 30%% died: reach over the survivors %+v, want every one reached and in a view", res.Reach)
+	}
+	t.Logf("no failures: %+v; after 30%% died: %+v; survivors' reach %+v, in-degree %+v", calm, c, res.Reach, *res.Reach.ViewInDegree)
+}
