@@ -51,8 +51,10 @@ type hyparview struct {
 	// reply since askedAt.
 	asked   PeerID
 	askedAt time.Duration
-	// shuffled is what the last shuffle sent, evicted first by its reply.
+	// shuffled is what the last shuffle sent, evicted first by its reply;
+	// periods counts the periods, for shuffleEvery.
 	shuffled []PeerID
+	periods  int
 	lastSent map[PeerID]time.Duration // the last message to each active peer
 }
 
@@ -70,6 +72,10 @@ const (
 	// pingEvery is how many periods an active link may carry nothing
 	// before a ping checks it.
 	pingEvery = 2
+	// shuffleEvery is how many periods apart a node shuffles: a shuffle
+	// walks up to hvActiveWalk hops, and passive views need not be
+	// fresher than this to replace failed neighbours.
+	shuffleEvery = 4
 )
 
 func newHyParView(self PeerID, active, passive int) *hyparview {
@@ -196,8 +202,8 @@ func (h *hyparview) addPassive(n *Core, p PeerID, prefer []PeerID) []PeerID {
 
 // tick runs once per period: an unanswered neighbour request gives up on
 // its peer, silent links are pinged, a view with room promotes a passive
-// peer (or joins again through a contact when it knows nobody), and a
-// shuffle goes out.
+// peer (or joins again through a contact when it knows nobody), and
+// every shuffleEvery periods a shuffle goes out.
 func (h *hyparview) tick(n *Core) {
 	if !h.started {
 		h.started = true
@@ -208,7 +214,7 @@ func (h *hyparview) tick(n *Core) {
 		return
 	}
 	h.next = n.now + n.jittered()
-	if h.asked != "" && n.now-h.askedAt >= n.cfg.Delta {
+	if h.asked != "" && n.now-h.askedAt >= 2*n.cfg.Delta { // a dial may take a while
 		h.passive, _ = removeSorted(h.passive, h.asked) // no answer: gone
 		h.asked = ""
 	}
@@ -225,7 +231,10 @@ func (h *hyparview) tick(n *Core) {
 	case len(h.active) < h.activeSize:
 		h.promote(n)
 	}
-	h.shuffle(n)
+	if h.periods%shuffleEvery == 0 {
+		h.shuffle(n)
+	}
+	h.periods++
 }
 
 // join sends a join to a random contact, and tries again (another, at

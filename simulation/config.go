@@ -110,10 +110,14 @@ type Config struct {
 	// (default 3Δ).
 	MemberTimeout time.Duration
 	// Seed drives everything random.
-	Seed     uint64
-	Sampling string
-	Tokens   gossip.TokenConfig
-	Fanout   int
+	Seed uint64
+	// Sampling is random walk's peer sampling (gossip.Samplings); with
+	// HyParView, ActiveView and PassiveView size its views (0: the
+	// core's defaults, gossip.DefaultActiveView and DefaultPassiveView).
+	Sampling                string
+	ActiveView, PassiveView int
+	Tokens                  gossip.TokenConfig
+	Fanout                  int
 	// Byzantine is the fraction of peers that attack (0: none), with
 	// Attack one of Attacks.
 	Byzantine float64
@@ -234,6 +238,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Sampling != "" && !slices.Contains(gossip.Samplings, c.Sampling) {
 		return fmt.Errorf("%w: sampling %q, want %s", ErrConfig, c.Sampling, strings.Join(gossip.Samplings, "|"))
+	}
+	if (c.ActiveView != 0 || c.PassiveView != 0) && c.Sampling != gossip.SamplingHyParView {
+		return fmt.Errorf("%w: view sizes are HyParView's: give them with sampling hyparview", ErrConfig)
+	}
+	if c.ActiveView < 0 || c.PassiveView < 0 {
+		return fmt.Errorf("%w: HyParView views of %d active and %d passive peers", ErrConfig, c.ActiveView, c.PassiveView)
 	}
 	if c.Partition == "" {
 		c.Partition = job.DefaultPartition

@@ -36,7 +36,7 @@ type Flags struct {
 
 // Bounds are the values simulate's numeric flags take.
 var Bounds = cli.WithBounds(job.Bounds, cli.Bounds{
-	"peers": "[1,inf)", "rounds": "[1,inf)", "eval-every": "[1,inf)", "eval-peers": "[1,inf)", "eval-examples": "[1,inf)",
+	"peers": "[1,inf)", "rounds": "[1,inf)", "active-view": "[1,1024]", "passive-view": "[1,1024]", "eval-every": "[1,inf)", "eval-peers": "[1,inf)", "eval-examples": "[1,inf)",
 	"final-eval-peers": "[0,inf)", "jitter": "[0,1)", "bandwidth": "[0,inf)", "drop": "[0,1)",
 	"churn": "[0,1)", "churn-session": "(0,inf)", "turnover": "[0,1]", "member-timeout": "(0,inf)",
 	"byzantine": "(0,0.5)", "fanout": "[0,inf)", "fedavg-fraction": "(0,1]", "peer-batch": "[0,inf)", "seed": "[0,inf)",
@@ -51,7 +51,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	})
 	cli.Group(fs, "Job", func() {
 		f.Job.RegisterJob(fs, job.Simulator)
-		fs.StringVar(&f.sampling, "sampling", gossip.SamplingCyclon, "random-walk peer sampling: cyclon|oracle (newscast, an old name: cyclon)")
+		fs.StringVar(&f.sampling, "sampling", gossip.SamplingCyclon, "random-walk peer sampling: cyclon|hyparview|oracle (newscast, an old name: cyclon)")
+		fs.IntVar(&c.ActiveView, "active-view", gossip.DefaultActiveView, "hyparview: peers each peer gossips with (its active view)")
+		fs.IntVar(&c.PassiveView, "passive-view", gossip.DefaultPassiveView, "hyparview: peers each peer knows to replace them (its passive view)")
 		fs.StringVar(&f.tokens, "tokens", "", "random walk: token-account flow control A:B (default: one send per Δ)")
 		fs.IntVar(&c.Fanout, "fanout", 0, "sfb: peers per broadcast (0: all); pushsum: out-neighbours per step (0: one)")
 		fs.BoolVar(&c.Voting, "voting", false, "random walk: also report voting over the last 10 received models")
@@ -126,6 +128,14 @@ func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 		c.TestFraction = 0 // the loader's default, and no error for a source with a test split
 	}
 	c.Sampling = f.sampling
+	if c.Sampling != gossip.SamplingHyParView {
+		for _, name := range []string{"active-view", "passive-view"} {
+			if cli.FlagSet(fs, name) {
+				return usage(name, fmt.Errorf("--%s sizes a HyParView view: give it with --sampling hyparview", name))
+			}
+		}
+		c.ActiveView, c.PassiveView = 0, 0
+	}
 	if c.Sampling == gossip.SamplingNewscast {
 		c.Sampling = gossip.SamplingCyclon
 		f.Deprecated = append(f.Deprecated, "--sampling newscast is an old name: it runs cyclon; write --sampling cyclon")

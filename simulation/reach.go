@@ -36,16 +36,17 @@ func spreadOf(xs []float64) Spread {
 
 // Reach says how evenly the peers heard from each other by the end of a
 // run: how many models (gossip.Kind.CarriesModel) each took in, how many
-// took in none, and, with Cyclon peer sampling, in how many views each
-// peer stands (its in-degree; the view size is the mean).
+// took in none, and, with Cyclon or HyParView peer sampling, in how many
+// views each peer stands (its in-degree).
 type Reach struct {
 	// PeersNeverReceived is how many peers (the live members, with
 	// turnover) took in no model at all: their model is their own.
 	PeersNeverReceived int    `json:"peers_never_received"`
 	ModelsReceived     Spread `json:"models_received"`
-	// ViewInDegree: random walk with --sampling cyclon only.
+	// ViewInDegree: random walk with --sampling cyclon or hyparview (its
+	// active view) only.
 	ViewInDegree *Spread `json:"view_in_degree,omitempty"`
-	// PeersInNoView is how many peers no view holds (Cyclon only): no
+	// PeersInNoView is how many peers no view holds (Cyclon or HyParView only): no
 	// model can reach them but through their own shuffles.
 	PeersInNoView int `json:"peers_in_no_view,omitempty"`
 }

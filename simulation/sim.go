@@ -81,7 +81,11 @@ type Stats struct {
 	// BytesUncompressed is what the messages would have taken with plain
 	// float32 vectors (--compression fp16 or int8 makes Bytes smaller).
 	BytesUncompressed uint64 `json:"bytes_uncompressed"`
-	Dropped           uint64 `json:"dropped"`
+	// MembershipMessages and MembershipBytes are the part of Messages and
+	// Bytes that maintained peer-sampling views (gossip.Kind.Membership).
+	MembershipMessages uint64 `json:"membership_messages"`
+	MembershipBytes    uint64 `json:"membership_bytes"`
+	Dropped            uint64 `json:"dropped"`
 	// Rejected counts messages the cores dropped, by reason.
 	Rejected map[string]uint64 `json:"rejected,omitempty"`
 	// Updates counts model updates over all peers.

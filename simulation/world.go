@@ -144,6 +144,10 @@ func (s *sim) send(from int, m *gossip.Message) error {
 	}
 	s.stats.Messages++
 	s.stats.Bytes += uint64(size)
+	if m.Kind.Membership() {
+		s.stats.MembershipMessages++
+		s.stats.MembershipBytes += uint64(size)
+	}
 	s.stats.BytesUncompressed += uint64(size + gossip.CompressionSaved(m))
 	if s.cfg.Drop > 0 && s.rng.Float64() < s.cfg.Drop {
 		s.stats.Dropped++
