@@ -26,6 +26,9 @@ func sampleMessages() []gossip.Message {
 		{Kind: gossip.KindModel, From: "h", Age: 3, Packed: &compress.Payload{Kind: compress.Int8, N: 3, Scales: []float32{0.5}, Bytes: []int8{1, -2, 127}}},
 		{Kind: gossip.KindPushSum, From: "i", Weight: 0.5, Packed: &compress.Payload{Kind: compress.TopK, N: 300, Indices: []uint32{1, 170, 299}, Values: []float32{1, 2, 3}}},
 		{Kind: gossip.KindModel, From: "j", Age: 5, Packed: &compress.Payload{Kind: compress.RandKInt8, N: 50, Seed: 99, Scales: []float32{0.25}, Bytes: []int8{3, -4}}},
+		{Kind: gossip.KindHVForwardJoin, From: "k", View: []gossip.Descriptor{{ID: "joiner", Age: 6}}},
+		{Kind: gossip.KindHVShuffle, From: "l", View: []gossip.Descriptor{{ID: "origin", Age: 3}, {ID: "x"}, {ID: "y"}}},
+		{Kind: gossip.KindHVNeighbor, From: "m", Round: 1},
 	}
 }
 

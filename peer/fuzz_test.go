@@ -17,14 +17,21 @@ func FuzzReceive(f *testing.F) {
 		{Kind: gossip.KindParams, From: "a", Params: []float32{1, 2, 3, 4, 5, 6, 7, 8}},
 		{Kind: gossip.KindPushSum, From: "a", Params: make([]float32, 8), Weight: 0.5},
 		{Kind: gossip.KindViewPush, From: "a", View: []gossip.Descriptor{{ID: "c", Age: 2}}},
+		{Kind: gossip.KindHVJoin, From: "a"},
+		{Kind: gossip.KindHVForwardJoin, From: "a", View: []gossip.Descriptor{{ID: "c", Age: 3}}},
+		{Kind: gossip.KindHVShuffle, From: "a", View: []gossip.Descriptor{{ID: "c", Age: 1}, {ID: "d"}}},
 	} {
 		b, _ := peer.Encode(m)
 		f.Add(b, uint8(m.Kind), uint8(0))
 	}
 	protocols := gossip.Protocols
 	f.Fuzz(func(t *testing.T, b []byte, kind, proto uint8) {
+		// proto picks the protocol and, for random walk, the sampling.
 		c := gossip.Config{ID: "me", Protocol: protocols[int(proto)%len(protocols)],
 			Neighbors: []gossip.Neighbor{{ID: "a", Weight: 0.5}}, SelfWeight: 0.5}
+		if c.Protocol == gossip.RandomWalk {
+			c.Sampling = []string{gossip.SamplingCyclon, gossip.SamplingHyParView}[int(proto)/len(protocols)%2]
+		}
 		p, w := newPeer(t, c, nil)
 		p.Receive(peer.Envelope{From: "a", Job: [32]byte{7}, Kind: gossip.Kind(kind), Payload: b})
 		for _, r := range w.rejects {
