@@ -144,7 +144,8 @@ func Exponential(n int) *Graph {
 }
 
 // RandomRegular draws a random k-regular simple graph (configuration model
-// with restarts).
+// with restarts; for a dense k where that fails, the complement of a
+// random (n−1−k)-regular graph).
 func RandomRegular(n, k int, rng *rand.Rand) (*Graph, error) {
 	if k < 1 || k >= n || n*k%2 != 0 {
 		return nil, fmt.Errorf("%w: no %d-regular graph on %d nodes", ErrConfig, k, n)
@@ -175,7 +176,26 @@ func RandomRegular(n, k int, rng *rand.Rand) (*Graph, error) {
 			}), nil
 		}
 	}
-	return nil, fmt.Errorf("%w: could not draw a %d-regular graph on %d nodes", ErrConfig, k, n)
+	// Dense degrees rarely come out of the configuration model simple
+	// (a 7-regular graph on 8 nodes never does): draw the complement, a
+	// sparse (n−1−k)-regular graph, and take the edges it lacks.
+	c := n - 1 - k
+	var sparse *Graph
+	if c > 0 {
+		var err error
+		if sparse, err = RandomRegular(n, c, rng); err != nil {
+			return nil, fmt.Errorf("%w: could not draw a %d-regular graph on %d nodes", ErrConfig, k, n)
+		}
+	}
+	return undirected(n, func(add func(i, j int)) {
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				if sparse == nil || !slices.Contains(sparse.Out[i], j) {
+					add(i, j)
+				}
+			}
+		}
+	}), nil
 }
 
 // EdgeList reads an undirected graph of n nodes from lines "i j" (0-based;

@@ -3,6 +3,7 @@ package gossip
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -28,6 +29,29 @@ func TestCheckTopology(t *testing.T) {
 			_, perr := ParseTopology(tc.spec, tc.n, rand.New(rand.NewPCG(1, 2)))
 			if (perr == nil) != (err == nil) {
 				t.Errorf("%q over %d: CheckTopology %v, ParseTopology %v", tc.spec, tc.n, err, perr)
+			}
+		}
+	}
+}
+
+// TestRandomRegularDense: degrees the configuration model cannot draw
+// simple (7 of 8 nodes: the complete graph; 6 of 8) still come out
+// k-regular and simple, through the complement (a fuzz find: --topology
+// regular:7 passed CheckTopology for 8 members and then failed to draw).
+func TestRandomRegularDense(t *testing.T) {
+	for _, k := range []int{5, 6, 7} {
+		g, err := RandomRegular(8, k, rand.New(rand.NewPCG(1, 2)))
+		if err != nil {
+			t.Fatalf("%d-regular on 8: %v", k, err)
+		}
+		for i, out := range g.Out {
+			if len(out) != k || slices.Contains(out, i) {
+				t.Errorf("%d-regular on 8: node %d has neighbours %v", k, i, out)
+			}
+			for _, j := range out {
+				if !slices.Contains(g.Out[j], i) {
+					t.Errorf("%d-regular on 8: edge %d→%d has no way back", k, i, j)
+				}
 			}
 		}
 	}
