@@ -17,6 +17,7 @@ import (
 	"github.com/gossipd/gossipd/daemon/p2p"
 	"github.com/gossipd/gossipd/daemon/transport"
 	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/job"
 )
@@ -73,6 +74,8 @@ func Launch(ctx context.Context, s *Settings, fs *flag.FlagSet, stderr io.Writer
 			return err
 		}
 	}
+	// A job of partial views connects to its members' neighbours only.
+	host.SetPartialViews(spec.Sampling == gossip.SamplingHyParView)
 	ifDamaged := DamagedRefuse
 	switch {
 	case s.StoreRecover:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gossipd/gossipd/daemon/transport"
@@ -125,6 +126,21 @@ func sortPeers(connected []gossip.PeerID, anns []transport.Announcement, withAnn
 	return r
 }
 
+// announcedMembers are the live members heard announcing job, connected
+// or not, sorted: a job whose members keep partial views (HyParView)
+// connects to a few of them only, so that a member need not be
+// connected to count. Pure, for tests.
+func announcedMembers(anns []transport.Announcement, job string, now time.Time, liveTimeout time.Duration, admit func(gossip.PeerID) bool, self gossip.PeerID) []gossip.Member {
+	var ms []gossip.Member
+	for _, a := range anns {
+		if a.JobID == job && a.Peer != self && !a.Leaving && now.Sub(a.Heard) <= liveTimeout && admit(a.Peer) {
+			ms = append(ms, gossip.Member{ID: a.Peer, Incarnation: a.Incarnation})
+		}
+	}
+	slices.SortFunc(ms, func(a, b gossip.Member) int { return strings.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(ms, func(a, b gossip.Member) bool { return a.ID == b.ID })
+}
+
 // refreshMembers sorts the connected peers (roster) and hands the live
 // members to the core (core goroutine).
 func (n *Node) refreshMembers() {
@@ -135,6 +151,9 @@ func (n *Node) refreshMembers() {
 		anns = b.Announcements()
 	}
 	n.roster = sortPeers(connected, anns, withAnns, n.job.String(), n.cfg.Now(), n.cfg.LiveTimeout, n.cfg.Local.IsMember)
+	if n.partial && withAnns {
+		n.roster.members = announcedMembers(anns, n.job.String(), n.cfg.Now(), n.cfg.LiveTimeout, n.cfg.Local.IsMember, n.cfg.Transport.ID())
+	}
 	r := n.roster
 	n.sendRoster.Store(&r)
 	n.mu.Lock()
@@ -172,8 +191,12 @@ func (r *roster) allows(to gossip.PeerID, kind gossip.Kind, admitted func(gossip
 	if r.inJob[to] {
 		return true
 	}
-	switch kind {
-	case gossip.KindViewReply, gossip.KindStateReply, gossip.KindAvgReply:
+	switch {
+	case kind == gossip.KindViewReply || kind == gossip.KindStateReply || kind == gossip.KindAvgReply:
+		return !r.otherJob[to]
+	case kind.Membership():
+		// HyParView's joins, shuffles and their replies reach peers not
+		// heard announcing yet (a joiner's first contacts).
 		return !r.otherJob[to]
 	}
 	return false

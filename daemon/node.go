@@ -57,6 +57,10 @@ type Node struct {
 	withheld                           atomic.Uint64          // messages not sent: their addressee is not a member of the job
 	accountsUnsaved                    int                    // push-sum's account saves failed in a row (core goroutine)
 	accountsWarned                     time.Time
+	// partial: the job's members keep partial views (HyParView): a member
+	// counts without a connection, and every message that cannot be
+	// delivered is reported to the core, which replaces the neighbour.
+	partial bool
 
 	// Channels from the core goroutine to the workers (workers.go) and
 	// the checkpoint writer (checkpoint.go), and back.
@@ -66,7 +70,8 @@ type Node struct {
 	evalCh  chan []float32
 	ckptCh  chan *Checkpoint
 	// undeliveredCh brings push-sum shares that could not be sent back
-	// to the core.
+	// to the core, and, under partial views, the headers (addressee and
+	// kind) of any message that could not be sent.
 	undeliveredCh chan *gossip.Message
 	// Job control (control.go): pause requests, the leave signal, and
 	// runDone, closed when Run returns.
@@ -93,7 +98,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("daemon: this node (%s) is not among the %d peers of its own members allowlist", self, len(cfg.Local.Members))
 	}
 	_, broadcast := cfg.Transport.(transport.Broadcaster)
-	n := &Node{cfg: cfg, job: JobID(cfg.Job.ID()), log: cfg.Logger, met: newMetrics(), dpSteps: -1, incarnation: newIncarnation(),
+	n := &Node{cfg: cfg, job: JobID(cfg.Job.ID()), partial: cfg.Job.Sampling == gossip.SamplingHyParView, log: cfg.Logger, met: newMetrics(), dpSteps: -1, incarnation: newIncarnation(),
 		trainCh: make(chan *gossip.TrainRequest, 1), doneCh: make(chan *gossip.TrainResult, 1),
 		sendCh: make(chan outgoing, 256), evalCh: make(chan []float32, 1), ckptCh: make(chan *Checkpoint, 1), undeliveredCh: make(chan *gossip.Message, 256),
 		pauseCh: make(chan pauseReq), leaveCh: make(chan struct{}), runDone: make(chan struct{})}
@@ -118,6 +123,7 @@ func New(cfg Config) (*Node, error) {
 		ID: self, Init: m.CopyParams(), Rand: rand.New(rand.NewPCG(seed, seed>>1)), Jitter: gossip.DefaultJitter,
 		Topology: cfg.Job.LiveTopology(), TopologySeed: cfg.Job.TopologySeed(),
 		Broadcast: broadcast, MaxNorm: cfg.MaxNorm, Incarnation: n.incarnation,
+		Sampling: cfg.Job.CoreSampling(),
 	}
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)

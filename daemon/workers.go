@@ -88,13 +88,19 @@ func (n *Node) write(ctx context.Context, o outgoing) {
 }
 
 // giveBack hands the core a push-sum share that could not be delivered,
-// so that it takes the share back; other messages are simply lost.
+// so that it takes the share back, and, under partial views, the header
+// of any other message, so that the core replaces its addressee; other
+// messages are simply lost.
 func (n *Node) giveBack(o outgoing) {
-	if o.share == nil {
+	m := o.share
+	if m == nil && n.partial && o.to != gossip.Broadcast {
+		m = &gossip.Message{Kind: o.kind, To: o.to}
+	}
+	if m == nil {
 		return
 	}
 	select {
-	case n.undeliveredCh <- o.share:
+	case n.undeliveredCh <- m:
 	default:
 		n.log.Warn("undelivered push-sum share dropped: the queue is full", "to", o.to)
 	}

@@ -397,6 +397,12 @@ func (h *hyparview) undelivered(n *Core, to PeerID) {
 	if to == Broadcast || to == "" {
 		return
 	}
+	h.forget(n, to)
+}
+
+// forget takes a peer that is gone out of both views and promotes a
+// passive peer in its place.
+func (h *hyparview) forget(n *Core, to PeerID) {
 	wasActive := h.dropActive(n, to)
 	h.passive, _ = removeSorted(h.passive, to)
 	if to == h.asked {

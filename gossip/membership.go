@@ -49,6 +49,16 @@ func (n *Core) SetMembers(members []Member) {
 	if n.membersSet && slices.Equal(m, n.members) {
 		return
 	}
+	if n.hvOn() && n.membersSet {
+		// Members that left (goodbye, or timed out by the shell) leave
+		// the views; peers not known yet stay (a joiner can reach this
+		// node before its first announcement does).
+		for _, p := range n.members {
+			if _, ok := slices.BinarySearch(m, p); !ok {
+				n.hv.forget(n, p)
+			}
+		}
+	}
 	n.members, n.membersSet = m, true
 	if n.cfg.Topology == "" || !n.def.neighbors {
 		return

@@ -44,6 +44,7 @@ type Settings struct {
 	Name, Protocol, Model, Hidden, Scale string
 	Delta                                time.Duration
 	Variant, Compression, Topology       string
+	Sampling                             string
 	Staleness                            int
 	SFBMode                              string
 	LocalSteps                           int
@@ -80,6 +81,8 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 		"feature scaling: auto|global|minmax|standard|none (auto: global for run, minmax for simulate)")
 	fs.DurationVar(&s.Delta, "delta", gossip.DefaultDelta, "gossip period Δ (simulate: the length of a round)")
 	fs.StringVar(&s.Variant, "variant", gossip.DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
+	fs.StringVar(&s.Sampling, "sampling", gossip.SamplingCyclon,
+		"random-walk peer sampling: cyclon|hyparview (simulate also: oracle; newscast, an old name: cyclon)")
 	fs.StringVar(&s.Compression, "compression", DefaultCompression,
 		"what is sent, compressed: "+gossip.CompressionValues+" (docs/reference/flags.md)")
 	fs.StringVar(&s.Topology, "topology", "",
@@ -158,6 +161,9 @@ func (s *Settings) Spec(inputs, classes int) (Spec, error) {
 	j := Spec{Name: s.Name, Model: ms, Scale: ScaleFor(s.Scale, Daemon), Protocol: s.Protocol,
 		DeltaMillis: s.Delta.Milliseconds(), Variant: s.Variant, Compression: s.Compression,
 		InitSeed: s.InitSeed, Topology: s.Topology, Staleness: s.Staleness}
+	if s.Sampling != gossip.SamplingCyclon && s.Sampling != gossip.SamplingNewscast {
+		j.Sampling = s.Sampling // the default is left out: earlier jobs keep their IDs
+	}
 	if s.LocalSteps != 0 {
 		o := gossip.OuterConfig{Steps: s.LocalSteps, Method: s.Outer}
 		if s.Outer == gossip.OuterNesterov {

@@ -61,6 +61,10 @@ type Spec struct {
 	FactorBatch int `json:"factor_batch,omitempty"`
 	// InitSeed seeds the initial model every daemon starts from.
 	InitSeed uint64 `json:"init_seed"`
+	// Sampling is random walk's peer sampling: empty for Cyclon (the
+	// default), or gossip.SamplingHyParView. Members must agree: each
+	// refuses the other's membership messages.
+	Sampling string `json:"sampling,omitempty"`
 }
 
 // Validate checks the spec and fills defaults.
@@ -101,6 +105,18 @@ func (j *Spec) Validate() error {
 	if j.Protocol != gossip.SFB && (j.FactorBatch != 0 || j.SFBMode != "" || j.Staleness != 0) {
 		return fmt.Errorf("job: sfb mode, staleness and factor batch are sfb's; this job runs %s", j.Protocol)
 	}
+	switch j.Sampling {
+	case "", gossip.SamplingHyParView:
+	case gossip.SamplingCyclon:
+		j.Sampling = "" // the default is left out of the spec
+	case gossip.SamplingOracle:
+		return fmt.Errorf("job: sampling oracle is the simulator's: a daemon cannot sample from every peer of a job; use cyclon or hyparview")
+	default:
+		return fmt.Errorf("job: sampling %q, want cyclon|hyparview", j.Sampling)
+	}
+	if j.Sampling != "" && j.Protocol != gossip.RandomWalk {
+		return fmt.Errorf("job: sampling is random walk's; this job runs %s", j.Protocol)
+	}
 	if gossip.NeedsTopology(j.Protocol) {
 		if j.Topology == "" {
 			j.Topology = gossip.DefaultTopology(j.Protocol)
@@ -112,6 +128,14 @@ func (j *Spec) Validate() error {
 		return fmt.Errorf("job: protocol %s has no topology (%q is for dpsgd, adpsgd and pushsum)", j.Protocol, j.Topology)
 	}
 	return nil
+}
+
+// CoreSampling is the core's Config.Sampling.
+func (j Spec) CoreSampling() string {
+	if j.Sampling == "" {
+		return gossip.SamplingCyclon
+	}
+	return j.Sampling
 }
 
 // LiveTopology is the core's Config.Topology: the job's graph, or, for

@@ -23,7 +23,6 @@ type Flags struct {
 	c    Config
 
 	netsplits, tokens, topology, churnTrace, computeTrace string
-	sampling                                              string
 
 	Out, CPUProfile, MemoryLimit string
 	JSON, Quiet                  bool
@@ -51,7 +50,6 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	})
 	cli.Group(fs, "Job", func() {
 		f.Job.RegisterJob(fs, job.Simulator)
-		fs.StringVar(&f.sampling, "sampling", gossip.SamplingCyclon, "random-walk peer sampling: cyclon|hyparview|oracle (newscast, an old name: cyclon)")
 		fs.IntVar(&c.ActiveView, "active-view", gossip.DefaultActiveView, "hyparview: peers each peer gossips with (its active view)")
 		fs.IntVar(&c.PassiveView, "passive-view", gossip.DefaultPassiveView, "hyparview: peers each peer knows to replace them (its passive view)")
 		fs.StringVar(&f.tokens, "tokens", "", "random walk: token-account flow control A:B (default: one send per Δ)")
@@ -127,7 +125,7 @@ func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 	if !cli.FlagSet(fs, "test-fraction") {
 		c.TestFraction = 0 // the loader's default, and no error for a source with a test split
 	}
-	c.Sampling = f.sampling
+	c.Sampling = j.Sampling
 	if c.Sampling != gossip.SamplingHyParView {
 		for _, name := range []string{"active-view", "passive-view"} {
 			if cli.FlagSet(fs, name) {

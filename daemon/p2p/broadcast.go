@@ -159,7 +159,7 @@ func (t *Host) SignSpec(spec []byte) ([]byte, error) {
 }
 
 // heard records an announcement and connects to the announcer when it runs
-// a job this host joined.
+// a job this host joined (under partial views: only keeps its addresses).
 func (t *Host) heard(ctx context.Context, a transport.Announcement) {
 	pid, err := peer.Decode(string(a.Peer))
 	if err != nil {
@@ -183,6 +183,12 @@ func (t *Host) heard(ctx context.Context, a transport.Announcement) {
 				addrs = append(addrs, m)
 			}
 		}
+	}
+	if t.partial.Load() {
+		// A partial view dials a member when it first sends to it: keep
+		// its addresses until then.
+		t.h.Peerstore().AddAddrs(pid, addrs, peerstore.RecentlyConnectedAddrTTL)
+		return
 	}
 	t.h.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)

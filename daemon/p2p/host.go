@@ -162,6 +162,9 @@ type Host struct {
 	refusedPeers sync.Map // peer.ID → true: refused by the consortium gater
 	punches      *punchTracer
 	listening    atomic.Bool // the host is up and listening (dht.go)
+	// partial: the job keeps partial views; members are dialled when
+	// sent to, not on being heard of (SetPartialViews).
+	partial atomic.Bool
 
 	mu     sync.Mutex
 	closed bool
@@ -419,3 +422,10 @@ func (t *Host) Close() error {
 	t.wg.Wait()
 	return err
 }
+
+// SetPartialViews says whether the job keeps partial views (HyParView):
+// then the host no longer connects to every member it hears announce
+// the job or learns of by peer exchange, but keeps their addresses and
+// dials a member when the daemon first sends to it, so that a member
+// holds connections to its few neighbours rather than to the whole job.
+func (t *Host) SetPartialViews(on bool) { t.partial.Store(on) }

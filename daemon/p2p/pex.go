@@ -50,7 +50,8 @@ func (t *Host) handlePEX(s network.Stream) {
 }
 
 // exchangePeers asks one random connected peer for its peers and connects
-// to the ones not connected yet.
+// to the ones not connected yet (under partial views: keeps their
+// addresses, to be dialled when sent to).
 func (t *Host) exchangePeers(ctx context.Context) {
 	peers := t.h.Network().Peers()
 	if len(peers) == 0 {
@@ -73,6 +74,10 @@ func (t *Host) exchangePeers(ctx context.Context) {
 	for _, ai := range parsePEX(got, t.h.ID()) {
 		if t.h.Network().Connectedness(ai.ID) == network.Connected {
 			continue
+		}
+		if t.partial.Load() {
+			t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.RecentlyConnectedAddrTTL)
+			continue // dialled when a partial view first sends to it
 		}
 		t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
 		t.wg.Go(func() {
