@@ -32,6 +32,7 @@ type metrics struct {
 	peers         prometheus.Gauge
 	otherJobPeers prometheus.Gauge
 	unknownPeers  prometheus.Gauge
+	activeView    prometheus.Gauge
 	withheld      prometheus.Counter
 	round         prometheus.Gauge
 	dpEpsilon     prometheus.Gauge
@@ -77,6 +78,7 @@ func newMetrics() *metrics {
 	m.peers = g("peers", "Connected peers that are live members of this node's job: the only ones it gossips with.")
 	m.otherJobPeers = g("other_job_peers", "Connected peers that run other jobs (mDNS, the DHT and relays connect daemons of any job): no model is sent to them.")
 	m.unknownPeers = g("unknown_peers", "Connected peers not heard announcing this job (yet, or within the live timeout): no model is sent to them.")
+	m.activeView = g("active_view", "Neighbours in this member's HyParView active view (jobs with --sampling hyparview; 0 otherwise): the peers it gossips with.")
 	m.withheld = c("messages_withheld_total", "Messages not sent because their addressee is not a live member of the job.")
 	m.round = g("round", "D-PSGD round or SFB clock.")
 	m.dpEpsilon = g("dp_epsilon_spent", "Privacy spent by DP-SGD on this node's data: ε at the configured δ (0 without DP).")

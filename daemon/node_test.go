@@ -83,9 +83,20 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 func virtualCPU() compute.Backend { return compute.NewCPU(compute.WithThreads(1)) }
 
 type running struct {
-	nodes  []*daemon.Node
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	nodes   []*daemon.Node
+	eps     []*memnet.Endpoint
+	cancels []context.CancelFunc
+	killed  []*atomic.Bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// kill stops daemon i as a crash would: its endpoint closes first, so
+// that no goodbye goes out, then it stops.
+func (r *running) kill(i int) {
+	r.killed[i].Store(true)
+	r.eps[i].Close()
+	r.cancels[i]()
 }
 
 func (r *running) stop() {
@@ -114,9 +125,11 @@ func start(t *testing.T, net *memnet.Network, n int, mk func(i int, c *daemon.Co
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.nodes = append(r.nodes, nd)
+		nctx, ncancel := context.WithCancel(ctx)
+		killed := new(atomic.Bool)
+		r.nodes, r.eps, r.cancels, r.killed = append(r.nodes, nd), append(r.eps, ep), append(r.cancels, ncancel), append(r.killed, killed)
 		r.wg.Go(func() {
-			if err := nd.Run(ctx); err != nil {
+			if err := nd.Run(nctx); err != nil && !killed.Load() {
 				t.Error(err)
 			}
 		})

@@ -28,6 +28,11 @@ type Status struct {
 	// model is sent.
 	OtherJobPeers int `json:"other_job_peers"`
 	UnknownPeers  int `json:"unknown_peers"`
+	// ActiveView is, in a job of partial views (--sampling hyparview),
+	// the neighbours this member gossips with (sorted), and PassiveView
+	// how many more peers it knows to replace them.
+	ActiveView  []gossip.PeerID `json:"active_view,omitempty"`
+	PassiveView int             `json:"passive_view,omitempty"`
 	// Withheld counts the messages the core addressed to a peer that is
 	// not a live member of the job, which were not sent.
 	Withheld uint64 `json:"withheld"`
@@ -102,6 +107,7 @@ func (n *Node) Status() Status {
 		s.Addrs = a.Addrs() // current, not as of the start
 	}
 	s.MemberPeers = slices.Clone(s.MemberPeers)
+	s.ActiveView = slices.Clone(s.ActiveView)
 	if s.MemberPeers == nil {
 		s.MemberPeers = []gossip.PeerID{}
 	}
@@ -135,7 +141,13 @@ func (n *Node) refreshStatus() {
 	if n.cfg.Job.Protocol == gossip.PushSum {
 		n.status.PushSumWeight = core.PushSumWeight()
 	}
+	if n.partial {
+		n.status.ActiveView, n.status.PassiveView = core.ViewMembers(), len(core.PassiveMembers())
+	}
 	n.mu.Unlock()
+	if n.partial {
+		n.met.activeView.Set(float64(len(core.ViewMembers())))
+	}
 	n.met.age.Set(core.Age())
 	n.met.round.Set(float64(core.Round()))
 	if b := n.peer.Budget(); b != nil && b.Steps() != n.dpSteps {
