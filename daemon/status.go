@@ -146,7 +146,11 @@ func (n *Node) refreshStatus() {
 	}
 	n.mu.Unlock()
 	if n.partial {
-		n.met.activeView.Set(float64(len(core.ViewMembers())))
+		view := core.ViewMembers()
+		n.met.activeView.Set(float64(len(view)))
+		if k, ok := n.cfg.Transport.(transport.Keeper); ok {
+			k.Keep(view) // the connections to keep open
+		}
 	}
 	n.met.age.Set(core.Age())
 	n.met.round.Set(float64(core.Round()))

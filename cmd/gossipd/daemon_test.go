@@ -100,6 +100,16 @@ type status struct {
 	Connections []struct {
 		Peer, Type, Transport, Direction string
 	} `json:"connections"`
+	ActiveView []string `json:"active_view"`
+}
+
+// connectedPeers counts the distinct peers a daemon holds connections to.
+func (s status) connectedPeers() int {
+	peers := map[string]bool{}
+	for _, c := range s.Connections {
+		peers[c.Peer] = true
+	}
+	return len(peers)
 }
 
 func (d *proc) status() (status, error) {

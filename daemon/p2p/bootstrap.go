@@ -276,6 +276,12 @@ func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []strin
 				}
 			}
 		}
+		if t.partial.Load() && t.hasNeighbours() {
+			// A member of partial views needs its bootstrap peers only
+			// to get in: redialling them would give each of them a
+			// connection from every member.
+			boot = nil
+		}
 		for _, ai := range boot {
 			st := last[ai.ID]
 			if st == nil {
@@ -311,6 +317,7 @@ func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []strin
 		if !t.cfg.NoPEX {
 			t.exchangePeers(ctx)
 		}
+		t.trim(boot)
 		select {
 		case <-ctx.Done():
 			return

@@ -241,3 +241,12 @@ type IDResponse struct {
 	PeerID PeerID   `json:"peer_id"`
 	Addrs  []string `json:"addrs"`
 }
+
+// Keeper is a transport that holds connections and can be told which
+// peers to keep them to: a member that keeps a partial view hands it its
+// neighbours, and the transport closes the others' connections beyond a
+// small headroom, so that the connections a member holds do not grow
+// with the job.
+type Keeper interface {
+	Keep(peers []PeerID)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/daemon/p2p"
+	"github.com/gossipd/gossipd/gossip"
+)
+
+// TestDaemonPartialViews: 24 real daemons on one host, random walk with
+// --sampling hyparview, bootstrapped through the first. Every daemon
+// learns (≥ 0.85 on its digits shard's test split), keeps an active view
+// of 3 to 8 neighbours held at both ends, and holds connections to at
+// most 8 + p2p.PartialHeadroom peers after a trim, plus what one trim
+// interval (5 s) opens: fewer than the 23 a full mesh holds. The
+// bootstrap daemon is no exception.
+func TestDaemonPartialViews(t *testing.T) {
+	t.Parallel() // daemons in their own processes: they wait more than they compute
+	const n = 24
+	bin := buildBinary(t)
+	ds := startCluster(t, bin, t.TempDir(), n, "500ms", "--sampling", "hyparview")
+	for _, d := range ds {
+		poll(t, d, "daemon learning (≥ 0.85)", 120*time.Second, func(s status) bool { return s.Accuracy >= 0.85 })
+	}
+	bound := gossip.DefaultActiveView + p2p.PartialHeadroom + 4
+	var views map[string][]string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		views = map[string][]string{}
+		worst, fewest, most, asym := 0, n, 0, 0
+		for _, d := range ds {
+			s, err := d.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			views[s.PeerID] = s.ActiveView
+			worst = max(worst, s.connectedPeers())
+			fewest, most = min(fewest, len(s.ActiveView)), max(most, len(s.ActiveView))
+		}
+		for id, v := range views {
+			for _, q := range v {
+				if !slices.Contains(views[q], id) {
+					asym++
+				}
+			}
+		}
+		if worst <= bound && fewest >= 3 && most <= gossip.DefaultActiveView && asym == 0 {
+			t.Logf("%d daemons: active views %d…%d, at most %d peers connected (a full mesh: %d)", n, fewest, most, worst, n-1)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d daemons: active views %d…%d (want 3…%d), %d links held at one end only, up to %d peers connected (want ≤ %d)",
+				n, fewest, most, gossip.DefaultActiveView, asym, worst, bound)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
