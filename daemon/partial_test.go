@@ -12,13 +12,20 @@ import (
 )
 
 // TestPartialViews: 60 daemons (race builds: 24) in one process over
-// memnet run a random-walk job with --sampling hyparview. Each keeps an
+// memnet run a random-walk job, then a D-PSGD job, with --sampling
+// hyparview (D-PSGD mixes with the active view). Each keeps an
 // active view of at most 8 neighbours, which settles to 3 or more with
 // links held at both ends, and every daemon learns: the mean accuracy
 // passes 0.85 and none is left at its initial model. Then a third of them
 // stop at once; the survivors drop every stopped peer from their active
 // views, none is left isolated, and they keep learning.
 func TestPartialViews(t *testing.T) {
+	for _, proto := range []string{gossip.RandomWalk, gossip.DPSGD} {
+		t.Run(proto, func(t *testing.T) { testPartialViews(t, proto) })
+	}
+}
+
+func testPartialViews(t *testing.T, proto string) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 60
 		if raceEnabled {
@@ -26,7 +33,7 @@ func TestPartialViews(t *testing.T) {
 		}
 		r := start(t, memnet.New(), n, func(i int, c *daemon.Config) {
 			c.Job.DeltaMillis = 100
-			c.Job.Sampling = gossip.SamplingHyParView
+			c.Job.Protocol, c.Job.Sampling = proto, gossip.SamplingHyParView
 			c.EvalInterval = 500 * time.Millisecond
 			c.Senders = 2
 		})

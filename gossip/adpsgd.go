@@ -64,7 +64,7 @@ func (a *adpsgd) step(n *Core, m *Message) {
 		// Compressed links keep two copies of the model per peer: only
 		// with neighbours, so that no one grows this node's memory.
 		if !isNeighbor(n.cfg.Neighbors, m.From) {
-			if n.cfg.Topology != "" { // its view of the roster differs from ours for a moment
+			if n.cfg.Topology != "" || n.hvOn() { // its view of the roster differs from ours for a moment
 				n.trace("not-neighbour", m.From, "a compressed exchange from a peer outside this view's neighbours", 0)
 				return
 			}

@@ -306,6 +306,13 @@ func (c *Config) Validate() error {
 	if err := c.Tokens.validate(); err != nil {
 		return err
 	}
+	hv := c.Sampling == SamplingHyParView && def.overView
+	if c.Sampling == SamplingHyParView && !def.view && !def.overView {
+		return fmt.Errorf("%w: %s does not draw its peers from a HyParView view (randomwalk, dpsgd and adpsgd do)", ErrConfig, c.Protocol)
+	}
+	if hv && (c.Topology != "" || len(c.Neighbors) > 0) {
+		return fmt.Errorf("%w: under HyParView %s mixes with its active view: no topology or static neighbours", ErrConfig, c.Protocol)
+	}
 	if c.Topology != "" {
 		if !def.neighbors {
 			return fmt.Errorf("%w: %s does not mix over a topology (%q)", ErrConfig, c.Protocol, c.Topology)
@@ -316,7 +323,7 @@ func (c *Config) Validate() error {
 		if _, err := ParseTopology(liveSpec(c.Topology, 16), 16, rand.New(rand.NewPCG(1, 1))); err != nil {
 			return err
 		}
-	} else if def.neighbors && len(c.Neighbors) == 0 {
+	} else if def.neighbors && len(c.Neighbors) == 0 && !hv {
 		return fmt.Errorf("%w: %s needs neighbours or a topology over its live members", ErrConfig, c.Protocol)
 	}
 	if c.robust() && def.robust == nil {

@@ -69,8 +69,9 @@ func (d *dpsgd) setNeighbors() {
 }
 
 // live reports whether the neighbours follow the live members
-// (Config.Topology): weights then follow advertised degrees.
-func (d *dpsgd) live() bool { return d.cfg.Topology != "" }
+// (Config.Topology) or HyParView's active view: weights then follow
+// advertised degrees.
+func (d *dpsgd) live() bool { return d.cfg.Topology != "" || d.cfg.Sampling == SamplingHyParView }
 
 // selfWeight is W_ii: the config's, or over a live topology whatever the
 // neighbours' weights leave.

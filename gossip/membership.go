@@ -60,8 +60,8 @@ func (n *Core) SetMembers(members []Member) {
 		}
 	}
 	n.members, n.membersSet = m, true
-	if n.cfg.Topology == "" || !n.def.neighbors {
-		return
+	if n.cfg.Topology == "" || !n.def.neighbors || n.hvOn() {
+		return // no graph over the members (under HyParView: the view is it)
 	}
 	nbs, self, err := LiveNeighbors(n.cfg.Protocol, n.cfg.Topology, n.cfg.TopologySeed, m, n.cfg.ID)
 	if err != nil {

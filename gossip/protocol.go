@@ -69,8 +69,12 @@ type protocolDef struct {
 	kinds []Kind
 	// neighbors says Config.Neighbors must be set.
 	neighbors bool
-	// view says the node runs a Cyclon view (when Sampling is cyclon).
+	// view says the node runs a Cyclon view (when Sampling is cyclon) or
+	// HyParView (when it is hyparview) to pick its peers.
 	view bool
+	// overView says that under HyParView the node mixes with its active
+	// view: its neighbours are the view's members, rewired as it changes.
+	overView bool
 	// robust checks a robust aggregator needing need inputs; nil: robust
 	// aggregation is not available.
 	robust func(c *Config, need int) error
@@ -93,6 +97,7 @@ var registry = map[string]protocolDef{
 		new:       func(c *Config, _ *model.Layout) protocol { return newDPSGD(c) },
 		kinds:     []Kind{KindParams},
 		neighbors: true,
+		overView:  true,
 		robust: func(c *Config, need int) error {
 			if c.Topology == "" && len(c.Neighbors)+1 < need {
 				return fmt.Errorf("%w: aggregator %s needs %d inputs; this node has %d neighbours and itself", ErrConfig, c.Aggregator.Name(), need, len(c.Neighbors))
@@ -104,6 +109,7 @@ var registry = map[string]protocolDef{
 		new:       func(c *Config, _ *model.Layout) protocol { return newADPSGD(c) },
 		kinds:     []Kind{KindAvgRequest, KindAvgReply},
 		neighbors: true,
+		overView:  true,
 	},
 	PushSum: {
 		new:       func(c *Config, _ *model.Layout) protocol { return newPushSum(c) },

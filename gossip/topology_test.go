@@ -56,3 +56,27 @@ func TestRandomRegularDense(t *testing.T) {
 		}
 	}
 }
+
+// TestRandomRegularLarge: an 8-regular graph on 200 nodes, which the
+// configuration model almost never draws simple, comes out 8-regular and
+// simple, and the same seed draws the same graph.
+func TestRandomRegularLarge(t *testing.T) {
+	g, err := RandomRegular(200, 8, rand.New(rand.NewPCG(3, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := RandomRegular(200, 8, rand.New(rand.NewPCG(3, 4)))
+	for i, out := range g.Out {
+		if len(out) != 8 || slices.Contains(out, i) {
+			t.Fatalf("node %d has neighbours %v", i, out)
+		}
+		for _, j := range out {
+			if !slices.Contains(g.Out[j], i) {
+				t.Fatalf("edge %d→%d has no way back", i, j)
+			}
+		}
+		if !slices.Equal(out, again.Out[i]) {
+			t.Fatalf("node %d: %v, then %v from the same seed", i, out, again.Out[i])
+		}
+	}
+}

@@ -46,6 +46,7 @@ func OptionProtocols(option string) (protocols []string, words string) {
 type Shape struct {
 	Protocol, Model, Outer string
 	Compression            string
+	Sampling               string
 	LocalSteps             int
 	DP                     bool // DP-SGD on
 }
@@ -53,12 +54,12 @@ type Shape struct {
 // Shape is the settings' shape.
 func (s *Settings) Shape() Shape {
 	return Shape{Protocol: s.Protocol, Model: s.Model, Outer: s.Outer, LocalSteps: s.LocalSteps, DP: s.DP.Enabled(),
-		Compression: s.Compression}
+		Compression: s.Compression, Sampling: s.Sampling}
 }
 
 // Shape is the spec's shape (DP-SGD is each peer's own: dp says).
 func (j Spec) Shape(dp bool) Shape {
-	s := Shape{Protocol: j.Protocol, Model: j.Model.Kind, DP: dp, Compression: j.Compression}
+	s := Shape{Protocol: j.Protocol, Model: j.Model.Kind, DP: dp, Compression: j.Compression, Sampling: j.CoreSampling()}
 	if j.Outer != nil {
 		s.Outer, s.LocalSteps = j.Outer.Method, j.Outer.Steps
 	}
@@ -104,14 +105,20 @@ func dp(s Shape) bool { return s.DP }
 
 // Scopes are the scopes of the job's options.
 var Scopes = map[string]Scope{
-	"hidden":      {func(s Shape) bool { return s.Model == model.MLP }, "--model mlp"},
-	"topology":    ProtocolScope("topology", ""),
+	"hidden": {func(s Shape) bool { return s.Model == model.MLP }, "--model mlp"},
+	"topology": {func(s Shape) bool {
+		return slices.Contains(optionProtocols["topology"], s.Protocol) && !(s.Sampling == gossip.SamplingHyParView && s.Protocol != gossip.PushSum)
+	}, "dpsgd, adpsgd and pushsum (not under --sampling hyparview, where dpsgd and adpsgd mix with the active view)"},
 	"variant":     ProtocolScope("variant", ""),
 	"staleness":   ProtocolScope("staleness", ""),
 	"sfb-mode":    ProtocolScope("sfb-mode", ""),
 	"aggregator":  ProtocolScope("aggregator", ""),
 	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd, adpsgd, pushsum and sfb (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
 	"local-steps": {IsGossip, "the gossip protocols (an outer optimizer over local SGD)"},
+	"sampling": {func(s Shape) bool {
+		return s.Protocol == gossip.RandomWalk ||
+			(s.Protocol == gossip.DPSGD || s.Protocol == gossip.ADPSGD) && s.Sampling == gossip.SamplingHyParView
+	}, "randomwalk (cyclon, hyparview and, in simulate, oracle), and to dpsgd and adpsgd as hyparview (they mix with the active view)"},
 	"local-epochs": {func(s Shape) bool {
 		return s.Protocol == "fedavg" || s.Protocol == gossip.RandomWalk && s.LocalSteps == 0
 	}, "randomwalk without --local-steps, and fedavg (the others take one minibatch step per round)"},

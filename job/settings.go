@@ -82,7 +82,7 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 	fs.DurationVar(&s.Delta, "delta", gossip.DefaultDelta, "gossip period Δ (simulate: the length of a round)")
 	fs.StringVar(&s.Variant, "variant", gossip.DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
 	fs.StringVar(&s.Sampling, "sampling", gossip.SamplingCyclon,
-		"random-walk peer sampling: cyclon|hyparview (simulate also: oracle; newscast, an old name: cyclon)")
+		"peer sampling: randomwalk cyclon|hyparview (simulate also oracle), dpsgd and adpsgd hyparview")
 	fs.StringVar(&s.Compression, "compression", DefaultCompression,
 		"what is sent, compressed: "+gossip.CompressionValues+" (docs/reference/flags.md)")
 	fs.StringVar(&s.Topology, "topology", "",

@@ -114,10 +114,15 @@ func (j *Spec) Validate() error {
 	default:
 		return fmt.Errorf("job: sampling %q, want cyclon|hyparview", j.Sampling)
 	}
-	if j.Sampling != "" && j.Protocol != gossip.RandomWalk {
-		return fmt.Errorf("job: sampling is random walk's; this job runs %s", j.Protocol)
+	overView := j.Protocol == gossip.DPSGD || j.Protocol == gossip.ADPSGD
+	if j.Sampling != "" && j.Protocol != gossip.RandomWalk && !overView {
+		return fmt.Errorf("job: sampling hyparview is for randomwalk, dpsgd and adpsgd; this job runs %s", j.Protocol)
 	}
-	if gossip.NeedsTopology(j.Protocol) {
+	if j.Sampling == gossip.SamplingHyParView && overView {
+		if j.Topology != "" {
+			return fmt.Errorf("job: under sampling hyparview %s mixes with each member's active view: give no topology (%q)", j.Protocol, j.Topology)
+		}
+	} else if gossip.NeedsTopology(j.Protocol) {
 		if j.Topology == "" {
 			j.Topology = gossip.DefaultTopology(j.Protocol)
 		}

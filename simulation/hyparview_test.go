@@ -97,3 +97,49 @@ func TestHyParViewViews(t *testing.T) {
 	}
 	t.Logf("no failures: %+v; after 30%% died: %+v; survivors' reach %+v, in-degree %+v", calm, c, res.Reach, *res.Reach.ViewInDegree)
 }
+
+// TestDPSGDOverViews: D-PSGD and AD-PSGD under HyParView mix with each
+// peer's active view: at the end every peer's neighbours are exactly its
+// view, links are symmetric, and D-PSGD learns as on a static random
+// 8-regular graph of the same size (within 5 points).
+func TestDPSGDOverViews(t *testing.T) {
+	base := Config{Data: job.Data{Dataset: "fashion-mnist", Partition: "iid"}, Peers: 100, Rounds: 20, EvalPeers: 10, FinalEvalPeers: 50, EvalEvery: 20, Jitter: 0.1}
+	for _, proto := range []string{gossip.DPSGD, gossip.ADPSGD} {
+		cfg := base
+		cfg.Protocol, cfg.Sampling = proto, gossip.SamplingHyParView
+		var s *sim
+		afterRun = func(x *sim) { s = x }
+		res, err := Run(context.Background(), cfg, nil)
+		afterRun = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := checkViews(s)
+		if c.isolated > 0 || c.asymmetric > 0 || c.maxActive > gossip.DefaultActiveView || c.minActive < 2 {
+			t.Errorf("%s: %+v; want symmetric views of 2…%d", proto, c, gossip.DefaultActiveView)
+		}
+		for _, p := range s.peers {
+			var nbs []gossip.PeerID
+			for _, nb := range p.Core().Config().Neighbors {
+				nbs = append(nbs, nb.ID)
+			}
+			slices.Sort(nbs)
+			if !slices.Equal(nbs, p.Core().ViewMembers()) {
+				t.Fatalf("%s: %s mixes with %v, its view is %v", proto, p.ID(), nbs, p.Core().ViewMembers())
+			}
+		}
+		if proto != gossip.DPSGD {
+			continue
+		}
+		static := base
+		static.Protocol, static.Topology = gossip.DPSGD, "regular:8"
+		ref, err := Run(context.Background(), static, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.FinalAccuracy < ref.FinalAccuracy-0.05 {
+			t.Errorf("D-PSGD over views %.4f, on a static 8-regular graph %.4f", res.FinalAccuracy, ref.FinalAccuracy)
+		}
+		t.Logf("D-PSGD: over HyParView views %.4f, static 8-regular %.4f", res.FinalAccuracy, ref.FinalAccuracy)
+	}
+}

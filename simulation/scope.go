@@ -33,11 +33,10 @@ func isGossip(c *Config) bool { return slices.Contains(gossip.Protocols, c.Proto
 // shape is what decides which of the job's options apply to c.
 func (c *Config) shape() job.Shape {
 	return job.Shape{Protocol: c.Protocol, Model: c.Model, Outer: c.Outer, LocalSteps: c.LocalSteps,
-		DP: c.DP.Enabled(), Compression: c.Compression}
+		DP: c.DP.Enabled(), Compression: c.Compression, Sampling: c.Sampling}
 }
 
 var scopes = map[string]scope{
-	"sampling":         protocolOption("sampling", ""),
 	"tokens":           protocolOption("tokens", ""),
 	"voting":           protocolOption("voting", ""),
 	"fanout":           protocolOption("fanout", ""),
