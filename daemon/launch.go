@@ -175,6 +175,10 @@ func (s *Settings) join(ctx context.Context, host *p2p.Host, fs *flag.FlagSet, o
 	if err := job.Check(set, spec.Shape(ok.dp.Enabled())); err != nil {
 		return spec, nil, data{}, fmt.Errorf("job %.12s: %w: %v", origin.JobID, cli.ErrUsage, err)
 	}
+	if spec.Protocol == gossip.SFB && origin.Members >= gossip.SFBMaxPeers {
+		return spec, nil, data{}, fmt.Errorf("job %.12s: sfb sends every update to every member, so it runs jobs of at most %d members; this one has %d",
+			origin.JobID, gossip.SFBMaxPeers, origin.Members)
+	}
 	log.Info("joining job", "job", origin.JobID[:12], "name", spec.Name, "protocol", spec.Protocol, "model", spec.Model.String(),
 		"creator", origin.Creator, "from", origin.Peer)
 	d, err := s.load(spec.Scale, spec.InitSeed, ok.dp.Enabled())

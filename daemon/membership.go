@@ -217,6 +217,10 @@ func (n *Node) setMembers(ms []gossip.Member) {
 	for i, m := range ms {
 		ids[i] = m.ID
 	}
+	if n.cfg.Job.Protocol == gossip.SFB && len(ids)+1 > gossip.SFBMaxPeers && !n.sfbTooBig {
+		n.sfbTooBig = true
+		n.log.Error("this sfb job is larger than sfb runs well: every update goes to every member", "members", len(ids)+1, "max", gossip.SFBMaxPeers)
+	}
 	if old := n.live.Load(); old == nil || !slices.Equal(*old, ids) {
 		n.log.Info("live members", "members", len(ids)+1, "peers", ids)
 		n.live.Store(&ids)

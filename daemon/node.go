@@ -61,6 +61,8 @@ type Node struct {
 	// counts without a connection, and every message that cannot be
 	// delivered is reported to the core, which replaces the neighbour.
 	partial bool
+	// sfbTooBig: the job (sfb) grew beyond gossip.SFBMaxPeers, said once.
+	sfbTooBig bool
 
 	// Channels from the core goroutine to the workers (workers.go) and
 	// the checkpoint writer (checkpoint.go), and back.

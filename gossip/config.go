@@ -60,6 +60,12 @@ const (
 	DefaultVariant = "mu"
 	// DefaultSFBMode lets SFB choose factors or dense per layer by cost.
 	DefaultSFBMode = "auto"
+	// SFBMaxPeers is the largest job SFB runs: it sends every update to
+	// every peer (with --fanout 0), so each member's traffic and work per
+	// round grow with the job (Poseidon ran it on clusters of 8 to 32
+	// machines; the documented comparisons here use 100 peers). Larger
+	// jobs use dpsgd or randomwalk, with --sampling hyparview.
+	SFBMaxPeers = 128
 )
 
 // Config configures a Core. Zero values take the documented defaults;

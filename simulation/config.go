@@ -278,6 +278,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Peers < 1 || (c.Peers < 2 && c.Protocol != Centralized):
 		return fmt.Errorf("%w: %d peers", ErrConfig, c.Peers)
+	case c.Protocol == gossip.SFB && c.Peers > gossip.SFBMaxPeers:
+		return fmt.Errorf("%w: sfb sends every update to every peer, so it runs jobs of at most %d peers, not %d; use dpsgd, or randomwalk, with --sampling hyparview", ErrConfig, gossip.SFBMaxPeers, c.Peers)
 	case c.PeerBatch < 0:
 		return fmt.Errorf("%w: --peer-batch %d: want 1 (each update alone), N > 1, or 0 (automatic)", ErrConfig, c.PeerBatch)
 	case c.Rounds < 0 || c.LocalEpochs < 0 || c.LocalSteps < 0 || c.Batch < 0 || c.EvalEvery < 0 || c.EvalPeers < 0 || c.EvalExamples < 0 || c.FinalEvalPeers < 0:

@@ -3,6 +3,8 @@ package simulation
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +143,20 @@ func TestDPSGDOverViews(t *testing.T) {
 			t.Errorf("D-PSGD over views %.4f, on a static 8-regular graph %.4f", res.FinalAccuracy, ref.FinalAccuracy)
 		}
 		t.Logf("D-PSGD: over HyParView views %.4f, static 8-regular %.4f", res.FinalAccuracy, ref.FinalAccuracy)
+	}
+}
+
+// TestSFBBound: SFB, which sends every update to every peer, refuses a
+// job beyond gossip.SFBMaxPeers and names the bound and what to use.
+func TestSFBBound(t *testing.T) {
+	cfg := Config{Peers: gossip.SFBMaxPeers + 1, Rounds: 1}
+	cfg.Protocol = gossip.SFB
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(gossip.SFBMaxPeers)) || !strings.Contains(err.Error(), "hyparview") {
+		t.Errorf("sfb with %d peers: %v, want a refusal naming the bound of %d and hyparview", cfg.Peers, err, gossip.SFBMaxPeers)
+	}
+	cfg.Peers = gossip.SFBMaxPeers
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("sfb with %d peers: %v", cfg.Peers, err)
 	}
 }
