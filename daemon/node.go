@@ -125,7 +125,7 @@ func New(cfg Config) (*Node, error) {
 		ID: self, Init: m.CopyParams(), Rand: rand.New(rand.NewPCG(seed, seed>>1)), Jitter: gossip.DefaultJitter,
 		Topology: cfg.Job.LiveTopology(), TopologySeed: cfg.Job.TopologySeed(),
 		Broadcast: broadcast, MaxNorm: cfg.MaxNorm, Incarnation: n.incarnation,
-		Sampling: cfg.Job.CoreSampling(),
+		Sampling: cfg.Job.CoreSampling(), Tokens: cfg.Job.CoreTokens(),
 	}
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)

@@ -115,6 +115,7 @@ var Scopes = map[string]Scope{
 	"aggregator":  ProtocolScope("aggregator", ""),
 	"compression": {compressionApplies, "the gossip protocols (fp16, int8), dpsgd, adpsgd, pushsum and sfb (topk:F, randk:F) or randomwalk (subsample:S, partition:P)"},
 	"local-steps": {IsGossip, "the gossip protocols (an outer optimizer over local SGD)"},
+	"tokens":      ProtocolScope("tokens", ""),
 	"sampling": {func(s Shape) bool {
 		return s.Protocol == gossip.RandomWalk ||
 			(s.Protocol == gossip.DPSGD || s.Protocol == gossip.ADPSGD) && s.Sampling == gossip.SamplingHyParView

@@ -44,7 +44,7 @@ type Settings struct {
 	Name, Protocol, Model, Hidden, Scale string
 	Delta                                time.Duration
 	Variant, Compression, Topology       string
-	Sampling                             string
+	Sampling, Tokens                     string
 	Staleness                            int
 	SFBMode                              string
 	LocalSteps                           int
@@ -81,6 +81,7 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 		"feature scaling: auto|global|minmax|standard|none (auto: global for run, minmax for simulate)")
 	fs.DurationVar(&s.Delta, "delta", gossip.DefaultDelta, "gossip period Δ (simulate: the length of a round)")
 	fs.StringVar(&s.Variant, "variant", gossip.DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
+	fs.StringVar(&s.Tokens, "tokens", "", "random walk: token-account flow control A:B (default: one send per Δ)")
 	fs.StringVar(&s.Sampling, "sampling", gossip.SamplingCyclon,
 		"peer sampling: randomwalk cyclon|hyparview (simulate also oracle), dpsgd and adpsgd hyparview")
 	fs.StringVar(&s.Compression, "compression", DefaultCompression,
@@ -164,6 +165,7 @@ func (s *Settings) Spec(inputs, classes int) (Spec, error) {
 	if s.Sampling != gossip.SamplingCyclon && s.Sampling != gossip.SamplingNewscast {
 		j.Sampling = s.Sampling // the default is left out: earlier jobs keep their IDs
 	}
+	j.Tokens = s.Tokens
 	if s.LocalSteps != 0 {
 		o := gossip.OuterConfig{Steps: s.LocalSteps, Method: s.Outer}
 		if s.Outer == gossip.OuterNesterov {

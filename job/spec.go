@@ -65,6 +65,9 @@ type Spec struct {
 	// default), or gossip.SamplingHyParView. Members must agree: each
 	// refuses the other's membership messages.
 	Sampling string `json:"sampling,omitempty"`
+	// Tokens is random walk's token-account flow control, A:B
+	// (gossip.ParseTokens; empty: one send per period).
+	Tokens string `json:"tokens,omitempty"`
 }
 
 // Validate checks the spec and fills defaults.
@@ -114,6 +117,12 @@ func (j *Spec) Validate() error {
 	default:
 		return fmt.Errorf("job: sampling %q, want cyclon|hyparview", j.Sampling)
 	}
+	if _, err := gossip.ParseTokens(j.Tokens); err != nil {
+		return fmt.Errorf("job: tokens: %w", err)
+	}
+	if j.Tokens != "" && j.Protocol != gossip.RandomWalk {
+		return fmt.Errorf("job: tokens are random walk's; this job runs %s", j.Protocol)
+	}
 	overView := j.Protocol == gossip.DPSGD || j.Protocol == gossip.ADPSGD
 	if j.Sampling != "" && j.Protocol != gossip.RandomWalk && !overView {
 		return fmt.Errorf("job: sampling hyparview is for randomwalk, dpsgd and adpsgd; this job runs %s", j.Protocol)
@@ -133,6 +142,12 @@ func (j *Spec) Validate() error {
 		return fmt.Errorf("job: protocol %s has no topology (%q is for dpsgd, adpsgd and pushsum)", j.Protocol, j.Topology)
 	}
 	return nil
+}
+
+// CoreTokens is the core's Config.Tokens (the spec is validated).
+func (j Spec) CoreTokens() gossip.TokenConfig {
+	t, _ := gossip.ParseTokens(j.Tokens)
+	return t
 }
 
 // CoreSampling is the core's Config.Sampling.

@@ -22,7 +22,7 @@ type Flags struct {
 	Data job.Data
 	c    Config
 
-	netsplits, tokens, topology, churnTrace, computeTrace string
+	netsplits, topology, churnTrace, computeTrace string
 
 	Out, CPUProfile, MemoryLimit string
 	JSON, Quiet                  bool
@@ -52,7 +52,6 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		f.Job.RegisterJob(fs, job.Simulator)
 		fs.IntVar(&c.ActiveView, "active-view", gossip.DefaultActiveView, "hyparview: peers each peer gossips with (its active view)")
 		fs.IntVar(&c.PassiveView, "passive-view", gossip.DefaultPassiveView, "hyparview: peers each peer knows to replace them (its passive view)")
-		fs.StringVar(&f.tokens, "tokens", "", "random walk: token-account flow control A:B (default: one send per Δ)")
 		fs.IntVar(&c.Fanout, "fanout", 0, "sfb: peers per broadcast (0: all); pushsum: out-neighbours per step (0: one)")
 		fs.BoolVar(&c.Voting, "voting", false, "random walk: also report voting over the last 10 received models")
 		fs.Float64Var(&c.FedAvgFraction, "fedavg-fraction", 0.1, "FedAvg client fraction C per round")
@@ -157,7 +156,7 @@ func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 	if c.Netsplits, err = ParseNetsplits(f.netsplits); err != nil {
 		return usage("netsplit", err)
 	}
-	if c.Tokens, err = gossip.ParseTokens(f.tokens); err != nil {
+	if c.Tokens, err = gossip.ParseTokens(j.Tokens); err != nil {
 		return usage("tokens", err)
 	}
 	if j.Topology != "" {

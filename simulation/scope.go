@@ -37,7 +37,6 @@ func (c *Config) shape() job.Shape {
 }
 
 var scopes = map[string]scope{
-	"tokens":           protocolOption("tokens", ""),
 	"voting":           protocolOption("voting", ""),
 	"fanout":           protocolOption("fanout", ""),
 	"fedavg-fraction":  {func(c *Config) bool { return c.Protocol == FedAvg }, "fedavg"},

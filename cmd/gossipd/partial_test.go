@@ -57,3 +57,25 @@ func TestDaemonPartialViews(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// TestDaemonTokenAccount: random walk's token account (--tokens, part of
+// the job) runs in real daemons: four of them with --tokens 2:4 all learn
+// (≥ 0.85) and agree on one job ID, which differs from the same job
+// without tokens.
+func TestDaemonTokenAccount(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	ds := startCluster(t, bin, t.TempDir(), 4, "200ms", "--tokens", "2:4")
+	var job string
+	for _, d := range ds {
+		s := poll(t, d, "daemon learning (≥ 0.85)", 120*time.Second, func(s status) bool { return s.Accuracy >= 0.85 })
+		if job != "" && s.JobID != job {
+			t.Fatalf("job IDs %s and %s", job, s.JobID)
+		}
+		job = s.JobID
+	}
+	plain := startCluster(t, bin, t.TempDir(), 1, "200ms")
+	if s := poll(t, plain[0], "a daemon without tokens up", 60*time.Second, func(s status) bool { return s.JobID != "" }); s.JobID == job {
+		t.Errorf("the job with tokens has the ID of the job without: %s", job)
+	}
+}
