@@ -21,7 +21,7 @@ import (
 // in the job. Both charts carry tick labels on both axes: times of day
 // along x, accuracy and loss, and bytes per second, up the sides.
 func TestDashboardRendering(t *testing.T) {
-	page, err := os.ReadFile("../../node/web/index.html")
+	page, err := os.ReadFile("../../daemon/web/index.html")
 	if err != nil {
 		t.Fatal(err)
 	}
