@@ -12,15 +12,15 @@ import (
 )
 
 // TestPartialViews: 60 daemons (race builds: 24) in one process over
-// memnet run a random-walk job, then a D-PSGD job, with --sampling
-// hyparview (D-PSGD mixes with the active view). Each keeps an
+// memnet run a random-walk job, then a D-PSGD and a push-sum job, with
+// --sampling hyparview (D-PSGD and push-sum mix with the active view). Each keeps an
 // active view of at most 8 neighbours, which settles to 3 or more with
 // links held at both ends, and every daemon learns: the mean accuracy
 // passes 0.85 and none is left at its initial model. Then a third of them
 // stop at once; the survivors drop every stopped peer from their active
 // views, none is left isolated, and they keep learning.
 func TestPartialViews(t *testing.T) {
-	for _, proto := range []string{gossip.RandomWalk, gossip.DPSGD} {
+	for _, proto := range []string{gossip.RandomWalk, gossip.DPSGD, gossip.PushSum} {
 		t.Run(proto, func(t *testing.T) { testPartialViews(t, proto) })
 	}
 }

@@ -314,7 +314,7 @@ func (c *Config) Validate() error {
 	}
 	hv := c.Sampling == SamplingHyParView && def.overView
 	if c.Sampling == SamplingHyParView && !def.view && !def.overView {
-		return fmt.Errorf("%w: %s does not draw its peers from a HyParView view (randomwalk, dpsgd and adpsgd do)", ErrConfig, c.Protocol)
+		return fmt.Errorf("%w: %s does not draw its peers from a HyParView view (randomwalk, dpsgd, adpsgd and pushsum do)", ErrConfig, c.Protocol)
 	}
 	if hv && (c.Topology != "" || len(c.Neighbors) > 0) {
 		return fmt.Errorf("%w: under HyParView %s mixes with its active view: no topology or static neighbours", ErrConfig, c.Protocol)

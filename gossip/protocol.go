@@ -115,6 +115,7 @@ var registry = map[string]protocolDef{
 		new:       func(c *Config, _ *model.Layout) protocol { return newPushSum(c) },
 		kinds:     []Kind{KindPushSum},
 		neighbors: true,
+		overView:  true,
 		robust:    func(c *Config, need int) error { return c.robustCache(need) },
 	},
 	SFB: {

@@ -107,8 +107,8 @@ func dp(s Shape) bool { return s.DP }
 var Scopes = map[string]Scope{
 	"hidden": {func(s Shape) bool { return s.Model == model.MLP }, "--model mlp"},
 	"topology": {func(s Shape) bool {
-		return slices.Contains(optionProtocols["topology"], s.Protocol) && !(s.Sampling == gossip.SamplingHyParView && s.Protocol != gossip.PushSum)
-	}, "dpsgd, adpsgd and pushsum (not under --sampling hyparview, where dpsgd and adpsgd mix with the active view)"},
+		return slices.Contains(optionProtocols["topology"], s.Protocol) && s.Sampling != gossip.SamplingHyParView
+	}, "dpsgd, adpsgd and pushsum (not under --sampling hyparview, where they mix with the active view)"},
 	"variant":     ProtocolScope("variant", ""),
 	"staleness":   ProtocolScope("staleness", ""),
 	"sfb-mode":    ProtocolScope("sfb-mode", ""),
@@ -118,8 +118,8 @@ var Scopes = map[string]Scope{
 	"tokens":      ProtocolScope("tokens", ""),
 	"sampling": {func(s Shape) bool {
 		return s.Protocol == gossip.RandomWalk ||
-			(s.Protocol == gossip.DPSGD || s.Protocol == gossip.ADPSGD) && s.Sampling == gossip.SamplingHyParView
-	}, "randomwalk (cyclon, hyparview and, in simulate, oracle), and to dpsgd and adpsgd as hyparview (they mix with the active view)"},
+			(s.Protocol == gossip.DPSGD || s.Protocol == gossip.ADPSGD || s.Protocol == gossip.PushSum) && s.Sampling == gossip.SamplingHyParView
+	}, "randomwalk (cyclon, hyparview and, in simulate, oracle), and to dpsgd, adpsgd and pushsum as hyparview (they mix with the active view)"},
 	"local-epochs": {func(s Shape) bool {
 		return s.Protocol == "fedavg" || s.Protocol == gossip.RandomWalk && s.LocalSteps == 0
 	}, "randomwalk without --local-steps, and fedavg (the others take one minibatch step per round)"},

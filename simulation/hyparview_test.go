@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,13 +101,15 @@ func TestHyParViewViews(t *testing.T) {
 	t.Logf("no failures: %+v; after 30%% died: %+v; survivors' reach %+v, in-degree %+v", calm, c, res.Reach, *res.Reach.ViewInDegree)
 }
 
-// TestDPSGDOverViews: D-PSGD and AD-PSGD under HyParView mix with each
-// peer's active view: at the end every peer's neighbours are exactly its
-// view, links are symmetric, and D-PSGD learns as on a static random
-// 8-regular graph of the same size (within 5 points).
+// TestDPSGDOverViews: D-PSGD, AD-PSGD and push-sum under HyParView mix
+// with each peer's active view: at the end every peer's neighbours are
+// exactly its view, links are symmetric, D-PSGD learns as on a static
+// random 8-regular graph of the same size (within 5 points), and
+// push-sum's weights, with the shares still in flight, sum to the peers'
+// number.
 func TestDPSGDOverViews(t *testing.T) {
 	base := Config{Data: job.Data{Dataset: "fashion-mnist", Partition: "iid"}, Peers: 100, Rounds: 20, EvalPeers: 10, FinalEvalPeers: 50, EvalEvery: 20, Jitter: 0.1}
-	for _, proto := range []string{gossip.DPSGD, gossip.ADPSGD} {
+	for _, proto := range []string{gossip.DPSGD, gossip.ADPSGD, gossip.PushSum} {
 		cfg := base
 		cfg.Protocol, cfg.Sampling = proto, gossip.SamplingHyParView
 		var s *sim
@@ -128,6 +131,20 @@ func TestDPSGDOverViews(t *testing.T) {
 			slices.Sort(nbs)
 			if !slices.Equal(nbs, p.Core().ViewMembers()) {
 				t.Fatalf("%s: %s mixes with %v, its view is %v", proto, p.ID(), nbs, p.Core().ViewMembers())
+			}
+		}
+		if proto == gossip.PushSum {
+			var sum float64
+			for _, p := range s.peers {
+				sum += p.Core().PushSumWeight()
+			}
+			for _, e := range s.q.h {
+				if e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
+					sum += e.orig.Weight
+				}
+			}
+			if math.Abs(sum-float64(cfg.Peers)) > 1e-6 {
+				t.Errorf("push-sum over views: weights and shares in flight sum to %.9g, want %d", sum, cfg.Peers)
 			}
 		}
 		if proto != gossip.DPSGD {
