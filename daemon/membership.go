@@ -70,6 +70,8 @@ type roster struct {
 	// otherJobs and unknown are the other connected peers (see above),
 	// sorted.
 	otherJobs, unknown []gossip.PeerID
+	// partial: the job keeps partial views (see allows).
+	partial bool
 	// inJob holds every peer that announced this job within LiveTimeout,
 	// connected or not, and otherJob every peer whose latest
 	// announcement is of another job: what mayGossip consults. Both are
@@ -153,6 +155,7 @@ func (n *Node) refreshMembers() {
 	n.roster = sortPeers(connected, anns, withAnns, n.job.String(), n.cfg.Now(), n.cfg.LiveTimeout, n.cfg.Local.IsMember)
 	if n.partial && withAnns {
 		n.roster.members = announcedMembers(anns, n.job.String(), n.cfg.Now(), n.cfg.LiveTimeout, n.cfg.Local.IsMember, n.cfg.Transport.ID())
+		n.roster.partial = true
 	}
 	r := n.roster
 	n.sendRoster.Store(&r)
@@ -190,6 +193,12 @@ func (r *roster) allows(to gossip.PeerID, kind gossip.Kind, admitted func(gossip
 	}
 	if r.inJob[to] {
 		return true
+	}
+	if r.partial {
+		// A partial view's neighbour may reach this node before its
+		// first announcement does; only a peer known to run another job
+		// is kept apart.
+		return !r.otherJob[to]
 	}
 	switch {
 	case kind == gossip.KindViewReply || kind == gossip.KindStateReply || kind == gossip.KindAvgReply:

@@ -174,3 +174,24 @@ func TestSenderWithholdsFromLeaver(t *testing.T) {
 		t.Error("the member got nothing")
 	}
 }
+
+// TestPartialRosterAllows: in a job of partial views a message may go to
+// an admitted peer not heard announcing yet (a neighbour that reached
+// this node before its first announcement did), never to one known to
+// run another job.
+func TestPartialRosterAllows(t *testing.T) {
+	now := time.Unix(1000, 0)
+	anns := []transport.Announcement{{Peer: "m", JobID: "j", Heard: now}, {Peer: "x", JobID: "other", Heard: now}}
+	admit := func(gossip.PeerID) bool { return true }
+	r := sortPeers([]gossip.PeerID{"m", "x"}, anns, true, "j", now, time.Minute, admit)
+	if r.allows("new", gossip.KindModel, admit) {
+		t.Error("full mesh: a model to a peer not heard announcing was allowed")
+	}
+	r.partial = true
+	if !r.allows("new", gossip.KindModel, admit) || !r.allows("m", gossip.KindModel, admit) {
+		t.Error("partial views: a model to a new neighbour or a member was withheld")
+	}
+	if r.allows("x", gossip.KindModel, admit) || r.allows("x", gossip.KindHVShuffle, admit) {
+		t.Error("partial views: a message to another job's peer was allowed")
+	}
+}
