@@ -200,12 +200,8 @@ func (r *roster) allows(to gossip.PeerID, kind gossip.Kind, admitted func(gossip
 		// is kept apart.
 		return !r.otherJob[to]
 	}
-	switch {
-	case kind == gossip.KindViewReply || kind == gossip.KindStateReply || kind == gossip.KindAvgReply:
-		return !r.otherJob[to]
-	case kind.Membership():
-		// HyParView's joins, shuffles and their replies reach peers not
-		// heard announcing yet (a joiner's first contacts).
+	switch kind {
+	case gossip.KindViewReply, gossip.KindStateReply, gossip.KindAvgReply:
 		return !r.otherJob[to]
 	}
 	return false

@@ -89,6 +89,7 @@ func TestMayGossip(t *testing.T) {
 		{"u", gossip.KindStateRequest, false},
 		{"u", gossip.KindStateReply, true},
 		{"u", gossip.KindViewReply, true},
+		{"u", gossip.KindViewPush, false}, // a Cyclon shuffle goes to members only (a dead one's entry is the oldest)
 		{"u", gossip.KindAvgReply, true},
 		{"outsider", gossip.KindStateReply, false}, // not on the allowlist
 		{gossip.Broadcast, gossip.KindFactors, true},
