@@ -61,6 +61,7 @@ type Node struct {
 	// counts without a connection, and every message that cannot be
 	// delivered is reported to the core, which replaces the neighbour.
 	partial bool
+	kept    []gossip.PeerID // the active view last handed to the transport (core goroutine)
 	// sfbTooBig: the job (sfb) grew beyond gossip.SFBMaxPeers, said once.
 	sfbTooBig bool
 

@@ -141,12 +141,14 @@ func (n *Node) refreshStatus() {
 	if n.cfg.Job.Protocol == gossip.PushSum {
 		n.status.PushSumWeight = core.PushSumWeight()
 	}
+	var view []gossip.PeerID
 	if n.partial {
-		n.status.ActiveView, n.status.PassiveView = core.ViewMembers(), len(core.PassiveMembers())
+		view = core.ViewMembers()
+		n.status.ActiveView, n.status.PassiveView = view, len(core.PassiveMembers())
 	}
 	n.mu.Unlock()
-	if n.partial {
-		view := core.ViewMembers()
+	if n.partial && !slices.Equal(view, n.kept) {
+		n.kept = view
 		n.met.activeView.Set(float64(len(view)))
 		if k, ok := n.cfg.Transport.(transport.Keeper); ok {
 			k.Keep(view) // the connections to keep open

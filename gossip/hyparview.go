@@ -3,6 +3,8 @@ package gossip
 import (
 	"slices"
 	"time"
+
+	"github.com/gossipd/gossipd/merge"
 )
 
 // hyparview is HyParView membership (Leitão, Pereira & Rodrigues, "HyParView:
@@ -77,6 +79,39 @@ const (
 	// fresher than this to replace failed neighbours.
 	shuffleEvery = 4
 )
+
+// hvOn reports whether the node runs HyParView.
+func (n *Core) hvOn() bool {
+	return (n.def.view || n.def.overView) && n.cfg.Sampling == SamplingHyParView
+}
+
+// UsesView reports whether the core samples its peers from a partial view
+// (ViewMembers: Cyclon's, or HyParView's active view) rather than from
+// every peer it knows.
+func (n *Core) UsesView() bool { return n.viewOn() || n.hvOn() }
+
+// viewChanged is called when HyParView's active view changes: a
+// protocol that mixes over a graph (D-PSGD, AD-PSGD) takes the view as
+// its neighbours, with Metropolis–Hastings weights that follow each
+// neighbour's advertised degree once it is heard (this node's own degree
+// until then), and rewires at once. Active links are symmetric, so the
+// mixing is too, between neighbours that agree on each other's degree.
+func (n *Core) viewChanged() {
+	if !n.def.overView {
+		return
+	}
+	view := n.hv.active
+	nbs := make([]Neighbor, len(view))
+	self := 1.0
+	for i, p := range view {
+		w := merge.MetropolisHastings(len(view), len(view))
+		nbs[i], self = Neighbor{ID: p, Weight: w}, self-w
+	}
+	n.cfg.Neighbors, n.cfg.SelfWeight = nbs, self
+	if r, ok := n.proto.(rewirer); ok && n.started {
+		r.rewire(n)
+	}
+}
 
 func newHyParView(self PeerID, active, passive int) *hyparview {
 	return &hyparview{self: self, activeSize: active, passiveSize: passive, lastSent: map[PeerID]time.Duration{}}

@@ -1,0 +1,104 @@
+package p2p
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gossipd/gossipd/daemon/transport"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// SetPartialViews says whether the job keeps partial views (HyParView):
+// then the host no longer connects to every member it hears announce
+// the job or learns of by peer exchange, but keeps their addresses and
+// dials a member when the daemon first sends to it, and it closes
+// connections beyond the neighbours it is told to keep (Keep) and
+// PartialHeadroom more, so that a member holds connections to its few
+// neighbours rather than to the whole job.
+func (t *Host) SetPartialViews(on bool) { t.partial.Store(on) }
+
+// PartialHeadroom is how many connections a host of partial views holds
+// beyond its neighbours: bootstrap peers, gossipsub's, and a shuffle's or
+// a join's short exchange with a peer that is no neighbour.
+const PartialHeadroom = 8
+
+// Keep names the neighbours whose connections stay open under partial
+// views (transport.Keeper).
+func (t *Host) Keep(peers []transport.PeerID) {
+	m := make(map[peer.ID]bool, len(peers))
+	for _, p := range peers {
+		if id, err := peer.Decode(string(p)); err == nil {
+			m[id] = true
+		}
+	}
+	t.keep.Store(&m)
+}
+
+// hasNeighbours reports whether a neighbour to keep is connected.
+func (t *Host) hasNeighbours() bool {
+	k := t.keep.Load()
+	if k == nil {
+		return false
+	}
+	for id := range *k {
+		if t.h.Network().Connectedness(id) == network.Connected {
+			return true
+		}
+	}
+	return false
+}
+
+// trim closes, under partial views, the connections beyond the kept
+// neighbours and PartialHeadroom others: those to other peers, the ones
+// opened most recently first (a shuffle's, a join's), bootstrap peers
+// last.
+func (t *Host) trim(boot []peer.AddrInfo) {
+	if !t.partial.Load() {
+		return
+	}
+	keep := map[peer.ID]bool{}
+	if k := t.keep.Load(); k != nil {
+		keep = *k
+	}
+	type cand struct {
+		id     peer.ID
+		opened time.Time
+		boot   bool
+	}
+	var others []cand
+	kept := 0
+	for _, id := range t.h.Network().Peers() {
+		if keep[id] {
+			kept++
+			continue
+		}
+		c := cand{id: id, boot: slices.ContainsFunc(boot, func(a peer.AddrInfo) bool { return a.ID == id })}
+		for _, conn := range t.h.Network().ConnsToPeer(id) {
+			if o := conn.Stat().Opened; o.After(c.opened) {
+				c.opened = o
+			}
+		}
+		others = append(others, c)
+	}
+	if len(others) <= PartialHeadroom {
+		return
+	}
+	slices.SortFunc(others, func(a, b cand) int {
+		switch {
+		case a.boot != b.boot: // bootstrap peers close last
+			if a.boot {
+				return 1
+			}
+			return -1
+		case !a.opened.Equal(b.opened): // the newest first
+			return b.opened.Compare(a.opened)
+		}
+		return strings.Compare(string(a.id), string(b.id))
+	})
+	for _, c := range others[:len(others)-PartialHeadroom] {
+		t.h.Network().ClosePeer(c.id)
+	}
+	t.log.Debug("closed connections beyond the partial view", "closed", len(others)-PartialHeadroom, "neighbours", kept)
+}
