@@ -30,6 +30,13 @@ const (
 	// without another member of its job before it warns (Config.AloneWarning):
 	// twice the default live timeout.
 	AloneIntervals = 6
+	// AnnounceBudget is how many announcements the members of a job of
+	// partial views send together per AnnounceInterval, whatever its
+	// size: each announces every AnnounceInterval·members/AnnounceBudget
+	// (never less often than AnnounceInterval), so what a member hears
+	// of announcements stays flat as the job grows. A job of up to
+	// AnnounceBudget members announces as a full mesh does.
+	AnnounceBudget = 32
 )
 
 // Config configures a daemon. Zero values take the documented defaults;

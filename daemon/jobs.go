@@ -48,7 +48,7 @@ func SummarizeJobs(anns []transport.Announcement, now time.Time, liveTimeout tim
 		if a.Heard.After(j.LastHeard) {
 			j.LastHeard = a.Heard
 		}
-		if a.Leaving || now.Sub(a.Heard) > liveTimeout {
+		if a.Leaving || !a.Live(now, liveTimeout) {
 			continue
 		}
 		j.Peers = append(j.Peers, string(a.Peer))

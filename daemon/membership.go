@@ -110,7 +110,7 @@ func sortPeers(connected []gossip.PeerID, anns []transport.Announcement, withAnn
 		switch {
 		case a.JobID != job:
 			r.otherJob[a.Peer] = true
-		case !a.Leaving && now.Sub(a.Heard) <= liveTimeout && admit(a.Peer):
+		case !a.Leaving && a.Live(now, liveTimeout) && admit(a.Peer):
 			r.inJob[a.Peer] = true
 			inc[a.Peer] = a.Incarnation
 		}
@@ -135,7 +135,7 @@ func sortPeers(connected []gossip.PeerID, anns []transport.Announcement, withAnn
 func announcedMembers(anns []transport.Announcement, job string, now time.Time, liveTimeout time.Duration, admit func(gossip.PeerID) bool, self gossip.PeerID) []gossip.Member {
 	var ms []gossip.Member
 	for _, a := range anns {
-		if a.JobID == job && a.Peer != self && !a.Leaving && now.Sub(a.Heard) <= liveTimeout && admit(a.Peer) {
+		if a.JobID == job && a.Peer != self && !a.Leaving && a.Live(now, liveTimeout) && admit(a.Peer) {
 			ms = append(ms, gossip.Member{ID: a.Peer, Incarnation: a.Incarnation})
 		}
 	}
@@ -288,7 +288,7 @@ func (n *Node) signSpec() error {
 // (gossip.Core.Depart) before it goes.
 func (n *Node) leave() {
 	n.goodbye()
-	if n.cfg.Job.Protocol != gossip.PushSum {
+	if !gossip.PushesSums(n.cfg.Job.Protocol) {
 		return
 	}
 	n.peer.Leave()

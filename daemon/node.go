@@ -140,7 +140,7 @@ func New(cfg Config) (*Node, error) {
 			n.log.Info("resuming from checkpoint", "seq", c.Seq, "age", c.State.Age, "updates", c.State.Updates, "saved", c.Time)
 		}
 	}
-	if cfg.Store != nil && cfg.Job.Protocol == gossip.PushSum {
+	if cfg.Store != nil && gossip.PushesSums(cfg.Job.Protocol) {
 		// Push-sum's accounts are newer than any checkpoint: its weight
 		// and running sums as of its last event.
 		if gc.Accounts, err = cfg.Store.Accounts(n.job); err != nil {

@@ -196,3 +196,43 @@ func TestPartialRosterAllows(t *testing.T) {
 		t.Error("partial views: a message to another job's peer was allowed")
 	}
 }
+
+// TestAnnounceBudget: under partial views a job's members announce
+// together about AnnounceBudget times per AnnounceInterval whatever its
+// size, so what each hears stays flat from 50 to 2,000 members (within
+// 2×); a full-mesh job, or a small one, announces every interval; and an
+// announcement counts for three of its announcer's intervals, so that a
+// slow announcer of a large job stays a member between announcements.
+func TestAnnounceBudget(t *testing.T) {
+	const base = 5 * time.Second
+	heard := func(members int) float64 { // announcements a member hears per base interval
+		return float64(members) * float64(base) / float64(announceEvery(base, true, members))
+	}
+	lo, hi := heard(50), heard(50)
+	for _, n := range []int{50, 150, 500, 2000} {
+		lo, hi = min(lo, heard(n)), max(hi, heard(n))
+		if full := announceEvery(base, false, n); full != base {
+			t.Errorf("full mesh of %d: announces every %v, want %v", n, full, base)
+		}
+	}
+	if hi > 2*lo || hi > 2*AnnounceBudget {
+		t.Errorf("announcements heard per interval range %.1f…%.1f from 50 to 2,000 members; want flat within 2× and near %d", lo, hi, AnnounceBudget)
+	}
+	if got := announceEvery(base, true, AnnounceBudget); got != base {
+		t.Errorf("a partial job of %d members announces every %v, want %v", AnnounceBudget, got, base)
+	}
+	now := time.Unix(1e9, 0)
+	every := announceEvery(base, true, 2000)
+	a := transport.Announcement{Peer: "p", JobID: "j", EveryMS: every.Milliseconds(), Heard: now.Add(-2 * every)}
+	if ms := announcedMembers([]transport.Announcement{a}, "j", now, 3*base, func(gossip.PeerID) bool { return true }, "me"); len(ms) != 1 {
+		t.Errorf("an announcement two of its %v intervals old no longer counts", every)
+	}
+	a.Heard = now.Add(-4 * every)
+	if ms := announcedMembers([]transport.Announcement{a}, "j", now, 3*base, func(gossip.PeerID) bool { return true }, "me"); len(ms) != 0 {
+		t.Errorf("an announcement four of its %v intervals old still counts", every)
+	}
+	a.EveryMS, a.Heard = int64(24*time.Hour/time.Millisecond), now.Add(-4*transport.MaxAnnounceEvery)
+	if a.Live(now, 3*base) {
+		t.Errorf("an announcer claiming a day's interval is live %v after it was heard; the bound is %v", 4*transport.MaxAnnounceEvery, 3*transport.MaxAnnounceEvery)
+	}
+}

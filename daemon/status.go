@@ -138,7 +138,7 @@ func (n *Node) refreshStatus() {
 	n.mu.Lock()
 	n.status.ModelAge, n.status.Updates, n.status.Round = core.Age(), core.Updates(), core.Round()
 	n.status.Joined = n.cfg.Join && !core.Joining()
-	if n.cfg.Job.Protocol == gossip.PushSum {
+	if gossip.PushesSums(n.cfg.Job.Protocol) {
 		n.status.PushSumWeight = core.PushSumWeight()
 	}
 	var view []gossip.PeerID

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/gossipd/gossipd/daemon/transport"
@@ -171,20 +172,40 @@ func (n *Node) evalLoop() {
 }
 
 // announce tells the network about this node's job, now and every
-// AnnounceInterval, until ctx ends.
+// announceEvery, until ctx ends.
 func (n *Node) announce(ctx context.Context, b transport.Broadcaster) {
-	t := time.NewTicker(n.cfg.AnnounceInterval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		if err := b.Announce(ctx, n.announcement(false)); err != nil && ctx.Err() == nil {
-			n.log.Debug("announce failed", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		every := n.announceEvery()
+		a := n.announcement(false)
+		a.EveryMS = every.Milliseconds()
+		if err := b.Announce(ctx, a); err != nil && ctx.Err() == nil {
+			n.log.Debug("announce failed", "err", err)
+		}
+		// ±10% so that members that started together drift apart.
+		t.Reset(time.Duration(float64(every) * (0.9 + 0.2*rand.Float64())))
 	}
+}
+
+// announceEvery is this node's announcement interval: AnnounceInterval,
+// or under partial views AnnounceInterval·members/AnnounceBudget when
+// that is longer (see AnnounceBudget).
+func (n *Node) announceEvery() time.Duration {
+	return announceEvery(n.cfg.AnnounceInterval, n.partial, n.Status().Members)
+}
+
+// announceEvery: pure, for tests.
+func announceEvery(base time.Duration, partial bool, members int) time.Duration {
+	if !partial || members <= AnnounceBudget {
+		return base
+	}
+	return min(base*time.Duration(members)/AnnounceBudget, transport.MaxAnnounceEvery)
 }
 
 // Announcements lists the job announcements heard from other peers (none

@@ -313,7 +313,7 @@ func (c *Config) Validate() error {
 	}
 	hv := c.Sampling == SamplingHyParView && def.overView
 	if c.Sampling == SamplingHyParView && !def.view && !def.overView {
-		return fmt.Errorf("%w: %s does not draw its peers from a HyParView view (randomwalk, dpsgd, adpsgd and pushsum do)", ErrConfig, c.Protocol)
+		return fmt.Errorf("%w: %s does not draw its peers from a HyParView view (randomwalk, gosgd, dpsgd, adpsgd and pushsum do)", ErrConfig, c.Protocol)
 	}
 	if hv && (c.Topology != "" || len(c.Neighbors) > 0) {
 		return fmt.Errorf("%w: under HyParView %s mixes with its active view: no topology or static neighbours", ErrConfig, c.Protocol)
@@ -386,6 +386,8 @@ func (c *Config) validateSparse() error {
 		return fmt.Errorf("%w: sparse compression %v: only topk and randk", ErrConfig, c.Sparse)
 	case c.Protocol == RandomWalk:
 		return fmt.Errorf("%w: compression %v: top-k and rand-k need public copies both ends keep (dpsgd, adpsgd, pushsum: CHOCO gossip) or updates that add up (sfb: error feedback); a random walk's model goes to a different peer each hop: randomwalk takes subsample:S, fp16 or int8", ErrConfig, c.Sparse)
+	case c.Protocol == GoSGD:
+		return fmt.Errorf("%w: compression %v: top-k and rand-k need public copies both ends of a link keep; gosgd sends to a different peer of its view each round: gosgd takes fp16 or int8", ErrConfig, c.Sparse)
 	case c.Protocol == SFB && (c.ConsensusStep != 0 || c.KeyframeEvery != 0):
 		return fmt.Errorf("%w: a consensus step and keyframes are CHOCO's (dpsgd, adpsgd, pushsum); sfb sends its gradients with error feedback", ErrConfig)
 	case c.Protocol == ADPSGD && c.KeyframeEvery != 0:

@@ -14,11 +14,17 @@ const (
 	DPSGD      = "dpsgd"
 	ADPSGD     = "adpsgd"
 	PushSum    = "pushsum"
+	GoSGD      = "gosgd"
 	SFB        = "sfb"
 )
 
+// PushesSums reports whether protocol keeps push-sum's weights and
+// running sums (pushsum and gosgd): a node's model is its de-biased
+// estimate, and its accounts must be durable before it sends.
+func PushesSums(protocol string) bool { return protocol == PushSum || protocol == GoSGD }
+
 // Protocols lists the protocols the core implements, in registry order.
-var Protocols = []string{RandomWalk, DPSGD, ADPSGD, PushSum, SFB}
+var Protocols = []string{RandomWalk, DPSGD, ADPSGD, PushSum, GoSGD, SFB}
 
 // protocol is one learning protocol behind the Core. Each implements it in
 // a file of its own and is registered in registry; the Core never asks
@@ -118,11 +124,24 @@ var registry = map[string]protocolDef{
 		overView:  true,
 		robust:    func(c *Config, need int) error { return c.robustCache(need) },
 	},
+	GoSGD: {
+		new:   func(c *Config, _ *model.Layout) protocol { return newGoSGD(c) },
+		kinds: []Kind{KindPushSum},
+		view:  true,
+	},
 	SFB: {
 		new:       func(c *Config, l *model.Layout) protocol { return newSFB(c, l) },
 		kinds:     []Kind{KindFactors, KindParams}, // params: a state transfer to a peer that fell behind
 		neighbors: true,
 	},
+}
+
+// SamplesPeers reports whether protocol draws its peers from a
+// peer-sampling service (randomwalk, gosgd) rather than mixing over a
+// graph or with every member.
+func SamplesPeers(protocol string) bool {
+	d, ok := registry[protocol]
+	return ok && d.view
 }
 
 // robustProtocols lists the protocols that take a robust aggregator.

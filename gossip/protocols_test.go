@@ -200,6 +200,62 @@ func TestPushSumConservesAndAverages(t *testing.T) {
 	}
 }
 
+// TestGoSGDConservesAndAverages: GoSGD, push-sum to one peer drawn from
+// the sampling service each round, keeps the weights summing to the
+// nodes' number after every step and takes every node's estimate to the
+// average, without a topology.
+func TestGoSGDConservesAndAverages(t *testing.T) {
+	const n = 12
+	var want float64
+	var all []gossip.PeerID
+	for i := 0; i < n; i++ {
+		all = append(all, name(i))
+	}
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol, c.Sampling = gossip.GoSGD, gossip.SamplingOracle
+		for k := range c.Init {
+			c.Init[k] = float32(i*i) + float32(k)
+		}
+		want += float64(i * i)
+	})
+	for _, nd := range h.nodes {
+		nd.SetPeers(all)
+	}
+	want /= n
+	h.train = zeroGrad
+	targets := map[gossip.PeerID]map[gossip.PeerID]bool{}
+	h.drop = func(m *gossip.Message) bool {
+		if m.Kind != gossip.KindPushSum {
+			t.Fatalf("gosgd sent a %v", m.Kind)
+		}
+		if targets[m.From] == nil {
+			targets[m.From] = map[gossip.PeerID]bool{}
+		}
+		targets[m.From][m.To] = true
+		return false
+	}
+	for s := 1; s <= 120; s++ {
+		h.run(time.Duration(s)*time.Second, time.Second)
+		total := 0.0
+		for _, nd := range h.nodes {
+			total += nd.PushSumWeight()
+		}
+		if math.Abs(total-n) > 1e-9 {
+			t.Fatalf("after %d s: total weight %v, want %d", s, total, n)
+		}
+	}
+	for _, nd := range h.nodes {
+		if k := len(targets[nd.ID()]); k < n/2 {
+			t.Errorf("%s pushed to %d distinct peers in 120 rounds; a random draw reaches most of %d", nd.ID(), k, n-1)
+		}
+		for k, v := range nd.Params() {
+			if math.Abs(float64(v)-(want+float64(k))) > 1e-3 {
+				t.Fatalf("%s coordinate %d: estimate %v, average %v", nd.ID(), k, v, want+float64(k))
+			}
+		}
+	}
+}
+
 // TestADPSGDNoDeadlock: with a dead peer and random message loss, every live
 // node keeps making updates, round after round.
 func TestADPSGDNoDeadlock(t *testing.T) {

@@ -54,7 +54,11 @@ import (
 // (about one unit, but not exactly).
 type pushSum struct {
 	base
-	cfg     *Config
+	cfg *Config
+	// random: GoSGD (gosgd.go): each round's share goes to one peer
+	// drawn from the peer-sampling view, not to the topology's
+	// out-neighbours.
+	random  bool
 	w       float64
 	next    time.Duration
 	cursor  int
@@ -247,6 +251,10 @@ func (p *pushSum) trainDone(n *Core, r *TrainResult) {
 // push sends this round's shares: to one out-neighbour, cycling through
 // them (Fanout 0), or to Fanout of them, cycling.
 func (p *pushSum) push(n *Core) {
+	if p.random {
+		p.pushRandom(n)
+		return
+	}
 	nb := p.cfg.Neighbors
 	if len(nb) == 0 {
 		return // alone for now: keep the whole mass
@@ -352,13 +360,11 @@ func (p *pushSum) absorb(n *Core, debt float64) {
 	if rest == 0 {
 		return
 	}
-	nb := p.cfg.Neighbors
-	if len(nb) == 0 {
+	to, ok := p.nextOut(n)
+	if !ok {
 		n.trace("debt-dropped", "", fmt.Sprintf("no out-neighbour to pass a debt of %.4g on to", rest), rest)
 		return
 	}
-	to := nb[p.cursor%len(nb)].ID
-	p.cursor = (p.cursor + 1) % len(nb)
 	x := slices.Clone(p.estimate(n))
 	merge.Scale(x, float32(rest))
 	p.send(n, to, x, rest)
@@ -396,7 +402,7 @@ func (p *pushSum) leave(*Core) { p.leaving = true }
 // unit: the weights over the members that stay keep summing to their
 // number.
 func (p *pushSum) depart(n *Core) {
-	nb := p.cfg.Neighbors
+	nb := p.outs(n)
 	excess := p.w - 1
 	if len(nb) == 0 || excess == 0 {
 		return
@@ -408,7 +414,7 @@ func (p *pushSum) depart(n *Core) {
 		for j, v := range z {
 			x[j] = v * float32(part)
 		}
-		p.send(n, to.ID, x, part)
+		p.send(n, to, x, part)
 	}
 	n.trace("handoff", "", fmt.Sprintf("weight %.4g: %.4g handed to %d out-neighbours", p.w, excess, len(nb)), excess)
 	p.w = 1

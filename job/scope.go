@@ -18,7 +18,7 @@ import (
 var optionProtocols = map[string][]string{
 	"topology":   slices.DeleteFunc(slices.Clone(gossip.Protocols), func(p string) bool { return !gossip.NeedsTopology(p) }),
 	"variant":    {gossip.RandomWalk},
-	"sampling":   {gossip.RandomWalk},
+	"sampling":   {gossip.RandomWalk, gossip.GoSGD},
 	"tokens":     {gossip.RandomWalk},
 	"voting":     {gossip.RandomWalk},
 	"staleness":  {gossip.SFB},
@@ -94,7 +94,7 @@ func compressionApplies(s Shape) bool {
 	case err != nil:
 		return s.Protocol == gossip.RandomWalk
 	case comp.Sparse.Kind != 0:
-		return s.Protocol != gossip.RandomWalk && IsGossip(s)
+		return s.Protocol != gossip.RandomWalk && s.Protocol != gossip.GoSGD && IsGossip(s)
 	case comp.Subsample > 0 || comp.Partitions > 0:
 		return s.Protocol == gossip.RandomWalk
 	}
@@ -117,9 +117,9 @@ var Scopes = map[string]Scope{
 	"local-steps": {IsGossip, "the gossip protocols (an outer optimizer over local SGD)"},
 	"tokens":      ProtocolScope("tokens", ""),
 	"sampling": {func(s Shape) bool {
-		return s.Protocol == gossip.RandomWalk ||
+		return s.Protocol == gossip.RandomWalk || s.Protocol == gossip.GoSGD ||
 			(s.Protocol == gossip.DPSGD || s.Protocol == gossip.ADPSGD || s.Protocol == gossip.PushSum) && s.Sampling == gossip.SamplingHyParView
-	}, "randomwalk (cyclon, hyparview and, in simulate, oracle), and to dpsgd, adpsgd and pushsum as hyparview (they mix with the active view)"},
+	}, "randomwalk and gosgd (cyclon, hyparview and, in simulate, oracle), and to dpsgd, adpsgd and pushsum as hyparview (they mix with the active view)"},
 	"local-epochs": {func(s Shape) bool {
 		return s.Protocol == "fedavg" || s.Protocol == gossip.RandomWalk && s.LocalSteps == 0
 	}, "randomwalk without --local-steps, and fedavg (the others take one minibatch step per round)"},

@@ -83,7 +83,7 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 	fs.StringVar(&s.Variant, "variant", gossip.DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
 	fs.StringVar(&s.Tokens, "tokens", "", "random walk: token-account flow control A:B (default: one send per Δ)")
 	fs.StringVar(&s.Sampling, "sampling", gossip.SamplingCyclon,
-		"peer sampling: randomwalk cyclon|hyparview (simulate also oracle); dpsgd, adpsgd, pushsum hyparview")
+		"peer sampling: randomwalk, gosgd cyclon|hyparview (simulate also oracle); dpsgd, adpsgd, pushsum hyparview")
 	fs.StringVar(&s.Compression, "compression", DefaultCompression,
 		"what is sent, compressed: "+gossip.CompressionValues+" (docs/reference/flags.md)")
 	fs.StringVar(&s.Topology, "topology", "",

@@ -124,8 +124,8 @@ func (j *Spec) Validate() error {
 		return fmt.Errorf("job: tokens are random walk's; this job runs %s", j.Protocol)
 	}
 	overView := j.Protocol == gossip.DPSGD || j.Protocol == gossip.ADPSGD || j.Protocol == gossip.PushSum
-	if j.Sampling != "" && j.Protocol != gossip.RandomWalk && !overView {
-		return fmt.Errorf("job: sampling hyparview is for randomwalk, dpsgd, adpsgd and pushsum; this job runs %s", j.Protocol)
+	if j.Sampling != "" && j.Protocol != gossip.RandomWalk && j.Protocol != gossip.GoSGD && !overView {
+		return fmt.Errorf("job: sampling hyparview is for randomwalk, gosgd, dpsgd, adpsgd and pushsum; this job runs %s", j.Protocol)
 	}
 	if j.Sampling == gossip.SamplingHyParView && overView {
 		if j.Topology != "" {

@@ -85,7 +85,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		s.peers[i] = p
 		s.byID[p.ID()] = i
 	}
-	if cfg.Protocol == gossip.RandomWalk || cfg.Sampling == gossip.SamplingHyParView {
+	if gossip.SamplesPeers(cfg.Protocol) || cfg.Sampling == gossip.SamplingHyParView {
 		for i, contacts := range s.bootstraps(all) {
 			s.peers[i].SetPeers(contacts)
 		}
@@ -160,7 +160,7 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Fanout: cfg.Fanout, Sampling: cfg.Sampling, ActiveView: cfg.ActiveView, PassiveView: cfg.PassiveView,
 		Join: join, Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}
-	if cfg.Sampling == gossip.SamplingHyParView && cfg.Protocol != gossip.RandomWalk {
+	if cfg.Sampling == gossip.SamplingHyParView && !gossip.SamplesPeers(cfg.Protocol) {
 		gc.Topology = "" // its neighbours are its active view
 	} else if gc.Topology == "" {
 		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, s.graph, cfg.Peers, i, peerName)

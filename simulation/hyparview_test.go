@@ -177,3 +177,47 @@ func TestSFBBound(t *testing.T) {
 		t.Errorf("sfb with %d peers: %v", cfg.Peers, err)
 	}
 }
+
+// TestGoSGDOverViews: GoSGD pushes to one peer of its view each round,
+// over Cyclon and over HyParView: every peer receives shares, the weights
+// with the shares in flight sum to the peers' number, and it learns as
+// push-sum does on its exponential graph (within 5 points).
+func TestGoSGDOverViews(t *testing.T) {
+	base := Config{Data: job.Data{Dataset: "fashion-mnist", Partition: "iid"}, Peers: 100, Rounds: 20, EvalPeers: 10, FinalEvalPeers: 50, EvalEvery: 20, Jitter: 0.1}
+	ref := base
+	ref.Protocol = gossip.PushSum
+	want, err := Run(context.Background(), ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sampling := range []string{gossip.SamplingCyclon, gossip.SamplingHyParView} {
+		cfg := base
+		cfg.Protocol, cfg.Sampling = gossip.GoSGD, sampling
+		var s *sim
+		afterRun = func(x *sim) { s = x }
+		res, err := Run(context.Background(), cfg, nil)
+		afterRun = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Reach.PeersNeverReceived != 0 {
+			t.Errorf("gosgd over %s: reach %+v, want every peer to receive shares", sampling, res.Reach)
+		}
+		var sum float64
+		for _, p := range s.peers {
+			sum += p.Core().PushSumWeight()
+		}
+		for _, e := range s.q.h {
+			if e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
+				sum += e.orig.Weight
+			}
+		}
+		if math.Abs(sum-float64(cfg.Peers)) > 1e-6 {
+			t.Errorf("gosgd over %s: weights and shares in flight sum to %.9g, want %d", sampling, sum, cfg.Peers)
+		}
+		if res.FinalAccuracy < want.FinalAccuracy-0.05 {
+			t.Errorf("gosgd over %s: %.4f, push-sum on its exponential graph %.4f", sampling, res.FinalAccuracy, want.FinalAccuracy)
+		}
+		t.Logf("gosgd over %s %.4f, push-sum %.4f", sampling, res.FinalAccuracy, want.FinalAccuracy)
+	}
+}

@@ -242,7 +242,7 @@ func (s *sim) final(res *Result) {
 	if s.roster != nil {
 		finalPeers = s.roster.evalPeers(s.cfg.FinalEvalPeers, s.cfg.Seed, -1)
 		res.LiveMembers, res.JoinedPeers = len(s.roster.live), s.roster.joined
-		if s.cfg.Protocol == gossip.PushSum {
+		if gossip.PushesSums(s.cfg.Protocol) {
 			for _, i := range s.roster.live {
 				res.PushSumWeightSum += s.peers[i].Core().PushSumWeight()
 			}

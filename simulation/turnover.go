@@ -110,7 +110,7 @@ func (s *sim) setMembers() {
 	for _, i := range s.roster.live {
 		p := s.peers[i]
 		p.SetMembers(ms)
-		if s.cfg.Protocol == gossip.RandomWalk && s.cfg.Sampling == gossip.SamplingOracle {
+		if gossip.SamplesPeers(s.cfg.Protocol) && s.cfg.Sampling == gossip.SamplingOracle {
 			p.SetPeers(ids)
 		}
 		if p.online {
@@ -150,7 +150,7 @@ func (s *sim) turnover() error {
 	s.byID[p.ID()] = j
 	r.live = append(r.live, j)
 	r.joined++
-	if s.cfg.Protocol == gossip.RandomWalk {
+	if gossip.SamplesPeers(s.cfg.Protocol) {
 		ids := make([]gossip.PeerID, 0, len(r.live))
 		for _, i := range r.live {
 			ids = append(ids, peerName(i))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -77,5 +78,45 @@ func TestDaemonTokenAccount(t *testing.T) {
 	plain := startCluster(t, bin, t.TempDir(), 1, "200ms")
 	if s := poll(t, plain[0], "a daemon without tokens up", 60*time.Second, func(s status) bool { return s.JobID != "" }); s.JobID == job {
 		t.Errorf("the job with tokens has the ID of the job without: %s", job)
+	}
+}
+
+// TestDaemonGoSGD: GoSGD (--protocol gosgd: push-sum to one peer of the
+// view each round) runs in real daemons over HyParView views: six of them
+// all learn (≥ 0.85), each has pushed shares to a peer, and their
+// push-sum weights, read one after another while shares fly, come to
+// within 0.05 of six (mass is neither lost nor made up).
+func TestDaemonGoSGD(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	bin := buildBinary(t)
+	ds := startCluster(t, bin, t.TempDir(), n, "200ms", "--protocol", "gosgd", "--sampling", "hyparview")
+	for _, d := range ds {
+		poll(t, d, "daemon learning (≥ 0.85) and pushing shares", 120*time.Second, func(s status) bool {
+			var out uint64
+			for _, tr := range s.Traffic {
+				out += tr.MessagesOut
+			}
+			return s.Accuracy >= 0.85 && out > 0
+		})
+	}
+	var sum float64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sum = 0
+		for _, d := range ds {
+			s, err := d.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += s.PushSumWeight
+		}
+		if math.Abs(sum-n) < 0.05 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("push-sum weights sum to %.4f, want %d", sum, n)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -112,6 +112,9 @@ func decodeAnnouncement(data []byte, from peer.ID) (transport.Announcement, erro
 	if len(a.Addrs) > maxPEX {
 		return a, fmt.Errorf("%w: announcement lists %d addresses", ErrFrame, len(a.Addrs))
 	}
+	if a.EveryMS < 0 {
+		return a, fmt.Errorf("%w: announcement interval every_ms %d", ErrFrame, a.EveryMS)
+	}
 	a.Peer = transport.PeerID(from.String())
 	a.Heard = time.Time{}
 	if err := VerifySpec(a); err != nil {

@@ -172,9 +172,33 @@ type Announcement struct {
 	Leaving bool `json:"leaving,omitempty"`
 	// Time is the announcer's clock, Unix seconds.
 	Time int64 `json:"time"`
+	// EveryMS is how often the announcer announces now, in milliseconds
+	// (0: the receiver's own interval). Under partial views the members
+	// of a large job announce less often each (daemon.AnnounceBudget),
+	// and a receiver keeps the announcement live for three of the
+	// announcer's intervals (LiveFor).
+	EveryMS int64 `json:"every_ms,omitempty"`
 	// Heard is when this peer received the announcement (its own clock;
 	// set by the transport, not sent).
 	Heard time.Time `json:"heard"`
+}
+
+// MaxAnnounceEvery bounds the interval an announcement may claim: an
+// announcer that claims more is kept live as if it claimed this.
+const MaxAnnounceEvery = 10 * time.Minute
+
+// LiveFor is how long after it was heard the announcement counts: the
+// receiver's live timeout, or three of the announcer's intervals if that
+// is longer (at most three MaxAnnounceEvery).
+func (a Announcement) LiveFor(timeout time.Duration) time.Duration {
+	every := min(time.Duration(a.EveryMS)*time.Millisecond, MaxAnnounceEvery)
+	return max(timeout, 3*every)
+}
+
+// Live reports whether the announcement, heard at a.Heard, still counts
+// at now for a receiver whose live timeout is timeout.
+func (a Announcement) Live(now time.Time, timeout time.Duration) bool {
+	return now.Sub(a.Heard) <= a.LiveFor(timeout)
 }
 
 // Addresser is a Transport that knows the addresses it can be reached at

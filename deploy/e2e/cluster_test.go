@@ -111,6 +111,7 @@ func (c *cluster) converge(started time.Time) {
 		return s.Accuracy >= 0.85 && s.Peers == 4
 	})
 	record(c.proto, "converge", at.Sub(started))
+	c.connectionsBounded(c.all(), 4)
 	before := c.statuses(c.all())
 	waitAll(c.t, "20 more updates each", 60*time.Second, c.all(), func(s status) bool {
 		for _, b := range before {
@@ -283,6 +284,7 @@ func (c *cluster) crash() {
 			byLiveness++
 		}
 	}
+	c.connectionsBounded(rest, 3)
 	recordValue(c.proto, "detect", fmt.Sprintf("%.1f (%d of %d by liveness)", at.Sub(killed).Seconds(), byLiveness, len(rest)))
 	// A frame already being written when a survivor dropped the peer
 	// still counts; one update later on every survivor, none is.
@@ -320,6 +322,28 @@ func (c *cluster) lateJoiner() {
 		return s.Joined && s.JobID == s0.JobID && s.Peers == 5 && s.Accuracy >= 0.85
 	})
 	record(c.proto, "joiner", at.Sub(start))
+	c.connectionsBounded(c.all(), 5)
+}
+
+// connectionsBounded asserts that every node holds connections to at
+// most peers others (the cluster's other live members: nothing else runs
+// on its network), and at most two to any one of them (a simultaneous
+// dial may leave both for a while): a dead member's connection is
+// closed, and none leaks.
+func (c *cluster) connectionsBounded(nodes []node, peers int) {
+	c.t.Helper()
+	waitAll(c.t, fmt.Sprintf("connections to at most %d peers each", peers), 30*time.Second, nodes, func(s status) bool {
+		per := map[string]int{}
+		for _, cn := range s.Connections {
+			per[cn.Peer]++
+		}
+		for _, k := range per {
+			if k > 2 {
+				return false
+			}
+		}
+		return len(per) <= peers
+	})
 }
 
 // addressChange: a node leaves the network and comes back with a new IP;
