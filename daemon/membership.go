@@ -128,6 +128,22 @@ func sortPeers(connected []gossip.PeerID, anns []transport.Announcement, withAnn
 	return r
 }
 
+// sortConnected sorts newly connected peers into a partial view's roster
+// (its members are the announcers, connected or not), by the
+// announcements it was built from.
+func (r *roster) sortConnected(connected []gossip.PeerID) {
+	r.otherJobs, r.unknown = nil, nil
+	for _, p := range connected {
+		switch {
+		case r.inJob[p]:
+		case r.otherJob[p]:
+			r.otherJobs = append(r.otherJobs, p)
+		default:
+			r.unknown = append(r.unknown, p)
+		}
+	}
+}
+
 // announcedMembers are the live members heard announcing job, connected
 // or not, sorted: a job whose members keep partial views (HyParView)
 // connects to a few of them only, so that a member need not be
@@ -149,14 +165,31 @@ func (n *Node) refreshMembers() {
 	connected := slices.DeleteFunc(n.cfg.Transport.Peers(), func(p gossip.PeerID) bool { return p == n.cfg.Transport.ID() })
 	var anns []transport.Announcement
 	b, withAnns := n.cfg.Transport.(transport.Broadcaster)
-	if withAnns {
+	now := n.cfg.Now()
+	switch {
+	case n.partial && withAnns && n.anns != nil && now.Sub(n.annsAt) < n.cfg.AnnounceInterval:
+		// Under partial views the members are the contacts of a job that
+		// may have thousands: they are read again every
+		// AnnounceInterval, not every MembershipInterval (the active
+		// view, which the core keeps, notices a dead neighbour itself).
+		n.roster.sortConnected(connected)
+		n.publishRoster()
+		return
+	case withAnns:
 		anns = b.Announcements()
+		n.anns, n.annsAt = anns, now
 	}
-	n.roster = sortPeers(connected, anns, withAnns, n.job.String(), n.cfg.Now(), n.cfg.LiveTimeout, n.cfg.Local.IsMember)
+	n.roster = sortPeers(connected, anns, withAnns, n.job.String(), now, n.cfg.LiveTimeout, n.cfg.Local.IsMember)
 	if n.partial && withAnns {
-		n.roster.members = announcedMembers(anns, n.job.String(), n.cfg.Now(), n.cfg.LiveTimeout, n.cfg.Local.IsMember, n.cfg.Transport.ID())
+		n.roster.members = announcedMembers(anns, n.job.String(), now, n.cfg.LiveTimeout, n.cfg.Local.IsMember, n.cfg.Transport.ID())
 		n.roster.partial = true
 	}
+	n.publishRoster()
+	n.setMembers(slices.Clone(n.roster.members))
+}
+
+// publishRoster stores the roster for the senders and the status.
+func (n *Node) publishRoster() {
 	r := n.roster
 	n.sendRoster.Store(&r)
 	n.mu.Lock()
@@ -166,7 +199,6 @@ func (n *Node) refreshMembers() {
 	n.met.peers.Set(float64(len(n.roster.members)))
 	n.met.otherJobPeers.Set(float64(len(n.roster.otherJobs)))
 	n.met.unknownPeers.Set(float64(len(n.roster.unknown)))
-	n.setMembers(slices.Clone(n.roster.members))
 }
 
 // mayGossip says whether m may go to its addressee by the current

@@ -102,6 +102,7 @@ func (m *metrics) register(c prometheus.Collector) {
 func SeriesNames() []string {
 	m := newMetrics()
 	m.watchConns(noConns{})
+	m.watchMembership(func() ByteCount { return ByteCount{} })
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {
 		for _, c := range m.own {
@@ -159,4 +160,20 @@ func (m *metrics) watchConns(c transport.ConnLister) {
 	m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "gossipd", Name: "dead_peers_dropped_total",
 		Help: "Peers disconnected because they did not answer their liveness check (a silent peer is pinged)."},
 		func() float64 { return float64(c.DeadPeersDropped()) }))
+}
+
+// watchMembership adds the bytes spent on membership (Status's
+// MembershipBytes), by direction.
+func (m *metrics) watchMembership(read func() ByteCount) {
+	for _, dir := range []string{"in", "out"} {
+		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "gossipd", Name: "membership_bytes_total",
+			Help: "Bytes spent on keeping the membership, by direction: view messages (Cyclon, HyParView) and, over libp2p, announcements, pubsub control, peer exchange, liveness checks and routing.", ConstLabels: prometheus.Labels{"direction": dir}},
+			func() float64 {
+				b := read()
+				if dir == "in" {
+					return float64(b.In)
+				}
+				return float64(b.Out)
+			}))
+	}
 }

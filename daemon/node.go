@@ -37,6 +37,9 @@ type Node struct {
 	status Status
 
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
+	// memIn, memOut count the bytes of the core's membership messages
+	// (Cyclon's, HyParView's) received and sent.
+	memIn, memOut atomic.Uint64
 	traffic                            traffic  // per peer
 	pace                               *pacer   // nil: unpaced
 	hist                               history  // /history
@@ -53,6 +56,10 @@ type Node struct {
 	aloneSince                         time.Time                       // when the peers last went to zero (core goroutine)
 	aloneWarned                        bool
 	roster                             roster                 // the connected peers, sorted by job (membership.go; core goroutine)
+	// anns, annsAt: under partial views, the announcements last read
+	// and when (membership.go: read every AnnounceInterval).
+	anns   []transport.Announcement
+	annsAt time.Time
 	sendRoster                         atomic.Pointer[roster] // the latest roster, for the sender workers (never mutated once stored)
 	withheld                           atomic.Uint64          // messages not sent: their addressee is not a member of the job
 	accountsUnsaved                    int                    // push-sum's account saves failed in a row (core goroutine)
@@ -108,6 +115,7 @@ func New(cfg Config) (*Node, error) {
 	if c, ok := cfg.Transport.(transport.ConnLister); ok {
 		n.met.watchConns(c)
 	}
+	n.met.watchMembership(n.membershipBytes)
 	n.pace = newPacer(cfg.SendRate)
 	if err := n.signSpec(); err != nil {
 		return nil, err
@@ -330,6 +338,9 @@ func (n *Node) handle(in transport.Inbound) {
 	}
 	n.bytesIn.Add(uint64(len(in.Payload)))
 	n.met.bytesIn.Add(float64(len(in.Payload)))
+	if gossip.Kind(in.Kind).Membership() {
+		n.memIn.Add(uint64(len(in.Payload)))
+	}
 	stepped, kept := n.peer.Receive(peer.Envelope{From: in.From, Job: in.Job, Kind: gossip.Kind(in.Kind), Payload: in.Payload, Authenticated: in.Authenticated})
 	if stepped {
 		n.msgsIn.Add(1)

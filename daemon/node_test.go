@@ -30,9 +30,22 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // shards returns n IID shards of digits' training split and its test split,
 // scaled.
 func shards(t *testing.T, n int) ([]*dataset.Dataset, *dataset.Dataset) {
-	tr, te, err := dataset.Open("digits", dataset.OpenOptions{Seed: 1})
+	return shardsOf(t, "digits", n, 0)
+}
+
+// shardsOf returns n IID shards of a dataset's training split and the
+// first testN examples of its test split (0: all), scaled.
+func shardsOf(t *testing.T, name string, n, testN int) ([]*dataset.Dataset, *dataset.Dataset) {
+	tr, te, err := dataset.Open(name, dataset.OpenOptions{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if testN > 0 && testN < te.N {
+		idx := make([]int, testN)
+		for i := range idx {
+			idx[i] = i
+		}
+		te = te.Subset(idx)
 	}
 	sc, _ := dataset.FitScaler("global", tr)
 	sc.Transform(tr)
@@ -109,6 +122,12 @@ func (r *running) stop() {
 // and channels are then the bubble's.
 func start(t *testing.T, net *memnet.Network, n int, mk func(i int, c *daemon.Config)) *running {
 	parts, test := shards(t, n)
+	return startOn(t, net, parts, test, mk)
+}
+
+// startOn is start on given shards and test split.
+func startOn(t *testing.T, net *memnet.Network, parts []*dataset.Dataset, test *dataset.Dataset, mk func(i int, c *daemon.Config)) *running {
+	n := len(parts)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel}
 	for i := 0; i < n; i++ {

@@ -33,6 +33,12 @@ type Status struct {
 	// how many more peers it knows to replace them.
 	ActiveView  []gossip.PeerID `json:"active_view,omitempty"`
 	PassiveView int             `json:"passive_view,omitempty"`
+	// MembershipBytes is what keeping the membership cost this node:
+	// the core's view messages (Cyclon's, HyParView's) and, over libp2p,
+	// announcements, pubsub's control messages, peer exchange, liveness
+	// checks and routing (with sfb, gossipsub also carries the job's
+	// broadcasts).
+	MembershipBytes ByteCount `json:"membership_bytes"`
 	// Withheld counts the messages the core addressed to a peer that is
 	// not a live member of the job, which were not sent.
 	Withheld uint64 `json:"withheld"`
@@ -125,6 +131,7 @@ func (n *Node) Status() Status {
 	s.MessagesIn, s.MessagesOut = n.msgsIn.Load(), n.msgsOut.Load()
 	s.Traffic = n.traffic.snapshot(n.cfg.Now())
 	s.BytesIn, s.BytesOut = n.bytesIn.Load(), n.bytesOut.Load()
+	s.MembershipBytes = n.membershipBytes()
 	if !n.start.IsZero() { // under n.mu, which Run holds to set it
 		s.UptimeSeconds = n.cfg.Now().Sub(n.start).Seconds()
 	}
@@ -207,4 +214,21 @@ func (n *Node) NotReady() string {
 		return "no peers"
 	}
 	return ""
+}
+
+// ByteCount is bytes received and sent.
+type ByteCount struct {
+	In  uint64 `json:"in"`
+	Out uint64 `json:"out"`
+}
+
+// membershipBytes adds the transport's overhead (OverheadCounter) to the
+// core's membership messages.
+func (n *Node) membershipBytes() ByteCount {
+	b := ByteCount{In: n.memIn.Load(), Out: n.memOut.Load()}
+	if c, ok := n.cfg.Transport.(transport.OverheadCounter); ok {
+		in, out := c.OverheadBytes()
+		b.In, b.Out = b.In+in, b.Out+out
+	}
+	return b
 }

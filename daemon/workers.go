@@ -150,6 +150,9 @@ func (n *Node) sent(f transport.Frame, saved int) {
 	n.met.msgsOut.Inc()
 	n.met.bytesOut.Add(float64(size))
 	n.met.bytesOutFull.Add(float64(size + saved))
+	if gossip.Kind(f.Kind).Membership() {
+		n.memOut.Add(uint64(size))
+	}
 }
 
 // evalLoop evaluates the parameters it is handed on the test split.

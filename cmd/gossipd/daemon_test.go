@@ -101,6 +101,11 @@ type status struct {
 		Peer, Type, Transport, Direction string
 	} `json:"connections"`
 	ActiveView []string `json:"active_view"`
+	// MemberPeers are the connected live members.
+	MemberPeers     []string `json:"member_peers"`
+	MembershipBytes struct {
+		In, Out uint64
+	} `json:"membership_bytes"`
 }
 
 // connectedPeers counts the distinct peers a daemon holds connections to.

@@ -7,6 +7,7 @@ package memnet
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,6 +24,11 @@ type Network struct {
 	nodes map[transport.PeerID]*Endpoint
 	cut   map[[2]transport.PeerID]bool
 	ann   map[transport.PeerID]transport.Announcement
+	// sorted is ann's announcements sorted by peer, rebuilt on the first
+	// read after an announcement (nil: stale); annBytes counts the
+	// encoded bytes of every announcement made.
+	sorted   []transport.Announcement
+	annBytes uint64
 }
 
 // New returns an empty network.
@@ -38,6 +44,9 @@ type Endpoint struct {
 	mu     sync.Mutex
 	closed bool
 	jobs   map[transport.JobID]bool // joined broadcast channels (under net.mu)
+	// annOut, annBytesAtJoin: this endpoint's announcement bytes, and
+	// the network's when it joined (under net.mu; OverheadBytes).
+	annOut, annBytesAtJoin uint64
 }
 
 var _ transport.Broadcaster = (*Endpoint)(nil)
@@ -50,7 +59,7 @@ func (n *Network) Join(id transport.PeerID, buffer int) (*Endpoint, error) {
 	if _, ok := n.nodes[id]; ok {
 		return nil, fmt.Errorf("memnet: %s already joined", id)
 	}
-	e := &Endpoint{net: n, id: id, in: make(chan transport.Inbound, buffer), jobs: map[transport.JobID]bool{}}
+	e := &Endpoint{net: n, id: id, in: make(chan transport.Inbound, buffer), jobs: map[transport.JobID]bool{}, annBytesAtJoin: n.annBytes}
 	n.nodes[id] = e
 	return e, nil
 }
@@ -128,6 +137,12 @@ func (e *Endpoint) Announce(ctx context.Context, a transport.Announcement) error
 	}
 	a.Peer, a.Heard = e.id, time.Now()
 	e.net.ann[e.id] = a
+	e.net.sorted = nil
+	if b, err := json.Marshal(a); err == nil {
+		// What a broadcast would cost: every other endpoint hears it.
+		e.net.annBytes += uint64(len(b))
+		e.annOut += uint64(len(b))
+	}
 	return nil
 }
 
@@ -142,14 +157,30 @@ func (e *Endpoint) SignSpec(spec []byte) ([]byte, error) {
 func (e *Endpoint) Announcements() []transport.Announcement {
 	e.net.mu.Lock()
 	defer e.net.mu.Unlock()
-	var out []transport.Announcement
-	for id, a := range e.net.ann {
-		if id != e.id {
+	if e.net.sorted == nil {
+		e.net.sorted = make([]transport.Announcement, 0, len(e.net.ann))
+		for _, a := range e.net.ann {
+			e.net.sorted = append(e.net.sorted, a)
+		}
+		slices.SortFunc(e.net.sorted, func(a, b transport.Announcement) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
+	}
+	out := make([]transport.Announcement, 0, len(e.net.sorted))
+	for _, a := range e.net.sorted {
+		if a.Peer != e.id {
 			out = append(out, a)
 		}
 	}
-	slices.SortFunc(out, func(a, b transport.Announcement) int { return strings.Compare(string(a.Peer), string(b.Peer)) })
 	return out
+}
+
+// OverheadBytes implements transport.OverheadCounter: the encoded bytes
+// of the announcements this endpoint made, and of those the others made
+// since it joined (each endpoint hears every announcement, as over
+// gossipsub).
+func (e *Endpoint) OverheadBytes() (in, out uint64) {
+	e.net.mu.Lock()
+	defer e.net.mu.Unlock()
+	return e.net.annBytes - e.annBytesAtJoin - e.annOut, e.annOut
 }
 
 // Inbound implements transport.Transport.

@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
@@ -155,6 +156,8 @@ type Host struct {
 	ctx context.Context
 	// live pings silent peers and drops dead ones (liveness.go).
 	live *liveness
+	// bwc counts the bytes of every stream, by protocol (overhead.go).
+	bwc *metrics.BandwidthCounter
 
 	omu sync.Mutex
 	out map[outKey]*outbound
@@ -261,8 +264,10 @@ func New(cfg Config) (*Host, error) {
 		limit: newPeerLimiter(cfg.Limits, cfg.MaxFrame, cfg.ReadTimeout)}
 	t.live = &liveness{interval: cfg.Liveness, timeout: cfg.PingTimeout, peers: t.gossipPeers, ping: t.pingOnce, drop: t.dropDead}
 	listen := cfg.Listen
+	t.bwc = newOverhead()
 	opts := []libp2p.Option{
 		rm,
+		libp2p.BandwidthReporter(t.bwc),
 		libp2p.Identity(cfg.Key),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),

@@ -137,6 +137,14 @@ type Broadcaster interface {
 	Announcements() []Announcement
 }
 
+// OverheadCounter is a Transport that counts the bytes it spends on
+// keeping the network together rather than on gossip messages:
+// announcements, its pubsub's control messages, peer exchange, liveness
+// checks, routing. The daemon adds them to its membership traffic.
+type OverheadCounter interface {
+	OverheadBytes() (in, out uint64)
+}
+
 // Announcement is what a daemon periodically tells the network about itself
 // and its job. It carries the job's full spec, signed by the peer that
 // created the job, so that a peer can join the job from its announcement

@@ -1,0 +1,233 @@
+//go:build fleet
+
+package main
+
+// The fleet benchmark, `make fleet` (not part of `make test`): many real
+// daemons on 127.0.0.1 in one job, over the libp2p transport, bootstrapped
+// through the first; then 30% of them killed at once (SIGKILL). It
+// reports, before and after the kill, what a fleet's operator watches:
+// connections per member, membership bytes per member per minute, how
+// long until every member has reached the target accuracy, isolated
+// members and the spread of active-view in-degrees.
+//
+//	FLEET=150 go test -tags fleet -run '^TestFleet$' -count=1 -timeout 1h -v ./cmd/gossipd
+//
+// Knobs (environment): FLEET (daemons, default 150), FLEET_DATASET
+// (default fashion-mnist), FLEET_TARGET (default 0.75), FLEET_SAMPLING
+// (default hyparview; cyclon runs the full mesh), FLEET_DELTA (default
+// 1s), FLEET_LIMIT (how long every member may take to reach the target,
+// default 15m), FLEET_REPORT (a markdown file the rows are appended to).
+//
+// It asserts what must hold at any size: every member reaches the target
+// within FLEET_LIMIT, none is isolated, and under partial views none
+// holds connections to more than its active view's bound plus
+// p2p.PartialHeadroom plus what one trim interval opens.
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/daemon/p2p"
+	"github.com/gossipd/gossipd/gossip"
+)
+
+func envOr(k, def string) string { return cmp.Or(os.Getenv(k), def) }
+
+// fleetRow is one phase's figures.
+type fleetRow struct {
+	phase                     string
+	members                   int
+	connMean                  float64
+	connMax                   int
+	memPerMin                 float64 // bytes per member per minute
+	reached                   time.Duration
+	isolated                  int
+	inMin, inMedian, inMax    int
+	accMin, accMedian, accMax float64
+}
+
+func TestFleet(t *testing.T) {
+	n, err := strconv.Atoi(envOr("FLEET", "150"))
+	if err != nil || n < 2 {
+		t.Fatalf("FLEET=%q: want a count of daemons ≥ 2", os.Getenv("FLEET"))
+	}
+	target, err := strconv.ParseFloat(envOr("FLEET_TARGET", "0.75"), 64)
+	if err != nil {
+		t.Fatalf("FLEET_TARGET: %v", err)
+	}
+	limit, err := time.ParseDuration(envOr("FLEET_LIMIT", "15m"))
+	if err != nil {
+		t.Fatalf("FLEET_LIMIT: %v", err)
+	}
+	dataset, sampling, delta := envOr("FLEET_DATASET", "fashion-mnist"), envOr("FLEET_SAMPLING", "hyparview"), envOr("FLEET_DELTA", "1s")
+	bin := buildBinary(t)
+	started := time.Now()
+	ds := startCluster(t, bin, t.TempDir(), n, delta, "--dataset", dataset, "--sampling", sampling,
+		"--lr", strconv.FormatFloat(gossip.DefaultLR, 'g', -1, 64), "--announce-interval", "5s")
+	t.Logf("%d daemons started in %v", n, time.Since(started).Round(time.Second))
+
+	reached := watchTarget(t, ds, target, limit)
+	rows := []fleetRow{measure(t, "all running", ds, reached.Sub(started), sampling)}
+
+	var dead, live []*proc
+	for i, d := range ds {
+		if i > 0 && i%10 < 3 { // 30%, never the bootstrap daemon
+			dead = append(dead, d)
+		} else {
+			live = append(live, d)
+		}
+	}
+	deadIDs := map[string]bool{}
+	for _, d := range dead {
+		if s, err := d.status(); err == nil {
+			deadIDs[s.PeerID] = true
+		}
+		d.cmd.Process.Kill()
+	}
+	for _, d := range dead {
+		d.cmd.Wait()
+	}
+	killed := time.Now()
+	healed := waitHealed(t, live, deadIDs, sampling, 5*time.Minute)
+	t.Logf("%d of %d killed at once; views healed (no survivor isolated or naming a dead peer) after %v", len(dead), n, healed.Sub(killed).Round(100*time.Millisecond))
+	again := watchTarget(t, live, target, limit)
+	rows = append(rows, measure(t, "30% killed", live, again.Sub(killed), sampling))
+
+	report := fmt.Sprintf("| %d | %s | %s | %s |\n", n, dataset, sampling, delta)
+	for _, r := range rows {
+		line := fmt.Sprintf("%s: %d members; connections per member mean %.1f, max %d; membership %.1f KB per member per minute; every member ≥ %.2f after %v; %d isolated; in-degree %d/%d/%d; accuracy %.3f/%.3f/%.3f",
+			r.phase, r.members, r.connMean, r.connMax, r.memPerMin/1e3, target, r.reached.Round(time.Second), r.isolated, r.inMin, r.inMedian, r.inMax, r.accMin, r.accMedian, r.accMax)
+		t.Log(line)
+		report += "- " + line + "\n"
+		if r.isolated > 0 {
+			t.Errorf("%s: %d members isolated", r.phase, r.isolated)
+		}
+		if bound := gossip.DefaultActiveView + p2p.PartialHeadroom + 4; sampling == gossip.SamplingHyParView && r.connMax > bound {
+			t.Errorf("%s: a member holds connections to %d peers; partial views bound them by %d", r.phase, r.connMax, bound)
+		}
+	}
+	if f := os.Getenv("FLEET_REPORT"); f != "" {
+		w, err := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprint(w, report)
+		w.Close()
+	}
+}
+
+// statuses reads every daemon's status at once (a failed read is an
+// empty status).
+func statuses(ds []*proc) []status {
+	out := make([]status, len(ds))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, d := range ds {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i], _ = d.status()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// watchTarget polls until every daemon has been at target at least once
+// and returns when the last one got there.
+func watchTarget(t *testing.T, ds []*proc, target float64, limit time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	got := make([]bool, len(ds))
+	left := len(ds)
+	for {
+		for i, s := range statuses(ds) {
+			if !got[i] && s.Accuracy >= target {
+				got[i] = true
+				left--
+			}
+		}
+		if left == 0 {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d daemons never reached %.2f within %v", left, len(ds), target, limit)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// neighbours are whom a daemon gossips with: its active view under
+// partial views, else its connected live members.
+func neighbours(s status, sampling string) []string {
+	if sampling == gossip.SamplingHyParView {
+		return s.ActiveView
+	}
+	return s.MemberPeers
+}
+
+// waitHealed polls until no daemon is isolated or names a dead peer
+// among its neighbours.
+func waitHealed(t *testing.T, ds []*proc, dead map[string]bool, sampling string, limit time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		bad := 0
+		for _, s := range statuses(ds) {
+			nb := neighbours(s, sampling)
+			if len(nb) == 0 || slices.ContainsFunc(nb, func(p string) bool { return dead[p] }) {
+				bad++
+			}
+		}
+		if bad == 0 {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, %d daemons still isolated or naming a dead peer", limit, bad)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// measure takes a phase's figures; membership bytes over one minute.
+func measure(t *testing.T, phase string, ds []*proc, reached time.Duration, sampling string) fleetRow {
+	t.Helper()
+	before, t0 := statuses(ds), time.Now()
+	time.Sleep(time.Minute) // the window the traffic is measured over
+	after, minutes := statuses(ds), time.Since(t0).Minutes()
+	r := fleetRow{phase: phase, members: len(ds), reached: reached}
+	indeg := map[string]int{}
+	var mem float64
+	var accs []float64
+	conns := 0
+	for i, s := range after {
+		k := s.connectedPeers()
+		conns += k
+		r.connMax = max(r.connMax, k)
+		mem += float64(s.MembershipBytes.In+s.MembershipBytes.Out) - float64(before[i].MembershipBytes.In+before[i].MembershipBytes.Out)
+		for _, q := range neighbours(s, sampling) {
+			indeg[q]++
+		}
+		accs = append(accs, s.Accuracy)
+	}
+	var in []int
+	for _, s := range after {
+		in = append(in, indeg[s.PeerID])
+		if len(neighbours(s, sampling)) == 0 {
+			r.isolated++
+		}
+	}
+	slices.Sort(in)
+	slices.Sort(accs)
+	r.connMean = float64(conns) / float64(len(ds))
+	r.memPerMin = mem / float64(len(ds)) / minutes
+	r.inMin, r.inMedian, r.inMax = in[0], in[len(in)/2], in[len(in)-1]
+	r.accMin, r.accMedian, r.accMax = accs[0], accs[len(accs)/2], accs[len(accs)-1]
+	return r
+}
