@@ -39,31 +39,31 @@ type Node struct {
 	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
 	// memIn, memOut count the bytes of the core's membership messages
 	// (Cyclon's, HyParView's) received and sent.
-	memIn, memOut atomic.Uint64
-	traffic                            traffic  // per peer
-	pace                               *pacer   // nil: unpaced
-	hist                               history  // /history
-	rejected                           sync.Map // reason → *atomic.Uint64
-	faults                             sync.Map // reason → *atomic.Uint64
-	resumed                            *Checkpoint
-	incarnation                        uint64        // new at every start
-	spec                               []byte        // the canonical spec announced
-	creator                            gossip.PeerID // who signed it
-	creatorSig                         []byte
-	live                               atomic.Pointer[[]gossip.PeerID] // live members but self, for broadcasts without a broadcaster
-	lastCkptUpdates                    uint64                          // core goroutine
-	dpSteps                            int                             // DP steps last shown in the status (-1: none yet)
-	aloneSince                         time.Time                       // when the peers last went to zero (core goroutine)
-	aloneWarned                        bool
-	roster                             roster                 // the connected peers, sorted by job (membership.go; core goroutine)
+	memIn, memOut   atomic.Uint64
+	traffic         traffic  // per peer
+	pace            *pacer   // nil: unpaced
+	hist            history  // /history
+	rejected        sync.Map // reason → *atomic.Uint64
+	faults          sync.Map // reason → *atomic.Uint64
+	resumed         *Checkpoint
+	incarnation     uint64        // new at every start
+	spec            []byte        // the canonical spec announced
+	creator         gossip.PeerID // who signed it
+	creatorSig      []byte
+	live            atomic.Pointer[[]gossip.PeerID] // live members but self, for broadcasts without a broadcaster
+	lastCkptUpdates uint64                          // core goroutine
+	dpSteps         int                             // DP steps last shown in the status (-1: none yet)
+	aloneSince      time.Time                       // when the peers last went to zero (core goroutine)
+	aloneWarned     bool
+	roster          roster // the connected peers, sorted by job (membership.go; core goroutine)
 	// anns, annsAt: under partial views, the announcements last read
 	// and when (membership.go: read every AnnounceInterval).
-	anns   []transport.Announcement
-	annsAt time.Time
-	sendRoster                         atomic.Pointer[roster] // the latest roster, for the sender workers (never mutated once stored)
-	withheld                           atomic.Uint64          // messages not sent: their addressee is not a member of the job
-	accountsUnsaved                    int                    // push-sum's account saves failed in a row (core goroutine)
-	accountsWarned                     time.Time
+	anns            []transport.Announcement
+	annsAt          time.Time
+	sendRoster      atomic.Pointer[roster] // the latest roster, for the sender workers (never mutated once stored)
+	withheld        atomic.Uint64          // messages not sent: their addressee is not a member of the job
+	accountsUnsaved int                    // push-sum's account saves failed in a row (core goroutine)
+	accountsWarned  time.Time
 	// partial: the job's members keep partial views (HyParView): a member
 	// counts without a connection, and every message that cannot be
 	// delivered is reported to the core, which replaces the neighbour.
