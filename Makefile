@@ -14,7 +14,7 @@ ARMFLAGS := -trimpath -ldflags '-s -w'
 
 export CGO_ENABLED ?= 0
 
-.PHONY: all build build-cuda cuda-check gpu-bundle image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover commtable soak clean
+.PHONY: all build build-cuda cuda-check gpu-bundle image e2e-images compose-v2 e2e qemu deploy-check dashboard demo test vet fmt-check unit race noasm kernels fuzz cross bench bench-go robustness turnover commtable soak fleet clean
 
 all: build
 
@@ -226,6 +226,16 @@ SOAK_TIMEOUT ?= 4h
 soak:
 	$(GO) vet -tags soak ./cmd/gossipd
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -parallel 8 -timeout $(SOAK_TIMEOUT) -v ./cmd/gossipd
+
+# The fleet benchmark (not part of make test): FLEET real daemons (150)
+# on 127.0.0.1 in one job of partial views, Fashion-MNIST shards, then 30%
+# killed at once; it logs connections per member, membership bytes per
+# member per minute, time to FLEET_TARGET (0.75), isolated members and
+# in-degrees. Knobs: FLEET, FLEET_DATASET, FLEET_TARGET, FLEET_SAMPLING,
+# FLEET_DELTA, FLEET_LIMIT, FLEET_REPORT (cmd/gossipd/fleet_test.go).
+fleet:
+	$(GO) vet -tags fleet ./cmd/gossipd
+	$(GO) test -tags fleet -run '^TestFleet$$' -count=1 -timeout 2h -v ./cmd/gossipd
 
 # The ARM builds with $(ARMFLAGS), as make qemu's.
 cross:
