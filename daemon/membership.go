@@ -128,22 +128,6 @@ func sortPeers(connected []gossip.PeerID, anns []transport.Announcement, withAnn
 	return r
 }
 
-// sortConnected sorts newly connected peers into a partial view's roster
-// (its members are the announcers, connected or not), by the
-// announcements it was built from.
-func (r *roster) sortConnected(connected []gossip.PeerID) {
-	r.otherJobs, r.unknown = nil, nil
-	for _, p := range connected {
-		switch {
-		case r.inJob[p]:
-		case r.otherJob[p]:
-			r.otherJobs = append(r.otherJobs, p)
-		default:
-			r.unknown = append(r.unknown, p)
-		}
-	}
-}
-
 // announcedMembers are the live members heard announcing job, connected
 // or not, sorted: a job whose members keep partial views (HyParView)
 // connects to a few of them only, so that a member need not be
@@ -162,43 +146,41 @@ func announcedMembers(anns []transport.Announcement, job string, now time.Time, 
 // refreshMembers sorts the connected peers (roster) and hands the live
 // members to the core (core goroutine).
 func (n *Node) refreshMembers() {
-	connected := slices.DeleteFunc(n.cfg.Transport.Peers(), func(p gossip.PeerID) bool { return p == n.cfg.Transport.ID() })
 	var anns []transport.Announcement
 	b, withAnns := n.cfg.Transport.(transport.Broadcaster)
 	now := n.cfg.Now()
-	switch {
-	case n.partial && withAnns && n.anns != nil && now.Sub(n.annsAt) < n.cfg.AnnounceInterval:
+	if n.partial && withAnns && n.anns != nil && now.Sub(n.annsAt) < n.cfg.AnnounceInterval {
 		// Under partial views the members are the contacts of a job that
-		// may have thousands: they are read again every
-		// AnnounceInterval, not every MembershipInterval (the active
-		// view, which the core keeps, notices a dead neighbour itself).
-		n.roster.sortConnected(connected)
-		n.publishRoster()
+		// may have thousands: they, and the connections sorted by them,
+		// are read again every AnnounceInterval, not every
+		// MembershipInterval (the active view, which the core keeps,
+		// notices a dead neighbour itself, and the sends to a neighbour
+		// are let through whatever the roster: allows).
 		return
-	case withAnns:
+	}
+	connected := slices.DeleteFunc(n.cfg.Transport.Peers(), func(p gossip.PeerID) bool { return p == n.cfg.Transport.ID() })
+	if withAnns {
 		anns = b.Announcements()
 		n.anns, n.annsAt = anns, now
 	}
 	n.roster = sortPeers(connected, anns, withAnns, n.job.String(), now, n.cfg.LiveTimeout, n.cfg.Local.IsMember)
+	connectedMembers := n.roster.ids()
 	if n.partial && withAnns {
 		n.roster.members = announcedMembers(anns, n.job.String(), now, n.cfg.LiveTimeout, n.cfg.Local.IsMember, n.cfg.Transport.ID())
 		n.roster.partial = true
 	}
-	n.publishRoster()
-	n.setMembers(slices.Clone(n.roster.members))
-}
-
-// publishRoster stores the roster for the senders and the status.
-func (n *Node) publishRoster() {
 	r := n.roster
 	n.sendRoster.Store(&r)
 	n.mu.Lock()
-	n.status.Peers, n.status.OtherJobPeers, n.status.UnknownPeers = len(n.roster.members), len(n.roster.otherJobs), len(n.roster.unknown)
-	n.status.MemberPeers = n.roster.ids()
+	// The status lists the connected members: under partial views the
+	// roster's members are every announcer, thousands in a large job.
+	n.status.Peers, n.status.OtherJobPeers, n.status.UnknownPeers = len(connectedMembers), len(n.roster.otherJobs), len(n.roster.unknown)
+	n.status.MemberPeers = connectedMembers
 	n.mu.Unlock()
 	n.met.peers.Set(float64(len(n.roster.members)))
 	n.met.otherJobPeers.Set(float64(len(n.roster.otherJobs)))
 	n.met.unknownPeers.Set(float64(len(n.roster.unknown)))
+	n.setMembers(slices.Clone(n.roster.members))
 }
 
 // mayGossip says whether m may go to its addressee by the current

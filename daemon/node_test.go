@@ -75,6 +75,13 @@ const pollEvery = 20 * time.Millisecond
 // (rounds, ticks, timeouts), not of how fast the machine runs the test.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
+	waitEvery(t, what, limit, pollEvery, cond)
+}
+
+// waitEvery is waitFor looking every every of virtual time (a large
+// fleet's cond reads thousands of statuses).
+func waitEvery(t *testing.T, what string, limit, every time.Duration, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
 		synctest.Wait()
@@ -84,7 +91,7 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 		if !time.Now().Before(deadline) {
 			t.Fatalf("waited %v of virtual time for %s", limit, what)
 		}
-		time.Sleep(pollEvery)
+		time.Sleep(every)
 	}
 }
 

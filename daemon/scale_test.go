@@ -111,7 +111,7 @@ func TestPartialViewsAtScale(t *testing.T) {
 			}
 		}
 		t0 := time.Now()
-		waitFor(t, fmt.Sprintf("every daemon at ≥ %.2f at least once", target), 1200*time.Second, all(r.nodes, target))
+		waitEvery(t, fmt.Sprintf("every daemon at ≥ %.2f at least once", target), 1200*time.Second, time.Second, all(r.nodes, target))
 		report("all up", r.nodes, t0)
 		var live []*daemon.Node
 		for i, nd := range r.nodes {
@@ -122,7 +122,7 @@ func TestPartialViewsAtScale(t *testing.T) {
 			live = append(live, nd)
 		}
 		t1 := time.Now()
-		waitFor(t, "no survivor isolated, none naming a dead peer", 120*time.Second, func() bool {
+		waitEvery(t, "no survivor isolated, none naming a dead peer", 120*time.Second, 100*time.Millisecond, func() bool {
 			for _, nd := range live {
 				v := nd.Status().ActiveView
 				if len(v) == 0 {
@@ -138,7 +138,7 @@ func TestPartialViewsAtScale(t *testing.T) {
 			return true
 		})
 		report("views healed after 30% killed", live, t1)
-		waitFor(t, fmt.Sprintf("every survivor at ≥ %.2f at least once since the kill", target), 300*time.Second, all(live, target))
+		waitEvery(t, fmt.Sprintf("every survivor at ≥ %.2f at least once since the kill", target), 300*time.Second, time.Second, all(live, target))
 		report(fmt.Sprintf("survivors at %.2f", target), live, t1)
 	})
 }

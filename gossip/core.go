@@ -290,8 +290,11 @@ func (n *Core) SetPeers(peers []PeerID) {
 	n.peers = slices.DeleteFunc(n.peers, func(p PeerID) bool { return p == n.cfg.ID })
 	slices.Sort(n.peers)
 	n.peers = slices.Compact(n.peers)
-	n.view.seed(n.peers)
-	n.hv.setContacts(n, n.peers)
+	if n.hvOn() {
+		n.hv.setContacts(n, n.peers)
+	} else {
+		n.view.seed(n.peers)
+	}
 }
 
 // Ready returns what the node wants done. Call Advance once it is handled.

@@ -170,10 +170,17 @@ func (n *Core) sample(xs []PeerID, k int, skip ...PeerID) []PeerID {
 }
 
 // setContacts records where to join (SetPeers); the contacts also enter
-// the passive view, as peers known to exist.
+// the passive view, as peers known to exist, as far as it has room: a
+// random sample of them when they are more (a daemon's contacts are
+// every member heard announcing, thousands in a large job), so that
+// what shuffles brought in is not evicted for them.
 func (h *hyparview) setContacts(n *Core, peers []PeerID) {
 	h.contacts = slices.DeleteFunc(slices.Clone(peers), func(p PeerID) bool { return p == h.self })
-	for _, p := range h.contacts {
+	add := h.contacts
+	if room := h.passiveSize - len(h.passive); len(add) > room {
+		add = n.sample(h.contacts, max(room, 0))
+	}
+	for _, p := range add {
 		h.addPassive(n, p, nil)
 	}
 }

@@ -29,6 +29,8 @@ type Network struct {
 	// encoded bytes of every announcement made.
 	sorted   []transport.Announcement
 	annBytes uint64
+	// ids are the endpoints' IDs, sorted (nil: stale).
+	ids []transport.PeerID
 }
 
 // New returns an empty network.
@@ -61,6 +63,7 @@ func (n *Network) Join(id transport.PeerID, buffer int) (*Endpoint, error) {
 	}
 	e := &Endpoint{net: n, id: id, in: make(chan transport.Inbound, buffer), jobs: map[transport.JobID]bool{}, annBytesAtJoin: n.annBytes}
 	n.nodes[id] = e
+	n.ids = nil
 	return e, nil
 }
 
@@ -195,8 +198,15 @@ func (e *Endpoint) Authenticates() bool { return false }
 func (e *Endpoint) Peers() []transport.PeerID {
 	e.net.mu.Lock()
 	defer e.net.mu.Unlock()
+	if e.net.ids == nil {
+		for id := range e.net.nodes {
+			e.net.ids = append(e.net.ids, id)
+		}
+		slices.Sort(e.net.ids)
+	}
 	var out []transport.PeerID
-	for id, o := range e.net.nodes {
+	for _, id := range e.net.ids {
+		o := e.net.nodes[id]
 		o.mu.Lock()
 		live := !o.closed
 		o.mu.Unlock()
@@ -204,7 +214,6 @@ func (e *Endpoint) Peers() []transport.PeerID {
 			out = append(out, id)
 		}
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -218,6 +227,7 @@ func (e *Endpoint) Close() error {
 	}
 	e.net.mu.Lock()
 	delete(e.net.nodes, e.id)
+	e.net.ids = nil
 	e.net.mu.Unlock()
 	return nil
 }
