@@ -143,6 +143,35 @@ func announcedMembers(anns []transport.Announcement, job string, now time.Time, 
 	return slices.CompactFunc(ms, func(a, b gossip.Member) bool { return a.ID == b.ID })
 }
 
+// sortPartial is sortPeers for a job of partial views: its members are
+// every live announcer of the job, connected or not (announcedMembers),
+// and only the peers of other jobs are kept apart (allows), so it keeps
+// no map of the members, which may be thousands. It also returns the
+// connected members. Pure, for tests.
+func sortPartial(connected []gossip.PeerID, anns []transport.Announcement, job string, now time.Time, liveTimeout time.Duration, admit func(gossip.PeerID) bool, self gossip.PeerID) (roster, []gossip.PeerID) {
+	r := roster{partial: true, inJob: map[gossip.PeerID]bool{}, otherJob: map[gossip.PeerID]bool{}}
+	r.members = announcedMembers(anns, job, now, liveTimeout, admit, self)
+	for _, a := range anns {
+		if a.JobID != job {
+			r.otherJob[a.Peer] = true
+		}
+	}
+	var conn []gossip.PeerID
+	for _, p := range connected {
+		_, member := slices.BinarySearchFunc(r.members, p, func(m gossip.Member, id gossip.PeerID) int { return strings.Compare(m.ID, id) })
+		switch {
+		case member:
+			conn = append(conn, p)
+		case r.otherJob[p]:
+			r.otherJobs = append(r.otherJobs, p)
+		default:
+			r.unknown = append(r.unknown, p)
+		}
+	}
+	slices.Sort(conn)
+	return r, conn
+}
+
 // refreshMembers sorts the connected peers (roster) and hands the live
 // members to the core (core goroutine).
 func (n *Node) refreshMembers() {
@@ -163,11 +192,12 @@ func (n *Node) refreshMembers() {
 		anns = b.Announcements()
 		n.anns, n.annsAt = anns, now
 	}
-	n.roster = sortPeers(connected, anns, withAnns, n.job.String(), now, n.cfg.LiveTimeout, n.cfg.Local.IsMember)
-	connectedMembers := n.roster.ids()
+	var connectedMembers []gossip.PeerID
 	if n.partial && withAnns {
-		n.roster.members = announcedMembers(anns, n.job.String(), now, n.cfg.LiveTimeout, n.cfg.Local.IsMember, n.cfg.Transport.ID())
-		n.roster.partial = true
+		n.roster, connectedMembers = sortPartial(connected, anns, n.job.String(), now, n.cfg.LiveTimeout, n.cfg.Local.IsMember, n.cfg.Transport.ID())
+	} else {
+		n.roster = sortPeers(connected, anns, withAnns, n.job.String(), now, n.cfg.LiveTimeout, n.cfg.Local.IsMember)
+		connectedMembers = n.roster.ids()
 	}
 	r := n.roster
 	n.sendRoster.Store(&r)

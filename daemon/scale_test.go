@@ -101,13 +101,20 @@ func TestPartialViewsAtScale(t *testing.T) {
 		// a member's accuracy moves up and down around the fleet's).
 		all := func(nodes []*daemon.Node, acc float64) func() bool {
 			reached := make([]bool, len(nodes))
+			from, logged := time.Now(), time.Now()
 			return func() bool {
-				ok := true
+				k := 0
 				for i, nd := range nodes {
 					reached[i] = reached[i] || nd.Status().Accuracy >= acc
-					ok = ok && reached[i]
+					if reached[i] {
+						k++
+					}
 				}
-				return ok
+				if time.Since(logged) >= time.Minute {
+					logged = time.Now()
+					t.Logf("%v of virtual time: %d of %d daemons have been at ≥ %.2f", time.Since(from).Round(time.Second), k, len(nodes), acc)
+				}
+				return k == len(nodes)
 			}
 		}
 		t0 := time.Now()
