@@ -112,7 +112,14 @@ func TestPartialViewsAtScale(t *testing.T) {
 				}
 				if time.Since(logged) >= time.Minute {
 					logged = time.Now()
-					t.Logf("%v of virtual time: %d of %d daemons have been at ≥ %.2f", time.Since(from).Round(time.Second), k, len(nodes), acc)
+					var behind []string
+					for i, nd := range nodes {
+						if !reached[i] && len(behind) < 5 {
+							s := nd.Status()
+							behind = append(behind, fmt.Sprintf("%s (accuracy %.3f, active view %d, messages in %d, updates %d)", s.PeerID, s.Accuracy, len(s.ActiveView), s.MessagesIn, s.Updates))
+						}
+					}
+					t.Logf("%v of virtual time: %d of %d daemons have been at ≥ %.2f; behind: %v", time.Since(from).Round(time.Second), k, len(nodes), acc, behind)
 				}
 				return k == len(nodes)
 			}

@@ -216,19 +216,25 @@ func (n *Node) NotReady() string {
 	return ""
 }
 
-// ByteCount is bytes received and sent.
+// ByteCount is bytes received and sent, in all and by what carried them.
 type ByteCount struct {
 	In  uint64 `json:"in"`
 	Out uint64 `json:"out"`
+	// By splits them: "views" (the core's view messages) and the
+	// transport's protocols (OverheadCounter).
+	By map[string]transport.Bytes `json:"by,omitempty"`
 }
 
 // membershipBytes adds the transport's overhead (OverheadCounter) to the
 // core's membership messages.
 func (n *Node) membershipBytes() ByteCount {
-	b := ByteCount{In: n.memIn.Load(), Out: n.memOut.Load()}
+	views := transport.Bytes{In: n.memIn.Load(), Out: n.memOut.Load()}
+	b := ByteCount{In: views.In, Out: views.Out, By: map[string]transport.Bytes{"views": views}}
 	if c, ok := n.cfg.Transport.(transport.OverheadCounter); ok {
-		in, out := c.OverheadBytes()
-		b.In, b.Out = b.In+in, b.Out+out
+		for p, x := range c.OverheadBytes() {
+			b.In, b.Out = b.In+x.In, b.Out+x.Out
+			b.By[p] = x
+		}
 	}
 	return b
 }

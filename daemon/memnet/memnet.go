@@ -180,10 +180,10 @@ func (e *Endpoint) Announcements() []transport.Announcement {
 // of the announcements this endpoint made, and of those the others made
 // since it joined (each endpoint hears every announcement, as over
 // gossipsub).
-func (e *Endpoint) OverheadBytes() (in, out uint64) {
+func (e *Endpoint) OverheadBytes() map[string]transport.Bytes {
 	e.net.mu.Lock()
 	defer e.net.mu.Unlock()
-	return e.net.annBytes - e.annBytesAtJoin - e.annOut, e.annOut
+	return map[string]transport.Bytes{"announcements": {In: e.net.annBytes - e.annBytesAtJoin - e.annOut, Out: e.annOut}}
 }
 
 // Inbound implements transport.Transport.

@@ -26,14 +26,18 @@ var lanes = func() map[protocol.ID]bool {
 // peer exchange, identify, liveness pings, the DHT, relays), received and
 // sent since the host started. Connection handshakes before a protocol
 // is chosen are not counted.
-func (t *Host) OverheadBytes() (in, out uint64) {
+func (t *Host) OverheadBytes() map[string]transport.Bytes {
+	out := map[string]transport.Bytes{}
 	for p, s := range t.bwc.GetBandwidthByProtocol() {
 		if !lanes[p] {
-			in += uint64(s.TotalIn)
-			out += uint64(s.TotalOut)
+			name := string(p)
+			if name == "" {
+				name = "unnegotiated"
+			}
+			out[name] = transport.Bytes{In: uint64(s.TotalIn), Out: uint64(s.TotalOut)}
 		}
 	}
-	return in, out
+	return out
 }
 
 var _ transport.OverheadCounter = (*Host)(nil)

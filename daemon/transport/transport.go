@@ -140,9 +140,16 @@ type Broadcaster interface {
 // OverheadCounter is a Transport that counts the bytes it spends on
 // keeping the network together rather than on gossip messages:
 // announcements, its pubsub's control messages, peer exchange, liveness
-// checks, routing. The daemon adds them to its membership traffic.
+// checks, routing, by protocol since it started. The daemon adds them to
+// its membership traffic.
 type OverheadCounter interface {
-	OverheadBytes() (in, out uint64)
+	OverheadBytes() map[string]Bytes
+}
+
+// Bytes is a count of bytes received and sent.
+type Bytes struct {
+	In  uint64 `json:"in"`
+	Out uint64 `json:"out"`
 }
 
 // Announcement is what a daemon periodically tells the network about itself
@@ -193,7 +200,7 @@ type Announcement struct {
 
 // MaxAnnounceEvery bounds the interval an announcement may claim: an
 // announcer that claims more is kept live as if it claimed this.
-const MaxAnnounceEvery = 10 * time.Minute
+const MaxAnnounceEvery = 15 * time.Minute
 
 // LiveFor is how long after it was heard the announcement counts: the
 // receiver's live timeout, or three of the announcer's intervals if that
