@@ -241,6 +241,8 @@ func handshakeFailed(err error) bool {
 func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []string) {
 	tick := time.NewTicker(t.cfg.PEXInterval)
 	defer tick.Stop()
+	trimTick := time.NewTicker(TrimEvery)
+	defer trimTick.Stop()
 	type state struct {
 		err    string
 		logged time.Time
@@ -318,10 +320,17 @@ func (t *Host) maintain(ctx context.Context, fixed []peer.AddrInfo, urls []strin
 			t.exchangePeers(ctx)
 		}
 		t.trim(boot)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				waiting = false
+			case <-trimTick.C:
+				// The DHT and peers that join open connections between
+				// rounds: a partial view closes them every TrimEvery.
+				t.trim(boot)
+			}
 		}
 	}
 }

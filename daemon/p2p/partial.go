@@ -24,6 +24,10 @@ func (t *Host) SetPartialViews(on bool) { t.partial.Store(on) }
 // a join's short exchange with a peer that is no neighbour.
 const PartialHeadroom = 8
 
+// TrimEvery is how often a host of partial views closes the connections
+// beyond its neighbours and PartialHeadroom.
+const TrimEvery = time.Second
+
 // Keep names the neighbours whose connections stay open under partial
 // views (transport.Keeper).
 func (t *Host) Keep(peers []transport.PeerID) {
