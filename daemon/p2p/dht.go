@@ -8,6 +8,7 @@ import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/routing"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
@@ -73,6 +74,12 @@ func (t *Host) discover(ctx context.Context, ns string) {
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, t.cfg.DiscoveryInterval)
+		if t.partial.Load() && t.hasNeighbours() {
+			// A partial view that has neighbours finds more peers by
+			// its shuffles: no DHT query, which would dial the few
+			// peers closest to the job's key from every member.
+			continue
+		}
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		found, err := rd.FindPeers(actx, ns)
 		if err != nil {
@@ -82,6 +89,12 @@ func (t *Host) discover(ctx context.Context, ns string) {
 		}
 		for ai := range found {
 			if ai.ID == t.h.ID() || len(ai.Addrs) == 0 || t.h.Network().Connectedness(ai.ID) == network.Connected {
+				continue
+			}
+			if t.partial.Load() {
+				// A partial view dials a member when it first sends to
+				// it: keep its addresses until then.
+				t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.RecentlyConnectedAddrTTL)
 				continue
 			}
 			if err := t.h.Connect(actx, ai); err == nil {
