@@ -36,7 +36,7 @@ const (
 	// (never less often than AnnounceInterval), so what a member hears
 	// of announcements stays flat as the job grows. A job of up to
 	// AnnounceBudget members announces as a full mesh does.
-	AnnounceBudget = 16
+	AnnounceBudget = 8
 )
 
 // Config configures a daemon. Zero values take the documented defaults;

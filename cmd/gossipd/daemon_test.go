@@ -105,6 +105,7 @@ type status struct {
 	MemberPeers     []string `json:"member_peers"`
 	MembershipBytes struct {
 		In, Out uint64
+		By      map[string]struct{ In, Out uint64 }
 	} `json:"membership_bytes"`
 }
 

@@ -26,9 +26,11 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +52,8 @@ type fleetRow struct {
 	isolated                  int
 	inMin, inMedian, inMax    int
 	accMin, accMedian, accMax float64
+	// by is memPerMin by what carried the bytes, largest first.
+	by string
 }
 
 func TestFleet(t *testing.T) {
@@ -101,8 +105,8 @@ func TestFleet(t *testing.T) {
 
 	report := fmt.Sprintf("| %d | %s | %s | %s |\n", n, dataset, sampling, delta)
 	for _, r := range rows {
-		line := fmt.Sprintf("%s: %d members; connections per member mean %.1f, max %d; membership %.1f KB per member per minute; every member ≥ %.2f after %v; %d isolated; in-degree %d/%d/%d; accuracy %.3f/%.3f/%.3f",
-			r.phase, r.members, r.connMean, r.connMax, r.memPerMin/1e3, target, r.reached.Round(time.Second), r.isolated, r.inMin, r.inMedian, r.inMax, r.accMin, r.accMedian, r.accMax)
+		line := fmt.Sprintf("%s: %d members; connections per member mean %.1f, max %d; membership %.1f KB per member per minute (%s); every member ≥ %.2f after %v; %d isolated; in-degree %d/%d/%d; accuracy %.3f/%.3f/%.3f",
+			r.phase, r.members, r.connMean, r.connMax, r.memPerMin/1e3, strings.TrimSpace(r.by), target, r.reached.Round(time.Second), r.isolated, r.inMin, r.inMedian, r.inMax, r.accMin, r.accMedian, r.accMax)
 		t.Log(line)
 		report += "- " + line + "\n"
 		if r.isolated > 0 {
@@ -203,6 +207,7 @@ func measure(t *testing.T, phase string, ds []*proc, reached time.Duration, samp
 	after, minutes := statuses(ds), time.Since(t0).Minutes()
 	r := fleetRow{phase: phase, members: len(ds), reached: reached}
 	indeg := map[string]int{}
+	by := map[string]float64{}
 	var mem float64
 	var accs []float64
 	conns := 0
@@ -211,6 +216,10 @@ func measure(t *testing.T, phase string, ds []*proc, reached time.Duration, samp
 		conns += k
 		r.connMax = max(r.connMax, k)
 		mem += float64(s.MembershipBytes.In+s.MembershipBytes.Out) - float64(before[i].MembershipBytes.In+before[i].MembershipBytes.Out)
+		for p, x := range s.MembershipBytes.By {
+			b := before[i].MembershipBytes.By[p]
+			by[p] += float64(x.In+x.Out) - float64(b.In+b.Out)
+		}
 		for _, q := range neighbours(s, sampling) {
 			indeg[q]++
 		}
@@ -227,6 +236,11 @@ func measure(t *testing.T, phase string, ds []*proc, reached time.Duration, samp
 	slices.Sort(accs)
 	r.connMean = float64(conns) / float64(len(ds))
 	r.memPerMin = mem / float64(len(ds)) / minutes
+	keys := slices.Collect(maps.Keys(by))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(by[b], by[a]) })
+	for _, p := range keys {
+		r.by += fmt.Sprintf(" %s %.1f KB;", p, by[p]/float64(len(ds))/minutes/1e3)
+	}
 	r.inMin, r.inMedian, r.inMax = in[0], in[len(in)/2], in[len(in)-1]
 	r.accMin, r.accMedian, r.accMax = accs[0], accs[len(accs)/2], accs[len(accs)-1]
 	return r

@@ -200,7 +200,7 @@ type Announcement struct {
 
 // MaxAnnounceEvery bounds the interval an announcement may claim: an
 // announcer that claims more is kept live as if it claimed this.
-const MaxAnnounceEvery = 15 * time.Minute
+const MaxAnnounceEvery = 30 * time.Minute
 
 // LiveFor is how long after it was heard the announcement counts: the
 // receiver's live timeout, or three of the announcer's intervals if that
