@@ -14,8 +14,8 @@ import (
 // --sampling hyparview, bootstrapped through the first. Every daemon
 // learns (≥ 0.85 on its digits shard's test split), keeps an active view
 // of 3 to 8 neighbours held at both ends, and holds connections to at
-// most 8 + p2p.PartialHeadroom peers after a trim, plus what one trim
-// interval (1 s) opens: fewer than the 23 a full mesh holds. The
+// most 8 + p2p.PartialHeadroom peers after a trim, plus connections
+// younger than p2p.TrimGrace: fewer than the 23 a full mesh holds. The
 // bootstrap daemon is no exception.
 func TestDaemonPartialViews(t *testing.T) {
 	t.Parallel() // daemons in their own processes: they wait more than they compute

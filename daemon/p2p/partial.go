@@ -25,8 +25,13 @@ func (t *Host) SetPartialViews(on bool) { t.partial.Store(on) }
 const PartialHeadroom = 8
 
 // TrimEvery is how often a host of partial views closes the connections
-// beyond its neighbours and PartialHeadroom.
-const TrimEvery = time.Second
+// beyond its neighbours and PartialHeadroom; a connection younger than
+// TrimGrace is left alone (a joiner's first connection must last until
+// it has heard an announcement and sent its join).
+const (
+	TrimEvery = time.Second
+	TrimGrace = 10 * time.Second
+)
 
 // Keep names the neighbours whose connections stay open under partial
 // views (transport.Keeper).
@@ -57,7 +62,7 @@ func (t *Host) hasNeighbours() bool {
 // trim closes, under partial views, the connections beyond the kept
 // neighbours and PartialHeadroom others: those to other peers, the ones
 // opened most recently first (a shuffle's, a join's), bootstrap peers
-// last.
+// last, none younger than TrimGrace.
 func (t *Host) trim(boot []peer.AddrInfo) {
 	if !t.partial.Load() {
 		return
@@ -89,6 +94,7 @@ func (t *Host) trim(boot []peer.AddrInfo) {
 	if len(others) <= PartialHeadroom {
 		return
 	}
+	now := time.Now()
 	slices.SortFunc(others, func(a, b cand) int {
 		switch {
 		case a.boot != b.boot: // bootstrap peers close last
@@ -101,8 +107,13 @@ func (t *Host) trim(boot []peer.AddrInfo) {
 		}
 		return strings.Compare(string(a.id), string(b.id))
 	})
+	closed := 0
 	for _, c := range others[:len(others)-PartialHeadroom] {
+		if now.Sub(c.opened) < TrimGrace {
+			continue
+		}
 		t.h.Network().ClosePeer(c.id)
+		closed++
 	}
-	t.log.Debug("closed connections beyond the partial view", "closed", len(others)-PartialHeadroom, "neighbours", kept)
+	t.log.Debug("closed connections beyond the partial view", "closed", closed, "neighbours", kept)
 }
