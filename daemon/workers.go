@@ -185,8 +185,8 @@ func (n *Node) announce(ctx context.Context, b transport.Broadcaster) {
 			return
 		case <-t.C:
 		}
-		every := n.announceEvery()
 		a := n.announcement(false)
+		every := announceEvery(n.cfg.AnnounceInterval, n.partial, a.Members)
 		a.EveryMS = every.Milliseconds()
 		if err := b.Announce(ctx, a); err != nil && ctx.Err() == nil {
 			n.log.Debug("announce failed", "err", err)
@@ -196,14 +196,9 @@ func (n *Node) announce(ctx context.Context, b transport.Broadcaster) {
 	}
 }
 
-// announceEvery is this node's announcement interval: AnnounceInterval,
-// or under partial views AnnounceInterval·members/AnnounceBudget when
-// that is longer (see AnnounceBudget).
-func (n *Node) announceEvery() time.Duration {
-	return announceEvery(n.cfg.AnnounceInterval, n.partial, n.Status().Members)
-}
-
-// announceEvery: pure, for tests.
+// announceEvery is a node's announcement interval: base
+// (AnnounceInterval), or under partial views base·members/AnnounceBudget
+// when that is longer (see AnnounceBudget). Pure, for tests.
 func announceEvery(base time.Duration, partial bool, members int) time.Duration {
 	if !partial || members <= AnnounceBudget {
 		return base

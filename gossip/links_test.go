@@ -154,10 +154,7 @@ func TestPushSumCompressed(t *testing.T) {
 			if s%100 != 0 {
 				continue
 			}
-			total := 0.0
-			for _, nd := range h.nodes {
-				total += nd.PushSumWeight()
-			}
+			total := h.totalWeight()
 			if math.Abs(total-12) > 1e-9 {
 				t.Fatalf("%s after %d s: total weight %v, want 12", spec, s, total)
 			}

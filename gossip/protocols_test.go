@@ -183,10 +183,7 @@ func TestPushSumConservesAndAverages(t *testing.T) {
 	h.train = zeroGrad
 	for s := 1; s <= 60; s++ {
 		h.run(time.Duration(s)*time.Second, time.Second)
-		total := 0.0
-		for _, nd := range h.nodes {
-			total += nd.PushSumWeight()
-		}
+		total := h.totalWeight()
 		if math.Abs(total-n) > 1e-9 {
 			t.Fatalf("after %d s: total weight %v, want %d", s, total, n)
 		}
@@ -236,10 +233,7 @@ func TestGoSGDConservesAndAverages(t *testing.T) {
 	}
 	for s := 1; s <= 120; s++ {
 		h.run(time.Duration(s)*time.Second, time.Second)
-		total := 0.0
-		for _, nd := range h.nodes {
-			total += nd.PushSumWeight()
-		}
+		total := h.totalWeight()
 		if math.Abs(total-n) > 1e-9 {
 			t.Fatalf("after %d s: total weight %v, want %d", s, total, n)
 		}
@@ -254,6 +248,15 @@ func TestGoSGDConservesAndAverages(t *testing.T) {
 			}
 		}
 	}
+}
+
+// totalWeight sums the nodes' push-sum weights.
+func (h *harness) totalWeight() float64 {
+	total := 0.0
+	for _, nd := range h.nodes {
+		total += nd.PushSumWeight()
+	}
+	return total
 }
 
 // TestADPSGDNoDeadlock: with a dead peer and random message loss, every live

@@ -134,15 +134,7 @@ func TestDPSGDOverViews(t *testing.T) {
 			}
 		}
 		if proto == gossip.PushSum {
-			var sum float64
-			for _, p := range s.peers {
-				sum += p.Core().PushSumWeight()
-			}
-			for _, e := range s.q.h {
-				if e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
-					sum += e.orig.Weight
-				}
-			}
+			sum := massInFlight(s)
 			if math.Abs(sum-float64(cfg.Peers)) > 1e-6 {
 				t.Errorf("push-sum over views: weights and shares in flight sum to %.9g, want %d", sum, cfg.Peers)
 			}
@@ -203,15 +195,7 @@ func TestGoSGDOverViews(t *testing.T) {
 		if res.Reach.PeersNeverReceived != 0 {
 			t.Errorf("gosgd over %s: reach %+v, want every peer to receive shares", sampling, res.Reach)
 		}
-		var sum float64
-		for _, p := range s.peers {
-			sum += p.Core().PushSumWeight()
-		}
-		for _, e := range s.q.h {
-			if e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
-				sum += e.orig.Weight
-			}
-		}
+		sum := massInFlight(s)
 		if math.Abs(sum-float64(cfg.Peers)) > 1e-6 {
 			t.Errorf("gosgd over %s: weights and shares in flight sum to %.9g, want %d", sampling, sum, cfg.Peers)
 		}
@@ -220,4 +204,19 @@ func TestGoSGDOverViews(t *testing.T) {
 		}
 		t.Logf("gosgd over %s %.4f, push-sum %.4f", sampling, res.FinalAccuracy, want.FinalAccuracy)
 	}
+}
+
+// massInFlight sums the peers' push-sum weights and the weights of the
+// shares still to be delivered.
+func massInFlight(s *sim) float64 {
+	var sum float64
+	for _, p := range s.peers {
+		sum += p.Core().PushSumWeight()
+	}
+	for _, e := range s.q.h {
+		if e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
+			sum += e.orig.Weight
+		}
+	}
+	return sum
 }

@@ -187,10 +187,7 @@ func (t *Host) heard(ctx context.Context, a transport.Announcement) {
 			}
 		}
 	}
-	if t.partial.Load() {
-		// A partial view dials a member when it first sends to it: keep
-		// its addresses until then.
-		t.h.Peerstore().AddAddrs(pid, addrs, peerstore.RecentlyConnectedAddrTTL)
+	if t.dialLater(pid, addrs) {
 		return
 	}
 	t.h.Peerstore().AddAddrs(pid, addrs, peerstore.TempAddrTTL)

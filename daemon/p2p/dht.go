@@ -9,7 +9,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/routing"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 	dutil "github.com/libp2p/go-libp2p/p2p/discovery/util"
@@ -91,10 +90,7 @@ func (t *Host) discover(ctx context.Context, ns string) {
 			if ai.ID == t.h.ID() || len(ai.Addrs) == 0 || t.h.Network().Connectedness(ai.ID) == network.Connected {
 				continue
 			}
-			if t.partial.Load() {
-				// A partial view dials a member when it first sends to
-				// it: keep its addresses until then.
-				t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.RecentlyConnectedAddrTTL)
+			if t.dialLater(ai.ID, ai.Addrs) {
 				continue
 			}
 			if err := t.h.Connect(actx, ai); err == nil {

@@ -8,6 +8,8 @@ import (
 	"github.com/gossipd/gossipd/daemon/transport"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // SetPartialViews says whether the job keeps partial views (HyParView):
@@ -32,6 +34,17 @@ const (
 	TrimEvery = time.Second
 	TrimGrace = 10 * time.Second
 )
+
+// dialLater, under partial views, keeps the addresses of a peer heard of
+// (an announcement, peer exchange, the DHT) until the daemon first sends
+// to it, and reports true; a full mesh dials such a peer at once.
+func (t *Host) dialLater(id peer.ID, addrs []ma.Multiaddr) bool {
+	if !t.partial.Load() {
+		return false
+	}
+	t.h.Peerstore().AddAddrs(id, addrs, peerstore.RecentlyConnectedAddrTTL)
+	return true
+}
 
 // Keep names the neighbours whose connections stay open under partial
 // views (transport.Keeper).

@@ -75,9 +75,8 @@ func (t *Host) exchangePeers(ctx context.Context) {
 		if t.h.Network().Connectedness(ai.ID) == network.Connected {
 			continue
 		}
-		if t.partial.Load() {
-			t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.RecentlyConnectedAddrTTL)
-			continue // dialled when a partial view first sends to it
+		if t.dialLater(ai.ID, ai.Addrs) {
+			continue
 		}
 		t.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
 		t.wg.Go(func() {
