@@ -97,7 +97,7 @@ func Launch(ctx context.Context, s *Settings, fs *flag.FlagSet, stderr io.Writer
 	n, err := New(Config{Job: spec, Local: Local{LR: s.Job.LR, Batch: s.Job.Batch, LocalEpochs: s.Job.LocalEpochs, Members: ok.members},
 		Join: origin != nil, Origin: origin, AnnounceInterval: s.AnnounceInterval,
 		Train: d.train, Test: d.test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: d.scaler,
-		CheckpointEvery: s.CheckpointEvery, Logger: log, Aggregator: ok.agg, MaxNorm: s.MaxNorm, DP: ok.dp,
+		CheckpointEvery: s.CheckpointEvery, EvalInterval: s.EvalInterval, Logger: log, Aggregator: ok.agg, MaxNorm: s.MaxNorm, DP: ok.dp,
 		DataFingerprint: d.train.Fingerprint, SendRate: s.SendRate, Device: s.Device})
 	if err != nil {
 		return err
@@ -148,6 +148,7 @@ func (s *Settings) load(scale string, seed uint64, fingerprint bool) (data, erro
 	if err != nil {
 		return d, cli.DatasetUsage(err)
 	}
+	d.test = d.test.Spread(s.EvalExamples)
 	// The whole data set is garbage once a shard is cut from it: give
 	// its memory back now rather than as the scavenger gets to it.
 	debug.FreeOSMemory()

@@ -36,6 +36,8 @@ type Settings struct {
 	Store, Key                   string
 	StoreRecover, StoreReset     bool
 	CheckpointEvery, Keep        int
+	EvalInterval                 time.Duration
+	EvalExamples                 int
 	Listen, Bootstrap            string
 	Consortium, DHT, Relays      string
 	MDNS, PEX, AutoNAT           bool
@@ -101,6 +103,8 @@ func (s *Settings) Register(fs *flag.FlagSet) {
 		fs.StringVar(&s.Key, "key", "", "identity key file (default STORE/identity.key; created on first run, mode 0600)")
 		fs.IntVar(&s.CheckpointEvery, "checkpoint-every", 10, "model updates between checkpoints")
 		fs.IntVar(&s.Keep, "keep", 3, "checkpoints to keep")
+		fs.DurationVar(&s.EvalInterval, "eval-interval", DefaultEvalInterval, "how often the model is evaluated for /status, /metrics and the dashboard")
+		fs.IntVar(&s.EvalExamples, "eval-examples", 0, "test examples evaluated, spread over the test split (0: all)")
 	})
 	cli.Group(fs, "Process", func() {
 		fs.StringVar(&s.Device, "device", "auto", "where training runs: "+device.Values+" (auto: a GPU gossipd can use, else the CPU)")
@@ -116,6 +120,7 @@ func (s *Settings) Register(fs *flag.FlagSet) {
 var Bounds = cli.WithBounds(job.Bounds, cli.Bounds{
 	"init-seed": "[0,inf)", "checkpoint-every": "[1,inf)", "keep": "[1,inf)", "test-fraction": "(0,1)",
 	"join-timeout": "(0,inf)", "announce-interval": "(0,inf)", "max-conns": "[1,inf)",
+	"eval-interval": "(0,inf)", "eval-examples": "[0,inf)",
 	"peer-rate": "(-inf,0)|(0,inf)", "peer-frames": "(-inf,0)|(0,inf)", "send-rate": "[0,inf)", "max-norm": "(-inf,inf)",
 })
 
@@ -244,5 +249,7 @@ var Profiles = map[string][]struct{ Flag, Value, Why string }{
 		{"peer-frames", "20", "at most 20 frames per second from any one peer"},
 		{"checkpoint-every", "50", "write the store less often (flash wear)"},
 		{"keep", "2", "keep two checkpoints"},
+		{"eval-interval", "30s", "evaluate the model every 30 s instead of every 2 s"},
+		{"eval-examples", "1000", "on 1,000 test examples, not the whole test split"},
 	},
 }

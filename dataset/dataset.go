@@ -91,6 +91,20 @@ func (d *Dataset) Subset(idx []int) *Dataset {
 	return s
 }
 
+// Spread returns k rows spread evenly over d (rows ⌊i·N/k⌋, so every
+// part of d is drawn from, whatever its order), or d itself when k is 0
+// or not below N.
+func (d *Dataset) Spread(k int) *Dataset {
+	if k <= 0 || k >= d.N {
+		return d
+	}
+	idx := make([]int, k)
+	for i := range idx {
+		idx[i] = i * d.N / k
+	}
+	return d.Subset(idx)
+}
+
 // ClassCounts returns how many examples carry each label.
 func (d *Dataset) ClassCounts() []int {
 	c := make([]int, d.Classes)

@@ -578,3 +578,17 @@ func TestOpenEmptySplit(t *testing.T) {
 		t.Errorf("two examples: %v, %v, %v; want one each", train, test, err)
 	}
 }
+
+func TestSpread(t *testing.T) {
+	d := &Dataset{N: 10, D: 1, Classes: 10, X: make([]float32, 10), Y: make([]int32, 10)}
+	for i := range 10 {
+		d.X[i], d.Y[i] = float32(i), int32(i)
+	}
+	if d.Spread(0) != d || d.Spread(10) != d || d.Spread(11) != d {
+		t.Error("Spread(0), Spread(N) and beyond should be the dataset itself")
+	}
+	s := d.Spread(4)
+	if s.N != 4 || !slices.Equal(s.Y, []int32{0, 2, 5, 7}) || !slices.Equal(s.X, []float32{0, 2, 5, 7}) {
+		t.Errorf("Spread(4) = rows %v (X %v), want 0 2 5 7 from both ends and the middle", s.Y, s.X)
+	}
+}

@@ -16,7 +16,8 @@ package main
 // (default fashion-mnist), FLEET_TARGET (default 0.75), FLEET_SAMPLING
 // (default hyparview; cyclon runs the full mesh), FLEET_DELTA (default
 // 1s), FLEET_LIMIT (how long every member may take to reach the target,
-// default 15m), FLEET_REPORT (a markdown file the rows are appended to).
+// default 15m), FLEET_EVAL_INTERVAL (how often each daemon evaluates its
+// model on the whole test split, default 5s), FLEET_REPORT (a markdown file the rows are appended to).
 //
 // It asserts what must hold at any size: every member reaches the target
 // within FLEET_LIMIT, none is isolated, and under partial views none
@@ -73,7 +74,8 @@ func TestFleet(t *testing.T) {
 	bin := buildBinary(t)
 	started := time.Now()
 	ds := startCluster(t, bin, t.TempDir(), n, delta, "--dataset", dataset, "--sampling", sampling,
-		"--lr", strconv.FormatFloat(gossip.DefaultLR, 'g', -1, 64), "--announce-interval", "5s")
+		"--lr", strconv.FormatFloat(gossip.DefaultLR, 'g', -1, 64), "--announce-interval", "5s",
+		"--eval-interval", envOr("FLEET_EVAL_INTERVAL", "5s"))
 	t.Logf("%d daemons started in %v", n, time.Since(started).Round(time.Second))
 
 	reached := watchTarget(t, ds, target, limit)
@@ -147,11 +149,13 @@ func statuses(ds []*proc) []status {
 // and returns when the last one got there.
 func watchTarget(t *testing.T, ds []*proc, target float64, limit time.Duration) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(limit)
+	began := time.Now()
+	deadline, logged := began.Add(limit), began
 	got := make([]bool, len(ds))
 	left := len(ds)
 	for {
-		for i, s := range statuses(ds) {
+		all := statuses(ds)
+		for i, s := range all {
 			if !got[i] && s.Accuracy >= target {
 				got[i] = true
 				left--
@@ -160,8 +164,21 @@ func watchTarget(t *testing.T, ds []*proc, target float64, limit time.Duration) 
 		if left == 0 {
 			return time.Now()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d daemons never reached %.2f within %v", left, len(ds), target, limit)
+		if over := time.Now().After(deadline); over || time.Since(logged) >= time.Minute {
+			logged = time.Now()
+			var behind []string
+			for i, s := range all {
+				if !got[i] && len(behind) < 5 {
+					behind = append(behind, fmt.Sprintf("n%d (accuracy %.3f, active view %d, messages in %d, updates %d, members %d)",
+						i, s.Accuracy, len(s.ActiveView), s.MessagesIn, s.Updates, s.Members))
+				}
+			}
+			msg := fmt.Sprintf("after %v, %d of %d daemons have not been at %.2f: %s", time.Since(began).Round(time.Second),
+				left, len(ds), target, strings.Join(behind, "; "))
+			if over {
+				t.Fatal(msg)
+			}
+			t.Log(msg)
 		}
 		time.Sleep(time.Second)
 	}

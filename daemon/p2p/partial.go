@@ -73,9 +73,11 @@ func (t *Host) hasNeighbours() bool {
 }
 
 // trim closes, under partial views, the connections beyond the kept
-// neighbours and PartialHeadroom others: those to other peers, the ones
-// opened most recently first (a shuffle's, a join's), bootstrap peers
-// last, none younger than TrimGrace.
+// neighbours and PartialHeadroom others. The headroom goes first to
+// connections younger than TrimGrace (a shuffle's, a join's), which are
+// never closed, then to bootstrap peers, then to the oldest: a member
+// holds connections to its neighbours and to at most
+// max(PartialHeadroom, those opened in the last TrimGrace) others.
 func (t *Host) trim(boot []peer.AddrInfo) {
 	if !t.partial.Load() {
 		return
@@ -84,19 +86,14 @@ func (t *Host) trim(boot []peer.AddrInfo) {
 	if k := t.keep.Load(); k != nil {
 		keep = *k
 	}
-	type cand struct {
-		id     peer.ID
-		opened time.Time
-		boot   bool
-	}
-	var others []cand
+	var others []otherConn
 	kept := 0
 	for _, id := range t.h.Network().Peers() {
 		if keep[id] {
 			kept++
 			continue
 		}
-		c := cand{id: id, boot: slices.ContainsFunc(boot, func(a peer.AddrInfo) bool { return a.ID == id })}
+		c := otherConn{id: id, boot: slices.ContainsFunc(boot, func(a peer.AddrInfo) bool { return a.ID == id })}
 		for _, conn := range t.h.Network().ConnsToPeer(id) {
 			if o := conn.Stat().Opened; o.After(c.opened) {
 				c.opened = o
@@ -104,12 +101,37 @@ func (t *Host) trim(boot []peer.AddrInfo) {
 		}
 		others = append(others, c)
 	}
-	if len(others) <= PartialHeadroom {
-		return
+	closed := toTrim(others, time.Now())
+	for _, id := range closed {
+		t.h.Network().ClosePeer(id)
 	}
-	now := time.Now()
-	slices.SortFunc(others, func(a, b cand) int {
+	t.log.Debug("closed connections beyond the partial view", "closed", len(closed), "neighbours", kept)
+}
+
+// otherConn is a connection to a peer that is no neighbour: when the
+// newest to it was opened, and whether the peer is a bootstrap peer.
+type otherConn struct {
+	id     peer.ID
+	opened time.Time
+	boot   bool
+}
+
+// toTrim picks, of the connections to peers that are no neighbours, those
+// trim closes at now: all but PartialHeadroom, the young (TrimGrace) ones
+// kept first and never closed, then bootstrap peers, then the oldest.
+func toTrim(others []otherConn, now time.Time) []peer.ID {
+	if len(others) <= PartialHeadroom {
+		return nil
+	}
+	young := func(c otherConn) bool { return now.Sub(c.opened) < TrimGrace }
+	others = slices.Clone(others)
+	slices.SortFunc(others, func(a, b otherConn) int {
 		switch {
+		case young(a) != young(b): // the young ones take the headroom first
+			if young(a) {
+				return 1
+			}
+			return -1
 		case a.boot != b.boot: // bootstrap peers close last
 			if a.boot {
 				return 1
@@ -120,13 +142,11 @@ func (t *Host) trim(boot []peer.AddrInfo) {
 		}
 		return strings.Compare(string(a.id), string(b.id))
 	})
-	closed := 0
+	var out []peer.ID
 	for _, c := range others[:len(others)-PartialHeadroom] {
-		if now.Sub(c.opened) < TrimGrace {
-			continue
+		if !young(c) {
+			out = append(out, c.id)
 		}
-		t.h.Network().ClosePeer(c.id)
-		closed++
 	}
-	t.log.Debug("closed connections beyond the partial view", "closed", closed, "neighbours", kept)
+	return out
 }
