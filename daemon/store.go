@@ -215,11 +215,13 @@ func inUse(dir string) error {
 // memtable (values up to 1 MiB stay in the LSM tree), 64 MiB value logs,
 // and a 4 MiB block cache (badger's default, 256 MiB, would grow a small
 // board's daemon by the size of its checkpoints read back, for nothing: a
-// store is read at start and by export).
+// store is read at start and by export), and 2 compactors, badger's
+// least (each wakes every 50 ms; a store of a few checkpoints needs
+// little compaction, and many daemons on one host pay for each wake-up).
 func badgerOptions(dir string) badger.Options {
 	return badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(nil).
 		WithMemTableSize(memTableSize).WithValueLogFileSize(64 << 20).WithNumVersionsToKeep(1).
-		WithBlockCacheSize(4 << 20)
+		WithBlockCacheSize(4 << 20).WithNumCompactors(2)
 }
 
 // openBadger opens the badger database in dir as it is.

@@ -53,6 +53,13 @@ type hyparview struct {
 	// reply since askedAt.
 	asked   PeerID
 	askedAt time.Duration
+	// refused counts the neighbour requests refused in a row: a view
+	// that is not empty asks again only at promoteAt, 2^refused periods
+	// (at most promoteBackoff) after the last refusal, so that in a
+	// fleet whose views are all nearly full the asking does not open a
+	// connection every period on every member.
+	refused   int
+	promoteAt time.Duration
 	// shuffled is what the last shuffle sent, evicted first by its reply;
 	// periods counts the periods, for shuffleEvery.
 	shuffled []PeerID
@@ -78,6 +85,9 @@ const (
 	// walks up to hvActiveWalk hops, and passive views need not be
 	// fresher than this to replace failed neighbours.
 	shuffleEvery = 4
+	// promoteBackoff is the most periods a view with room but at least
+	// one neighbour waits after refusals before it asks again.
+	promoteBackoff = 16
 )
 
 // hvOn reports whether the node runs HyParView.
@@ -244,7 +254,8 @@ func (h *hyparview) addPassive(n *Core, p PeerID, prefer []PeerID) []PeerID {
 
 // tick runs once per period: an unanswered neighbour request gives up on
 // its peer, silent links are pinged, a view with room promotes a passive
-// peer (or joins again through a contact when it knows nobody), and
+// peer (backing off after refusals unless the view is empty; or joins
+// again through a contact when it knows nobody), and
 // every shuffleEvery periods a shuffle goes out.
 func (h *hyparview) tick(n *Core) {
 	if !h.started {
@@ -270,7 +281,7 @@ func (h *hyparview) tick(n *Core) {
 		h.join(n) // the first time: the join spreads this node
 	case len(h.active) == 0 && len(h.passive) == 0 && n.now >= h.joinAt:
 		h.join(n) // knows nobody any more: join again
-	case len(h.active) < h.activeSize:
+	case len(h.active) < h.activeSize && (len(h.active) == 0 || n.now >= h.promoteAt):
 		h.promote(n)
 	}
 	if h.periods%shuffleEvery == 0 {
@@ -370,8 +381,13 @@ func (h *hyparview) step(n *Core, m *Message) {
 	case KindHVNeighborReply:
 		if q == h.asked {
 			h.asked = ""
+			if m.Round != 1 {
+				h.refused = min(h.refused+1, 4) // 2^4 = promoteBackoff
+				h.promoteAt = n.now + time.Duration(1<<h.refused)*n.cfg.Delta
+			}
 		}
 		if m.Round == 1 {
+			h.refused = 0
 			h.addActive(n, q)
 		}
 	case KindHVDisconnect:

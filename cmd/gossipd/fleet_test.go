@@ -16,7 +16,8 @@ package main
 // (default fashion-mnist), FLEET_TARGET (default 0.75), FLEET_SAMPLING
 // (default hyparview; cyclon runs the full mesh), FLEET_DELTA (default
 // 1s), FLEET_LIMIT (how long every member may take to reach the target,
-// default 15m), FLEET_EVAL_INTERVAL (how often each daemon evaluates its
+// default 15m), FLEET_GOMAXPROCS (each daemon's, default 1),
+// FLEET_EVAL_INTERVAL (how often each daemon evaluates its
 // model on the whole test split, default 5s), FLEET_REPORT (a markdown file the rows are appended to).
 //
 // It asserts what must hold at any size: every member reaches the target
@@ -57,6 +58,12 @@ type fleetRow struct {
 	by string
 }
 
+// String is the row as the log and the report give it.
+func (r fleetRow) String(target float64) string {
+	return fmt.Sprintf("%s: %d members; connections per member mean %.1f, max %d; membership %.1f KB per member per minute (%s); every member ≥ %.2f after %v; %d isolated; in-degree %d/%d/%d; accuracy %.3f/%.3f/%.3f",
+		r.phase, r.members, r.connMean, r.connMax, r.memPerMin/1e3, strings.TrimSpace(r.by), target, r.reached.Round(time.Second), r.isolated, r.inMin, r.inMedian, r.inMax, r.accMin, r.accMedian, r.accMax)
+}
+
 func TestFleet(t *testing.T) {
 	n, err := strconv.Atoi(envOr("FLEET", "150"))
 	if err != nil || n < 2 {
@@ -72,6 +79,9 @@ func TestFleet(t *testing.T) {
 	}
 	dataset, sampling, delta := envOr("FLEET_DATASET", "fashion-mnist"), envOr("FLEET_SAMPLING", "hyparview"), envOr("FLEET_DELTA", "1s")
 	bin := buildBinary(t)
+	// Many daemons share this host's few cores: one thread each runs
+	// Go's scheduler on fewer threads per process.
+	t.Setenv("GOMAXPROCS", envOr("FLEET_GOMAXPROCS", "1"))
 	started := time.Now()
 	ds := startCluster(t, bin, t.TempDir(), n, delta, "--dataset", dataset, "--sampling", sampling,
 		"--lr", strconv.FormatFloat(gossip.DefaultLR, 'g', -1, 64), "--announce-interval", "5s",
@@ -80,6 +90,7 @@ func TestFleet(t *testing.T) {
 
 	reached := watchTarget(t, ds, target, limit)
 	rows := []fleetRow{measure(t, "all running", ds, reached.Sub(started), sampling)}
+	t.Log(rows[0].String(target))
 
 	var dead, live []*proc
 	for i, d := range ds {
@@ -105,12 +116,10 @@ func TestFleet(t *testing.T) {
 	again := watchTarget(t, live, target, limit)
 	rows = append(rows, measure(t, "30% killed", live, again.Sub(killed), sampling))
 
+	t.Log(rows[1].String(target))
 	report := fmt.Sprintf("| %d | %s | %s | %s |\n", n, dataset, sampling, delta)
 	for _, r := range rows {
-		line := fmt.Sprintf("%s: %d members; connections per member mean %.1f, max %d; membership %.1f KB per member per minute (%s); every member ≥ %.2f after %v; %d isolated; in-degree %d/%d/%d; accuracy %.3f/%.3f/%.3f",
-			r.phase, r.members, r.connMean, r.connMax, r.memPerMin/1e3, strings.TrimSpace(r.by), target, r.reached.Round(time.Second), r.isolated, r.inMin, r.inMedian, r.inMax, r.accMin, r.accMedian, r.accMax)
-		t.Log(line)
-		report += "- " + line + "\n"
+		report += "- " + r.String(target) + "\n"
 		if r.isolated > 0 {
 			t.Errorf("%s: %d members isolated", r.phase, r.isolated)
 		}
@@ -128,8 +137,9 @@ func TestFleet(t *testing.T) {
 	}
 }
 
-// statuses reads every daemon's status at once (a failed read is an
-// empty status).
+// statuses reads every daemon's status at once, three tries each (a
+// busy host may not answer within the client's timeout; a read that
+// fails three times is an empty status).
 func statuses(ds []*proc) []status {
 	out := make([]status, len(ds))
 	var wg sync.WaitGroup
@@ -138,7 +148,12 @@ func statuses(ds []*proc) []status {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], _ = d.status()
+			for range 3 {
+				var err error
+				if out[i], err = d.status(); err == nil {
+					return
+				}
+			}
 		})
 	}
 	wg.Wait()
@@ -180,7 +195,7 @@ func watchTarget(t *testing.T, ds []*proc, target float64, limit time.Duration) 
 			}
 			t.Log(msg)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second)
 	}
 }
 
@@ -198,19 +213,38 @@ func neighbours(s status, sampling string) []string {
 func waitHealed(t *testing.T, ds []*proc, dead map[string]bool, sampling string, limit time.Duration) time.Time {
 	t.Helper()
 	deadline := time.Now().Add(limit)
+	began, logged := time.Now(), time.Now()
 	for {
-		bad := 0
-		for _, s := range statuses(ds) {
+		var bad []string
+		for i, s := range statuses(ds) {
 			nb := neighbours(s, sampling)
-			if len(nb) == 0 || slices.ContainsFunc(nb, func(p string) bool { return dead[p] }) {
-				bad++
+			var named []string
+			for _, p := range nb {
+				if dead[p] {
+					named = append(named, p[len(p)-6:])
+				}
+			}
+			if len(nb) == 0 || len(named) > 0 {
+				connected := 0
+				for _, c := range s.Connections {
+					if slices.Contains(nb, c.Peer) {
+						connected++
+					}
+				}
+				bad = append(bad, fmt.Sprintf("%s (%d neighbours, %d of them connected, dead: %v, status read: %t)",
+					ds[i].log[strings.LastIndex(ds[i].log, "/")+1:], len(nb), connected, named, s.PeerID != ""))
 			}
 		}
-		if bad == 0 {
+		if len(bad) == 0 {
 			return time.Now()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, %d daemons still isolated or naming a dead peer", limit, bad)
+		if over := time.Now().After(deadline); over || time.Since(logged) >= time.Minute {
+			logged = time.Now()
+			msg := fmt.Sprintf("after %v, %d daemons isolated or naming a dead peer: %s", time.Since(began).Round(time.Second), len(bad), strings.Join(bad[:min(len(bad), 5)], "; "))
+			if over {
+				t.Fatal(msg)
+			}
+			t.Log(msg)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

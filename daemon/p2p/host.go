@@ -268,6 +268,7 @@ func New(cfg Config) (*Host, error) {
 	opts := []libp2p.Option{
 		rm,
 		libp2p.BandwidthReporter(t.bwc),
+		libp2p.DisableMetrics(), // see resourceManager
 		libp2p.Identity(cfg.Key),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),

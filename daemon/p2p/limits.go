@@ -83,7 +83,10 @@ func resourceManager(l Limits) (libp2p.Option, error) {
 	}
 	partial := rcmgr.PartialLimitConfig{System: rcmgr.ResourceLimits{
 		Conns: rcmgr.LimitVal(l.Conns), ConnsInbound: rcmgr.LimitVal(l.Conns), ConnsOutbound: rcmgr.LimitVal(l.Conns)}}
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(concrete)))
+	// libp2p's own metrics go to Prometheus's default registry, which
+	// gossipd does not serve (its /metrics has its own): off, for the
+	// resource manager's trace of every stream costs CPU on every host.
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(partial.Build(concrete)), rcmgr.WithMetricsDisabled())
 	if err != nil {
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
 	}

@@ -153,11 +153,20 @@ func (t *Host) dropDead(p peer.ID, err error) {
 	t.forget(p)
 }
 
-// gossipPeers is Peers as libp2p IDs.
+// gossipPeers are the peers liveness checks: Peers as libp2p IDs, and
+// under partial views only the neighbours among them (Keep). A connection
+// to any other peer is a short exchange that trim closes, from either
+// end: pinging it would take a closed connection, or a late answer on a
+// busy host, for a death, and close connections the daemon then dials
+// again.
 func (t *Host) gossipPeers() []peer.ID {
+	var keep map[peer.ID]bool
+	if k := t.keep.Load(); k != nil && t.partial.Load() {
+		keep = *k
+	}
 	var out []peer.ID
 	for _, id := range t.Peers() {
-		if p, err := peer.Decode(string(id)); err == nil {
+		if p, err := peer.Decode(string(id)); err == nil && (keep == nil || keep[p]) {
 			out = append(out, p)
 		}
 	}
