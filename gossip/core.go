@@ -237,6 +237,9 @@ func (n *Core) Step(m *Message) {
 		n.drop(DropUnsolicited, m.From, "a state reply to a node that is not joining")
 		return
 	}
+	if n.hvOn() {
+		n.hv.stray(n, m.From)
+	}
 	n.proto.step(n, m)
 }
 

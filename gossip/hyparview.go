@@ -65,6 +65,9 @@ type hyparview struct {
 	shuffled []PeerID
 	periods  int
 	lastSent map[PeerID]time.Duration // the last message to each active peer
+	// strays are the peers outside the active view answered this period
+	// (stray).
+	strays map[PeerID]bool
 }
 
 // HyParView's walk lengths and shuffle sizes (the paper's values for
@@ -267,6 +270,7 @@ func (h *hyparview) tick(n *Core) {
 		return
 	}
 	h.next = n.now + n.jittered()
+	clear(h.strays)
 	if h.asked != "" && n.now-h.askedAt >= 2*n.cfg.Delta { // a dial may take a while
 		h.passive, _ = removeSorted(h.passive, h.asked) // no answer: gone
 		h.asked = ""
@@ -395,17 +399,7 @@ func (h *hyparview) step(n *Core, m *Message) {
 			h.addPassive(n, q, nil)
 		}
 	case KindHVPing:
-		if hasSorted(h.active, q) {
-			return
-		}
-		// q holds a link this node does not: take it up if there is room,
-		// else tell q to drop it.
-		if len(h.active) < h.activeSize {
-			h.addActive(n, q)
-			n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
-			return
-		}
-		n.send(Message{Kind: KindHVDisconnect, To: q})
+		h.answerLink(n, q)
 	case KindHVShuffle:
 		origin, ttl := m.View[0].ID, m.View[0].Age-1
 		if origin == h.self {
@@ -447,6 +441,38 @@ func (h *hyparview) sent(n *Core, to PeerID) {
 	if _, ok := h.lastSent[to]; ok {
 		h.lastSent[to] = n.now
 	}
+}
+
+// answerLink answers a peer that holds a link to this node (its ping, or
+// a protocol message, which goes to active peers only) when this node
+// holds none to it: take the link up if there is room, else tell the
+// peer to drop it.
+func (h *hyparview) answerLink(n *Core, q PeerID) {
+	if hasSorted(h.active, q) {
+		return
+	}
+	if len(h.active) < h.activeSize {
+		h.addActive(n, q)
+		n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
+		return
+	}
+	n.send(Message{Kind: KindHVDisconnect, To: q})
+}
+
+// stray answers a protocol message from a peer outside the active view
+// as its ping (answerLink), at most once a period per peer, for the
+// messages already on their way. Without it a link one side dropped
+// (its disconnect lost) would last as long as the other kept sending
+// models over it, for only a silent link is pinged.
+func (h *hyparview) stray(n *Core, q PeerID) {
+	if q == "" || hasSorted(h.active, q) || h.strays[q] {
+		return
+	}
+	if h.strays == nil {
+		h.strays = map[PeerID]bool{}
+	}
+	h.strays[q] = true
+	h.answerLink(n, q)
 }
 
 // undelivered takes a peer the shell could not reach out of both views
