@@ -80,7 +80,7 @@ func (s *Settings) Register(fs *flag.FlagSet) {
 		fs.StringVar(&s.Consortium, "consortium", "", "consortium file: join its private network (TCP only), admit its members only")
 		fs.BoolVar(&s.PEX, "pex", true, "exchange peer addresses with connected peers")
 		fs.BoolVar(&s.BehindNAT, "behind-nat", false, "treat this node as unreachable from outside: use --relays at once")
-		fs.StringVar(&s.DHT, "dht", p2p.DHTAuto, "Kademlia DHT: off|auto (on with --bootstrap)|client|server")
+		fs.StringVar(&s.DHT, "dht", p2p.DHTAuto, "Kademlia DHT: off|auto (on with --bootstrap; off under partial views)|client|server")
 		fs.BoolVar(&s.AutoNAT, "autonat", false, "AutoNAT: learn this node's reachability and answer others' checks")
 		fs.BoolVar(&s.HolePunching, "hole-punching", false, "upgrade relayed connections to direct ones (DCUtR)")
 		fs.BoolVar(&s.PortMap, "nat-portmap", false, "ask the gateway for a port mapping (UPnP, NAT-PMP)")

@@ -17,6 +17,7 @@ package main
 // (default hyparview; cyclon runs the full mesh), FLEET_DELTA (default
 // 1s), FLEET_LIMIT (how long every member may take to reach the target,
 // default 15m), FLEET_GOMAXPROCS (each daemon's, default 1),
+// FLEET_ARGS (more flags for every daemon, e.g. "--dht off"),
 // FLEET_EVAL_INTERVAL (how often each daemon evaluates its
 // model on the whole test split, default 5s), FLEET_REPORT (a markdown file the rows are appended to).
 //
@@ -83,9 +84,9 @@ func TestFleet(t *testing.T) {
 	// Go's scheduler on fewer threads per process.
 	t.Setenv("GOMAXPROCS", envOr("FLEET_GOMAXPROCS", "1"))
 	started := time.Now()
-	ds := startCluster(t, bin, t.TempDir(), n, delta, "--dataset", dataset, "--sampling", sampling,
-		"--lr", strconv.FormatFloat(gossip.DefaultLR, 'g', -1, 64), "--announce-interval", "5s",
-		"--eval-interval", envOr("FLEET_EVAL_INTERVAL", "5s"))
+	args := append([]string{"--dataset", dataset, "--sampling", sampling, "--lr", strconv.FormatFloat(gossip.DefaultLR, 'g', -1, 64),
+		"--announce-interval", "5s", "--eval-interval", envOr("FLEET_EVAL_INTERVAL", "5s")}, strings.Fields(os.Getenv("FLEET_ARGS"))...)
+	ds := startCluster(t, bin, t.TempDir(), n, delta, args...)
 	t.Logf("%d daemons started in %v", n, time.Since(started).Round(time.Second))
 
 	reached := watchTarget(t, ds, target, limit)

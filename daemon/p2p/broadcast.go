@@ -179,14 +179,7 @@ func (t *Host) heard(ctx context.Context, a transport.Announcement) {
 	if !mine || t.h.Network().Connectedness(pid) == network.Connected {
 		return
 	}
-	var addrs []ma.Multiaddr
-	for _, s := range a.Addrs {
-		if m, err := ma.NewMultiaddr(s); err == nil {
-			if _, id := peer.SplitAddr(m); id == "" || id == pid {
-				addrs = append(addrs, m)
-			}
-		}
-	}
+	addrs := announcedAddrs(a, pid)
 	if t.dialLater(pid, addrs) {
 		return
 	}
@@ -196,6 +189,19 @@ func (t *Host) heard(ctx context.Context, a transport.Announcement) {
 	if err := t.h.Connect(cctx, peer.AddrInfo{ID: pid}); err == nil {
 		t.log.Debug("connected to a member of the job", "peer", pid)
 	}
+}
+
+// announcedAddrs are the addresses an announcement of pid gives for it.
+func announcedAddrs(a transport.Announcement, pid peer.ID) []ma.Multiaddr {
+	var addrs []ma.Multiaddr
+	for _, s := range a.Addrs {
+		if m, err := ma.NewMultiaddr(s); err == nil {
+			if _, id := peer.SplitAddr(m); id == "" || id == pid {
+				addrs = append(addrs, m)
+			}
+		}
+	}
+	return addrs
 }
 
 // topic returns the handle of a topic, joining it on first use (under bc.mu).
@@ -262,7 +268,7 @@ func (t *Host) Join(job transport.JobID) error {
 			t.deliver(transport.Inbound{From: transport.PeerID(m.GetFrom().String()), Frame: f, Authenticated: true})
 		}
 	})
-	if t.dht != nil {
+	if t.dht != nil && !t.dhtOff.Load() {
 		t.wg.Go(func() { t.discover(t.ctx, "gossipd/job/"+job.String()) })
 	}
 	return nil

@@ -3,9 +3,11 @@ package p2p
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -64,7 +66,11 @@ func (t *Host) discover(ctx context.Context, ns string) {
 		t.log.Warn("dht bootstrap", "err", err)
 	}
 	rd := drouting.NewRoutingDiscovery(t.dht)
-	dutil.Advertise(ctx, rd, ns) // re-advertises by itself until ctx ends
+	if t.partial.Load() {
+		t.wg.Go(func() { t.advertiseSparse(ctx, rd, ns) })
+	} else {
+		dutil.Advertise(ctx, rd, ns) // re-advertises by itself until ctx ends
+	}
 	wait := time.Second
 	for {
 		select {
@@ -96,6 +102,56 @@ func (t *Host) discover(ctx context.Context, ns string) {
 			if err := t.h.Connect(actx, ai); err == nil {
 				t.log.Debug("dht: connected to a member of the job", "peer", ai.ID)
 			}
+		}
+		cancel()
+	}
+}
+
+// DHTProviders is how many members of a job under partial views keep it
+// advertised in the DHT: enough for a joiner to find live ones.
+const DHTProviders = 16
+
+// advertiseSparse advertises the job under ns only while fewer than
+// DHTProviders members are found doing so, checking again every 5 to 10
+// DiscoveryIntervals; first within one (a member that has found
+// neighbours by then waits up to 5 more, so that members started
+// together do not all look at once).
+// Under partial views every member advertising would have each walk the
+// DHT and store its record on the peers closest to the job's key: dozens
+// of connections opened per member, which the trim then closes, for a
+// record a joiner needs from a few members only.
+func (t *Host) advertiseSparse(ctx context.Context, rd *drouting.RoutingDiscovery, ns string) {
+	jitter := func(lo, hi int) time.Duration {
+		return time.Duration(lo)*t.cfg.DiscoveryInterval + rand.N(time.Duration(hi-lo)*t.cfg.DiscoveryInterval)
+	}
+	wait := jitter(0, 1)
+	for first := true; ; first = false {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if first && t.hasNeighbours() {
+			wait = jitter(0, 5) // found the job without the DHT: no hurry
+			continue
+		}
+		wait = jitter(5, 10)
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		found, err := rd.FindPeers(fctx, ns, discovery.Limit(DHTProviders))
+		n := 0
+		if err == nil {
+			for range found {
+				n++
+			}
+		}
+		cancel()
+		if n >= DHTProviders {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		if _, err := rd.Advertise(actx, ns); err != nil && ctx.Err() == nil {
+			t.log.Debug("dht: advertise", "ns", ns, "err", err)
+			wait = jitter(1, 2)
 		}
 		cancel()
 	}

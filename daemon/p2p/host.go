@@ -169,6 +169,8 @@ type Host struct {
 	// sent to, not on being heard of (SetPartialViews). keep is the
 	// neighbours whose connections stay (Keep).
 	partial atomic.Bool
+	// dhtOff: SetPartialViews closed the DHT.
+	dhtOff atomic.Bool
 	keep    atomic.Pointer[map[peer.ID]bool]
 
 	mu     sync.Mutex
@@ -423,7 +425,7 @@ func (t *Host) Close() error {
 	if t.mdns != nil {
 		t.mdns.Close()
 	}
-	if t.dht != nil {
+	if t.dht != nil && !t.dhtOff.Load() {
 		t.dht.Close()
 	}
 	err := t.h.Close()

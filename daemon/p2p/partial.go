@@ -19,7 +19,20 @@ import (
 // connections beyond the neighbours it is told to keep (Keep) and
 // PartialHeadroom more, so that a member holds connections to its few
 // neighbours rather than to the whole job.
-func (t *Host) SetPartialViews(on bool) { t.partial.Store(on) }
+//
+// With --dht auto the DHT is then closed: a Kademlia node keeps its
+// routing table by querying, and so connecting to, peers it holds no
+// connection to, which the trim closes again; at 150 members on one host
+// that was several new connections per member per second, most of the
+// CPU, and no member stayed within its bound. A member asked for the DHT
+// (--dht client or server) keeps it.
+func (t *Host) SetPartialViews(on bool) {
+	t.partial.Store(on)
+	if on && t.cfg.DHT == DHTAuto && t.dht != nil && t.dhtOff.CompareAndSwap(false, true) {
+		t.dht.Close()
+		t.log.Info("partial views: the DHT is off (--dht auto); give --dht client or server to keep it")
+	}
+}
 
 // PartialHeadroom is how many connections a host of partial views holds
 // beyond its neighbours: bootstrap peers, gossipsub's, and a shuffle's or
@@ -42,9 +55,12 @@ func (t *Host) dialLater(id peer.ID, addrs []ma.Multiaddr) bool {
 	if !t.partial.Load() {
 		return false
 	}
-	t.h.Peerstore().AddAddrs(id, addrs, peerstore.RecentlyConnectedAddrTTL)
+	t.h.Peerstore().AddAddrs(id, addrs, recentAddrTTL)
 	return true
 }
+
+// recentAddrTTL is how long the peerstore keeps an address heard of.
+var recentAddrTTL = peerstore.RecentlyConnectedAddrTTL
 
 // Keep names the neighbours whose connections stay open under partial
 // views (transport.Keeper).

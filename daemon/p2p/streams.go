@@ -41,6 +41,10 @@ func (t *Host) Send(ctx context.Context, to transport.PeerID, f transport.Frame)
 		o.mu.Lock()
 		fresh := o.s == nil
 		if fresh {
+			if err := t.knowAddrs(pid); err != nil {
+				o.mu.Unlock()
+				return fmt.Errorf("p2p: %s: %w: %v", to, transport.ErrUnreachable, err)
+			}
 			s, err := t.h.NewStream(network.WithAllowLimitedConn(ctx, "gossip"), pid, key.proto)
 			if err != nil {
 				o.mu.Unlock()
@@ -66,6 +70,32 @@ func (t *Host) Send(ctx context.Context, to transport.PeerID, f transport.Frame)
 			return fmt.Errorf("p2p: sending to %s: %w: %v", to, transport.ErrUnreachable, err)
 		}
 	}
+}
+
+// errNoAddress: under partial views, a peer is sent to only at an address
+// known from a connection or an announcement.
+var errNoAddress = errors.New("no address known for the peer (not connected, no announcement heard)")
+
+// knowAddrs, under partial views, makes sure the peerstore has an address
+// of p before a stream is opened to it: one from a connection, else from
+// its announcement, else errNoAddress. Without an address libp2p's routed
+// host would look p up in the DHT, a walk that opens connections to a
+// dozen peers the trim then closes: at 150 members, most of the
+// connections opened, for peers a shuffle names by ID only, whose
+// announcements come round in their time.
+func (t *Host) knowAddrs(p peer.ID) error {
+	if !t.partial.Load() || t.h.Network().Connectedness(p) == network.Connected || len(t.h.Peerstore().Addrs(p)) > 0 {
+		return nil
+	}
+	t.bc.mu.Lock()
+	a, ok := t.bc.ann[p]
+	t.bc.mu.Unlock()
+	addrs := announcedAddrs(a, p)
+	if !ok || len(addrs) == 0 {
+		return errNoAddress
+	}
+	t.h.Peerstore().AddAddrs(p, addrs, recentAddrTTL)
+	return nil
 }
 
 // outKey names an outbound stream.
