@@ -171,7 +171,7 @@ type Host struct {
 	partial atomic.Bool
 	// dhtOff: SetPartialViews closed the DHT.
 	dhtOff atomic.Bool
-	keep    atomic.Pointer[map[peer.ID]bool]
+	keep   atomic.Pointer[map[peer.ID]bool]
 
 	mu     sync.Mutex
 	closed bool
