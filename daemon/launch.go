@@ -148,7 +148,7 @@ func (s *Settings) load(scale string, seed uint64, fingerprint bool) (data, erro
 	if err != nil {
 		return d, cli.DatasetUsage(err)
 	}
-	d.test = d.test.Spread(s.EvalExamples)
+	d.test = d.test.Spread(s.EvalSubset)
 	// The whole data set is garbage once a shard is cut from it: give
 	// its memory back now rather than as the scavenger gets to it.
 	debug.FreeOSMemory()

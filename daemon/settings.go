@@ -37,7 +37,7 @@ type Settings struct {
 	StoreRecover, StoreReset     bool
 	CheckpointEvery, Keep        int
 	EvalInterval                 time.Duration
-	EvalExamples                 int
+	EvalSubset                 int
 	Listen, Bootstrap            string
 	Consortium, DHT, Relays      string
 	MDNS, PEX, AutoNAT           bool
@@ -104,7 +104,7 @@ func (s *Settings) Register(fs *flag.FlagSet) {
 		fs.IntVar(&s.CheckpointEvery, "checkpoint-every", 10, "model updates between checkpoints")
 		fs.IntVar(&s.Keep, "keep", 3, "checkpoints to keep")
 		fs.DurationVar(&s.EvalInterval, "eval-interval", DefaultEvalInterval, "how often the model is evaluated for /status, /metrics and the dashboard")
-		fs.IntVar(&s.EvalExamples, "eval-examples", 0, "test examples evaluated, spread over the test split (0: all)")
+		fs.IntVar(&s.EvalSubset, "eval-subset", 0, "evaluate on this many test examples, spread over the test split (0: all)")
 	})
 	cli.Group(fs, "Process", func() {
 		fs.StringVar(&s.Device, "device", "auto", "where training runs: "+device.Values+" (auto: a GPU gossipd can use, else the CPU)")
@@ -120,7 +120,7 @@ func (s *Settings) Register(fs *flag.FlagSet) {
 var Bounds = cli.WithBounds(job.Bounds, cli.Bounds{
 	"init-seed": "[0,inf)", "checkpoint-every": "[1,inf)", "keep": "[1,inf)", "test-fraction": "(0,1)",
 	"join-timeout": "(0,inf)", "announce-interval": "(0,inf)", "max-conns": "[1,inf)",
-	"eval-interval": "(0,inf)", "eval-examples": "[0,inf)",
+	"eval-interval": "(0,inf)", "eval-subset": "[0,inf)",
 	"peer-rate": "(-inf,0)|(0,inf)", "peer-frames": "(-inf,0)|(0,inf)", "send-rate": "[0,inf)", "max-norm": "(-inf,inf)",
 })
 
@@ -250,6 +250,6 @@ var Profiles = map[string][]struct{ Flag, Value, Why string }{
 		{"checkpoint-every", "50", "write the store less often (flash wear)"},
 		{"keep", "2", "keep two checkpoints"},
 		{"eval-interval", "30s", "evaluate the model every 30 s instead of every 2 s"},
-		{"eval-examples", "1000", "on 1,000 test examples, not the whole test split"},
+		{"eval-subset", "1000", "on 1,000 test examples, not the whole test split"},
 	},
 }
