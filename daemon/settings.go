@@ -37,7 +37,7 @@ type Settings struct {
 	StoreRecover, StoreReset     bool
 	CheckpointEvery, Keep        int
 	EvalInterval                 time.Duration
-	EvalSubset                 int
+	EvalSubset                   int
 	Listen, Bootstrap            string
 	Consortium, DHT, Relays      string
 	MDNS, PEX, AutoNAT           bool
