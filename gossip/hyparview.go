@@ -53,12 +53,12 @@ type hyparview struct {
 	// reply since askedAt.
 	asked   PeerID
 	askedAt time.Duration
-	// refused counts the neighbour requests refused in a row: a view
-	// that is not empty asks again only at promoteAt, 2^refused periods
-	// (at most promoteBackoff) after the last refusal, so that in a
-	// fleet whose views are all nearly full the asking does not open a
-	// connection every period on every member.
-	refused   int
+	// backoff is how many periods a view that is not empty waits, after
+	// a refused neighbour request, before it asks again (at promoteAt):
+	// 2, doubling with each refusal in a row up to promoteBackoff, so
+	// that in a fleet whose views are all nearly full the asking does
+	// not open a connection every period on every member.
+	backoff   int
 	promoteAt time.Duration
 	// shuffled is what the last shuffle sent, evicted first by its reply;
 	// periods counts the periods, for shuffleEvery.
@@ -128,58 +128,6 @@ func (n *Core) viewChanged() {
 
 func newHyParView(self PeerID, active, passive int) *hyparview {
 	return &hyparview{self: self, activeSize: active, passiveSize: passive, lastSent: map[PeerID]time.Duration{}}
-}
-
-func insertSorted(xs []PeerID, p PeerID) []PeerID {
-	i, found := slices.BinarySearch(xs, p)
-	if found {
-		return xs
-	}
-	return slices.Insert(xs, i, p)
-}
-
-func removeSorted(xs []PeerID, p PeerID) ([]PeerID, bool) {
-	i, found := slices.BinarySearch(xs, p)
-	if !found {
-		return xs, false
-	}
-	return slices.Delete(xs, i, i+1), true
-}
-
-func hasSorted(xs []PeerID, p PeerID) bool {
-	_, found := slices.BinarySearch(xs, p)
-	return found
-}
-
-// randomOf returns a random element of xs not in skip.
-func (n *Core) randomOf(xs []PeerID, skip ...PeerID) (PeerID, bool) {
-	cand := make([]PeerID, 0, len(xs))
-	for _, x := range xs {
-		if !slices.Contains(skip, x) {
-			cand = append(cand, x)
-		}
-	}
-	if len(cand) == 0 {
-		return "", false
-	}
-	return cand[n.rng.IntN(len(cand))], true
-}
-
-// sample returns up to k random elements of xs not in skip, in random
-// order.
-func (n *Core) sample(xs []PeerID, k int, skip ...PeerID) []PeerID {
-	cand := make([]PeerID, 0, len(xs))
-	for _, x := range xs {
-		if !slices.Contains(skip, x) {
-			cand = append(cand, x)
-		}
-	}
-	k = min(k, len(cand))
-	out := make([]PeerID, 0, k)
-	for _, i := range n.rng.Perm(len(cand))[:k] {
-		out = append(out, cand[i])
-	}
-	return out
 }
 
 // setContacts records where to join (SetPeers); the contacts also enter
@@ -386,12 +334,12 @@ func (h *hyparview) step(n *Core, m *Message) {
 		if q == h.asked {
 			h.asked = ""
 			if m.Round != 1 {
-				h.refused = min(h.refused+1, 4) // 2^4 = promoteBackoff
-				h.promoteAt = n.now + time.Duration(1<<h.refused)*n.cfg.Delta
+				h.backoff = min(max(2*h.backoff, 2), promoteBackoff)
+				h.promoteAt = n.now + time.Duration(h.backoff)*n.cfg.Delta
 			}
 		}
 		if m.Round == 1 {
-			h.refused = 0
+			h.backoff = 0
 			h.addActive(n, q)
 		}
 	case KindHVDisconnect:

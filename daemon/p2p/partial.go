@@ -55,12 +55,9 @@ func (t *Host) dialLater(id peer.ID, addrs []ma.Multiaddr) bool {
 	if !t.partial.Load() {
 		return false
 	}
-	t.h.Peerstore().AddAddrs(id, addrs, recentAddrTTL)
+	t.h.Peerstore().AddAddrs(id, addrs, peerstore.RecentlyConnectedAddrTTL)
 	return true
 }
-
-// recentAddrTTL is how long the peerstore keeps an address heard of.
-var recentAddrTTL = peerstore.RecentlyConnectedAddrTTL
 
 // Keep names the neighbours whose connections stay open under partial
 // views (transport.Keeper).

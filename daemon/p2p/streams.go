@@ -13,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/gossipd/gossipd/daemon/transport"
@@ -94,7 +95,7 @@ func (t *Host) knowAddrs(p peer.ID) error {
 	if !ok || len(addrs) == 0 {
 		return errNoAddress
 	}
-	t.h.Peerstore().AddAddrs(p, addrs, recentAddrTTL)
+	t.h.Peerstore().AddAddrs(p, addrs, peerstore.RecentlyConnectedAddrTTL)
 	return nil
 }
 
