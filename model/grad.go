@@ -32,6 +32,9 @@ func (m *Model) GradientOn(grad, x compute.Tensor, y []int32, n int) float64 {
 	if grad.Len() != m.params.Len() {
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
 	}
+	if m.net != nil {
+		return m.netLoss(hostOf(grad), hostOf(x), y, n, 1/float32(n))
+	}
 	loss, _ := m.backward(x, y, n, 1/float32(n))
 	m.weightGrads(grad, x, n)
 	m.addRegGrad(grad)
@@ -78,6 +81,10 @@ func (m *Model) PerExampleGradientsOn(grads, x compute.Tensor, y []int32, n int)
 	if n == 0 {
 		return
 	}
+	if m.net != nil {
+		m.net.PerExampleGradients(hostOf(grads), m.params.HostSlice(), hostOf(x), y, n)
+		return
+	}
 	m.backward(x, y, n, 1)
 	be := m.backend
 	if m.ws.one.Len() == 0 {
@@ -112,6 +119,9 @@ func (m *Model) ClippedGradientSumOn(grad, xt compute.Tensor, y []int32, n int, 
 	m.checkT(xt, y, n)
 	if grad.Len() != m.params.Len() {
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
+	}
+	if m.net != nil {
+		return m.netClipped(hostOf(grad), hostOf(xt), y, n, clip)
 	}
 	m.backward(xt, y, n, 1)
 	if len(m.ws.norms) < 3*n {
@@ -192,6 +202,7 @@ func (m *Model) factors(l int, x compute.Tensor, n int) Factors {
 // gradient for the minibatch, and the mean loss. The factors are copies.
 func (m *Model) SufficientFactors(x []float32, y []int32, n int) ([]Factors, float64) {
 	m.check(x, y, n)
+	m.noFactors()
 	loss, _ := m.backward(host(x), y, n, 1/float32(n))
 	out := make([]Factors, len(m.layers))
 	for l := range m.layers {
@@ -209,6 +220,7 @@ func (m *Model) GradientWithFactors(grad, x []float32, y []int32, n int, layers 
 // GradientWithFactorsOn is GradientWithFactors on tensors of the model's
 // backend; the factors come to the host.
 func (m *Model) GradientWithFactorsOn(grad, x compute.Tensor, y []int32, n int, layers []string) ([]Factors, float64) {
+	m.noFactors()
 	loss := m.GradientOn(grad, x, y, n)
 	var out []Factors
 	for l, ly := range m.layers {
@@ -230,6 +242,10 @@ func (f *Factors) Reconstruct(be compute.Backend, dst []float32) {
 // class probabilities for softmax and mlp, decision scores for svm.
 func (m *Model) Predict(out, x []float32, n int) {
 	m.check(x, nil, n)
+	if m.net != nil {
+		m.net.Predict(out, m.params.HostSlice(), x, n)
+		return
+	}
 	C := m.spec.Classes
 	const chunk = 512
 	for lo := 0; lo < n; lo += chunk {

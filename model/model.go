@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/nn"
 )
 
 // host wraps a host slice (input data, a caller's buffer) as a tensor for
@@ -45,6 +46,12 @@ type Model struct {
 	// steps' losses (the steps then return 0): read once in a while, not
 	// every step.
 	sum compute.LossSum
+	// net is a layered network's computation (kind Net; layers is then
+	// empty), netRng its dropout masks' source, netGrad its gradient
+	// scratch.
+	net     *nn.Net
+	netRng  *rand.Rand
+	netGrad []float32
 }
 
 // SumLosses makes the model's training steps (SGDStep, SGDStepRows,
@@ -118,6 +125,13 @@ func LayoutOf(spec Spec) (*Layout, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if spec.Kind == Net {
+		n, err := buildNet(spec, compute.NewCPU(compute.WithThreads(1)))
+		if err != nil {
+			return nil, err
+		}
+		return netLayout(n), nil
+	}
 	var l Layout
 	w := spec.widths()
 	for i := 0; i+1 < len(w); i++ {
@@ -136,6 +150,9 @@ func New(spec Spec, opts ...Option) (*Model, error) {
 		return nil, err
 	}
 	o := resolve(opts)
+	if spec.Kind == Net {
+		return newNet(spec, o)
+	}
 	layout, _ := LayoutOf(spec)
 	m := &Model{spec: spec, backend: o.backend, layout: *layout}
 	m.spec.Hidden = append([]int(nil), spec.Hidden...)
@@ -221,6 +238,11 @@ func (m *Model) Clone() *Model {
 	m.backend.Copy(c.params, m.params)
 	c.layers = append([]layer(nil), m.layers...)
 	c.ws = workspace{}
+	if m.net != nil {
+		c.net, _ = buildNet(m.spec, m.backend) // built before: cannot fail
+		c.netRng = rand.New(rand.NewPCG(m.netRng.Uint64(), 0x64726f70))
+		c.netGrad = nil
+	}
 	return &c
 }
 

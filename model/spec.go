@@ -18,9 +18,13 @@ const (
 	// MLP is a multi-layer perceptron: ReLU hidden layers and softmax
 	// cross-entropy.
 	MLP = "mlp"
+	// Net is a layered network (package nn): convolutions, pooling,
+	// normalisation, dense layers, described by Spec.Layers.
+	Net = "net"
 )
 
-// Kinds lists the model kinds.
+// Kinds lists the model kinds named by themselves; a layered network is
+// named by its layers (or a preset such as lenet5).
 var Kinds = []string{Softmax, SVM, MLP}
 
 // DefaultLambda is the Pegasos regularisation λ (ALGORITHMS.md).
@@ -46,6 +50,12 @@ type Spec struct {
 	Classes int `json:"classes"`
 	// Lambda is the SVM's L2 regularisation; 0 means DefaultLambda.
 	Lambda float64 `json:"lambda,omitempty"`
+	// Layers is a layered network's spec (kind net), in nn's canonical
+	// form once validated, e.g. "conv:6:5:1:2,relu,maxpool:2,…,dense".
+	Layers string `json:"layers,omitempty"`
+	// Shape is a layered network's input shape [C, H, W] (C·H·W =
+	// Inputs); empty: a flat vector of Inputs features.
+	Shape []int `json:"shape,omitempty"`
 }
 
 // Validate checks the spec and fills defaults.
@@ -59,6 +69,8 @@ func (s *Spec) Validate() error {
 		if len(s.Hidden) == 0 {
 			return fmt.Errorf("%w: mlp needs at least one hidden layer", ErrSpec)
 		}
+	case Net:
+		return s.validateNet()
 	default:
 		return fmt.Errorf("%w: kind %q, want %s", ErrSpec, s.Kind, strings.Join(Kinds, "|"))
 	}
@@ -72,6 +84,9 @@ func (s *Spec) Validate() error {
 		if h <= 0 {
 			return fmt.Errorf("%w: hidden width %d", ErrSpec, h)
 		}
+	}
+	if s.Layers != "" || len(s.Shape) > 0 {
+		return fmt.Errorf("%w: layers and an input shape are for a layered network, not %s", ErrSpec, s.Kind)
 	}
 	if s.Kind == SVM {
 		if s.Lambda == 0 {
@@ -92,8 +107,12 @@ func (s *Spec) widths() []int {
 	return append(w, s.Classes)
 }
 
-// String describes the spec, e.g. "mlp 784-128-10".
+// String describes the spec, e.g. "mlp 784-128-10" or "net 1×28×28
+// conv:6:5:1:2,…,dense 10".
 func (s Spec) String() string {
+	if s.Kind == Net {
+		return fmt.Sprintf("net %s %s %d", s.inputShape(), s.Layers, s.Classes)
+	}
 	parts := make([]string, 0, len(s.Hidden)+2)
 	for _, w := range s.widths() {
 		parts = append(parts, strconv.Itoa(w))

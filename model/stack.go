@@ -60,6 +60,9 @@ func NewStack(spec Spec, capacity int, opts ...Option) (*Stack, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("%w: a stack of %d models", ErrSpec, capacity)
 	}
+	if spec.Kind == Net {
+		return nil, fmt.Errorf("%w: layered networks are not trained in batches of peers yet (--peer-batch, --device cuda): %s", ErrSpec, spec)
+	}
 	o := resolve(opts)
 	layout, _ := LayoutOf(spec)
 	s := &Stack{spec: spec, layers: layersOf(layout), size: layout.Size, be: o.backend, cap: capacity}

@@ -41,6 +41,9 @@ func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float3
 			panic(fmt.Sprintf("model: row %d outside x of %d values", r, x.Len()))
 		}
 	}
+	if m.net != nil {
+		return m.netStep(m.netRows(hostOf(x), rows), y, n, lr)
+	}
 	g, ok := m.backend.(compute.Gatherer)
 	if !ok {
 		if !x.OnHost() {
@@ -73,6 +76,9 @@ func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float3
 }
 
 func (m *Model) sgdStep(x compute.Tensor, y []int32, n int, lr float32) float64 {
+	if m.net != nil {
+		return m.netStep(hostOf(x), y, n, lr)
+	}
 	loss, _ := m.backward(x, y, n, 1/float32(n))
 	loss = m.stepLoss(loss, n)
 	beta := float32(1)

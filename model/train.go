@@ -285,6 +285,10 @@ func (m *Model) tally(t *Tally, x []float32, y []int32, n int) {
 	if n == 0 {
 		return
 	}
+	if m.net != nil {
+		m.netTally(t, x, y, n)
+		return
+	}
 	const chunk = 512
 	for lo := 0; lo < n; lo += chunk {
 		k := min(chunk, n-lo)

@@ -1,0 +1,199 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/nn"
+)
+
+// A layered network (kind Net) computes through package nn on host
+// memory, its matrix products on the model's CPU backend; the methods of
+// Model that take tensors take host tensors for it. The batched stack
+// (NewStack), sufficient factors (SFB) and device backends do not take
+// it yet, and say so.
+
+// validateNet checks a layered network's spec, writing its layers in
+// canonical form.
+func (s *Spec) validateNet() error {
+	if len(s.Hidden) > 0 || s.Lambda != 0 {
+		return fmt.Errorf("%w: a layered network takes its layers from its spec, not hidden widths or lambda", ErrSpec)
+	}
+	if s.Inputs <= 0 {
+		return fmt.Errorf("%w: %d inputs", ErrSpec, s.Inputs)
+	}
+	if len(s.Shape) != 0 && len(s.Shape) != 3 {
+		return fmt.Errorf("%w: input shape %v, want [C H W]", ErrSpec, s.Shape)
+	}
+	if sh := s.inputShape(); sh.Size() != s.Inputs {
+		return fmt.Errorf("%w: input shape %s holds %d values, the data has %d features", ErrSpec, sh, sh.Size(), s.Inputs)
+	}
+	layers, err := nn.Parse(s.Layers)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSpec, err)
+	}
+	if _, err := nn.Build(layers, s.inputShape(), s.Classes, compute.NewCPU(compute.WithThreads(1))); err != nil {
+		return fmt.Errorf("%w: %v", ErrSpec, err)
+	}
+	s.Layers = layers.String()
+	return nil
+}
+
+// inputShape is the network's input shape (a flat vector when unset).
+func (s Spec) inputShape() nn.Shape {
+	if len(s.Shape) == 3 {
+		return nn.Shape{C: s.Shape[0], H: s.Shape[1], W: s.Shape[2]}
+	}
+	return nn.Shape{C: s.Inputs, H: 1, W: 1}
+}
+
+// buildNet builds a validated net spec on be.
+func buildNet(spec Spec, be compute.Backend) (*nn.Net, error) {
+	layers, err := nn.Parse(spec.Layers)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
+	}
+	n, err := nn.Build(layers, spec.inputShape(), spec.Classes, be)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
+	}
+	return n, nil
+}
+
+// netLayout is a layered network's layout: PyTorch's state_dict names.
+func netLayout(n *nn.Net) *Layout {
+	var l Layout
+	for _, p := range n.Params() {
+		l.add(p.Name, p.Shape...)
+	}
+	return &l
+}
+
+// newNet builds a layered model, initialised as PyTorch initialises the
+// same layers from a seeded generator.
+func newNet(spec Spec, o options) (*Model, error) {
+	probe := o.backend.Alloc(1)
+	if !probe.OnHost() {
+		o.backend.Free(probe)
+		return nil, fmt.Errorf("%w: layered networks run on the CPU backend only so far, not %s", ErrSpec, o.backend.Name())
+	}
+	n, err := buildNet(spec, o.backend)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{spec: spec, backend: o.backend, layout: *netLayout(n), net: n}
+	m.spec.Shape = append([]int(nil), spec.Shape...)
+	m.netRng = rand.New(rand.NewPCG(o.seed, 0x64726f70)) // dropout masks
+	init := make([]float32, m.layout.Size)
+	n.Init(init, rand.New(rand.NewPCG(o.seed, 0x6d6f64656c)))
+	m.params = m.backend.Load(init)
+	return m, nil
+}
+
+// hostOf returns a host tensor's values; a layered network computes on
+// host memory only.
+func hostOf(t compute.Tensor) []float32 {
+	if !t.OnHost() {
+		panic("model: a layered network computes on host tensors only")
+	}
+	return t.HostSlice()
+}
+
+// netLoss runs the network's forward and backward pass over n examples,
+// writing scale·∇(summed loss) to grad (nil: forward only), dropout on.
+// It returns the step's loss as stepLoss does.
+func (m *Model) netLoss(grad, x []float32, y []int32, n int, scale float32) float64 {
+	loss, _ := m.net.Loss(grad, m.params.HostSlice(), x, y, n, scale, m.netRng)
+	if m.sum != nil {
+		if h, ok := m.sum.(*compute.HostSum); ok {
+			h.V += loss
+		}
+		return 0
+	}
+	return loss / float64(n)
+}
+
+// netStep is sgdStep for a layered network.
+func (m *Model) netStep(x []float32, y []int32, n int, lr float32) float64 {
+	if len(m.netGrad) != m.layout.Size {
+		m.netGrad = make([]float32, m.layout.Size)
+	}
+	loss := m.netLoss(m.netGrad, x, y, n, 1/float32(n))
+	p := m.params.HostSlice()
+	for i, g := range m.netGrad {
+		p[i] -= lr * g
+	}
+	return loss
+}
+
+// netRows gathers rows of x (Inputs columns) into the workspace.
+func (m *Model) netRows(x []float32, rows []int) []float32 {
+	d := m.spec.Inputs
+	if len(m.ws.xg) < len(rows)*d {
+		m.ws.xg = make([]float32, len(rows)*d)
+	}
+	for i, r := range rows {
+		copy(m.ws.xg[i*d:(i+1)*d], x[r*d:(r+1)*d])
+	}
+	return m.ws.xg[:len(rows)*d]
+}
+
+// netClipped is ClippedGradientSum for a layered network: each example's
+// gradient, clipped to norm clip, added to grad.
+func (m *Model) netClipped(grad, x []float32, y []int32, n int, clip float64) int {
+	if len(m.netGrad) != m.layout.Size {
+		m.netGrad = make([]float32, m.layout.Size)
+	}
+	clear(grad)
+	clipped, d := 0, m.spec.Inputs
+	for e := range n {
+		m.net.Loss(m.netGrad, m.params.HostSlice(), x[e*d:(e+1)*d], y[e:e+1], 1, 1, m.netRng)
+		sq := 0.0
+		for _, g := range m.netGrad {
+			sq += float64(g) * float64(g)
+		}
+		s := float32(1)
+		if norm := math.Sqrt(sq); norm > clip {
+			s = float32(clip / norm)
+			clipped++
+		}
+		for i, g := range m.netGrad {
+			grad[i] += s * g
+		}
+	}
+	return clipped
+}
+
+// netTally is tally for a layered network.
+func (m *Model) netTally(t *Tally, x []float32, y []int32, n int) {
+	C := m.spec.Classes
+	if len(m.ws.out) < 512*C {
+		m.ws.out = make([]float32, 512*C)
+	}
+	for lo := 0; lo < n; lo += 512 {
+		k := min(512, n-lo)
+		probs := m.ws.out[:k*C]
+		m.net.Predict(probs, m.params.HostSlice(), x[lo*m.spec.Inputs:(lo+k)*m.spec.Inputs], k)
+		for r := range k {
+			row, label := probs[r*C:(r+1)*C], y[lo+r]
+			t.Loss -= math.Log(max(float64(row[label]), 1e-45))
+			p := argmax(row)
+			if p == int(label) {
+				t.Correct++
+			}
+			t.Confusion[label][p]++
+		}
+	}
+	t.N += n
+}
+
+// noFactors panics for a layered network: sufficient factors (SFB) are
+// computed for the fully connected models only, and a job refuses SFB
+// with a layered network before it gets here.
+func (m *Model) noFactors() {
+	if m.net != nil {
+		panic("model: sufficient factors of a layered network: sfb does not take layered networks yet")
+	}
+}
