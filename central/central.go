@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/device"
@@ -39,6 +40,9 @@ type Config struct {
 	Model  string
 	Hidden string
 	Lambda float64
+	// InputShape is the examples' shape for a layered model ("C×H×W"),
+	// where the data gives none.
+	InputShape string
 	// Epochs, Batch (model.TrainConfig defaults) and the optimizer (default
 	// pegasos for svm, else sgd) with its settings.
 	Epochs      int
@@ -119,7 +123,11 @@ func Train(ctx context.Context, c Config, progress func(model.Progress)) (rep *R
 	if err != nil {
 		return nil, err
 	}
-	spec := model.Spec{Kind: c.Model, Inputs: trainSet.D, Hidden: hidden, Classes: trainSet.Classes}
+	shape, err := job.Data{InputShape: c.InputShape}.ShapeOf(trainSet)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	spec := model.SpecFor(c.Model, hidden, trainSet.D, trainSet.Classes, shape)
 	if c.Model == model.SVM {
 		spec.Lambda = c.Lambda
 	}

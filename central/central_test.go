@@ -76,7 +76,7 @@ func TestTrainOnDevice(t *testing.T) {
 func TestCheckOptions(t *testing.T) {
 	for name, s := range scopes {
 		var yes, no bool
-		for _, m := range []string{"softmax", "mlp", "svm"} {
+		for _, m := range []string{"softmax", "mlp", "svm", "lenet5"} {
 			for _, opt := range []string{"", "sgd", "adam", "pegasos"} {
 				for _, shard := range []string{"", "0/4"} {
 					c := Config{Model: m, Optimizer: opt, Shard: shard}

@@ -33,7 +33,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		fs.StringVar(&c.Shard, "shard", "", "train on shard i/n of the training split only (e.g. 0/8): what one peer reaches alone")
 	})
 	cli.Group(fs, "Model and training", func() {
-		fs.StringVar(&c.Model, "model", job.DefaultModel, "model: "+strings.Join(model.Kinds, "|"))
+		fs.StringVar(&c.Model, "model", job.DefaultModel, model.Help)
 		fs.StringVar(&c.Hidden, "hidden", job.DefaultHidden, "MLP hidden widths, comma-separated (mlp only)")
 		fs.Float64Var(&c.Lambda, "lambda", model.DefaultLambda, "SVM L2 regularisation λ (svm only)")
 		fs.IntVar(&c.Epochs, "epochs", 20, "epochs over the training data")
@@ -64,7 +64,7 @@ func (f *Flags) Config(fs *flag.FlagSet) (Config, error) {
 		return Config{}, err
 	}
 	c := f.c
-	c.Dataset, c.LabelColumn = f.data.Dataset, f.data.LabelColumn
+	c.Dataset, c.LabelColumn, c.InputShape = f.data.Dataset, f.data.LabelColumn, f.data.InputShape
 	if cli.FlagSet(fs, "test-fraction") {
 		c.TestFraction = f.data.TestFraction // else the loader's default, and no error for a source with a test split
 	}

@@ -18,6 +18,7 @@ var scopes = map[string]struct {
 	to      string
 }{
 	"hidden":       {func(c *Config) bool { return c.Model == model.MLP }, "--model mlp"},
+	"input-shape":  {func(c *Config) bool { return model.IsLayered(c.Model) }, "a layered --model (a preset such as lenet5, or layers)"},
 	"lambda":       {func(c *Config) bool { return c.Model == model.SVM }, "--model svm"},
 	"momentum":     {func(c *Config) bool { return c.optimizer() == "sgd" }, "--optimizer sgd"},
 	"lr":           {func(c *Config) bool { return c.optimizer() != "pegasos" }, "sgd and adam (pegasos steps by 1/(λt))"},

@@ -58,7 +58,11 @@ func Launch(ctx context.Context, s *Settings, fs *flag.FlagSet, stderr io.Writer
 		if d, err = s.load(s.Job.Scale, s.Job.InitSeed, ok.dp.Enabled()); err != nil {
 			return err
 		}
-		if spec, err = s.Job.Spec(d.train.D, d.train.Classes); err != nil {
+		shape, err := s.Data.ShapeOf(d.train)
+		if err != nil {
+			return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+		}
+		if spec, err = s.Job.Spec(d.train.D, d.train.Classes, shape); err != nil {
 			return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 		}
 	}

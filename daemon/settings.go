@@ -14,7 +14,9 @@ import (
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/device"
+	"github.com/gossipd/gossipd/model/nn"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -207,8 +209,13 @@ func (s *Settings) check(fs *flag.FlagSet) (checked, error) {
 			return ok, usage(fmt.Errorf("--scale: %v", err))
 		}
 		// The job's own settings, with a stand-in for the data's shape
-		// (the model's inputs and classes come from the data).
-		if _, err := s.Job.Spec(1, 2); err != nil {
+		// (the model's inputs and classes come from the data); a
+		// layered model's shapes are checked once the data is loaded.
+		if model.IsLayered(s.Job.Model) {
+			if _, err := nn.Parse(s.Job.Model); err != nil {
+				return ok, usage(fmt.Errorf("--model: %v", err))
+			}
+		} else if _, err := s.Job.Spec(1, 2, nil); err != nil {
 			return ok, usage(err)
 		}
 	}

@@ -35,7 +35,7 @@ const CacheDirEnv = "GOSSIPD_CACHE_DIR"
 // match is rebuilt. Only whole IDX directories are cached (the simulator's
 // and `train`'s loads); a daemon's shard is decoded alone, as before.
 
-const cacheMagic = "gossipd dataset cache v2\n"
+const cacheMagic = "gossipd dataset cache v3\n"
 
 // cacheHeader is the JSON header of a cache file; the arrays follow at
 // page-aligned offsets.
@@ -58,6 +58,8 @@ type cacheHeader struct {
 	XTest   int64     `json:"x_test"`
 	YTest   int64     `json:"y_test"`
 	FileLen int64     `json:"file_len"`
+	// Shape is the examples' [C, H, W] (nil: flat).
+	Shape []int `json:"shape,omitempty"`
 }
 
 // cacheDir returns the cache directory, or "" when caching is off or no
@@ -160,8 +162,8 @@ func readCache(dir, key string) (train, test *Dataset, sc *Scaler, err error) {
 		return nil, nil, nil, bad("header does not match its length or key")
 	}
 	sc = &Scaler{Kind: h.Scale, Shift: h.Shift, Mul: h.Mul}
-	train = &Dataset{Name: h.TrainName, N: h.TrainN, D: h.D, Classes: h.Classes, Y: make([]int32, h.TrainN)}
-	test = &Dataset{Name: h.TestName, N: h.TestN, D: h.D, Classes: h.Classes, Y: make([]int32, h.TestN)}
+	train = &Dataset{Name: h.TrainName, N: h.TrainN, D: h.D, Classes: h.Classes, Y: make([]int32, h.TrainN), Shape: h.Shape}
+	test = &Dataset{Name: h.TestName, N: h.TestN, D: h.D, Classes: h.Classes, Y: make([]int32, h.TestN), Shape: h.Shape}
 	for _, part := range []struct {
 		d      *Dataset
 		xo, yo int64
@@ -244,6 +246,9 @@ func (h *cacheHeader) layoutOK() bool {
 	if h.TrainN <= 0 || h.TestN <= 0 || h.D <= 0 || h.Classes <= 0 || len(h.Shift) != h.D || len(h.Mul) != h.D {
 		return false
 	}
+	if len(h.Shape) > 0 && (len(h.Shape) != 3 || h.Shape[0]*h.Shape[1]*h.Shape[2] != h.D) {
+		return false
+	}
 	es := elemSize(h.Elem)
 	if es == 0 || int64(h.D) > h.FileLen || int64(h.TrainN) > h.FileLen/int64(h.D) || int64(h.TestN) > h.FileLen/int64(h.D) {
 		return false // also keeps the products below from overflowing
@@ -288,7 +293,7 @@ func writeCache(dir, key string, train, test *Dataset, sc *Scaler) error {
 	const page = 4096
 	align := func(n int64) int64 { return (n + page - 1) / page * page }
 	h := cacheHeader{Key: key, TrainN: train.N, TestN: test.N, D: train.D, Classes: max(train.Classes, test.Classes),
-		TrainName: train.Name, TestName: test.Name, Scale: sc.Kind, Shift: sc.Shift, Mul: sc.Mul, Elem: "f32"}
+		TrainName: train.Name, TestName: test.Name, Scale: sc.Kind, Shift: sc.Shift, Mul: sc.Mul, Elem: "f32", Shape: train.Shape}
 	if bytesOnly(train.X) && bytesOnly(test.X) {
 		h.Elem = "u8"
 	}

@@ -55,6 +55,10 @@ type Dataset struct {
 	// Fingerprint is the content hash of the raw examples (Fingerprint),
 	// set by Load when asked; empty otherwise.
 	Fingerprint string
+	// Shape is each example's shape [C, H, W] where the data gives one
+	// (IDX images: [1, H, W]; the embedded digits: [1, 8, 8]); nil for
+	// flat features (CSV, LIBSVM), which --input-shape can shape.
+	Shape []int
 }
 
 // Row returns the features of example i (a view, not a copy).
@@ -82,7 +86,7 @@ func (d *Dataset) Validate() error {
 
 // Subset returns a new dataset holding copies of the rows at idx, in order.
 func (d *Dataset) Subset(idx []int) *Dataset {
-	s := &Dataset{Name: d.Name, N: len(idx), D: d.D, Classes: d.Classes, ClassNames: d.ClassNames,
+	s := &Dataset{Name: d.Name, N: len(idx), D: d.D, Classes: d.Classes, ClassNames: d.ClassNames, Shape: d.Shape,
 		X: make([]float32, len(idx)*d.D), Y: make([]int32, len(idx))}
 	for k, i := range idx {
 		copy(s.X[k*d.D:(k+1)*d.D], d.Row(i))

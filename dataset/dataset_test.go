@@ -51,6 +51,9 @@ func TestIDXRoundTrip(t *testing.T) {
 		if ds.N != 3 || ds.D != 4 || ds.Classes != 3 || ds.X[11] != 255 || !slices.Equal(ds.Y, []int32{2, 0, 1}) {
 			t.Fatalf("decoded %+v", ds)
 		}
+		if !slices.Equal(ds.Shape, []int{1, 2, 2}) || !slices.Equal(ds.Subset([]int{1}).Shape, ds.Shape) {
+			t.Fatalf("shape %v (a subset's %v), want [1 2 2]", ds.Shape, ds.Subset([]int{1}).Shape)
+		}
 		if err := ds.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -186,6 +189,9 @@ func TestOpenDigits(t *testing.T) {
 	if tr.N+te.N != 1797 || tr.D != 64 || tr.Classes != 10 || te.Classes != 10 {
 		t.Fatalf("digits: %d+%d rows, %d features, %d classes", tr.N, te.N, tr.D, tr.Classes)
 	}
+	if !slices.Equal(tr.Shape, []int{1, 8, 8}) || !slices.Equal(te.Shape, tr.Shape) {
+		t.Fatalf("digits shaped %v and %v, want [1 8 8]", tr.Shape, te.Shape)
+	}
 	if math.Abs(float64(te.N)/1797-0.2) > 0.01 {
 		t.Fatalf("test fraction %d/1797", te.N)
 	}
@@ -216,6 +222,9 @@ func TestOpenFashionMNIST(t *testing.T) {
 	}
 	if tr.N != 60000 || te.N != 10000 || tr.D != 784 || tr.Classes != 10 {
 		t.Fatalf("fashion-mnist: %d/%d rows, %d features, %d classes", tr.N, te.N, tr.D, tr.Classes)
+	}
+	if !slices.Equal(tr.Shape, []int{1, 28, 28}) || !slices.Equal(te.Shape, tr.Shape) {
+		t.Fatalf("fashion-mnist shaped %v and %v, want [1 28 28]", tr.Shape, te.Shape)
 	}
 	for _, c := range tr.ClassCounts() {
 		if c != 6000 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 )
 
 // IDX element types (the third byte of the magic number).
@@ -309,6 +310,12 @@ func FromIDX(img, lab *IDXArray, name string) (*Dataset, error) {
 	}
 	d := len(img.Data) / n
 	ds := &Dataset{Name: name, N: n, D: d, X: img.Data, Y: make([]int32, n)}
+	switch dims := img.Dims[1:]; len(dims) {
+	case 2: // H×W images
+		ds.Shape = []int{1, dims[0], dims[1]}
+	case 3: // C×H×W
+		ds.Shape = slices.Clone(dims)
+	}
 	img.Data = nil
 	for i, v := range lab.Data {
 		if v < 0 || v >= MaxClasses || float64(v) != math.Trunc(float64(v)) {

@@ -85,7 +85,7 @@ func Open(spec string, opts OpenOptions) (train, test *Dataset, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		all.Name = "digits"
+		all.Name, all.Shape = "digits", []int{1, 8, 8}
 	case isFashionMNIST(spec):
 		dir, err := findFashionMNIST(opts.DataDir)
 		if err != nil {

@@ -31,7 +31,7 @@ func parse(t *testing.T, cmd Command, args ...string) (*Settings, *flag.FlagSet)
 // of other protocols stay out of it.
 func TestDefaultSpec(t *testing.T) {
 	s, _ := parse(t, Daemon)
-	got, err := s.Spec(64, 10)
+	got, err := s.Spec(64, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestDefaultSpec(t *testing.T) {
 		t.Errorf("spec %s, want %s", got.Canonical(), want.Canonical())
 	}
 	s, _ = parse(t, Daemon, "--protocol", "sfb", "--batch", "16", "--sfb-mode", "dense", "--local-steps", "4", "--outer", "average")
-	got, err = s.Spec(64, 10)
+	got, err = s.Spec(64, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestDefaultSpec(t *testing.T) {
 // another encoding of it, or a spec lacking defaults, is refused.
 func TestSpecRoundTrip(t *testing.T) {
 	s, _ := parse(t, Daemon, "--protocol", "dpsgd", "--model", "mlp", "--hidden", "32,16", "--delta", "250ms")
-	j, err := s.Spec(8, 3)
+	j, err := s.Spec(8, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,8 @@ func dp(s Shape) bool { return s.DP }
 
 // Scopes are the scopes of the job's options.
 var Scopes = map[string]Scope{
-	"hidden": {func(s Shape) bool { return s.Model == model.MLP }, "--model mlp"},
+	"hidden":      {func(s Shape) bool { return s.Model == model.MLP }, "--model mlp"},
+	"input-shape": {func(s Shape) bool { return model.IsLayered(s.Model) }, "a layered --model (a preset such as lenet5, or layers)"},
 	"topology": {func(s Shape) bool {
 		return slices.Contains(optionProtocols["topology"], s.Protocol) && s.Sampling != gossip.SamplingHyParView
 	}, "dpsgd, adpsgd and pushsum (not under --sampling hyparview, where they mix with the active view)"},

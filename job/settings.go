@@ -10,6 +10,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/nn"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -75,7 +76,7 @@ const (
 func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 	fs.StringVar(&s.Protocol, "protocol", gossip.RandomWalk,
 		"protocol: "+strings.Join(gossip.Protocols, "|")+" (simulate also: fedavg|allreduce|centralized)")
-	fs.StringVar(&s.Model, "model", DefaultModel, "model: "+strings.Join(model.Kinds, "|"))
+	fs.StringVar(&s.Model, "model", DefaultModel, model.Help)
 	fs.StringVar(&s.Hidden, "hidden", DefaultHidden, "MLP hidden widths, comma-separated (mlp only)")
 	fs.StringVar(&s.Scale, "scale", DefaultScale,
 		"feature scaling: auto|global|minmax|standard|none (auto: global for run, minmax for simulate)")
@@ -126,6 +127,9 @@ func (s *Settings) RegisterPrivacy(fs *flag.FlagSet) {
 type Data struct {
 	Dataset, LabelColumn, Partition string
 	TestFraction                    float64
+	// InputShape is the examples' shape for a layered model ("C×H×W"),
+	// where the data does not give one (CSV, LIBSVM).
+	InputShape string
 }
 
 // Register declares the data flags on fs.
@@ -134,6 +138,8 @@ func (d *Data) Register(fs *flag.FlagSet) {
 		"data: digits (embedded), fashion-mnist, or a path (.csv[.gz], .libsvm, a directory of IDX files)")
 	fs.StringVar(&d.LabelColumn, "label-column", "", "CSV label column: a header name or 0-based index (default: the last)")
 	fs.Float64Var(&d.TestFraction, "test-fraction", dataset.DefaultTestFraction, "held-out fraction when the data has no test split")
+	fs.StringVar(&d.InputShape, "input-shape", "",
+		"each example's shape C×H×W for a layered --model, where the data gives none (CSV, LIBSVM; IDX images and digits give theirs)")
 	fs.StringVar(&d.Partition, "partition", DefaultPartition,
 		"how the data is cut among peers: iid|dirichlet:α|shards:k|quantity:α (simulate also: sample:k)")
 }
@@ -149,16 +155,35 @@ func ScaleFor(scale string, cmd Command) string {
 	return DefaultSimScale
 }
 
+// ShapeOf is the shape of d's examples for a layered model: --input-shape
+// where given (it must hold d's features), else the data's own (nil:
+// flat). Errors name the flag.
+func (d Data) ShapeOf(ds *dataset.Dataset) ([]int, error) {
+	if d.InputShape == "" {
+		return ds.Shape, nil
+	}
+	sh, err := nn.ParseShape(d.InputShape)
+	if err != nil {
+		return nil, fmt.Errorf("--input-shape: %w", err)
+	}
+	if sh.Size() != ds.D {
+		return nil, fmt.Errorf("--input-shape %s holds %d values, but %s has %d features", d.InputShape, sh.Size(), ds.Name, ds.D)
+	}
+	return []int{sh.C, sh.H, sh.W}, nil
+}
+
 // Spec is the job of a daemon that creates it from these settings, for
-// data of inputs features and classes classes. Errors name the flags.
-func (s *Settings) Spec(inputs, classes int) (Spec, error) {
-	ms := model.Spec{Kind: s.Model, Inputs: inputs, Classes: classes}
+// data of inputs features and classes classes, shaped shape ([C, H, W]
+// or nil: Data.ShapeOf). Errors name the flags.
+func (s *Settings) Spec(inputs, classes int, shape []int) (Spec, error) {
+	var hidden []int
 	if s.Model == model.MLP {
 		var err error
-		if ms.Hidden, err = model.ParseHidden(s.Hidden); err != nil {
+		if hidden, err = model.ParseHidden(s.Hidden); err != nil {
 			return Spec{}, fmt.Errorf("--hidden: %w", err)
 		}
 	}
+	ms := model.SpecFor(s.Model, hidden, inputs, classes, shape)
 	j := Spec{Name: s.Name, Model: ms, Scale: ScaleFor(s.Scale, Daemon), Protocol: s.Protocol,
 		DeltaMillis: s.Delta.Milliseconds(), Variant: s.Variant, Compression: s.Compression,
 		InitSeed: s.InitSeed, Topology: s.Topology, Staleness: s.Staleness}

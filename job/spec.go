@@ -81,6 +81,9 @@ func (j *Spec) Validate() error {
 	if !slices.Contains(gossip.Protocols, j.Protocol) {
 		return fmt.Errorf("job: protocol %q, want one of %v", j.Protocol, gossip.Protocols)
 	}
+	if j.Protocol == gossip.SFB && j.Model.Kind == model.Net {
+		return fmt.Errorf("job: sfb sends sufficient factors of fully connected models; it does not take a layered model (%s) yet: use dpsgd or randomwalk", j.Model.Layers)
+	}
 	if j.Scale == "" {
 		j.Scale = "global"
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/nn"
@@ -31,11 +33,14 @@ func (s *Spec) validateNet() error {
 		return fmt.Errorf("%w: input shape %s holds %d values, the data has %d features", ErrSpec, sh, sh.Size(), s.Inputs)
 	}
 	layers, err := nn.Parse(s.Layers)
+	if err != nil && !strings.ContainsAny(s.Layers, ":,") {
+		return fmt.Errorf("%w: model %q: want softmax, svm, mlp, a preset (%s) or layers such as conv:32:5,relu,maxpool:2,dense", ErrSpec, s.Layers, strings.Join(nn.PresetNames(), ", "))
+	}
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSpec, err)
+		return netErr(err)
 	}
 	if _, err := nn.Build(layers, s.inputShape(), s.Classes, compute.NewCPU(compute.WithThreads(1))); err != nil {
-		return fmt.Errorf("%w: %v", ErrSpec, err)
+		return netErr(err)
 	}
 	s.Layers = layers.String()
 	return nil
@@ -53,13 +58,18 @@ func (s Spec) inputShape() nn.Shape {
 func buildNet(spec Spec, be compute.Backend) (*nn.Net, error) {
 	layers, err := nn.Parse(spec.Layers)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
+		return nil, netErr(err)
 	}
 	n, err := nn.Build(layers, spec.inputShape(), spec.Classes, be)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSpec, err)
+		return nil, netErr(err)
 	}
 	return n, nil
+}
+
+// netErr is an nn error as this package's ErrSpec, said once.
+func netErr(err error) error {
+	return fmt.Errorf("%w: %s", ErrSpec, strings.TrimPrefix(err.Error(), nn.ErrSpec.Error()+": "))
 }
 
 // netLayout is a layered network's layout: PyTorch's state_dict names.
@@ -196,4 +206,25 @@ func (m *Model) noFactors() {
 	if m.net != nil {
 		panic("model: sufficient factors of a layered network: sfb does not take layered networks yet")
 	}
+}
+
+// Help describes --model's values, for every command's help.
+const Help = "model: softmax|svm|mlp, a preset (lenet5, leaf-cnn) or layers such as \"conv:32:5,relu,maxpool:2,dense\" (docs/reference/models.md)"
+
+// IsLayered reports whether a --model value names a layered network (a
+// preset or a layer spec) rather than softmax, svm or mlp.
+func IsLayered(name string) bool { return !slices.Contains(Kinds, name) }
+
+// SpecFor is the spec a --model value names for data of inputs features
+// (shaped shape, [C, H, W] or nil) and classes classes: hidden applies to
+// mlp, shape to a layered network. Validate checks it.
+func SpecFor(name string, hidden []int, inputs, classes int, shape []int) Spec {
+	if IsLayered(name) {
+		return Spec{Kind: Net, Layers: name, Inputs: inputs, Classes: classes, Shape: slices.Clone(shape)}
+	}
+	s := Spec{Kind: name, Inputs: inputs, Classes: classes}
+	if name == MLP {
+		s.Hidden = slices.Clone(hidden)
+	}
+	return s
 }

@@ -132,7 +132,7 @@ func TestNetSpecErrors(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{Spec{Kind: Net, Inputs: 64, Classes: 10, Layers: "conv:8:3,relu,dense"}, "does not fit"},
+		{Spec{Kind: Net, Inputs: 64, Classes: 10, Layers: "conv:8:3,relu,dense"}, "needs an image"},
 		{Spec{Kind: Net, Inputs: 64, Classes: 10, Shape: []int{1, 8, 9}, Layers: "dense"}, "holds 72 values"},
 		{Spec{Kind: Net, Inputs: 64, Classes: 10, Shape: []int{1, 8, 8}, Layers: "conv:8:3,bogus,dense"}, "unknown kind"},
 		{Spec{Kind: Net, Inputs: 48, Classes: 10, Shape: []int{3, 4, 4}, Layers: "conv:8:3,groupnorm:3,dense"}, "do not divide"},

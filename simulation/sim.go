@@ -111,9 +111,16 @@ func Run(ctx context.Context, cfg Config, onRow func(Row), opts ...Option) (*Res
 	if err != nil {
 		return nil, err
 	}
-	spec := model.Spec{Kind: cfg.Model, Inputs: train.D, Hidden: cfg.Hidden, Classes: train.Classes}
+	shape, err := cfg.Data.ShapeOf(train)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	spec := model.SpecFor(cfg.Model, cfg.Hidden, train.D, train.Classes, shape)
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if spec.Kind == model.Net && (gpu != nil || peerBatch(&cfg, gpu) > 1) {
+		return nil, fmt.Errorf("%w: a layered model (%s) trains each peer on its own, on the CPU, so far: leave out --peer-batch and --device cuda", ErrConfig, cfg.Model)
 	}
 	s := &sim{cfg: cfg, gpu: gpu, peerBatch: peerBatch(&cfg, gpu), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}

@@ -92,7 +92,10 @@ func Build(spec Spec, in Shape, classes int, be compute.Backend) (*Net, error) {
 		case Conv:
 			oh, ow := (s.H+2*l.Pad-l.Kernel)/l.Stride+1, (s.W+2*l.Pad-l.Kernel)/l.Stride+1
 			if s.H+2*l.Pad < l.Kernel || s.W+2*l.Pad < l.Kernel {
-				return nil, fail("a %d×%d kernel does not fit (give the input's shape, e.g. --input-shape 1×28×28)", l.Kernel, l.Kernel)
+				if !s.Spatial() {
+					return nil, fail("a %d×%d kernel needs an image: give the input's shape (e.g. --input-shape 1×28×28)", l.Kernel, l.Kernel)
+				}
+				return nil, fail("a %d×%d kernel does not fit", l.Kernel, l.Kernel)
 			}
 			if l.Pad >= l.Kernel {
 				return nil, fail("padding %d must be less than the kernel", l.Pad)

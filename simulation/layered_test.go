@@ -1,0 +1,61 @@
+package simulation
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gossipd/gossipd/job"
+)
+
+// smallCNN is a layered model for the 8×8 digits.
+const smallCNN = "conv:8:3:1:1,relu,maxpool:2,dense:32,relu,dense"
+
+// TestLayeredModelLearns: a small CNN learns the digits under every
+// protocol that takes it (each peer trains its own; no batching) and
+// with compression, the same seed giving the same numbers.
+func TestLayeredModelLearns(t *testing.T) {
+	for _, proto := range Protocols {
+		if proto == "sfb" {
+			continue // refused: TestLayeredModelRefused
+		}
+		rounds := 200 // one minibatch step per round
+		if proto == "randomwalk" || proto == FedAvg || proto == Centralized {
+			rounds = 30 // an epoch per update
+		}
+		c := Config{Settings: job.Settings{Protocol: proto, Model: smallCNN, LR: 0.2}, Peers: 6, Rounds: rounds, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 6}
+		a, res := csvOf(t, c)
+		if res.FinalAccuracy < 0.7 {
+			t.Errorf("%s: final accuracy %.3f after %d rounds", proto, res.FinalAccuracy, rounds)
+		}
+		if proto == "randomwalk" {
+			if b, _ := csvOf(t, c); a != b {
+				t.Fatalf("two runs of seed 1 differ:\n%s\n%s", a, b)
+			}
+		}
+	}
+	c := Config{Settings: job.Settings{Protocol: "dpsgd", Model: smallCNN, LR: 0.2, Compression: "int8"}, Peers: 6, Rounds: 200, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 6}
+	if _, res := csvOf(t, c); res.FinalAccuracy < 0.7 {
+		t.Errorf("dpsgd, int8: final accuracy %.3f", res.FinalAccuracy)
+	}
+}
+
+// TestLayeredModelRefused: what a layered model cannot do yet, or a
+// shape that does not fit, is an error that says so.
+func TestLayeredModelRefused(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Settings: job.Settings{Protocol: "sfb", Model: smallCNN}, Peers: 4, Rounds: 2}, "sufficient factors"},
+		{Config{Settings: job.Settings{Model: smallCNN}, Peers: 4, Rounds: 2, PeerBatch: 4}, "--peer-batch"},
+		{Config{Settings: job.Settings{Model: smallCNN}, Data: job.Data{InputShape: "1x7x7"}, Peers: 4, Rounds: 2}, "--input-shape 1x7x7 holds 49 values"},
+		{Config{Settings: job.Settings{Model: "lenet5"}, Peers: 4, Rounds: 2}, "kernel does not fit"},
+		{Config{Settings: job.Settings{Model: "resnet"}, Peers: 4, Rounds: 2}, "a preset (leaf-cnn, lenet5)"},
+	} {
+		_, err := Run(context.Background(), c.cfg, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error saying %q", c.cfg.Settings, err, c.want)
+		}
+	}
+}
