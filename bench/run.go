@@ -52,6 +52,9 @@ type Config struct {
 	Batch string
 	// Seeds trains each configuration this many times (--seeds).
 	Seeds int
+	// Models lists the models the training benchmark trains,
+	// comma-separated (--models).
+	Models string
 	// Against names a reference run beside gossipd: "", torch or
 	// torch-graphs (--against).
 	Against string
@@ -74,6 +77,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MinTime, "min-time", time.Second, "minimum measuring time per GEMM size")
 	fs.StringVar(&c.Device, "device", "auto", "where training is measured: "+device.Values+" (gemm and sim measure the CPU kernels; --against torch runs PyTorch on the same device)")
 	fs.StringVar(&c.Batch, "batch", "32", "minibatch sizes for the training benchmark, comma-separated (e.g. 32,512)")
+	fs.StringVar(&c.Models, "models", "softmax,mlp", "models for the training benchmark, comma-separated: softmax, mlp (784-128-10), lenet5, leaf-cnn")
 	fs.IntVar(&c.Seeds, "seeds", 1, "train each configuration from this many seeds (gossipd and PyTorch) and report the median speed and the mean accuracy with its spread")
 }
 
@@ -169,6 +173,12 @@ func Run(ctx context.Context, w, stderr io.Writer, c Config) error {
 		}
 		batches = append(batches, n)
 	}
+	models := cli.SplitList(c.Models)
+	for _, m := range models {
+		if !slices.Contains(benchModels, m) {
+			return usage("--models: %q, want some of %s", m, strings.Join(benchModels, ", "))
+		}
+	}
 	if spec.Kind == "cuda" {
 		for _, p := range what {
 			if p != "train" {
@@ -183,7 +193,7 @@ func Run(ctx context.Context, w, stderr io.Writer, c Config) error {
 			GEMM(w, c.Threads, c.MinTime)
 		case "train":
 			if err := Train(ctx, w, stderr, TrainConfig{Dataset: c.Dataset, Threads: c.Threads, Torch: c.Torch, Python: c.Python,
-				TorchGraphs: c.Against == "torch-graphs", Batches: batches, Device: c.Device, Seeds: c.Seeds}); err != nil {
+				TorchGraphs: c.Against == "torch-graphs", Batches: batches, Device: c.Device, Seeds: c.Seeds, Models: models}); err != nil {
 				return err
 			}
 		case "sim":

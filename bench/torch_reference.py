@@ -1,12 +1,13 @@
 """The PyTorch reference `gossipd bench --against torch` runs in the same run, on the
 CPU or on a CUDA device: the same models (softmax 784-10, MLP 784-128-10
-ReLU), plain SGD lr 0.1, cross-entropy, one shuffled pass per epoch, on
+ReLU, and the layered presets lenet5 and leaf-cnn on 1×28×28 images, as
+model/nn/spec.go writes them), plain SGD lr 0.1, cross-entropy, one shuffled pass per epoch, on
 Fashion-MNIST scaled to [0, 1] (from $GOSSIPD_DATA_DIR, as gossipd reads it,
 else /usr/share/datasets/fashion-mnist). It is ../shared/reference/torch_baseline.py
 with a device and a batch size; it prints the same line.
 
 Usage: python3 torch_reference.py [model] [epochs] [batch] [threads] [device]
-model: softmax | mlp; device: cpu (default) or cuda[:N]. $GOSSIPD_TORCH_SEEDS
+model: softmax | mlp | lenet5 | leaf-cnn; device: cpu (default) or cuda[:N]. $GOSSIPD_TORCH_SEEDS
 (default 1) trains that many models one after the other, from seeds 0, 1, …,
 each printing its line. On CUDA the data
 is on the device before the clock starts, a throwaway copy of the model
@@ -68,11 +69,7 @@ def main():
         sys.exit("torch_reference: $GOSSIPD_TORCH_GRAPHS=1 needs a CUDA device, not " + str(dev))
     for seed in range(seeds):
         torch.manual_seed(seed)
-        if model == "softmax":
-            net = torch.nn.Linear(784, 10)
-        else:
-            net = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
-        net = net.to(dev)
+        net = build(model).to(dev)
         opt = torch.optim.SGD(net.parameters(), lr=0.1)
         if dev.type == "cuda" and seed == 0:
             # A few steps of a throwaway copy first, as gossipd warms up
@@ -106,6 +103,24 @@ def main():
             with torch.no_grad():
                 acc = (net(xte).argmax(1) == yte).float().mean().item()
             print(f"{model} epoch {ep+1} batch {batch} threads {threads} device {dev} seed {seed}: {n/dt:.0f} samples/s, test acc {acc:.4f}", flush=True)
+
+
+def build(model):
+    """The model named, taking rows of 784 values (the CNNs view them as
+    1×28×28 images, as gossipd does)."""
+    nn = torch.nn
+    if model == "softmax":
+        return nn.Linear(784, 10)
+    if model == "mlp":
+        return nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    image = nn.Unflatten(1, (1, 28, 28))
+    if model == "lenet5":
+        return nn.Sequential(image, nn.Conv2d(1, 6, 5, 1, 2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    if model == "leaf-cnn":
+        return nn.Sequential(image, nn.Conv2d(1, 32, 5, 1, 2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 5, 1, 2), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(3136, 2048), nn.ReLU(), nn.Linear(2048, 10))
+    sys.exit("torch_reference: model " + model + ", want softmax, mlp, lenet5 or leaf-cnn")
 
 
 def capture(net, opt, lossf, batch, dev):

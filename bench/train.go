@@ -32,6 +32,23 @@ type TrainConfig struct {
 	// TorchGraphs runs the built-in reference with each step replayed
 	// as a CUDA graph (GraphsEnv; a GPU only).
 	TorchGraphs bool
+	// Models are the models trained (benchModels; default softmax and
+	// mlp).
+	Models []string
+}
+
+// benchModels are the models the training benchmark knows, by the
+// names the PyTorch reference takes: its --model and --hidden.
+var benchModels = []string{"softmax", "mlp", "lenet5", "leaf-cnn"}
+
+func benchModel(name string) (label, kind, hidden string) {
+	switch name {
+	case "mlp":
+		return "mlp 784-128-10", "mlp", "128"
+	case "softmax":
+		return "softmax", "softmax", ""
+	}
+	return name, name, ""
 }
 
 // Train measures one epoch of training of each model at each batch size
@@ -56,8 +73,14 @@ func Train(ctx context.Context, w, stderr io.Writer, c TrainConfig) error {
 	}
 	fmt.Fprintf(w, "\n%-14s %6s %12s %9s %14s %12s %9s %8s\n", "model", "batch", "gossipd", "acc", "gossipd/purego", ref, "acc", "ratio")
 	ran := ""
+	models := c.Models
+	if len(models) == 0 {
+		models = benchModels[:2]
+	}
 	for _, batch := range c.Batches {
-		for _, mdl := range []struct{ name, kind, hidden string }{{"softmax", "softmax", ""}, {"mlp 784-128-10", "mlp", "128"}} {
+		for _, name := range models {
+			var mdl struct{ name, kind, hidden string }
+			mdl.name, mdl.kind, mdl.hidden = benchModel(name)
 			cfg := central.Config{Dataset: c.Dataset, Scale: "minmax", Model: mdl.kind, Hidden: mdl.hidden,
 				Epochs: 1, Batch: batch, LR: 0.1, Optimizer: "sgd", Threads: c.Threads, Device: c.Device}
 			got, rep, err := gossipd(ctx, cfg, seeds)

@@ -39,6 +39,11 @@ func (s *Spec) validateNet() error {
 	if err != nil {
 		return netErr(err)
 	}
+	if s.inputShape().Spatial() && layers[0].Kind == nn.Dense {
+		// Dense layers on images: flattened first, as an nn.Sequential
+		// of the same layers would be written in PyTorch.
+		layers = append(nn.Spec{{Kind: nn.Flatten}}, layers...)
+	}
 	if _, err := nn.Build(layers, s.inputShape(), s.Classes, compute.NewCPU(compute.WithThreads(1))); err != nil {
 		return netErr(err)
 	}

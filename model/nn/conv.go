@@ -24,13 +24,19 @@ func (n *Net) scratch(k, size int) [][]float32 {
 
 func workers(m int) int { return max(1, min(runtime.GOMAXPROCS(0), m)) }
 
-func (n *Net) convForward(p plan, params, in, out []float32, m int) {
+// convForward computes a convolution of m examples; with cols (m
+// unrolled inputs) it keeps each example's unrolled input there for the
+// backward pass.
+func (n *Net) convForward(p plan, params, in, out, cols []float32, m int) {
 	ckk, pos := p.in.C*p.Kernel*p.Kernel, p.out.H*p.out.W
 	w, b := params[p.w:p.w+p.wn], params[p.b:p.b+p.bn]
 	work := n.scratch(workers(m), ckk*pos)
 	parallel(m, func(k, lo, hi int) {
 		col := work[k][:ckk*pos]
 		for e := lo; e < hi; e++ {
+			if cols != nil {
+				col = cols[e*ckk*pos : (e+1)*ckk*pos]
+			}
 			im2col(col, in[e*p.in.Size():(e+1)*p.in.Size()], p)
 			o := out[e*p.out.Size() : (e+1)*p.out.Size()]
 			n.be.Gemm(false, false, p.Out, pos, ckk, 1, host(w), ckk, host(col), pos, 0, host(o), pos)
@@ -43,7 +49,10 @@ func (n *Net) convForward(p plan, params, in, out []float32, m int) {
 	})
 }
 
-func (n *Net) convBackward(p plan, params, grad, in, dout, din []float32, m int) {
+// convBackward adds a convolution's weight and bias gradients over m
+// examples to grad and, with din, sets its input's gradient; cols are
+// the unrolled inputs its forward pass kept.
+func (n *Net) convBackward(p plan, params, grad, cols, dout, din []float32, m int) {
 	ckk, pos := p.in.C*p.Kernel*p.Kernel, p.out.H*p.out.W
 	w := params[p.w : p.w+p.wn]
 	k := workers(m)
@@ -52,10 +61,10 @@ func (n *Net) convBackward(p plan, params, grad, in, dout, din []float32, m int)
 		clear(work[i][2*ckk*pos : 2*ckk*pos+p.wn+p.bn])
 	}
 	parallel(m, func(k, lo, hi int) {
-		col, dcol := work[k][:ckk*pos], work[k][ckk*pos:2*ckk*pos]
+		dcol := work[k][ckk*pos : 2*ckk*pos]
 		dw, db := work[k][2*ckk*pos:2*ckk*pos+p.wn], work[k][2*ckk*pos+p.wn:2*ckk*pos+p.wn+p.bn]
 		for e := lo; e < hi; e++ {
-			im2col(col, in[e*p.in.Size():(e+1)*p.in.Size()], p)
+			col := cols[e*ckk*pos : (e+1)*ckk*pos]
 			d := dout[e*p.out.Size() : (e+1)*p.out.Size()]
 			n.be.Gemm(false, true, p.Out, ckk, pos, 1, host(d), pos, host(col), pos, 1, host(dw), ckk)
 			for c := range p.Out {
@@ -82,6 +91,23 @@ func (n *Net) convBackward(p plan, params, grad, in, dout, din []float32, m int)
 	}
 }
 
+// span is the range [lo, hi) of output columns ow whose input column
+// ow·S − P + k lies inside [0, w).
+func span(k, w, ow, s, p int) (lo, hi int) {
+	lo = min(ow, max(0, -floorDiv(k-p, s))) // ⌈(p−k)/s⌉
+	hi = min(ow, floorDiv(w-1+p-k, s)+1)
+	return lo, max(lo, hi)
+}
+
+// floorDiv is ⌊a/b⌋ for b > 0 (Go's / truncates toward zero).
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
 // im2col unrolls one example x (C×H×W) into col: row (c, ki, kj), column
 // (oh, ow) holds x[c, oh·S−P+ki, ow·S−P+kj], 0 outside the input.
 func im2col(col, x []float32, p plan) {
@@ -93,6 +119,7 @@ func im2col(col, x []float32, p plan) {
 		for ki := range K {
 			for kj := range K {
 				row := col[r*OH*OW : (r+1)*OH*OW]
+				lo, hi := span(kj, W, OW, S, P)
 				for oh := range OH {
 					ih := oh*S - P + ki
 					dst := row[oh*OW : (oh+1)*OW]
@@ -100,14 +127,17 @@ func im2col(col, x []float32, p plan) {
 						clear(dst)
 						continue
 					}
+					clear(dst[:lo])
+					clear(dst[hi:])
 					src := xc[ih*W : (ih+1)*W]
-					for ow := range OW {
-						iw := ow*S - P + kj
-						if iw < 0 || iw >= W {
-							dst[ow] = 0
-						} else {
-							dst[ow] = src[iw]
+					if S == 1 {
+						if lo < hi {
+							copy(dst[lo:hi], src[lo-P+kj:])
 						}
+						continue
+					}
+					for ow, iw := lo, lo*S-P+kj; ow < hi; ow, iw = ow+1, iw+S {
+						dst[ow] = src[iw]
 					}
 				}
 				r++
@@ -128,16 +158,23 @@ func col2im(dx, col []float32, p plan) {
 		for ki := range K {
 			for kj := range K {
 				row := col[r*OH*OW : (r+1)*OH*OW]
+				lo, hi := span(kj, W, OW, S, P)
 				for oh := range OH {
 					ih := oh*S - P + ki
-					if ih < 0 || ih >= H {
+					if ih < 0 || ih >= H || lo == hi {
 						continue
 					}
 					dst := xc[ih*W : (ih+1)*W]
-					for ow, v := range row[oh*OW : (oh+1)*OW] {
-						if iw := ow*S - P + kj; iw >= 0 && iw < W {
-							dst[iw] += v
+					src := row[oh*OW+lo : oh*OW+hi]
+					if S == 1 {
+						d := dst[lo-P+kj : lo-P+kj+len(src)]
+						for i, v := range src {
+							d[i] += v
 						}
+						continue
+					}
+					for i, iw := 0, lo*S-P+kj; i < len(src); i, iw = i+1, iw+S {
+						dst[iw] += src[i]
 					}
 				}
 				r++

@@ -52,6 +52,15 @@ type Net struct {
 	ws      workspace
 }
 
+// Bounds on what Build accepts: a job's spec comes from the network, and
+// a network this large would exhaust a member's memory before it
+// trained (LEAF's CNN has 6.6 M parameters and 0.04 M values per
+// example).
+const (
+	MaxParams      = 1 << 27 // 134 M parameters: 512 MiB
+	MaxActivations = 1 << 24 // values per example over all layers
+)
+
 // Build checks spec's shapes for inputs of shape in and classes outputs
 // and returns the network, computing on be (nil: compute.NewCPU()). An
 // error names the layer and the shapes that do not fit.
@@ -69,7 +78,7 @@ func Build(spec Spec, in Shape, classes int, be compute.Backend) (*Net, error) {
 		be = compute.NewCPU()
 	}
 	n := &Net{spec: spec, in: in, classes: classes, be: be}
-	s := in
+	s, acts := in, float64(in.Size())
 	for i, l := range spec {
 		p := plan{Layer: l, in: s, w: -1, b: -1}
 		fail := func(format string, a ...any) error {
@@ -129,13 +138,27 @@ func Build(spec Spec, in Shape, classes int, be compute.Backend) (*Net, error) {
 		}
 		n.plans = append(n.plans, p)
 		s = p.out
+		acts += min(float64(p.out.C)*float64(p.out.H)*float64(p.out.W), MaxActivations+1)
+		if n.size > MaxParams || acts > MaxActivations {
+			return nil, fmt.Errorf("%w: layer %d (%s): the network grows to %d parameters and %d values per example, beyond the %d and %d gossipd trains",
+				ErrSpec, i+1, l, n.size, int(acts), MaxParams, MaxActivations)
+		}
 	}
 	return n, nil
 }
 
-// addParams gives p a weight of shape w and a bias of b values.
+// addParams gives p a weight of shape w and a bias of b values; past
+// MaxParams it stops counting (Build then refuses the network).
 func (n *Net) addParams(p *plan, i int, w []int, b, fanIn int) {
 	p.w, p.wn = n.size, 1
+	size := 1.0
+	for _, d := range w {
+		size *= float64(d)
+	}
+	if float64(n.size)+size+float64(b) > MaxParams {
+		n.size = MaxParams + 1
+		return
+	}
 	for _, d := range w {
 		p.wn *= d
 	}

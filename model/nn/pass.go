@@ -17,6 +17,9 @@ type workspace struct {
 	dacts [][]float32 // ∂loss/∂ each layer's output
 	idx   [][]int32   // max pools' arg-max (index in the example's input)
 	aux   [][]float32 // dropout masks; normalisations' mean and 1/σ per (example, group)
+	// cols holds each convolution's unrolled inputs (m×(C·K·K)×(OH·OW))
+	// from a training pass's forward, for its backward.
+	cols [][]float32
 	// work holds each worker's convolution scratch and private
 	// gradient accumulators.
 	work [][]float32
@@ -45,6 +48,7 @@ func (n *Net) grow(m int) {
 		}
 		ws.idx, ws.aux = append(ws.idx, idx), append(ws.aux, aux)
 	}
+	ws.cols = make([][]float32, len(n.plans))
 	n.ws = ws
 }
 
@@ -58,7 +62,7 @@ func (n *Net) Loss(grad, params, x []float32, y []int32, m int, scale float32, r
 	if len(y) < m {
 		panic(fmt.Sprintf("nn: %d labels for %d examples", len(y), m))
 	}
-	n.forward(params, x, m, rng)
+	n.forward(params, x, m, rng, grad != nil)
 	last := len(n.plans) - 1
 	var dz []float32
 	if grad != nil {
@@ -82,7 +86,7 @@ func (n *Net) Predict(out, params, x []float32, m int) {
 	for lo := 0; lo < m; lo += 256 {
 		k := min(256, m-lo)
 		n.check(params, x[lo*d:], k)
-		n.forward(params, x[lo*d:(lo+k)*d], k, nil)
+		n.forward(params, x[lo*d:(lo+k)*d], k, nil, false)
 		z := n.ws.acts[len(n.plans)-1][:k*c]
 		softmaxCE(nil, z, nil, k, c, 0)
 		copy(out[lo*c:(lo+k)*c], z)
@@ -107,7 +111,9 @@ func (n *Net) check(params, x []float32, m int) {
 	}
 }
 
-func (n *Net) forward(params, x []float32, m int, rng *rand.Rand) {
+// forward runs the layers on m examples; keep holds on to what the
+// backward pass reuses (the convolutions' unrolled inputs).
+func (n *Net) forward(params, x []float32, m int, rng *rand.Rand, keep bool) {
 	n.grow(m)
 	in := x[:m*n.in.Size()]
 	for i, p := range n.plans {
@@ -123,7 +129,15 @@ func (n *Net) forward(params, x []float32, m int, rng *rand.Rand) {
 				}
 			}
 		case Conv:
-			n.convForward(p, params, in, out, m)
+			var cols []float32
+			if keep {
+				size := m * p.in.C * p.Kernel * p.Kernel * p.out.H * p.out.W
+				if len(n.ws.cols[i]) < size {
+					n.ws.cols[i] = make([]float32, n.ws.m*size/m)
+				}
+				cols = n.ws.cols[i][:size]
+			}
+			n.convForward(p, params, in, out, cols, m)
 		case MaxPool, AvgPool:
 			pool(p, in, out, n.ws.idx[i], m)
 		case Flatten:
@@ -192,7 +206,7 @@ func (n *Net) backward(grad, params, x []float32, m int) {
 				n.be.Gemm(false, false, m, p.in.C, p.out.C, 1, host(dout), p.out.C, host(params[p.w:p.w+p.wn]), p.in.C, 0, host(din), p.in.C)
 			}
 		case Conv:
-			n.convBackward(p, params, grad, in, dout, din, m)
+			n.convBackward(p, params, grad, n.ws.cols[i], dout, din, m)
 		case MaxPool, AvgPool:
 			if din != nil {
 				poolBackward(p, dout, din, n.ws.idx[i], m)

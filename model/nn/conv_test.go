@@ -1,0 +1,74 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestIm2colAgainstNaive checks the unrolling against its definition,
+// and col2im as its adjoint (⟨im2col(x), c⟩ = ⟨x, col2im(c)⟩), over
+// kernels, strides and paddings beyond the PyTorch vectors'.
+func TestIm2colAgainstNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, k := range []int{1, 2, 3, 5, 7} {
+		for _, s := range []int{1, 2, 3} {
+			for pad := range k {
+				in := Shape{2, 7, 9}
+				if k == 7 {
+					in = Shape{1, 3, 3} // a kernel wider than the input, fitting by its padding
+				}
+				if in.H+2*pad < k {
+					continue
+				}
+				oh, ow := (in.H+2*pad-k)/s+1, (in.W+2*pad-k)/s+1
+				p := plan{Layer: Layer{Kind: Conv, Out: 1, Kernel: k, Stride: s, Pad: pad}, in: in, out: Shape{1, oh, ow}}
+				x := make([]float32, in.Size())
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				col := make([]float32, in.C*k*k*oh*ow)
+				for i := range col {
+					col[i] = 99 // im2col must write every entry
+				}
+				im2col(col, x, p)
+				c := make([]float32, len(col))
+				for i := range c {
+					c[i] = float32(rng.NormFloat64())
+				}
+				dot := 0.0
+				r := 0
+				for ch := range in.C {
+					for ki := range k {
+						for kj := range k {
+							for y := range oh {
+								for z := range ow {
+									ih, iw := y*s-pad+ki, z*s-pad+kj
+									want := float32(0)
+									if ih >= 0 && ih < in.H && iw >= 0 && iw < in.W {
+										want = x[ch*in.H*in.W+ih*in.W+iw]
+									}
+									got := col[r*oh*ow+y*ow+z]
+									if got != want {
+										t.Fatalf("k %d s %d p %d: col[%d][%d,%d] = %v, want %v", k, s, pad, r, y, z, got, want)
+									}
+									dot += float64(got) * float64(c[r*oh*ow+y*ow+z])
+								}
+							}
+							r++
+						}
+					}
+				}
+				dx := make([]float32, in.Size())
+				col2im(dx, c, p)
+				adj := 0.0
+				for i := range x {
+					adj += float64(x[i]) * float64(dx[i])
+				}
+				if math.Abs(dot-adj) > 1e-4*(1+math.Abs(dot)) {
+					t.Fatalf("k %d s %d p %d: ⟨im2col(x), c⟩ = %v, ⟨x, col2im(c)⟩ = %v", k, s, pad, dot, adj)
+				}
+			}
+		}
+	}
+}
