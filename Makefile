@@ -163,7 +163,7 @@ FUZZ_TARGETS := ./daemon:FuzzDecodeRecord ./dataset:FuzzReadIDX ./dataset:FuzzRe
 	./daemon/p2p:FuzzParseConsortium ./daemon/p2p:FuzzDecodeAnnouncement ./daemon:FuzzDecodeCheckpoint ./daemon:FuzzDecodeLedger ./job:FuzzParseSpec ./daemon:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./simulation:FuzzParseComputeTrace ./simulation:FuzzReadCSV ./simulation:FuzzParseLatency ./simulation:FuzzParseCompute ./cmd/gossipd:FuzzConfigFile ./cmd/gossipd:FuzzFlagSpecs \
 	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./daemon/p2p:FuzzParseIDResponse \
-	./daemon/apiserver:FuzzParseToken ./daemon/apiserver:FuzzGuard ./gossip/compress:FuzzDecode
+	./daemon/apiserver:FuzzParseToken ./daemon/apiserver:FuzzGuard ./gossip/compress:FuzzDecode ./model/nn:FuzzParse
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
@@ -182,8 +182,10 @@ qemu:
 	@# (run from the package's directory, where the .s files are).
 	GOARCH=arm64 $(GO) test -c -o bin/compute-arm64.test ./model/compute
 	GOARCH=arm64 $(GO) test -c -o bin/model-arm64.test ./model
+	GOARCH=arm64 $(GO) test -c -o bin/nn-arm64.test ./model/nn
 	cd model/compute && qemu-aarch64-static ../../bin/compute-arm64.test -test.run 'Gemm|Kernel|Exp|Emulat'
 	qemu-aarch64-static bin/model-arm64.test
+	cd model/nn && qemu-aarch64-static ../../bin/nn-arm64.test -test.run 'AgainstPyTorch|Im2col'
 	@# The CUDA loader's bindings called into C on arm64 (Jetson, Grace):
 	@# the ABI stand-ins built with the aarch64 cross compiler, the test
 	@# binary run with the aarch64 C library under qemu-user.
