@@ -16,7 +16,6 @@ import (
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/device"
-	"github.com/gossipd/gossipd/model/nn"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -212,7 +211,7 @@ func (s *Settings) check(fs *flag.FlagSet) (checked, error) {
 		// (the model's inputs and classes come from the data); a
 		// layered model's shapes are checked once the data is loaded.
 		if model.IsLayered(s.Job.Model) {
-			if _, err := nn.Parse(s.Job.Model); err != nil {
+			if err := model.CheckLayers(s.Job.Model); err != nil {
 				return ok, usage(fmt.Errorf("--model: %v", err))
 			}
 		} else if _, err := s.Job.Spec(1, 2, nil); err != nil {

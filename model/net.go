@@ -32,12 +32,9 @@ func (s *Spec) validateNet() error {
 	if sh := s.inputShape(); sh.Size() != s.Inputs {
 		return fmt.Errorf("%w: input shape %s holds %d values, the data has %d features", ErrSpec, sh, sh.Size(), s.Inputs)
 	}
-	layers, err := nn.Parse(s.Layers)
-	if err != nil && !strings.ContainsAny(s.Layers, ":,") {
-		return fmt.Errorf("%w: model %q: want softmax, svm, mlp, a preset (%s) or layers such as conv:32:5,relu,maxpool:2,dense", ErrSpec, s.Layers, strings.Join(nn.PresetNames(), ", "))
-	}
+	layers, err := parseLayers(s.Layers)
 	if err != nil {
-		return netErr(err)
+		return err
 	}
 	if s.inputShape().Spatial() && layers[0].Kind == nn.Dense {
 		// Dense layers on images: flattened first, as an nn.Sequential
@@ -49,6 +46,25 @@ func (s *Spec) validateNet() error {
 	}
 	s.Layers = layers.String()
 	return nil
+}
+
+// parseLayers reads a layered --model value: a preset or a layer list.
+func parseLayers(name string) (nn.Spec, error) {
+	layers, err := nn.Parse(name)
+	if err != nil && !strings.ContainsAny(name, ":,") {
+		return nil, fmt.Errorf("%w: model %q: want softmax, svm, mlp, a preset (%s) or layers such as conv:32:5,relu,maxpool:2,dense", ErrSpec, name, strings.Join(nn.PresetNames(), ", "))
+	}
+	if err != nil {
+		return nil, netErr(err)
+	}
+	return layers, nil
+}
+
+// CheckLayers checks a layered --model value's syntax before the data
+// (and so the input shape) is known; Validate checks the shapes.
+func CheckLayers(name string) error {
+	_, err := parseLayers(name)
+	return err
 }
 
 // inputShape is the network's input shape (a flat vector when unset).

@@ -321,6 +321,9 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 		{[]string{"--dp-epsilon", "0"}, "--dp-epsilon applies to DP-SGD"},
 		{[]string{"--keep", "0"}, "--keep 0"},
 		{[]string{"--max-conns", "-5"}, "--max-conns -5"},
+		{[]string{"--model", "conv:8:0,dense"}, "kernel 0"},
+		{[]string{"--model", "resnet50"}, `model "resnet50"`},
+		{[]string{"--input-shape", "1x8x8"}, "--input-shape applies to a layered --model"},
 	} {
 		store := filepath.Join(t.TempDir(), "store")
 		args := append([]string{"run", "--store", store, "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false"}, c.args...)
