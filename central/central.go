@@ -43,6 +43,9 @@ type Config struct {
 	// InputShape is the examples' shape for a layered model ("C×H×W"),
 	// where the data gives none.
 	InputShape string
+	// InitFrom is a safetensors file of initial weights (PyTorch's
+	// state_dict of the same layers); "" draws them from Seed.
+	InitFrom string
 	// Epochs, Batch (model.TrainConfig defaults) and the optimizer (default
 	// pegasos for svm, else sgd) with its settings.
 	Epochs      int
@@ -160,6 +163,15 @@ func Train(ctx context.Context, c Config, progress func(model.Progress)) (rep *R
 	m, err := model.New(spec, model.WithSeed(c.Seed), model.WithBackend(backend))
 	if err != nil {
 		return nil, err
+	}
+	if c.InitFrom != "" {
+		p, err := model.InitFromFile(c.InitFrom, spec)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --init-from: %v", ErrConfig, err)
+		}
+		if err := m.SetParams(p); err != nil {
+			return nil, err
+		}
 	}
 	opt, err := model.NewOptimizer(model.OptimizerConfig{Name: c.Optimizer, LR: c.LR, Momentum: c.Momentum, WeightDecay: c.WeightDecay, Lambda: spec.Lambda})
 	if err != nil {

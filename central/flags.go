@@ -35,6 +35,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	cli.Group(fs, "Model and training", func() {
 		fs.StringVar(&c.Model, "model", job.DefaultModel, model.Help)
 		fs.StringVar(&c.Hidden, "hidden", job.DefaultHidden, "MLP hidden widths, comma-separated (mlp only)")
+		fs.StringVar(&c.InitFrom, "init-from", "", model.InitFromHelp)
 		fs.Float64Var(&c.Lambda, "lambda", model.DefaultLambda, "SVM L2 regularisation λ (svm only)")
 		fs.IntVar(&c.Epochs, "epochs", 20, "epochs over the training data")
 		fs.IntVar(&c.Batch, "batch", 32, "minibatch size")

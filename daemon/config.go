@@ -51,6 +51,10 @@ type Config struct {
 	// model and protocol state of a live member instead of the initial
 	// model (unless it has a checkpoint of the job).
 	Join bool
+	// InitParams are the initial weights of a job with an InitHash
+	// (--init-from), which they must hash to; nil: the model drawn from
+	// InitSeed (a joiner of such a job takes a member's state instead).
+	InitParams []float32
 	// Origin is the announcement the job was joined from: the daemon
 	// announces its spec with the creator's signature. Nil: the daemon
 	// created the job, and signs its spec itself.

@@ -54,6 +54,7 @@ func Launch(ctx context.Context, s *Settings, fs *flag.FlagSet, stderr io.Writer
 	}
 	var spec job.Spec
 	var d data
+	var initParams []float32
 	if s.Join == "" {
 		if d, err = s.load(s.Job.Scale, s.Job.InitSeed, ok.dp.Enabled()); err != nil {
 			return err
@@ -63,6 +64,9 @@ func Launch(ctx context.Context, s *Settings, fs *flag.FlagSet, stderr io.Writer
 			return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 		}
 		if spec, err = s.Job.Spec(d.train.D, d.train.Classes, shape); err != nil {
+			return fmt.Errorf("%w: %v", cli.ErrUsage, err)
+		}
+		if initParams, err = s.Job.InitWeights(&spec); err != nil {
 			return fmt.Errorf("%w: %v", cli.ErrUsage, err)
 		}
 	}
@@ -99,7 +103,7 @@ func Launch(ctx context.Context, s *Settings, fs *flag.FlagSet, stderr io.Writer
 		log.Info("created the identity key", "file", keyPath)
 	}
 	n, err := New(Config{Job: spec, Local: Local{LR: s.Job.LR, Batch: s.Job.Batch, LocalEpochs: s.Job.LocalEpochs, Members: ok.members},
-		Join: origin != nil, Origin: origin, AnnounceInterval: s.AnnounceInterval,
+		Join: origin != nil, Origin: origin, InitParams: initParams, AnnounceInterval: s.AnnounceInterval,
 		Train: d.train, Test: d.test, Transport: host, Addrs: host.Addrs(), Store: store, Scaler: d.scaler,
 		CheckpointEvery: s.CheckpointEvery, EvalInterval: s.EvalInterval, Logger: log, Aggregator: ok.agg, MaxNorm: s.MaxNorm, DP: ok.dp,
 		DataFingerprint: d.train.Fingerprint, SendRate: s.SendRate, Device: s.Device})

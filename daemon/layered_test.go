@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -52,5 +53,42 @@ func TestLayeredModel(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestInitParams: a job started from given weights (--init-from) holds
+// them before it trains, the job's hash must match them, and a member
+// of such a job without them (not joining) is refused.
+func TestInitParams(t *testing.T) {
+	spec := model.Spec{Kind: model.Net, Inputs: 64, Classes: 10, Shape: []int{1, 8, 8},
+		Layers: "conv:8:3:1:1,relu,maxpool:2,flatten,dense:32,relu,dense"}
+	p, err := model.InitFromFile("../model/testdata/torch_init.safetensors", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, test := shards(t, 1)
+	net := memnet.New()
+	ep, _ := net.Join("d000", 16)
+	j := testJob()
+	j.Model, j.InitHash = spec, model.ParamsHash(p)
+	nd, err := daemon.New(daemon.Config{Job: j, InitParams: p, Train: parts[0], Test: test, Transport: ep, Logger: quiet(), Backend: virtualCPU()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(nd.Params(), p) {
+		t.Fatal("the daemon does not start from the given weights")
+	}
+	other := slices.Clone(p)
+	other[0]++
+	if _, err := daemon.New(daemon.Config{Job: j, InitParams: other, Train: parts[0], Test: test, Transport: ep, Logger: quiet(), Backend: virtualCPU()}); err == nil || !strings.Contains(err.Error(), "hash to") {
+		t.Fatalf("other weights for the job's hash: %v", err)
+	}
+	if _, err := daemon.New(daemon.Config{Job: j, Train: parts[0], Test: test, Transport: ep, Logger: quiet(), Backend: virtualCPU()}); err == nil || !strings.Contains(err.Error(), "--init-from") {
+		t.Fatalf("no weights for a job that starts from given ones: %v", err)
+	}
+	plain := testJob()
+	plain.Model = spec
+	if plain.ID() == j.ID() {
+		t.Fatal("the initial weights' hash is not part of the job's ID")
 	}
 }

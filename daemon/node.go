@@ -124,6 +124,17 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case cfg.InitParams != nil:
+		if h := model.ParamsHash(cfg.InitParams); h != cfg.Job.InitHash {
+			return nil, fmt.Errorf("daemon: the initial weights hash to %.12s, the job's to %.12s", h, cfg.Job.InitHash)
+		}
+		if err := m.SetParams(cfg.InitParams); err != nil {
+			return nil, err
+		}
+	case cfg.Job.InitHash != "" && !cfg.Join:
+		return nil, fmt.Errorf("daemon: job %s starts from given weights (hash %.12s): give them (--init-from) or join it", n.job, cfg.Job.InitHash)
+	}
 	// Cores draw randomness from the OS per run: the daemon's peer choices
 	// need no reproducibility, and nodes must not move in lockstep.
 	seed := rand.Uint64()

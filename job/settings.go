@@ -52,6 +52,9 @@ type Settings struct {
 	Outer                                string
 	OuterLR, OuterMomentum               float64
 	InitSeed                             uint64
+	// InitFrom is a safetensors file of initial weights (PyTorch's
+	// state_dict); their hash is part of the job.
+	InitFrom string
 
 	// Each peer's own training.
 	LR          float64
@@ -97,6 +100,7 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 	fs.Float64Var(&s.OuterLR, "outer-lr", gossip.DefaultOuterLR, "with --local-steps and --outer nesterov: outer learning rate")
 	fs.Float64Var(&s.OuterMomentum, "outer-momentum", gossip.DefaultOuterMomentum,
 		"with --local-steps and --outer nesterov: outer momentum")
+	fs.StringVar(&s.InitFrom, "init-from", "", model.InitFromHelp)
 	if cmd == Daemon {
 		fs.StringVar(&s.Name, "name", DefaultName, "job name")
 		fs.Uint64Var(&s.InitSeed, "init-seed", 1, "seed of the initial model")
@@ -215,7 +219,22 @@ func (s *Settings) Spec(inputs, classes int, shape []int) (Spec, error) {
 // JobFlags are the flags that make up a job's Spec; a daemon that joins a
 // running job takes them from its announcement instead.
 var JobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology",
-	"staleness", "sfb-mode", "init-seed", "name", "local-steps", "outer", "outer-lr", "outer-momentum"}
+	"staleness", "sfb-mode", "init-seed", "init-from", "name", "local-steps", "outer", "outer-lr", "outer-momentum"}
+
+// InitWeights reads --init-from's weights for spec's model and sets the
+// spec's InitHash to their hash; nil without --init-from. Errors name
+// the flag.
+func (s *Settings) InitWeights(spec *Spec) ([]float32, error) {
+	if s.InitFrom == "" {
+		return nil, nil
+	}
+	p, err := model.InitFromFile(s.InitFrom, spec.Model)
+	if err != nil {
+		return nil, fmt.Errorf("--init-from: %w", err)
+	}
+	spec.InitHash = model.ParamsHash(p)
+	return p, nil
+}
 
 // Bounds are the values the job's numeric flags take (cli.Bounds'
 // intervals), the same in every command. Where a zero would silently

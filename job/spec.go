@@ -61,6 +61,9 @@ type Spec struct {
 	FactorBatch int `json:"factor_batch,omitempty"`
 	// InitSeed seeds the initial model every daemon starts from.
 	InitSeed uint64 `json:"init_seed"`
+	// InitHash, where set, is the SHA-256 (model.ParamsHash) of the
+	// initial weights every member starts from instead (--init-from).
+	InitHash string `json:"init_hash,omitempty"`
 	// Sampling is random walk's peer sampling: empty for Cyclon (the
 	// default), or gossip.SamplingHyParView. Members must agree: each
 	// refuses the other's membership messages.
@@ -80,6 +83,11 @@ func (j *Spec) Validate() error {
 	}
 	if !slices.Contains(gossip.Protocols, j.Protocol) {
 		return fmt.Errorf("job: protocol %q, want one of %v", j.Protocol, gossip.Protocols)
+	}
+	if j.InitHash != "" {
+		if b, err := hex.DecodeString(j.InitHash); err != nil || len(b) != 32 {
+			return fmt.Errorf("job: init hash %q is not a SHA-256 in hex", j.InitHash)
+		}
 	}
 	if j.Protocol == gossip.SFB && j.Model.Kind == model.Net {
 		return fmt.Errorf("job: sfb sends sufficient factors of fully connected models; it does not take a layered model (%s) yet: use dpsgd or randomwalk", j.Model.Layers)

@@ -29,7 +29,10 @@ func (s *sim) runBaseline(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	global := m.CopyParams()
+	global, err := s.initial(m)
+	if err != nil {
+		return err
+	}
 	ws := trainer.NewWorkspace(m)
 	modelBytes := uint64(gossip.EncodedSize(&gossip.Message{Kind: gossip.KindModel, From: peerName(0), Params: global}))
 	var trainers []*trainer.Trainer

@@ -34,7 +34,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		return err
 	}
 	defer m.Close()
-	s.init = m.CopyParams()
+	if s.init, err = s.initial(m); err != nil {
+		return err
+	}
 	s.ws = trainer.NewWorkspace(m)
 	defer s.ws.Close()
 	if n := s.peerBatch; n > 1 {
@@ -377,4 +379,17 @@ func (s *sim) split(a, b int) bool {
 		}
 	}
 	return false
+}
+
+// initial is every peer's starting model: --init-from's weights, else
+// m's (drawn from the seed).
+func (s *sim) initial(m *model.Model) ([]float32, error) {
+	if s.cfg.InitFrom == "" {
+		return m.CopyParams(), nil
+	}
+	p, err := model.InitFromFile(s.cfg.InitFrom, s.spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --init-from: %v", ErrConfig, err)
+	}
+	return p, nil
 }

@@ -59,3 +59,22 @@ func TestLayeredModelRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestInitFrom: every peer starts from weights PyTorch saved
+// (--init-from): the run differs from one drawn from the seed, and a
+// file for other layers is refused naming the tensor.
+func TestInitFrom(t *testing.T) {
+	const file = "../model/testdata/torch_init.safetensors"
+	spec := "conv:8:3:1:1,relu,maxpool:2,dense:32,relu,dense"
+	c := Config{Settings: job.Settings{Model: spec, LR: 0.2}, Peers: 4, Rounds: 3, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 4}
+	a, _ := csvOf(t, c)
+	c.InitFrom = file
+	b, _ := csvOf(t, c)
+	if a == b {
+		t.Fatal("--init-from changed nothing")
+	}
+	c.Model = strings.Replace(spec, "dense:32", "dense:16", 1)
+	if _, err := Run(context.Background(), c, nil); err == nil || !strings.Contains(err.Error(), "tensor 4.weight is [32 128] in the file") {
+		t.Fatalf("weights of other layers: %v", err)
+	}
+}
