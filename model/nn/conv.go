@@ -189,6 +189,10 @@ func pool(p plan, in, out []float32, idx []int32, m int) {
 	H, W, K, S := p.in.H, p.in.W, p.Kernel, p.Stride
 	OH, OW := p.out.H, p.out.W
 	inv := 1 / float32(K*K)
+	if p.Kind == MaxPool && K == 2 && S == 2 {
+		maxPool2(p, in, out, idx, m)
+		return
+	}
 	for e := range m {
 		for c := range p.in.C {
 			base := e*p.in.Size() + c*H*W
@@ -217,6 +221,37 @@ func pool(p plan, in, out []float32, idx []int32, m int) {
 						}
 					}
 					out[o] = s * inv
+				}
+			}
+		}
+	}
+}
+
+// maxPool2 is pool for the commonest window, 2×2 max pooling of stride
+// 2: the same results, ties to the first in row order.
+func maxPool2(p plan, in, out []float32, idx []int32, m int) {
+	H, W, OH, OW := p.in.H, p.in.W, p.out.H, p.out.W
+	for e := range m {
+		for c := range p.in.C {
+			x := in[e*p.in.Size()+c*H*W : e*p.in.Size()+(c+1)*H*W]
+			o := out[e*p.out.Size()+c*OH*OW : e*p.out.Size()+(c+1)*OH*OW]
+			ix := idx[e*p.out.Size()+c*OH*OW : e*p.out.Size()+(c+1)*OH*OW]
+			for oh := range OH {
+				r0, r1 := x[2*oh*W:(2*oh+1)*W], x[(2*oh+1)*W:(2*oh+2)*W]
+				oo, io := o[oh*OW:(oh+1)*OW], ix[oh*OW:(oh+1)*OW]
+				for ow := range oo {
+					j := 2 * ow
+					best, at := r0[j], 2*oh*W+j
+					if v := r0[j+1]; v > best {
+						best, at = v, 2*oh*W+j+1
+					}
+					if v := r1[j]; v > best {
+						best, at = v, (2*oh+1)*W+j
+					}
+					if v := r1[j+1]; v > best {
+						best, at = v, (2*oh+1)*W+j+1
+					}
+					oo[ow], io[ow] = best, int32(c*H*W+at)
 				}
 			}
 		}

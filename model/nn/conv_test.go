@@ -72,3 +72,39 @@ func TestIm2colAgainstNaive(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPool2: the 2×2 fast path agrees with the definition on odd
+// sizes, ties going to the first value in row order.
+func TestMaxPool2(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	in := Shape{3, 7, 9}
+	p := plan{Layer: Layer{Kind: MaxPool, Kernel: 2, Stride: 2}, in: in, out: Shape{3, 3, 4}}
+	m := 2
+	x := make([]float32, m*in.Size())
+	for i := range x {
+		x[i] = float32(rng.IntN(3)) // many ties
+	}
+	out, idx := make([]float32, m*p.out.Size()), make([]int32, m*p.out.Size())
+	pool(p, x, out, idx, m)
+	for e := range m {
+		for c := range in.C {
+			for oh := range 3 {
+				for ow := range 4 {
+					best, at := float32(-1), -1
+					for ki := range 2 {
+						for kj := range 2 {
+							j := c*in.H*in.W + (2*oh+ki)*in.W + 2*ow + kj
+							if v := x[e*in.Size()+j]; v > best {
+								best, at = v, j
+							}
+						}
+					}
+					o := e*p.out.Size() + c*12 + oh*4 + ow
+					if out[o] != best || int(idx[o]) != at {
+						t.Fatalf("example %d channel %d (%d,%d): %v at %d, want %v at %d", e, c, oh, ow, out[o], idx[o], best, at)
+					}
+				}
+			}
+		}
+	}
+}
