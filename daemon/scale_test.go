@@ -18,7 +18,7 @@ import (
 
 // TestPartialViewsAtScale runs GOSSIPD_SCALE_DAEMONS daemons (skipped when
 // unset: `GOSSIPD_SCALE_DAEMONS=2000 GOSSIPD_SCALE_DATASET=fashion-mnist
-// go test ./daemon -run AtScale -v`) in one process over memnet, random
+// go test ./daemon -run AtScale -v -timeout 60m`) in one process over memnet, random
 // walk under --sampling hyparview, on IID shards of GOSSIPD_SCALE_DATASET
 // (digits, the default, has 1,438 examples: up to about 1,400 daemons;
 // Fashion-MNIST is evaluated on the first 500 test examples), and
@@ -27,7 +27,8 @@ import (
 // active view sizes and in-degrees, isolated members, membership bytes
 // per member in the minute after every daemon reached the target (and
 // again after the kill), how long until every daemon is at
-// GOSSIPD_SCALE_TARGET (0.8 on digits, 0.75 on Fashion-MNIST), and the
+// GOSSIPD_SCALE_TARGET (0.8 on digits, 0.7 on Fashion-MNIST, whose shards
+// are 30 examples at 2,000 daemons), and the
 // same after 30% are killed at once. It asserts what must hold at any
 // size: views bounded by 8, none isolated, every daemon learning.
 func TestPartialViewsAtScale(t *testing.T) {
@@ -38,7 +39,7 @@ func TestPartialViewsAtScale(t *testing.T) {
 	name := cmp.Or(os.Getenv("GOSSIPD_SCALE_DATASET"), "digits")
 	target, lr := 0.8, 0.5
 	if name != "digits" {
-		target, lr = 0.75, gossip.DefaultLR
+		target, lr = 0.7, gossip.DefaultLR
 	}
 	if s := os.Getenv("GOSSIPD_SCALE_TARGET"); s != "" {
 		var err error
