@@ -28,28 +28,23 @@ func (p Param) Size() int {
 	return n
 }
 
-// plan is one layer built for its input shape.
-type plan struct {
-	Layer
-	in, out Shape
-	// w, b are the offsets of the weight and bias in the parameter
-	// vector (−1: none); wn, bn their sizes.
-	w, b, wn, bn int
-}
-
-// Net is a network built for an input shape and a number of classes. It
-// computes forward passes, losses and gradients on host memory, its
-// matrix products on a compute backend (the CPU's kernels, chosen at run
-// time). A Net is not safe for concurrent use: it owns scratch buffers.
+// Net is a network built for an input shape and a number of classes: a
+// list of layers (one type per kind, each in its own file). It computes
+// forward passes, losses and gradients on host memory, its matrix
+// products on a compute backend (the CPU's kernels, chosen at run time).
+// A Net is not safe for concurrent use: its layers own scratch buffers.
 type Net struct {
 	spec    Spec
 	in      Shape
 	classes int
-	plans   []plan
+	layers  []layer
 	params  []Param
 	size    int
 	be      compute.Backend
-	ws      workspace
+	// acts and dacts hold each layer's output and its gradient for up
+	// to cap examples.
+	acts, dacts [][]float32
+	cap         int
 }
 
 // Bounds on what Build accepts: a job's spec comes from the network, and
@@ -80,65 +75,13 @@ func Build(spec Spec, in Shape, classes int, be compute.Backend) (*Net, error) {
 	n := &Net{spec: spec, in: in, classes: classes, be: be}
 	s, acts := in, float64(in.Size())
 	for i, l := range spec {
-		p := plan{Layer: l, in: s, w: -1, b: -1}
-		fail := func(format string, a ...any) error {
-			return fmt.Errorf("%w: layer %d (%s) on input %s: %s", ErrSpec, i+1, l, s, fmt.Sprintf(format, a...))
+		ly, err := n.newLayer(i, l, s, i == len(spec)-1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: layer %d (%s) on input %s: %v", ErrSpec, i+1, l, s, err)
 		}
-		switch l.Kind {
-		case Dense:
-			if s.Spatial() {
-				return nil, fail("a dense layer takes a flat input: put flatten before it")
-			}
-			out := l.Out
-			if out == 0 {
-				if i != len(spec)-1 {
-					return nil, fail("only the last layer is the output")
-				}
-				out = classes
-			}
-			p.out = Shape{out, 1, 1}
-			n.addParams(&p, i, []int{out, s.C}, out, s.C)
-		case Conv:
-			oh, ow := (s.H+2*l.Pad-l.Kernel)/l.Stride+1, (s.W+2*l.Pad-l.Kernel)/l.Stride+1
-			if s.H+2*l.Pad < l.Kernel || s.W+2*l.Pad < l.Kernel {
-				if !s.Spatial() {
-					return nil, fail("a %d×%d kernel needs an image: give the input's shape (e.g. --input-shape 1×28×28)", l.Kernel, l.Kernel)
-				}
-				return nil, fail("a %d×%d kernel does not fit", l.Kernel, l.Kernel)
-			}
-			if l.Pad >= l.Kernel {
-				return nil, fail("padding %d must be less than the kernel", l.Pad)
-			}
-			p.out = Shape{l.Out, oh, ow}
-			n.addParams(&p, i, []int{l.Out, s.C, l.Kernel, l.Kernel}, l.Out, s.C*l.Kernel*l.Kernel)
-		case MaxPool, AvgPool:
-			if s.H < l.Kernel || s.W < l.Kernel {
-				return nil, fail("a %d×%d window does not fit", l.Kernel, l.Kernel)
-			}
-			p.out = Shape{s.C, (s.H-l.Kernel)/l.Stride + 1, (s.W-l.Kernel)/l.Stride + 1}
-		case Flatten:
-			p.out = Shape{s.Size(), 1, 1}
-		case ReLU, Tanh, GELU, Dropout:
-			p.out = s
-		case LayerNorm:
-			p.out = s
-			shape := []int{s.C, s.H, s.W}
-			if !s.Spatial() {
-				shape = []int{s.C}
-			}
-			n.addParams(&p, i, shape, s.Size(), 0)
-		case GroupNorm:
-			if s.C%l.Groups != 0 {
-				return nil, fail("%d groups do not divide %d channels", l.Groups, s.C)
-			}
-			p.out = s
-			n.addParams(&p, i, []int{s.C}, s.C, 0)
-		default:
-			return nil, fail("unknown kind")
-		}
-		n.plans = append(n.plans, p)
-		s = p.out
-		acts += min(float64(p.out.C)*float64(p.out.H)*float64(p.out.W), MaxActivations+1)
+		n.layers = append(n.layers, ly)
+		_, s = ly.shapes()
+		acts += min(float64(s.C)*float64(s.H)*float64(s.W), MaxActivations+1)
 		if n.size > MaxParams || acts > MaxActivations {
 			return nil, fmt.Errorf("%w: layer %d (%s): the network grows to %d parameters and %d values per example, beyond the %d and %d gossipd trains",
 				ErrSpec, i+1, l, n.size, int(acts), MaxParams, MaxActivations)
@@ -147,26 +90,79 @@ func Build(spec Spec, in Shape, classes int, be compute.Backend) (*Net, error) {
 	return n, nil
 }
 
-// addParams gives p a weight of shape w and a bias of b values; past
-// MaxParams it stops counting (Build then refuses the network).
-func (n *Net) addParams(p *plan, i int, w []int, b, fanIn int) {
-	p.w, p.wn = n.size, 1
+// newLayer makes layer i of kind l.Kind for input shape s.
+func (n *Net) newLayer(i int, l Layer, s Shape, last bool) (layer, error) {
+	switch l.Kind {
+	case Dense:
+		if s.Spatial() {
+			return nil, fmt.Errorf("a dense layer takes a flat input: put flatten before it")
+		}
+		out := l.Out
+		if out == 0 {
+			if !last {
+				return nil, fmt.Errorf("only the last layer is the output")
+			}
+			out = n.classes
+		}
+		return &dense{io{s, Shape{out, 1, 1}}, n.addParams(i, []int{out, s.C}, out, s.C)}, nil
+	case Conv:
+		if s.H+2*l.Pad < l.Kernel || s.W+2*l.Pad < l.Kernel {
+			if !s.Spatial() {
+				return nil, fmt.Errorf("a %d×%d kernel needs an image: give the input's shape (e.g. --input-shape 1×28×28)", l.Kernel, l.Kernel)
+			}
+			return nil, fmt.Errorf("a %d×%d kernel does not fit", l.Kernel, l.Kernel)
+		}
+		if l.Pad >= l.Kernel {
+			return nil, fmt.Errorf("padding %d must be less than the kernel", l.Pad)
+		}
+		out := Shape{l.Out, (s.H+2*l.Pad-l.Kernel)/l.Stride + 1, (s.W+2*l.Pad-l.Kernel)/l.Stride + 1}
+		w := n.addParams(i, []int{l.Out, s.C, l.Kernel, l.Kernel}, l.Out, s.C*l.Kernel*l.Kernel)
+		return &conv{window: window{io{s, out}, l.Kernel, l.Stride, l.Pad}, weights: w, ch: l.Out}, nil
+	case MaxPool, AvgPool:
+		if s.H < l.Kernel || s.W < l.Kernel {
+			return nil, fmt.Errorf("a %d×%d window does not fit", l.Kernel, l.Kernel)
+		}
+		out := Shape{s.C, (s.H-l.Kernel)/l.Stride + 1, (s.W-l.Kernel)/l.Stride + 1}
+		return &pool{window: window{io{s, out}, l.Kernel, l.Stride, 0}, isMax: l.Kind == MaxPool}, nil
+	case Flatten:
+		return &flatten{io{s, Shape{s.Size(), 1, 1}}}, nil
+	case ReLU, Tanh, GELU:
+		return &activation{io{s, s}, l.Kind}, nil
+	case Dropout:
+		return &dropout{io: io{s, s}, p: l.P}, nil
+	case LayerNorm:
+		shape := []int{s.C, s.H, s.W}
+		if !s.Spatial() {
+			shape = []int{s.C}
+		}
+		return &norm{io: io{s, s}, weights: n.addParams(i, shape, s.Size(), 0), groups: 1, size: s.Size(), hw: 1}, nil
+	case GroupNorm:
+		if s.C%l.Groups != 0 {
+			return nil, fmt.Errorf("%d groups do not divide %d channels", l.Groups, s.C)
+		}
+		return &norm{io: io{s, s}, weights: n.addParams(i, []int{s.C}, s.C, 0), groups: l.Groups, size: s.Size() / l.Groups, hw: s.H * s.W}, nil
+	}
+	return nil, fmt.Errorf("unknown kind %q", l.Kind)
+}
+
+// addParams places layer i's weight of shape w and bias of b values;
+// past MaxParams it stops counting (Build then refuses the network).
+func (n *Net) addParams(i int, w []int, b, fanIn int) weights {
 	size := 1.0
 	for _, d := range w {
 		size *= float64(d)
 	}
 	if float64(n.size)+size+float64(b) > MaxParams {
 		n.size = MaxParams + 1
-		return
+		return weights{}
 	}
-	for _, d := range w {
-		p.wn *= d
-	}
+	p := weights{w: n.size, wn: int(size)}
 	n.params = append(n.params, Param{Name: fmt.Sprintf("%d.weight", i), Shape: w, Off: p.w, FanIn: fanIn})
 	n.size += p.wn
 	p.b, p.bn = n.size, b
 	n.params = append(n.params, Param{Name: fmt.Sprintf("%d.bias", i), Shape: []int{b}, Off: p.b, FanIn: fanIn})
 	n.size += b
+	return p
 }
 
 // Spec, Input, Classes: what the network was built from.
@@ -180,9 +176,9 @@ func (n *Net) Params() []Param { return n.params }
 
 // Shapes lists each layer's output shape.
 func (n *Net) Shapes() []Shape {
-	s := make([]Shape, len(n.plans))
-	for i, p := range n.plans {
-		s[i] = p.out
+	s := make([]Shape, len(n.layers))
+	for i, l := range n.layers {
+		_, s[i] = l.shapes()
 	}
 	return s
 }

@@ -2,6 +2,30 @@ package nn
 
 import "math"
 
+// norm is layer normalisation (one group: the whole example, a weight
+// and bias per value) or group normalisation (groups of C/G channels,
+// a weight and bias per channel).
+type norm struct {
+	io
+	weights
+	groups int
+	// size is the values per group, hw how many share a weight (1 for
+	// layer norm, H·W for group norm).
+	size, hw int
+	stats    []float32 // each (example, group)'s mean and 1/σ
+}
+
+func (l *norm) forward(s *pass, in, out []float32) {
+	if len(l.stats) < 2*s.m*l.groups {
+		l.stats = make([]float32, 2*s.m*l.groups)
+	}
+	normForward(in, out, l.weight(s), l.bias(s), l.stats, s.m, l.groups, l.size, l.hw)
+}
+
+func (l *norm) backward(s *pass, in, _, dout, din []float32) {
+	normBackward(in, dout, din, l.weight(s), l.stats, func(e int) ([]float32, []float32) { return l.grads(s, e) }, s.m, l.groups, l.size, l.hw)
+}
+
 // normForward normalises each of m examples' g groups of size values
 // (layer norm: one group of the whole example; group norm: C/G channels
 // of hw positions each), then scales by weight and shifts by bias (per
@@ -35,8 +59,9 @@ func normForward(in, out, weight, bias, stats []float32, m, g, size, hw int) {
 
 // normBackward adds the weight's and bias's gradients and, with din,
 // sets the input's.
-func normBackward(in, dout, din, weight, dw, db, stats []float32, m, g, size, hw int) {
+func normBackward(in, dout, din, weight, stats []float32, grads func(e int) (dw, db []float32), m, g, size, hw int) {
 	for e := range m {
+		dw, db := grads(e)
 		for q := range g {
 			off := (e*g + q) * size
 			mean, rstd := float64(stats[2*(e*g+q)]), float64(stats[2*(e*g+q)+1])

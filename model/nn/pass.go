@@ -10,46 +10,18 @@ import (
 	"github.com/gossipd/gossipd/model/compute"
 )
 
-// workspace holds a pass's buffers for up to m examples.
-type workspace struct {
-	m     int
-	acts  [][]float32 // each layer's output, m×out.Size()
-	dacts [][]float32 // ∂loss/∂ each layer's output
-	idx   [][]int32   // max pools' arg-max (index in the example's input)
-	aux   [][]float32 // dropout masks; normalisations' mean and 1/σ per (example, group)
-	// cols holds each convolution's unrolled inputs (m×(C·K·K)×(OH·OW))
-	// from a training pass's forward, for its backward.
-	cols [][]float32
-	// work holds each worker's convolution scratch and private
-	// gradient accumulators.
-	work [][]float32
-}
-
-// grow makes the workspace hold m examples.
+// grow makes the activation buffers hold m examples.
 func (n *Net) grow(m int) {
-	if m <= n.ws.m {
+	if m <= n.cap {
 		return
 	}
-	ws := workspace{m: m}
-	for _, p := range n.plans {
-		ws.acts = append(ws.acts, make([]float32, m*p.out.Size()))
-		ws.dacts = append(ws.dacts, make([]float32, m*p.out.Size()))
-		var idx []int32
-		var aux []float32
-		switch p.Kind {
-		case MaxPool:
-			idx = make([]int32, m*p.out.Size())
-		case Dropout:
-			aux = make([]float32, m*p.out.Size())
-		case LayerNorm:
-			aux = make([]float32, 2*m)
-		case GroupNorm:
-			aux = make([]float32, 2*m*p.Groups)
-		}
-		ws.idx, ws.aux = append(ws.idx, idx), append(ws.aux, aux)
+	n.acts, n.dacts = nil, nil
+	for _, l := range n.layers {
+		_, out := l.shapes()
+		n.acts = append(n.acts, make([]float32, m*out.Size()))
+		n.dacts = append(n.dacts, make([]float32, m*out.Size()))
 	}
-	ws.cols = make([][]float32, len(n.plans))
-	n.ws = ws
+	n.cap = m
 }
 
 // Loss runs the network on m examples x (row-major, m×Input().Size())
@@ -58,25 +30,69 @@ func (n *Net) grow(m int) {
 // scale·∂loss/∂params. With rng, dropout layers drop (training);
 // without, they pass values through (evaluation).
 func (n *Net) Loss(grad, params, x []float32, y []int32, m int, scale float32, rng *rand.Rand) (float64, int) {
-	n.check(params, x, m)
-	if len(y) < m {
-		panic(fmt.Sprintf("nn: %d labels for %d examples", len(y), m))
+	if grad != nil && len(grad) != n.size {
+		panic(fmt.Sprintf("nn: gradient of %d values for %d parameters", len(grad), n.size))
 	}
-	n.forward(params, x, m, rng, grad != nil)
-	last := len(n.plans) - 1
+	return n.run(&pass{be: n.be, params: params, grad: grad, size: n.size, m: m, rng: rng}, x, y, scale)
+}
+
+// PerExampleGradients sets grads (m×NumParams) to each example's loss
+// gradient, for DP-SGD's per-example clipping (no dropout): one pass
+// over the m examples, each layer writing each example's parameter
+// gradient to its own row.
+func (n *Net) PerExampleGradients(grads, params, x []float32, y []int32, m int) {
+	if len(grads) < m*n.size {
+		panic(fmt.Sprintf("nn: per-example gradients of %d values for %d×%d", len(grads), m, n.size))
+	}
+	n.run(&pass{be: n.be, params: params, grad: grads[:m*n.size], per: true, size: n.size, m: m}, x, y, 1)
+}
+
+// run is a forward pass and, where s has a gradient, a backward one.
+func (n *Net) run(s *pass, x []float32, y []int32, scale float32) (float64, int) {
+	n.check(s.params, x, s.m)
+	if len(y) < s.m {
+		panic(fmt.Sprintf("nn: %d labels for %d examples", len(y), s.m))
+	}
+	m := s.m
+	n.forward(s, x)
+	last := len(n.layers) - 1
 	var dz []float32
-	if grad != nil {
-		dz = n.ws.dacts[last][:m*n.classes]
+	if s.grad != nil {
+		dz = n.dacts[last][:m*n.classes]
 	}
-	loss, correct := softmaxCE(dz, n.ws.acts[last][:m*n.classes], y, m, n.classes, scale)
-	if grad != nil {
-		if len(grad) != n.size {
-			panic(fmt.Sprintf("nn: gradient of %d values for %d parameters", len(grad), n.size))
+	loss, correct := softmaxCE(dz, n.acts[last][:m*n.classes], y, m, n.classes, scale)
+	if s.grad != nil {
+		clear(s.grad)
+		for i := last; i >= 0; i-- {
+			in, out := n.io(i, x, m)
+			_, o := n.layers[i].shapes()
+			var din []float32 // none for the first layer
+			if i > 0 {
+				din = n.dacts[i-1][:len(in)]
+			}
+			n.layers[i].backward(s, in, out, n.dacts[i][:m*o.Size()], din)
 		}
-		clear(grad)
-		n.backward(grad, params, x, m)
 	}
 	return loss, correct
+}
+
+// io returns layer i's input and output for m examples of x.
+func (n *Net) io(i int, x []float32, m int) (in, out []float32) {
+	li, lo := n.layers[i].shapes()
+	if i == 0 {
+		in = x[:m*li.Size()]
+	} else {
+		in = n.acts[i-1][:m*li.Size()]
+	}
+	return in, n.acts[i][:m*lo.Size()]
+}
+
+func (n *Net) forward(s *pass, x []float32) {
+	n.grow(s.m)
+	for i, l := range n.layers {
+		in, out := n.io(i, x, s.m)
+		l.forward(s, in, out)
+	}
 }
 
 // Predict writes the class probabilities of m examples to out
@@ -86,19 +102,10 @@ func (n *Net) Predict(out, params, x []float32, m int) {
 	for lo := 0; lo < m; lo += 256 {
 		k := min(256, m-lo)
 		n.check(params, x[lo*d:], k)
-		n.forward(params, x[lo*d:(lo+k)*d], k, nil, false)
-		z := n.ws.acts[len(n.plans)-1][:k*c]
+		n.forward(&pass{be: n.be, params: params, size: n.size, m: k}, x[lo*d:(lo+k)*d])
+		z := n.acts[len(n.layers)-1][:k*c]
 		softmaxCE(nil, z, nil, k, c, 0)
 		copy(out[lo*c:(lo+k)*c], z)
-	}
-}
-
-// PerExampleGradients sets grads (m×NumParams) to each example's loss
-// gradient, for DP-SGD's per-example clipping (no dropout).
-func (n *Net) PerExampleGradients(grads, params, x []float32, y []int32, m int) {
-	d := n.in.Size()
-	for e := range m {
-		n.Loss(grads[e*n.size:(e+1)*n.size], params, x[e*d:(e+1)*d], y[e:e+1], 1, 1, nil)
 	}
 }
 
@@ -108,147 +115,6 @@ func (n *Net) check(params, x []float32, m int) {
 	}
 	if m < 1 || len(x) < m*n.in.Size() {
 		panic(fmt.Sprintf("nn: %d input values for %d examples of %s", len(x), m, n.in))
-	}
-}
-
-// forward runs the layers on m examples; keep holds on to what the
-// backward pass reuses (the convolutions' unrolled inputs).
-func (n *Net) forward(params, x []float32, m int, rng *rand.Rand, keep bool) {
-	n.grow(m)
-	in := x[:m*n.in.Size()]
-	for i, p := range n.plans {
-		out := n.ws.acts[i][:m*p.out.Size()]
-		switch p.Kind {
-		case Dense:
-			n.be.Gemm(false, true, m, p.out.C, p.in.C, 1, host(in), p.in.C, host(params[p.w:p.w+p.wn]), p.in.C, 0, host(out), p.out.C)
-			b := params[p.b : p.b+p.bn]
-			for r := range m {
-				row := out[r*p.bn : (r+1)*p.bn]
-				for j := range row {
-					row[j] += b[j]
-				}
-			}
-		case Conv:
-			var cols []float32
-			if keep {
-				size := m * p.in.C * p.Kernel * p.Kernel * p.out.H * p.out.W
-				if len(n.ws.cols[i]) < size {
-					n.ws.cols[i] = make([]float32, n.ws.m*size/m)
-				}
-				cols = n.ws.cols[i][:size]
-			}
-			n.convForward(p, params, in, out, cols, m)
-		case MaxPool, AvgPool:
-			pool(p, in, out, n.ws.idx[i], m)
-		case Flatten:
-			copy(out, in)
-		case ReLU:
-			for j, v := range in {
-				out[j] = max(v, 0)
-			}
-		case Tanh:
-			for j, v := range in {
-				out[j] = float32(math.Tanh(float64(v)))
-			}
-		case GELU:
-			for j, v := range in {
-				out[j] = float32(0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2)))
-			}
-		case Dropout:
-			mask := n.ws.aux[i][:len(in)]
-			keep := float32(1 / (1 - p.P))
-			for j, v := range in {
-				mask[j] = 1
-				if rng != nil {
-					mask[j] = keep
-					if rng.Float64() < p.P {
-						mask[j] = 0
-					}
-				}
-				out[j] = v * mask[j]
-			}
-		case LayerNorm:
-			normForward(in, out, params[p.w:p.w+p.wn], params[p.b:p.b+p.bn], n.ws.aux[i], m, 1, p.in.Size(), 1)
-		case GroupNorm:
-			normForward(in, out, params[p.w:p.w+p.wn], params[p.b:p.b+p.bn], n.ws.aux[i], m, p.Groups, p.in.Size()/p.Groups, p.in.H*p.in.W)
-		}
-		in = out
-	}
-}
-
-// backward adds ∂loss/∂params to grad, from the output's errors in
-// dacts[last], back through every layer.
-func (n *Net) backward(grad, params, x []float32, m int) {
-	for i := len(n.plans) - 1; i >= 0; i-- {
-		p := n.plans[i]
-		var in []float32
-		if i == 0 {
-			in = x[:m*p.in.Size()]
-		} else {
-			in = n.ws.acts[i-1][:m*p.in.Size()]
-		}
-		out := n.ws.acts[i][:m*p.out.Size()]
-		dout := n.ws.dacts[i][:m*p.out.Size()]
-		var din []float32 // nil for the first layer: no input gradient
-		if i > 0 {
-			din = n.ws.dacts[i-1][:m*p.in.Size()]
-		}
-		switch p.Kind {
-		case Dense:
-			n.be.Gemm(true, false, p.out.C, p.in.C, m, 1, host(dout), p.out.C, host(in), p.in.C, 1, host(grad[p.w:p.w+p.wn]), p.in.C)
-			db := grad[p.b : p.b+p.bn]
-			for r := range m {
-				for j, v := range dout[r*p.bn : (r+1)*p.bn] {
-					db[j] += v
-				}
-			}
-			if din != nil {
-				n.be.Gemm(false, false, m, p.in.C, p.out.C, 1, host(dout), p.out.C, host(params[p.w:p.w+p.wn]), p.in.C, 0, host(din), p.in.C)
-			}
-		case Conv:
-			n.convBackward(p, params, grad, n.ws.cols[i], dout, din, m)
-		case MaxPool, AvgPool:
-			if din != nil {
-				poolBackward(p, dout, din, n.ws.idx[i], m)
-			}
-		case Flatten:
-			if din != nil {
-				copy(din, dout)
-			}
-		case ReLU:
-			if din != nil {
-				for j, v := range out {
-					din[j] = 0
-					if v > 0 {
-						din[j] = dout[j]
-					}
-				}
-			}
-		case Tanh:
-			if din != nil {
-				for j, v := range out {
-					din[j] = dout[j] * (1 - v*v)
-				}
-			}
-		case GELU:
-			if din != nil {
-				for j, v := range in {
-					z := float64(v)
-					d := 0.5*(1+math.Erf(z/math.Sqrt2)) + z*math.Exp(-z*z/2)/math.Sqrt(2*math.Pi)
-					din[j] = dout[j] * float32(d)
-				}
-			}
-		case Dropout:
-			if din != nil {
-				for j, k := range n.ws.aux[i][:len(dout)] {
-					din[j] = dout[j] * k
-				}
-			}
-		case LayerNorm:
-			normBackward(in, dout, din, params[p.w:p.w+p.wn], grad[p.w:p.w+p.wn], grad[p.b:p.b+p.bn], n.ws.aux[i], m, 1, p.in.Size(), 1)
-		case GroupNorm:
-			normBackward(in, dout, din, params[p.w:p.w+p.wn], grad[p.w:p.w+p.wn], grad[p.b:p.b+p.bn], n.ws.aux[i], m, p.Groups, p.in.Size()/p.Groups, p.in.H*p.in.W)
-		}
 	}
 }
 
@@ -293,12 +159,12 @@ func softmaxCE(dz, z []float32, y []int32, m, c int, scale float32) (float64, in
 func host(x []float32) compute.Tensor { return compute.Host(x) }
 
 // parallel runs f(worker, lo, hi) over m examples split between up to
-// GOMAXPROCS workers, and returns how many ran.
-func parallel(m int, f func(w, lo, hi int)) int {
+// GOMAXPROCS workers.
+func parallel(m int, f func(w, lo, hi int)) {
 	k := min(runtime.GOMAXPROCS(0), m)
 	if k <= 1 {
 		f(0, 0, m)
-		return 1
+		return
 	}
 	var wg sync.WaitGroup
 	for w := range k {
@@ -306,5 +172,4 @@ func parallel(m int, f func(w, lo, hi int)) int {
 		wg.Go(func() { f(w, lo, hi) })
 	}
 	wg.Wait()
-	return k
 }

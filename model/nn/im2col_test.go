@@ -22,7 +22,7 @@ func TestIm2colAgainstNaive(t *testing.T) {
 					continue
 				}
 				oh, ow := (in.H+2*pad-k)/s+1, (in.W+2*pad-k)/s+1
-				p := plan{Layer: Layer{Kind: Conv, Out: 1, Kernel: k, Stride: s, Pad: pad}, in: in, out: Shape{1, oh, ow}}
+				p := window{io{in, Shape{1, oh, ow}}, k, s, pad}
 				x := make([]float32, in.Size())
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
@@ -78,14 +78,14 @@ func TestIm2colAgainstNaive(t *testing.T) {
 func TestMaxPool2(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	in := Shape{3, 7, 9}
-	p := plan{Layer: Layer{Kind: MaxPool, Kernel: 2, Stride: 2}, in: in, out: Shape{3, 3, 4}}
+	p := window{io{in, Shape{3, 3, 4}}, 2, 2, 0}
 	m := 2
 	x := make([]float32, m*in.Size())
 	for i := range x {
 		x[i] = float32(rng.IntN(3)) // many ties
 	}
 	out, idx := make([]float32, m*p.out.Size()), make([]int32, m*p.out.Size())
-	pool(p, x, out, idx, m)
+	poolForward(p, true, x, out, idx, m)
 	for e := range m {
 		for c := range in.C {
 			for oh := range 3 {
