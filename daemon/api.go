@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -99,13 +100,18 @@ func (n *Node) Handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.met.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /model", func(w http.ResponseWriter, r *http.Request) {
+		format := cmp.Or(r.URL.Query().Get("format"), FormatSafetensors)
 		var b bytes.Buffer
-		if err := n.WriteModel(&b); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+		if err := n.WriteModelAs(&b, format); err != nil {
+			code := http.StatusInternalServerError
+			if errors.Is(err, ErrFormat) {
+				code = http.StatusBadRequest
+			}
+			http.Error(w, "model: "+err.Error(), code)
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Disposition", `attachment; filename="model.safetensors"`)
+		w.Header().Set("Content-Disposition", `attachment; filename="model.`+format+`"`)
 		w.Write(b.Bytes())
 	})
 	mux.HandleFunc("POST /predict", n.servePredict)
@@ -156,12 +162,11 @@ func (n *Node) modelMetadata(age float64) map[string]string {
 
 // WriteModel writes the current model as safetensors with the job spec and
 // the feature scaler in its metadata.
-func (n *Node) WriteModel(w io.Writer) error {
-	l, err := model.LayoutOf(n.cfg.Job.Model)
-	if err != nil {
-		return err
-	}
-	return model.WriteSafetensors(w, l, n.Params(), n.modelMetadata(n.Status().ModelAge))
+func (n *Node) WriteModel(w io.Writer) error { return n.WriteModelAs(w, FormatSafetensors) }
+
+// WriteModelAs writes the current model in format (WriteModelAs).
+func (n *Node) WriteModelAs(w io.Writer, format string) error {
+	return WriteModelAs(w, format, n.cfg.Job.Model, n.Params(), n.modelMetadata(n.Status().ModelAge))
 }
 
 // PredictRequest is /predict's input: one feature vector or several, raw

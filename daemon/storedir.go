@@ -23,7 +23,7 @@ func OpenStoreDir(cmd, dir string) (*Store, error) {
 // ExportFile writes the newest checkpoint of the store in a stopped
 // daemon's --store directory dir to the file out, as safetensors (Export),
 // and returns it; out is removed again if the export fails.
-func ExportFile(dir, out string) (*Checkpoint, error) {
+func ExportFile(dir, out, format string) (*Checkpoint, error) {
 	store, err := OpenStoreDir("export", dir)
 	if err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func ExportFile(dir, out string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Export(store, f)
+	c, err := Export(store, f, format)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

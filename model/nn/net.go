@@ -135,7 +135,7 @@ func (n *Net) newLayer(i int, l Layer, s Shape, last bool) (layer, error) {
 		if !s.Spatial() {
 			shape = []int{s.C}
 		}
-		return &norm{io: io{s, s}, weights: n.addParams(i, shape, s.Size(), 0), groups: 1, size: s.Size(), hw: 1}, nil
+		return &norm{io: io{s, s}, weights: n.addParams(i, shape, s.Size(), 0, shape...), groups: 1, size: s.Size(), hw: 1}, nil
 	case GroupNorm:
 		if s.C%l.Groups != 0 {
 			return nil, fmt.Errorf("%d groups do not divide %d channels", l.Groups, s.C)
@@ -147,7 +147,7 @@ func (n *Net) newLayer(i int, l Layer, s Shape, last bool) (layer, error) {
 
 // addParams places layer i's weight of shape w and bias of b values;
 // past MaxParams it stops counting (Build then refuses the network).
-func (n *Net) addParams(i int, w []int, b, fanIn int) weights {
+func (n *Net) addParams(i int, w []int, b, fanIn int, bshape ...int) weights {
 	size := 1.0
 	for _, d := range w {
 		size *= float64(d)
@@ -160,7 +160,10 @@ func (n *Net) addParams(i int, w []int, b, fanIn int) weights {
 	n.params = append(n.params, Param{Name: fmt.Sprintf("%d.weight", i), Shape: w, Off: p.w, FanIn: fanIn})
 	n.size += p.wn
 	p.b, p.bn = n.size, b
-	n.params = append(n.params, Param{Name: fmt.Sprintf("%d.bias", i), Shape: []int{b}, Off: p.b, FanIn: fanIn})
+	if bshape == nil {
+		bshape = []int{b}
+	}
+	n.params = append(n.params, Param{Name: fmt.Sprintf("%d.bias", i), Shape: bshape, Off: p.b, FanIn: fanIn})
 	n.size += b
 	return p
 }

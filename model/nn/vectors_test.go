@@ -21,6 +21,7 @@ type vectors struct {
 		Examples   int         `json:"examples"`
 		Params     []string    `json:"params"`
 		Sizes      []int       `json:"sizes"`
+		Shapes     [][]int     `json:"shapes"`
 		Logits     []float64   `json:"logits"`
 		Loss       float64     `json:"loss"`
 		Index      []int       `json:"index"`
@@ -130,6 +131,11 @@ func TestAgainstPyTorch(t *testing.T) {
 				}
 				if !slices.Equal(names, c.Params) || !slices.Equal(sizes, c.Sizes) {
 					t.Fatalf("parameters %v of %v, PyTorch's state_dict %v of %v", names, sizes, c.Params, c.Sizes)
+				}
+				for i, p := range n.Params() {
+					if !slices.Equal(p.Shape, c.Shapes[i]) {
+						t.Fatalf("%s has shape %v, PyTorch's %v", p.Name, p.Shape, c.Shapes[i])
+					}
 				}
 				params := paramsFor(n)
 				x, y := inputsFor(n, c.Examples)

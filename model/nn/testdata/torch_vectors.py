@@ -123,7 +123,7 @@ def case(name, spec, shape, classes, m):
     torch.set_default_dtype(torch.float64)
     model, fan = build(spec, shape, classes)
     model.eval()  # dropout passes values through
-    names, sizes = [], []
+    names, sizes, shapes = [], [], []
     with torch.no_grad():
         for k, (pname, t) in enumerate(model.named_parameters()):
             layer = int(pname.split(".")[0])
@@ -131,6 +131,7 @@ def case(name, spec, shape, classes, m):
             t.copy_(torch.from_numpy(v.astype(np.float64)).reshape(t.shape))
             names.append(pname)
             sizes.append(t.numel())
+            shapes.append(list(t.shape))
     d = shape[0] * shape[1] * shape[2]
     x = torch.from_numpy(inputs(m * d).astype(np.float64)).reshape(m, *shape)
     if shape[1] * shape[2] == 1:
@@ -153,7 +154,7 @@ def case(name, spec, shape, classes, m):
         per.append(flat_grad())
     return {
         "name": name, "spec": spec, "input": list(shape), "classes": classes, "examples": m,
-        "params": names, "sizes": sizes,
+        "params": names, "sizes": sizes, "shapes": shapes,
         "logits": logits.detach().reshape(-1).tolist(), "loss": loss.item(),
         "index": idx, "grad": grad, "per_example": per,
     }
