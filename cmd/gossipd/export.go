@@ -14,7 +14,7 @@ import (
 )
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("export", "export (--store DIR | --api ADDR [--api-token FILE]) --out FILE [--format safetensors|onnx]\n\nWrites a model: the newest checkpoint of a stopped daemon's store (--store),\nor a running daemon's current model (--api: its GET /model). As safetensors,\nthe tensors under PyTorch's names with the job spec and the feature scaler in\nits metadata; as ONNX (opset 13), a graph any ONNX runtime runs on raw\nfeatures, giving logits and probabilities.", stderr)
+	fs := cli.NewFlagSet("export", "export (--store DIR | --api ADDR [--api-token FILE]) --out FILE [--format F]\n\nWrites a model: the newest checkpoint of a stopped daemon's store (--store),\nor a running daemon's current model (--api: its GET /model). As safetensors,\nthe tensors under PyTorch's names with the job spec and the feature scaler in\nits metadata; as ONNX (opset 13), a graph any ONNX runtime runs on raw\nfeatures, giving logits and probabilities.", stderr)
 	storeDir := fs.String("store", "gossipd-data", "the daemon's --store directory")
 	out := fs.String("out", "model.safetensors", "file to write")
 	format := fs.String("format", "", "safetensors or onnx (default: onnx for an --out ending in .onnx, else safetensors)")

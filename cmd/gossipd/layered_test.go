@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,83 +19,85 @@ import (
 )
 
 // TestDaemonLayeredModel: three real daemons train LeNet-5 by D-PSGD on
-// Fashion-MNIST shards to 0.85; one, left alone and paused so that its
-// model holds still, hands out its weights under PyTorch's names
-// (GET /model) and as ONNX (GET /model?format=onnx), which ONNX's
-// checker accepts and an independent runtime (onnx-go's gorgonnx) runs
-// on raw test images to the probabilities its POST /predict gives.
+// Fashion-MNIST shards to 0.85; one stops, and `gossipd export` writes
+// its model from its store as safetensors (PyTorch's names and layouts)
+// and as ONNX, which ONNX's checker accepts and an independent runtime
+// (onnx-go's gorgonnx) runs on raw test images to the probabilities
+// gossipd computes from the exported weights, within 1e-5.
 func TestDaemonLayeredModel(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	ds := startCluster(t, bin, t.TempDir(), 3, "100ms", "--protocol", "dpsgd", "--lr", "0.1", "--model", "lenet5",
+	dir := t.TempDir()
+	ds := startCluster(t, bin, dir, 3, "100ms", "--protocol", "dpsgd", "--lr", "0.1", "--model", "lenet5",
 		"--dataset", "fashion-mnist", "--eval-subset", "1000", "--eval-interval", "2s")
 	for _, d := range ds {
 		poll(t, d, "LeNet-5 learning Fashion-MNIST (≥ 0.85)", 300*time.Second, func(s status) bool { return s.Accuracy >= 0.85 })
 	}
-	for _, d := range ds[1:] {
-		d.cmd.Process.Kill()
-		d.cmd.Wait()
+	// Daemon 0 stops (its store keeps its model); its model is exported
+	// from the store as safetensors and as ONNX.
+	ds[0].cmd.Process.Signal(os.Interrupt)
+	ds[0].cmd.Wait()
+	store := filepath.Join(dir, "n0")
+	st, ox := filepath.Join(dir, "m.safetensors"), filepath.Join(dir, "m.onnx")
+	for _, out := range []string{st, ox} {
+		if b, err := exec.Command(bin, "export", "--store", store, "--out", out).CombinedOutput(); err != nil {
+			t.Fatalf("export %s: %v\n%s", out, err, b)
+		}
 	}
-	d := ds[0]
-	get := func(method, path string, body []byte) []byte {
-		t.Helper()
-		c := http.Client{Timeout: 30 * time.Second}
-		req, _ := http.NewRequest(method, "http://"+d.api+path, bytes.NewReader(body))
-		if d.token != "" {
-			req.Header.Set("Authorization", "Bearer "+d.token)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s, %v", method, path, resp.StatusCode, b, err)
-		}
-		return b
-	}
-	get("POST", "/pause", nil)
-	shapes, _, _, err := model.ReadSafetensors(get("GET", "/model", nil))
+	sb, _ := os.ReadFile(st)
+	shapes, params, meta, err := model.ReadSafetensors(sb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(shapes["0.weight"].Shape, []int{6, 1, 5, 5}) || !slices.Equal(shapes["11.weight"].Shape, []int{10, 84}) {
-		t.Fatalf("/model tensors %v, want PyTorch's names and layouts", shapes)
+		t.Fatalf("exported tensors %v, want PyTorch's names and layouts", shapes)
 	}
-	onnxFile := filepath.Join(t.TempDir(), "lenet5.onnx")
-	ob := get("GET", "/model?format=onnx", nil)
-	if err := os.WriteFile(onnxFile, ob, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)", onnxFile).CombinedOutput(); err != nil {
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)", ox).CombinedOutput(); err != nil {
 		t.Fatalf("onnx.checker: %v\n%s", err, out)
 	}
-	// Raw test images, as a client sends them.
+	// gossipd's own predictions from the exported weights, on raw test
+	// images scaled as the job scales them.
+	var job struct {
+		Model model.Spec `json:"model"`
+	}
+	var sc dataset.Scaler
+	if err := json.Unmarshal([]byte(meta["job"]), &job); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(meta["scaler"]), &sc); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(job.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Layout()
+	flat := make([]float32, l.Size)
+	for _, tn := range l.Tensors {
+		copy(flat[tn.Offset:], params[tn.Name])
+	}
+	if err := m.SetParams(flat); err != nil {
+		t.Fatal(err)
+	}
 	_, te, err := dataset.Open("fashion-mnist", dataset.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 20
-	rows := make([][]float32, n)
-	for i := range rows {
-		rows[i] = te.Row(i * 97)
+	x := make([]float32, 0, n*784)
+	for i := range n {
+		x = append(x, te.Row(i*97)...)
 	}
-	body, _ := json.Marshal(map[string]any{"instances": rows})
-	var pred struct {
-		Predictions []struct {
-			Probabilities []float32 `json:"probabilities"`
-		} `json:"predictions"`
-	}
-	if err := json.Unmarshal(get("POST", "/predict", body), &pred); err != nil || len(pred.Predictions) != n {
-		t.Fatalf("/predict: %d predictions, %v", len(pred.Predictions), err)
-	}
+	scaled := &dataset.Dataset{X: slices.Clone(x), N: n, D: 784}
+	sc.Transform(scaled)
+	want := make([]float32, n*10)
+	m.Predict(want, scaled.X, n)
+	ob, _ := os.ReadFile(ox)
 	backend := gorgonnx.NewGraph()
 	rt := onnxgo.NewModel(backend)
 	if err := rt.UnmarshalBinary(ob); err != nil {
 		t.Fatal(err)
 	}
-	x := slices.Concat(rows...)
 	rt.SetInput(0, gtensor.New(gtensor.WithShape(n, 784), gtensor.Of(gtensor.Float32), gtensor.WithBacking(x)))
 	if err := backend.Run(); err != nil {
 		t.Fatal(err)
@@ -108,11 +107,9 @@ func TestDaemonLayeredModel(t *testing.T) {
 		t.Fatalf("%d outputs, %v", len(outs), err)
 	}
 	probs := outs[1].Data().([]float32)
-	for i, p := range pred.Predictions {
-		for c, want := range p.Probabilities {
-			if got := probs[i*10+c]; math.Abs(float64(got-want)) > 1e-4 {
-				t.Fatalf("image %d class %d: ONNX %v, /predict %v", i, c, got, want)
-			}
+	for i, w := range want {
+		if math.Abs(float64(probs[i]-w)) > 1e-5 {
+			t.Fatalf("image %d class %d: ONNX %v, gossipd %v", i/10, i%10, probs[i], w)
 		}
 	}
 }

@@ -77,7 +77,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"train", "--epochs", "x"}, 2, `--epochs "x": want an integer`},
 		{[]string{"simulate", "--sampling", "newscast", "--peers", "2", "--rounds", "1", "--protocol", "dpsgd"}, 2, "--sampling applies to randomwalk"},
-		{[]string{"train", "--model", "tree"}, 2, `kind "tree"`},
+		{[]string{"train", "--model", "tree"}, 2, `model "tree"`},
 		{[]string{"train", "--hidden", "12,a", "--model", "mlp"}, 2, "--hidden"},
 		{[]string{"train", "--optimizer", "rmsprop"}, 2, "rmsprop"},
 		{[]string{"train", "--scale", "log"}, 2, "--scale"},
