@@ -115,11 +115,11 @@ func Write(w io.Writer, spec model.Spec, params []float32, o Options) error {
 
 // graph collects a graph's nodes and initializers.
 type graph struct {
-	nodes        []nodeOf
-	inits        [][]byte
-	params       []float32
-	layout       *model.Layout
-	n            int
+	nodes  []nodeOf
+	inits  [][]byte
+	params []float32
+	layout *model.Layout
+	n      int
 }
 
 // op adds a node of one output, named afresh, and returns the name.
