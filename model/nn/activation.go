@@ -8,7 +8,12 @@ type activation struct {
 	kind string
 }
 
-func (l *activation) forward(_ *pass, in, out []float32) {
+func (l *activation) forward(s *pass, in, out []float32) {
+	n := l.in.Size()
+	parallel(s.m, func(_, lo, hi int) { l.apply(in[lo*n:hi*n], out[lo*n:hi*n]) })
+}
+
+func (l *activation) apply(in, out []float32) {
 	switch l.kind {
 	case ReLU:
 		for j, v := range in {
@@ -25,17 +30,27 @@ func (l *activation) forward(_ *pass, in, out []float32) {
 	}
 }
 
-func (l *activation) backward(_ *pass, in, out, dout, din []float32) {
+func (l *activation) backward(s *pass, in, out, dout, din []float32) {
 	if din == nil {
 		return
 	}
+	n := l.in.Size()
+	parallel(s.m, func(_, lo, hi int) {
+		l.derive(in[lo*n:hi*n], out[lo*n:hi*n], dout[lo*n:hi*n], din[lo*n:hi*n])
+	})
+}
+
+func (l *activation) derive(in, out, dout, din []float32) {
 	switch l.kind {
 	case ReLU:
+		// out is max(in, 0) ≥ 0: its bits are 0 where it is zero. A mask
+		// from them instead of a branch, which real data (half zeros)
+		// mispredicts.
+		dout = dout[:len(out)]
+		din = din[:len(out)]
 		for j, v := range out {
-			din[j] = 0
-			if v > 0 {
-				din[j] = dout[j]
-			}
+			zero := uint32(int32(math.Float32bits(v)-1) >> 31)
+			din[j] = math.Float32frombits(math.Float32bits(dout[j]) &^ zero)
 		}
 	case Tanh:
 		for j, v := range out {

@@ -12,22 +12,25 @@ type conv struct {
 	window
 	weights
 	ch int // output channels
-	// cols holds a training pass's unrolled inputs, for its backward.
-	cols []float32
-	work [][]float32 // each worker's scratch
+	// cols holds a training pass's unrolled inputs, for its backward;
+	// unrolled each evaluation pass's, per worker. Only im2col writes
+	// them, so the entries it skips (padding) stay zero.
+	cols     []float32
+	unrolled [][]float32
+	work     [][]float32 // each worker's backward scratch
 }
 
-// scratch returns each of k workers' scratch of at least size values.
-func (l *conv) scratch(k, size int) [][]float32 {
-	for len(l.work) < k {
-		l.work = append(l.work, nil)
+// scratch returns k buffers of at least size values from bufs.
+func scratch(bufs *[][]float32, k, size int) [][]float32 {
+	for len(*bufs) < k {
+		*bufs = append(*bufs, nil)
 	}
 	for w := range k {
-		if len(l.work[w]) < size {
-			l.work[w] = make([]float32, size)
+		if len((*bufs)[w]) < size {
+			(*bufs)[w] = make([]float32, size)
 		}
 	}
-	return l.work[:k]
+	return (*bufs)[:k]
 }
 
 func workers(m int) int { return max(1, min(runtime.GOMAXPROCS(0), m)) }
@@ -42,7 +45,7 @@ func (l *conv) forward(s *pass, in, out []float32) {
 		cols = l.cols[:s.m*ckk*pos]
 	}
 	w, b := l.weight(s), l.bias(s)
-	work := l.scratch(workers(s.m), ckk*pos)
+	work := scratch(&l.unrolled, workers(s.m), ckk*pos)
 	parallel(s.m, func(k, lo, hi int) {
 		col := work[k][:ckk*pos]
 		for e := lo; e < hi; e++ {
@@ -69,7 +72,7 @@ func (l *conv) backward(s *pass, _, _, dout, din []float32) {
 	if !s.per {
 		acc = l.wn + l.bn
 	}
-	work := l.scratch(k, ckk*pos+acc)
+	work := scratch(&l.work, k, ckk*pos+acc)
 	for i := range k {
 		clear(work[i][ckk*pos : ckk*pos+acc])
 	}

@@ -25,7 +25,10 @@ func floorDiv(a, b int) int {
 }
 
 // im2col unrolls one example x (C×H×W) into col: row (c, ki, kj), column
-// (oh, ow) holds x[c, oh·S−P+ki, ow·S−P+kj], 0 outside the input.
+// (oh, ow) holds x[c, oh·S−P+ki, ow·S−P+kj], 0 outside the input. It
+// writes only the entries inside the input: col must hold zeros in the
+// others, which stay so when col is only ever written by im2col for the
+// same window (conv keeps such buffers).
 func im2col(col, x []float32, w window) {
 	H, W, K, S, P := w.in.H, w.in.W, w.k, w.s, w.p
 	OH, OW := w.out.H, w.out.W
@@ -35,28 +38,30 @@ func im2col(col, x []float32, w window) {
 		for ki := range K {
 			for kj := range K {
 				row := col[r*OH*OW : (r+1)*OH*OW]
+				r++
 				lo, hi := span(kj, W, OW, S, P)
+				if lo == hi {
+					continue
+				}
 				for oh := range OH {
 					ih := oh*S - P + ki
-					dst := row[oh*OW : (oh+1)*OW]
 					if ih < 0 || ih >= H {
-						clear(dst)
 						continue
 					}
-					clear(dst[:lo])
-					clear(dst[hi:])
-					src := xc[ih*W : (ih+1)*W]
+					dst := row[oh*OW+lo : oh*OW+hi]
 					if S == 1 {
-						if lo < hi {
-							copy(dst[lo:hi], src[lo-P+kj:])
+						src := xc[ih*W+lo-P+kj:]
+						src = src[:len(dst)]
+						for i := range dst { // rows are short: a loop beats memmove's call
+							dst[i] = src[i]
 						}
 						continue
 					}
-					for ow, iw := lo, lo*S-P+kj; ow < hi; ow, iw = ow+1, iw+S {
-						dst[ow] = src[iw]
+					src := xc[ih*W:]
+					for i, iw := 0, lo*S-P+kj; i < len(dst); i, iw = i+1, iw+S {
+						dst[i] = src[iw]
 					}
 				}
-				r++
 			}
 		}
 	}
@@ -83,7 +88,8 @@ func col2im(dx, col []float32, w window) {
 					dst := xc[ih*W : (ih+1)*W]
 					src := row[oh*OW+lo : oh*OW+hi]
 					if S == 1 {
-						d := dst[lo-P+kj : lo-P+kj+len(src)]
+						d := dst[lo-P+kj:]
+						d = d[:len(src)]
 						for i, v := range src {
 							d[i] += v
 						}

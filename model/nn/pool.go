@@ -1,5 +1,7 @@
 package nn
 
+import "math"
+
 // pool is a max or an average pool: K×K windows at stride s, no padding.
 type pool struct {
 	window
@@ -11,13 +13,20 @@ func (l *pool) forward(s *pass, in, out []float32) {
 	if l.isMax && len(l.idx) < len(out) {
 		l.idx = make([]int32, len(out))
 	}
-	poolForward(l.window, l.isMax, in, out, l.idx, s.m)
+	is, os := l.in.Size(), l.out.Size()
+	parallel(s.m, func(_, lo, hi int) {
+		poolForward(l.window, l.isMax, in[lo*is:hi*is], out[lo*os:hi*os], l.idx[min(len(l.idx), lo*os):min(len(l.idx), hi*os)], hi-lo)
+	})
 }
 
 func (l *pool) backward(s *pass, _, _, dout, din []float32) {
-	if din != nil {
-		poolBackward(l.window, l.isMax, dout, din, l.idx, s.m)
+	if din == nil {
+		return
 	}
+	is, os := l.in.Size(), l.out.Size()
+	parallel(s.m, func(_, lo, hi int) {
+		poolBackward(l.window, l.isMax, dout[lo*os:hi*os], din[lo*is:hi*is], l.idx[min(len(l.idx), lo*os):min(len(l.idx), hi*os)], hi-lo)
+	})
 }
 
 // poolForward computes a max or average pool of m examples; a max pool records
@@ -76,23 +85,39 @@ func maxPool2(p window, in, out []float32, idx []int32, m int) {
 			for oh := range OH {
 				r0, r1 := x[2*oh*W:(2*oh+1)*W], x[(2*oh+1)*W:(2*oh+2)*W]
 				oo, io := o[oh*OW:(oh+1)*OW], ix[oh*OW:(oh+1)*OW]
+				base := int32(c*H*W + 2*oh*W)
 				for ow := range oo {
+					// Compared as ordered integers (key), which the
+					// compiler selects without branches: real data,
+					// half zeros after a ReLU, mispredicts them.
 					j := 2 * ow
-					best, at := r0[j], 2*oh*W+j
-					if v := r0[j+1]; v > best {
-						best, at = v, 2*oh*W+j+1
+					best, at := key(r0[j]), int32(j)
+					if k := key(r0[j+1]); k > best {
+						best, at = k, int32(j+1)
 					}
-					if v := r1[j]; v > best {
-						best, at = v, (2*oh+1)*W+j
+					if k := key(r1[j]); k > best {
+						best, at = k, int32(W+j)
 					}
-					if v := r1[j+1]; v > best {
-						best, at = v, (2*oh+1)*W+j+1
+					if k := key(r1[j+1]); k > best {
+						best, at = k, int32(W+j+1)
 					}
-					oo[ow], io[ow] = best, int32(c*H*W+at)
+					oo[ow], io[ow] = unkey(best), base+at
 				}
 			}
 		}
 	}
+}
+
+// key maps a float's bits to an int32 of the same order (−0 below +0,
+// where the floats tie; NaN never arises from finite weights and
+// inputs, which the core checks); unkey maps it back.
+func key(f float32) int32 {
+	b := int32(math.Float32bits(f))
+	return b ^ (b >> 31 & 0x7fffffff)
+}
+
+func unkey(k int32) float32 {
+	return math.Float32frombits(uint32(k ^ (k >> 31 & 0x7fffffff)))
 }
 
 // poolBackward sets din from dout through a pool.
