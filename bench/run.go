@@ -55,6 +55,8 @@ type Config struct {
 	// Models lists the models the training benchmark trains,
 	// comma-separated (--models).
 	Models string
+	// NoPureGo skips the pure-Go kernels' training run (--skip-purego).
+	NoPureGo bool
 	// Against names a reference run beside gossipd: "", torch or
 	// torch-graphs (--against).
 	Against string
@@ -77,6 +79,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MinTime, "min-time", time.Second, "minimum measuring time per GEMM size")
 	fs.StringVar(&c.Device, "device", "auto", "where training is measured: "+device.Values+" (gemm and sim measure the CPU kernels; --against torch runs PyTorch on the same device)")
 	fs.StringVar(&c.Batch, "batch", "32", "minibatch sizes for the training benchmark, comma-separated (e.g. 32,512)")
+	fs.BoolVar(&c.NoPureGo, "skip-purego", false, "leave out the training run on the pure-Go kernels (the CPU's same-run reference; an epoch of leaf-cnn takes many minutes on them)")
 	fs.StringVar(&c.Models, "models", "softmax,mlp", "models for the training benchmark, comma-separated: softmax, mlp (784-128-10), lenet5, leaf-cnn")
 	fs.IntVar(&c.Seeds, "seeds", 1, "train each configuration from this many seeds (gossipd and PyTorch) and report the median speed and the mean accuracy with its spread")
 }
@@ -193,7 +196,7 @@ func Run(ctx context.Context, w, stderr io.Writer, c Config) error {
 			GEMM(w, c.Threads, c.MinTime)
 		case "train":
 			if err := Train(ctx, w, stderr, TrainConfig{Dataset: c.Dataset, Threads: c.Threads, Torch: c.Torch, Python: c.Python,
-				TorchGraphs: c.Against == "torch-graphs", Batches: batches, Device: c.Device, Seeds: c.Seeds, Models: models}); err != nil {
+				TorchGraphs: c.Against == "torch-graphs", Batches: batches, Device: c.Device, Seeds: c.Seeds, Models: models, NoPureGo: c.NoPureGo}); err != nil {
 				return err
 			}
 		case "sim":

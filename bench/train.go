@@ -35,6 +35,9 @@ type TrainConfig struct {
 	// Models are the models trained (benchModels; default softmax and
 	// mlp).
 	Models []string
+	// NoPureGo leaves out the pure-Go kernels' run on the CPU (an epoch
+	// of leaf-cnn on them takes many minutes).
+	NoPureGo bool
 }
 
 // benchModels are the models the training benchmark knows, by the
@@ -92,15 +95,16 @@ func Train(ctx context.Context, w, stderr io.Writer, c TrainConfig) error {
 			// GPU, PyTorch on the same GPU is.
 			slow := "-"
 			torchDevice := "cpu"
-			if rep.Device.Device == "cpu" {
+			switch {
+			case rep.Device.Device != "cpu":
+				torchDevice = rep.Device.Device
+			case !c.NoPureGo:
 				cfg.PureGo, cfg.Device = true, "cpu"
 				s, _, err := gossipd(ctx, cfg, seeds)
 				if err != nil {
 					return err
 				}
 				slow = fmt.Sprintf("%.0f", s.speed())
-			} else {
-				torchDevice = rep.Device.Device
 			}
 			line := fmt.Sprintf("%-14s %6d %12.0f %9.4f %14s", mdl.name, batch, got.speed(), got.accuracy(), slow)
 			var ref runs
