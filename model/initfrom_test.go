@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/gossipd/gossipd/dataset"
 )
 
 // TestInitFromPyTorch: weights PyTorch initialised and saved
@@ -77,5 +79,55 @@ func TestInitFromPyTorch(t *testing.T) {
 	}
 	if _, err := InitFrom(bytes.Repeat([]byte{0xff}, 64), l); !errors.Is(err, ErrSafetensors) {
 		t.Errorf("garbage: %v", err)
+	}
+}
+
+// TestInitFromPyTorchLeNet5: LeNet-5 trained by PyTorch
+// (testdata/torch_lenet5.py) loads by --init-from's mapping, and gossipd's
+// first evaluation of it on the Fashion-MNIST test split, scaled as the
+// daemon scales it ("global": ·1/255), equals PyTorch's: the same
+// accuracy and the same class for every image.
+func TestInitFromPyTorchLeNet5(t *testing.T) {
+	var want struct {
+		Correct     int     `json:"correct"`
+		Accuracy    float64 `json:"accuracy"`
+		Predictions []int32 `json:"predictions"`
+	}
+	b, _ := os.ReadFile("testdata/torch_lenet5.json")
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	tr, te, err := dataset.Open("fashion-mnist", dataset.OpenOptions{})
+	if err != nil {
+		t.Fatalf("%v (apt-get install dataset-fashion-mnist)", err)
+	}
+	sc, err := dataset.FitScaler("global", tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Transform(te)
+	spec := Spec{Kind: Net, Inputs: 784, Classes: 10, Shape: []int{1, 28, 28}, Layers: "lenet5"}
+	p, err := InitFromFile("testdata/torch_lenet5.safetensors", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := New(spec)
+	if err := m.SetParams(p); err != nil {
+		t.Fatal(err)
+	}
+	got := m.Evaluate(te.X, te.Y, te.N)
+	if got.Accuracy != want.Accuracy {
+		t.Errorf("accuracy %.4f, PyTorch's %.4f", got.Accuracy, want.Accuracy)
+	}
+	probs := make([]float32, te.N*10)
+	m.Predict(probs, te.X, te.N)
+	differ := 0
+	for i := range te.N {
+		if int32(argmax(probs[i*10:(i+1)*10])) != want.Predictions[i] {
+			differ++
+		}
+	}
+	if differ > 0 {
+		t.Errorf("%d of %d images classed otherwise than by PyTorch", differ, te.N)
 	}
 }
