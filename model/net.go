@@ -230,7 +230,7 @@ func (m *Model) noFactors() {
 }
 
 // Help describes --model's values, for every command's help.
-const Help = "model: softmax|svm|mlp, a preset (lenet5, leaf-cnn) or layers such as \"conv:32:5,relu,maxpool:2,dense\" (docs/reference/models.md)"
+const Help = "model: softmax|svm|mlp, a preset (lenet5, leaf-cnn, small-cnn) or layers such as \"conv:32:5,relu,maxpool:2,dense\" (docs/reference/models.md)"
 
 // IsLayered reports whether a --model value names a layered network (a
 // preset or a layer spec) rather than softmax, svm or mlp.
@@ -248,4 +248,18 @@ func SpecFor(name string, hidden []int, inputs, classes int, shape []int) Spec {
 		s.Hidden = slices.Clone(hidden)
 	}
 	return s
+}
+
+// Stochastic reports whether the model draws randomness of its own in
+// training (a layered network with dropout).
+func (m *Model) Stochastic() bool { return m.net != nil && m.net.HasDropout() }
+
+// SeedDropout reseeds the source of dropout's masks: a caller that
+// trains several peers on one model gives each step's run its peer's
+// seed, so that the masks do not depend on the order the peers reach the
+// model.
+func (m *Model) SeedDropout(seed uint64) {
+	if m.net != nil {
+		m.netRng = rand.New(rand.NewPCG(seed, 0x64726f70))
+	}
 }

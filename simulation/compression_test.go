@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -15,8 +16,24 @@ import (
 // well as plain float32 on digits, and give the same results through the
 // wire codec as without it.
 func TestValueCompression(t *testing.T) {
-	for _, proto := range []string{"randomwalk", "dpsgd", "pushsum", "adpsgd"} {
-		base := Config{Settings: job.Settings{Protocol: proto, LR: 0.5}, Peers: 8, Rounds: 30, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8}
+	for _, m := range testModels {
+		protos := []string{"randomwalk", "dpsgd", "pushsum", "adpsgd"}
+		rounds := 30
+		if m.model != "softmax" {
+			protos = protos[:2] // a CNN's runs are longer: one of each kind of exchange
+			rounds = 0
+		}
+		for _, proto := range protos {
+			valueCompression(t, m.model, proto, m.lr, cmp.Or(rounds, roundsFor(m, proto)))
+		}
+	}
+}
+
+// valueCompression checks fp16 and int8 for one model and protocol.
+func valueCompression(t *testing.T, mdl, protocol string, lr float64, rounds int) {
+	proto := mdl + ", " + protocol // as the errors name it
+	{
+		base := Config{Settings: job.Settings{Protocol: protocol, Model: mdl, LR: lr}, Peers: 8, Rounds: rounds, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8}
 		_, plain := csvOf(t, base)
 		if plain.BytesUncompressed != plain.Bytes {
 			t.Errorf("%s: uncompressed run counts %d bytes and %d uncompressed", proto, plain.Bytes, plain.BytesUncompressed)
@@ -35,8 +52,11 @@ func TestValueCompression(t *testing.T) {
 			if d := math.Abs(float64(res.BytesUncompressed)/float64(plain.Bytes) - 1); d > 0.01 {
 				t.Errorf("%s %s: %d bytes uncompressed, the float32 run sent %d", proto, c.spec, res.BytesUncompressed, plain.Bytes)
 			}
-			if math.Abs(res.FinalAccuracy-plain.FinalAccuracy) > 0.02 {
-				t.Errorf("%s %s: accuracy %.4f, float32 %.4f", proto, c.spec, res.FinalAccuracy, plain.FinalAccuracy)
+			// The median peer: a random walk's member holds the last
+			// model merged, trained on its shard, and one CNN member
+			// caught after a large step moves the mean by points.
+			if math.Abs(res.FinalAccuracySpread.P50-plain.FinalAccuracySpread.P50) > 0.02 {
+				t.Errorf("%s %s: median accuracy %.4f, float32 %.4f", proto, c.spec, res.FinalAccuracySpread.P50, plain.FinalAccuracySpread.P50)
 			}
 			cfg.Codec = true
 			_, wire := csvOf(t, cfg)

@@ -11,7 +11,15 @@ import (
 // the budget; a tight budget halts peers; runs are reproducible; and
 // without a budget peers still learn under noise.
 func TestDPSimulation(t *testing.T) {
-	base := Config{Settings: job.Settings{LR: 0.5, DP: privacy.Config{Clip: 1, Noise: 1.1}}, Peers: 5, Rounds: 30, Seed: 2, EvalPeers: 5, EvalExamples: 200, FinalEvalPeers: 5}
+	for _, m := range testModels {
+		t.Run(m.model, func(t *testing.T) { dpSimulation(t, m.model) })
+	}
+}
+
+// dpSimulation checks DP-SGD for one model: per-example clipping, the
+// accountant, budgets.
+func dpSimulation(t *testing.T, mdl string) {
+	base := Config{Settings: job.Settings{Model: mdl, LR: 0.5, DP: privacy.Config{Clip: 1, Noise: 1.1}}, Peers: 5, Rounds: 30, Seed: 2, EvalPeers: 5, EvalExamples: 200, FinalEvalPeers: 5}
 	a, res := csvOf(t, base)
 	if b, _ := csvOf(t, base); a != b {
 		t.Fatal("two DP runs with one seed differ")

@@ -45,16 +45,50 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// testModels are the models the protocol, compression and privacy
+// tests run, a table over kinds: softmax, and a CNN preset for the 8×8
+// digits. A CNN takes more minibatch steps to learn; the protocols that
+// take one a round run it for more rounds.
+var testModels = []struct {
+	model string
+	lr    float64
+	// rounds for the protocols of one minibatch step a round, and for
+	// those of an epoch an update (random walk, the baselines).
+	stepRounds, epochRounds int
+}{
+	{"softmax", 0.5, 40, 40},
+	{"small-cnn", 0.5, 200, 60},
+}
+
+// roundsFor is how many rounds proto runs m for.
+func roundsFor(m struct {
+	model                   string
+	lr                      float64
+	stepRounds, epochRounds int
+}, proto string) int {
+	if proto == "randomwalk" || proto == FedAvg || proto == Centralized {
+		return m.epochRounds
+	}
+	return m.stepRounds
+}
+
 // TestEveryProtocolLearns: on digits every protocol ends well above chance
-// (0.1) after a short run.
+// (0.1) after a short run, with every test model (SFB refuses a layered
+// model: TestLayeredModelRefused).
 func TestEveryProtocolLearns(t *testing.T) {
-	for _, proto := range Protocols {
-		_, res := csvOf(t, Config{Settings: job.Settings{Protocol: proto, LR: 0.5}, Peers: 8, Rounds: 40, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8})
-		if res.FinalAccuracy < 0.7 {
-			t.Errorf("%s: final accuracy %.3f after 40 rounds", proto, res.FinalAccuracy)
-		}
-		if proto != Centralized && (res.Messages == 0 || res.Bytes == 0) {
-			t.Errorf("%s: no traffic counted", proto)
+	for _, m := range testModels {
+		for _, proto := range Protocols {
+			if proto == "sfb" && m.model != "softmax" {
+				continue
+			}
+			rounds := roundsFor(m, proto)
+			_, res := csvOf(t, Config{Settings: job.Settings{Protocol: proto, Model: m.model, LR: m.lr}, Peers: 8, Rounds: rounds, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8})
+			if res.FinalAccuracy < 0.7 {
+				t.Errorf("%s, %s: final accuracy %.3f after %d rounds", m.model, proto, res.FinalAccuracy, rounds)
+			}
+			if proto != Centralized && (res.Messages == 0 || res.Bytes == 0) {
+				t.Errorf("%s, %s: no traffic counted", m.model, proto)
+			}
 		}
 	}
 }

@@ -34,3 +34,13 @@ func (l *dropout) backward(_ *pass, _, _, dout, din []float32) {
 		din[j] = dout[j] * k
 	}
 }
+
+// HasDropout reports whether the network has a dropout layer.
+func (n *Net) HasDropout() bool {
+	for _, l := range n.layers {
+		if _, ok := l.(*dropout); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -5,7 +5,7 @@
 //
 //	conv:32:5:1:2,relu,maxpool:2,conv:64:5:1:2,relu,maxpool:2,dense:2048,relu,dense
 //
-// or named by a preset (Presets: lenet5, leaf-cnn), and its shapes are
+// or named by a preset (Presets: lenet5, leaf-cnn, small-cnn), and its shapes are
 // checked when it is built for an input shape (Build). Its parameters are
 // one flat float32 vector in PyTorch's layouts and order (an
 // nn.Sequential of the same layers: conv weights [out, in, kh, kw], dense
@@ -49,6 +49,10 @@ var Presets = map[string]string{
 	// convolutions of 32 and 64 channels, each with 2×2 max pooling, a
 	// 2,048-unit dense layer and the output.
 	"leaf-cnn": "conv:32:5:1:2,relu,maxpool:2,conv:64:5:1:2,relu,maxpool:2,flatten,dense:2048,relu,dense",
+	// A small CNN for small images (the 8×8 digits and up): two 3×3
+	// convolutions of 8 and 16 channels, each with 2×2 max pooling, and
+	// a 32-unit dense layer.
+	"small-cnn": "conv:8:3:1:1,relu,maxpool:2,conv:16:3:1:1,relu,maxpool:2,flatten,dense:32,relu,dense",
 }
 
 // ErrSpec is returned for a spec that cannot be parsed or built.

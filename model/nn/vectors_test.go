@@ -109,7 +109,7 @@ func TestAgainstPyTorch(t *testing.T) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
-	if len(v.Cases) < 13 {
+	if len(v.Cases) < 14 {
 		t.Fatalf("%d cases, want every layer kind and both presets", len(v.Cases))
 	}
 	for _, kernel := range kernels() {

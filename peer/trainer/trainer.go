@@ -139,6 +139,12 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	res := &gossip.TrainResult{ID: req.ID}
+	if t.model.Stochastic() {
+		// Dropout's masks from this peer's randomness, not from the
+		// workspace model's, which serves peers in whatever order
+		// they reach it.
+		t.model.SeedDropout(t.rng.Uint64())
+	}
 	switch req.Op {
 	case gossip.OpUpdate:
 		steps := req.Steps

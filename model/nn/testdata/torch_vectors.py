@@ -35,11 +35,13 @@ CASES = [
     ("dropout-eval", "dense:6,dropout:0.5,relu,dense", (5, 1, 1), 3, 4),
     ("lenet5", "lenet5", (1, 28, 28), 10, 2),
     ("leaf-cnn", "leaf-cnn", (1, 28, 28), 62, 2),
+    ("small-cnn", "small-cnn", (1, 8, 8), 10, 3),
 ]
 
 PRESETS = {
     "lenet5": "conv:6:5:1:2,relu,maxpool:2,conv:16:5,relu,maxpool:2,flatten,dense:120,relu,dense:84,relu,dense",
     "leaf-cnn": "conv:32:5:1:2,relu,maxpool:2,conv:64:5:1:2,relu,maxpool:2,flatten,dense:2048,relu,dense",
+    "small-cnn": "conv:8:3:1:1,relu,maxpool:2,conv:16:3:1:1,relu,maxpool:2,flatten,dense:32,relu,dense",
 }
 
 # At most this many gradient entries per case are written (evenly
