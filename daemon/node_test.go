@@ -61,6 +61,13 @@ func shardsOf(t *testing.T, name string, n, testN int) ([]*dataset.Dataset, *dat
 	return out, te
 }
 
+// testModels are the models the protocol and checkpoint tests run, a
+// table over kinds: softmax, and a CNN preset for the 8×8 digits.
+var testModels = []model.Spec{
+	{Kind: model.Softmax, Inputs: 64, Classes: 10},
+	{Kind: model.Net, Inputs: 64, Classes: 10, Shape: []int{1, 8, 8}, Layers: "small-cnn"},
+}
+
 func testJob() job.Spec {
 	return job.Spec{Name: "test", Model: model.Spec{Kind: model.Softmax, Inputs: 64, Classes: 10}, DeltaMillis: 20}
 }
@@ -232,11 +239,18 @@ func TestHostileInput(t *testing.T) {
 // Adds to a WaitGroup in the caller's goroutine, and its writer goroutine,
 // outside the bubble, calling Done on it is a fatal error.
 func TestResumeFromCheckpoint(t *testing.T) {
+	for _, m := range testModels {
+		t.Run(m.Kind, func(t *testing.T) { resumeFromCheckpoint(t, m) })
+	}
+}
+
+func resumeFromCheckpoint(t *testing.T, m model.Spec) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		net := memnet.New()
 		var store *daemon.Store
 		r := start(t, net, 3, func(i int, c *daemon.Config) {
+			c.Job.Model = m
 			if i == 0 {
 				var err error
 				if store, err = daemon.OpenStore(dir, daemon.StoreOptions{Keep: 2, Logger: quiet()}); err != nil {
@@ -256,7 +270,9 @@ func TestResumeFromCheckpoint(t *testing.T) {
 		defer store.Close()
 		parts, test := shards(t, 3)
 		ep, _ := memnet.New().Join("d000", 16)
-		nd, err := daemon.New(daemon.Config{Job: testJob(), Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet(), Backend: virtualCPU()})
+		job := testJob()
+		job.Model = m
+		nd, err := daemon.New(daemon.Config{Job: job, Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet(), Backend: virtualCPU()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +280,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 		if s.ResumedFrom != final.Checkpoint || s.ModelAge < final.ModelAge || s.Updates != final.Updates {
 			t.Fatalf("resumed %+v; before the stop: checkpoint %d, age %v, updates %d", s, final.Checkpoint, final.ModelAge, final.Updates)
 		}
-		other := testJob()
+		other := job
 		other.InitSeed = 3
 		nd2, err := daemon.New(daemon.Config{Job: other, Train: parts[0], Test: test, Transport: ep, Store: store, Logger: quiet(), Backend: virtualCPU()})
 		if err != nil || nd2.Status().ResumedFrom != 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/gossipd/gossipd/daemon/memnet"
 	"github.com/gossipd/gossipd/daemon/transport"
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
 )
 
 // TestMemberProtocols: four daemons on memnet run each protocol that mixes
@@ -21,11 +22,22 @@ import (
 // learns from announcements; all reach 0.9 accuracy.
 func TestMemberProtocols(t *testing.T) {
 	const n = 4
-	for _, proto := range []string{gossip.DPSGD, gossip.ADPSGD, gossip.PushSum, gossip.SFB} {
-		t.Run(proto, func(t *testing.T) {
+	for _, m := range testModels {
+		for _, proto := range []string{gossip.DPSGD, gossip.ADPSGD, gossip.PushSum, gossip.SFB} {
+			if proto == gossip.SFB && m.Kind == model.Net {
+				continue // refused: sfb sends factors of fully connected models
+			}
+			memberProtocol(t, m, proto, n)
+		}
+	}
+}
+
+func memberProtocol(t *testing.T, m model.Spec, proto string, n int) {
+	{
+		t.Run(m.Kind+"/"+proto, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := start(t, memnet.New(), n, func(i int, c *daemon.Config) {
-					c.Job.Protocol, c.Local.LR = proto, 0.3
+					c.Job.Protocol, c.Job.Model, c.Local.LR = proto, m, 0.3
 					c.AnnounceInterval = 100 * time.Millisecond
 					if proto == gossip.SFB {
 						c.Local.LR = 0.5
