@@ -32,33 +32,32 @@ func TestMemberProtocols(t *testing.T) {
 	}
 }
 
+// memberProtocol runs one model and protocol of TestMemberProtocols.
 func memberProtocol(t *testing.T, m model.Spec, proto string, n int) {
-	{
-		t.Run(m.Kind+"/"+proto, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				r := start(t, memnet.New(), n, func(i int, c *daemon.Config) {
-					c.Job.Protocol, c.Job.Model, c.Local.LR = proto, m, 0.3
-					c.AnnounceInterval = 100 * time.Millisecond
-					if proto == gossip.SFB {
-						c.Local.LR = 0.5
-					}
-				})
-				waitFor(t, proto+": every daemon at ≥ 0.9 accuracy", 90*time.Second, func() bool {
-					for _, nd := range r.nodes {
-						if nd.Status().Accuracy < 0.9 {
-							return false
-						}
-					}
-					return true
-				})
-				for _, nd := range r.nodes {
-					if s := nd.Status(); s.MessagesIn == 0 || s.Updates == 0 || s.ModelAge == 0 || s.Members != n || s.Neighbors == 0 {
-						t.Fatalf("%s: %+v", s.PeerID, s)
-					}
+	t.Run(m.Kind+"/"+proto, func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := start(t, memnet.New(), n, func(i int, c *daemon.Config) {
+				c.Job.Protocol, c.Job.Model, c.Local.LR = proto, m, 0.3
+				c.AnnounceInterval = 100 * time.Millisecond
+				if proto == gossip.SFB {
+					c.Local.LR = 0.5
 				}
 			})
+			waitFor(t, proto+": every daemon at ≥ 0.9 accuracy", 90*time.Second, func() bool {
+				for _, nd := range r.nodes {
+					if nd.Status().Accuracy < 0.9 {
+						return false
+					}
+				}
+				return true
+			})
+			for _, nd := range r.nodes {
+				if s := nd.Status(); s.MessagesIn == 0 || s.Updates == 0 || s.ModelAge == 0 || s.Members != n || s.Neighbors == 0 {
+					t.Fatalf("%s: %+v", s.PeerID, s)
+				}
+			}
 		})
-	}
+	})
 }
 
 // TestNonMember: a daemon whose ID is not on its own allowlist refuses to

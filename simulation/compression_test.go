@@ -32,37 +32,35 @@ func TestValueCompression(t *testing.T) {
 // valueCompression checks fp16 and int8 for one model and protocol.
 func valueCompression(t *testing.T, mdl, protocol string, lr float64, rounds int) {
 	proto := mdl + ", " + protocol // as the errors name it
-	{
-		base := Config{Settings: job.Settings{Protocol: protocol, Model: mdl, LR: lr}, Peers: 8, Rounds: rounds, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8}
-		_, plain := csvOf(t, base)
-		if plain.BytesUncompressed != plain.Bytes {
-			t.Errorf("%s: uncompressed run counts %d bytes and %d uncompressed", proto, plain.Bytes, plain.BytesUncompressed)
+	base := Config{Settings: job.Settings{Protocol: protocol, Model: mdl, LR: lr}, Peers: 8, Rounds: rounds, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 8}
+	_, plain := csvOf(t, base)
+	if plain.BytesUncompressed != plain.Bytes {
+		t.Errorf("%s: uncompressed run counts %d bytes and %d uncompressed", proto, plain.Bytes, plain.BytesUncompressed)
+	}
+	for _, c := range []struct {
+		spec     string
+		maxRatio float64
+	}{{"fp16", 0.6}, {"int8", 0.4}} {
+		cfg := base
+		cfg.Compression = c.spec
+		_, res := csvOf(t, cfg)
+		ratio := float64(res.Bytes) / float64(plain.Bytes)
+		if ratio > c.maxRatio || res.Messages == 0 {
+			t.Errorf("%s %s: %d bytes, %.2f of float32's %d, want ≤ %.2f", proto, c.spec, res.Bytes, ratio, plain.Bytes, c.maxRatio)
 		}
-		for _, c := range []struct {
-			spec     string
-			maxRatio float64
-		}{{"fp16", 0.6}, {"int8", 0.4}} {
-			cfg := base
-			cfg.Compression = c.spec
-			_, res := csvOf(t, cfg)
-			ratio := float64(res.Bytes) / float64(plain.Bytes)
-			if ratio > c.maxRatio || res.Messages == 0 {
-				t.Errorf("%s %s: %d bytes, %.2f of float32's %d, want ≤ %.2f", proto, c.spec, res.Bytes, ratio, plain.Bytes, c.maxRatio)
-			}
-			if d := math.Abs(float64(res.BytesUncompressed)/float64(plain.Bytes) - 1); d > 0.01 {
-				t.Errorf("%s %s: %d bytes uncompressed, the float32 run sent %d", proto, c.spec, res.BytesUncompressed, plain.Bytes)
-			}
-			// The median peer: a random walk's member holds the last
-			// model merged, trained on its shard, and one CNN member
-			// caught after a large step moves the mean by points.
-			if math.Abs(res.FinalAccuracySpread.P50-plain.FinalAccuracySpread.P50) > 0.02 {
-				t.Errorf("%s %s: median accuracy %.4f, float32 %.4f", proto, c.spec, res.FinalAccuracySpread.P50, plain.FinalAccuracySpread.P50)
-			}
-			cfg.Codec = true
-			_, wire := csvOf(t, cfg)
-			if wire.FinalAccuracy != res.FinalAccuracy || wire.Bytes != res.Bytes {
-				t.Errorf("%s %s: through the codec %.4f / %d bytes, without %.4f / %d", proto, c.spec, wire.FinalAccuracy, wire.Bytes, res.FinalAccuracy, res.Bytes)
-			}
+		if d := math.Abs(float64(res.BytesUncompressed)/float64(plain.Bytes) - 1); d > 0.01 {
+			t.Errorf("%s %s: %d bytes uncompressed, the float32 run sent %d", proto, c.spec, res.BytesUncompressed, plain.Bytes)
+		}
+		// The median peer: a random walk's member holds the last
+		// model merged, trained on its shard, and one CNN member
+		// caught after a large step moves the mean by points.
+		if math.Abs(res.FinalAccuracySpread.P50-plain.FinalAccuracySpread.P50) > 0.02 {
+			t.Errorf("%s %s: median accuracy %.4f, float32 %.4f", proto, c.spec, res.FinalAccuracySpread.P50, plain.FinalAccuracySpread.P50)
+		}
+		cfg.Codec = true
+		_, wire := csvOf(t, cfg)
+		if wire.FinalAccuracy != res.FinalAccuracy || wire.Bytes != res.Bytes {
+			t.Errorf("%s %s: through the codec %.4f / %d bytes, without %.4f / %d", proto, c.spec, wire.FinalAccuracy, wire.Bytes, res.FinalAccuracy, res.Bytes)
 		}
 	}
 }
