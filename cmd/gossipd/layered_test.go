@@ -25,7 +25,9 @@ import (
 // (onnx-go's gorgonnx) runs on raw test images to the probabilities
 // gossipd computes from the exported weights, within 1e-5.
 func TestDaemonLayeredModel(t *testing.T) {
-	t.Parallel()
+	// Not parallel: three daemons training LeNet-5 take both cores, and
+	// the other real-process tests (partial views' fill-in, say) time
+	// what happens while they run.
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	ds := startCluster(t, bin, dir, 3, "100ms", "--protocol", "dpsgd", "--lr", "0.1", "--model", "lenet5",
