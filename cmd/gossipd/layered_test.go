@@ -1,3 +1,8 @@
+//go:build !cuda
+
+// The onnx-go runtime this test runs pulls gorgonia, whose own "cuda"
+// build tag wants its CUDA bindings: the CUDA build's checks leave it out.
+
 package main
 
 import (
