@@ -44,14 +44,14 @@ type TrainConfig struct {
 // names the PyTorch reference takes: its --model and --hidden.
 var benchModels = []string{"softmax", "mlp", "lenet5", "leaf-cnn"}
 
-func benchModel(name string) (label, kind, hidden string) {
-	switch name {
-	case "mlp":
-		return "mlp 784-128-10", "mlp", "128"
-	case "softmax":
-		return "softmax", "softmax", ""
+// benchModel is a model's label in the table and its --model and --hidden.
+type benchModel struct{ name, kind, hidden string }
+
+func benchModelOf(name string) benchModel {
+	if name == "mlp" {
+		return benchModel{"mlp 784-128-10", "mlp", "128"}
 	}
-	return name, name, ""
+	return benchModel{name, name, ""}
 }
 
 // Train measures one epoch of training of each model at each batch size
@@ -82,8 +82,7 @@ func Train(ctx context.Context, w, stderr io.Writer, c TrainConfig) error {
 	}
 	for _, batch := range c.Batches {
 		for _, name := range models {
-			var mdl struct{ name, kind, hidden string }
-			mdl.name, mdl.kind, mdl.hidden = benchModel(name)
+			mdl := benchModelOf(name)
 			cfg := central.Config{Dataset: c.Dataset, Scale: "minmax", Model: mdl.kind, Hidden: mdl.hidden,
 				Epochs: 1, Batch: batch, LR: 0.1, Optimizer: "sgd", Threads: c.Threads, Device: c.Device}
 			got, rep, err := gossipd(ctx, cfg, seeds)

@@ -159,8 +159,10 @@ func (m *Model) netStep(x []float32, y []int32, n int, lr float32) float64 {
 	return loss
 }
 
-// netRows gathers rows of x (Inputs columns) into the workspace.
-func (m *Model) netRows(x []float32, rows []int) []float32 {
+// hostRows gathers rows of x (Inputs columns) into the workspace, for
+// what cannot read them in place (a backend that does not gather, a
+// layered network).
+func (m *Model) hostRows(x []float32, rows []int) []float32 {
 	d := m.spec.Inputs
 	if len(m.ws.xg) < len(rows)*d {
 		m.ws.xg = make([]float32, len(rows)*d)

@@ -42,21 +42,14 @@ func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float3
 		}
 	}
 	if m.net != nil {
-		return m.netStep(m.netRows(hostOf(x), rows), y, n, lr)
+		return m.netStep(m.hostRows(hostOf(x), rows), y, n, lr)
 	}
 	g, ok := m.backend.(compute.Gatherer)
 	if !ok {
 		if !x.OnHost() {
 			panic("model: SGDStepRowsOn with a device tensor needs a backend that gathers (compute.Gatherer)")
 		}
-		xs := x.HostSlice()
-		if len(m.ws.xg) < n*d {
-			m.ws.xg = make([]float32, n*d)
-		}
-		for i, r := range rows {
-			copy(m.ws.xg[i*d:(i+1)*d], xs[r*d:(r+1)*d])
-		}
-		return m.sgdStep(host(m.ws.xg[:n*d]), y, n, lr)
+		return m.sgdStep(host(m.hostRows(x.HostSlice(), rows)), y, n, lr)
 	}
 	if o, ok := m.backend.(compute.GathersOnce); ok && o.GathersOnce() {
 		m.grow(n)

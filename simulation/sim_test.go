@@ -49,23 +49,22 @@ func TestDeterministic(t *testing.T) {
 // tests run, a table over kinds: softmax, and a CNN preset for the 8×8
 // digits. A CNN takes more minibatch steps to learn; the protocols that
 // take one a round run it for more rounds.
-var testModels = []struct {
+var testModels = []testModel{
+	{"softmax", 0.5, 40, 40},
+	{"small-cnn", 0.5, 200, 60},
+}
+
+// testModel is one model the tests run, with its learning rate.
+type testModel struct {
 	model string
 	lr    float64
 	// rounds for the protocols of one minibatch step a round, and for
 	// those of an epoch an update (random walk, the baselines).
 	stepRounds, epochRounds int
-}{
-	{"softmax", 0.5, 40, 40},
-	{"small-cnn", 0.5, 200, 60},
 }
 
 // roundsFor is how many rounds proto runs m for.
-func roundsFor(m struct {
-	model                   string
-	lr                      float64
-	stepRounds, epochRounds int
-}, proto string) int {
+func roundsFor(m testModel, proto string) int {
 	if proto == "randomwalk" || proto == FedAvg || proto == Centralized {
 		return m.epochRounds
 	}

@@ -20,11 +20,9 @@ from torch import nn
 SPEC = "conv:8:3:1:1,relu,maxpool:2,flatten,dense:32,relu,dense"
 
 
-def main():
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                        nn.Linear(128, 32), nn.ReLU(), nn.Linear(32, 10))
-    sd = net.state_dict()
+def save(sd, path):
+    """safetensors.torch.save_file's format: header length, JSON header,
+    little-endian data."""
     header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for name, t in sd.items():
         b = t.detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
@@ -33,8 +31,15 @@ def main():
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
-    with open("torch_init.safetensors", "wb") as f:
+    with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def main():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                        nn.Linear(128, 32), nn.ReLU(), nn.Linear(32, 10))
+    save(net.state_dict(), "torch_init.safetensors")
     x = np.cos(0.37 * np.arange(4 * 64, dtype=np.float64) + 0.1).astype(np.float32)
     with torch.no_grad():
         logits = net(torch.from_numpy(x).reshape(4, 1, 8, 8))

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from torch_init import save
+
 D = "/usr/share/datasets/fashion-mnist/"
 
 
@@ -25,21 +27,6 @@ def idx(path):
         magic, = struct.unpack(">I", f.read(4))
         dims = struct.unpack(">" + "I" * (magic & 0xFF), f.read(4 * (magic & 0xFF)))
         return np.frombuffer(f.read(), dtype=np.uint8).reshape(dims)
-
-
-def save(sd, path):
-    """safetensors.torch.save_file's format: header length, JSON header,
-    little-endian data."""
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, t in sd.items():
-        b = t.detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def main():
