@@ -18,6 +18,7 @@ import (
 // steps of every model and optimizer.
 func TestTrainStepsAgreeOnDevice(t *testing.T) {
 	backendtest.Kernels(t, backendtest.NewDevice())
+	backendtest.Layers(t, backendtest.NewDevice())
 	backendtest.TrainSteps(t, backendtest.NewDevice())
 }
 

@@ -33,7 +33,7 @@ func (m *Model) GradientOn(grad, x compute.Tensor, y []int32, n int) float64 {
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
 	}
 	if m.net != nil {
-		return m.netLoss(hostOf(grad), hostOf(x), y, n, 1/float32(n))
+		return m.netLoss(grad, x, y, n, 1/float32(n))
 	}
 	loss, _ := m.backward(x, y, n, 1/float32(n))
 	m.weightGrads(grad, x, n)
@@ -82,7 +82,7 @@ func (m *Model) PerExampleGradientsOn(grads, x compute.Tensor, y []int32, n int)
 		return
 	}
 	if m.net != nil {
-		m.net.PerExampleGradients(hostOf(grads), m.params.HostSlice(), hostOf(x), y, n)
+		m.net.PerExampleGradients(grads, m.params, x, y, n)
 		return
 	}
 	m.backward(x, y, n, 1)
@@ -121,7 +121,7 @@ func (m *Model) ClippedGradientSumOn(grad, xt compute.Tensor, y []int32, n int, 
 		panic(fmt.Sprintf("model: gradient buffer %d, want %d", grad.Len(), m.params.Len()))
 	}
 	if m.net != nil {
-		return m.netClipped(hostOf(grad), hostOf(xt), y, n, clip)
+		return m.netClipped(grad, xt, y, n, clip)
 	}
 	m.backward(xt, y, n, 1)
 	if len(m.ws.norms) < 3*n {
@@ -243,7 +243,7 @@ func (f *Factors) Reconstruct(be compute.Backend, dst []float32) {
 func (m *Model) Predict(out, x []float32, n int) {
 	m.check(x, nil, n)
 	if m.net != nil {
-		m.net.Predict(out, m.params.HostSlice(), x, n)
+		m.net.Predict(out, m.params, host(x), n)
 		return
 	}
 	C := m.spec.Classes

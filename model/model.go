@@ -51,7 +51,7 @@ type Model struct {
 	// scratch.
 	net     *nn.Net
 	netRng  *rand.Rand
-	netGrad []float32
+	netGrad compute.Tensor
 }
 
 // SumLosses makes the model's training steps (SGDStep, SGDStepRows,
@@ -241,7 +241,7 @@ func (m *Model) Clone() *Model {
 	if m.net != nil {
 		c.net, _ = buildNet(m.spec, m.backend) // built before: cannot fail
 		c.netRng = rand.New(rand.NewPCG(m.netRng.Uint64(), 0x64726f70))
-		c.netGrad = nil
+		c.netGrad = compute.Tensor{}
 	}
 	return &c
 }
@@ -251,6 +251,13 @@ func (m *Model) Clone() *Model {
 // used after.
 func (m *Model) Close() {
 	m.freeWorkspace()
+	if m.net != nil {
+		m.net.Free()
+		if m.netGrad.Len() > 0 {
+			m.backend.Free(m.netGrad)
+			m.netGrad = compute.Tensor{}
+		}
+	}
 	m.backend.Free(m.params)
 	m.params = compute.Tensor{}
 }

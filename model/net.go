@@ -11,11 +11,10 @@ import (
 	"github.com/gossipd/gossipd/model/nn"
 )
 
-// A layered network (kind Net) computes through package nn on host
-// memory, its matrix products on the model's CPU backend; the methods of
-// Model that take tensors take host tensors for it. The batched stack
-// (NewStack), sufficient factors (SFB) and device backends do not take
-// it yet, and say so.
+// A layered network (kind Net) computes through package nn on the
+// model's backend, which must compute layers (compute.Layers: the CPU,
+// a device). The batched stack (NewStack) and sufficient factors (SFB)
+// do not take it yet, and say so.
 
 // validateNet checks a layered network's spec, writing its layers in
 // canonical form.
@@ -105,11 +104,6 @@ func netLayout(n *nn.Net) *Layout {
 // newNet builds a layered model, initialised as PyTorch initialises the
 // same layers from a seeded generator.
 func newNet(spec Spec, o options) (*Model, error) {
-	probe := o.backend.Alloc(1)
-	if !probe.OnHost() {
-		o.backend.Free(probe)
-		return nil, fmt.Errorf("%w: layered networks run on the CPU backend only so far, not %s", ErrSpec, o.backend.Name())
-	}
 	n, err := buildNet(spec, o.backend)
 	if err != nil {
 		return nil, err
@@ -123,40 +117,50 @@ func newNet(spec Spec, o options) (*Model, error) {
 	return m, nil
 }
 
-// hostOf returns a host tensor's values; a layered network computes on
-// host memory only.
-func hostOf(t compute.Tensor) []float32 {
-	if !t.OnHost() {
-		panic("model: a layered network computes on host tensors only")
-	}
-	return t.HostSlice()
-}
-
 // netLoss runs the network's forward and backward pass over n examples,
-// writing scale·∇(summed loss) to grad (nil: forward only), dropout on.
-// It returns the step's loss as stepLoss does.
-func (m *Model) netLoss(grad, x []float32, y []int32, n int, scale float32) float64 {
-	loss, _ := m.net.Loss(grad, m.params.HostSlice(), x, y, n, scale, m.netRng)
+// writing scale·∇(summed loss) to grad (empty: forward only), dropout
+// on. It returns the step's loss as stepLoss does.
+func (m *Model) netLoss(grad, x compute.Tensor, y []int32, n int, scale float32) float64 {
+	m.net.SumLosses(m.sum)
+	loss, _ := m.net.Loss(grad, m.params, x, y, n, scale, m.netRng)
 	if m.sum != nil {
-		if h, ok := m.sum.(*compute.HostSum); ok {
-			h.V += loss
-		}
 		return 0
 	}
 	return loss / float64(n)
 }
 
+// gradBuf is the model's own gradient buffer for a layered network.
+func (m *Model) gradBuf() compute.Tensor {
+	if m.netGrad.Len() != m.layout.Size {
+		m.netGrad = m.backend.Alloc(m.layout.Size)
+	}
+	return m.netGrad
+}
+
 // netStep is sgdStep for a layered network.
-func (m *Model) netStep(x []float32, y []int32, n int, lr float32) float64 {
-	if len(m.netGrad) != m.layout.Size {
-		m.netGrad = make([]float32, m.layout.Size)
-	}
-	loss := m.netLoss(m.netGrad, x, y, n, 1/float32(n))
-	p := m.params.HostSlice()
-	for i, g := range m.netGrad {
-		p[i] -= lr * g
-	}
+func (m *Model) netStep(x compute.Tensor, y []int32, n int, lr float32) float64 {
+	g := m.gradBuf()
+	loss := m.netLoss(g, x, y, n, 1/float32(n))
+	m.backend.Axpby(m.params, -lr, g, 1)
 	return loss
+}
+
+// netRows is a minibatch of rows of x for a layered network: gathered
+// on the host, or by the backend where x is its (a device's) tensor.
+func (m *Model) netRows(x compute.Tensor, rows []int) compute.Tensor {
+	if x.OnHost() {
+		return host(m.hostRows(x.HostSlice(), rows))
+	}
+	d := m.spec.Inputs
+	if m.ws.xt.Len() < len(rows)*d {
+		if m.ws.xt.Len() > 0 {
+			m.backend.Free(m.ws.xt)
+		}
+		m.ws.xt = m.backend.Alloc(len(rows) * d)
+	}
+	xt := m.ws.xt.Slice(0, len(rows)*d)
+	m.backend.GatherRows(xt, x, rows, d, d)
+	return xt
 }
 
 // hostRows gathers rows of x (Inputs columns) into the workspace, for
@@ -175,26 +179,19 @@ func (m *Model) hostRows(x []float32, rows []int) []float32 {
 
 // netClipped is ClippedGradientSum for a layered network: each example's
 // gradient, clipped to norm clip, added to grad.
-func (m *Model) netClipped(grad, x []float32, y []int32, n int, clip float64) int {
-	if len(m.netGrad) != m.layout.Size {
-		m.netGrad = make([]float32, m.layout.Size)
-	}
-	clear(grad)
+func (m *Model) netClipped(grad, x compute.Tensor, y []int32, n int, clip float64) int {
+	g, be := m.gradBuf(), m.backend
+	m.net.SumLosses(nil)
+	m.net.Zero(grad)
 	clipped, d := 0, m.spec.Inputs
 	for e := range n {
-		m.net.Loss(m.netGrad, m.params.HostSlice(), x[e*d:(e+1)*d], y[e:e+1], 1, 1, m.netRng)
-		sq := 0.0
-		for _, g := range m.netGrad {
-			sq += float64(g) * float64(g)
-		}
+		m.net.Loss(g, m.params, x.Slice(e*d, (e+1)*d), y[e:e+1], 1, 1, m.netRng)
 		s := float32(1)
-		if norm := math.Sqrt(sq); norm > clip {
+		if norm := math.Sqrt(be.SumSquares(g)); norm > clip {
 			s = float32(clip / norm)
 			clipped++
 		}
-		for i, g := range m.netGrad {
-			grad[i] += s * g
-		}
+		be.Axpby(grad, s, g, 1)
 	}
 	return clipped
 }
@@ -208,7 +205,7 @@ func (m *Model) netTally(t *Tally, x []float32, y []int32, n int) {
 	for lo := 0; lo < n; lo += 512 {
 		k := min(512, n-lo)
 		probs := m.ws.out[:k*C]
-		m.net.Predict(probs, m.params.HostSlice(), x[lo*m.spec.Inputs:(lo+k)*m.spec.Inputs], k)
+		m.net.Predict(probs, m.params, host(x[lo*m.spec.Inputs:(lo+k)*m.spec.Inputs]), k)
 		for r := range k {
 			row, label := probs[r*C:(r+1)*C], y[lo+r]
 			t.Loss -= math.Log(max(float64(row[label]), 1e-45))

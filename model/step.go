@@ -42,7 +42,7 @@ func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float3
 		}
 	}
 	if m.net != nil {
-		return m.netStep(m.hostRows(hostOf(x), rows), y, n, lr)
+		return m.netStep(m.netRows(x, rows), y, n, lr)
 	}
 	g, ok := m.backend.(compute.Gatherer)
 	if !ok {
@@ -70,7 +70,7 @@ func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float3
 
 func (m *Model) sgdStep(x compute.Tensor, y []int32, n int, lr float32) float64 {
 	if m.net != nil {
-		return m.netStep(hostOf(x), y, n, lr)
+		return m.netStep(x, y, n, lr)
 	}
 	loss, _ := m.backward(x, y, n, 1/float32(n))
 	loss = m.stepLoss(loss, n)

@@ -166,6 +166,8 @@ func TrainOn(ctx context.Context, m *Model, opt Optimizer, xt compute.Tensor, y 
 			res.Graphs.Off = "turned off"
 		case !plain:
 			res.Graphs.Off = "only plain SGD steps are recorded"
+		case m.Stochastic():
+			res.Graphs.Off = "a network with dropout draws new masks at every step: not recorded"
 		default:
 			graph = gr.NewStepGraph()
 		}

@@ -14,6 +14,7 @@ func TestBackendConformance(t *testing.T) {
 	for _, k := range compute.Kernels() {
 		for _, th := range []int{1, 3} {
 			backendtest.Kernels(t, compute.NewCPU(compute.WithKernel(k), compute.WithThreads(th)))
+			backendtest.Layers(t, compute.NewCPU(compute.WithKernel(k), compute.WithThreads(th)))
 		}
 	}
 }

@@ -3,6 +3,8 @@ package nn
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // BenchmarkStep times one training pass (forward, backward) of each
@@ -15,10 +17,10 @@ func BenchmarkStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			params := make([]float32, n.NumParams())
-			n.Init(params, rand.New(rand.NewPCG(1, 2)))
-			x, y := inputsFor(n, 32)
-			grad := make([]float32, n.NumParams())
+			p := make([]float32, n.NumParams())
+			n.Init(p, rand.New(rand.NewPCG(1, 2)))
+			xs, y := inputsFor(n, 32)
+			params, x, grad := compute.Host(p), compute.Host(xs), compute.Host(make([]float32, n.NumParams()))
 			b.ResetTimer()
 			for b.Loop() {
 				n.Loss(grad, params, x, y, 32, 1.0/32, nil)

@@ -1,39 +1,53 @@
 package nn
 
+import "github.com/gossipd/gossipd/model/compute"
+
 // dropout zeroes each value with probability p while training, scaling
-// the others by 1/(1 − p); evaluation passes values through.
+// the others by 1/(1 − p); evaluation passes values through. The masks
+// are drawn on the host (from the pass's generator, so a seed gives the
+// same masks on every backend) and copied to the backend.
 type dropout struct {
 	io
-	p    float64
-	mask []float32 // the last pass's factors
+	p     float64
+	host  []float32      // the last training pass's factors
+	mask  compute.Tensor // the same on the backend
+	drawn bool           // whether the last pass drew a mask
 }
 
-func (l *dropout) forward(s *pass, in, out []float32) {
-	if len(l.mask) < len(in) {
-		l.mask = make([]float32, len(in))
-	}
-	mask := l.mask[:len(in)]
-	keep := float32(1 / (1 - l.p))
-	for j, v := range in {
-		mask[j] = 1
-		if s.rng != nil {
-			mask[j] = keep
-			if s.rng.Float64() < l.p {
-				mask[j] = 0
-			}
-		}
-		out[j] = v * mask[j]
-	}
-}
-
-func (l *dropout) backward(_ *pass, _, _, dout, din []float32) {
-	if din == nil {
+func (l *dropout) forward(s *pass, in, out compute.Tensor) {
+	l.drawn = s.rng != nil
+	if !l.drawn {
+		s.be.Copy(out, in)
 		return
 	}
-	for j, k := range l.mask[:len(dout)] {
-		din[j] = dout[j] * k
+	n := in.Len()
+	if len(l.host) < n {
+		l.host = make([]float32, n)
 	}
+	keep := float32(1 / (1 - l.p))
+	for j := range l.host[:n] {
+		l.host[j] = keep
+		if s.rng.Float64() < l.p {
+			l.host[j] = 0
+		}
+	}
+	mask := buffer(s.be, &l.mask, n)
+	s.be.Copy(mask, compute.Host(l.host[:n]))
+	s.ly.Mul(out, in, mask)
 }
+
+func (l *dropout) backward(s *pass, _, _, dout, din compute.Tensor) {
+	if din.Len() == 0 {
+		return
+	}
+	if !l.drawn {
+		s.be.Copy(din, dout)
+		return
+	}
+	s.ly.Mul(din, dout, l.mask.Slice(0, dout.Len()))
+}
+
+func (l *dropout) free(be compute.Backend) { release(be, &l.mask) }
 
 // HasDropout reports whether the network has a dropout layer.
 func (n *Net) HasDropout() bool {

@@ -30,9 +30,10 @@ func (p Param) Size() int {
 
 // Net is a network built for an input shape and a number of classes: a
 // list of layers (one type per kind, each in its own file). It computes
-// forward passes, losses and gradients on host memory, its matrix
-// products on a compute backend (the CPU's kernels, chosen at run time).
-// A Net is not safe for concurrent use: its layers own scratch buffers.
+// forward passes, losses and gradients on a compute backend (the CPU's
+// kernels, chosen at run time, or a device's), its parameters, inputs
+// and gradients tensors of that backend. A Net is not safe for
+// concurrent use: its layers own scratch buffers.
 type Net struct {
 	spec    Spec
 	in      Shape
@@ -41,10 +42,14 @@ type Net struct {
 	params  []Param
 	size    int
 	be      compute.Backend
+	ly      compute.Layers
 	// acts and dacts hold each layer's output and its gradient for up
-	// to cap examples.
-	acts, dacts [][]float32
+	// to cap examples; xin a host input's copy on a device backend.
+	acts, dacts []compute.Tensor
+	xin         compute.Tensor
 	cap         int
+	onHost      bool // the backend computes on host memory
+	sum         compute.LossSum
 }
 
 // Bounds on what Build accepts: a job's spec comes from the network, and
@@ -57,8 +62,9 @@ const (
 )
 
 // Build checks spec's shapes for inputs of shape in and classes outputs
-// and returns the network, computing on be (nil: compute.NewCPU()). An
-// error names the layer and the shapes that do not fit.
+// and returns the network, computing on be (nil: compute.NewCPU()),
+// which must compute layers (compute.Layers). An error names the layer
+// and the shapes that do not fit.
 func Build(spec Spec, in Shape, classes int, be compute.Backend) (*Net, error) {
 	if in.C < 1 || in.H < 1 || in.W < 1 {
 		return nil, fmt.Errorf("%w: input shape %d×%d×%d", ErrSpec, in.C, in.H, in.W)
@@ -72,7 +78,14 @@ func Build(spec Spec, in Shape, classes int, be compute.Backend) (*Net, error) {
 	if be == nil {
 		be = compute.NewCPU()
 	}
-	n := &Net{spec: spec, in: in, classes: classes, be: be}
+	ly, ok := be.(compute.Layers)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s backend does not compute convolutional networks' layers", ErrSpec, be.Name())
+	}
+	probe := be.Alloc(1)
+	onHost := probe.OnHost()
+	be.Free(probe)
+	n := &Net{spec: spec, in: in, classes: classes, be: be, ly: ly, onHost: onHost}
 	s, acts := in, float64(in.Size())
 	for i, l := range spec {
 		ly, err := n.newLayer(i, l, s, i == len(spec)-1)
@@ -115,19 +128,30 @@ func (n *Net) newLayer(i int, l Layer, s Shape, last bool) (layer, error) {
 		if l.Pad >= l.Kernel {
 			return nil, fmt.Errorf("padding %d must be less than the kernel", l.Pad)
 		}
-		out := Shape{l.Out, (s.H+2*l.Pad-l.Kernel)/l.Stride + 1, (s.W+2*l.Pad-l.Kernel)/l.Stride + 1}
+		g, err := compute.NewWindow(s.C, s.H, s.W, l.Kernel, l.Stride, l.Pad)
+		if err != nil {
+			return nil, err
+		}
+		out := Shape{l.Out, g.OH, g.OW}
 		w := n.addParams(i, []int{l.Out, s.C, l.Kernel, l.Kernel}, l.Out, s.C*l.Kernel*l.Kernel)
-		return &conv{window: window{io{s, out}, l.Kernel, l.Stride, l.Pad}, weights: w, ch: l.Out}, nil
+		return &conv{window: window{io{s, out}, g}, weights: w, ch: l.Out}, nil
 	case MaxPool, AvgPool:
 		if s.H < l.Kernel || s.W < l.Kernel {
 			return nil, fmt.Errorf("a %d×%d window does not fit", l.Kernel, l.Kernel)
 		}
-		out := Shape{s.C, (s.H-l.Kernel)/l.Stride + 1, (s.W-l.Kernel)/l.Stride + 1}
-		return &pool{window: window{io{s, out}, l.Kernel, l.Stride, 0}, isMax: l.Kind == MaxPool}, nil
+		g, err := compute.NewWindow(s.C, s.H, s.W, l.Kernel, l.Stride, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &pool{window: window{io{s, Shape{s.C, g.OH, g.OW}}, g}, isMax: l.Kind == MaxPool}, nil
 	case Flatten:
 		return &flatten{io{s, Shape{s.Size(), 1, 1}}}, nil
-	case ReLU, Tanh, GELU:
-		return &activation{io{s, s}, l.Kind}, nil
+	case ReLU:
+		return &activation{io{s, s}, compute.ActReLU}, nil
+	case Tanh:
+		return &activation{io{s, s}, compute.ActTanh}, nil
+	case GELU:
+		return &activation{io{s, s}, compute.ActGELU}, nil
 	case Dropout:
 		return &dropout{io: io{s, s}, p: l.P}, nil
 	case LayerNorm:

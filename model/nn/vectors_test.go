@@ -96,11 +96,19 @@ func maxAbs(v []float64) float64 {
 	return m
 }
 
-// TestAgainstPyTorch checks every layer kind and both presets against
+// TestAgainstPyTorch checks every layer kind and the presets against
 // PyTorch: logits, mean loss, its gradient and each example's gradient,
 // on every kernel set this machine has (the GEMMs dispatch on CPU
-// features) and the pure-Go one.
+// features) and the pure-Go one. device_test.go runs the same on the
+// emulated device.
 func TestAgainstPyTorch(t *testing.T) {
+	for _, kernel := range kernels() {
+		t.Run(kernel, func(t *testing.T) { CheckAgainstPyTorch(t, compute.NewCPU(compute.WithKernel(kernel))) })
+	}
+}
+
+// CheckAgainstPyTorch runs the PyTorch vectors on a backend.
+func CheckAgainstPyTorch(t *testing.T, be compute.Backend) {
 	b, err := os.ReadFile("testdata/torch_vectors.json")
 	if err != nil {
 		t.Fatal(err)
@@ -112,66 +120,73 @@ func TestAgainstPyTorch(t *testing.T) {
 	if len(v.Cases) < 14 {
 		t.Fatalf("%d cases, want every layer kind and both presets", len(v.Cases))
 	}
-	for _, kernel := range kernels() {
-		be := compute.NewCPU(compute.WithKernel(kernel))
-		for _, c := range v.Cases {
-			t.Run(kernel+"/"+c.Name, func(t *testing.T) {
-				spec, err := Parse(c.Spec)
-				if err != nil {
-					t.Fatal(err)
+	for _, c := range v.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			spec, err := Parse(c.Spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := Build(spec, Shape{c.Input[0], c.Input[1], c.Input[2]}, c.Classes, be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Free()
+			var names []string
+			var sizes []int
+			for _, p := range n.Params() {
+				names, sizes = append(names, p.Name), append(sizes, p.Size())
+			}
+			if !slices.Equal(names, c.Params) || !slices.Equal(sizes, c.Sizes) {
+				t.Fatalf("parameters %v of %v, PyTorch's state_dict %v of %v", names, sizes, c.Params, c.Sizes)
+			}
+			for i, p := range n.Params() {
+				if !slices.Equal(p.Shape, c.Shapes[i]) {
+					t.Fatalf("%s has shape %v, PyTorch's %v", p.Name, p.Shape, c.Shapes[i])
 				}
-				n, err := Build(spec, Shape{c.Input[0], c.Input[1], c.Input[2]}, c.Classes, be)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var names []string
-				var sizes []int
-				for _, p := range n.Params() {
-					names, sizes = append(names, p.Name), append(sizes, p.Size())
-				}
-				if !slices.Equal(names, c.Params) || !slices.Equal(sizes, c.Sizes) {
-					t.Fatalf("parameters %v of %v, PyTorch's state_dict %v of %v", names, sizes, c.Params, c.Sizes)
-				}
-				for i, p := range n.Params() {
-					if !slices.Equal(p.Shape, c.Shapes[i]) {
-						t.Fatalf("%s has shape %v, PyTorch's %v", p.Name, p.Shape, c.Shapes[i])
+			}
+			params := be.Load(paramsFor(n))
+			defer be.Free(params)
+			xs, y := inputsFor(n, c.Examples)
+			x := be.Load(xs)
+			defer be.Free(x)
+			m := c.Examples
+			probs := make([]float32, m*c.Classes)
+			// Logits: the log of Predict's probabilities, up to a
+			// constant per row; compare the centred rows.
+			n.Predict(probs, params, x, m)
+			for r := range m {
+				got, want := make([]float64, c.Classes), c.Logits[r*c.Classes:(r+1)*c.Classes]
+				for j := range got {
+					got[j] = math.Log(float64(probs[r*c.Classes+j])) - math.Log(float64(probs[r*c.Classes]))
+					if d := math.Abs(got[j] - (want[j] - want[0])); d > logitTol*max(1, maxAbs(want)) {
+						t.Fatalf("example %d logit %d: got %.7g, PyTorch %.7g (relative to logit 0)", r, j, got[j], want[j]-want[0])
 					}
 				}
-				params := paramsFor(n)
-				x, y := inputsFor(n, c.Examples)
-				m := c.Examples
-				probs := make([]float32, m*c.Classes)
-				// Logits: the log of Predict's probabilities, up to a
-				// constant per row; compare the centred rows.
-				n.Predict(probs, params, x, m)
-				for r := range m {
-					got, want := make([]float64, c.Classes), c.Logits[r*c.Classes:(r+1)*c.Classes]
-					for j := range got {
-						got[j] = math.Log(float64(probs[r*c.Classes+j])) - math.Log(float64(probs[r*c.Classes]))
-						if d := math.Abs(got[j] - (want[j] - want[0])); d > logitTol*max(1, maxAbs(want)) {
-							t.Fatalf("example %d logit %d: got %.7g, PyTorch %.7g (relative to logit 0)", r, j, got[j], want[j]-want[0])
-						}
-					}
+			}
+			gt := be.Alloc(n.NumParams())
+			defer be.Free(gt)
+			loss, _ := n.Loss(gt, params, x, y, m, 1/float32(m), nil)
+			if d := math.Abs(loss/float64(m) - c.Loss); d > logitTol*max(1, c.Loss) {
+				t.Fatalf("mean loss %.7g, PyTorch %.7g", loss/float64(m), c.Loss)
+			}
+			grad := make([]float32, n.NumParams())
+			be.Store(grad, gt)
+			scale := max(1e-3, maxAbs(c.Grad))
+			if w, at := worst(grad, c.Grad, c.Index); w > gradTol*scale {
+				t.Fatalf("gradient off by %.3g at %d (%s), tolerance %.3g", w, at, paramAt(n, at), gradTol*scale)
+			}
+			pt := be.Alloc(m * n.NumParams())
+			defer be.Free(pt)
+			n.PerExampleGradients(pt, params, x, y, m)
+			per := make([]float32, m*n.NumParams())
+			be.Store(per, pt)
+			for e := range m {
+				scale := max(1e-3, maxAbs(c.PerExample[e]))
+				if w, at := worst(per[e*n.NumParams():(e+1)*n.NumParams()], c.PerExample[e], c.Index); w > gradTol*scale {
+					t.Fatalf("example %d's gradient off by %.3g at %d (%s)", e, w, at, paramAt(n, at))
 				}
-				grad := make([]float32, n.NumParams())
-				loss, _ := n.Loss(grad, params, x, y, m, 1/float32(m), nil)
-				if d := math.Abs(loss/float64(m) - c.Loss); d > logitTol*max(1, c.Loss) {
-					t.Fatalf("mean loss %.7g, PyTorch %.7g", loss/float64(m), c.Loss)
-				}
-				scale := max(1e-3, maxAbs(c.Grad))
-				if w, at := worst(grad, c.Grad, c.Index); w > gradTol*scale {
-					t.Fatalf("gradient off by %.3g at %d (%s), tolerance %.3g", w, at, paramAt(n, at), gradTol*scale)
-				}
-				per := make([]float32, m*n.NumParams())
-				n.PerExampleGradients(per, params, x, y, m)
-				for e := range m {
-					scale := max(1e-3, maxAbs(c.PerExample[e]))
-					if w, at := worst(per[e*n.NumParams():(e+1)*n.NumParams()], c.PerExample[e], c.Index); w > gradTol*scale {
-						t.Fatalf("example %d's gradient off by %.3g at %d (%s)", e, w, at, paramAt(n, at))
-					}
-				}
-			})
-		}
+			}
+		})
 	}
 }
 

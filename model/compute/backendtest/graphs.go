@@ -9,7 +9,8 @@ import (
 	"github.com/gossipd/gossipd/model/compute"
 )
 
-// Graphs trains every model kind with model.Train and plain SGD (two
+// Graphs trains every model kind (a small convolutional network too)
+// with model.Train and plain SGD (two
 // epochs of 20 minibatches of 4 and a short one) on be with recorded
 // steps and without (TrainConfig.NoGraphs), from the same start, and
 // wants the same parameters within 1e-4 of the largest and the same
@@ -24,7 +25,9 @@ func Graphs(t T, be compute.Backend) {
 	const d, classes, n, batch, epochs = 20, 4, 83, 4, 2
 	rng := rand.New(rand.NewPCG(25, 26))
 	x, y, specs := trainData(rng, n, d, classes)
-	for _, spec := range specs {
+	small := model.Spec{Kind: model.Net, Inputs: d, Classes: classes, Shape: []int{1, 4, 5},
+		Layers: "conv:2:3:1:1,gelu,groupnorm:2,avgpool:2,flatten,dense:6,tanh,layernorm,dense"}
+	for _, spec := range append(specs, small) {
 		run := func(noGraphs bool) ([]float32, model.TrainResult, bool) {
 			m, err := model.New(spec, model.WithSeed(5), model.WithBackend(be))
 			if err != nil {

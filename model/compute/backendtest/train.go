@@ -22,7 +22,15 @@ func trainData(rng *rand.Rand, n, d, classes int) ([]float32, []int32, []model.S
 	return x, y, specs
 }
 
-// TrainSteps trains every model kind (softmax, linear SVM, MLP) with every
+// netSpec is a small convolutional network over 784 features as 1×28×28
+// images with every layer kind, for TrainSteps.
+func netSpec(d, classes int) model.Spec {
+	return model.Spec{Kind: model.Net, Inputs: d, Classes: classes, Shape: []int{1, 28, 28},
+		Layers: "conv:4:5:2:2,gelu,maxpool:2,groupnorm:2,conv:6:3,relu,avgpool:2,flatten,dropout:0.2,dense:16,tanh,layernorm,dense"}
+}
+
+// TrainSteps trains every model kind (softmax, linear SVM, MLP, a
+// convolutional network with every layer kind) with every
 // optimizer that applies (SGD, SGD with momentum, Adam, Pegasos; the fused
 // SGD step, plain and through row indices; DP-SGD's clipped gradient sum)
 // for a few minibatches on be and on the pure-Go CPU backend, from the same
@@ -34,7 +42,7 @@ func TrainSteps(t T, be compute.Backend) {
 	const d, classes, n, batch = 784, 10, 96, 32
 	rng := rand.New(rand.NewPCG(21, 22))
 	x, y, specs := trainData(rng, n, d, classes)
-	for _, spec := range specs {
+	for _, spec := range append(specs, netSpec(d, classes)) {
 		opts := []model.OptimizerConfig{{Name: "sgd", LR: 0.1}, {Name: "sgd", LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}, {Name: "adam", LR: 0.001}, {Name: "fused"}, {Name: "rows"}, {Name: "dp"}}
 		if spec.Kind == model.SVM {
 			opts = append(opts, model.OptimizerConfig{Name: "pegasos", Lambda: spec.Lambda})

@@ -18,7 +18,9 @@ var kernelSource string
 
 // kernelNames are kernels.cu's entry points.
 var kernelNames = []string{"broadcast_rows", "relu", "relu_into", "relu_backward", "column_sums", "column_sums_axpby", "gather_rows", "softmax_xent", "hinge_ovr",
-	"axpby", "sgd_update", "adam_update", "sum_squares", "row_sum_squares", "scale_rows", "softmax"}
+	"axpby", "sgd_update", "adam_update", "sum_squares", "row_sum_squares", "scale_rows", "softmax",
+	"im2col", "col2im", "channel_bias", "channel_sums", "pool", "pool_backward", "activate", "activate_backward",
+	"norm", "norm_input_grad", "norm_param_grads", "mul", "zero"}
 
 const (
 	threads    = 256 // block size of the element-wise kernels
@@ -42,9 +44,10 @@ type Backend struct {
 	fn   map[string]uintptr
 	bh   uintptr // cuBLAS handle
 	// scratch buffers for host operands (by operand position), gathered
-	// rows, labels and indices, and reduced scalars.
-	host   [4]devBuf
+	// rows, convolutions, labels and indices, and reduced scalars.
+	host   [8]devBuf
 	gather devBuf
+	conv   [3]devBuf // a convolution's unrolled inputs, weight gradients and input gradients
 	ints   devBuf
 	sums   devBuf
 	rows   devBuf // row losses

@@ -126,6 +126,7 @@ func TestLoadKernelsFallsBack(t *testing.T) {
 func TestEmulatedKernels(t *testing.T) {
 	b := emulatedBackend(t)
 	backendtest.Kernels(t, b)
+	backendtest.Layers(t, b)
 	backendtest.TrainSteps(t, b)
 	backendtest.StackSteps(t, b)
 	backendtest.Graphs(t, b)
@@ -154,6 +155,7 @@ func TestCUDAConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	backendtest.Kernels(t, b)
+	backendtest.Layers(t, b)
 	backendtest.TrainSteps(t, b)
 	backendtest.StackSteps(t, b)
 	backendtest.Graphs(t, b)

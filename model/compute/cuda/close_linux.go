@@ -30,7 +30,7 @@ func (b *Backend) Close() error {
 			b.mem.forget(p)
 		}
 	}
-	for _, buf := range append(b.host[:], b.gather, b.ints, b.sums, b.rows, b.scales) {
+	for _, buf := range append(append(b.host[:], b.conv[:]...), b.gather, b.ints, b.sums, b.rows, b.scales) {
 		free(buf.p)
 	}
 	if b.stage.p != nil && a.graph.freeHost != nil { // a driver without it keeps the ring

@@ -250,3 +250,235 @@ extern "C" __global__ void softmax(float *dst, const float *logits, int m, int n
     __syncthreads();
     for (int j = threadIdx.x; j < n; j += blockDim.x) dst[(long)row * n + j] = (float)((double)(float)exp((double)(z[j] - mx)) / s);
 }
+
+// ---- Layers of convolutional networks (compute.Layers; the CPU's are
+// model/compute/conv.go, pool.go and layers_cpu.go). One thread per value
+// written; a value that sums several terms sums them in the CPU's order.
+
+// im2col: cols (m × C·K·K × OH·OW) from x (m × C×H×W), zeros where a
+// window reaches into the padding.
+extern "C" __global__ void im2col(float *cols, const float *x, int m, int C, int H, int W, int K, int S, int P, int OH,
+                                  int OW) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long pos = (long)OH * OW, rows = (long)C * K * K;
+    if (i >= m * rows * pos) return;
+    long e = i / (rows * pos), r = i / pos % rows, p = i % pos;
+    int c = r / (K * K), ki = r / K % K, kj = r % K;
+    int ih = p / OW * S - P + ki, iw = p % OW * S - P + kj;
+    float v = 0.0f;
+    if (ih >= 0 && ih < H && iw >= 0 && iw < W) v = x[((e * C + c) * H + ih) * W + iw];
+    cols[i] = v;
+}
+
+// col2im: dx (m × C×H×W) the sum of dcols' entries over the windows that
+// read each input value, in row (ki, kj) then position order.
+extern "C" __global__ void col2im(float *dx, const float *dcols, int m, int C, int H, int W, int K, int S, int P, int OH,
+                                  int OW) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)m * C * H * W) return;
+    long e = i / ((long)C * H * W);
+    int c = i / ((long)H * W) % C, ih = i / W % H, iw = i % W;
+    long pos = (long)OH * OW;
+    const float *col = dcols + (e * C + c) * K * K * pos;
+    float s = 0.0f;
+    for (int ki = 0; ki < K; ki++) {
+        int oh = ih + P - ki;
+        if (oh < 0 || oh % S != 0 || oh / S >= OH) continue;
+        for (int kj = 0; kj < K; kj++) {
+            int ow = iw + P - kj;
+            if (ow < 0 || ow % S != 0 || ow / S >= OW) continue;
+            s += col[(long)(ki * K + kj) * pos + (oh / S) * OW + ow / S];
+        }
+    }
+    dx[i] = s;
+}
+
+// channel_bias: x[e, c, :] += b[c] over m × ch × pos values.
+extern "C" __global__ void channel_bias(float *x, const float *b, int m, int ch, int pos) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (long)m * ch * pos) x[i] += b[i / pos % ch];
+}
+
+// channel_sums: dst[e·stride + c] += Σ_j src[e, c, j]; with stride 0 one
+// thread per channel adds every example's sum, in example order.
+extern "C" __global__ void channel_sums(float *dst, const float *src, int m, int ch, int pos, int stride) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    int lo = 0, hi = m, c = i;
+    if (stride > 0) {
+        if (i >= (long)m * ch) return;
+        lo = i / ch, hi = lo + 1, c = i % ch;
+    } else if (i >= ch) {
+        return;
+    }
+    for (int e = lo; e < hi; e++) {
+        float s = 0.0f;
+        const float *v = src + ((long)e * ch + c) * pos;
+        for (int j = 0; j < pos; j++) s += v[j];
+        dst[(long)e * stride + c] += s;
+    }
+}
+
+// pool_key orders floats as the CPU's key does: −0 below +0.
+__device__ int pool_key(float f) {
+    int b = __float_as_int(f);
+    return b ^ ((b >> 31) & 0x7fffffff);
+}
+
+// pool_argmax is the index in x (one channel, W wide) of the first
+// largest value of the window at (oh, ow).
+__device__ int pool_argmax(const float *x, int W, int K, int S, int oh, int ow) {
+    int at = oh * S * W + ow * S, best = pool_key(x[at]);
+    for (int ki = 0; ki < K; ki++)
+        for (int kj = 0; kj < K; kj++) {
+            int j = (oh * S + ki) * W + ow * S + kj, k = pool_key(x[j]);
+            if (k > best) best = k, at = j;
+        }
+    return at;
+}
+
+// pool: out (m × C × OH×OW) the max or the mean of each K×K window.
+extern "C" __global__ void pool(float *out, const float *in, int m, int C, int H, int W, int K, int S, int OH, int OW,
+                                int isMax) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)m * C * OH * OW) return;
+    long ec = i / ((long)OH * OW);
+    int oh = i / OW % OH, ow = i % OW;
+    const float *x = in + ec * H * W;
+    if (isMax) {
+        out[i] = x[pool_argmax(x, W, K, S, oh, ow)];
+        return;
+    }
+    float s = 0.0f;
+    for (int ki = 0; ki < K; ki++)
+        for (int kj = 0; kj < K; kj++) s += x[(oh * S + ki) * W + ow * S + kj];
+    out[i] = s * (1.0f / (float)(K * K));
+}
+
+// pool_backward: din from dout, each input value adding what the
+// windows that took it (max) or read it (mean) pass back, in output
+// order.
+extern "C" __global__ void pool_backward(float *din, const float *dout, const float *in, int m, int C, int H, int W,
+                                         int K, int S, int OH, int OW, int isMax) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)m * C * H * W) return;
+    long ec = i / ((long)H * W);
+    int ih = i / W % H, iw = i % W, self = ih * W + iw;
+    const float *x = in + ec * H * W, *d = dout + ec * OH * OW;
+    float inv = 1.0f / (float)(K * K), s = 0.0f;
+    int oh0 = ih - K + 1 > 0 ? (ih - K + 1 + S - 1) / S : 0, ow0 = iw - K + 1 > 0 ? (iw - K + 1 + S - 1) / S : 0;
+    for (int oh = oh0; oh < OH && oh * S <= ih; oh++)
+        for (int ow = ow0; ow < OW && ow * S <= iw; ow++) {
+            if (isMax) {
+                if (pool_argmax(x, W, K, S, oh, ow) == self) s += d[oh * OW + ow];
+            } else {
+                s += d[oh * OW + ow] * inv;
+            }
+        }
+    din[i] = s;
+}
+
+// gelu and its derivative, in double as the CPU computes them.
+__device__ double gelu(double z) { return 0.5 * z * (1.0 + erf(z / 1.4142135623730951)); }
+__device__ double gelu_grad(double z) {
+    return 0.5 * (1.0 + erf(z / 1.4142135623730951)) + z * exp(-z * z / 2.0) / 2.5066282746310002;
+}
+
+// activate: out = f(in); f 0 ReLU (NaN kept, −0 to +0), 1 tanh, 2 GELU.
+extern "C" __global__ void activate(float *out, const float *in, long n, int f) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = in[i];
+    if (f == 0) out[i] = (v > 0.0f || v != v) ? v : 0.0f;
+    else if (f == 1) out[i] = (float)tanh((double)v);
+    else out[i] = (float)gelu((double)v);
+}
+
+// activate_backward: din = dout·f′(in), from out = f(in) where it says.
+extern "C" __global__ void activate_backward(float *din, const float *dout, const float *in, const float *out, long n,
+                                             int f) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (f == 0) din[i] = __float_as_uint(out[i]) == 0u ? 0.0f : dout[i];
+    else if (f == 1) din[i] = dout[i] * (1.0f - out[i] * out[i]);
+    else din[i] = dout[i] * (float)gelu_grad((double)in[i]);
+}
+
+// norm: one thread per (example, group): mean and 1/σ in double, then
+// the scaled and shifted values (weight and bias per hw values).
+extern "C" __global__ void norm(float *out, float *stats, const float *in, const float *w, const float *b, int m,
+                                int groups, int size, int hw) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)m * groups) return;
+    int q = i % groups;
+    const float *x = in + i * size;
+    double mean = 0.0, sq = 0.0;
+    for (int j = 0; j < size; j++) mean += (double)x[j];
+    mean /= size;
+    for (int j = 0; j < size; j++) sq += ((double)x[j] - mean) * ((double)x[j] - mean);
+    double rstd = 1.0 / sqrt(sq / size + 1e-5);
+    stats[2 * i] = (float)mean, stats[2 * i + 1] = (float)rstd;
+    float *o = out + i * size;
+    for (int j = 0; j < size; j++) {
+        int ch = (q * size + j) / hw;
+        o[j] = (float)(((double)x[j] - mean) * rstd) * w[ch] + b[ch];
+    }
+}
+
+// norm_input_grad: din, one thread per (example, group).
+extern "C" __global__ void norm_input_grad(float *din, const float *dout, const float *in, const float *w,
+                                           const float *stats, int m, int groups, int size, int hw) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)m * groups) return;
+    int q = i % groups;
+    const float *x = in + i * size, *d = dout + i * size;
+    double mean = stats[2 * i], rstd = stats[2 * i + 1], sg = 0.0, sgx = 0.0;
+    for (int j = 0; j < size; j++) {
+        int ch = (q * size + j) / hw;
+        double xh = ((double)x[j] - mean) * rstd, gj = (double)d[j] * (double)w[ch];
+        sg += gj, sgx += gj * xh;
+    }
+    sg /= size, sgx /= size;
+    float *dx = din + i * size;
+    for (int j = 0; j < size; j++) {
+        int ch = (q * size + j) / hw;
+        double xh = ((double)x[j] - mean) * rstd;
+        dx[j] = (float)(rstd * ((double)d[j] * (double)w[ch] - sg - xh * sgx));
+    }
+}
+
+// norm_param_grads: the weight's and bias's gradients, one thread per
+// weight (and example, with stride > 0; with stride 0 each thread adds
+// every example's, in example order).
+extern "C" __global__ void norm_param_grads(float *dw, float *db, const float *dout, const float *in,
+                                            const float *stats, int m, int groups, int size, int hw, int stride) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    int nw = groups * size / hw, lo = 0, hi = m, ch = i;
+    if (stride > 0) {
+        if (i >= (long)m * nw) return;
+        lo = i / nw, hi = lo + 1, ch = i % nw;
+    } else if (i >= nw) {
+        return;
+    }
+    int q = ch * hw / size; // the group holding the weight's values
+    for (int e = lo; e < hi; e++) {
+        long g = (long)e * groups + q;
+        double mean = stats[2 * g], rstd = stats[2 * g + 1];
+        float sw = 0.0f, sb = 0.0f;
+        for (int j = ch * hw - q * size; j < (ch + 1) * hw - q * size; j++) {
+            float dj = dout[g * size + j];
+            sw += (float)((double)dj * (((double)in[g * size + j] - mean) * rstd));
+            sb += dj;
+        }
+        dw[(long)e * stride + ch] += sw, db[(long)e * stride + ch] += sb;
+    }
+}
+
+extern "C" __global__ void mul(float *dst, const float *a, const float *b, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = a[i] * b[i];
+}
+
+extern "C" __global__ void zero(float *x, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = 0.0f;
+}

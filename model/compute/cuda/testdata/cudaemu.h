@@ -178,6 +178,8 @@ static inline void __syncthreads() {
     EMU_FINISH_SWITCH(fake, &emu_sched_bottom, &emu_sched_size);
 }
 static inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
+static inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
+static inline unsigned __float_as_uint(float f) { unsigned v; std::memcpy(&v, &f, 4); return v; }
 static inline double atomicAdd(double *a, double v) { double o = *a; *a += v; return o; }
 static inline int atomicAdd(int *a, int v) { int o = *a; *a += v; return o; }
 using std::exp;

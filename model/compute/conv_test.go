@@ -1,4 +1,4 @@
-package nn
+package compute
 
 import (
 	"math"
@@ -14,16 +14,19 @@ func TestIm2colAgainstNaive(t *testing.T) {
 	for _, k := range []int{1, 2, 3, 5, 7} {
 		for _, s := range []int{1, 2, 3} {
 			for pad := range k {
-				in := Shape{2, 7, 9}
+				in := struct{ C, H, W int }{2, 7, 9}
 				if k == 7 {
-					in = Shape{1, 3, 3} // a kernel wider than the input, fitting by its padding
+					in.C, in.H, in.W = 1, 3, 3 // a kernel wider than the input, fitting by its padding
 				}
 				if in.H+2*pad < k {
 					continue
 				}
-				oh, ow := (in.H+2*pad-k)/s+1, (in.W+2*pad-k)/s+1
-				p := window{io{in, Shape{1, oh, ow}}, k, s, pad}
-				x := make([]float32, in.Size())
+				p, err := NewWindow(in.C, in.H, in.W, k, s, pad)
+				if err != nil {
+					t.Fatal(err)
+				}
+				oh, ow := p.OH, p.OW
+				x := make([]float32, p.In())
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
 				}
@@ -57,7 +60,7 @@ func TestIm2colAgainstNaive(t *testing.T) {
 						}
 					}
 				}
-				dx := make([]float32, in.Size())
+				dx := make([]float32, p.In())
 				col2im(dx, c, p)
 				adj := 0.0
 				for i := range x {
@@ -72,37 +75,50 @@ func TestIm2colAgainstNaive(t *testing.T) {
 }
 
 // TestMaxPool2: the 2×2 fast path agrees with the definition on odd
-// sizes, ties going to the first value in row order.
+// sizes, forward and backward, ties going to the first value in row
+// order.
 func TestMaxPool2(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	in := Shape{3, 7, 9}
-	p := window{io{in, Shape{3, 3, 4}}, 2, 2, 0}
-	m := 2
-	x := make([]float32, m*in.Size())
+	g, err := NewWindow(3, 7, 9, 2, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, g.In())
 	for i := range x {
 		x[i] = float32(rng.IntN(3)) // many ties
 	}
-	out, idx := make([]float32, m*p.out.Size()), make([]int32, m*p.out.Size())
-	poolForward(p, true, x, out, idx, m)
-	for e := range m {
-		for c := range in.C {
-			for oh := range 3 {
-				for ow := range 4 {
-					best, at := float32(-1), -1
-					for ki := range 2 {
-						for kj := range 2 {
-							j := c*in.H*in.W + (2*oh+ki)*in.W + 2*ow + kj
-							if v := x[e*in.Size()+j]; v > best {
-								best, at = v, j
-							}
+	os := g.C * g.Positions()
+	out, dout := make([]float32, os), make([]float32, os)
+	maxPool2(g, x, out, nil)
+	for i := range dout {
+		dout[i] = float32(i + 1)
+	}
+	dx := make([]float32, g.In())
+	maxPool2(g, x, dout, dx)
+	want := make([]float32, g.In())
+	for c := range g.C {
+		for oh := range g.OH {
+			for ow := range g.OW {
+				best, at := float32(-1), -1
+				for ki := range 2 {
+					for kj := range 2 {
+						j := c*g.H*g.W + (2*oh+ki)*g.W + 2*ow + kj
+						if v := x[j]; v > best {
+							best, at = v, j
 						}
 					}
-					o := e*p.out.Size() + c*12 + oh*4 + ow
-					if out[o] != best || int(idx[o]) != at {
-						t.Fatalf("example %d channel %d (%d,%d): %v at %d, want %v at %d", e, c, oh, ow, out[o], idx[o], best, at)
-					}
 				}
+				o := c*g.Positions() + oh*g.OW + ow
+				if out[o] != best {
+					t.Fatalf("channel %d (%d,%d): %v, want %v", c, oh, ow, out[o], best)
+				}
+				want[at] += dout[o]
 			}
+		}
+	}
+	for i := range want {
+		if dx[i] != want[i] {
+			t.Fatalf("gradient at %d: %v, want %v", i, dx[i], want[i])
 		}
 	}
 }
