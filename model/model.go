@@ -287,10 +287,16 @@ func (m *Model) grow(n int) {
 
 // freeWorkspace gives the workspace's tensors back to the backend.
 func (m *Model) freeWorkspace() {
+	be := m.backend
+	for _, t := range []*compute.Tensor{&m.ws.one, &m.ws.xt} { // a layered network's too
+		if t.Len() > 0 {
+			be.Free(*t)
+			*t = compute.Tensor{}
+		}
+	}
 	if m.ws.cap == 0 {
 		return
 	}
-	be := m.backend
 	for _, ts := range [][]compute.Tensor{m.ws.z, m.ws.a, m.ws.dz} {
 		for _, t := range ts {
 			if t.Len() > 0 {
@@ -300,12 +306,6 @@ func (m *Model) freeWorkspace() {
 	}
 	be.Free(m.ws.colSums)
 	be.Free(m.ws.probs)
-	for _, t := range []*compute.Tensor{&m.ws.one, &m.ws.xt} {
-		if t.Len() > 0 {
-			be.Free(*t)
-			*t = compute.Tensor{}
-		}
-	}
 	m.ws.cap = 0
 }
 

@@ -149,10 +149,15 @@ func TestPeersOnDevice(t *testing.T) {
 		"dpsgd local-steps": {Settings: job.Settings{Protocol: "dpsgd", LocalSteps: 2}},
 		"sfb":               {Settings: job.Settings{Protocol: "sfb", Model: "mlp"}, Hidden: []int{8}},
 		"dpsgd dp-sgd":      {Settings: job.Settings{Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
+		// Layered networks train each update alone, on the device.
+		"cnn randomwalk": {Settings: job.Settings{Model: "conv:4:3:1:1,gelu,maxpool:2,groupnorm:2,dense:8,relu,dense"}, PeerBatch: 1},
+		"cnn dpsgd":      {Settings: job.Settings{Protocol: "dpsgd", Model: "conv:4:3,relu,avgpool:2,dense"}, PeerBatch: 1},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			c.Peers, c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers = 16, 4, 7, 4, 200, 16
-			c.PeerBatch = 32
+			if c.PeerBatch == 0 {
+				c.PeerBatch = 32
+			}
 			c.Device = "cpu"
 			want, wantRes := csvOf(t, c)
 			dev := backendtest.NewDevice()

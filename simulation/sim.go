@@ -119,10 +119,14 @@ func Run(ctx context.Context, cfg Config, onRow func(Row), opts ...Option) (*Res
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	if spec.Kind == model.Net && (gpu != nil || peerBatch(&cfg, gpu) > 1) {
-		return nil, fmt.Errorf("%w: a layered model (%s) trains each peer on its own, on the CPU, so far: leave out --peer-batch and --device cuda", ErrConfig, cfg.Model)
+	batch := peerBatch(&cfg, gpu)
+	if spec.Kind == model.Net {
+		if cfg.PeerBatch > 1 {
+			return nil, fmt.Errorf("%w: --peer-batch %d: a layered model (%s) trains each peer's update on its own so far: leave out --peer-batch", ErrConfig, cfg.PeerBatch, cfg.Model)
+		}
+		batch = 1
 	}
-	s := &sim{cfg: cfg, gpu: gpu, peerBatch: peerBatch(&cfg, gpu), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
+	s := &sim{cfg: cfg, gpu: gpu, peerBatch: batch, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}
 	for _, o := range opts {
 		o(s)

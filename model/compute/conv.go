@@ -7,10 +7,10 @@ import (
 
 // The CPU's convolution: im2col, each example's unrolled input
 // multiplied by the weight on the small-GEMM path, examples split
-// between the backend's threads, each with its own scratch and, going
-// backward, its own weight-gradient accumulator, summed in thread order
-// (the result does not depend on scheduling; it does on the thread
-// count, by rounding).
+// between the backend's threads. Going backward, the weight gradients
+// of each chunk of convChunk examples go to an accumulator of their own,
+// added up in chunk order: the result does not depend on the number of
+// threads or their scheduling.
 
 // scratchPool lends the threads their buffers.
 var scratchPool = sync.Pool{New: func() any { return new([]float32) }}
@@ -93,56 +93,68 @@ func (c *CPU) ConvBackward(dxT, dwT, dbT, doutT, colsT, wT Tensor, g Window, ch,
 		dx = host(dxT)
 	}
 	wn := ch * ckk
-	acc := 0 // per thread: its own weight and bias gradients, unless per example
+	// Summed gradients: each chunk of convChunk examples adds into an
+	// accumulator of its own, in example order, and the chunks' are then
+	// added in chunk order: the same sums on any number of threads.
+	chunks := (m + convChunk - 1) / convChunk
+	acc := 0
 	if stride == 0 {
 		acc = wn + ch
 	}
-	k := c.workers(m)
-	bufs := make([][]float32, k)
-	for i := range bufs {
+	accs, doneAcc := scratch(chunks * acc)
+	defer doneAcc()
+	clear(accs)
+	k := c.workers(chunks)
+	dcols := make([][]float32, k)
+	for i := range dcols {
 		var done func()
-		bufs[i], done = scratch(ckk*pos + acc)
+		dcols[i], done = scratch(ckk * pos)
 		defer done()
-		clear(bufs[i][ckk*pos:])
 	}
-	c.split(m, func(t, lo, hi int) {
-		dcol := bufs[t][:ckk*pos]
-		var dw, db []float32
-		if stride == 0 {
-			dw, db = bufs[t][ckk*pos:ckk*pos+wn], bufs[t][ckk*pos+wn:]
-		}
-		for e := lo; e < hi; e++ {
-			if stride != 0 {
-				dw, db = dwAll[e*stride:e*stride+wn], dbAll[e*stride:e*stride+ch]
+	c.split(chunks, func(t, clo, chi int) {
+		dcol := dcols[t]
+		for q := clo; q < chi; q++ {
+			var dw, db []float32
+			if stride == 0 {
+				dw, db = accs[q*acc:q*acc+wn], accs[q*acc+wn:(q+1)*acc]
 			}
-			col := cols[e*g.Cols() : (e+1)*g.Cols()]
-			d := dout[e*ch*pos : (e+1)*ch*pos]
-			gemm(c.ks, 1, c.path, false, true, ch, ckk, pos, 1, d, pos, col, pos, 1, dw, ckk)
-			for k := range ch {
-				sum := float32(0)
-				for _, v := range d[k*pos : (k+1)*pos] {
-					sum += v
+			for e := q * convChunk; e < min(m, (q+1)*convChunk); e++ {
+				if stride != 0 {
+					dw, db = dwAll[e*stride:e*stride+wn], dbAll[e*stride:e*stride+ch]
 				}
-				db[k] += sum
-			}
-			if dx != nil {
-				gemm(c.ks, 1, c.path, true, false, ckk, pos, ch, 1, w, ckk, d, pos, 0, dcol, pos)
-				col2im(dx[e*g.In():(e+1)*g.In()], dcol, g)
+				col := cols[e*g.Cols() : (e+1)*g.Cols()]
+				d := dout[e*ch*pos : (e+1)*ch*pos]
+				gemm(c.ks, 1, c.path, false, true, ch, ckk, pos, 1, d, pos, col, pos, 1, dw, ckk)
+				for k := range ch {
+					sum := float32(0)
+					for _, v := range d[k*pos : (k+1)*pos] {
+						sum += v
+					}
+					db[k] += sum
+				}
+				if dx != nil {
+					gemm(c.ks, 1, c.path, true, false, ckk, pos, ch, 1, w, ckk, d, pos, 0, dcol, pos)
+					col2im(dx[e*g.In():(e+1)*g.In()], dcol, g)
+				}
 			}
 		}
 	})
 	if stride != 0 {
 		return
 	}
-	for _, b := range bufs {
-		for j, v := range b[ckk*pos : ckk*pos+wn] {
+	for q := range chunks {
+		for j, v := range accs[q*acc : q*acc+wn] {
 			dwAll[j] += v
 		}
-		for j, v := range b[ckk*pos+wn : ckk*pos+acc] {
+		for j, v := range accs[q*acc+wn : (q+1)*acc] {
 			dbAll[j] += v
 		}
 	}
 }
+
+// convChunk is how many examples' weight gradients ConvBackward sums
+// into one accumulator.
+const convChunk = 4
 
 // checkConvBackward panics unless ConvBackward's tensors fit.
 func checkConvBackward(g Window, ch, m, stride int, dx, dw, db, dout, cols Tensor) {
