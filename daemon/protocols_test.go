@@ -24,9 +24,6 @@ func TestMemberProtocols(t *testing.T) {
 	const n = 4
 	for _, m := range testModels {
 		for _, proto := range []string{gossip.DPSGD, gossip.ADPSGD, gossip.PushSum, gossip.SFB} {
-			if proto == gossip.SFB && m.Kind == model.Net {
-				continue // refused: sfb sends factors of fully connected models
-			}
 			memberProtocol(t, m, proto, n)
 		}
 	}

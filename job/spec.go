@@ -89,9 +89,6 @@ func (j *Spec) Validate() error {
 			return fmt.Errorf("job: init hash %q is not a SHA-256 in hex", j.InitHash)
 		}
 	}
-	if j.Protocol == gossip.SFB && j.Model.Kind == model.Net {
-		return fmt.Errorf("job: sfb sends sufficient factors of fully connected models; it does not take a layered model (%s) yet: use dpsgd or randomwalk", j.Model.Layers)
-	}
 	if j.Scale == "" {
 		j.Scale = "global"
 	}

@@ -220,8 +220,10 @@ func (m *Model) GradientWithFactors(grad, x []float32, y []int32, n int, layers 
 // GradientWithFactorsOn is GradientWithFactors on tensors of the model's
 // backend; the factors come to the host.
 func (m *Model) GradientWithFactorsOn(grad, x compute.Tensor, y []int32, n int, layers []string) ([]Factors, float64) {
-	m.noFactors()
 	loss := m.GradientOn(grad, x, y, n)
+	if m.net != nil {
+		return m.netFactors(layers, n), loss
+	}
 	var out []Factors
 	for l, ly := range m.layers {
 		for _, name := range layers {

@@ -13,8 +13,8 @@ import (
 
 // A layered network (kind Net) computes through package nn on the
 // model's backend, which must compute layers (compute.Layers: the CPU,
-// a device). The batched stack (NewStack) and sufficient factors (SFB)
-// do not take it yet, and say so.
+// a device). The batched stack (NewStack) does not take it yet, and says
+// so; SFB sends its dense layers' weights as factors and the rest whole.
 
 // validateNet checks a layered network's spec, writing its layers in
 // canonical form.
@@ -219,13 +219,32 @@ func (m *Model) netTally(t *Tally, x []float32, y []int32, n int) {
 	t.N += n
 }
 
-// noFactors panics for a layered network: sufficient factors (SFB) are
-// computed for the fully connected models only, and a job refuses SFB
-// with a layered network before it gets here.
+// noFactors panics for a layered network: SufficientFactors is for the
+// fully connected models, whose every weight is a dense layer's; a
+// layered network's factors come with its gradient
+// (GradientWithFactorsOn).
 func (m *Model) noFactors() {
 	if m.net != nil {
-		panic("model: sufficient factors of a layered network: sfb does not take layered networks yet")
+		panic("model: SufficientFactors of a layered network: use GradientWithFactorsOn (factors for its dense layers, the rest dense)")
 	}
+}
+
+// netFactors copies to the host the sufficient factors of the dense
+// layers' weights named in layers, from the pass just run (SFB's hybrid:
+// factors for dense layers, whole gradients for the others).
+func (m *Model) netFactors(layers []string, n int) []Factors {
+	var out []Factors
+	for _, name := range layers {
+		u, v, J, D, ok := m.net.DenseFactors(name, n)
+		if !ok {
+			panic(fmt.Sprintf("model: factors of %q, which is not a dense layer's weight", name))
+		}
+		f := Factors{Weight: name, K: n, J: J, D: D, U: make([]float32, n*J), V: make([]float32, n*D)}
+		m.backend.Store(f.U, u)
+		m.backend.Store(f.V, v)
+		out = append(out, f)
+	}
+	return out
 }
 
 // Help describes --model's values, for every command's help.

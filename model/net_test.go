@@ -155,3 +155,40 @@ func TestNetSpecErrors(t *testing.T) {
 		t.Fatal("NewStack took a layered network")
 	}
 }
+
+// TestNetFactors: a layered network's dense layers give sufficient
+// factors (SFB's hybrid) whose product is the weight's gradient from the
+// same pass; a weight that is not a dense layer's is a programming error.
+func TestNetFactors(t *testing.T) {
+	tr, _ := digits8(t)
+	spec := Spec{Kind: Net, Inputs: 64, Classes: 10, Shape: []int{1, 8, 8}, Layers: "conv:4:3:1:1,relu,flatten,dense:16,relu,dense"}
+	m, err := New(spec, WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	grad := make([]float32, m.NumParams())
+	fs, loss := m.GradientWithFactors(grad, tr.X[:n*64], tr.Y[:n], n, []string{"3.weight", "5.weight"})
+	if len(fs) != 2 || !(loss > 0) {
+		t.Fatalf("%d factors, loss %v", len(fs), loss)
+	}
+	for _, f := range fs {
+		want := m.Layout().View(grad, f.Weight)
+		got := make([]float32, f.J*f.D)
+		f.Reconstruct(m.Backend(), got)
+		if f.K != n || len(want) != len(got) {
+			t.Fatalf("%s: factors %d×(%d+%d), the weight has %d values", f.Weight, f.K, f.J, f.D, len(want))
+		}
+		for i := range want {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("%s[%d]: UᵀV %v, gradient %v", f.Weight, i, got[i], want[i])
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("factors of a convolution's weight: no panic")
+		}
+	}()
+	m.GradientWithFactors(grad, tr.X[:n*64], tr.Y[:n], n, []string{"0.weight"})
+}

@@ -20,7 +20,6 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
-	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/device"
 )
 
@@ -279,8 +278,6 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Peers < 1 || (c.Peers < 2 && c.Protocol != Centralized):
 		return fmt.Errorf("%w: %d peers", ErrConfig, c.Peers)
-	case c.Protocol == gossip.SFB && model.IsLayered(c.Model):
-		return fmt.Errorf("%w: sfb sends sufficient factors of fully connected models; it does not take a layered model (%s) yet: use dpsgd or randomwalk", ErrConfig, c.Model)
 	case c.Protocol == gossip.SFB && c.Peers > gossip.SFBMaxPeers:
 		return fmt.Errorf("%w: sfb sends every update to every peer, so it runs jobs of at most %d peers, not %d; use dpsgd, or randomwalk, with --sampling hyparview", ErrConfig, gossip.SFBMaxPeers, c.Peers)
 	case c.PeerBatch < 0:

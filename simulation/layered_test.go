@@ -36,7 +36,6 @@ func TestLayeredModelRefused(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Settings: job.Settings{Protocol: "sfb", Model: smallCNN}, Peers: 4, Rounds: 2}, "sufficient factors"},
 		{Config{Settings: job.Settings{Model: smallCNN}, Peers: 4, Rounds: 2, PeerBatch: 4}, "--peer-batch"},
 		{Config{Settings: job.Settings{Model: smallCNN}, Data: job.Data{InputShape: "1x7x7"}, Peers: 4, Rounds: 2}, "--input-shape 1x7x7 holds 49 values"},
 		{Config{Settings: job.Settings{Model: "lenet5"}, Peers: 4, Rounds: 2}, "kernel does not fit"},
@@ -65,5 +64,29 @@ func TestInitFrom(t *testing.T) {
 	c.Model = strings.Replace(spec, "dense:32", "dense:16", 1)
 	if _, err := Run(context.Background(), c, nil); err == nil || !strings.Contains(err.Error(), "tensor 4.weight is [32 128] in the file") {
 		t.Fatalf("weights of other layers: %v", err)
+	}
+}
+
+// TestSFBHybrid: SFB with a CNN sends its wide dense layer's weight as
+// sufficient factors and the convolution, the biases and the small
+// output layer whole (auto), learning as well as with every tensor whole
+// on far fewer bytes; forced factors send the output layer's too.
+func TestSFBHybrid(t *testing.T) {
+	run := func(mode string) *Result {
+		_, res := csvOf(t, Config{Settings: job.Settings{Protocol: "sfb", SFBMode: mode, Model: "conv:4:3:1:1,relu,flatten,dense:256,relu,dense", LR: 0.3},
+			Peers: 6, Rounds: 150, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 6})
+		return res
+	}
+	dense, auto, factors := run("dense"), run("auto"), run("factors")
+	for name, r := range map[string]*Result{"dense": dense, "auto": auto, "factors": factors} {
+		if r.FinalAccuracy < 0.85 {
+			t.Errorf("sfb-mode %s: accuracy %.3f", name, r.FinalAccuracy)
+		}
+	}
+	if auto.Messages != dense.Messages || 2*auto.Bytes > dense.Bytes {
+		t.Errorf("auto: %d messages of %d bytes, dense %d of %d: want the same messages at under half the bytes", auto.Messages, auto.Bytes, dense.Messages, dense.Bytes)
+	}
+	if factors.Bytes <= auto.Bytes {
+		t.Errorf("factors %d bytes, auto %d: the small output layer is cheaper whole", factors.Bytes, auto.Bytes)
 	}
 }

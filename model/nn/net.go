@@ -50,6 +50,7 @@ type Net struct {
 	cap         int
 	onHost      bool // the backend computes on host memory
 	sum         compute.LossSum
+	last        compute.Tensor // the last pass's input, where it computed
 }
 
 // Bounds on what Build accepts: a job's spec comes from the network, and

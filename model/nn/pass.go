@@ -84,6 +84,7 @@ func (n *Net) PerExampleGradients(grads, params, x compute.Tensor, y []int32, m 
 // run is a forward pass and, where s has a gradient, a backward one.
 func (n *Net) run(s *pass, x compute.Tensor, y []int32, scale float32) (float64, int) {
 	x = n.input(s, x)
+	n.last = x
 	if len(y) < s.m {
 		panic(fmt.Sprintf("nn: %d labels for %d examples", len(y), s.m))
 	}
@@ -191,3 +192,34 @@ func (n *Net) SumLosses(s compute.LossSum) { n.sum = s }
 
 // Zero sets a tensor of the network's backend to zeros.
 func (n *Net) Zero(x compute.Tensor) { n.ly.Zero(x) }
+
+// DenseFactors returns, after a training pass over m examples (Loss with
+// a gradient), the sufficient factors of the dense layer whose weight is
+// named name ("4.weight"): u, the gradient at its output (m × out), and
+// v, its input (m × in), tensors of the network's backend that the next
+// pass overwrites; uᵀ·v is the weight's gradient. ok is false when no
+// dense layer has that weight.
+func (n *Net) DenseFactors(name string, m int) (u, v compute.Tensor, out, in int, ok bool) {
+	for i, l := range n.layers {
+		d, isDense := l.(*dense)
+		if !isDense || n.params[n.paramIndex(d.w)].Name != name {
+			continue
+		}
+		if m > n.cap || n.last.Len() < m*n.in.Size() {
+			panic(fmt.Sprintf("nn: factors of %d examples after a pass of fewer", m))
+		}
+		in, _ := n.io(i, n.last, m)
+		return n.dacts[i].Slice(0, m*d.out.C), in, d.out.C, d.in.C, true
+	}
+	return compute.Tensor{}, compute.Tensor{}, 0, 0, false
+}
+
+// paramIndex is the index in Params of the tensor starting at off.
+func (n *Net) paramIndex(off int) int {
+	for i, p := range n.params {
+		if p.Off == off {
+			return i
+		}
+	}
+	return -1
+}
