@@ -20,6 +20,15 @@ func (b *Backend) GemmStrided(tA, tB bool, m, n, k int, alpha float32, a compute
 	pa, _ := b.ptr(a, 0, true, false)
 	pb, _ := b.ptr(bt, 1, true, false)
 	pc, done := b.ptr(c, 2, true, true)
+	b.gemmStrided(tA, tB, m, n, k, alpha, pa, lda, strideA, pb, ldb, strideB, beta, pc, ldc, strideC, count)
+	done()
+}
+
+// gemmStrided is GemmStrided on device addresses (inside enter).
+func (b *Backend) gemmStrided(tA, tB bool, m, n, k int, alpha float32, pa uint64, lda, strideA int, pb uint64, ldb, strideB int, beta float32, pc uint64, ldc, strideC int, count int) {
+	if count == 0 || m == 0 || n == 0 {
+		return
+	}
 	if r := b.rec; r != nil && r.note(appendU64(append(r.sig[:0], 's'), uint64(op(tA)), uint64(op(tB)), uint64(m), uint64(n), uint64(k), f32(alpha),
 		pa, uint64(lda), uint64(strideA), pb, uint64(ldb), uint64(strideB), f32(beta), pc, uint64(ldc), uint64(strideC), uint64(count))) {
 		return
@@ -28,7 +37,6 @@ func (b *Backend) GemmStrided(tA, tB bool, m, n, k int, alpha float32, a compute
 		pa, int32(lda), int64(strideA), &beta, pc, int32(ldc), int64(strideC), int32(count)); r != 0 {
 		panic(fmt.Sprintf("cuda: cublasSgemmStridedBatched %d × %d×%d×%d: status %d (on %s)", count, m, n, k, r, b.dev))
 	}
-	done()
 }
 
 // SoftmaxCrossEntropyRows implements compute.Batched.

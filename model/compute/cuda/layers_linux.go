@@ -22,21 +22,6 @@ func dimsOf(g compute.Window) dims {
 	return dims{int32(g.C), int32(g.H), int32(g.W), int32(g.K), int32(g.S), int32(g.P), int32(g.OH), int32(g.OW)}
 }
 
-// gemmStrided is GemmStrided on device addresses (inside enter).
-func (b *Backend) gemmStrided(tA, tB bool, m, n, k int, alpha float32, pa uint64, lda, strideA int, pb uint64, ldb, strideB int, beta float32, pc uint64, ldc, strideC int, count int) {
-	if count == 0 || m == 0 || n == 0 {
-		return
-	}
-	if r := b.rec; r != nil && r.note(appendU64(append(r.sig[:0], 's'), uint64(op(tA)), uint64(op(tB)), uint64(m), uint64(n), uint64(k), f32(alpha),
-		pa, uint64(lda), uint64(strideA), pb, uint64(ldb), uint64(strideB), f32(beta), pc, uint64(ldc), uint64(strideC), uint64(count))) {
-		return
-	}
-	if r := b.blas.sgemmStrided(b.bh, op(tB), op(tA), int32(n), int32(m), int32(k), &alpha, pb, int32(ldb), int64(strideB),
-		pa, int32(lda), int64(strideA), &beta, pc, int32(ldc), int64(strideC), int32(count)); r != 0 {
-		panic(fmt.Sprintf("cuda: cublasSgemmStridedBatched %d × %d×%d×%d: status %d (on %s)", count, m, n, k, r, b.dev))
-	}
-}
-
 // ConvForward implements compute.Layers.
 func (b *Backend) ConvForward(out, cols, x, w, bias compute.Tensor, g compute.Window, ch, m int) {
 	compute.CheckWindow("ConvForward", g, m, ch, x, out)
