@@ -52,7 +52,10 @@ func (b *Backend) colsAt(cols compute.Tensor, slot, n int) uint64 {
 	if cols.Len() < n {
 		panic(fmt.Sprintf("cuda: ConvForward: cols of %d values, want %d", cols.Len(), n))
 	}
-	p, _ := b.ptr(cols, slot, false, false) // written by im2col; the host copy is not read back
+	if cols.OnHost() {
+		panic("cuda: ConvForward: cols must be a tensor of the backend's (it keeps the unrolled inputs for ConvBackward on the device)")
+	}
+	p, _ := b.ptr(cols, slot, false, false)
 	return p
 }
 
