@@ -8,7 +8,8 @@
 # outputs stay in a scratch folder and their summary.json goes to the log.
 #
 # Usage: bench/gpu-check.sh [STEP...]: the named steps only (machine,
-# devices, conformance, train, bench, bench-graphs, daemons, sim-gpu,
+# devices, conformance, train, bench, bench-graphs, cnn-train, cnn-bench,
+# cnn-bench-graphs, daemons, sim-gpu,
 # sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu), to finish a
 # run that was cut off; by default every step.
 set -uo pipefail
@@ -79,6 +80,11 @@ step train "$bin/gossipd-cuda" train --dataset fashion-mnist --model mlp --hidde
 step bench "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch --seeds 5 --python "$(command -v python3)"
 # PyTorch without its launch overhead: its steps replayed as CUDA graphs.
 step bench-graphs "$bin/gossipd-cuda" bench --what train --device cuda --batch 32,512 --against torch-graphs --seeds 5 --python "$(command -v python3)"
+# Convolutional networks on the GPU (issue 40): a LeNet-5 epoch, then
+# both presets against PyTorch, eager and with CUDA graphs.
+step cnn-train "$bin/gossipd-cuda" train --dataset fashion-mnist --model lenet5 --epochs 1 --batch 32 --lr 0.1 --device cuda --quiet
+step cnn-bench "$bin/gossipd-cuda" bench --what train --device cuda --models lenet5,leaf-cnn --batch 32,512 --against torch --skip-purego --python "$(command -v python3)"
+step cnn-bench-graphs "$bin/gossipd-cuda" bench --what train --device cuda --models lenet5,leaf-cnn --batch 32,512 --against torch-graphs --skip-purego --python "$(command -v python3)"
 # Daemons training on the GPU: four real daemons on 127.0.0.1 (run
 # --device cuda), each saying in /status where it trained.
 step daemons "$bin/gossipd-cuda" demo --device cuda --peers 4 --target 0.85 --duration 90s --json --png "$scratch/demo.png"
