@@ -40,14 +40,17 @@ cuda-check:
 # gpu-bundle: what a GPU machine without Go runs (docs/how-to/use-a-gpu.md): the CUDA
 # build (the PyTorch reference is built in) and the CUDA backend's tests as
 # a binary (TestCUDAConformance runs the checks on the GPU; the emulated
-# ones need g++ there too), stripped and gzipped, with Fashion-MNIST for
-# GOSSIPD_DATA_DIR: bin/gpu, about 48 MB, under the device tool's 64 MiB
+# ones need g++ there too), the ONNX export's (TestONNXRuntime runs the
+# exported models in onnxruntime, which those machines have), stripped
+# and gzipped, with Fashion-MNIST for
+# GOSSIPD_DATA_DIR: bin/gpu, about 52 MB, under the device tool's 64 MiB
 # a call (bench/gpu-check.sh unpacks it there).
 gpu-bundle:
 	rm -rf bin/gpu && mkdir -p bin/gpu/data/fashion-mnist
 	$(GO) build -tags cuda -trimpath -ldflags '-s -w' -o bin/gpu/gossipd-cuda ./cmd/gossipd
 	$(GO) test -c -tags cuda -ldflags '-s -w' -o bin/gpu/cuda.test ./model/compute/cuda
-	gzip -9 bin/gpu/gossipd-cuda bin/gpu/cuda.test
+	$(GO) test -c -ldflags '-s -w' -o bin/gpu/onnx.test ./model/onnx
+	gzip -9 bin/gpu/gossipd-cuda bin/gpu/cuda.test bin/gpu/onnx.test
 	cp /usr/share/datasets/fashion-mnist/*.gz bin/gpu/data/fashion-mnist/
 
 IMAGE ?= gossipd:dev

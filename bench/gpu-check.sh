@@ -8,7 +8,7 @@
 # outputs stay in a scratch folder and their summary.json goes to the log.
 #
 # Usage: bench/gpu-check.sh [STEP...]: the named steps only (machine,
-# devices, conformance, train, bench, bench-graphs, cnn-train, cnn-bench,
+# devices, conformance, onnxruntime, train, bench, bench-graphs, cnn-train, cnn-bench,
 # cnn-bench-graphs, daemons, sim-gpu,
 # sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu), to finish a
 # run that was cut off; by default every step.
@@ -19,7 +19,7 @@ mkdir -p "$out"
 log=$out/gpu-check.txt
 : > "$log"
 bin=bin/gpu
-for f in gossipd-cuda cuda.test; do
+for f in gossipd-cuda cuda.test onnx.test; do
 	if [ ! -x "$bin/$f" ]; then
 		{ gzip -dc "$bin/$f.gz" > "$bin/$f" ||
 			python3 -c 'import gzip, shutil, sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$bin/$f.gz" "$bin/$f"; } &&
@@ -74,6 +74,8 @@ ldconfig -p | grep -E "libcuda\.so|libnvrtc\.so|libcublas\.so" | head
 ls -d /usr/local/cuda*/lib64 2>/dev/null'
 step devices "$bin/gossipd-cuda" devices
 step conformance "$bin/cuda.test" -test.run 'TestCUDAConformance|TestNVRTC' -test.v
+# Every exported model kind in onnxruntime against gossipd's predictions.
+step onnxruntime "$bin/onnx.test" -test.run 'TestONNXRuntime' -test.v
 step train "$bin/gossipd-cuda" train --dataset fashion-mnist --model mlp --hidden 128 --epochs 1 --batch 32 --lr 0.1 --device cuda --quiet
 # PyTorch is the python3 on $PATH's (there, a virtual environment's; bench
 # would take /usr/bin/python3).
