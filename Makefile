@@ -130,8 +130,11 @@ fmt-check:
 # so four at a time even on two cores (on 2 vCPUs of an AMD EPYC, the
 # package took 312 s one test at a time in a whole race run, beside the
 # other packages, and 116 s four at a time, alone).
+# The race detector slows the simulator's tests about tenfold: they train
+# CNNs under every protocol, and take longer than go test's default 10
+# minutes on a loaded 2-core machine.
 race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 -parallel 4 $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -parallel 4 -timeout 25m $(PKGS)
 
 unit:
 	$(GO) test -count=1 -parallel 4 $(PKGS)

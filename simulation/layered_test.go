@@ -74,7 +74,7 @@ func TestInitFrom(t *testing.T) {
 func TestSFBHybrid(t *testing.T) {
 	run := func(mode string) *Result {
 		_, res := csvOf(t, Config{Settings: job.Settings{Protocol: "sfb", SFBMode: mode, Model: "conv:4:3:1:1,relu,flatten,dense:256,relu,dense", LR: 0.3},
-			Peers: 6, Rounds: 150, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 6})
+			Peers: 6, Rounds: 100, Seed: 1, EvalPeers: 2, EvalExamples: 100, FinalEvalPeers: 6})
 		return res
 	}
 	dense, auto, factors := run("dense"), run("auto"), run("factors")
