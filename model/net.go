@@ -151,12 +151,18 @@ func (m *Model) netRows(x compute.Tensor, rows []int) compute.Tensor {
 	if x.OnHost() {
 		return host(m.hostRows(x.HostSlice(), rows))
 	}
+	return m.gatherRows(x, rows, len(rows))
+}
+
+// gatherRows gathers rows of x (Inputs columns) on the backend into the
+// workspace's tensor, grown where needed to hold room rows.
+func (m *Model) gatherRows(x compute.Tensor, rows []int, room int) compute.Tensor {
 	d := m.spec.Inputs
 	if m.ws.xt.Len() < len(rows)*d {
 		if m.ws.xt.Len() > 0 {
 			m.backend.Free(m.ws.xt)
 		}
-		m.ws.xt = m.backend.Alloc(len(rows) * d)
+		m.ws.xt = m.backend.Alloc(max(room, len(rows)) * d)
 	}
 	xt := m.ws.xt.Slice(0, len(rows)*d)
 	m.backend.GatherRows(xt, x, rows, d, d)

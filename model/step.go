@@ -53,15 +53,7 @@ func (m *Model) SGDStepRowsOn(x compute.Tensor, rows []int, y []int32, lr float3
 	}
 	if o, ok := m.backend.(compute.GathersOnce); ok && o.GathersOnce() {
 		m.grow(n)
-		if m.ws.xt.Len() < n*d {
-			if m.ws.xt.Len() > 0 {
-				m.backend.Free(m.ws.xt)
-			}
-			m.ws.xt = m.backend.Alloc(m.ws.cap * d)
-		}
-		xt := m.ws.xt.Slice(0, n*d)
-		m.backend.GatherRows(xt, x, rows, d, d)
-		return m.sgdStep(xt, y, n, lr)
+		return m.sgdStep(m.gatherRows(x, rows, m.ws.cap), y, n, lr)
 	}
 	m.rows, m.gather = rows, g
 	defer func() { m.rows, m.gather = nil, nil }()

@@ -91,15 +91,21 @@ const AutoNote = "auto simulates on the CPU: it was faster than a GPU in every s
 // testDevice, set by tests, is the device --device cuda opens.
 var testDevice compute.Backend
 
-// peerBatch is the batch size cfg resolves to on the device.
-func peerBatch(cfg *Config, gpu compute.Backend) int {
+// peerBatch is the batch size cfg resolves to on the device for spec:
+// 1 for a layered model, which model.Stack does not take (--peer-batch
+// above 1 is refused for it).
+func peerBatch(cfg *Config, gpu compute.Backend, spec model.Spec) (int, error) {
 	switch {
+	case spec.Kind == model.Net && cfg.PeerBatch > 1:
+		return 0, fmt.Errorf("%w: --peer-batch %d: a layered model (%s) trains each peer's update on its own so far: leave out --peer-batch", ErrConfig, cfg.PeerBatch, cfg.Model)
+	case spec.Kind == model.Net:
+		return 1, nil
 	case cfg.PeerBatch > 0:
-		return cfg.PeerBatch
+		return cfg.PeerBatch, nil
 	case gpu != nil:
-		return DefaultGPUPeerBatch
+		return DefaultGPUPeerBatch, nil
 	}
-	return 1
+	return 1, nil
 }
 
 // batcher gathers batchable updates and trains them in batches.

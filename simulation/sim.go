@@ -119,12 +119,9 @@ func Run(ctx context.Context, cfg Config, onRow func(Row), opts ...Option) (*Res
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	batch := peerBatch(&cfg, gpu)
-	if spec.Kind == model.Net {
-		if cfg.PeerBatch > 1 {
-			return nil, fmt.Errorf("%w: --peer-batch %d: a layered model (%s) trains each peer's update on its own so far: leave out --peer-batch", ErrConfig, cfg.PeerBatch, cfg.Model)
-		}
-		batch = 1
+	batch, err := peerBatch(&cfg, gpu, spec)
+	if err != nil {
+		return nil, err
 	}
 	s := &sim{cfg: cfg, gpu: gpu, peerBatch: batch, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}

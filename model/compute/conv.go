@@ -85,7 +85,7 @@ func (c *CPU) ConvForward(outT, colsT, xT, wT, bT Tensor, g Window, ch, m int) {
 // ConvBackward implements Layers.
 func (c *CPU) ConvBackward(dxT, dwT, dbT, doutT, colsT, wT Tensor, g Window, ch, m, stride int) {
 	ckk, pos := g.Cols()/g.Positions(), g.Positions()
-	checkConvBackward(g, ch, m, stride, dxT, dwT, dbT, doutT, colsT)
+	CheckConvBackward(g, ch, m, stride, dxT, dwT, dbT, doutT, colsT)
 	cols, dout, w := host(colsT), host(doutT), host(wT)
 	dwAll, dbAll := host(dwT), host(dbT)
 	var dx []float32
@@ -156,8 +156,9 @@ func (c *CPU) ConvBackward(dxT, dwT, dbT, doutT, colsT, wT Tensor, g Window, ch,
 // into one accumulator.
 const convChunk = 4
 
-// checkConvBackward panics unless ConvBackward's tensors fit.
-func checkConvBackward(g Window, ch, m, stride int, dx, dw, db, dout, cols Tensor) {
+// CheckConvBackward panics unless ConvBackward's tensors fit; backends
+// check their arguments with it.
+func CheckConvBackward(g Window, ch, m, stride int, dx, dw, db, dout, cols Tensor) {
 	if g.inN == 0 || m < 0 || stride < 0 {
 		panic("compute: ConvBackward: a window not made by NewWindow, or a negative count")
 	}

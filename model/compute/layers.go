@@ -109,6 +109,38 @@ func CheckWindow(name string, g Window, m, ch int, in, out Tensor) {
 	}
 }
 
+// CheckNorm panics unless a normalisation's tensors fit: in and out (or
+// dout) m·groups·size values, stats 2·m·groups, the weight a value per
+// hw, and the gradients given (dweight, dbias) rows of that many values
+// stride apart (stride 0: one row). Backends check their arguments with
+// it.
+func CheckNorm(name string, m, groups, size, hw, stride int, in, out, stats, weight Tensor, grads ...Tensor) {
+	ok := m >= 0 && groups >= 1 && size >= 1 && hw >= 1 && size*groups%hw == 0 && stride >= 0
+	nw := 0
+	if ok {
+		nw = groups * size / hw
+		ok = in.Len() >= m*groups*size && out.Len() >= m*groups*size && stats.Len() >= 2*m*groups && weight.Len() >= nw
+		for _, g := range grads {
+			ok = ok && g.Len() >= max(0, m-1)*stride+nw
+		}
+	}
+	if !ok {
+		lens := []int{in.Len(), out.Len(), stats.Len(), weight.Len()}
+		for _, g := range grads {
+			lens = append(lens, g.Len())
+		}
+		panic(fmt.Sprintf("compute: %s of %d examples, %d groups of %d (%d per weight, stride %d): tensors of %v values (input, output, stats, weight, gradients)",
+			name, m, groups, size, hw, stride, lens))
+	}
+}
+
+// CheckChannelSums panics unless ChannelSums' tensors fit.
+func CheckChannelSums(m, ch, pos, stride int, dst, src Tensor) {
+	if m < 0 || stride < 0 || src.Len() < m*ch*pos || dst.Len() < max(0, m-1)*stride+ch {
+		panic(fmt.Sprintf("compute: ChannelSums of %d×%d×%d (stride %d): src %d, dst %d values", m, ch, pos, stride, src.Len(), dst.Len()))
+	}
+}
+
 // Gelu is GELU (the exact one, with erf) as every backend computes it,
 // and GeluGrad its derivative.
 func Gelu(z float64) float64 { return 0.5 * z * (1 + math.Erf(z/math.Sqrt2)) }

@@ -77,20 +77,10 @@ func derive(din, dout, in, out []float32, f Activation) {
 // normEps is the normalisations' ε, PyTorch's default.
 const normEps = 1e-5
 
-func checkNorm(name string, m, groups, size, hw int, in, weight Tensor) {
-	if m < 0 || groups < 1 || size < 1 || hw < 1 || size*groups%hw != 0 || in.Len() < m*groups*size || weight.Len() < size*groups/hw {
-		panic(fmt.Sprintf("compute: %s of %d examples, %d groups of %d (%d per weight): input %d, weight %d values",
-			name, m, groups, size, hw, in.Len(), weight.Len()))
-	}
-}
-
 // Norm implements Layers.
 func (c *CPU) Norm(outT, statsT, inT, wT, bT Tensor, m, groups, size, hw int) {
-	checkNorm("Norm", m, groups, size, hw, inT, wT)
+	CheckNorm("Norm", m, groups, size, hw, 0, inT, outT, statsT, wT)
 	in, out, stats, weight, bias := host(inT), host(outT), host(statsT), host(wT), host(bT)
-	if len(out) < m*groups*size || len(stats) < 2*m*groups {
-		panic("compute: Norm: output or stats too short")
-	}
 	c.split(m, func(_, lo, hi int) {
 		for e := lo; e < hi; e++ {
 			for q := range groups {
@@ -120,7 +110,7 @@ func (c *CPU) Norm(outT, statsT, inT, wT, bT Tensor, m, groups, size, hw int) {
 // NormBackward implements Layers. Its weight and bias gradients are
 // summed in example order (one thread) unless per example.
 func (c *CPU) NormBackward(dinT, dwT, dbT, doutT, inT, wT, statsT Tensor, m, groups, size, hw, stride int) {
-	checkNorm("NormBackward", m, groups, size, hw, inT, wT)
+	CheckNorm("NormBackward", m, groups, size, hw, stride, inT, doutT, statsT, wT, dwT, dbT)
 	in, dout, weight, stats := host(inT), host(doutT), host(wT), host(statsT)
 	dwAll, dbAll := host(dwT), host(dbT)
 	var din []float32
@@ -163,10 +153,8 @@ func (c *CPU) NormBackward(dinT, dwT, dbT, doutT, inT, wT, statsT Tensor, m, gro
 
 // ChannelSums implements Layers.
 func (c *CPU) ChannelSums(dstT, srcT Tensor, m, ch, pos, stride int) {
+	CheckChannelSums(m, ch, pos, stride, dstT, srcT)
 	dst, src := host(dstT), host(srcT)
-	if len(src) < m*ch*pos || len(dst) < max(0, m-1)*stride+ch {
-		panic(fmt.Sprintf("compute: ChannelSums of %d×%d×%d (stride %d): src %d, dst %d values", m, ch, pos, stride, len(src), len(dst)))
-	}
 	for e := range m {
 		d := dst[e*stride : e*stride+ch]
 		for k := range ch {

@@ -200,9 +200,15 @@ func (n *Net) Zero(x compute.Tensor) { n.ly.Zero(x) }
 // pass overwrites; uᵀ·v is the weight's gradient. ok is false when no
 // dense layer has that weight.
 func (n *Net) DenseFactors(name string, m int) (u, v compute.Tensor, out, in int, ok bool) {
+	off := -1
+	for _, p := range n.params {
+		if p.Name == name {
+			off = p.Off
+		}
+	}
 	for i, l := range n.layers {
 		d, isDense := l.(*dense)
-		if !isDense || n.params[n.paramIndex(d.w)].Name != name {
+		if !isDense || d.w != off {
 			continue
 		}
 		if m > n.cap || n.last.Len() < m*n.in.Size() {
@@ -212,14 +218,4 @@ func (n *Net) DenseFactors(name string, m int) (u, v compute.Tensor, out, in int
 		return n.dacts[i].Slice(0, m*d.out.C), in, d.out.C, d.in.C, true
 	}
 	return compute.Tensor{}, compute.Tensor{}, 0, 0, false
-}
-
-// paramIndex is the index in Params of the tensor starting at off.
-func (n *Net) paramIndex(off int) int {
-	for i, p := range n.params {
-		if p.Off == off {
-			return i
-		}
-	}
-	return -1
 }

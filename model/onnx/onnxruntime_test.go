@@ -51,36 +51,13 @@ func TestONNXRuntime(t *testing.T) {
 	})
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			spec := models[name]
-			m, err := model.New(spec, model.WithSeed(5))
-			if err != nil {
-				t.Fatal(err)
-			}
 			const n = 4
-			rng := rand.New(rand.NewPCG(9, 10))
-			raw := make([]float32, n*spec.Inputs)
-			for i := range raw {
-				raw[i] = float32(rng.Float64())
-			}
-			scaled := slices.Clone(raw)
-			var o Options
-			if name == "softmax" {
-				for range spec.Inputs {
-					o.Shift, o.Mul = append(o.Shift, float32(rng.Float64())), append(o.Mul, float32(0.5+rng.Float64()))
-				}
-				for i, v := range raw {
-					j := i % spec.Inputs
-					scaled[i] = (v - o.Shift[j]) * o.Mul[j]
-				}
-			}
-			var b bytes.Buffer
-			if err := Write(&b, m.Spec(), m.Params(), o); err != nil {
-				t.Fatal(err)
-			}
+			spec := models[name]
+			m, onnxFile, raw, scaled := exported(t, name, n, rand.New(rand.NewPCG(9, 10)))
 			file, in, out := filepath.Join(dir, name+".onnx"), filepath.Join(dir, name+".in"), filepath.Join(dir, name+".out")
 			var xb bytes.Buffer
 			binary.Write(&xb, binary.LittleEndian, raw)
-			if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+			if err := os.WriteFile(file, onnxFile, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(in, xb.Bytes(), 0o644); err != nil {

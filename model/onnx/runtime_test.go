@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	onnxgo "github.com/owulveryck/onnx-go"
@@ -24,36 +25,12 @@ import (
 func TestRuntime(t *testing.T) {
 	for _, name := range []string{"softmax", "mlp", "lenet5", "leaf-cnn"} {
 		t.Run(name, func(t *testing.T) {
-			spec := models[name]
-			m, err := model.New(spec, model.WithSeed(5))
-			if err != nil {
-				t.Fatal(err)
-			}
 			const n = 3
-			rng := rand.New(rand.NewPCG(7, 8))
-			raw := make([]float32, n*spec.Inputs)
-			for i := range raw {
-				raw[i] = float32(rng.Float64())
-			}
-			scaled := raw
-			var o Options
-			if name == "softmax" {
-				scaled = make([]float32, len(raw))
-				for range spec.Inputs {
-					o.Shift, o.Mul = append(o.Shift, float32(rng.Float64())), append(o.Mul, float32(0.5+rng.Float64()))
-				}
-				for i, v := range raw {
-					j := i % spec.Inputs
-					scaled[i] = (v - o.Shift[j]) * o.Mul[j]
-				}
-			}
-			var b bytes.Buffer
-			if err := Write(&b, m.Spec(), m.Params(), o); err != nil {
-				t.Fatal(err)
-			}
+			spec := models[name]
+			m, file, raw, scaled := exported(t, name, n, rand.New(rand.NewPCG(7, 8)))
 			backend := gorgonnx.NewGraph()
 			rt := onnxgo.NewModel(backend)
-			if err := rt.UnmarshalBinary(b.Bytes()); err != nil {
+			if err := rt.UnmarshalBinary(file); err != nil {
 				t.Fatal(err)
 			}
 			rt.SetInput(0, gtensor.New(gtensor.WithShape(n, spec.Inputs), gtensor.Of(gtensor.Float32), gtensor.WithBacking(raw)))
@@ -90,4 +67,37 @@ func TestRuntime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exported returns the model name of models (seed 5) exported as ONNX,
+// n rows of raw features in [0, 1) and the same rows as the model takes
+// them: the softmax's export carries a random feature scaler, which the
+// ONNX graph applies to raw features.
+func exported(t *testing.T, name string, n int, rng *rand.Rand) (m *model.Model, file []byte, raw, scaled []float32) {
+	t.Helper()
+	spec := models[name]
+	m, err := model.New(spec, model.WithSeed(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = make([]float32, n*spec.Inputs)
+	for i := range raw {
+		raw[i] = float32(rng.Float64())
+	}
+	scaled = slices.Clone(raw)
+	var o Options
+	if name == "softmax" {
+		for range spec.Inputs {
+			o.Shift, o.Mul = append(o.Shift, float32(rng.Float64())), append(o.Mul, float32(0.5+rng.Float64()))
+		}
+		for i, v := range raw {
+			j := i % spec.Inputs
+			scaled[i] = (v - o.Shift[j]) * o.Mul[j]
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, m.Spec(), m.Params(), o); err != nil {
+		t.Fatal(err)
+	}
+	return m, b.Bytes(), raw, scaled
 }

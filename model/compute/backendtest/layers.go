@@ -45,9 +45,7 @@ func Layers(t T, be compute.Backend) {
 	small(t, be, ly, rng)
 }
 
-// dev loads x onto the backend; get copies t back.
-func dev(be compute.Backend, x []float32) compute.Tensor { return be.Load(x) }
-
+// get copies t back to the host.
 func get(be compute.Backend, t compute.Tensor) []float32 {
 	out := make([]float32, t.Len())
 	be.Store(out, t)
@@ -109,7 +107,7 @@ func conv(t T, be compute.Backend, ly compute.Layers, rng *rand.Rand, g compute.
 		}
 	}
 	tol := 1e-5 * float64(ckk+pos+1)
-	xt, wt, bt, dt := dev(be, x), dev(be, w), dev(be, b), dev(be, dout)
+	xt, wt, bt, dt := be.Load(x), be.Load(w), be.Load(b), be.Load(dout)
 	out, cols := be.Alloc(m*ch*pos), be.Alloc(m*g.Cols())
 	defer func() {
 		for _, v := range []compute.Tensor{xt, wt, bt, dt, out, cols} {
@@ -128,7 +126,7 @@ func conv(t T, be compute.Backend, ly compute.Layers, rng *rand.Rand, g compute.
 	for i := range ones {
 		ones[i] = 1
 	}
-	gt, dxt := dev(be, ones), be.Alloc(m*g.In())
+	gt, dxt := be.Load(ones), be.Alloc(m*g.In())
 	ly.ConvBackward(dxt, gt.Slice(0, ch*ckk), gt.Slice(ch*ckk, ch*ckk+ch), dt, cols, wt, g, ch, m, 0)
 	sum := make([]float64, size)
 	for i := range sum {
@@ -201,7 +199,7 @@ func pools(t T, be compute.Backend, ly compute.Layers, rng *rand.Rand, g compute
 				}
 			}
 		}
-		xt, dt, out, dxt := dev(be, x), dev(be, dout), be.Alloc(m*os), be.Alloc(m*g.In())
+		xt, dt, out, dxt := be.Load(x), be.Load(dout), be.Alloc(m*os), be.Alloc(m*g.In())
 		ly.Pool(out, xt, g, m, isMax)
 		ly.PoolBackward(dxt, dt, xt, g, m, isMax)
 		tol := 1e-6
@@ -238,7 +236,7 @@ func activations(t T, be compute.Backend, ly compute.Layers, rng *rand.Rand) {
 				want[i], dx[i] = compute.Gelu(z), float64(d[i])*compute.GeluGrad(z)
 			}
 		}
-		xt, dt, out, dxt := dev(be, x), dev(be, d), be.Alloc(n), be.Alloc(n)
+		xt, dt, out, dxt := be.Load(x), be.Load(d), be.Alloc(n), be.Alloc(n)
 		ly.Activate(out, xt, f)
 		ly.ActivateBackward(dxt, dt, xt, out, f)
 		tol := 1e-6
@@ -292,7 +290,7 @@ func norms(t T, be compute.Backend, ly compute.Layers, rng *rand.Rand) {
 				}
 			}
 		}
-		xt, dt, wt, bt := dev(be, x), dev(be, d), dev(be, w), dev(be, b)
+		xt, dt, wt, bt := be.Load(x), be.Load(d), be.Load(w), be.Load(b)
 		out, stats, dxt := be.Alloc(n), be.Alloc(2*m*c.groups), be.Alloc(n)
 		grads := be.Alloc(m * 2 * nw) // per example: weight then bias
 		ly.Norm(out, stats, xt, wt, bt, m, c.groups, c.size, c.hw)
@@ -334,7 +332,7 @@ func small(t T, be compute.Backend, ly compute.Layers, rng *rand.Rand) {
 			}
 		}
 	}
-	st, dst, dsum := dev(be, src), be.Alloc(len(want)), be.Alloc(ch)
+	st, dst, dsum := be.Load(src), be.Alloc(len(want)), be.Alloc(ch)
 	ly.ChannelSums(dst, st, m, ch, pos, stride)
 	ly.ChannelSums(dsum, st, m, ch, pos, 0)
 	check(t, "ChannelSums per example", get(be, dst), want, 1e-5*(pos+1))
@@ -344,7 +342,7 @@ func small(t T, be compute.Backend, ly compute.Layers, rng *rand.Rand) {
 	for i := range a {
 		prod[i] = float64(a[i] * b[i])
 	}
-	at, bt := dev(be, a), dev(be, b)
+	at, bt := be.Load(a), be.Load(b)
 	ly.Mul(at, at, bt)
 	check(t, "Mul", get(be, at), prod, 1e-30)
 	ly.Zero(at)

@@ -64,11 +64,9 @@ func (b *Backend) ConvBackward(dx, dw, db, dout, cols, w compute.Tensor, g compu
 	if m == 0 {
 		return
 	}
+	compute.CheckConvBackward(g, ch, m, stride, dx, dw, db, dout, cols)
 	ckk, pos := g.Cols()/g.Positions(), g.Positions()
 	wn := ch * ckk
-	if cols.Len() < m*g.Cols() || dout.Len() < m*ch*pos || dw.Len() < (m-1)*stride+wn || db.Len() < (m-1)*stride+ch {
-		panic(fmt.Sprintf("cuda: ConvBackward of %d examples: cols %d, dout %d, dweight %d, dbias %d values", m, cols.Len(), dout.Len(), dw.Len(), db.Len()))
-	}
 	defer b.enter()()
 	pdw, doneW := b.ptr(dw, 0, true, true)
 	pdb, doneB := b.ptr(db, 1, true, true)
@@ -108,9 +106,7 @@ func (b *Backend) channelSums(dst, src uint64, m, ch, pos, stride int) {
 
 // ChannelSums implements compute.Layers.
 func (b *Backend) ChannelSums(dst, src compute.Tensor, m, ch, pos, stride int) {
-	if src.Len() < m*ch*pos || dst.Len() < max(0, m-1)*stride+ch {
-		panic(fmt.Sprintf("cuda: ChannelSums of %d×%d×%d (stride %d): src %d, dst %d values", m, ch, pos, stride, src.Len(), dst.Len()))
-	}
+	compute.CheckChannelSums(m, ch, pos, stride, dst, src)
 	if m == 0 {
 		return
 	}
@@ -200,9 +196,7 @@ func (b *Backend) ActivateBackward(din, dout, in, out compute.Tensor, f compute.
 
 // Norm implements compute.Layers.
 func (b *Backend) Norm(out, stats, in, w, bias compute.Tensor, m, groups, size, hw int) {
-	if in.Len() < m*groups*size || out.Len() < m*groups*size || stats.Len() < 2*m*groups || hw < 1 || w.Len() < groups*size/hw {
-		panic(fmt.Sprintf("cuda: Norm of %d examples, %d groups of %d: input %d, output %d, stats %d, weight %d values", m, groups, size, in.Len(), out.Len(), stats.Len(), w.Len()))
-	}
+	compute.CheckNorm("Norm", m, groups, size, hw, 0, in, out, stats, w)
 	if m == 0 {
 		return
 	}
@@ -220,12 +214,8 @@ func (b *Backend) Norm(out, stats, in, w, bias compute.Tensor, m, groups, size, 
 
 // NormBackward implements compute.Layers.
 func (b *Backend) NormBackward(din, dw, db, dout, in, w, stats compute.Tensor, m, groups, size, hw, stride int) {
-	nw := groups * size / max(hw, 1)
-	if in.Len() < m*groups*size || dout.Len() < m*groups*size || stats.Len() < 2*m*groups || hw < 1 || w.Len() < nw ||
-		dw.Len() < max(0, m-1)*stride+nw || db.Len() < max(0, m-1)*stride+nw {
-		panic(fmt.Sprintf("cuda: NormBackward of %d examples, %d groups of %d (stride %d): input %d, dout %d, stats %d, weight %d, dweight %d, dbias %d values",
-			m, groups, size, stride, in.Len(), dout.Len(), stats.Len(), w.Len(), dw.Len(), db.Len()))
-	}
+	compute.CheckNorm("NormBackward", m, groups, size, hw, stride, in, dout, stats, w, dw, db)
+	nw := groups * size / hw
 	if m == 0 {
 		return
 	}
