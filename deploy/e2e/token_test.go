@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -24,8 +25,13 @@ import (
 
 // tokenVolume holds the suite's token, /shared/api.token in the
 // containers: a new volume takes the ownership of the image's /shared
-// (the unprivileged user's), so the token made there is that user's.
-const tokenVolume = "gossipd-e2e-token"
+// (the unprivileged user's), so the token made there is that user's. Its
+// name is the run's own (tokenVolumePrefix, the process ID and the
+// time), so a volume an earlier run left, still held by a container it
+// left, cannot hand this run a stale file.
+var tokenVolume = fmt.Sprintf("%s%d-%d", tokenVolumePrefix, os.Getpid(), time.Now().UnixNano())
+
+const tokenVolumePrefix = "gossipd-e2e-token-"
 
 var (
 	suiteToken string
@@ -41,19 +47,37 @@ func tokenArgs() []string {
 // setupToken creates the suite's token in a fresh volume, as the image's
 // unprivileged user (`gossipd token`), and reads it back.
 func setupToken() error {
-	dockerErr("volume", "rm", "-f", tokenVolume)
+	removeStaleTokenVolumes()
+	if out, err := dockerErr("volume", "create", tokenVolume); err != nil {
+		return fmt.Errorf("docker volume create %s: %v: %s", tokenVolume, err, out)
+	}
 	if out, err := dockerErr("run", "--rm", "-v", tokenVolume+":/shared", image, "token", "--out", "/shared/api.token"); err != nil {
 		return fmt.Errorf("gossipd token: %v: %s", err, out)
 	}
 	const reader = "gossipd-e2e-token-reader"
-	dockerErr("rm", "-f", reader)
+	dockerErr("rm", "-f", "-v", reader)
 	if out, err := dockerErr("create", "--name", reader, "-v", tokenVolume+":/shared", image); err != nil {
 		return fmt.Errorf("docker create: %v: %s", err, out)
 	}
-	defer dockerErr("rm", "-f", reader)
+	defer dockerErr("rm", "-f", "-v", reader)
 	tok, err := readToken(reader, "/shared/api.token")
 	suiteToken = tok
 	return err
+}
+
+// removeStaleTokenVolumes removes the token volumes of earlier runs that
+// no container holds any more (docker refuses the others, which belong to
+// a run still going or to containers its own cleanup will remove).
+func removeStaleTokenVolumes() {
+	out, err := dockerErr("volume", "ls", "-q", "--filter", "name="+tokenVolumePrefix)
+	if err != nil {
+		return
+	}
+	for _, v := range strings.Fields(out) {
+		if strings.HasPrefix(v, tokenVolumePrefix) {
+			dockerErr("volume", "rm", v)
+		}
+	}
 }
 
 // readToken copies a token file out of a container (`docker cp`, which
