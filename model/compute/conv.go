@@ -57,6 +57,10 @@ func (c *CPU) ConvForward(outT, colsT, xT, wT, bT Tensor, g Window, ch, m int) {
 		}
 		cols = host(colsT)
 	}
+	if c.useShifted(g) {
+		c.convForwardShifted(out, cols, x, w, b, g, ch, m)
+		return
+	}
 	c.split(m, func(_, lo, hi int) {
 		var col []float32
 		if cols == nil {
@@ -104,15 +108,29 @@ func (c *CPU) ConvBackward(dxT, dwT, dbT, doutT, colsT, wT Tensor, g Window, ch,
 	accs, doneAcc := scratch(chunks * acc)
 	defer doneAcc()
 	clear(accs)
+	direct := c.useShifted(g)
+	var offs []int
+	if direct {
+		offs = shiftedOffsets(g)
+	}
 	k := c.workers(chunks)
 	dcols := make([][]float32, k)
 	for i := range dcols {
+		if direct {
+			break
+		}
 		var done func()
 		dcols[i], done = scratch(ckk * pos)
 		defer done()
 	}
 	c.split(chunks, func(t, clo, chi int) {
 		dcol := dcols[t]
+		var sc *shiftedScratch
+		if direct {
+			var done func()
+			sc, done = newShiftedScratch(g, ch, dx != nil)
+			defer done()
+		}
 		for q := clo; q < chi; q++ {
 			var dw, db []float32
 			if stride == 0 {
@@ -124,14 +142,16 @@ func (c *CPU) ConvBackward(dxT, dwT, dbT, doutT, colsT, wT Tensor, g Window, ch,
 				}
 				col := cols[e*g.Cols() : (e+1)*g.Cols()]
 				d := dout[e*ch*pos : (e+1)*ch*pos]
-				gemm(c.ks, 1, c.path, false, true, ch, ckk, pos, 1, d, pos, col, pos, 1, dw, ckk)
-				for k := range ch {
-					sum := float32(0)
-					for _, v := range d[k*pos : (k+1)*pos] {
-						sum += v
+				sumRows(db, d, ch, pos)
+				if direct {
+					var dxe []float32
+					if dx != nil {
+						dxe = dx[e*g.In() : (e+1)*g.In()]
 					}
-					db[k] += sum
+					c.shiftedBackward(dxe, dw, d, col[:shiftedPad(g)], w, sc, offs, g, ch)
+					continue
 				}
+				gemm(c.ks, 1, c.path, false, true, ch, ckk, pos, 1, d, pos, col, pos, 1, dw, ckk)
 				if dx != nil {
 					gemm(c.ks, 1, c.path, true, false, ckk, pos, ch, 1, w, ckk, d, pos, 0, dcol, pos)
 					col2im(dx[e*g.In():(e+1)*g.In()], dcol, g)
@@ -149,6 +169,17 @@ func (c *CPU) ConvBackward(dxT, dwT, dbT, doutT, colsT, wT Tensor, g Window, ch,
 		for j, v := range accs[q*acc+wn : (q+1)*acc] {
 			dbAll[j] += v
 		}
+	}
+}
+
+// sumRows adds the sum of each of d's ch rows of pos values to db.
+func sumRows(db, d []float32, ch, pos int) {
+	for k := range ch {
+		sum := float32(0)
+		for _, v := range d[k*pos : (k+1)*pos] {
+			sum += v
+		}
+		db[k] += sum
 	}
 }
 

@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -120,5 +121,68 @@ func TestMaxPool2(t *testing.T) {
 		if dx[i] != want[i] {
 			t.Fatalf("gradient at %d: %v, want %v", i, dx[i], want[i])
 		}
+	}
+}
+
+// withIm2col makes a CPU compute every convolution by im2col.
+func withIm2col() CPUOption { return func(c *CPU) { c.im2col = true } }
+
+// TestShiftedAgainstIm2col checks the direct stride-1 convolution
+// (conv_shifted.go) against im2col over kernels, paddings, channel
+// counts (odd and even, below and above the kernels' blocks of 4) and
+// input widths: outputs, summed and per-example gradients, input
+// gradients.
+func TestShiftedAgainstIm2col(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ref := NewCPU(withIm2col(), WithThreads(2))
+	direct := NewCPU(WithThreads(2))
+	const m = 5
+	ran := 0
+	for _, k := range []int{1, 2, 3, 5} {
+		for pad := range k {
+			for _, c := range []int{1, 2, 3} {
+				for _, ch := range []int{1, 4, 6} {
+					for _, hw := range []struct{ h, w int }{{k, k + 1}, {6, 9}, {11, 7}} {
+						g, err := NewWindow(c, hw.h, hw.w, k, 1, pad)
+						if err != nil || !direct.useShifted(g) {
+							continue
+						}
+						ran++
+						name := fmt.Sprintf("c%d %dx%d k%d p%d ch%d", c, hw.h, hw.w, k, pad, ch)
+						ckk, pos := c*k*k, g.Positions()
+						x, w, b := randSlice(rng, m*g.In()), randSlice(rng, ch*ckk), randSlice(rng, ch)
+						dout := randSlice(rng, m*ch*pos)
+						type result struct{ out, dw, db, dx, per []float32 }
+						run := func(be *CPU) result {
+							var r result
+							r.out = make([]float32, m*ch*pos)
+							cols := make([]float32, m*g.Cols())
+							be.ConvForward(Host(r.out), Host(cols), Host(x), Host(w), Host(b), g, ch, m)
+							r.dw, r.db, r.dx = make([]float32, ch*ckk), make([]float32, ch), make([]float32, m*g.In())
+							be.ConvBackward(Host(r.dx), Host(r.dw), Host(r.db), Host(dout), Host(cols), Host(w), g, ch, m, 0)
+							size := ch*ckk + ch
+							r.per = make([]float32, m*size)
+							be.ConvBackward(Host(nil), Host(r.per), Host(r.per[ch*ckk:]), Host(dout), Host(cols), Host(w), g, ch, m, size)
+							return r
+						}
+						want, got := run(ref), run(direct)
+						for _, v := range []struct {
+							what      string
+							got, want []float32
+						}{{"output", got.out, want.out}, {"weight gradient", got.dw, want.dw}, {"bias gradient", got.db, want.db},
+							{"input gradient", got.dx, want.dx}, {"per-example gradients", got.per, want.per}} {
+							for i := range v.want {
+								if d := math.Abs(float64(v.got[i] - v.want[i])); d > 1e-4*(1+math.Abs(float64(v.want[i]))) {
+									t.Fatalf("%s: %s[%d] = %v, im2col gives %v", name, v.what, i, v.got[i], v.want[i])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if ran < 50 {
+		t.Fatalf("the direct path took only %d windows", ran)
 	}
 }

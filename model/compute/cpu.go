@@ -15,6 +15,7 @@ type CPU struct {
 	ks      *kernels
 	kernel  string // requested by WithKernel
 	path    gemmPath
+	im2col  bool // convolutions by im2col even where the direct path could run (tests)
 }
 
 // CPUOption configures NewCPU.
@@ -103,7 +104,7 @@ func (c *CPU) GemmGatherA(n, k int, alpha float32, at Tensor, lda int, rows []in
 	checkRows("A", rows, a, lda, k)
 	checkGemm(false, true, m, n, k, nil, 0, b, ldb, cc, ldc)
 	if scaleC(m, n, beta, cc, ldc) && k > 0 && alpha != 0 {
-		smallDot(c.ks, false, m, n, k, alpha, a, lda, rows, b, ldb, cc, ldc)
+		smallDot(c.ks, false, m, n, k, alpha, a, lda, rows, b, ldb, nil, cc, ldc)
 	}
 }
 

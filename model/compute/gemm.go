@@ -54,7 +54,7 @@ func gemm(ks *kernels, threads int, path gemmPath, transA, transB bool, m, n, k 
 	}
 	if path == pathSmall || path == pathAuto && useSmall(m, n, k) {
 		if transB {
-			smallDot(ks, transA, m, n, k, alpha, a, lda, nil, b, ldb, c, ldc)
+			smallDot(ks, transA, m, n, k, alpha, a, lda, nil, b, ldb, nil, c, ldc)
 		} else {
 			smallAxpy(ks.axpy, transA, m, n, k, alpha, a, lda, b, ldb, nil, c, ldc)
 		}

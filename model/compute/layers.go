@@ -56,10 +56,12 @@ const (
 type Layers interface {
 	// ConvForward sets out (m × ch·OH·OW) to the convolution of x (m ×
 	// C·H·W) by weight (ch × C·K·K, PyTorch's [out, in, kh, kw]) plus
-	// bias (ch). cols (m·Cols() values), when not empty, receives the
-	// unrolled inputs that ConvBackward needs; it must be a tensor that
-	// only ConvForward writes, for this window (its padding entries are
-	// left as they are, zero).
+	// bias (ch). cols (m·Cols() values), when not empty, receives what
+	// ConvBackward needs of the inputs, in the backend's own layout (the
+	// unrolled inputs; on the CPU, for stride 1, the zero-padded
+	// images); it must be a tensor that only ConvForward writes, for
+	// this window, zero when first given (entries for the padding are
+	// left as they are).
 	ConvForward(out, cols, x, weight, bias Tensor, g Window, ch, m int)
 	// ConvBackward adds the weight's and bias's gradients from dout and
 	// cols (what ConvForward saw) to dweight and dbias (stride as above,

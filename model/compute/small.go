@@ -48,8 +48,9 @@ type axpyKernel func(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32)
 // smallDot handles op(B) = Bᵀ: C[i][j] += alpha·Σ_p op(A)[i][p]·B[j][p].
 // With transA the rows of op(A) are columns of A, so it copies them into
 // contiguous rows first (A is small on this path). rowsA, if not nil, lists
-// the rows of A that make op(A) (without transA).
-func smallDot(ks *kernels, transA bool, m, n, k int, alpha float32, a []float32, lda int, rowsA []int, b []float32, ldb int, c []float32, ldc int) {
+// the rows of A that make op(A) (without transA); rowsB, if not nil, the
+// rows of B.
+func smallDot(ks *kernels, transA bool, m, n, k int, alpha float32, a []float32, lda int, rowsA []int, b []float32, ldb int, rowsB []int, c []float32, ldc int) {
 	if transA {
 		at := make([]float32, m*k)
 		for p := 0; p < k; p++ {
@@ -91,7 +92,11 @@ func smallDot(ks *kernels, transA bool, m, n, k int, alpha float32, a []float32,
 		for j0 := 0; j0 < n; j0 += nr {
 			cj := min(nr, n-j0)
 			for q := range nr {
-				bp[q] = &b[(j0+min(q, cj-1))*ldb]
+				j := j0 + min(q, cj-1)
+				if rowsB != nil {
+					j = rowsB[j]
+				}
+				bp[q] = &b[j*ldb]
 			}
 			ks.dot(k, &ap, &bp, &out, pf)
 			pf = &ap

@@ -28,6 +28,7 @@ func Layers(t T, be compute.Backend) {
 		{2, 7, 5, 3, 2, 1, 3},
 		{3, 5, 5, 5, 1, 2, 4},
 		{2, 4, 9, 1, 1, 0, 1},
+		{3, 6, 7, 3, 1, 1, 5},
 	} {
 		g, err := compute.NewWindow(c.c, c.h, c.w, c.k, c.s, c.p)
 		if err != nil {
