@@ -274,6 +274,25 @@ func SpecFor(name string, hidden []int, inputs, classes int, shape []int) Spec {
 	return s
 }
 
+// Stochastic reports whether a spec's training draws random numbers (a
+// layered network with a dropout layer, as Model.Stochastic); an
+// unparsable spec is not.
+func (s Spec) Stochastic() bool {
+	if s.Kind != Net {
+		return false
+	}
+	layers, err := parseLayers(s.Layers)
+	if err != nil {
+		return false
+	}
+	for _, l := range layers {
+		if l.Kind == nn.Dropout {
+			return true
+		}
+	}
+	return false
+}
+
 // Stochastic reports whether the model draws randomness of its own in
 // training (a layered network with dropout).
 func (m *Model) Stochastic() bool { return m.net != nil && m.net.HasDropout() }

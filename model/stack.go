@@ -47,6 +47,8 @@ type Stack struct {
 	sq        []float64
 	rowScales []float32
 	norms     []float64 // ClippedGradRows' squared norms
+
+	net *netStack // a layered network's (stack_net.go), else nil
 }
 
 // NewStack returns a stack of up to capacity models of spec, computing on
@@ -60,10 +62,16 @@ func NewStack(spec Spec, capacity int, opts ...Option) (*Stack, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("%w: a stack of %d models", ErrSpec, capacity)
 	}
-	if spec.Kind == Net {
-		return nil, fmt.Errorf("%w: layered networks are not trained in batches of peers yet (--peer-batch, --device cuda): %s", ErrSpec, spec)
-	}
 	o := resolve(opts)
+	if spec.Kind == Net {
+		n, err := newNetStack(spec, o.backend)
+		if err != nil {
+			return nil, err
+		}
+		s := &Stack{spec: spec, size: n.own.Len(), be: o.backend, cap: capacity, net: n}
+		s.spec.Shape = append([]int(nil), spec.Shape...)
+		return s, nil
+	}
 	layout, _ := LayoutOf(spec)
 	s := &Stack{spec: spec, layers: layersOf(layout), size: layout.Size, be: o.backend, cap: capacity}
 	s.spec.Hidden = append([]int(nil), spec.Hidden...)
@@ -143,6 +151,9 @@ func (s *Stack) grownStage(k int) {
 // Close gives the stack's memory back to its backend.
 func (s *Stack) Close() {
 	s.freeWorkspace()
+	if s.net != nil {
+		s.net.close()
+	}
 	if s.grad.Len() > 0 {
 		s.be.Free(s.grad)
 		s.grad = compute.Tensor{}
@@ -160,6 +171,16 @@ func (s *Stack) Close() {
 // loss before the step, as SGDStepRows returns it, to loss[i].
 func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr []float32, loss []float64) {
 	k := len(lr)
+	if s.net != nil {
+		s.checkCall("StepRows", rows, y, batch, k, loss)
+		for i, v := range lr {
+			l := s.netAt(i).SGDStepRowsOn(x, rows[i*batch:(i+1)*batch], y[i*batch:(i+1)*batch], v)
+			if loss != nil {
+				loss[i] = l
+			}
+		}
+		return
+	}
 	if !s.pass("StepRows", x, rows, y, batch, k, 1/float32(batch), loss) {
 		return
 	}
@@ -202,6 +223,12 @@ func (s *Stack) GradRows(x compute.Tensor, rows []int, y []int32, batch int, gra
 		if len(g) != s.size {
 			panic(fmt.Sprintf("model: GradRows gradient %d has %d values, want %d", i, len(g), s.size))
 		}
+	}
+	if s.net != nil {
+		s.checkCall("GradRows", rows, y, batch, k, loss)
+		s.netGradRows(x, rows, y, batch, k, loss, nil)
+		s.storeGrads(grads)
+		return
 	}
 	if !s.pass("GradRows", x, rows, y, batch, k, 1/float32(batch), loss) {
 		return
@@ -257,6 +284,13 @@ func (s *Stack) storeGrads(grads [][]float32) {
 // model's layer order; U already scaled by 1/batch). The factors are
 // copies on the host.
 func (s *Stack) GradRowsFactors(x compute.Tensor, rows []int, y []int32, batch int, grads [][]float32, loss []float64, layers []string) [][]Factors {
+	if s.net != nil {
+		k := len(grads)
+		s.checkCall("GradRowsFactors", rows, y, batch, k, loss)
+		out := s.netGradRows(x, rows, y, batch, k, loss, append([]string{}, layers...))
+		s.storeGrads(grads)
+		return out
+	}
 	s.GradRows(x, rows, y, batch, grads, loss)
 	k := len(grads)
 	out := make([][]Factors, k)
@@ -296,9 +330,7 @@ func (s *Stack) input(l, n int) compute.Tensor {
 func (s *Stack) pass(op string, x compute.Tensor, rows []int, y []int32, batch, k int, scale float32, loss []float64) bool {
 	d := s.spec.Inputs
 	n := k * batch
-	if k > s.cap || batch <= 0 || len(rows) < n || len(y) < n || (loss != nil && len(loss) < k) {
-		panic(fmt.Sprintf("model: %s of %d models (stack of %d) × %d rows with %d rows, %d labels, %d losses", op, k, s.cap, batch, len(rows), len(y), len(loss)))
-	}
+	s.checkCall(op, rows, y, batch, k, loss)
 	for i, r := range rows[:n] {
 		if r < 0 || (r+1)*d > x.Len() {
 			panic(fmt.Sprintf("model: %s row %d outside x of %d values", op, r, x.Len()))
@@ -358,6 +390,16 @@ func (s *Stack) pass(op string, x compute.Tensor, rows []int, y []int32, batch, 
 		}
 	}
 	return true
+}
+
+// checkCall panics unless a call of op on k models of batch rows each
+// fits the stack and its arguments, and makes the stack hold k models.
+func (s *Stack) checkCall(op string, rows []int, y []int32, batch, k int, loss []float64) {
+	n := k * batch
+	if k > s.cap || batch <= 0 || len(rows) < n || len(y) < n || (loss != nil && len(loss) < k) {
+		panic(fmt.Sprintf("model: %s of %d models (stack of %d) × %d rows with %d rows, %d labels, %d losses", op, k, s.cap, batch, len(rows), len(y), len(loss)))
+	}
+	s.ensure(k)
 }
 
 // grow makes the workspace hold the stack's models with batch rows each.

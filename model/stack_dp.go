@@ -33,6 +33,10 @@ func (s *Stack) ClippedGradRows(x compute.Tensor, rows []int, y []int32, batch i
 			panic(fmt.Sprintf("model: ClippedGradRows model %d: gradient of %d values (want %d), %d of %d rows", i, len(g), s.size, counts[i], batch))
 		}
 	}
+	if s.net != nil {
+		s.checkCall("ClippedGradRows", rows, y, batch, k, nil)
+		return s.netClippedRows(x, rows, y, batch, counts, clip, grads)
+	}
 	if !s.pass("ClippedGradRows", x, rows, y, batch, k, 1, nil) {
 		return 0
 	}

@@ -3,6 +3,7 @@ package model_test
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gossipd/gossipd/model"
@@ -21,6 +22,9 @@ func TestStackStepsAgree(t *testing.T) {
 	}
 	backendtest.StackSteps(t, backendtest.NewDevice())
 }
+
+// stackNet is a layered network on stackData's 40 features (2×4×5).
+var stackNet = model.Spec{Kind: model.Net, Inputs: 40, Classes: 5, Shape: []int{2, 4, 5}, Layers: "conv:3:3:1:1,relu,maxpool:2,dense:6,tanh,dense"}
 
 // stackData is a small dataset for the stack tests.
 func stackData(n, d, classes int) ([]float32, []int32) {
@@ -44,7 +48,7 @@ func TestStackStepIndependent(t *testing.T) {
 	const d, classes, n, batch = 40, 5, 60, 4
 	x, y := stackData(n, d, classes)
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
-		{Kind: model.MLP, Inputs: d, Hidden: []int{8}, Classes: classes}} {
+		{Kind: model.MLP, Inputs: d, Hidden: []int{8}, Classes: classes}, stackNet} {
 		params := make([][]float32, 5)
 		for i := range params {
 			m, err := model.New(spec, model.WithSeed(uint64(i)))
@@ -108,7 +112,7 @@ func TestStackStepIndependent(t *testing.T) {
 func TestStackOnDevice(t *testing.T) {
 	const d, classes, n, batch = 40, 5, 60, 4
 	x, y := stackData(n, d, classes)
-	for _, spec := range []model.Spec{{Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01}, {Kind: model.MLP, Inputs: d, Hidden: []int{8, 6}, Classes: classes}} {
+	for _, spec := range []model.Spec{{Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01}, {Kind: model.MLP, Inputs: d, Hidden: []int{8, 6}, Classes: classes}, stackNet} {
 		dev := backendtest.NewDevice()
 		xt := dev.Load(x)
 		base := dev.Stats()
@@ -202,4 +206,102 @@ func TestStackGrows(t *testing.T) {
 	if !slices.Equal(out[0], b) || !slices.Equal(out[1], a) {
 		t.Fatal("Load after growing did not set the models")
 	}
+}
+
+// TestStackNets: a stack of layered networks gives each model the
+// update, gradient, sufficient factors and clipped gradient sum that the
+// model computes alone, bit for bit; a network with dropout is refused.
+func TestStackNets(t *testing.T) {
+	const d, classes, n, batch, k = 40, 5, 60, 4, 3
+	x, y := stackData(n, d, classes)
+	rows, labels := make([]int, k*batch), make([]int32, k*batch)
+	for i := range rows {
+		rows[i] = (11*i + 2) % n
+		labels[i] = y[rows[i]]
+	}
+	lr := []float32{0.1, 0.3, 0.2}
+	models := make([]*model.Model, k)
+	params := make([][]float32, k)
+	for i := range models {
+		m, err := model.New(stackNet, model.WithSeed(uint64(i)), model.WithBackend(compute.NewCPU(compute.WithThreads(1))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		models[i], params[i] = m, m.CopyParams()
+	}
+	st, err := model.NewStack(stackNet, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	P := st.NumParams()
+	newGrads := func() [][]float32 {
+		g := make([][]float32, k)
+		for i := range g {
+			g[i] = make([]float32, P)
+		}
+		return g
+	}
+	same := func(what string, got, want []float32) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: the stack's differs from the model's alone", what)
+		}
+	}
+	if err := st.Load(params); err != nil {
+		t.Fatal(err)
+	}
+	// Gradients with the dense layers' factors.
+	grads, loss := newGrads(), make([]float64, k)
+	factors := st.GradRowsFactors(compute.Host(x), rows, labels, batch, grads, loss, []string{"4.weight"})
+	for i, m := range models {
+		xb, yb := gather(x, d, rows[i*batch:(i+1)*batch]), labels[i*batch:(i+1)*batch]
+		g := make([]float32, P)
+		f, l := m.GradientWithFactorsOn(compute.Host(g), compute.Host(xb), yb, batch, []string{"4.weight"})
+		same("gradient", grads[i], g)
+		if l != loss[i] || len(factors[i]) != 1 || len(f) != 1 {
+			t.Fatalf("model %d: loss %v (alone %v), %d factors (alone %d)", i, loss[i], l, len(factors[i]), len(f))
+		}
+		same("factor U", factors[i][0].U, f[0].U)
+		same("factor V", factors[i][0].V, f[0].V)
+		// The clipped gradient sum of the first 3 rows (a lot of 3).
+		g2 := make([]float32, P)
+		m.ClippedGradientSumOn(compute.Host(g2), compute.Host(xb[:3*d]), yb[:3], 3, 0.05)
+		params[i] = g2
+	}
+	clipped := newGrads()
+	if c := st.ClippedGradRows(compute.Host(x), rows, labels, batch, []int{3, 3, 3}, 0.05, clipped); c == 0 {
+		t.Fatal("no example clipped at norm 0.05")
+	}
+	for i := range models {
+		same("clipped gradient sum", clipped[i], params[i])
+	}
+	// Three steps.
+	for range 3 {
+		st.StepRows(compute.Host(x), rows, labels, batch, lr, loss)
+		for i, m := range models {
+			if l := m.SGDStepRows(x, rows[i*batch:(i+1)*batch], labels[i*batch:(i+1)*batch], lr[i]); l != loss[i] {
+				t.Fatalf("model %d: loss %v in the stack, %v alone", i, loss[i], l)
+			}
+		}
+	}
+	out := newGrads()
+	st.Store(out)
+	for i, m := range models {
+		same("parameters after three steps", out[i], m.CopyParams())
+	}
+	drop := stackNet
+	drop.Layers = "conv:3:3:1:1,relu,dropout:0.2,dense"
+	if _, err := model.NewStack(drop, 2); err == nil || !strings.Contains(err.Error(), "dropout") {
+		t.Fatalf("a stack of networks with dropout: %v", err)
+	}
+}
+
+// gather copies rows of x (d columns).
+func gather(x []float32, d int, rows []int) []float32 {
+	out := make([]float32, 0, len(rows)*d)
+	for _, r := range rows {
+		out = append(out, x[r*d:(r+1)*d]...)
+	}
+	return out
 }

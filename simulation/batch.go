@@ -92,14 +92,14 @@ const AutoNote = "auto simulates on the CPU: it was faster than a GPU in every s
 var testDevice compute.Backend
 
 // peerBatch is the batch size cfg resolves to on the device for spec:
-// 1 for a layered model, which model.Stack does not take (--peer-batch
-// above 1 is refused for it).
+// for a layered model, 1 unless --peer-batch says otherwise (refused for
+// one with dropout).
 func peerBatch(cfg *Config, gpu compute.Backend, spec model.Spec) (int, error) {
 	switch {
-	case spec.Kind == model.Net && cfg.PeerBatch > 1:
-		return 0, fmt.Errorf("%w: --peer-batch %d: a layered model (%s) trains each peer's update on its own so far: leave out --peer-batch", ErrConfig, cfg.PeerBatch, cfg.Model)
-	case spec.Kind == model.Net:
-		return 1, nil
+	case spec.Stochastic() && cfg.PeerBatch > 1:
+		return 0, fmt.Errorf("%w: --peer-batch %d: %s has dropout, whose masks each peer draws from its own randomness: its updates train each on its own; leave out --peer-batch", ErrConfig, cfg.PeerBatch, cfg.Model)
+	case spec.Kind == model.Net && cfg.PeerBatch == 0:
+		return 1, nil // each alone unless asked: a GPU's default batch of networks could outgrow its memory
 	case cfg.PeerBatch > 0:
 		return cfg.PeerBatch, nil
 	case gpu != nil:

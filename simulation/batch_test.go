@@ -57,6 +57,12 @@ func TestPeerBatch(t *testing.T) {
 		"turnover":  func(c *Config) { c.Turnover, c.Rounds = 0.3, 8 },
 		"ipm":       func(c *Config) { c.Byzantine, c.Attack = 0.2, "ipm" },
 		"labelflip": func(c *Config) { c.Byzantine, c.Attack = 0.2, "labelflip" },
+		// Layered networks: a stack trains them one by one, each the step
+		// it takes alone.
+		"cnn":        func(c *Config) { c.Model = "small-cnn" },
+		"cnn dpsgd":  func(c *Config) { c.Protocol, c.Model = "dpsgd", "small-cnn" },
+		"cnn sfb":    func(c *Config) { c.Protocol, c.Model = "sfb", "small-cnn" },
+		"cnn dp-sgd": func(c *Config) { c.Model, c.DP = "small-cnn", privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5} },
 	}
 	for name, edit := range cases {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
@@ -90,6 +96,9 @@ func TestPeerBatch(t *testing.T) {
 			}
 			if res.Messages != aloneRes.Messages || res.Updates != aloneRes.Updates {
 				t.Fatalf("batched: %d messages, %d updates; alone %d, %d", res.Messages, res.Updates, aloneRes.Messages, aloneRes.Updates)
+			}
+			if strings.HasPrefix(name, "cnn") && want != alone {
+				t.Fatalf("a layered model's batched run differs from its run alone:\nbatched:\n%s\nalone:\n%s", want, alone)
 			}
 			if math.Abs(res.FinalAccuracy-aloneRes.FinalAccuracy) > 0.02 {
 				t.Fatalf("final accuracy batched %v, alone %v\nbatched:\n%s\nalone:\n%s", res.FinalAccuracy, aloneRes.FinalAccuracy, want, alone)
@@ -149,9 +158,12 @@ func TestPeersOnDevice(t *testing.T) {
 		"dpsgd local-steps": {Settings: job.Settings{Protocol: "dpsgd", LocalSteps: 2}},
 		"sfb":               {Settings: job.Settings{Protocol: "sfb", Model: "mlp"}, Hidden: []int{8}},
 		"dpsgd dp-sgd":      {Settings: job.Settings{Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
-		// Layered networks train each update alone, on the device.
-		"cnn randomwalk": {Settings: job.Settings{Model: "conv:4:3:1:1,gelu,maxpool:2,groupnorm:2,dense:8,relu,dense"}, PeerBatch: 1},
-		"cnn dpsgd":      {Settings: job.Settings{Protocol: "dpsgd", Model: "conv:4:3,relu,avgpool:2,dense"}, PeerBatch: 1},
+		// Layered networks, each update alone and in a stack on the device.
+		"cnn randomwalk":       {Settings: job.Settings{Model: "conv:4:3:1:1,gelu,maxpool:2,groupnorm:2,dense:8,relu,dense"}, PeerBatch: 1},
+		"cnn dpsgd":            {Settings: job.Settings{Protocol: "dpsgd", Model: "conv:4:3,relu,avgpool:2,dense"}, PeerBatch: 1},
+		"cnn randomwalk batch": {Settings: job.Settings{Model: "conv:4:3:1:1,gelu,maxpool:2,groupnorm:2,dense:8,relu,dense"}},
+		"cnn sfb batch":        {Settings: job.Settings{Protocol: "sfb", Model: "conv:4:3,relu,avgpool:2,dense:8,relu,dense"}},
+		"cnn dp-sgd batch":     {Settings: job.Settings{Protocol: "dpsgd", Model: "conv:4:3,relu,avgpool:2,dense", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			c.Peers, c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers = 16, 4, 7, 4, 200, 16

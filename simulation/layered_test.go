@@ -36,7 +36,7 @@ func TestLayeredModelRefused(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Settings: job.Settings{Model: smallCNN}, Peers: 4, Rounds: 2, PeerBatch: 4}, "--peer-batch"},
+		{Config{Settings: job.Settings{Model: "conv:4:3,relu,dropout:0.5,dense"}, Peers: 4, Rounds: 2, PeerBatch: 4}, "--peer-batch 4: conv:4:3,relu,dropout:0.5,dense has dropout"},
 		{Config{Settings: job.Settings{Model: smallCNN}, Data: job.Data{InputShape: "1x7x7"}, Peers: 4, Rounds: 2}, "--input-shape 1x7x7 holds 49 values"},
 		{Config{Settings: job.Settings{Model: "lenet5"}, Peers: 4, Rounds: 2}, "kernel does not fit"},
 		{Config{Settings: job.Settings{Model: "resnet"}, Peers: 4, Rounds: 2}, "a preset (leaf-cnn, lenet5, small-cnn)"},
