@@ -181,7 +181,7 @@ func (w *randomWalk) process(n *Core, m *Message) {
 		var omega float64
 		switch {
 		case w.cfg.robust():
-			w.baseAge = w.robustMerge(n, merged)
+			w.baseAge = w.robustMerge(n, m, merged)
 			omega = 0 // not an interpolation
 		case w.cfg.Subsample > 0:
 			copy(merged, n.params)
@@ -291,16 +291,58 @@ func (w *randomWalk) restore(s *State) error {
 // aggregator and returns the age to give the result: the median age of
 // the inputs (one attacker cannot inflate it). With too few cached models
 // the node keeps its own.
-func (w *randomWalk) robustMerge(n *Core, dst []float32) float64 {
+//
+// Clipped gossip is the merge of a plain random walk with the arriving
+// model's pull bounded: x + ω·clip(m − x, τ), ω the age weight, τ (when
+// adaptive) the median distance of the cached models from the node's.
+// The walk's model carries its progress on, as in the plain merge, which
+// a nonconvex model needs (averaging it with stale cached models undoes
+// a CNN's training); the cache only sets how far an honest model lies.
+func (w *randomWalk) robustMerge(n *Core, m *Message, dst []float32) float64 {
 	xs, ages := [][]float32{n.params}, []float64{n.age}
 	for _, c := range w.cached {
 		xs, ages = append(xs, c.params), append(ages, c.age)
 	}
-	if !n.aggregateEqual(dst, xs) {
+	if c, ok := w.cfg.Aggregator.(merge.ClippedGossip); ok {
+		if !w.clippedMerge(n, m, c.Tau, xs, dst) {
+			return n.age
+		}
+	} else if !n.aggregateEqual(dst, xs) {
 		return n.age
 	}
 	slices.Sort(ages)
 	return ages[len(ages)/2]
+}
+
+// clippedMerge sets dst to the node's model plus the arriving model's
+// age-weighted pull clipped to tau (0: the median distance of the cached
+// models xs[1:] from the node's xs[0]). It reports false, dst the node's
+// model, where no cached model sets an adaptive bound.
+func (w *randomWalk) clippedMerge(n *Core, m *Message, tau float64, xs [][]float32, dst []float32) bool {
+	if tau == 0 {
+		if len(xs) < 2 {
+			copy(dst, xs[0])
+			return false
+		}
+		d := make([]float64, 0, len(xs)-1)
+		for _, x := range xs[1:] {
+			d = append(d, math.Sqrt(merge.SquaredDistance(x, xs[0])))
+		}
+		slices.Sort(d)
+		tau = d[(len(d)-1)/2]
+	}
+	omega := merge.AgeWeight(n.age, m.Age)
+	if tau == 0 || omega == 0 {
+		copy(dst, xs[0])
+		return true
+	}
+	err := merge.ClippedGossip{Tau: tau}.Aggregate(dst, [][]float32{xs[0], m.Params}, []float64{1 - omega, omega}, 0)
+	if err != nil {
+		n.drop(DropAggregation, "", "robust merge: "+err.Error())
+		copy(dst, xs[0])
+		return false
+	}
+	return true
 }
 
 // ParseTokens reads a token account "A:B" (TokenConfig); "" is off.

@@ -119,12 +119,12 @@ func smallAxpy(kern axpyKernel, transA bool, m, n, k int, alpha float32, a []flo
 	if transA {
 		si, sp = 1, lda
 	}
-	var zero, scratch []float32
-	if k%4 != 0 {
-		zero = make([]float32, n)
-	}
-	if m%2 != 0 {
-		scratch = make([]float32, n)
+	var zero, spare []float32
+	if k%4 != 0 || m%2 != 0 {
+		buf, done := scratch(2 * n) // from a pool: conv layers call this per example
+		defer done()
+		zero, spare = buf[:n], buf[n:]
+		clear(zero)
 	}
 	var coef [8]float32
 	var bp [4]*float32
@@ -135,7 +135,7 @@ func smallAxpy(kern axpyKernel, transA bool, m, n, k int, alpha float32, a []flo
 		if two {
 			cp[1] = &c[(i0+1)*ldc]
 		} else {
-			cp[1] = &scratch[0]
+			cp[1] = &spare[0]
 		}
 		for p0 := 0; p0 < k; p0 += 4 {
 			for q := range 4 {
