@@ -151,8 +151,10 @@ func TestNetSpecErrors(t *testing.T) {
 	if !strings.HasPrefix(s.Layers, "conv:6:5:1:2,relu,maxpool:2") {
 		t.Fatalf("lenet5 validated to %q, want its layers", s.Layers)
 	}
-	if _, err := NewStack(s, 4); err == nil {
-		t.Fatal("NewStack took a layered network")
+	d := s
+	d.Layers = "conv:4:3,relu,dropout:0.5,dense"
+	if _, err := NewStack(d, 4); err == nil || !strings.Contains(err.Error(), "dropout") {
+		t.Fatalf("NewStack of a network with dropout: %v", err)
 	}
 }
 

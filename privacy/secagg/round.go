@@ -1,0 +1,184 @@
+package secagg
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// ErrTooFew is returned for a round with fewer survivors than the
+// threshold: its masks cannot be removed, so the round is skipped.
+var ErrTooFew = errors.New("secagg: too few survivors to unmask the round")
+
+// Group is one receiver's group of senders in one round: the
+// in-neighbours that mask for it, in a fixed order (sorted IDs).
+type Group struct {
+	Job      string
+	Round    uint64
+	Receiver string
+	Members  []string
+	// Threshold is t: how many members' shares rebuild a secret.
+	Threshold int
+}
+
+// Validate checks the group: distinct sorted members, 2 ≤ t ≤ n ≤
+// MaxShares. A group of one would hand its receiver the member's
+// contribution: it is refused.
+func (g Group) Validate() error {
+	n := len(g.Members)
+	switch {
+	case n < 2:
+		return fmt.Errorf("secagg: a group of %d members: a receiver would see one contribution alone", n)
+	case n > MaxShares:
+		return fmt.Errorf("secagg: a group of %d members (at most %d)", n, MaxShares)
+	case g.Threshold < 2 || g.Threshold > n:
+		return fmt.Errorf("secagg: threshold %d for %d members (want 2…%d)", g.Threshold, n, n)
+	case !slices.IsSorted(g.Members) || len(slices.Compact(slices.Clone(g.Members))) != n:
+		return fmt.Errorf("secagg: members must be distinct and sorted")
+	}
+	return nil
+}
+
+// context is the agreement context of members i and j.
+func (g Group) context(i, j int) Context {
+	return Context{Job: g.Job, Round: g.Round, Receiver: g.Receiver, A: g.Members[i], B: g.Members[j]}
+}
+
+// Secrets are what a member draws for a round: its agreement key pair
+// and its self-mask seed.
+type Secrets struct {
+	Key  *KeyPair
+	Self Seed
+}
+
+// NewSecrets draws a member's secrets from rand.
+func NewSecrets(rand io.Reader) (*Secrets, error) {
+	k, err := NewKeyPair(rand)
+	if err != nil {
+		return nil, err
+	}
+	s := &Secrets{Key: k}
+	if _, err := io.ReadFull(rand, s.Self[:]); err != nil {
+		return nil, fmt.Errorf("secagg: self seed: %w", err)
+	}
+	return s, nil
+}
+
+// Deal splits a member's secrets into one share of each per member
+// (index j goes to member j): keyShares rebuild its private key (used
+// only if it drops out), selfShares its self seed (used only if it
+// survives). A member that holds both for one sender must never hand
+// out both.
+func (g Group) Deal(s *Secrets, rand io.Reader) (keyShares, selfShares []Share, err error) {
+	n := len(g.Members)
+	if keyShares, err = Split(s.Key.Bytes(), n, g.Threshold, rand); err != nil {
+		return nil, nil, err
+	}
+	if selfShares, err = Split(s.Self[:], n, g.Threshold, rand); err != nil {
+		return nil, nil, err
+	}
+	return keyShares, selfShares, nil
+}
+
+// Mask masks member self's encoded contribution v in place: its self
+// mask, and for every other member j the pair mask agreed with j's
+// public key, added if self < j and subtracted if self > j.
+func (g Group) Mask(v []uint32, self int, s *Secrets, publics [][]byte) error {
+	if len(publics) != len(g.Members) || self < 0 || self >= len(g.Members) {
+		return fmt.Errorf("secagg: member %d of %d with %d public keys", self, len(g.Members), len(publics))
+	}
+	for j := range g.Members {
+		if j == self {
+			continue
+		}
+		seed, err := s.Key.Agree(publics[j], g.context(self, j))
+		if err != nil {
+			return fmt.Errorf("secagg: member %s: %w", g.Members[j], err)
+		}
+		AddMask(v, seed, pairSign(self, j))
+	}
+	AddMask(v, s.Self, 1)
+	return nil
+}
+
+// pairSign is the sign of the pair mask member i adds for member j.
+func pairSign(i, j int) int {
+	if i < j {
+		return 1
+	}
+	return -1
+}
+
+// Recovered is what a receiver rebuilt from the survivors' shares: the
+// survivors' self seeds and the dropped members' private keys.
+type Recovered struct {
+	Self    map[int]Seed
+	Dropped map[int]*KeyPair
+}
+
+// Recover rebuilds, from the shares the survivors handed in (shares[j]:
+// the shares of member j's secret that came back), each survivor's self
+// seed and each dropped member's key. Fewer than Threshold survivors is
+// ErrTooFew; shares that do not rebuild are ErrShares, naming the member.
+func (g Group) Recover(survivors []int, selfShares, keyShares map[int][]Share) (*Recovered, error) {
+	if len(survivors) < g.Threshold {
+		return nil, fmt.Errorf("%w: %d of %d members, threshold %d", ErrTooFew, len(survivors), len(g.Members), g.Threshold)
+	}
+	alive := map[int]bool{}
+	for _, i := range survivors {
+		alive[i] = true
+	}
+	r := &Recovered{Self: map[int]Seed{}, Dropped: map[int]*KeyPair{}}
+	for i := range g.Members {
+		if alive[i] {
+			b, err := Combine(selfShares[i], g.Threshold)
+			if err != nil || len(b) != len(Seed{}) {
+				return nil, fmt.Errorf("member %s's self seed: %w", g.Members[i], errors.Join(ErrShares, err))
+			}
+			r.Self[i] = Seed(b)
+			continue
+		}
+		b, err := Combine(keyShares[i], g.Threshold)
+		if err != nil {
+			return nil, fmt.Errorf("member %s's key: %w", g.Members[i], err)
+		}
+		k, err := KeyPairFromBytes(b)
+		if err != nil {
+			return nil, fmt.Errorf("member %s's key: %w", g.Members[i], errors.Join(ErrShares, err))
+		}
+		r.Dropped[i] = k
+	}
+	return r, nil
+}
+
+// Unmask removes from sum, the sum of the survivors' masked vectors, the
+// survivors' self masks and the masks the dropped members shared with
+// them, leaving the sum of the survivors' encoded contributions.
+func (g Group) Unmask(sum []uint32, survivors []int, r *Recovered, publics [][]byte) error {
+	if len(publics) != len(g.Members) {
+		return fmt.Errorf("secagg: %d public keys for %d members", len(publics), len(g.Members))
+	}
+	for _, i := range survivors {
+		seed, ok := r.Self[i]
+		if !ok {
+			return fmt.Errorf("secagg: no self seed for survivor %s", g.Members[i])
+		}
+		AddMask(sum, seed, -1)
+	}
+	dropped := make([]int, 0, len(r.Dropped))
+	for j := range r.Dropped {
+		dropped = append(dropped, j)
+	}
+	slices.Sort(dropped)
+	for _, j := range dropped {
+		for _, i := range survivors {
+			seed, err := r.Dropped[j].Agree(publics[i], g.context(j, i))
+			if err != nil {
+				return fmt.Errorf("secagg: member %s: %w", g.Members[i], err)
+			}
+			AddMask(sum, seed, -pairSign(i, j))
+		}
+	}
+	return nil
+}
