@@ -172,14 +172,23 @@ func (c *CPU) ConvBackward(dxT, dwT, dbT, doutT, colsT, wT Tensor, g Window, ch,
 	}
 }
 
-// sumRows adds the sum of each of d's ch rows of pos values to db.
+// sumRows adds the sum of each of d's ch rows of pos values to db, in
+// four running sums (one add chain would wait on each add's latency).
 func sumRows(db, d []float32, ch, pos int) {
 	for k := range ch {
-		sum := float32(0)
-		for _, v := range d[k*pos : (k+1)*pos] {
-			sum += v
+		row := d[k*pos : (k+1)*pos]
+		var s0, s1, s2, s3 float32
+		i := 0
+		for ; i+4 <= len(row); i += 4 {
+			s0 += row[i]
+			s1 += row[i+1]
+			s2 += row[i+2]
+			s3 += row[i+3]
 		}
-		db[k] += sum
+		for ; i < len(row); i++ {
+			s0 += row[i]
+		}
+		db[k] += (s0 + s1) + (s2 + s3)
 	}
 }
 
