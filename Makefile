@@ -169,7 +169,7 @@ FUZZ_TARGETS := ./daemon:FuzzDecodeRecord ./dataset:FuzzReadIDX ./dataset:FuzzRe
 	./daemon/p2p:FuzzParseConsortium ./daemon/p2p:FuzzDecodeAnnouncement ./daemon:FuzzDecodeCheckpoint ./daemon:FuzzDecodeLedger ./job:FuzzParseSpec ./daemon:FuzzDecodeAccounts \
 	./gossip:FuzzEdgeList ./simulation:FuzzParseChurnTrace ./simulation:FuzzParseComputeTrace ./simulation:FuzzReadCSV ./simulation:FuzzParseLatency ./simulation:FuzzParseCompute ./cmd/gossipd:FuzzConfigFile ./cmd/gossipd:FuzzFlagSpecs \
 	./peer:FuzzReceive ./deploy/e2e/linkemu:FuzzParse ./daemon/p2p:FuzzParseIDResponse \
-	./daemon/apiserver:FuzzParseToken ./daemon/apiserver:FuzzGuard ./gossip/compress:FuzzDecode ./model/nn:FuzzParse ./privacy/secagg:FuzzShare
+	./daemon/apiserver:FuzzParseToken ./daemon/apiserver:FuzzGuard ./gossip/compress:FuzzDecode ./model/nn:FuzzParse ./privacy/secagg:FuzzShare ./privacy/secagg:FuzzParseShares ./privacy/secagg:FuzzOpen
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

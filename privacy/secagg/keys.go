@@ -74,9 +74,9 @@ func (c Context) info() string {
 // secret with the context as info. A low-order public key (whose shared
 // secret is zero) is refused.
 func (k *KeyPair) Agree(peerPublic []byte, c Context) (Seed, error) {
-	pub, err := ecdh.X25519().NewPublicKey(peerPublic)
+	pub, err := x25519Public(peerPublic)
 	if err != nil {
-		return Seed{}, fmt.Errorf("%w: public key: %v", ErrKey, err)
+		return Seed{}, err
 	}
 	secret, err := k.priv.ECDH(pub)
 	if err != nil {
@@ -89,4 +89,13 @@ func (k *KeyPair) Agree(peerPublic []byte, c Context) (Seed, error) {
 	var s Seed
 	copy(s[:], key)
 	return s, nil
+}
+
+// x25519Public reads a 32-byte X25519 public key.
+func x25519Public(b []byte) (*ecdh.PublicKey, error) {
+	pub, err := ecdh.X25519().NewPublicKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: public key: %v", ErrKey, err)
+	}
+	return pub, nil
 }

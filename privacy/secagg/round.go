@@ -45,11 +45,14 @@ func (g Group) context(i, j int) Context {
 	return Context{Job: g.Job, Round: g.Round, Receiver: g.Receiver, A: g.Members[i], B: g.Members[j]}
 }
 
-// Secrets are what a member draws for a round: its agreement key pair
-// and its self-mask seed.
+// Secrets are what a member draws for a round: its mask agreement key
+// pair (shared out, rebuilt if it drops out), its self-mask seed (shared
+// out, rebuilt if it survives) and its channel key pair (never shared:
+// it seals the shares it sends and opens those it receives).
 type Secrets struct {
-	Key  *KeyPair
-	Self Seed
+	Key     *KeyPair
+	Self    Seed
+	Channel *KeyPair
 }
 
 // NewSecrets draws a member's secrets from rand.
@@ -61,6 +64,9 @@ func NewSecrets(rand io.Reader) (*Secrets, error) {
 	s := &Secrets{Key: k}
 	if _, err := io.ReadFull(rand, s.Self[:]); err != nil {
 		return nil, fmt.Errorf("secagg: self seed: %w", err)
+	}
+	if s.Channel, err = NewKeyPair(rand); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -154,7 +154,8 @@ func round(t *testing.T, n, th int, drop []int, dim int, seed uint64) (got, want
 	secrets := make([]*Secrets, n)
 	publics := make([][]byte, n)
 	keyShares, selfShares := map[int][]Share{}, map[int][]Share{}
-	held := make([][2][]Share, n) // member j's shares of everyone's key and seed
+	held := make([][2][]Share, n)  // member j's shares of everyone's key and seed
+	deals := make([][2][]Share, n) // member i's shares of its key and seed, one per member
 	for i := range n {
 		s, err := NewSecrets(rng)
 		if err != nil {
@@ -165,9 +166,27 @@ func round(t *testing.T, n, th int, drop []int, dim int, seed uint64) (got, want
 		if err != nil {
 			t.Fatal(err)
 		}
+		deals[i] = [2][]Share{ks, ss}
+	}
+	// Each member seals its shares for every other member; the receiver
+	// relays them; each member opens those for it.
+	for i := range n {
 		for j := range n {
-			held[j][0] = append(held[j][0], ks[j])
-			held[j][1] = append(held[j][1], ss[j])
+			if i == j {
+				held[j][0] = append(held[j][0], deals[i][0][j])
+				held[j][1] = append(held[j][1], deals[i][1][j])
+				continue
+			}
+			sealed, err := g.Seal(i, j, secrets[i].Channel, secrets[j].Channel.Public(), deals[i][0][j], deals[i][1][j])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ks, ss, err := g.Open(i, j, secrets[j].Channel, secrets[i].Channel.Public(), sealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held[j][0] = append(held[j][0], ks)
+			held[j][1] = append(held[j][1], ss)
 		}
 	}
 	dropped := map[int]bool{}
@@ -344,6 +363,86 @@ func FuzzShare(f *testing.F) {
 		out, _ := s.MarshalBinary()
 		if !bytes.Equal(out, b) {
 			t.Fatalf("%x writes back as %x", b, out)
+		}
+	})
+}
+
+// TestSealedShares: sealed shares open only for their member, in their
+// round, unaltered; the receiver that relays them (with keys of its own)
+// cannot open them, nor can a rebuilt mask key.
+func TestSealedShares(t *testing.T) {
+	rng := seeded(11)
+	g := Group{Job: "job", Round: 5, Receiver: "recv", Members: []string{"a", "b", "c"}, Threshold: 2}
+	s := make([]*Secrets, 3)
+	for i := range s {
+		s[i], _ = NewSecrets(rng)
+	}
+	ks, ss, err := g.Deal(s[0], rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := g.Seal(0, 1, s[0].Channel, s[1].Channel.Public(), ks[1], ss[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, v, err := g.Open(0, 1, s[1].Channel, s[0].Channel.Public(), sealed)
+	if err != nil || k.X != ks[1].X || !bytes.Equal(k.Y, ks[1].Y) || !bytes.Equal(v.Y, ss[1].Y) {
+		t.Fatalf("open: %v", err)
+	}
+	receiver, _ := NewSecrets(rng)
+	later := g
+	later.Round++
+	tampered := slices.Clone(sealed)
+	tampered[len(tampered)/2] ^= 1
+	for name, try := range map[string]func() error{
+		"tampered":         func() error { _, _, err := g.Open(0, 1, s[1].Channel, s[0].Channel.Public(), tampered); return err },
+		"another member":   func() error { _, _, err := g.Open(0, 2, s[2].Channel, s[0].Channel.Public(), sealed); return err },
+		"another round":    func() error { _, _, err := later.Open(0, 1, s[1].Channel, s[0].Channel.Public(), sealed); return err },
+		"the receiver":     func() error { _, _, err := g.Open(0, 1, receiver.Channel, s[0].Channel.Public(), sealed); return err },
+		"the rebuilt key":  func() error { _, _, err := g.Open(0, 1, s[1].Key, s[0].Channel.Public(), sealed); return err },
+		"the wrong sender": func() error { _, _, err := g.Open(2, 1, s[1].Channel, s[2].Channel.Public(), sealed); return err },
+		"a truncated seal": func() error { _, _, err := g.Open(0, 1, s[1].Channel, s[0].Channel.Public(), sealed[:5]); return err },
+	} {
+		if err := try(); !errors.Is(err, ErrSealed) {
+			t.Errorf("%s: %v, want ErrSealed", name, err)
+		}
+	}
+}
+
+// FuzzParseShares: an opened plaintext never panics the parser, and what
+// it accepts holds two well-formed shares.
+func FuzzParseShares(f *testing.F) {
+	f.Add([]byte{2, 1, 9, 1, 9})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, s, err := parseShares(b)
+		if err != nil {
+			return
+		}
+		if k.X == 0 || s.X == 0 || len(k.Y) == 0 || len(s.Y) == 0 {
+			t.Fatalf("%x: accepted malformed shares %+v %+v", b, k, s)
+		}
+	})
+}
+
+// FuzzOpen: arbitrary bytes as a sealed message never panic Open, and
+// are refused (only the sealer's key makes a valid seal).
+func FuzzOpen(f *testing.F) {
+	rng := seeded(12)
+	g := Group{Job: "job", Round: 1, Receiver: "r", Members: []string{"a", "b"}, Threshold: 2}
+	a, _ := NewSecrets(rng)
+	b, _ := NewSecrets(rng)
+	ks, ss, _ := g.Deal(a, rng)
+	valid, _ := g.Seal(0, 1, a.Channel, b.Channel.Public(), ks[1], ss[1])
+	f.Add([]byte(valid))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, sealed []byte) {
+		_, _, err := g.Open(0, 1, b.Channel, a.Channel.Public(), sealed)
+		if err != nil && !errors.Is(err, ErrSealed) && !errors.Is(err, ErrShares) {
+			t.Fatalf("an error that is neither ErrSealed nor ErrShares: %v", err)
+		}
+		if err == nil && !bytes.Equal(sealed, valid) {
+			t.Fatalf("a forged seal opened: %x", sealed)
 		}
 	})
 }
