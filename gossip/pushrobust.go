@@ -26,8 +26,13 @@ func (p *pushSum) keep(m *Message, c float64) {
 		p.windowAt = (p.windowAt + 1) % p.cfg.CacheSize
 	}
 	p.inW += m.Weight + c
-	if _, ok := p.cfg.Aggregator.(merge.ClippedGossip); ok && len(p.fresh) < 4*p.cfg.CacheSize {
-		p.fresh, p.freshW = append(p.fresh, z), append(p.freshW, max(m.Weight, 0))
+	if _, ok := p.cfg.Aggregator.(merge.ClippedGossip); ok {
+		// The latest models, a bounded number: a flood pushes out its own
+		// earlier models, not the ones that came after.
+		if len(p.fresh) == 4*p.cfg.CacheSize {
+			p.fresh, p.freshW = p.fresh[1:], p.freshW[1:]
+		}
+		p.fresh, p.freshW = append(p.fresh, z), append(p.freshW, m.Weight)
 	}
 }
 
@@ -59,8 +64,9 @@ func (p *pushSum) robustMerge(n *Core) {
 }
 
 // clippedMerge sets z to the node's estimate plus the fresh models'
-// clipped pulls, weighted by push-sum's weights (the estimate itself
-// where nothing arrived or no window sets an adaptive τ).
+// clipped pulls, weighted by push-sum's weights, each capped at the
+// node's own (the estimate itself where nothing arrived, or where no
+// window sets an adaptive τ).
 func (p *pushSum) clippedMerge(n *Core, tau float64, z []float32) {
 	own := p.estimate(n)
 	copy(z, own)
@@ -80,7 +86,13 @@ func (p *pushSum) clippedMerge(n *Core, tau float64, z []float32) {
 			return
 		}
 	}
-	xs, ws := append([][]float32{own}, p.fresh...), append([]float64{p.w}, p.freshW...)
+	// Each model's weight as its share claims, but at most the node's
+	// own: a sender claiming a huge weight does not drown the others.
+	ws := []float64{p.w}
+	for _, w := range p.freshW {
+		ws = append(ws, min(max(w, 0), p.w))
+	}
+	xs := append([][]float32{own}, p.fresh...)
 	if err := (merge.ClippedGossip{Tau: tau}).Aggregate(z, xs, ws, 0); err != nil {
 		n.drop(DropAggregation, "", "robust merge: "+err.Error())
 		copy(z, own)

@@ -153,6 +153,7 @@ func (s *Stack) Close() {
 	s.freeWorkspace()
 	if s.net != nil {
 		s.net.close()
+		s.net = nil
 	}
 	if s.grad.Len() > 0 {
 		s.be.Free(s.grad)

@@ -154,9 +154,10 @@ func TestRobustRandomWalkAndPushSum(t *testing.T) {
 	// cache, as median and Krum take, undoes a CNN's training: 0.20;
 	// under bit-flip no rule saves a CNN: docs/explanation/robustness.md).
 	// Push-sum with clipped gossip likewise averages the estimate with
-	// the fresh models only (push-sum learns a CNN more slowly: 0.6 in
-	// 60 rounds).
-	for proto, c := range map[string]struct{ floor, margin float64 }{"randomwalk": {0.85, 0.05}, "pushsum": {0.4, 0.15}} {
+	// the fresh models only (push-sum learns a CNN more slowly: 0.58 in
+	// 60 rounds; clipped 0.46, against 0.13 when it clipped toward the
+	// whole window).
+	for proto, c := range map[string]struct{ floor, margin float64 }{"randomwalk": {0.85, 0.05}, "pushsum": {0.35, 0.2}} {
 		cnn := Config{Settings: job.Settings{Protocol: proto, LR: 0.5, Model: "small-cnn"}, Peers: 20, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200}
 		_, mean := csvOf(t, cnn)
 		cnn.Aggregator = "clipped"

@@ -3,13 +3,16 @@ package nn
 import "github.com/gossipd/gossipd/model/compute"
 
 // conv is a 2-D convolution, on the backend's kernels
-// (compute.Layers.ConvForward: im2col and GEMM on the CPU).
+// (compute.Layers.ConvForward: on the CPU a direct convolution for
+// stride 1, im2col and GEMM otherwise).
 type conv struct {
 	window
 	weights
 	ch int // output channels
-	// cols holds a training pass's unrolled inputs, for its backward:
-	// only ConvForward writes it (its padding entries stay zero).
+	// cols holds what a training pass's backward needs of its inputs,
+	// in the backend's layout (unrolled inputs, or the CPU's padded
+	// images): allocated zero (backends' Alloc zeroes), then written
+	// only by ConvForward, which leaves its padding entries zero.
 	cols compute.Tensor
 }
 

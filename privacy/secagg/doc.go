@@ -24,5 +24,18 @@
 // masks (bᵢ rebuilt from t shares) and, for a member that dropped out
 // after the others masked against it, the masks it shared with each
 // survivor (its key rebuilt from t shares). No receiver is given both
-// bᵢ and i's key: it sees one contribution only as uniform noise.
+// bᵢ and i's key, so it sees one contribution only as uniform noise:
+// every member answers one unmasking request per round with one share
+// per member (Reveal), and the threshold is more than half the group
+// (Validate), so no two disjoint sets of t members exist to be told
+// different stories. Secrets are drawn afresh for every group and round.
+//
+// Threat model of this package: an honest-but-curious receiver learns
+// only the sum of the survivors' contributions; it and up to t−1
+// colluding members of the group learn nothing more of an honest
+// member's contribution (fewer than t shares say nothing). A malicious
+// sender can send any contribution within the ring's clipping bound
+// (the masks hide it, so robust rules cannot inspect it) or spoil a
+// round with bad shares, which Combine detects when more than t shares
+// come back; it cannot learn others' contributions.
 package secagg

@@ -84,7 +84,9 @@ func (r Ring) Encode(dst []uint32, x []float32, w float64) int {
 				f = -r.Clip
 			}
 		}
-		dst[i] = uint32(int32(math.RoundToEven(f * r.Scale)))
+		q := math.RoundToEven(f * r.Scale)
+		q = max(math.MinInt32, min(math.MaxInt32, q)) // only reached with Clip·Scale ≥ 2³¹, which Validate refuses
+		dst[i] = uint32(int32(q))
 	}
 	return clipped
 }

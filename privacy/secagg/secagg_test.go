@@ -218,12 +218,29 @@ func round(t *testing.T, n, th int, drop []int, dim int, seed uint64) (got, want
 	}
 	// Each survivor hands in, for every member, the share of its self
 	// seed if that member survived, else the share of its key: never both.
+	if len(survivors) < th {
+		if _, _, err := g.Reveal(survivors[0], heldBy(held, survivors[0]), survivors); !errors.Is(err, ErrTooFew) {
+			t.Fatalf("Reveal with %d survivors: %v", len(survivors), err)
+		}
+	}
 	for _, j := range survivors {
+		if len(survivors) < th {
+			break
+		}
+		ss, ks, err := g.Reveal(j, heldBy(held, j), survivors)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range n {
+			_, hasSelf := ss[i]
+			_, hasKey := ks[i]
+			if hasSelf == hasKey || hasKey != dropped[i] {
+				t.Fatalf("member %d revealed for %d: self share %v, key share %v (dropped %v)", j, i, hasSelf, hasKey, dropped[i])
+			}
 			if dropped[i] {
-				keyShares[i] = append(keyShares[i], held[j][0][i])
+				keyShares[i] = append(keyShares[i], ks[i])
 			} else {
-				selfShares[i] = append(selfShares[i], held[j][1][i])
+				selfShares[i] = append(selfShares[i], ss[i])
 			}
 		}
 	}
@@ -237,6 +254,15 @@ func round(t *testing.T, n, th int, drop []int, dim int, seed uint64) (got, want
 	got = make([]float32, dim)
 	ring.Decode(got, sum)
 	return got, want, nil
+}
+
+// heldBy is member j's held shares of every member's key and seed.
+func heldBy(held [][2][]Share, j int) [][2]Share {
+	out := make([][2]Share, len(held[j][0]))
+	for i := range out {
+		out[i] = [2]Share{held[j][0][i], held[j][1][i]}
+	}
+	return out
 }
 
 // TestExactSumWithDropouts: the decoded sum equals the survivors' plain
@@ -275,7 +301,7 @@ func TestExactSumWithDropouts(t *testing.T) {
 func TestMaskedLooksUniform(t *testing.T) {
 	const n, dim = 4, 1 << 16
 	rng := seeded(7)
-	g := Group{Job: "job", Round: 1, Receiver: "recv", Members: []string{"a", "b", "c", "d"}, Threshold: 2}
+	g := Group{Job: "job", Round: 1, Receiver: "recv", Members: []string{"a", "b", "c", "d"}, Threshold: 3}
 	secrets := make([]*Secrets, n)
 	publics := make([][]byte, n)
 	for i := range n {
@@ -342,10 +368,26 @@ func TestGroupValidate(t *testing.T) {
 		{Members: []string{"a", "b"}, Threshold: 3},
 		{Members: []string{"b", "a"}, Threshold: 2},
 		{Members: []string{"a", "a"}, Threshold: 2},
+		{Members: []string{"a", "b", "c", "d"}, Threshold: 2}, // half: a lying receiver gets both shares
 	} {
 		if err := g.Validate(); err == nil {
 			t.Errorf("%+v: no error", g)
 		}
+	}
+	g := Group{Members: []string{"a", "b", "c", "d", "e"}, Threshold: 3}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	held := make([][2]Share, 5)
+	for _, bad := range [][]int{{0, 0, 1}, {2, 1, 0}, {0, 1, 9}, {1, 2, 3, 4}} {
+		if _, _, err := g.Reveal(0, held, bad); err == nil {
+			t.Errorf("Reveal by member 0 for survivors %v: no error", bad)
+		}
+	}
+	r := &Recovered{Self: map[int]Seed{0: {}, 1: {}, 2: {}}, Dropped: map[int]*KeyPair{}}
+	publics := make([][]byte, 5)
+	if err := g.Unmask(make([]uint32, 4), []int{0, 1, 2}, r, publics); err == nil {
+		t.Error("Unmask without the dropped members' keys: no error")
 	}
 }
 

@@ -121,7 +121,11 @@ func firstByte(b []byte) int {
 	return int(b[0])
 }
 
-// GF(2⁸) by log and exp tables over the generator 3.
+// GF(2⁸) by log and exp tables over the generator 3. The lookups are
+// indexed by secret bytes, so they are not constant-time: a process
+// sharing the CPU's cache with a member could learn from their timing.
+// The shares are made and combined once per round, not in a loop an
+// attacker can drive.
 var gfExp, gfLog = func() (e [510]byte, l [256]byte) {
 	x := byte(1)
 	for i := range 255 {
