@@ -134,7 +134,7 @@ fmt-check:
 # CNNs under every protocol, and take longer than go test's default 10
 # minutes on a loaded 2-core machine.
 race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 -parallel 4 -timeout 25m $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -parallel 4 -timeout 40m $(PKGS)
 
 unit:
 	$(GO) test -count=1 -parallel 4 $(PKGS)
