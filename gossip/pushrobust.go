@@ -1,9 +1,6 @@
 package gossip
 
 import (
-	"math"
-	"slices"
-
 	"github.com/gossipd/gossipd/merge"
 )
 
@@ -77,12 +74,7 @@ func (p *pushSum) clippedMerge(n *Core, tau float64, z []float32) {
 		if len(p.window) == 0 {
 			return
 		}
-		d := make([]float64, len(p.window))
-		for i, x := range p.window {
-			d[i] = math.Sqrt(merge.SquaredDistance(x, own))
-		}
-		slices.Sort(d)
-		if tau = d[(len(d)-1)/2]; tau == 0 {
+		if tau = merge.MedianDistance(own, p.window); tau == 0 {
 			return
 		}
 	}

@@ -324,12 +324,7 @@ func (w *randomWalk) clippedMerge(n *Core, m *Message, tau float64, xs [][]float
 			copy(dst, xs[0])
 			return false
 		}
-		d := make([]float64, 0, len(xs)-1)
-		for _, x := range xs[1:] {
-			d = append(d, math.Sqrt(merge.SquaredDistance(x, xs[0])))
-		}
-		slices.Sort(d)
-		tau = d[(len(d)-1)/2]
+		tau = merge.MedianDistance(xs[0], xs[1:])
 	}
 	omega := merge.AgeWeight(n.age, m.Age)
 	if tau == 0 || omega == 0 {

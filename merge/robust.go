@@ -164,17 +164,16 @@ func (c ClippedGossip) Aggregate(dst []float32, xs [][]float32, ws []float64, se
 	}
 	x := xs[self]
 	dist := make([]float64, len(xs))
-	var others []float64
+	var others [][]float32
 	for j := range xs {
 		if j != self {
 			dist[j] = math.Sqrt(SquaredDistance(xs[j], x))
-			others = append(others, dist[j])
+			others = append(others, xs[j])
 		}
 	}
 	tau := c.Tau
-	if tau == 0 && len(others) > 0 {
-		slices.Sort(others)
-		tau = others[(len(others)-1)/2]
+	if tau == 0 {
+		tau = MedianDistance(x, others)
 	}
 	acc := make([]float64, len(x))
 	for j, xj := range xs {
@@ -190,6 +189,20 @@ func (c ClippedGossip) Aggregate(dst []float32, xs [][]float32, ws []float64, se
 		dst[k] = float32(float64(x[k]) + acc[k])
 	}
 	return nil
+}
+
+// MedianDistance is the lower median of the L2 distances of others
+// from x: clipped gossip's adaptive τ (0 for no others).
+func MedianDistance(x []float32, others [][]float32) float64 {
+	if len(others) == 0 {
+		return 0
+	}
+	d := make([]float64, len(others))
+	for i, o := range others {
+		d[i] = math.Sqrt(SquaredDistance(o, x))
+	}
+	slices.Sort(d)
+	return d[(len(d)-1)/2]
 }
 
 // ErrAggregate marks inputs an aggregator cannot combine.
