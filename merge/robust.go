@@ -84,11 +84,22 @@ func (t TrimmedMean) Aggregate(dst []float32, xs [][]float32, ws []float64, self
 
 // Krum picks the input with the smallest sum of squared distances to its
 // n−F−2 nearest others (Blanchard et al. 2017), tolerating F Byzantine
-// inputs among n ≥ F+3.
-type Krum struct{ F int }
+// inputs among n ≥ F+3. With Multi set (Multi-Krum, from the same paper)
+// it averages the n−F inputs of the smallest such sums instead of keeping
+// one: the result then has the variance of a mean over the honest inputs,
+// which a network trained by steps from one input's minibatch lacks.
+type Krum struct {
+	F     int
+	Multi bool
+}
 
 // Name implements Aggregator.
-func (k Krum) Name() string { return fmt.Sprintf("krum:%d", k.F) }
+func (k Krum) Name() string {
+	if k.Multi {
+		return fmt.Sprintf("multikrum:%d", k.F)
+	}
+	return fmt.Sprintf("krum:%d", k.F)
+}
 
 // Aggregate implements Aggregator.
 func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) error {
@@ -106,25 +117,48 @@ func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 			d[j][i] = d[i][j]
 		}
 	}
-	best, bestScore := 0, math.Inf(1)
+	scores := make([]float64, n)
+	order := make([]int, n)
+	others := make([]float64, 0, n-1)
 	for i := 0; i < n; i++ {
-		others := make([]float64, 0, n-1)
+		others = others[:0]
 		for j := 0; j < n; j++ {
 			if j != i {
 				others = append(others, d[i][j])
 			}
 		}
 		slices.Sort(others)
-		var score float64
 		for _, v := range others[:n-k.F-2] {
-			score += v
+			scores[i] += v
 		}
-		if score < bestScore { // ties: the lowest index, deterministically
-			best, bestScore = i, score
-		}
+		order[i] = i
 	}
-	copy(dst, xs[best])
+	// Ties go to the lowest index, deterministically.
+	slices.SortStableFunc(order, func(a, b int) int { return cmpFloat(scores[a], scores[b]) })
+	if !k.Multi {
+		copy(dst, xs[order[0]])
+		return nil
+	}
+	keep := order[:n-k.F]
+	slices.Sort(keep) // sum in input order: the result does not depend on the scores' ties
+	for c := range dst {
+		var s float64
+		for _, i := range keep {
+			s += float64(xs[i][c])
+		}
+		dst[c] = float32(s / float64(len(keep)))
+	}
 	return nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // ClippedGossip is x_i + Σ_j W_ij·clip(x_j − x_i, τ) with
@@ -221,10 +255,10 @@ func checkInputs(dst []float32, xs [][]float32, min int) error {
 }
 
 // Aggregators lists the rules ParseAggregator accepts.
-var Aggregators = []string{"mean", "median", "trimmed:B", "krum:F", "clipped[:TAU]"}
+var Aggregators = []string{"mean", "median", "trimmed:B", "krum:F", "multikrum:F", "clipped[:TAU]"}
 
-// ParseAggregator reads "mean", "median", "trimmed:B", "krum:F", "clipped"
-// (adaptive τ) or "clipped:TAU".
+// ParseAggregator reads "mean", "median", "trimmed:B", "krum:F",
+// "multikrum:F", "clipped" (adaptive τ) or "clipped:TAU".
 func ParseAggregator(spec string) (Aggregator, error) {
 	name, arg, hasArg := strings.Cut(spec, ":")
 	bad := func() (Aggregator, error) {
@@ -241,7 +275,7 @@ func ParseAggregator(spec string) (Aggregator, error) {
 			return bad()
 		}
 		return Median{}, nil
-	case "trimmed", "krum":
+	case "trimmed", "krum", "multikrum":
 		v, err := strconv.Atoi(arg)
 		if err != nil || v < 0 {
 			return bad()
@@ -249,7 +283,7 @@ func ParseAggregator(spec string) (Aggregator, error) {
 		if name == "trimmed" {
 			return TrimmedMean{Trim: v}, nil
 		}
-		return Krum{F: v}, nil
+		return Krum{F: v, Multi: name == "multikrum"}, nil
 	case "clipped":
 		if !hasArg {
 			return ClippedGossip{}, nil

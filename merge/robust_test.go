@@ -27,14 +27,14 @@ func near(t *testing.T, name string, got []float32, want []float32, tol float64)
 }
 
 // TestRobustRulesResistOneOutlier: with four honest inputs and one huge
-// Byzantine one, median, trimmed mean, Krum and clipped gossip stay near the
+// Byzantine one, median, trimmed mean, Krum, Multi-Krum and clipped gossip stay near the
 // honest inputs, while the plain mean is dragged off.
 func TestRobustRulesResistOneOutlier(t *testing.T) {
 	xs := honestAndByzantine(4)
 	ws := []float64{0.2, 0.2, 0.2, 0.2, 0.2}
 	want := []float32{1.015, 1.985, 3.015, 4}
 	dst := make([]float32, 4)
-	for _, a := range []Aggregator{Median{}, TrimmedMean{Trim: 1}, Krum{F: 1}, ClippedGossip{}} {
+	for _, a := range []Aggregator{Median{}, TrimmedMean{Trim: 1}, Krum{F: 1}, Krum{F: 1, Multi: true}, ClippedGossip{}} {
 		if err := a.Aggregate(dst, xs, ws, 0); err != nil {
 			t.Fatalf("%s: %v", a.Name(), err)
 		}
@@ -54,6 +54,15 @@ func TestRobustRulesExact(t *testing.T) {
 	near(t, "median", dst, []float32{3, 25}, 1e-6)
 	TrimmedMean{Trim: 1}.Aggregate(dst, xs, nil, -1)
 	near(t, "trimmed mean", dst, []float32{3, 25}, 1e-6)
+	// Krum with F = 1 over five inputs scores each by its 5−1−2 = 2 nearest
+	// squared distances: (0,0) 1+1 = 2, (1,0) 1+2 = 3, (0,1) 1+2 = 3,
+	// (10,10) 181+181 = 362, (−1,0) 1+2 = 3. Krum keeps (0,0); Multi-Krum
+	// averages the four best, (0,0), (1,0), (0,1), (−1,0): (0, ¼).
+	five := [][]float32{{0, 0}, {1, 0}, {0, 1}, {10, 10}, {-1, 0}}
+	Krum{F: 1}.Aggregate(dst, five, nil, 0)
+	near(t, "krum", dst, []float32{0, 0}, 1e-6)
+	Krum{F: 1, Multi: true}.Aggregate(dst, five, nil, 0)
+	near(t, "multi-krum", dst, []float32{0, 0.25}, 1e-6)
 	// Clipped gossip with τ = 1 from x0 = (0,0) and one neighbour at (3,4)
 	// (distance 5), weight 1/2: x0 moves by ½·(3,4)/5.
 	if err := (ClippedGossip{Tau: 1}).Aggregate(dst, [][]float32{{0, 0}, {3, 4}}, []float64{0.5, 0.5}, 0); err != nil {
@@ -71,7 +80,7 @@ func TestRobustRulesRefuse(t *testing.T) {
 	for _, c := range []struct {
 		a    Aggregator
 		self int
-	}{{TrimmedMean{Trim: 1}, 0}, {Krum{F: 1}, 0}, {ClippedGossip{}, -1}} {
+	}{{TrimmedMean{Trim: 1}, 0}, {Krum{F: 1}, 0}, {Krum{F: 1, Multi: true}, 0}, {ClippedGossip{}, -1}} {
 		if err := c.a.Aggregate(dst, two, []float64{0.5, 0.5}, c.self); !errors.Is(err, ErrAggregate) {
 			t.Errorf("%s with 2 inputs: %v", c.a.Name(), err)
 		}
@@ -83,13 +92,13 @@ func TestRobustRulesRefuse(t *testing.T) {
 
 func TestParseAggregator(t *testing.T) {
 	for spec, want := range map[string]string{"mean": "mean", "": "mean", "median": "median", "trimmed:2": "trimmed:2",
-		"krum:1": "krum:1", "clipped": "clipped", "clipped:0.5": "clipped:0.5"} {
+		"krum:1": "krum:1", "multikrum:2": "multikrum:2", "clipped": "clipped", "clipped:0.5": "clipped:0.5"} {
 		a, err := ParseAggregator(spec)
 		if err != nil || a.Name() != want {
 			t.Errorf("%q: %v, %v", spec, a, err)
 		}
 	}
-	for _, bad := range []string{"max", "trimmed", "trimmed:-1", "krum:x", "clipped:0", "clipped:-1", "median:3", "mean:1"} {
+	for _, bad := range []string{"max", "trimmed", "trimmed:-1", "krum:x", "multikrum", "multikrum:-1", "clipped:0", "clipped:-1", "median:3", "mean:1"} {
 		if _, err := ParseAggregator(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

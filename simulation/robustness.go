@@ -76,7 +76,7 @@ func Robustness(ctx context.Context, c RobustnessConfig, progress func(string)) 
 		return res.FinalAccuracy, nil
 	}
 	f := c.Tolerated()
-	aggs := []string{"mean", "median", fmt.Sprintf("trimmed:%d", f), fmt.Sprintf("krum:%d", f), "clipped"}
+	aggs := []string{"mean", "median", fmt.Sprintf("trimmed:%d", f), fmt.Sprintf("krum:%d", f), fmt.Sprintf("multikrum:%d", f), "clipped"}
 	cache, err := cacheSizes(aggs[1:])
 	if err != nil {
 		return "", err
@@ -87,9 +87,9 @@ func Robustness(ctx context.Context, c RobustnessConfig, progress func(string)) 
 		case gossip.DPSGD:
 			fmt.Fprintf(&b, "## D-PSGD, %s graph\n\nEach peer aggregates its own parameters and its neighbours' every round.\n\n", c.Topology)
 		case gossip.RandomWalk:
-			fmt.Fprintf(&b, "## Random walk (MU)\n\nThe mean row is gossip learning's age-weighted merge of the received model; median, trimmed and Krum instead combine the peer's model with the last %s models it received (its cache); clipped is the age-weighted merge with the received model's pull clipped to τ, the median distance of the cached models from the peer's.\n\n", cache)
+			fmt.Fprintf(&b, "## Random walk (MU)\n\nThe mean row is gossip learning's age-weighted merge of the received model; median, trimmed, Krum and Multi-Krum instead combine the peer's model with the last %s models it received (its cache); clipped is the age-weighted merge with the received model's pull clipped to τ, the median distance of the cached models from the peer's.\n\n", cache)
 		case gossip.PushSum:
-			fmt.Fprintf(&b, "## Push-sum (exponential graph)\n\nThe mean row is push-sum's weighted sum; median, trimmed and Krum instead combine the peer's de-biased estimate with the last %s de-biased models it received, once per round, while weights flow as in push-sum; clipped averages the estimate with the models received since, each pull clipped to τ, the median distance of those cached models from the estimate.\n\n", cache)
+			fmt.Fprintf(&b, "## Push-sum (exponential graph)\n\nThe mean row is push-sum's weighted sum; median, trimmed, Krum and Multi-Krum instead combine the peer's de-biased estimate with the last %s de-biased models it received, once per round, while weights flow as in push-sum; clipped averages the estimate with the models received since, each pull clipped to τ, the median distance of those cached models from the estimate.\n\n", cache)
 		default:
 			return "", fmt.Errorf("%w: robustness: protocol %q, want dpsgd, randomwalk or pushsum", ErrConfig, proto)
 		}

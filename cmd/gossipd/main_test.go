@@ -208,7 +208,7 @@ func TestRobustnessCommand(t *testing.T) {
 			rows = append(rows, line)
 		}
 	}
-	if len(rows) != 15 || strings.Count(rows[0], "|") != 13 || !strings.HasPrefix(rows[3], "| krum:2 |") || !strings.HasPrefix(rows[13], "| krum:2 |") {
+	if len(rows) != 18 || strings.Count(rows[0], "|") != 13 || !strings.HasPrefix(rows[3], "| krum:2 |") || !strings.HasPrefix(rows[16], "| multikrum:2 |") {
 		t.Fatalf("table rows:\n%s", strings.Join(rows, "\n"))
 	}
 }
