@@ -16,10 +16,25 @@ func (l *activation) backward(s *pass, in, out, dout, din compute.Tensor) {
 	}
 }
 
-// flatten views C×H×W as C·H·W values: the same memory order, so the
-// network passes its input on as its output (Net.io) and never runs it.
+// aliased is a layer the network never runs: it passes its input on as
+// its output (Net.io), and the gradient at its output is the one at its
+// input.
+type aliased interface{ aliased() }
+
+// flatten views C×H×W as C·H·W values: the same memory order.
 type flatten struct{ io }
 
-func (l *flatten) forward(*pass, compute.Tensor, compute.Tensor) {}
+func (*flatten) aliased()                                                                       {}
+func (*flatten) forward(*pass, compute.Tensor, compute.Tensor)                                  {}
+func (*flatten) backward(*pass, compute.Tensor, compute.Tensor, compute.Tensor, compute.Tensor) {}
 
-func (l *flatten) backward(*pass, compute.Tensor, compute.Tensor, compute.Tensor, compute.Tensor) {}
+// pooledReLU is a ReLU that the max pool after it applies to its own,
+// smaller output instead (pool.relu): max(relu(x)) = relu(max(x)), and
+// the gradient reaches the same input, the window's first maximum, where
+// it is positive. The same numbers, with a quarter of the work for a 2×2
+// pool.
+type pooledReLU struct{ io }
+
+func (*pooledReLU) aliased()                                                                       {}
+func (*pooledReLU) forward(*pass, compute.Tensor, compute.Tensor)                                  {}
+func (*pooledReLU) backward(*pass, compute.Tensor, compute.Tensor, compute.Tensor, compute.Tensor) {}

@@ -62,6 +62,10 @@ const (
 	MaxActivations = 1 << 24 // values per example over all layers
 )
 
+// fuseReLUPool lets a max pool apply the ReLU before it (pooledReLU);
+// tests turn it off to check the result against the layers run in turn.
+var fuseReLUPool = true
+
 // Build checks spec's shapes for inputs of shape in and classes outputs
 // and returns the network, computing on be (nil: compute.NewCPU()),
 // which must compute layers (compute.Layers). An error names the layer
@@ -92,6 +96,10 @@ func Build(spec Spec, in Shape, classes int, be compute.Backend) (*Net, error) {
 		ly, err := n.newLayer(i, l, s, i == len(spec)-1)
 		if err != nil {
 			return nil, fmt.Errorf("%w: layer %d (%s) on input %s: %v", ErrSpec, i+1, l, s, err)
+		}
+		if p, ok := ly.(*pool); ok && p.isMax && i > 0 && spec[i-1].Kind == ReLU && fuseReLUPool {
+			p.relu = true
+			n.layers[i-1] = &pooledReLU{n.layers[i-1].(*activation).io}
 		}
 		n.layers = append(n.layers, ly)
 		_, s = ly.shapes()

@@ -15,7 +15,7 @@ func (n *Net) grow(m int) {
 	n.freeActs()
 	for _, l := range n.layers {
 		var a, d compute.Tensor // none for a flatten: its output is its input
-		if _, flat := l.(*flatten); !flat {
+		if _, skip := l.(aliased); !skip {
 			_, out := l.shapes()
 			a, d = n.be.Alloc(m*out.Size()), n.be.Alloc(m*out.Size())
 		}
@@ -34,11 +34,11 @@ func (n *Net) freeActs() {
 	n.acts, n.dacts, n.cap = nil, nil, 0
 }
 
-// below is the last layer at or before i that is not a flatten (−1:
-// none), which holds layer i's output.
+// below is the last layer at or before i that is not aliased (a
+// flatten; −1: none), which holds layer i's output.
 func (n *Net) below(i int) int {
 	for i >= 0 {
-		if _, flat := n.layers[i].(*flatten); !flat {
+		if _, skip := n.layers[i].(aliased); !skip {
 			break
 		}
 		i--
@@ -109,7 +109,7 @@ func (n *Net) run(s *pass, x compute.Tensor, y []int32, scale float32) (float64,
 	n.ly.Zero(s.grad)
 	for i := last; i >= 0; i-- {
 		if n.below(i) != i {
-			continue // a flatten: the gradient at its output is the one at its input
+			continue // aliased: the gradient at its output is the one at its input
 		}
 		in, out := n.io(i, x, m)
 		_, o := n.layers[i].shapes()
