@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -77,41 +79,55 @@ func TestIm2colAgainstNaive(t *testing.T) {
 
 // TestMaxPool2: the 2×2 fast path agrees with the definition on odd
 // sizes, forward and backward, ties going to the first value in row
-// order.
+// order and −0 below +0, with every kernel set this CPU runs and the
+// amd64 sets on the interpreter (which fails any access past a row).
 func TestMaxPool2(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	g, err := NewWindow(3, 7, 9, 2, 2, 0)
+	sets := slices.Clone(kernelSets)
+	if runtime.GOARCH == "amd64" {
+		sets = append(sets, emulatedKernels(t)...)
+	}
+	for _, ks := range sets {
+		for _, w := range []int{9, 37, 50} {
+			t.Run(fmt.Sprintf("%s/W%d", ks.name, w), func(t *testing.T) { checkMaxPool2(t, ks, w) })
+		}
+	}
+}
+
+func checkMaxPool2(t *testing.T, ks *kernels, w int) {
+	rng := rand.New(rand.NewPCG(3, uint64(w)))
+	g, err := NewWindow(3, 7, w, 2, 2, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	x := make([]float32, g.In())
+	values := []float32{-2, -1, float32(math.Copysign(0, -1)), 0, 1, 2}
 	for i := range x {
-		x[i] = float32(rng.IntN(3)) // many ties
+		x[i] = values[rng.IntN(len(values))] // many ties, both zeros
 	}
 	os := g.C * g.Positions()
 	out, dout := make([]float32, os), make([]float32, os)
-	maxPool2(g, x, out, nil)
+	maxPool2(ks, g, x, out, nil)
 	for i := range dout {
 		dout[i] = float32(i + 1)
 	}
 	dx := make([]float32, g.In())
-	maxPool2(g, x, dout, dx)
+	maxPool2(ks, g, x, dout, dx)
 	want := make([]float32, g.In())
 	for c := range g.C {
 		for oh := range g.OH {
 			for ow := range g.OW {
-				best, at := float32(-1), -1
+				at := -1
 				for ki := range 2 {
 					for kj := range 2 {
 						j := c*g.H*g.W + (2*oh+ki)*g.W + 2*ow + kj
-						if v := x[j]; v > best {
-							best, at = v, j
+						if at < 0 || x[j] > x[at] || x[j] == 0 && x[at] == 0 && !math.Signbit(float64(x[j])) && math.Signbit(float64(x[at])) {
+							at = j
 						}
 					}
 				}
 				o := c*g.Positions() + oh*g.OW + ow
-				if out[o] != best {
-					t.Fatalf("channel %d (%d,%d): %v, want %v", c, oh, ow, out[o], best)
+				if math.Float32bits(out[o]) != math.Float32bits(x[at]) {
+					t.Fatalf("channel %d (%d,%d): %v, want %v", c, oh, ow, out[o], x[at])
 				}
 				want[at] += dout[o]
 			}

@@ -16,7 +16,7 @@ import (
 // can run.
 
 var amd64Asm = sync.OnceValues(func() (*asmProgram, error) {
-	return loadAsm("small_amd64.s", "exp_amd64.s", "kernel_amd64.s")
+	return loadAsm("small_amd64.s", "exp_amd64.s", "kernel_amd64.s", "pool_amd64.s")
 })
 
 func ptrArg[T any](p *T) uint64 { return uint64(uintptr(unsafe.Pointer(p))) }
@@ -29,7 +29,7 @@ func emulatedKernels(t testing.TB) []*kernels {
 	}
 	set := func(name, dot, axpy, exp string, rows int) *kernels {
 		return &kernels{name: name + "-emulated", packed: emuPacked(p), dot: emuDot(p, dot, rows), dotRows: rows, dotCols: 5,
-			axpy: emuAxpy(p, axpy), exp: emuExp(p, exp)}
+			axpy: emuAxpy(p, axpy), exp: emuExp(p, exp), pool2: emuPool2(p)}
 	}
 	return []*kernels{set("avx2", "dot2x5AVX2", "axpy2x4AVX2", "expAVX2", 2), set("avx512", "dot4x5AVX512", "axpy2x4AVX512", "expAVX512", 4)}
 }
@@ -74,6 +74,19 @@ func emuExp(p *asmProgram, fn string) expKernel {
 		if len(x) > 0 {
 			p.call(fn, []uint64{uint64(len(x)), ptrArg(&x[0])}, bytesOf(&x[0], 4*len(x)))
 		}
+	}
+}
+
+// emuPool2 is maxPool2VecAVX2 with the assembly on the interpreter,
+// lent 16 values of each row and 8 of out per block.
+func emuPool2(p *asmProgram) pool2Kernel {
+	return func(r0, r1, out []float32) {
+		n := len(out) / 8
+		if n > 0 {
+			p.call("maxPool2RowAVX2", []uint64{uint64(n), ptrArg(&r0[0]), ptrArg(&r1[0]), ptrArg(&out[0])},
+				bytesOf(&r0[0], 64*n), bytesOf(&r1[0], 64*n), bytesOf(&out[0], 32*n))
+		}
+		maxPool2Go(r0[16*n:], r1[16*n:], out[8*n:])
 	}
 }
 
@@ -216,6 +229,13 @@ func TestEmulatorMatchesHardware(t *testing.T) {
 			if y1[i] != y2[i] && math.Abs(float64(y1[i]-y2[i])) > 1e-6*math.Abs(float64(y1[i])) {
 				t.Fatalf("%s exp(%v): native %v, emulated %v", name, x[i], y1[i], y2[i])
 			}
+		}
+		r0, r1 := randSlice(rng, 81), randSlice(rng, 81)
+		p1, p2 := make([]float32, 40), make([]float32, 40)
+		hw.pool2(r0, r1, p1)
+		emu.pool2(r0, r1, p2)
+		if !slices.Equal(p1, p2) {
+			t.Fatalf("%s pool2: native %v, emulated %v", name, p1, p2)
 		}
 	}
 	t.Logf("%d of 2 amd64 kernel sets checked against this CPU", checked)

@@ -11,9 +11,9 @@ func archKernels() []*kernels {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return nil
 	}
-	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2}
+	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2}
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
-		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512}, avx2}
+		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2}, avx2}
 	}
 	return []*kernels{avx2}
 }
@@ -54,4 +54,18 @@ func expVecAVX512(x []float32) {
 	if len(x) > 0 {
 		expAVX512(len(x), &x[0])
 	}
+}
+
+//go:noescape
+func maxPool2RowAVX2(n int, r0, r1, out *float32)
+
+// maxPool2VecAVX2 pools eight windows at a time in assembly and the rest
+// in Go (the AVX-512 set uses it too: the loop is bound by its loads).
+func maxPool2VecAVX2(r0, r1, out []float32) {
+	n := len(out) / 8
+	if n > 0 {
+		_, _ = r0[16*n-1], r1[16*n-1]
+		maxPool2RowAVX2(n, &r0[0], &r1[0], &out[0])
+	}
+	maxPool2Go(r0[16*n:], r1[16*n:], out[8*n:])
 }

@@ -23,9 +23,10 @@ type kernels struct {
 	dotRows, dotCols int // the dot kernel's block
 	axpy             axpyKernel
 	exp              expKernel
+	pool2            pool2Kernel
 }
 
-var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, dotRows: 4, dotCols: 4, axpy: axpyGo, exp: expGo}
+var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, dotRows: 4, dotCols: 4, axpy: axpyGo, exp: expGo, pool2: maxPool2Go}
 
 // kernelSets lists the sets this build and CPU can run, best first; the
 // last is always the pure-Go set. Filled by the architecture files.

@@ -24,7 +24,7 @@ func (c *CPU) Pool(outT, inT Tensor, g Window, m int, isMax bool) {
 	os := g.C * g.Positions()
 	c.split(m, func(_, lo, hi int) {
 		for e := lo; e < hi; e++ {
-			poolExample(g, isMax, in[e*g.In():(e+1)*g.In()], out[e*os:(e+1)*os], nil)
+			poolExample(c.ks, g, isMax, in[e*g.In():(e+1)*g.In()], out[e*os:(e+1)*os], nil)
 		}
 	})
 }
@@ -39,17 +39,17 @@ func (c *CPU) PoolBackward(dinT, doutT, inT Tensor, g Window, m int, isMax bool)
 		for e := lo; e < hi; e++ {
 			dx := din[e*g.In() : (e+1)*g.In()]
 			clear(dx)
-			poolExample(g, isMax, in[e*g.In():(e+1)*g.In()], dout[e*os:(e+1)*os], dx)
+			poolExample(c.ks, g, isMax, in[e*g.In():(e+1)*g.In()], dout[e*os:(e+1)*os], dx)
 		}
 	})
 }
 
 // poolExample pools one example x into out or, with dx, adds out (then
 // the gradient at the pool's output) back through the pool into dx.
-func poolExample(g Window, isMax bool, x, out, dx []float32) {
+func poolExample(ks *kernels, g Window, isMax bool, x, out, dx []float32) {
 	H, W, K, S, OH, OW := g.H, g.W, g.K, g.S, g.OH, g.OW
 	if isMax && K == 2 && S == 2 {
-		maxPool2(g, x, out, dx)
+		maxPool2(ks, g, x, out, dx)
 		return
 	}
 	inv := 1 / float32(K*K)
@@ -103,9 +103,9 @@ func poolExample(g Window, isMax bool, x, out, dx []float32) {
 }
 
 // maxPool2 is poolExample for the commonest window, 2×2 max pooling of
-// stride 2; forward and backward are separate loops, each without a
-// branch on which it is.
-func maxPool2(g Window, x, out, dx []float32) {
+// stride 2; forward (the kernel set's pool2) and backward are separate
+// loops, each without a branch on which it is.
+func maxPool2(ks *kernels, g Window, x, out, dx []float32) {
 	H, W, OH, OW := g.H, g.W, g.OH, g.OW
 	for ch := range g.C {
 		xc := x[ch*H*W : (ch+1)*H*W]
@@ -117,15 +117,24 @@ func maxPool2(g Window, x, out, dx []float32) {
 				maxPool2Back(r0, r1, oo, dx[ch*H*W+2*oh*W:ch*H*W+(2*oh+2)*W], W)
 				continue
 			}
-			for ow := range oo {
-				// Compared as ordered integers (key), which the compiler
-				// selects without branches: real data, half zeros after
-				// a ReLU, mispredicts them.
-				j := 2 * ow
-				best := max(key(r0[j]), key(r0[j+1]), key(r1[j]), key(r1[j+1]))
-				oo[ow] = unkey(best)
-			}
+			ks.pool2(r0, r1, oo)
 		}
+	}
+}
+
+// pool2Kernel pools one row of 2×2 windows of stride 2 over rows r0
+// and r1 (at least 2·len(out) values each) into out.
+type pool2Kernel func(r0, r1, out []float32)
+
+// maxPool2Go is the portable pool2 kernel.
+func maxPool2Go(r0, r1, out []float32) {
+	r0, r1 = r0[:2*len(out)], r1[:2*len(out)]
+	for ow := range out {
+		// Compared as ordered integers (key), which the compiler
+		// selects without branches: real data, half zeros after a
+		// ReLU, mispredicts them.
+		j := 2 * ow
+		out[ow] = unkey(max(key(r0[j]), key(r0[j+1]), key(r1[j]), key(r1[j+1])))
 	}
 }
 

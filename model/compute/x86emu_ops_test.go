@@ -186,7 +186,7 @@ func (m *machine) execVec(in insn) {
 		var out [16]uint32
 		copy(out[:w], src[w*int(a[0].imm):])
 		m.setVec(a[2], out, w, nil, in)
-	case "VXORPS", "VPXORD":
+	case "VXORPS", "VPXORD", "VPXOR":
 		m.binary(in, func(x, y uint32) uint32 { return x ^ y })
 	case "VANDNPS":
 		m.binary(in, func(x, y uint32) uint32 { return ^x & y })
@@ -263,6 +263,42 @@ func (m *machine) execVec(in insn) {
 	case "VPSRAD":
 		s := min(a[0].imm, 31)
 		m.unary(in, func(x uint32) uint32 { return uint32(int32(x) >> s) })
+	case "VPSRLD":
+		s := a[0].imm
+		m.unary(in, func(x uint32) uint32 {
+			if s > 31 {
+				return 0
+			}
+			return x >> s
+		})
+	case "VPMAXSD":
+		m.binary(in, func(x, y uint32) uint32 { return uint32(max(int32(x), int32(y))) })
+	case "VSHUFPS":
+		// Within each 128-bit half: two lanes of src1, then two of src2,
+		// chosen by the immediate's 2-bit fields.
+		imm := a[0].imm
+		s2, s1 := m.vec(a[1], n, nil, in), m.vec(a[2], n, nil, in)
+		var out [16]uint32
+		for g := 0; g < n; g += 4 {
+			out[g] = s1[g+int(imm&3)]
+			out[g+1] = s1[g+int(imm>>2&3)]
+			out[g+2] = s2[g+int(imm>>4&3)]
+			out[g+3] = s2[g+int(imm>>6&3)]
+		}
+		m.setVec(a[3], out, n, nil, in)
+	case "VPERMQ":
+		// The four 64-bit lanes of a Y register, chosen by the immediate.
+		if n != 8 {
+			panic(fmt.Sprintf("line %d: VPERMQ on %d lanes not emulated", in.line, n))
+		}
+		imm := a[0].imm
+		src := m.vec(a[1], n, nil, in)
+		var out [16]uint32
+		for q := range 4 {
+			sel := int(imm >> (2 * q) & 3)
+			out[2*q], out[2*q+1] = src[2*sel], src[2*sel+1]
+		}
+		m.setVec(a[2], out, n, nil, in)
 	case "VPSLLD":
 		s := a[0].imm
 		m.unary(in, func(x uint32) uint32 {
