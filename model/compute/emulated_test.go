@@ -29,7 +29,7 @@ func emulatedKernels(t testing.TB) []*kernels {
 	}
 	set := func(name, dot, axpy, exp string, rows int) *kernels {
 		return &kernels{name: name + "-emulated", packed: emuPacked(p), dot: emuDot(p, dot, rows), dotRows: rows, dotCols: 5,
-			axpy: emuAxpy(p, axpy), exp: emuExp(p, exp), pool2: emuPool2(p)}
+			axpy: emuAxpy(p, axpy), exp: emuExp(p, exp), pool2: emuPool2(p), pool2Back: emuPool2Back(p)}
 	}
 	return []*kernels{set("avx2", "dot2x5AVX2", "axpy2x4AVX2", "expAVX2", 2), set("avx512", "dot4x5AVX512", "axpy2x4AVX512", "expAVX512", 4)}
 }
@@ -77,16 +77,23 @@ func emuExp(p *asmProgram, fn string) expKernel {
 	}
 }
 
-// emuPool2 is maxPool2VecAVX2 with the assembly on the interpreter,
-// lent 16 values of each row and 8 of out per block.
+// emuPool2 and emuPool2Back are the pool2 kernels on the interpreter,
+// lent exactly the rows' 2n values and the n outputs.
 func emuPool2(p *asmProgram) pool2Kernel {
 	return func(r0, r1, out []float32) {
-		n := len(out) / 8
-		if n > 0 {
+		if n := len(out); n > 0 {
 			p.call("maxPool2RowAVX2", []uint64{uint64(n), ptrArg(&r0[0]), ptrArg(&r1[0]), ptrArg(&out[0])},
-				bytesOf(&r0[0], 64*n), bytesOf(&r1[0], 64*n), bytesOf(&out[0], 32*n))
+				bytesOf(&r0[0], 8*n), bytesOf(&r1[0], 8*n), bytesOf(&out[0], 4*n))
 		}
-		maxPool2Go(r0[16*n:], r1[16*n:], out[8*n:])
+	}
+}
+
+func emuPool2Back(p *asmProgram) pool2BackKernel {
+	return func(r0, r1, d, dx0, dx1 []float32) {
+		if n := len(d); n > 0 {
+			p.call("maxPool2BackRowAVX2", []uint64{uint64(n), ptrArg(&r0[0]), ptrArg(&r1[0]), ptrArg(&d[0]), ptrArg(&dx0[0]), ptrArg(&dx1[0])},
+				bytesOf(&r0[0], 8*n), bytesOf(&r1[0], 8*n), bytesOf(&d[0], 4*n), bytesOf(&dx0[0], 8*n), bytesOf(&dx1[0], 8*n))
+		}
 	}
 }
 
@@ -236,6 +243,13 @@ func TestEmulatorMatchesHardware(t *testing.T) {
 		emu.pool2(r0, r1, p2)
 		if !slices.Equal(p1, p2) {
 			t.Fatalf("%s pool2: native %v, emulated %v", name, p1, p2)
+		}
+		b1 := [2][]float32{make([]float32, 80), make([]float32, 80)}
+		b2 := [2][]float32{make([]float32, 80), make([]float32, 80)}
+		hw.pool2Back(r0, r1, p1, b1[0], b1[1])
+		emu.pool2Back(r0, r1, p1, b2[0], b2[1])
+		if !slices.Equal(b1[0], b2[0]) || !slices.Equal(b1[1], b2[1]) {
+			t.Fatalf("%s pool2Back: native %v, emulated %v", name, b1, b2)
 		}
 	}
 	t.Logf("%d of 2 amd64 kernel sets checked against this CPU", checked)

@@ -11,9 +11,9 @@ func archKernels() []*kernels {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return nil
 	}
-	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2}
+	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2}
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
-		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2}, avx2}
+		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2}, avx2}
 	}
 	return []*kernels{avx2}
 }
@@ -59,13 +59,22 @@ func expVecAVX512(x []float32) {
 //go:noescape
 func maxPool2RowAVX2(n int, r0, r1, out *float32)
 
-// maxPool2VecAVX2 pools eight windows at a time in assembly and the rest
-// in Go (the AVX-512 set uses it too: the loop is bound by its loads).
+//go:noescape
+func maxPool2BackRowAVX2(n int, r0, r1, d, dx0, dx1 *float32)
+
+// maxPool2VecAVX2 and maxPool2BackVecAVX2 are the pool2 kernels in
+// assembly (the AVX-512 set uses them too: the loops are bound by their
+// loads and shuffles).
 func maxPool2VecAVX2(r0, r1, out []float32) {
-	n := len(out) / 8
-	if n > 0 {
-		_, _ = r0[16*n-1], r1[16*n-1]
+	if n := len(out); n > 0 {
+		_, _ = r0[2*n-1], r1[2*n-1]
 		maxPool2RowAVX2(n, &r0[0], &r1[0], &out[0])
 	}
-	maxPool2Go(r0[16*n:], r1[16*n:], out[8*n:])
+}
+
+func maxPool2BackVecAVX2(r0, r1, d, dx0, dx1 []float32) {
+	if n := len(d); n > 0 {
+		_, _, _, _ = r0[2*n-1], r1[2*n-1], dx0[2*n-1], dx1[2*n-1]
+		maxPool2BackRowAVX2(n, &r0[0], &r1[0], &d[0], &dx0[0], &dx1[0])
+	}
 }

@@ -24,9 +24,10 @@ type kernels struct {
 	axpy             axpyKernel
 	exp              expKernel
 	pool2            pool2Kernel
+	pool2Back        pool2BackKernel
 }
 
-var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, dotRows: 4, dotCols: 4, axpy: axpyGo, exp: expGo, pool2: maxPool2Go}
+var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, dotRows: 4, dotCols: 4, axpy: axpyGo, exp: expGo, pool2: maxPool2Go, pool2Back: maxPool2BackGo}
 
 // kernelSets lists the sets this build and CPU can run, best first; the
 // last is always the pure-Go set. Filled by the architecture files.

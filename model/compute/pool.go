@@ -114,7 +114,8 @@ func maxPool2(ks *kernels, g Window, x, out, dx []float32) {
 			r0, r1 := xc[2*oh*W:(2*oh+1)*W], xc[(2*oh+1)*W:(2*oh+2)*W]
 			oo := oc[oh*OW : (oh+1)*OW]
 			if dx != nil {
-				maxPool2Back(r0, r1, oo, dx[ch*H*W+2*oh*W:ch*H*W+(2*oh+2)*W], W)
+				dr := dx[ch*H*W+2*oh*W : ch*H*W+(2*oh+2)*W]
+				ks.pool2Back(r0, r1, oo, dr[:W], dr[W:])
 				continue
 			}
 			ks.pool2(r0, r1, oo)
@@ -138,22 +139,39 @@ func maxPool2Go(r0, r1, out []float32) {
 	}
 }
 
-// maxPool2Back adds the gradients d of one row of 2×2 windows over rows
-// r0 and r1 to the first maximum of each, in dx (the two rows, W apart).
-func maxPool2Back(r0, r1, d, dx []float32, W int) {
+// pool2BackKernel sets, for each window i of one row of 2×2 windows of
+// stride 2 over rows r0 and r1, dx0[2i], dx0[2i+1], dx1[2i] and
+// dx1[2i+1] to d[i] at the window's first maximum (in that order, by key)
+// and to 0 at the others.
+type pool2BackKernel func(r0, r1, d, dx0, dx1 []float32)
+
+// maxPool2BackGo is the portable pool2Back kernel.
+func maxPool2BackGo(r0, r1, d, dx0, dx1 []float32) {
+	n := 2 * len(d)
+	r0, r1, dx0, dx1 = r0[:n], r1[:n], dx0[:n], dx1[:n]
 	for ow, v := range d {
 		j := 2 * ow
-		best, at := key(r0[j]), j
+		best, at := key(r0[j]), 0
 		if k := key(r0[j+1]); k > best {
-			best, at = k, j+1
+			best, at = k, 1
 		}
 		if k := key(r1[j]); k > best {
-			best, at = k, W+j
+			best, at = k, 2
 		}
 		if k := key(r1[j+1]); k > best {
-			at = W + j + 1
+			at = 3
 		}
-		dx[at] += v
+		dx0[j], dx0[j+1], dx1[j], dx1[j+1] = 0, 0, 0, 0
+		switch at {
+		case 0:
+			dx0[j] = v
+		case 1:
+			dx0[j+1] = v
+		case 2:
+			dx1[j] = v
+		default:
+			dx1[j+1] = v
+		}
 	}
 }
 

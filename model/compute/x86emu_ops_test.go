@@ -271,6 +271,32 @@ func (m *machine) execVec(in insn) {
 			}
 			return x >> s
 		})
+	case "VPCMPEQD":
+		m.binary(in, func(x, y uint32) uint32 {
+			if x == y {
+				return 0xffffffff
+			}
+			return 0
+		})
+	case "VPAND":
+		m.binary(in, func(x, y uint32) uint32 { return x & y })
+	case "VPANDN":
+		m.binary(in, func(x, y uint32) uint32 { return ^x & y })
+	case "VPOR":
+		m.binary(in, func(x, y uint32) uint32 { return x | y })
+	case "VUNPCKLPS", "VUNPCKHPS":
+		// Within each 128-bit half: the low (high) two lanes of src1 and
+		// src2, interleaved.
+		s2, s1 := m.vec(a[0], n, nil, in), m.vec(a[1], n, nil, in)
+		h := 0
+		if in.op == "VUNPCKHPS" {
+			h = 2
+		}
+		var out [16]uint32
+		for g := 0; g < n; g += 4 {
+			out[g], out[g+1], out[g+2], out[g+3] = s1[g+h], s2[g+h], s1[g+h+1], s2[g+h+1]
+		}
+		m.setVec(a[2], out, n, nil, in)
 	case "VPMAXSD":
 		m.binary(in, func(x, y uint32) uint32 { return uint32(max(int32(x), int32(y))) })
 	case "VSHUFPS":
