@@ -48,6 +48,17 @@ const (
 	KindHVShuffle
 	KindHVShuffleReply
 	KindHVPing
+	// Secure aggregation (securewire.go, privacy/secagg): a member's
+	// advert to a receiver, the receiver's roster, a member's sealed
+	// shares, the receiver's relay of them, a masked contribution, the
+	// receiver's request for shares and a member's reveal.
+	KindSecAdvert
+	KindSecRoster
+	KindSecDealt
+	KindSecRelay
+	KindSecMasked
+	KindSecRequest
+	KindSecReveal
 )
 
 var kindNames = map[Kind]string{
@@ -57,6 +68,8 @@ var kindNames = map[Kind]string{
 	KindHVJoin: "hv-join", KindHVForwardJoin: "hv-forward-join", KindHVNeighbor: "hv-neighbor",
 	KindHVNeighborReply: "hv-neighbor-reply", KindHVDisconnect: "hv-disconnect", KindHVShuffle: "hv-shuffle",
 	KindHVShuffleReply: "hv-shuffle-reply", KindHVPing: "hv-ping",
+	KindSecAdvert: "sec-advert", KindSecRoster: "sec-roster", KindSecDealt: "sec-dealt", KindSecRelay: "sec-relay",
+	KindSecMasked: "sec-masked", KindSecRequest: "sec-request", KindSecReveal: "sec-reveal",
 }
 
 // Membership reports whether messages of kind k maintain peer-sampling
@@ -130,6 +143,8 @@ type Message struct {
 	Factors []model.Factors
 	// View is a peer-sampling view.
 	View []Descriptor
+	// Secure is a secure-aggregation message's payload (KindSec*).
+	Secure *SecureAgg
 
 	// keyframe marks, in a job with sparse compression, a dense public
 	// copy rather than a compressed step (set by Core.unpack).

@@ -15,7 +15,7 @@ import (
 )
 
 // WireVersion is the version of the message encoding.
-const WireVersion = 3
+const WireVersion = 4
 
 var wireMagic = [4]byte{'G', 'S', 'P', 'D'}
 
@@ -50,6 +50,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 //	factors: u16 count + each { name: u16 len + bytes; K, J, D u32; U f32s (K·J); V f32s (K·D) }
 //	view: u16 count + each { id: u16 len + bytes; age i64 }
 //	packed: u32 len + a compressed vector (gossip/compress's encoding), len 0 for none
+//	secure: u32 len + a secure-aggregation payload (securewire.go), len 0 for none
 //	crc32c of everything before it, u32
 //
 // To is not encoded: the transport knows where a message goes.
@@ -68,7 +69,7 @@ func EncodedSize(m *Message) int {
 	if m.Packed != nil {
 		n += compress.EncodedSize(m.Packed)
 	}
-	return n + 4
+	return n + 4 + secureSize(m) + 4
 }
 
 // CompressionSaved is how many bytes m's encoding saves by sending its
@@ -202,6 +203,9 @@ func (e *encoder) message(m *Message) error {
 			return fmt.Errorf("%w: peer ID too long", ErrWire)
 		}
 	}
+	if err := checkSecure(m); err != nil {
+		return err
+	}
 	b := append(e.buf, wireMagic[:]...)
 	b = append(b, WireVersion, byte(m.Kind))
 	b = binary.LittleEndian.AppendUint64(b, m.Round)
@@ -231,11 +235,12 @@ func (e *encoder) message(m *Message) error {
 		b = binary.LittleEndian.AppendUint64(b, uint64(d.Age))
 	}
 	if m.Packed == nil {
-		e.buf = binary.LittleEndian.AppendUint32(b, 0)
-		return nil
+		b = binary.LittleEndian.AppendUint32(b, 0)
+	} else {
+		b = binary.LittleEndian.AppendUint32(b, uint32(compress.EncodedSize(m.Packed)))
+		b = compress.AppendEncode(b, m.Packed)
 	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(compress.EncodedSize(m.Packed)))
-	e.buf = compress.AppendEncode(b, m.Packed)
+	e.buf = appendSecure(b, m)
 	return nil
 }
 
@@ -400,6 +405,13 @@ func Decode(b []byte, lim DecodeLimits) (*Message, error) {
 				return nil, fmt.Errorf("%w: byte %d: %w", ErrWire, d.off-np, err)
 			}
 			m.Packed = p
+		}
+	}
+	if ns := d.u32("secure length"); d.err == nil {
+		if ns > len(d.b)-d.off {
+			d.fail("secure section")
+		} else {
+			d.secure(m, ns)
 		}
 	}
 	if d.err != nil {

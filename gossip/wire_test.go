@@ -11,6 +11,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/privacy/secagg"
 )
 
 func sampleMessages() []gossip.Message {
@@ -29,8 +30,19 @@ func sampleMessages() []gossip.Message {
 		{Kind: gossip.KindHVForwardJoin, From: "k", View: []gossip.Descriptor{{ID: "joiner", Age: 6}}},
 		{Kind: gossip.KindHVShuffle, From: "l", View: []gossip.Descriptor{{ID: "origin", Age: 3}, {ID: "x"}, {ID: "y"}}},
 		{Kind: gossip.KindHVNeighbor, From: "m", Round: 1},
+		{Kind: gossip.KindSecAdvert, From: "n", Round: 2, Secure: &gossip.SecureAgg{Receiver: "r", Advert: secagg.Advert{MaskKey: key(1), ChannelKey: key(2)}}},
+		{Kind: gossip.KindSecRoster, From: "r", Round: 2, Secure: &gossip.SecureAgg{Receiver: "r", Roster: secagg.Roster{Members: []string{"n", "o"}, MaskKeys: [][]byte{key(1), key(3)}, ChannelKeys: [][]byte{key(2), key(4)}, Threshold: 2}}},
+		{Kind: gossip.KindSecDealt, From: "n", Round: 2, Secure: &gossip.SecureAgg{Receiver: "r", Dealt: secagg.Dealt{Sealed: []secagg.Sealed{nil, []byte("sealed for o")}}}},
+		{Kind: gossip.KindSecRelay, From: "r", Round: 2, Secure: &gossip.SecureAgg{Receiver: "r", Relay: secagg.Relay{Dealers: []int{0, 1}, Sealed: []secagg.Sealed{nil, []byte("from o")}}}},
+		{Kind: gossip.KindSecMasked, From: "n", Round: 2, Weight: 0.5, Secure: &gossip.SecureAgg{Receiver: "r", Masked: []uint32{1, 1 << 31, 0xffffffff}}},
+		{Kind: gossip.KindSecRequest, From: "r", Round: 2, Secure: &gossip.SecureAgg{Receiver: "r", Request: secagg.Request{Survivors: []int{0, 1}}}},
+		{Kind: gossip.KindSecReveal, From: "n", Round: 2, Secure: &gossip.SecureAgg{Receiver: "r", Reveal: secagg.Reveal{
+			Self: map[int]secagg.Share{0: {X: 1, Y: []byte{9, 8}}}, Key: map[int]secagg.Share{1: {X: 1, Y: []byte{7}}}}}},
 	}
 }
+
+// key is a 32-byte test key.
+func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 
 func TestWireRoundTrip(t *testing.T) {
 	for _, m := range sampleMessages() {
