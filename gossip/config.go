@@ -196,6 +196,8 @@ type Config struct {
 	// instead of the age-weighted or push-sum sum that one attacker could
 	// steer; until the cache holds enough models the node keeps its own.
 	Aggregator merge.Aggregator
+	// Secure turns on secure aggregation (dpsgd; secure.go).
+	Secure SecureConfig
 	// MaxNorm bounds the L2 norm of every received parameter vector (and
 	// SFB factor); larger ones are dropped (code "norm"). Default (0):
 	// DefaultMaxRMS·√n for a vector of n values. Negative: no bound.
@@ -244,6 +246,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RoundTimeout == 0 {
 		c.RoundTimeout = DefaultRoundTimeout * c.Delta
+	}
+	if err := c.Secure.validate(c); err != nil {
+		return err
 	}
 	if c.Sampling == "" || c.Sampling == SamplingNewscast {
 		c.Sampling = SamplingCyclon

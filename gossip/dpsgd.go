@@ -32,6 +32,7 @@ type dpsgd struct {
 	xs         [][]float32
 	ws         []float64
 	choco      *choco    // with sparse compression (choco.go)
+	sec        *secure   // with secure aggregation (secure.go)
 	local      []float32 // the round's local result (outer.go)
 	outer      outer     // the outer optimizer (outer.go)
 }
@@ -45,6 +46,9 @@ func newDPSGD(cfg *Config) *dpsgd {
 	d.setNeighbors()
 	if cfg.Sparse.Kind != compress.None {
 		d.choco = newChoco(cfg)
+	}
+	if cfg.Secure.Enabled {
+		d.sec = newSecure(&cfg.Secure)
 	}
 	return d
 }
@@ -120,6 +124,9 @@ func (d *dpsgd) start(n *Core) {
 }
 
 func (d *dpsgd) begin(n *Core) {
+	if d.sec != nil {
+		d.sec.catchUp(n)
+	}
 	d.active, d.roundStart, d.grad = true, n.now, nil
 	d.got = d.future[n.round]
 	if d.got == nil {
@@ -131,7 +138,9 @@ func (d *dpsgd) begin(n *Core) {
 	// local step(s) are taken (trainDone). Else one copy for every
 	// neighbour (a message's Params are read-only; n.params becomes the
 	// next round's scratch).
-	if d.choco == nil && !d.cfg.Outer.Enabled() && len(d.order) > 0 {
+	if d.sec != nil {
+		d.sec.begin(n, d)
+	} else if d.choco == nil && !d.cfg.Outer.Enabled() && len(d.order) > 0 {
 		sent := slices.Clone(n.params)
 		for _, p := range d.order {
 			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg})
@@ -145,6 +154,9 @@ func (d *dpsgd) begin(n *Core) {
 }
 
 func (d *dpsgd) wake(n *Core) time.Duration {
+	if d.active && d.sec != nil {
+		return d.sec.wake(d)
+	}
 	if d.active {
 		if d.grad == nil {
 			return Never // the deadline matters once the gradient is in
@@ -156,6 +168,9 @@ func (d *dpsgd) wake(n *Core) time.Duration {
 
 func (d *dpsgd) tick(n *Core) {
 	if d.active {
+		if d.sec != nil {
+			d.sec.advance(n, d)
+		}
 		d.tryFinish(n)
 		return
 	}
@@ -172,6 +187,14 @@ func (d *dpsgd) step(n *Core, m *Message) {
 			return
 		}
 		n.drop(DropNotNeighbor, m.From, "parameters from a peer that is not a neighbour")
+		return
+	}
+	if d.sec != nil {
+		if !m.Kind.Secure() {
+			n.drop(DropUnmasked, m.From, "parameters in the clear to a node that runs secure aggregation")
+			return
+		}
+		d.sec.step(n, d, m)
 		return
 	}
 	if d.live() && m.Weight > 0 && d.adv[m.From] != int(m.Weight) {
@@ -264,6 +287,15 @@ func (d *dpsgd) tryFinish(n *Core) {
 	if !d.active || d.grad == nil {
 		return
 	}
+	if d.sec != nil {
+		if !d.sec.done() {
+			return
+		}
+		x := d.sec.mix(n.params, d.selfWeight())
+		merge.Axpy(x, -float32(d.cfg.LR), d.grad)
+		d.finish(n, x)
+		return
+	}
 	if len(d.got) < len(d.order) && n.now < d.roundStart+d.cfg.RoundTimeout {
 		return
 	}
@@ -312,6 +344,11 @@ func (d *dpsgd) finish(n *Core, x []float32) {
 	n.round++
 	n.commit()
 	d.next = max(n.now, d.roundStart+d.cfg.Delta)
+	if d.sec != nil {
+		if _, behind := d.sec.ahead(n); behind {
+			d.next = n.now // the neighbours are in this round already
+		}
+	}
 	if n.now >= d.next {
 		d.begin(n)
 	}

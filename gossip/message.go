@@ -90,7 +90,7 @@ func (k Kind) String() string {
 // requests or other control).
 func (k Kind) CarriesModel() bool {
 	switch k {
-	case KindModel, KindParams, KindAvgRequest, KindAvgReply, KindPushSum, KindFactors, KindStateReply:
+	case KindModel, KindParams, KindAvgRequest, KindAvgReply, KindPushSum, KindFactors, KindStateReply, KindSecMasked:
 		return true
 	}
 	return false

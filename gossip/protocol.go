@@ -101,7 +101,7 @@ var registry = map[string]protocolDef{
 	},
 	DPSGD: {
 		new:       func(c *Config, _ *model.Layout) protocol { return newDPSGD(c) },
-		kinds:     []Kind{KindParams},
+		kinds:     []Kind{KindParams, KindSecAdvert, KindSecRoster, KindSecDealt, KindSecRelay, KindSecMasked, KindSecRequest, KindSecReveal},
 		neighbors: true,
 		overView:  true,
 		robust: func(c *Config, need int) error {

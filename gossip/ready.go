@@ -121,6 +121,13 @@ const (
 	DropUnsolicited = "unsolicited"
 	// DropRateLimited: a state request repeated within Δ.
 	DropRateLimited = "state_rate"
+	// DropSecure: a secure-aggregation message that does not fit its
+	// round (privacy/secagg.ErrMessage: from a non-member, out of phase,
+	// repeated, malformed, shares that do not open or rebuild).
+	DropSecure = "secure"
+	// DropUnmasked: parameters sent in the clear to a node that runs
+	// secure aggregation.
+	DropUnmasked = "unmasked"
 )
 
 // Ready is what the core wants the shell to do.

@@ -48,6 +48,15 @@ func (n *Core) validate(m *Message) error {
 	if !slices.Contains(n.def.kinds, m.Kind) && m.Kind != KindStateReply {
 		return invalid("kind", "%s message for a %s node", m.Kind, n.cfg.Protocol)
 	}
+	if m.Kind.Secure() {
+		switch {
+		case !n.cfg.Secure.Enabled:
+			return invalid("kind", "%s message for a node without secure aggregation", m.Kind)
+		case m.Secure == nil || len(m.Params) > 0 || len(m.Indices) > 0 || len(m.Factors) > 0 || m.Packed != nil:
+			return invalid("shape", "a %s message carries its secure payload only", m.Kind)
+		}
+		return nil
+	}
 	if math.IsNaN(m.Age) || math.IsInf(m.Age, 0) || m.Age < 0 {
 		return invalid("age", "age %v", m.Age)
 	}

@@ -127,8 +127,11 @@ var Scopes = map[string]Scope{
 	"outer":          {func(s Shape) bool { return IsGossip(s) && s.LocalSteps > 0 }, "--local-steps"},
 	"outer-lr":       {nesterov, "--local-steps with --outer nesterov"},
 	"outer-momentum": {nesterov, "--local-steps with --outer nesterov"},
-	"dp-delta":       {dp, "DP-SGD (--dp-clip and --dp-noise)"},
-	"dp-epsilon":     {dp, "DP-SGD (--dp-clip and --dp-noise)"},
+	"secure-aggregation": {func(s Shape) bool { return s.Protocol == gossip.DPSGD },
+		"dpsgd (random walk moves one whole model, push-sum and gosgd send each share to one peer, AD-PSGD averages pairs and SFB broadcasts: none has a sum of several senders to hide a model in)"},
+	"secure-threshold": {func(s Shape) bool { return s.Protocol == gossip.DPSGD }, "dpsgd with --secure-aggregation"},
+	"dp-delta":         {dp, "DP-SGD (--dp-clip and --dp-noise)"},
+	"dp-epsilon":       {dp, "DP-SGD (--dp-clip and --dp-noise)"},
 }
 
 // Check refuses the options named in set (flag names) that do not apply

@@ -55,6 +55,12 @@ type Settings struct {
 	// InitFrom is a safetensors file of initial weights (PyTorch's
 	// state_dict); their hash is part of the job.
 	InitFrom string
+	// SecureAggregation masks D-PSGD's exchanges so that a node learns
+	// only its neighbours' weighted sum (gossip.SecureConfig), with
+	// SecureThreshold the threshold as a fraction of a receiver's
+	// neighbours (0: ⅔). The simulator's only, so far.
+	SecureAggregation bool
+	SecureThreshold   float64
 
 	// Each peer's own training.
 	LR          float64
@@ -101,6 +107,12 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 	fs.Float64Var(&s.OuterMomentum, "outer-momentum", gossip.DefaultOuterMomentum,
 		"with --local-steps and --outer nesterov: outer momentum")
 	fs.StringVar(&s.InitFrom, "init-from", "", model.InitFromHelp)
+	if cmd == Simulator {
+		fs.BoolVar(&s.SecureAggregation, "secure-aggregation", false,
+			"dpsgd: mask each exchange so that a peer learns only the weighted sum of its neighbours' models (docs/explanation/secure-aggregation.md)")
+		fs.Float64Var(&s.SecureThreshold, "secure-threshold", 0,
+			"with --secure-aggregation: the share of a peer's neighbours whose reveals unmask its round, in (0.5, 1] (0: 2/3)")
+	}
 	if cmd == Daemon {
 		fs.StringVar(&s.Name, "name", DefaultName, "job name")
 		fs.Uint64Var(&s.InitSeed, "init-seed", 1, "seed of the initial model")

@@ -312,6 +312,12 @@ func (c *Config) Validate() error {
 	if c.DP.Enabled() && !slices.Contains(gossip.Protocols, c.Protocol) {
 		return fmt.Errorf("%w: DP-SGD runs in the gossip protocols, not the %s baseline", ErrConfig, c.Protocol)
 	}
+	if c.SecureAggregation && c.Protocol != gossip.DPSGD {
+		return fmt.Errorf("%w: --secure-aggregation with --protocol %s: %s", ErrConfig, c.Protocol, gossip.SecureRefusal(c.Protocol))
+	}
+	if !c.SecureAggregation && c.SecureThreshold != 0 {
+		return fmt.Errorf("%w: --secure-threshold without --secure-aggregation", ErrConfig)
+	}
 	if c.DP.Enabled() && c.Protocol == gossip.SFB {
 		c.SFBMode = "dense" // DP noise is full rank: factors cannot carry it
 	}

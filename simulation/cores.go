@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -166,6 +167,15 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		gc.Topology = "" // its neighbours are its active view
 	} else if gc.Topology == "" {
 		gc.Neighbors, gc.SelfWeight = gossip.Assign(cfg.Protocol, s.graph, cfg.Peers, i, peerName)
+	}
+	if cfg.SecureAggregation {
+		// The simulator's secrets come from the seed (the daemon's from
+		// crypto/rand), so that a run is reproducible.
+		var key [32]byte
+		binary.LittleEndian.PutUint64(key[:], cfg.Seed)
+		binary.LittleEndian.PutUint64(key[8:], uint64(i))
+		key[16] = 's'
+		gc.Secure = gossip.SecureConfig{Enabled: true, Job: "simulation", Fraction: cfg.SecureThreshold, Rand: rand.NewChaCha8(key)}
 	}
 	agg, _ := merge.ParseAggregator(cfg.Aggregator) // validated
 	setup := peer.Setup{Protocol: cfg.Protocol, Model: s.spec, Delta: cfg.Delta,

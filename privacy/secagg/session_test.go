@@ -3,6 +3,7 @@ package secagg
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -70,7 +71,7 @@ func sessionRound(t *testing.T, n, dim int, silent map[int][]int, seed uint64) (
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for _, m := range slices.Sorted(mapKeys(relays)) {
+	for _, m := range slices.Sorted(maps.Keys(relays)) {
 		if quiet(2, m) {
 			continue
 		}
@@ -112,16 +113,6 @@ func sessionRound(t *testing.T, n, dim int, silent map[int][]int, seed uint64) (
 		}
 	}
 	return got, names, want, nil
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // TestSessionExactSum: the four exchanges give the receiver the sum of

@@ -1,0 +1,325 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip/compress"
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/privacy/secagg"
+)
+
+// SecureConfig turns on secure aggregation for D-PSGD: each node learns
+// the weighted sum of its neighbours' parameters, never one of them
+// (privacy/secagg). A round at a node is four exchanges with its
+// neighbours, each closed when every expected message is in or at a
+// quarter of RoundTimeout; a round with fewer survivors than the
+// threshold averages nothing (the node takes its own step) and is
+// traced as "secure-skipped".
+type SecureConfig struct {
+	// Enabled turns it on.
+	Enabled bool
+	// Job binds every key to the job (the daemon's job ID).
+	Job string
+	// Fraction is the threshold as a fraction of a receiver's roster, in
+	// (½, 1]. Default secagg.DefaultFraction (⅔).
+	Fraction float64
+	// Ring is the fixed-point encoding (secagg.Ring's defaults: scale
+	// 2²⁰, each weighted value clipped to ±64).
+	Ring secagg.Ring
+	// Rand draws the node's secrets: crypto/rand in the daemon, a seeded
+	// source in the simulator and tests. Required.
+	Rand io.Reader
+}
+
+// validate checks the secure settings against the rest of the config.
+func (s *SecureConfig) validate(c *Config) error {
+	if !s.Enabled {
+		return nil
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: secure aggregation: "+format, append([]any{ErrConfig}, a...)...)
+	}
+	switch {
+	case c.Protocol != DPSGD:
+		return bad("%s", SecureRefusal(c.Protocol))
+	case s.Rand == nil:
+		return bad("no source of randomness")
+	case s.Fraction != 0 && !(s.Fraction > 0.5 && s.Fraction <= 1):
+		return bad("threshold fraction %v, want more than ½ and at most 1", s.Fraction)
+	case c.Quantize.Kind != compress.None, c.Sparse.Kind != compress.None:
+		return bad("compression: the masked sum is taken over integers modulo 2³², which compressed vectors are not")
+	case c.Outer.Enabled():
+		return bad("--local-steps is not supported with it yet")
+	case c.Aggregator != nil && c.Aggregator.Name() != (merge.WeightedMean{}).Name():
+		return bad("aggregator %s: a robust rule must see each neighbour's model, which masking hides", c.Aggregator.Name())
+	case c.Topology != "" || c.Sampling == SamplingHyParView:
+		return bad("a live topology: mixing weights must be fixed and agreed (static neighbours)")
+	case len(c.Neighbors) < 2:
+		return bad("%d neighbours: a receiver with fewer than 2 would see one neighbour's model alone", len(c.Neighbors))
+	}
+	s.Ring = s.Ring.WithDefaults()
+	if err := s.Ring.Validate(len(c.Neighbors)); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+// SecureRefusal says why protocol takes no secure aggregation.
+func SecureRefusal(protocol string) string {
+	switch protocol {
+	case RandomWalk:
+		return "random walk moves one whole model from peer to peer, so there is no sum to hide it in"
+	case PushSum, GoSGD:
+		return protocol + " sends each share to one peer at a time; masking needs several senders to one receiver in the same round (a synchronous variant over a fixed graph would)"
+	case ADPSGD:
+		return "AD-PSGD averages pairwise, and a pair's average reveals the other's model; it would need groups of three or more averaging together"
+	case SFB:
+		return "SFB broadcasts every update to every peer; it would need a secure broadcast sum"
+	}
+	return fmt.Sprintf("protocol %q runs D-PSGD rounds only", protocol)
+}
+
+// secure is one D-PSGD node's secure aggregation: its sender side in
+// each neighbour's round (by round, as a neighbour may still be
+// unmasking a round this node has left) and its receiver side for its
+// own round.
+type secure struct {
+	cfg     *SecureConfig
+	senders map[uint64]map[PeerID]*secagg.Sender
+	contrib map[uint64][]float32 // the node's parameters at the start of each round
+	early   map[uint64]map[PeerID]secagg.Advert
+	rx      *secagg.Receiver
+	round   uint64
+	phase   int // 0 adverts, 1 dealing, 2 contributions, 3 reveals, 4 done
+	want    int // messages the phase waits for
+	got     int
+	sum     []float32 // the decoded sum, when the round unmasked
+	weight  float64   // the survivors' mixing weights
+}
+
+func newSecure(cfg *SecureConfig) *secure {
+	return &secure{cfg: cfg, senders: map[uint64]map[PeerID]*secagg.Sender{}, contrib: map[uint64][]float32{}, early: map[uint64]map[PeerID]secagg.Advert{}, phase: 4}
+}
+
+// begin starts round n.round: an advert to each neighbour as a sender,
+// and this node's own round as a receiver.
+func (s *secure) begin(n *Core, d *dpsgd) {
+	for r := range s.senders {
+		if r+futureRounds+1 < n.round {
+			delete(s.senders, r)
+			delete(s.contrib, r)
+		}
+	}
+	s.contrib[n.round] = slices.Clone(n.params)
+	s.senders[n.round] = map[PeerID]*secagg.Sender{}
+	for _, p := range d.order {
+		snd, ad, err := secagg.NewSender(s.cfg.Job, n.round, p, n.cfg.ID, s.cfg.Rand)
+		if err != nil {
+			n.drop(DropSecure, p, "drawing secrets: "+err.Error())
+			continue
+		}
+		s.senders[n.round][p] = snd
+		n.send(Message{Kind: KindSecAdvert, To: p, Round: n.round, Secure: &SecureAgg{Receiver: p, Advert: ad}})
+	}
+	s.rx = secagg.NewReceiver(s.cfg.Job, n.round, n.cfg.ID, len(n.params), s.cfg.Fraction)
+	s.round, s.phase, s.want, s.got, s.sum, s.weight = n.round, 0, len(d.order), 0, nil, 0
+	for from, ad := range s.early[n.round] {
+		s.accept(n, from, s.rx.Advert(from, ad))
+	}
+	delete(s.early, n.round)
+	for r := range s.early {
+		if r < n.round {
+			delete(s.early, r)
+		}
+	}
+	s.advance(n, d)
+}
+
+// ahead is the latest round for which neighbours have advertised to
+// this node ahead of it (0, false: none).
+func (s *secure) ahead(n *Core) (uint64, bool) {
+	var r uint64
+	found := false
+	for k := range s.early {
+		if k >= n.round && (!found || k > r) {
+			r, found = k, true
+		}
+	}
+	return r, found
+}
+
+// catchUp, as a round begins, jumps to the neighbours' round when they
+// have advertised a later one: a node that fell behind (a round that
+// waited for its deadline) joins their rounds again instead of missing
+// each one's roster by a round.
+func (s *secure) catchUp(n *Core) {
+	if r, ok := s.ahead(n); ok && r > n.round {
+		n.trace("catch-up", "", fmt.Sprintf("round %d → %d (the neighbours' adverts)", n.round, r), float64(r-n.round))
+		n.round = r
+	}
+}
+
+// done reports whether this node's own round has its sum (or was
+// skipped).
+func (s *secure) done() bool { return s.phase == 4 }
+
+// wake is the current phase's deadline.
+func (s *secure) wake(d *dpsgd) time.Duration {
+	if s.phase == 4 {
+		return Never
+	}
+	return d.roundStart + time.Duration(s.phase+1)*d.cfg.RoundTimeout/4
+}
+
+// accept counts a message the receiver took, or drops one it refused.
+func (s *secure) accept(n *Core, from PeerID, err error) {
+	if err != nil {
+		n.drop(DropSecure, from, err.Error())
+		return
+	}
+	s.got++
+}
+
+// advance closes the receiver's phases whose messages are all in or
+// whose deadline passed.
+func (s *secure) advance(n *Core, d *dpsgd) {
+	for s.phase < 4 && (s.got >= s.want || n.now >= s.wake(d)) {
+		var err error
+		switch s.phase {
+		case 0:
+			var ro secagg.Roster
+			if ro, err = s.rx.Roster(); err == nil {
+				for _, m := range ro.Members {
+					n.send(Message{Kind: KindSecRoster, To: m, Round: s.round, Secure: &SecureAgg{Receiver: n.cfg.ID, Roster: ro}})
+				}
+				s.want = len(ro.Members)
+			}
+		case 1:
+			var rel map[string]secagg.Relay
+			if rel, err = s.rx.Relays(); err == nil {
+				for _, m := range slices.Sorted(maps.Keys(rel)) {
+					n.send(Message{Kind: KindSecRelay, To: m, Round: s.round, Secure: &SecureAgg{Receiver: n.cfg.ID, Relay: rel[m]}})
+				}
+				s.want = len(rel)
+			}
+		case 2:
+			var req secagg.Request
+			var to []string
+			if req, to, err = s.rx.Request(); err == nil {
+				for _, m := range to {
+					n.send(Message{Kind: KindSecRequest, To: m, Round: s.round, Secure: &SecureAgg{Receiver: n.cfg.ID, Request: req}})
+				}
+				s.want = len(to)
+			}
+		case 3:
+			var sum []uint32
+			var names []string
+			if sum, names, err = s.rx.Sum(); err == nil {
+				s.sum = make([]float32, len(sum))
+				s.cfg.Ring.Decode(s.sum, sum)
+				for _, m := range names {
+					s.weight += d.weights[m]
+				}
+				n.trace("secure-sum", "", fmt.Sprintf("round %d: the sum of %d of %d neighbours", s.round, len(names), len(d.order)), float64(len(names)))
+			}
+		}
+		s.phase++
+		s.got = 0
+		if err != nil {
+			s.phase = 4
+			if !errors.Is(err, secagg.ErrTooFew) {
+				n.drop(DropSecure, "", fmt.Sprintf("round %d: %v", s.round, err))
+			}
+			n.trace("secure-skipped", "", fmt.Sprintf("round %d: %v", s.round, err), 0)
+		}
+	}
+}
+
+// step takes a secure-aggregation message.
+func (s *secure) step(n *Core, d *dpsgd, m *Message) {
+	sec := m.Secure
+	switch m.Kind {
+	case KindSecRoster, KindSecRelay, KindSecRequest:
+		// To this node as a sender, from the receiver whose round it is.
+		snd := s.senders[m.Round][m.From]
+		if sec.Receiver != m.From || snd == nil {
+			n.trace("stale", m.From, fmt.Sprintf("%s of round %d, which this node has no part in", m.Kind, m.Round), 0)
+			return
+		}
+		var err error
+		switch m.Kind {
+		case KindSecRoster:
+			var dealt secagg.Dealt
+			if dealt, err = snd.Deal(sec.Roster, secagg.Threshold(len(sec.Roster.Members), s.cfg.Fraction)); err == nil {
+				n.send(Message{Kind: KindSecDealt, To: m.From, Round: m.Round, Secure: &SecureAgg{Receiver: m.From, Dealt: dealt}})
+			}
+		case KindSecRelay:
+			v := make([]uint32, len(n.params))
+			if c := s.cfg.Ring.Encode(v, s.contrib[m.Round], d.weights[m.From]); c > 0 {
+				n.trace("secure-clipped", m.From, fmt.Sprintf("round %d: %d values clipped to ±%v", m.Round, c, s.cfg.Ring.Clip), float64(c))
+			}
+			if err = snd.Mask(sec.Relay, v); err == nil {
+				n.send(Message{Kind: KindSecMasked, To: m.From, Round: m.Round, Secure: &SecureAgg{Receiver: m.From, Masked: v}})
+			}
+		case KindSecRequest:
+			var rv secagg.Reveal
+			if rv, err = snd.Reveal(sec.Request); err == nil {
+				n.send(Message{Kind: KindSecReveal, To: m.From, Round: m.Round, Secure: &SecureAgg{Receiver: m.From, Reveal: rv}})
+			}
+		}
+		if err != nil {
+			n.drop(DropSecure, m.From, err.Error())
+		}
+		return
+	}
+	// To this node as the receiver.
+	if sec.Receiver != n.cfg.ID {
+		n.drop(DropSecure, m.From, fmt.Sprintf("%s for %s's round, sent to this node", m.Kind, sec.Receiver))
+		return
+	}
+	if m.Round != s.round || s.phase == 4 {
+		if m.Kind == KindSecAdvert && m.Round > s.round && m.Round <= s.round+futureRounds {
+			if s.early[m.Round] == nil {
+				s.early[m.Round] = map[PeerID]secagg.Advert{}
+			}
+			s.early[m.Round][m.From] = sec.Advert
+			return
+		}
+		n.trace("stale", m.From, fmt.Sprintf("%s of round %d at round %d", m.Kind, m.Round, s.round), 0)
+		return
+	}
+	var err error
+	switch m.Kind {
+	case KindSecAdvert:
+		err = s.rx.Advert(m.From, sec.Advert)
+	case KindSecDealt:
+		err = s.rx.Dealt(m.From, sec.Dealt)
+	case KindSecMasked:
+		n.keep()
+		err = s.rx.Masked(m.From, sec.Masked)
+	case KindSecReveal:
+		err = s.rx.Reveal(m.From, sec.Reveal)
+	}
+	s.accept(n, m.From, err)
+	s.advance(n, d)
+	d.tryFinish(n)
+}
+
+// mix is the round's average: (W_ii·x + the neighbours' weighted sum) /
+// (W_ii + their weights), or x alone for a skipped round.
+func (s *secure) mix(x []float32, self float64) []float32 {
+	out := slices.Clone(x)
+	if s.sum == nil {
+		return out
+	}
+	total := self + s.weight
+	for k := range out {
+		out[k] = float32((self*float64(x[k]) + float64(s.sum[k])) / total)
+	}
+	return out
+}

@@ -1,0 +1,220 @@
+package gossip_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/compress"
+	"github.com/gossipd/gossipd/merge"
+)
+
+// secureHarness is n nodes on a complete graph (Metropolis–Hastings
+// weights 1/n) running D-PSGD every delta, with secure aggregation if secure, each
+// starting from its own parameters (node i: i + k/10), gradients zero.
+func secureHarness(t *testing.T, n int, secure bool, delta time.Duration) *harness {
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		c.Protocol, c.SelfWeight, c.RoundTimeout, c.Delta = gossip.DPSGD, 1/float64(n), 4*time.Second, delta
+		for j := range n {
+			if j != i {
+				c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(j), Weight: 1 / float64(n)})
+			}
+		}
+		c.Init = make([]float32, 8)
+		for k := range c.Init {
+			c.Init[k] = float32(i) + float32(k)/10
+		}
+		if secure {
+			var key [32]byte
+			key[0] = byte(i)
+			c.Secure = gossip.SecureConfig{Enabled: true, Job: "test", Rand: rand.NewChaCha8(key)}
+		}
+	})
+	h.train = zeroGrad
+	return h
+}
+
+// meanOf is the mean of the nodes' initial parameters over those in
+// set.
+func meanOf(set []int) []float64 {
+	out := make([]float64, 8)
+	for _, i := range set {
+		for k := range out {
+			out[k] += (float64(i) + float64(k)/10) / float64(len(set))
+		}
+	}
+	return out
+}
+
+// TestSecureRound: after one round every node holds what plain D-PSGD
+// gives (the mean, on a complete graph) within the quantisation error;
+// with a member's masked contributions lost, each other node averages
+// over the rest (the lost member's masks removed through its shares),
+// while a round that keeps fewer than the threshold averages nothing.
+func TestSecureRound(t *testing.T) {
+	const n = 5
+	all := []int{0, 1, 2, 3, 4}
+	tol := float64(n) / (2 << 20) * 5 // k terms of error 1/(2·scale) each, rescaled by 1/weight
+	for _, c := range []struct {
+		name string
+		drop func(m *gossip.Message) bool
+		want func(node int) []float64
+	}{
+		{"none", nil, func(int) []float64 { return meanOf(all) }},
+		{"n003's contributions lost", func(m *gossip.Message) bool { return m.Kind == gossip.KindSecMasked && m.From == name(3) },
+			func(node int) []float64 {
+				if node == 3 {
+					return meanOf(all)
+				}
+				return meanOf([]int{0, 1, 2, 4})
+			}},
+		{"n001's reveals lost", func(m *gossip.Message) bool { return m.Kind == gossip.KindSecReveal && m.From == name(1) },
+			func(int) []float64 { return meanOf(all) }},
+		{"three members' contributions lost", func(m *gossip.Message) bool {
+			return m.Kind == gossip.KindSecMasked && m.From != name(0) && m.From != name(1)
+		}, func(node int) []float64 {
+			// Each receiver hears from 0 and 1 only (one of them if it is
+			// one): at most 2 of its 4 dealers, below the threshold of 3,
+			// so it keeps its own parameters.
+			return meanOf([]int{node})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := secureHarness(t, n, true, time.Minute) // one round in the run
+			h.drop = c.drop
+			h.run(4*time.Second, 250*time.Millisecond)
+			for i, p := range h.params() {
+				want := c.want(i)
+				for k := range p {
+					if d := math.Abs(float64(p[k]) - want[k]); d > tol {
+						t.Fatalf("node %d value %d: %v, want %v (±%g)", i, k, p[k], want[k], tol)
+					}
+				}
+			}
+		})
+	}
+	// Plain D-PSGD gives the same first round.
+	h := secureHarness(t, n, false, time.Minute)
+	h.run(4*time.Second, 250*time.Millisecond)
+	for i, p := range h.params() {
+		for k, v := range meanOf(all) {
+			if d := math.Abs(float64(p[k]) - v); d > 1e-6 {
+				t.Fatalf("plain: node %d value %d: %v, want %v", i, k, p[k], v)
+			}
+		}
+	}
+}
+
+// TestSecureGolden records secure rounds in testdata/secure-dpsgd.golden
+// (rewritten with -rewrite): three nodes on a triangle for 6 s (Δ 1 s,
+// round timeout 4 s), the first round's messages, every secure trace
+// and the final parameters; with nothing lost, then with one node's
+// masked contribution to one receiver lost in the first round (that
+// receiver skips the round at its deadline and the others' rounds
+// meanwhile go on without it).
+func TestSecureGolden(t *testing.T) {
+	var b strings.Builder
+	for _, c := range []struct {
+		name string
+		drop func(m *gossip.Message) bool
+	}{
+		{"nothing lost", nil},
+		{"n002's masked contribution to n000 lost in round 0", func(m *gossip.Message) bool {
+			return m.Kind == gossip.KindSecMasked && m.From == name(2) && m.To == name(0) && m.Round == 0
+		}},
+	} {
+		fmt.Fprintf(&b, "# %s\n", c.name)
+		h := secureHarness(t, 3, true, time.Second)
+		h.drop = func(m *gossip.Message) bool {
+			lost := c.drop != nil && c.drop(m)
+			mark := ""
+			if lost {
+				mark = " (lost)"
+			}
+			if m.Round == 0 {
+				fmt.Fprintf(&b, "%s round %d %s → %s%s\n", m.Kind, m.Round, m.From, m.To, mark)
+			}
+			return lost
+		}
+		h.run(6*time.Second, 250*time.Millisecond)
+		for _, e := range h.traces {
+			if strings.HasPrefix(e.Event, "secure") || e.Event == "drop" || e.Event == "catch-up" {
+				fmt.Fprintf(&b, "trace %v %s %s %s\n", e.Time, e.Event, e.Peer, e.Reason)
+			}
+		}
+		for i, p := range h.params() {
+			fmt.Fprintf(&b, "%s params %.4f\n", name(i), p)
+		}
+	}
+	const path = "testdata/secure-dpsgd.golden"
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Fatalf("secure rounds differ from %s (go test ./gossip -run TestSecureGolden -rewrite):\n%s", path, b.String())
+	}
+}
+
+// TestSecureRefusals: secure aggregation is refused, with the reason,
+// for the other protocols and for the settings it cannot work with; a
+// secure node drops parameters sent in the clear, and a plain node
+// secure-aggregation messages.
+func TestSecureRefusals(t *testing.T) {
+	base := func() gossip.Config {
+		return gossip.Config{ID: "me", Protocol: gossip.DPSGD, Spec: tinySpec, Init: make([]float32, 8), Rand: rand.New(rand.NewPCG(1, 2)),
+			Neighbors: []gossip.Neighbor{{ID: "a", Weight: 0.3}, {ID: "b", Weight: 0.3}}, SelfWeight: 0.4,
+			Secure: gossip.SecureConfig{Enabled: true, Rand: rand.NewChaCha8([32]byte{})}}
+	}
+	for name, mod := range map[string]func(c *gossip.Config){
+		"randomwalk":   func(c *gossip.Config) { c.Protocol = gossip.RandomWalk },
+		"pushsum":      func(c *gossip.Config) { c.Protocol = gossip.PushSum },
+		"adpsgd":       func(c *gossip.Config) { c.Protocol = gossip.ADPSGD },
+		"sfb":          func(c *gossip.Config) { c.Protocol = gossip.SFB },
+		"no rand":      func(c *gossip.Config) { c.Secure.Rand = nil },
+		"fraction":     func(c *gossip.Config) { c.Secure.Fraction = 0.5 },
+		"fp16":         func(c *gossip.Config) { c.Quantize = compress.Spec{Kind: compress.FP16} },
+		"median":       func(c *gossip.Config) { c.Aggregator = merge.Median{} },
+		"one neighbor": func(c *gossip.Config) { c.Neighbors = c.Neighbors[:1] },
+		"live":         func(c *gossip.Config) { c.Topology, c.Neighbors = "ring", nil },
+	} {
+		c := base()
+		mod(&c)
+		if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "secure aggregation") {
+			t.Errorf("%s: %v, want a config error about secure aggregation", name, err)
+		}
+	}
+	nd, err := gossip.New(base())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.Tick(0)
+	nd.Ready()
+	nd.Advance()
+	nd.Step(&gossip.Message{Kind: gossip.KindParams, From: "a", Params: make([]float32, 8)})
+	if rd := nd.Ready(); len(rd.Trace) == 0 || rd.Trace[0].Code != gossip.DropUnmasked {
+		t.Errorf("parameters in the clear: %+v", rd.Trace)
+	}
+	nd.Advance()
+	plain := base()
+	plain.Secure = gossip.SecureConfig{}
+	pn, err := gossip.New(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pn.Step(&gossip.Message{Kind: gossip.KindSecAdvert, From: "a", Secure: &gossip.SecureAgg{Receiver: "me"}})
+	if rd := pn.Ready(); len(rd.Trace) == 0 || rd.Trace[len(rd.Trace)-1].Code != "kind" {
+		t.Errorf("a secure message to a plain node: %+v", rd.Trace)
+	}
+}
