@@ -2,7 +2,6 @@ package simulation
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -73,7 +72,12 @@ func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) 
 		return err
 	}
 	if f.JSON {
-		return json.NewEncoder(stdout).Encode(sum)
+		b, err := sum.JSON()
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(append(b, '\n'))
+		return err
 	}
 	fmt.Fprintf(stdout, "%s, %d peers, %d rounds of %s on %s (%s)\n", c.Protocol, c.Peers, c.Rounds, c.Model, c.Dataset, c.Partition)
 	fmt.Fprintf(stdout, "final accuracy %.4f (min %.4f, max %.4f over %d peers)\n", res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.EvaluatedPeers)

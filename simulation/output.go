@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -26,8 +28,46 @@ type Summary struct {
 	PeakRSS   int64   `json:"peak_rss_bytes"`
 	// NodeRoundsPerSecond is peers·rounds / wall seconds.
 	NodeRoundsPerSecond float64 `json:"node_rounds_per_second"`
+	// NonFinite names the results that were not finite numbers (a
+	// diverged model's loss: "final_loss=+Inf"), which JSON cannot
+	// carry: they read 0 in this file.
+	NonFinite []string `json:"non_finite,omitempty"`
 	*Result
 }
+
+// JSON is the summary's JSON (indented): non-finite results become 0
+// and are named in non_finite.
+func (s *Summary) JSON() ([]byte, error) {
+	out := *s
+	if s.Result != nil {
+		r := *s.Result
+		out.Result = &r
+		v := reflect.ValueOf(&r).Elem()
+		t := v.Type()
+		for i := range t.NumField() {
+			f := v.Field(i)
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			switch {
+			case f.Kind() == reflect.Float64 && !isFinite(f.Float()):
+				out.NonFinite = append(out.NonFinite, fmt.Sprintf("%s=%v", name, f.Float()))
+				f.SetFloat(0)
+			case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Float64:
+				c := reflect.MakeSlice(f.Type(), f.Len(), f.Len())
+				for k := range f.Len() {
+					if x := f.Index(k).Float(); isFinite(x) {
+						c.Index(k).SetFloat(x)
+					} else {
+						out.NonFinite = append(out.NonFinite, fmt.Sprintf("%s[%d]=%v", name, k, x))
+					}
+				}
+				f.Set(c)
+			}
+		}
+	}
+	return json.MarshalIndent(&out, "", "  ")
+}
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // WriteOutputs writes a run's metrics.csv, its accuracy plots
 // (accuracy_vs_time.png, accuracy_vs_bytes.png) and summary.json to dir.
@@ -56,7 +96,7 @@ func WriteOutputs(dir string, sum *Summary) error {
 			return err
 		}
 	}
-	b, err := json.MarshalIndent(sum, "", "  ")
+	b, err := sum.JSON()
 	if err != nil {
 		return err
 	}
