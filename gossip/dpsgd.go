@@ -291,7 +291,7 @@ func (d *dpsgd) tryFinish(n *Core) {
 		if !d.sec.done() {
 			return
 		}
-		x := d.sec.mix(n.params, d.selfWeight())
+		x := d.sec.mix(n.params, d.sec.selfWeight(d))
 		merge.Axpy(x, -float32(d.cfg.LR), d.grad)
 		d.finish(n, x)
 		return

@@ -57,12 +57,14 @@ func (s *SecureConfig) validate(c *Config) error {
 		return bad("--local-steps is not supported with it yet")
 	case c.Aggregator != nil && c.Aggregator.Name() != (merge.WeightedMean{}).Name():
 		return bad("aggregator %s: a robust rule must see each neighbour's model, which masking hides", c.Aggregator.Name())
-	case c.Topology != "" || c.Sampling == SamplingHyParView:
-		return bad("a live topology: mixing weights must be fixed and agreed (static neighbours)")
-	case len(c.Neighbors) < 2:
+	case c.Sampling == SamplingHyParView:
+		return bad("--sampling hyparview: the neighbours are the active view, which changes too often for rounds of four exchanges")
+	case c.Topology == "" && len(c.Neighbors) < 2:
 		return bad("%d neighbours: a receiver with fewer than 2 would see one neighbour's model alone", len(c.Neighbors))
 	}
 	s.Ring = s.Ring.WithDefaults()
+	// Over a live topology the degree is known per round only: a roster
+	// larger than the ring can sum skips its round (advance).
 	if err := s.Ring.Validate(len(c.Neighbors)); err != nil {
 		return bad("%v", err)
 	}
@@ -92,8 +94,15 @@ type secure struct {
 	cfg     *SecureConfig
 	senders map[uint64]map[PeerID]*secagg.Sender
 	contrib map[uint64][]float32 // the node's parameters at the start of each round
-	early   map[uint64]map[PeerID]secagg.Advert
+	early   map[uint64]map[PeerID]earlyAdvert
 	rx      *secagg.Receiver
+	// Degrees, over a live topology, from which both ends of an edge
+	// compute the same Metropolis–Hastings weight for a round: this
+	// node's at each round's start, each receiver's from its roster, and
+	// the senders' of this node's round from their adverts.
+	myDeg   map[uint64]int
+	recvDeg map[uint64]map[PeerID]int
+	sendDeg map[PeerID]int
 	round   uint64
 	phase   int // 0 adverts, 1 dealing, 2 contributions, 3 reveals, 4 done
 	want    int // messages the phase waits for
@@ -102,8 +111,46 @@ type secure struct {
 	weight  float64   // the survivors' mixing weights
 }
 
+// earlyAdvert is an advert for a round this node has not begun.
+type earlyAdvert struct {
+	ad  secagg.Advert
+	deg int
+}
+
 func newSecure(cfg *SecureConfig) *secure {
-	return &secure{cfg: cfg, senders: map[uint64]map[PeerID]*secagg.Sender{}, contrib: map[uint64][]float32{}, early: map[uint64]map[PeerID]secagg.Advert{}, phase: 4}
+	return &secure{cfg: cfg, senders: map[uint64]map[PeerID]*secagg.Sender{}, contrib: map[uint64][]float32{},
+		early: map[uint64]map[PeerID]earlyAdvert{}, myDeg: map[uint64]int{}, recvDeg: map[uint64]map[PeerID]int{}, phase: 4}
+}
+
+// senderWeight is the weight this node's contribution to receiver r's
+// round carries: the configured one over a static graph, else the
+// Metropolis–Hastings weight of the two degrees the round started with.
+func (s *secure) senderWeight(d *dpsgd, round uint64, r PeerID) float64 {
+	if !d.live() {
+		return d.weights[r]
+	}
+	return merge.MetropolisHastings(s.myDeg[round], s.recvDeg[round][r])
+}
+
+// receiverWeight is the weight of member m in this node's round.
+func (s *secure) receiverWeight(d *dpsgd, m PeerID) float64 {
+	if !d.live() {
+		return d.weights[m]
+	}
+	return merge.MetropolisHastings(s.myDeg[s.round], s.sendDeg[m])
+}
+
+// selfWeight is W_ii for this node's round: over a live topology, what
+// the round's senders' weights leave.
+func (s *secure) selfWeight(d *dpsgd) float64 {
+	if !d.live() {
+		return d.selfWeight()
+	}
+	w := 1.0
+	for _, deg := range s.sendDeg {
+		w -= merge.MetropolisHastings(s.myDeg[s.round], deg)
+	}
+	return w
 }
 
 // begin starts round n.round: an advert to each neighbour as a sender,
@@ -113,9 +160,12 @@ func (s *secure) begin(n *Core, d *dpsgd) {
 		if r+futureRounds+1 < n.round {
 			delete(s.senders, r)
 			delete(s.contrib, r)
+			delete(s.myDeg, r)
+			delete(s.recvDeg, r)
 		}
 	}
 	s.contrib[n.round] = slices.Clone(n.params)
+	s.myDeg[n.round], s.recvDeg[n.round], s.sendDeg = len(d.order), map[PeerID]int{}, map[PeerID]int{}
 	s.senders[n.round] = map[PeerID]*secagg.Sender{}
 	for _, p := range d.order {
 		snd, ad, err := secagg.NewSender(s.cfg.Job, n.round, p, n.cfg.ID, s.cfg.Rand)
@@ -124,12 +174,17 @@ func (s *secure) begin(n *Core, d *dpsgd) {
 			continue
 		}
 		s.senders[n.round][p] = snd
-		n.send(Message{Kind: KindSecAdvert, To: p, Round: n.round, Secure: &SecureAgg{Receiver: p, Advert: ad}})
+		n.send(Message{Kind: KindSecAdvert, To: p, Round: n.round, Weight: float64(len(d.order)), Secure: &SecureAgg{Receiver: p, Advert: ad}})
 	}
 	s.rx = secagg.NewReceiver(s.cfg.Job, n.round, n.cfg.ID, len(n.params), s.cfg.Fraction)
 	s.round, s.phase, s.want, s.got, s.sum, s.weight = n.round, 0, len(d.order), 0, nil, 0
-	for from, ad := range s.early[n.round] {
-		s.accept(n, from, s.rx.Advert(from, ad))
+	for _, from := range slices.Sorted(maps.Keys(s.early[n.round])) {
+		e := s.early[n.round][from]
+		err := s.rx.Advert(from, e.ad)
+		if err == nil {
+			s.sendDeg[from] = e.deg
+		}
+		s.accept(n, from, err)
 	}
 	delete(s.early, n.round)
 	for r := range s.early {
@@ -194,8 +249,12 @@ func (s *secure) advance(n *Core, d *dpsgd) {
 		case 0:
 			var ro secagg.Roster
 			if ro, err = s.rx.Roster(); err == nil {
+				if len(ro.Members) > s.cfg.Ring.MaxTerms() {
+					err = fmt.Errorf("%w: %d members, more than the ring sums (%d)", secagg.ErrTooFew, len(ro.Members), s.cfg.Ring.MaxTerms())
+					break
+				}
 				for _, m := range ro.Members {
-					n.send(Message{Kind: KindSecRoster, To: m, Round: s.round, Secure: &SecureAgg{Receiver: n.cfg.ID, Roster: ro}})
+					n.send(Message{Kind: KindSecRoster, To: m, Round: s.round, Weight: float64(s.myDeg[s.round]), Secure: &SecureAgg{Receiver: n.cfg.ID, Roster: ro}})
 				}
 				s.want = len(ro.Members)
 			}
@@ -223,7 +282,7 @@ func (s *secure) advance(n *Core, d *dpsgd) {
 				s.sum = make([]float32, len(sum))
 				s.cfg.Ring.Decode(s.sum, sum)
 				for _, m := range names {
-					s.weight += d.weights[m]
+					s.weight += s.receiverWeight(d, m)
 				}
 				n.trace("secure-sum", "", fmt.Sprintf("round %d: the sum of %d of %d neighbours", s.round, len(names), len(d.order)), float64(len(names)))
 			}
@@ -254,13 +313,16 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 		var err error
 		switch m.Kind {
 		case KindSecRoster:
+			if s.recvDeg[m.Round] != nil {
+				s.recvDeg[m.Round][m.From] = int(m.Weight)
+			}
 			var dealt secagg.Dealt
 			if dealt, err = snd.Deal(sec.Roster, secagg.Threshold(len(sec.Roster.Members), s.cfg.Fraction)); err == nil {
 				n.send(Message{Kind: KindSecDealt, To: m.From, Round: m.Round, Secure: &SecureAgg{Receiver: m.From, Dealt: dealt}})
 			}
 		case KindSecRelay:
 			v := make([]uint32, len(n.params))
-			if c := s.cfg.Ring.Encode(v, s.contrib[m.Round], d.weights[m.From]); c > 0 {
+			if c := s.cfg.Ring.Encode(v, s.contrib[m.Round], s.senderWeight(d, m.Round, m.From)); c > 0 {
 				n.trace("secure-clipped", m.From, fmt.Sprintf("round %d: %d values clipped to ±%v", m.Round, c, s.cfg.Ring.Clip), float64(c))
 			}
 			if err = snd.Mask(sec.Relay, v); err == nil {
@@ -285,9 +347,9 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 	if m.Round != s.round || s.phase == 4 {
 		if m.Kind == KindSecAdvert && m.Round > s.round && m.Round <= s.round+futureRounds {
 			if s.early[m.Round] == nil {
-				s.early[m.Round] = map[PeerID]secagg.Advert{}
+				s.early[m.Round] = map[PeerID]earlyAdvert{}
 			}
-			s.early[m.Round][m.From] = sec.Advert
+			s.early[m.Round][m.From] = earlyAdvert{sec.Advert, int(m.Weight)}
 			return
 		}
 		n.trace("stale", m.From, fmt.Sprintf("%s of round %d at round %d", m.Kind, m.Round, s.round), 0)
@@ -296,7 +358,9 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 	var err error
 	switch m.Kind {
 	case KindSecAdvert:
-		err = s.rx.Advert(m.From, sec.Advert)
+		if err = s.rx.Advert(m.From, sec.Advert); err == nil {
+			s.sendDeg[m.From] = int(m.Weight)
+		}
 	case KindSecDealt:
 		err = s.rx.Dealt(m.From, sec.Dealt)
 	case KindSecMasked:

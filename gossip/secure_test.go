@@ -111,6 +111,47 @@ func TestSecureRound(t *testing.T) {
 	}
 }
 
+// TestSecureLiveTopology: over a live topology (the members' complete
+// graph) each end of an edge weighs it by the degrees the round started
+// with (the adverts and the roster carry them), so one round gives the
+// mean, as plain D-PSGD over the same topology does.
+func TestSecureLiveTopology(t *testing.T) {
+	const n = 5
+	for _, secure := range []bool{false, true} {
+		h := newHarness(t, n, func(i int, c *gossip.Config) {
+			c.Protocol, c.RoundTimeout, c.Delta, c.Topology = gossip.DPSGD, 4*time.Second, time.Minute, "complete"
+			c.Init = make([]float32, 8)
+			for k := range c.Init {
+				c.Init[k] = float32(i) + float32(k)/10
+			}
+			if secure {
+				var key [32]byte
+				key[0] = byte(i)
+				c.Secure = gossip.SecureConfig{Enabled: true, Job: "test", Rand: rand.NewChaCha8(key)}
+			}
+		})
+		h.train = zeroGrad
+		var ms []gossip.Member
+		for i := range n {
+			ms = append(ms, gossip.Member{ID: name(i)})
+		}
+		for i, nd := range h.nodes {
+			nd.SetMembers(ms)
+			h.drain(i)
+		}
+		h.deliver()
+		h.run(4*time.Second, 250*time.Millisecond)
+		want := meanOf([]int{0, 1, 2, 3, 4})
+		for i, p := range h.params() {
+			for k := range p {
+				if d := math.Abs(float64(p[k]) - want[k]); d > 1e-4 {
+					t.Fatalf("secure %v: node %d value %d: %v, want %v", secure, i, k, p[k], want[k])
+				}
+			}
+		}
+	}
+}
+
 // TestSecureGolden records secure rounds in testdata/secure-dpsgd.golden
 // (rewritten with -rewrite): three nodes on a triangle for 6 s (Δ 1 s,
 // round timeout 4 s), the first round's messages, every secure trace
@@ -187,7 +228,7 @@ func TestSecureRefusals(t *testing.T) {
 		"fp16":         func(c *gossip.Config) { c.Quantize = compress.Spec{Kind: compress.FP16} },
 		"median":       func(c *gossip.Config) { c.Aggregator = merge.Median{} },
 		"one neighbor": func(c *gossip.Config) { c.Neighbors = c.Neighbors[:1] },
-		"live":         func(c *gossip.Config) { c.Topology, c.Neighbors = "ring", nil },
+		"hyparview":    func(c *gossip.Config) { c.Sampling = gossip.SamplingHyParView },
 	} {
 		c := base()
 		mod(&c)

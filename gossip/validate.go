@@ -54,6 +54,8 @@ func (n *Core) validate(m *Message) error {
 			return invalid("kind", "%s message for a node without secure aggregation", m.Kind)
 		case m.Secure == nil || len(m.Params) > 0 || len(m.Indices) > 0 || len(m.Factors) > 0 || m.Packed != nil:
 			return invalid("shape", "a %s message carries its secure payload only", m.Kind)
+		case !(m.Weight >= 0 && m.Weight <= maxDegree && m.Weight == math.Trunc(m.Weight)):
+			return invalid("weight", "advertised degree %v", m.Weight)
 		}
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 // TestSecureAggregation: secure D-PSGD learns what plain D-PSGD learns
 // (within 0.5 points; the masked sums are exact to 2⁻²⁰ per value), over
 // the four exchanges per round that cost their messages; under churn it
-// keeps learning and two runs agree; other protocols are refused with
+// keeps learning and two runs agree, and over a live graph (turnover); other protocols are refused with
 // the reason.
 func TestSecureAggregation(t *testing.T) {
 	base := Config{Settings: job.Settings{Protocol: "dpsgd", Topology: "regular:4"}, Peers: 16, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 16}
@@ -31,6 +31,13 @@ func TestSecureAggregation(t *testing.T) {
 	b, _ := csvOf(t, churn)
 	if a != b || ra.FinalAccuracy < 0.6 {
 		t.Errorf("under churn: accuracy %.4f, two runs equal: %v", ra.FinalAccuracy, a == b)
+	}
+	// A quarter of the members replaced: the graph is live, and both ends
+	// of an edge weigh it by the degrees their round started with.
+	turnover := sec
+	turnover.Turnover = 0.25
+	if _, rt := csvOf(t, turnover); rt.FinalAccuracy < 0.75 {
+		t.Errorf("under turnover: accuracy %.4f", rt.FinalAccuracy)
 	}
 	for _, c := range []struct {
 		proto, want string
