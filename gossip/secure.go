@@ -44,9 +44,10 @@ func (s *SecureConfig) validate(c *Config) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: secure aggregation: "+format, append([]any{ErrConfig}, a...)...)
 	}
+	if why := SecureRefusal(c.Protocol); why != "" {
+		return bad("%s", why)
+	}
 	switch {
-	case c.Protocol != DPSGD:
-		return bad("%s", SecureRefusal(c.Protocol))
 	case s.Rand == nil:
 		return bad("no source of randomness")
 	case s.Fraction != 0 && !(s.Fraction > 0.5 && s.Fraction <= 1):
@@ -71,9 +72,12 @@ func (s *SecureConfig) validate(c *Config) error {
 	return nil
 }
 
-// SecureRefusal says why protocol takes no secure aggregation.
+// SecureRefusal says why protocol takes no secure aggregation, or ""
+// for D-PSGD, which does.
 func SecureRefusal(protocol string) string {
 	switch protocol {
+	case DPSGD:
+		return ""
 	case RandomWalk:
 		return "random walk moves one whole model from peer to peer, so there is no sum to hide it in"
 	case PushSum, GoSGD:

@@ -16,14 +16,21 @@ import (
 )
 
 // secureHarness is n nodes on a complete graph (Metropolis–Hastings
-// weights 1/n) running D-PSGD every delta, with secure aggregation if secure, each
-// starting from its own parameters (node i: i + k/10), gradients zero.
-func secureHarness(t *testing.T, n int, secure bool, delta time.Duration) *harness {
+// weights 1/n; with live, the live members' complete graph, whose
+// members the caller sets) running D-PSGD every delta, with secure
+// aggregation if secure, each starting from its own parameters (node i:
+// i + k/10), gradients zero.
+func secureHarness(t *testing.T, n int, secure, live bool, delta time.Duration) *harness {
 	h := newHarness(t, n, func(i int, c *gossip.Config) {
-		c.Protocol, c.SelfWeight, c.RoundTimeout, c.Delta = gossip.DPSGD, 1/float64(n), 4*time.Second, delta
-		for j := range n {
-			if j != i {
-				c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(j), Weight: 1 / float64(n)})
+		c.Protocol, c.RoundTimeout, c.Delta = gossip.DPSGD, 4*time.Second, delta
+		if live {
+			c.Topology = "complete"
+		} else {
+			c.SelfWeight = 1 / float64(n)
+			for j := range n {
+				if j != i {
+					c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(j), Weight: 1 / float64(n)})
+				}
 			}
 		}
 		c.Init = make([]float32, 8)
@@ -86,7 +93,7 @@ func TestSecureRound(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := secureHarness(t, n, true, time.Minute) // one round in the run
+			h := secureHarness(t, n, true, false, time.Minute) // one round in the run
 			h.drop = c.drop
 			h.run(4*time.Second, 250*time.Millisecond)
 			for i, p := range h.params() {
@@ -100,7 +107,7 @@ func TestSecureRound(t *testing.T) {
 		})
 	}
 	// Plain D-PSGD gives the same first round.
-	h := secureHarness(t, n, false, time.Minute)
+	h := secureHarness(t, n, false, false, time.Minute)
 	h.run(4*time.Second, 250*time.Millisecond)
 	for i, p := range h.params() {
 		for k, v := range meanOf(all) {
@@ -118,19 +125,7 @@ func TestSecureRound(t *testing.T) {
 func TestSecureLiveTopology(t *testing.T) {
 	const n = 5
 	for _, secure := range []bool{false, true} {
-		h := newHarness(t, n, func(i int, c *gossip.Config) {
-			c.Protocol, c.RoundTimeout, c.Delta, c.Topology = gossip.DPSGD, 4*time.Second, time.Minute, "complete"
-			c.Init = make([]float32, 8)
-			for k := range c.Init {
-				c.Init[k] = float32(i) + float32(k)/10
-			}
-			if secure {
-				var key [32]byte
-				key[0] = byte(i)
-				c.Secure = gossip.SecureConfig{Enabled: true, Job: "test", Rand: rand.NewChaCha8(key)}
-			}
-		})
-		h.train = zeroGrad
+		h := secureHarness(t, n, secure, true, time.Minute)
 		var ms []gossip.Member
 		for i := range n {
 			ms = append(ms, gossip.Member{ID: name(i)})
@@ -171,7 +166,7 @@ func TestSecureGolden(t *testing.T) {
 		}},
 	} {
 		fmt.Fprintf(&b, "# %s\n", c.name)
-		h := secureHarness(t, 3, true, time.Second)
+		h := secureHarness(t, 3, true, false, time.Second)
 		h.drop = func(m *gossip.Message) bool {
 			lost := c.drop != nil && c.drop(m)
 			mark := ""

@@ -127,9 +127,9 @@ var Scopes = map[string]Scope{
 	"outer":          {func(s Shape) bool { return IsGossip(s) && s.LocalSteps > 0 }, "--local-steps"},
 	"outer-lr":       {nesterov, "--local-steps with --outer nesterov"},
 	"outer-momentum": {nesterov, "--local-steps with --outer nesterov"},
-	"secure-aggregation": {func(s Shape) bool { return s.Protocol == gossip.DPSGD },
+	"secure-aggregation": {func(s Shape) bool { return gossip.SecureRefusal(s.Protocol) == "" },
 		"dpsgd (random walk moves one whole model, push-sum and gosgd send each share to one peer, AD-PSGD averages pairs and SFB broadcasts: none has a sum of several senders to hide a model in)"},
-	"secure-threshold": {func(s Shape) bool { return s.Protocol == gossip.DPSGD }, "dpsgd with --secure-aggregation"},
+	"secure-threshold": {func(s Shape) bool { return gossip.SecureRefusal(s.Protocol) == "" }, "dpsgd with --secure-aggregation"},
 	"dp-delta":         {dp, "DP-SGD (--dp-clip and --dp-noise)"},
 	"dp-epsilon":       {dp, "DP-SGD (--dp-clip and --dp-noise)"},
 }

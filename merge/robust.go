@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -134,7 +135,7 @@ func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 		order[i] = i
 	}
 	// Ties go to the lowest index, deterministically.
-	slices.SortStableFunc(order, func(a, b int) int { return cmpFloat(scores[a], scores[b]) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[a], scores[b]) })
 	if !k.Multi {
 		copy(dst, xs[order[0]])
 		return nil
@@ -149,16 +150,6 @@ func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 		dst[c] = float32(s / float64(len(keep)))
 	}
 	return nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ClippedGossip is x_i + Σ_j W_ij·clip(x_j − x_i, τ) with

@@ -312,8 +312,8 @@ func (c *Config) Validate() error {
 	if c.DP.Enabled() && !slices.Contains(gossip.Protocols, c.Protocol) {
 		return fmt.Errorf("%w: DP-SGD runs in the gossip protocols, not the %s baseline", ErrConfig, c.Protocol)
 	}
-	if c.SecureAggregation && c.Protocol != gossip.DPSGD {
-		return fmt.Errorf("%w: --secure-aggregation with --protocol %s: %s", ErrConfig, c.Protocol, gossip.SecureRefusal(c.Protocol))
+	if why := gossip.SecureRefusal(c.Protocol); c.SecureAggregation && why != "" {
+		return fmt.Errorf("%w: --secure-aggregation with --protocol %s: %s", ErrConfig, c.Protocol, why)
 	}
 	if !c.SecureAggregation && c.SecureThreshold != 0 {
 		return fmt.Errorf("%w: --secure-threshold without --secure-aggregation", ErrConfig)
