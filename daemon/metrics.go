@@ -41,6 +41,10 @@ type metrics struct {
 	ckptTime      prometheus.Gauge
 	paused        prometheus.Gauge
 	deviceFailed  prometheus.Gauge
+	// Secure aggregation (--secure-aggregation): rounds by result, and
+	// dropouts whose masks a round removed with the others' shares.
+	secureRounds    *prometheus.CounterVec
+	secureRecovered prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -85,6 +89,10 @@ func newMetrics() *metrics {
 	m.dpSteps = g("dp_steps", "DP-SGD steps charged to the privacy ledger.")
 	m.dpBudget = g("dp_epsilon_budget", "The privacy budget ε this node stops at (0: none).")
 	m.deviceFailed = g("device_failed", "1 once the training device (a GPU) failed and training moved to the CPU (/status's device says why), else 0.")
+	m.secureRounds = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gossipd", Name: "secure_rounds_total",
+		Help: "Secure-aggregation rounds this node received, by result: summed (the neighbours' masked sum decoded) or skipped (too few neighbours took part in time)."}, []string{"result"})
+	m.register(m.secureRounds)
+	m.secureRecovered = c("secure_dropouts_recovered_total", "Neighbours that dealt in a secure round and then sent no contribution, whose masks the round removed with the survivors' shares.")
 	m.ckptTime = g("checkpoint_timestamp_seconds", "When the last checkpoint was written (or resumed from), Unix seconds: alert on its age.")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -147,6 +148,12 @@ func New(cfg Config) (*Node, error) {
 		Broadcast: broadcast, MaxNorm: cfg.MaxNorm, Incarnation: n.incarnation,
 		Sampling: cfg.Job.CoreSampling(), Tokens: cfg.Job.CoreTokens(),
 	}
+	if cfg.Job.SecureAggregation {
+		// Each round's keys and masks are secrets: drawn from the OS,
+		// bound to the job, and sent only over the transport, which
+		// authenticates every peer by its libp2p identity.
+		gc.Secure = gossip.SecureConfig{Enabled: true, Job: n.job.String(), Fraction: cfg.Job.SecureThreshold, Rand: crand.Reader}
+	}
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)
 		if err != nil {
@@ -171,7 +178,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	// A joining peer pulls the newest model and protocol state from a live
 	// member; one with a checkpoint of the job resumes from it instead.
-	gc.Join = cfg.Join && gc.Resume == nil
+	// A member of a secure job sends no model in the clear, so a joiner
+	// starts from the initial model and catches up with its neighbours'
+	// round from their adverts.
+	gc.Join = cfg.Join && gc.Resume == nil && !cfg.Job.SecureAggregation
 	idx := make([]int, cfg.Train.N)
 	for i := range idx {
 		idx[i] = i
@@ -195,6 +205,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Transport.Authenticates() {
 		pc.Encoding = peer.EncodeAuthenticated
 	}
+	if cfg.Job.SecureAggregation {
+		pc.Trace = n.traced
+	}
 	p, tr, err := peer.Build(gc, setup, pc, func(q float64) (*privacy.Budget, peer.Ledger, error) {
 		return n.openLedger(q)
 	})
@@ -203,6 +216,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.peer, n.trainer = driver{p, (*world)(n)}, tr
 	n.status = Status{PeerID: self, Addrs: cfg.Addrs, JobID: n.job.String(), Protocol: cfg.Job.Protocol, Device: cfg.device, Rejected: map[string]uint64{}}
+	if cfg.Job.SecureAggregation {
+		n.status.Secure = &SecureRounds{}
+	}
 	if n.resumed != nil {
 		n.status.ResumedFrom = n.resumed.Seq
 		n.status.Checkpoint = n.resumed.Seq

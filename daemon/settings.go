@@ -11,6 +11,7 @@ import (
 	"github.com/gossipd/gossipd/daemon/apiserver"
 	"github.com/gossipd/gossipd/daemon/p2p"
 	"github.com/gossipd/gossipd/dataset"
+	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
@@ -170,6 +171,9 @@ func (s *Settings) check(fs *flag.FlagSet) (checked, error) {
 	}
 	if ok.agg, err = merge.ParseAggregator(s.Job.Aggregator); err != nil {
 		return ok, usage(fmt.Errorf("--aggregator: %v", err))
+	}
+	if sh := (gossip.SecureShape{Protocol: s.Job.Protocol, Aggregator: ok.agg.Name()}); s.Job.SecureAggregation && sh.Refusal() != "" {
+		return ok, usage(fmt.Errorf("--secure-aggregation: %s", sh.Refusal()))
 	}
 	if s.Shard != "" {
 		if _, _, err := dataset.ParseShard(s.Shard); err != nil {

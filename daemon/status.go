@@ -97,6 +97,48 @@ type Status struct {
 	DPBudget  float64 `json:"dp_epsilon_budget,omitempty"`
 	DPSteps   uint64  `json:"dp_steps,omitempty"`
 	DPHalted  bool    `json:"dp_halted,omitempty"`
+	// Secure counts this node's rounds as a receiver with
+	// --secure-aggregation (absent without it).
+	Secure *SecureRounds `json:"secure,omitempty"`
+}
+
+// SecureRounds counts a node's secure-aggregation rounds as a receiver:
+// those whose neighbours' masked sum it decoded, those it skipped (too
+// few neighbours took part before the deadline: it kept its own model),
+// and the neighbours that dealt but sent no contribution, whose masks a
+// round removed with the survivors' shares.
+type SecureRounds struct {
+	Summed    uint64 `json:"summed"`
+	Skipped   uint64 `json:"skipped"`
+	Recovered uint64 `json:"dropouts_recovered"`
+}
+
+// traced counts the core's secure-aggregation events (core goroutine).
+func (n *Node) traced(e gossip.TraceEvent) {
+	switch e.Event {
+	case "secure-sum":
+		n.met.secureRounds.WithLabelValues("summed").Inc()
+	case "secure-skipped":
+		n.met.secureRounds.WithLabelValues("skipped").Inc()
+	case "secure-recovered":
+		n.met.secureRecovered.Add(e.Value)
+	default:
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.status.Secure
+	if c == nil {
+		return // not yet built
+	}
+	switch e.Event {
+	case "secure-sum":
+		c.Summed++
+	case "secure-skipped":
+		c.Skipped++
+	case "secure-recovered":
+		c.Recovered += uint64(e.Value)
+	}
 }
 
 // Status returns a copy of the current status.
@@ -111,6 +153,10 @@ func (n *Node) Status() Status {
 	})
 	if a, ok := n.cfg.Transport.(transport.Addresser); ok {
 		s.Addrs = a.Addrs() // current, not as of the start
+	}
+	if s.Secure != nil {
+		c := *s.Secure
+		s.Secure = &c
 	}
 	s.MemberPeers = slices.Clone(s.MemberPeers)
 	s.ActiveView = slices.Clone(s.ActiveView)

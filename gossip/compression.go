@@ -26,6 +26,11 @@ func (c Compression) Apply(gc *Config) {
 	gc.ConsensusStep = c.ConsensusStep
 }
 
+// Enabled says whether anything is compressed.
+func (c Compression) Enabled() bool {
+	return c.Subsample != 0 || c.Partitions != 0 || c.Quantize.Kind != compress.None || c.Sparse.Kind != compress.None
+}
+
 // CompressionValues lists --compression's forms, for flag help.
 const CompressionValues = "none|fp16|int8|topk:F[:γ]|randk:F[:γ]|subsample:S[+int8]|partition:P"
 

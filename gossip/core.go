@@ -312,6 +312,12 @@ func (n *Core) Advance() { n.rd = Ready{} }
 // send queues a message, its vector compressed under Config.Quantize.
 func (n *Core) send(m Message) {
 	m.From = n.cfg.ID
+	if n.cfg.Secure.Enabled && (len(m.Params) > 0 || m.Packed != nil) {
+		// The last line of defence: a secure node's vectors leave masked
+		// (Message.Secure) or not at all.
+		n.trace("withheld", m.To, fmt.Sprintf("a %s message with parameters in the clear, which secure aggregation never sends", m.Kind), 0)
+		return
+	}
 	if n.hvOn() {
 		n.hv.sent(n, m.To)
 	}

@@ -102,8 +102,9 @@ func (d *dpsgd) rewire(n *Core) {
 	if d.active && d.choco == nil {
 		// A new neighbour has not had this round's parameters (they went
 		// to the old ones); the model is still the round's starting point.
+		// Under secure aggregation it takes part from the next round on.
 		for _, p := range d.order {
-			if !slices.Contains(old, p) {
+			if d.sec == nil && !slices.Contains(old, p) {
 				n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.params), Weight: d.degree()})
 			}
 		}

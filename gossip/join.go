@@ -89,6 +89,10 @@ func (n *Core) answerState(m *Message) {
 		n.trace("joining", m.From, "state request while joining: nothing to give", 0)
 		return
 	}
+	if n.cfg.Secure.Enabled {
+		n.drop(DropSecure, m.From, "a state request: with secure aggregation no member sends its model in the clear (a joiner starts from the job's initial model)")
+		return
+	}
 	if last, ok := n.stateSent[m.From]; ok && n.now < last+n.cfg.Delta {
 		n.drop(DropRateLimited, m.From, "state requested again within Δ")
 		return

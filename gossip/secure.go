@@ -17,9 +17,11 @@ import (
 // the weighted sum of its neighbours' parameters, never one of them
 // (privacy/secagg). A round at a node is four exchanges with its
 // neighbours, each closed when every expected message is in or at a
-// quarter of RoundTimeout; a round with fewer survivors than the
-// threshold averages nothing (the node takes its own step) and is
-// traced as "secure-skipped".
+// quarter of RoundTimeout. A round traces "secure-sum" (the value: how
+// many neighbours' models it summed) and "secure-recovered" when members
+// dropped out after dealing (the value: how many); a round with fewer
+// survivors than the threshold averages nothing (the node takes its own
+// step) and is traced as "secure-skipped".
 type SecureConfig struct {
 	// Enabled turns it on.
 	Enabled bool
@@ -44,22 +46,20 @@ func (s *SecureConfig) validate(c *Config) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: secure aggregation: "+format, append([]any{ErrConfig}, a...)...)
 	}
-	if why := SecureRefusal(c.Protocol); why != "" {
+	agg := ""
+	if c.Aggregator != nil {
+		agg = c.Aggregator.Name()
+	}
+	sh := SecureShape{Protocol: c.Protocol, Sampling: c.Sampling, Aggregator: agg, Fraction: s.Fraction,
+		Compressed: c.Quantize.Kind != compress.None || c.Sparse.Kind != compress.None, Outer: c.Outer.Enabled()}
+	if why := sh.Refusal(); why != "" {
 		return bad("%s", why)
 	}
 	switch {
 	case s.Rand == nil:
 		return bad("no source of randomness")
-	case s.Fraction != 0 && !(s.Fraction > 0.5 && s.Fraction <= 1):
-		return bad("threshold fraction %v, want more than ½ and at most 1", s.Fraction)
-	case c.Quantize.Kind != compress.None, c.Sparse.Kind != compress.None:
-		return bad("compression: the masked sum is taken over integers modulo 2³², which compressed vectors are not")
-	case c.Outer.Enabled():
-		return bad("--local-steps is not supported with it yet")
-	case c.Aggregator != nil && c.Aggregator.Name() != (merge.WeightedMean{}).Name():
-		return bad("aggregator %s: a robust rule must see each neighbour's model, which masking hides", c.Aggregator.Name())
-	case c.Sampling == SamplingHyParView:
-		return bad("--sampling hyparview: the neighbours are the active view, which changes too often for rounds of four exchanges")
+	case c.Join:
+		return bad("joining takes a member's model in the clear: a secure node starts from the job's initial model and catches up with its neighbours' round")
 	case c.Topology == "" && len(c.Neighbors) < 2:
 		return bad("%d neighbours: a receiver with fewer than 2 would see one neighbour's model alone", len(c.Neighbors))
 	}
@@ -70,6 +70,40 @@ func (s *SecureConfig) validate(c *Config) error {
 		return bad("%v", err)
 	}
 	return nil
+}
+
+// SecureShape is what decides whether a job can mask its exchanges:
+// the job's settings that secure aggregation rules out, which the
+// daemon's job spec and the simulator check before any node starts.
+type SecureShape struct {
+	Protocol, Sampling string
+	// Aggregator is the merge rule's name ("" or merge.WeightedMean's:
+	// the mean).
+	Aggregator string
+	// Fraction is the threshold fraction (0: the default).
+	Fraction          float64
+	Compressed, Outer bool
+}
+
+// Refusal says why a job of this shape cannot mask its exchanges, or ""
+// when it can.
+func (sh SecureShape) Refusal() string {
+	if why := SecureRefusal(sh.Protocol); why != "" {
+		return why
+	}
+	switch {
+	case sh.Fraction != 0 && !(sh.Fraction > 0.5 && sh.Fraction <= 1):
+		return fmt.Sprintf("threshold fraction %v, want more than ½ and at most 1", sh.Fraction)
+	case sh.Compressed:
+		return "compression: the masked sum is taken over integers modulo 2³², which compressed vectors are not"
+	case sh.Outer:
+		return "--local-steps is not supported with it yet"
+	case sh.Aggregator != "" && sh.Aggregator != (merge.WeightedMean{}).Name():
+		return "aggregator " + sh.Aggregator + ": a robust rule must see each neighbour's model, which masking hides"
+	case sh.Sampling == SamplingHyParView:
+		return "--sampling hyparview: the neighbours are the active view, which changes too often for rounds of four exchanges"
+	}
+	return ""
 }
 
 // SecureRefusal says why protocol takes no secure aggregation, or ""
@@ -110,9 +144,14 @@ type secure struct {
 	round   uint64
 	phase   int // 0 adverts, 1 dealing, 2 contributions, 3 reveals, 4 done
 	want    int // messages the phase waits for
-	got     int
-	sum     []float32 // the decoded sum, when the round unmasked
-	weight  float64   // the survivors' mixing weights
+	// phaseEnd is when the current phase closes without what it waits
+	// for; behind is a later round some neighbour advertised while this
+	// node's adverts were too few for a roster (0: none).
+	phaseEnd time.Duration
+	behind   uint64
+	got      int
+	sum      []float32 // the decoded sum, when the round unmasked
+	weight   float64   // the survivors' mixing weights
 }
 
 // earlyAdvert is an advert for a round this node has not begun.
@@ -182,6 +221,7 @@ func (s *secure) begin(n *Core, d *dpsgd) {
 	}
 	s.rx = secagg.NewReceiver(s.cfg.Job, n.round, n.cfg.ID, len(n.params), s.cfg.Fraction)
 	s.round, s.phase, s.want, s.got, s.sum, s.weight = n.round, 0, len(d.order), 0, nil, 0
+	s.phaseEnd, s.behind = n.now+d.cfg.RoundTimeout/4, 0
 	for _, from := range slices.Sorted(maps.Keys(s.early[n.round])) {
 		e := s.early[n.round][from]
 		err := s.rx.Advert(from, e.ad)
@@ -227,12 +267,20 @@ func (s *secure) catchUp(n *Core) {
 // skipped).
 func (s *secure) done() bool { return s.phase == 4 }
 
-// wake is the current phase's deadline.
+// wake is the current phase's deadline: a quarter of RoundTimeout from
+// the phase's start, except that adverts too few for a roster (fewer
+// than two) are waited for until the round's whole RoundTimeout. A node
+// whose neighbours are slower so waits for them rather than skipping
+// ahead at its own pace (its rounds would then drift away from theirs);
+// one that is behind jumps to their round (step, catchUp).
 func (s *secure) wake(d *dpsgd) time.Duration {
-	if s.phase == 4 {
+	switch {
+	case s.phase == 4:
 		return Never
+	case s.phase == 0 && s.got < 2:
+		return max(s.phaseEnd, d.roundStart+d.cfg.RoundTimeout)
 	}
-	return d.roundStart + time.Duration(s.phase+1)*d.cfg.RoundTimeout/4
+	return s.phaseEnd
 }
 
 // accept counts a message the receiver took, or drops one it refused.
@@ -247,12 +295,14 @@ func (s *secure) accept(n *Core, from PeerID, err error) {
 // advance closes the receiver's phases whose messages are all in or
 // whose deadline passed.
 func (s *secure) advance(n *Core, d *dpsgd) {
-	for s.phase < 4 && (s.got >= s.want || n.now >= s.wake(d)) {
+	for s.phase < 4 && (s.got >= s.want || n.now >= s.wake(d) || s.behind > 0) {
 		var err error
 		switch s.phase {
 		case 0:
 			var ro secagg.Roster
-			if ro, err = s.rx.Roster(); err == nil {
+			if s.behind > 0 {
+				err = fmt.Errorf("%w: %d advert(s), and a neighbour is in round %d already", secagg.ErrTooFew, s.got, s.behind)
+			} else if ro, err = s.rx.Roster(); err == nil {
 				if len(ro.Members) > s.cfg.Ring.MaxTerms() {
 					err = fmt.Errorf("%w: %d members, more than the ring sums (%d)", secagg.ErrTooFew, len(ro.Members), s.cfg.Ring.MaxTerms())
 					break
@@ -289,10 +339,13 @@ func (s *secure) advance(n *Core, d *dpsgd) {
 					s.weight += s.receiverWeight(d, m)
 				}
 				n.trace("secure-sum", "", fmt.Sprintf("round %d: the sum of %d of %d neighbours", s.round, len(names), len(d.order)), float64(len(names)))
+				if k := s.rx.Dropped(); k > 0 {
+					n.trace("secure-recovered", "", fmt.Sprintf("round %d: the masks of %d members that dealt but sent no contribution removed with the others' shares", s.round, k), float64(k))
+				}
 			}
 		}
 		s.phase++
-		s.got = 0
+		s.got, s.phaseEnd = 0, n.now+d.cfg.RoundTimeout/4
 		if err != nil {
 			s.phase = 4
 			if !errors.Is(err, secagg.ErrTooFew) {
@@ -302,6 +355,9 @@ func (s *secure) advance(n *Core, d *dpsgd) {
 		}
 	}
 }
+
+// receiverPhase is the receiver's phase that takes each kind sent to it.
+var receiverPhase = map[Kind]int{KindSecAdvert: 0, KindSecDealt: 1, KindSecMasked: 2, KindSecReveal: 3}
 
 // step takes a secure-aggregation message.
 func (s *secure) step(n *Core, d *dpsgd, m *Message) {
@@ -349,14 +405,37 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 		return
 	}
 	if m.Round != s.round || s.phase == 4 {
-		if m.Kind == KindSecAdvert && m.Round > s.round && m.Round <= s.round+futureRounds {
+		if m.Kind == KindSecAdvert && m.Round > s.round {
+			if m.Round > s.round+futureRounds {
+				// A neighbour far ahead: this node was cut off, or its
+				// rounds ran slower than a neighbour's that skipped
+				// them. Its next round jumps there (catchUp), as plain
+				// D-PSGD's does; one such round is kept at most.
+				for r := range s.early {
+					if r > s.round+futureRounds && r != m.Round {
+						delete(s.early, r)
+					}
+				}
+			}
 			if s.early[m.Round] == nil {
 				s.early[m.Round] = map[PeerID]earlyAdvert{}
 			}
 			s.early[m.Round][m.From] = earlyAdvert{sec.Advert, int(m.Weight)}
+			if s.phase == 0 && s.got < 2 && m.Round > s.round {
+				// Too few adverts here for a roster, and the neighbours
+				// have moved on: skip this round now and join theirs.
+				s.behind = max(s.behind, m.Round)
+				s.advance(n, d)
+				d.tryFinish(n)
+			}
 			return
 		}
 		n.trace("stale", m.From, fmt.Sprintf("%s of round %d at round %d", m.Kind, m.Round, s.round), 0)
+		return
+	}
+	if p := receiverPhase[m.Kind]; p < s.phase {
+		// Honest, but after its phase closed at the deadline.
+		n.trace("late", m.From, fmt.Sprintf("%s of round %d after its phase closed", m.Kind, m.Round), 0)
 		return
 	}
 	var err error

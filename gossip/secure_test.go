@@ -147,28 +147,87 @@ func TestSecureLiveTopology(t *testing.T) {
 	}
 }
 
+// TestSecureRewireSendsNothingClear: n004 joins the live graph of four
+// nodes while their first round waits (for n003, silent until then).
+// Plain D-PSGD sends the newcomer the round's parameters; a secure node
+// sends none in the clear (nor tries to: nothing withheld), and n004
+// takes part from a later round on.
+func TestSecureRewireSendsNothingClear(t *testing.T) {
+	const n = 5
+	for _, secure := range []bool{false, true} {
+		h := secureHarness(t, n, secure, true, time.Second)
+		var ms []gossip.Member
+		for i := range n {
+			ms = append(ms, gossip.Member{ID: name(i)})
+		}
+		h.dead[3] = true
+		for i, nd := range h.nodes {
+			nd.SetMembers(ms[:4])
+			h.drain(i)
+		}
+		h.run(time.Second, 500*time.Millisecond) // every round has begun; none has its deadline yet
+		clear, withheld := 0, 0
+		h.drop = func(m *gossip.Message) bool {
+			if m.To == name(4) && (len(m.Params) > 0 || m.Packed != nil) {
+				clear++
+			}
+			return false
+		}
+		for i, nd := range h.nodes[:4] {
+			nd.SetMembers(ms)
+			h.drain(i)
+		}
+		h.deliver()
+		h.dead[3] = false
+		h.run(4*time.Second, 250*time.Millisecond)
+		for _, e := range h.traces {
+			if e.Event == "withheld" {
+				withheld++
+			}
+		}
+		switch {
+		case !secure && clear == 0:
+			t.Fatal("plain D-PSGD sent the newcomer no parameters: the test cannot tell")
+		case secure && clear+withheld > 0:
+			t.Errorf("secure: %d messages to the newcomer with parameters in the clear, %d withheld", clear, withheld)
+		}
+	}
+}
+
 // TestSecureGolden records secure rounds in testdata/secure-dpsgd.golden
 // (rewritten with -rewrite): three nodes on a triangle for 6 s (Δ 1 s,
 // round timeout 4 s), the first round's messages, every secure trace
 // and the final parameters; with nothing lost, then with one node's
 // masked contribution to one receiver lost in the first round (that
 // receiver skips the round at its deadline and the others' rounds
-// meanwhile go on without it).
+// meanwhile go on without it), and on 4 nodes, where 2 of a receiver's 3
+// neighbours meet the threshold, with one contribution lost after its
+// sender dealt: the receiver removes its masks with the survivors'
+// shares and averages the other two; and with one of the 4 cut off for
+// the first rounds, which waits a whole round timeout for adverts, then
+// skips to the round its neighbours advertise.
 func TestSecureGolden(t *testing.T) {
 	var b strings.Builder
 	for _, c := range []struct {
-		name string
-		drop func(m *gossip.Message) bool
+		name  string
+		nodes int
+		drop  func(now time.Duration, m *gossip.Message) bool
 	}{
-		{"nothing lost", nil},
-		{"n002's masked contribution to n000 lost in round 0", func(m *gossip.Message) bool {
+		{"nothing lost", 3, nil},
+		{"n002's masked contribution to n000 lost in round 0", 3, func(_ time.Duration, m *gossip.Message) bool {
 			return m.Kind == gossip.KindSecMasked && m.From == name(2) && m.To == name(0) && m.Round == 0
+		}},
+		{"4 nodes: n003's masked contribution to n000 lost in round 0, after it dealt (recovered)", 4, func(_ time.Duration, m *gossip.Message) bool {
+			return m.Kind == gossip.KindSecMasked && m.From == name(3) && m.To == name(0) && m.Round == 0
+		}},
+		{"4 nodes: n003 cut off (every message to or from it lost) until 2.5 s: it skips, then catches up with its neighbours' round", 4, func(now time.Duration, m *gossip.Message) bool {
+			return now < 2500*time.Millisecond && (m.From == name(3) || m.To == name(3))
 		}},
 	} {
 		fmt.Fprintf(&b, "# %s\n", c.name)
-		h := secureHarness(t, 3, true, false, time.Second)
+		h := secureHarness(t, c.nodes, true, false, time.Second)
 		h.drop = func(m *gossip.Message) bool {
-			lost := c.drop != nil && c.drop(m)
+			lost := c.drop != nil && c.drop(h.now, m)
 			mark := ""
 			if lost {
 				mark = " (lost)"

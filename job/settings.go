@@ -58,7 +58,7 @@ type Settings struct {
 	// SecureAggregation masks D-PSGD's exchanges so that a node learns
 	// only its neighbours' weighted sum (gossip.SecureConfig), with
 	// SecureThreshold the threshold as a fraction of a receiver's
-	// neighbours (0: ⅔). The simulator's only, so far.
+	// neighbours (0: ⅔).
 	SecureAggregation bool
 	SecureThreshold   float64
 
@@ -107,12 +107,10 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 	fs.Float64Var(&s.OuterMomentum, "outer-momentum", gossip.DefaultOuterMomentum,
 		"with --local-steps and --outer nesterov: outer momentum")
 	fs.StringVar(&s.InitFrom, "init-from", "", model.InitFromHelp)
-	if cmd == Simulator {
-		fs.BoolVar(&s.SecureAggregation, "secure-aggregation", false,
-			"dpsgd: mask each exchange so that a peer learns only the weighted sum of its neighbours' models (docs/explanation/secure-aggregation.md)")
-		fs.Float64Var(&s.SecureThreshold, "secure-threshold", 0,
-			"with --secure-aggregation: the share of a peer's neighbours whose reveals unmask its round, in (0.5, 1] (0: 2/3)")
-	}
+	fs.BoolVar(&s.SecureAggregation, "secure-aggregation", false,
+		"dpsgd: mask each exchange so that a peer learns only the weighted sum of its neighbours' models (docs/explanation/secure-aggregation.md)")
+	fs.Float64Var(&s.SecureThreshold, "secure-threshold", 0,
+		"with --secure-aggregation: the share of a peer's neighbours whose reveals unmask its round, in (0.5, 1] (default 2/3)")
 	if cmd == Daemon {
 		fs.StringVar(&s.Name, "name", DefaultName, "job name")
 		fs.Uint64Var(&s.InitSeed, "init-seed", 1, "seed of the initial model")
@@ -202,7 +200,8 @@ func (s *Settings) Spec(inputs, classes int, shape []int) (Spec, error) {
 	ms := model.SpecFor(s.Model, hidden, inputs, classes, shape)
 	j := Spec{Name: s.Name, Model: ms, Scale: ScaleFor(s.Scale, Daemon), Protocol: s.Protocol,
 		DeltaMillis: s.Delta.Milliseconds(), Variant: s.Variant, Compression: s.Compression,
-		InitSeed: s.InitSeed, Topology: s.Topology, Staleness: s.Staleness}
+		InitSeed: s.InitSeed, Topology: s.Topology, Staleness: s.Staleness,
+		SecureAggregation: s.SecureAggregation, SecureThreshold: s.SecureThreshold}
 	if s.Sampling != gossip.SamplingCyclon && s.Sampling != gossip.SamplingNewscast {
 		j.Sampling = s.Sampling // the default is left out: earlier jobs keep their IDs
 	}
@@ -231,7 +230,8 @@ func (s *Settings) Spec(inputs, classes int, shape []int) (Spec, error) {
 // JobFlags are the flags that make up a job's Spec; a daemon that joins a
 // running job takes them from its announcement instead.
 var JobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology",
-	"staleness", "sfb-mode", "init-seed", "init-from", "name", "local-steps", "outer", "outer-lr", "outer-momentum"}
+	"staleness", "sfb-mode", "init-seed", "init-from", "name", "local-steps", "outer", "outer-lr", "outer-momentum",
+	"secure-aggregation", "secure-threshold"}
 
 // InitWeights reads --init-from's weights for spec's model and sets the
 // spec's InitHash to their hash; nil without --init-from. Errors name
@@ -256,5 +256,5 @@ var Bounds = map[string]string{
 	"batch": "[1,inf)", "local-epochs": "[1,inf)", "local-steps": "[0,inf)", "lr": "(0,inf)", "delta": "(0,inf)",
 	"staleness": "[0,inf)", "outer-lr": "(0,inf)", "outer-momentum": "[0,1)",
 	"dp-clip": "(0,inf)", "dp-noise": "(0,inf)", "dp-delta": "(0,1)", "dp-epsilon": "[0,inf)",
-	"test-fraction": "(0,1)",
+	"test-fraction": "(0,1)", "secure-threshold": "(0.5,1]",
 }

@@ -71,6 +71,13 @@ type Spec struct {
 	// Tokens is random walk's token-account flow control, A:B
 	// (gossip.ParseTokens; empty: one send per period).
 	Tokens string `json:"tokens,omitempty"`
+	// SecureAggregation masks D-PSGD's exchanges: a member learns only
+	// the weighted sum of its neighbours' models (gossip.SecureConfig).
+	// SecureThreshold is the fraction of a receiver's neighbours whose
+	// reveals unmask its round (0: ⅔); every member holds the others'
+	// rosters to it.
+	SecureAggregation bool    `json:"secure_aggregation,omitempty"`
+	SecureThreshold   float64 `json:"secure_threshold,omitempty"`
 }
 
 // Validate checks the spec and fills defaults.
@@ -131,6 +138,9 @@ func (j *Spec) Validate() error {
 	if j.Tokens != "" && j.Protocol != gossip.RandomWalk {
 		return fmt.Errorf("job: tokens are random walk's; this job runs %s", j.Protocol)
 	}
+	if err := j.validateSecure(); err != nil {
+		return err
+	}
 	overView := j.Protocol == gossip.DPSGD || j.Protocol == gossip.ADPSGD || j.Protocol == gossip.PushSum
 	if j.Sampling != "" && j.Protocol != gossip.RandomWalk && j.Protocol != gossip.GoSGD && !overView {
 		return fmt.Errorf("job: sampling hyparview is for randomwalk, gosgd, dpsgd, adpsgd and pushsum; this job runs %s", j.Protocol)
@@ -148,6 +158,27 @@ func (j *Spec) Validate() error {
 		}
 	} else if j.Topology != "" {
 		return fmt.Errorf("job: protocol %s has no topology (%q is for dpsgd, adpsgd and pushsum)", j.Protocol, j.Topology)
+	}
+	return nil
+}
+
+// validateSecure refuses secure aggregation where the job cannot mask
+// its exchanges (gossip.SecureShape).
+func (j *Spec) validateSecure() error {
+	if !j.SecureAggregation {
+		if j.SecureThreshold != 0 {
+			return fmt.Errorf("job: a secure threshold (%v) without secure aggregation", j.SecureThreshold)
+		}
+		return nil
+	}
+	c, err := gossip.ParseCompression(j.Compression)
+	if err != nil {
+		return err
+	}
+	sh := gossip.SecureShape{Protocol: j.Protocol, Sampling: j.Sampling, Fraction: j.SecureThreshold,
+		Compressed: c.Enabled(), Outer: j.Outer != nil && j.Outer.Enabled()}
+	if why := sh.Refusal(); why != "" {
+		return fmt.Errorf("job: secure aggregation: %s", why)
 	}
 	return nil
 }

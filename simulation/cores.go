@@ -163,6 +163,12 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Fanout: cfg.Fanout, Sampling: cfg.Sampling, ActiveView: cfg.ActiveView, PassiveView: cfg.PassiveView,
 		Join: join, Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}
+	if cfg.SecureAggregation {
+		// No member of a secure job sends its model in the clear: a
+		// joiner starts from the initial model and catches up with its
+		// neighbours' round.
+		gc.Join = false
+	}
 	if cfg.Sampling == gossip.SamplingHyParView && !gossip.SamplesPeers(cfg.Protocol) {
 		gc.Topology = "" // its neighbours are its active view
 	} else if gc.Topology == "" {

@@ -35,8 +35,7 @@ type Flags struct {
 
 // Bounds are the values simulate's numeric flags take.
 var Bounds = cli.WithBounds(job.Bounds, cli.Bounds{
-	"secure-threshold": "(0.5,1]",
-	"peers":            "[1,inf)", "rounds": "[1,inf)", "active-view": "[1,1024]", "passive-view": "[1,1024]", "eval-every": "[1,inf)", "eval-peers": "[1,inf)", "eval-examples": "[1,inf)",
+	"peers": "[1,inf)", "rounds": "[1,inf)", "active-view": "[1,1024]", "passive-view": "[1,1024]", "eval-every": "[1,inf)", "eval-peers": "[1,inf)", "eval-examples": "[1,inf)",
 	"final-eval-peers": "[0,inf)", "jitter": "[0,1)", "bandwidth": "[0,inf)", "drop": "[0,1)",
 	"churn": "[0,1)", "churn-session": "(0,inf)", "turnover": "[0,1]", "member-timeout": "(0,inf)",
 	"byzantine": "(0,0.5)", "fanout": "[0,inf)", "fedavg-fraction": "(0,1]", "peer-batch": "[0,inf)", "seed": "[0,inf)",

@@ -425,6 +425,10 @@ func (r *Receiver) Reveal(from string, v Reveal) error {
 	return nil
 }
 
+// Dropped is how many dealers sent no contribution: members whose
+// masks the round removes with the survivors' shares of their keys.
+func (r *Receiver) Dropped() int { return len(r.dealers.Members) - len(r.surv) }
+
 // Revealed is how many survivors have revealed their shares.
 func (r *Receiver) Revealed() int { return len(r.reveals) }
 
