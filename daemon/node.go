@@ -186,7 +186,7 @@ func New(cfg Config) (*Node, error) {
 	for i := range idx {
 		idx[i] = i
 	}
-	setup := peer.Setup{Protocol: cfg.Job.Protocol, Model: cfg.Job.Model, Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond,
+	setup := peer.Setup{Protocol: cfg.Job.Protocol, Model: cfg.Job.Model, Delta: time.Duration(cfg.Job.DeltaMillis) * time.Millisecond, RoundTimeout: cfg.Job.RoundTimeout(),
 		Variant: cfg.Job.Variant, Compression: cfg.Job.Compression, SFBMode: cfg.Job.SFBMode, Staleness: cfg.Job.Staleness,
 		FactorBatch: cfg.Job.FactorBatch, // every member must choose its factor layers alike
 		LR:          cfg.Local.LR, Batch: cfg.Local.Batch, LocalEpochs: cfg.Local.LocalEpochs, Aggregator: cfg.Aggregator,

@@ -111,6 +111,10 @@ type SecureRounds struct {
 	Summed    uint64 `json:"summed"`
 	Skipped   uint64 `json:"skipped"`
 	Recovered uint64 `json:"dropouts_recovered"`
+	// ClearWithheld counts messages with parameters in the clear that
+	// the core withheld: none unless gossipd has a bug (each is logged
+	// as an error).
+	ClearWithheld uint64 `json:"clear_withheld"`
 }
 
 // traced counts the core's secure-aggregation events (core goroutine).
@@ -122,6 +126,8 @@ func (n *Node) traced(e gossip.TraceEvent) {
 		n.met.secureRounds.WithLabelValues("skipped").Inc()
 	case "secure-recovered":
 		n.met.secureRecovered.Add(e.Value)
+	case "withheld":
+		n.log.Error("a message with parameters in the clear withheld (a bug in gossipd: please report it)", "to", e.Peer, "what", e.Reason)
 	default:
 		return
 	}
@@ -138,6 +144,8 @@ func (n *Node) traced(e gossip.TraceEvent) {
 		c.Skipped++
 	case "secure-recovered":
 		c.Recovered += uint64(e.Value)
+	case "withheld":
+		c.ClearWithheld++
 	}
 }
 

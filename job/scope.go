@@ -129,6 +129,8 @@ var Scopes = map[string]Scope{
 	"outer-momentum": {nesterov, "--local-steps with --outer nesterov"},
 	"secure-aggregation": {func(s Shape) bool { return gossip.SecureRefusal(s.Protocol) == "" },
 		"dpsgd (random walk moves one whole model, push-sum and gosgd send each share to one peer, AD-PSGD averages pairs and SFB broadcasts: none has a sum of several senders to hide a model in)"},
+	"round-timeout": {func(s Shape) bool { return s.Protocol == gossip.DPSGD || s.Protocol == gossip.SFB },
+		"dpsgd and sfb (their rounds wait for the neighbours)"},
 	"secure-threshold": {func(s Shape) bool { return gossip.SecureRefusal(s.Protocol) == "" }, "dpsgd with --secure-aggregation"},
 	"dp-delta":         {dp, "DP-SGD (--dp-clip and --dp-noise)"},
 	"dp-epsilon":       {dp, "DP-SGD (--dp-clip and --dp-noise)"},

@@ -44,14 +44,17 @@ type Settings struct {
 	// The job: every peer must agree (part of the Spec).
 	Name, Protocol, Model, Hidden, Scale string
 	Delta                                time.Duration
-	Variant, Compression, Topology       string
-	Sampling, Tokens                     string
-	Staleness                            int
-	SFBMode                              string
-	LocalSteps                           int
-	Outer                                string
-	OuterLR, OuterMomentum               float64
-	InitSeed                             uint64
+	// RoundTimeout is how long a dpsgd or sfb round waits for its
+	// neighbours (0: gossip.DefaultRoundTimeout·Delta).
+	RoundTimeout                   time.Duration
+	Variant, Compression, Topology string
+	Sampling, Tokens               string
+	Staleness                      int
+	SFBMode                        string
+	LocalSteps                     int
+	Outer                          string
+	OuterLR, OuterMomentum         float64
+	InitSeed                       uint64
 	// InitFrom is a safetensors file of initial weights (PyTorch's
 	// state_dict); their hash is part of the job.
 	InitFrom string
@@ -90,6 +93,8 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 	fs.StringVar(&s.Scale, "scale", DefaultScale,
 		"feature scaling: auto|global|minmax|standard|none (auto: global for run, minmax for simulate)")
 	fs.DurationVar(&s.Delta, "delta", gossip.DefaultDelta, "gossip period Δ (simulate: the length of a round)")
+	fs.DurationVar(&s.RoundTimeout, "round-timeout", 0,
+		"dpsgd, sfb: how long a round waits for its neighbours before it goes on without them (default 4×--delta; with --secure-aggregation each of its exchanges closes at a quarter of it)")
 	fs.StringVar(&s.Variant, "variant", gossip.DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
 	fs.StringVar(&s.Tokens, "tokens", "", "random walk: token-account flow control A:B (default: one send per Δ)")
 	fs.StringVar(&s.Sampling, "sampling", gossip.SamplingCyclon,
@@ -199,7 +204,7 @@ func (s *Settings) Spec(inputs, classes int, shape []int) (Spec, error) {
 	}
 	ms := model.SpecFor(s.Model, hidden, inputs, classes, shape)
 	j := Spec{Name: s.Name, Model: ms, Scale: ScaleFor(s.Scale, Daemon), Protocol: s.Protocol,
-		DeltaMillis: s.Delta.Milliseconds(), Variant: s.Variant, Compression: s.Compression,
+		DeltaMillis: s.Delta.Milliseconds(), RoundTimeoutMillis: s.RoundTimeout.Milliseconds(), Variant: s.Variant, Compression: s.Compression,
 		InitSeed: s.InitSeed, Topology: s.Topology, Staleness: s.Staleness,
 		SecureAggregation: s.SecureAggregation, SecureThreshold: s.SecureThreshold}
 	if s.Sampling != gossip.SamplingCyclon && s.Sampling != gossip.SamplingNewscast {
@@ -229,7 +234,7 @@ func (s *Settings) Spec(inputs, classes int, shape []int) (Spec, error) {
 
 // JobFlags are the flags that make up a job's Spec; a daemon that joins a
 // running job takes them from its announcement instead.
-var JobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "variant", "compression", "topology",
+var JobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "round-timeout", "variant", "compression", "topology",
 	"staleness", "sfb-mode", "init-seed", "init-from", "name", "local-steps", "outer", "outer-lr", "outer-momentum",
 	"secure-aggregation", "secure-threshold"}
 
@@ -256,5 +261,5 @@ var Bounds = map[string]string{
 	"batch": "[1,inf)", "local-epochs": "[1,inf)", "local-steps": "[0,inf)", "lr": "(0,inf)", "delta": "(0,inf)",
 	"staleness": "[0,inf)", "outer-lr": "(0,inf)", "outer-momentum": "[0,1)",
 	"dp-clip": "(0,inf)", "dp-noise": "(0,inf)", "dp-delta": "(0,1)", "dp-epsilon": "[0,inf)",
-	"test-fraction": "(0,1)", "secure-threshold": "(0.5,1]",
+	"test-fraction": "(0,1)", "secure-threshold": "(0.5,1]", "round-timeout": "(0,inf)",
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
@@ -41,8 +42,11 @@ type Spec struct {
 	// Protocol and its fixed parameters.
 	Protocol    string `json:"protocol"`
 	DeltaMillis int64  `json:"delta_ms"`
-	Variant     string `json:"variant,omitempty"`
-	Compression string `json:"compression,omitempty"`
+	// RoundTimeoutMillis is how long a dpsgd or sfb round waits for its
+	// neighbours (0: gossip.DefaultRoundTimeout periods).
+	RoundTimeoutMillis int64  `json:"round_timeout_ms,omitempty"`
+	Variant            string `json:"variant,omitempty"`
+	Compression        string `json:"compression,omitempty"`
 	// Outer is the outer optimizer (gossip.OuterConfig): every member
 	// trains the same local steps between exchanges.
 	Outer *gossip.OuterConfig `json:"outer,omitempty"`
@@ -104,6 +108,12 @@ func (j *Spec) Validate() error {
 	}
 	if j.DeltaMillis < 0 {
 		return fmt.Errorf("job: period %dms is negative", j.DeltaMillis)
+	}
+	if j.RoundTimeoutMillis < 0 {
+		return fmt.Errorf("job: round timeout %dms is negative", j.RoundTimeoutMillis)
+	}
+	if j.RoundTimeoutMillis != 0 && j.Protocol != gossip.DPSGD && j.Protocol != gossip.SFB {
+		return fmt.Errorf("job: a round timeout is dpsgd's and sfb's; this job runs %s", j.Protocol)
 	}
 	if _, err := gossip.ParseCompression(j.Compression); err != nil {
 		return err
@@ -181,6 +191,11 @@ func (j *Spec) validateSecure() error {
 		return fmt.Errorf("job: secure aggregation: %s", why)
 	}
 	return nil
+}
+
+// RoundTimeout is the core's Config.RoundTimeout (0: its default).
+func (j Spec) RoundTimeout() time.Duration {
+	return time.Duration(j.RoundTimeoutMillis) * time.Millisecond
 }
 
 // CoreTokens is the core's Config.Tokens (the spec is validated).

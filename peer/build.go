@@ -18,9 +18,12 @@ import (
 // initial model, the graph, a resumed state) to the core's config.
 type Setup struct {
 	// The job's: protocol, model and fixed parameters.
-	Protocol                      string
-	Model                         model.Spec
-	Delta                         time.Duration
+	Protocol string
+	Model    model.Spec
+	Delta    time.Duration
+	// RoundTimeout is how long a D-PSGD or SFB round waits for its
+	// neighbours (0: gossip.DefaultRoundTimeout·Delta).
+	RoundTimeout                  time.Duration
 	Variant, Compression, SFBMode string
 	Staleness                     int
 	// FactorBatch is the batch size by which SFB decides which layers
@@ -54,7 +57,7 @@ type Budget func(q float64) (*privacy.Budget, Ledger, error)
 // with DP-SGD, a budget from budget (nil: a fresh one, recorded nowhere).
 // pc carries the driver's other settings (job, admission, limits).
 func Build(core gossip.Config, s Setup, pc Config, budget Budget) (*Peer, *trainer.Trainer, error) {
-	core.Protocol, core.Spec, core.Delta = s.Protocol, s.Model, s.Delta
+	core.Protocol, core.Spec, core.Delta, core.RoundTimeout = s.Protocol, s.Model, s.Delta, s.RoundTimeout
 	core.LR, core.Variant, core.Batch = s.LR, s.Variant, s.Batch
 	core.LocalSteps = LocalSteps(s.LocalEpochs, len(s.Data.Idx), s.Batch)
 	core.Staleness, core.SFBMode, core.Aggregator = s.Staleness, s.SFBMode, s.Aggregator

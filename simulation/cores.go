@@ -184,7 +184,7 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		gc.Secure = gossip.SecureConfig{Enabled: true, Job: "simulation", Fraction: cfg.SecureThreshold, Rand: rand.NewChaCha8(key)}
 	}
 	agg, _ := merge.ParseAggregator(cfg.Aggregator) // validated
-	setup := peer.Setup{Protocol: cfg.Protocol, Model: s.spec, Delta: cfg.Delta,
+	setup := peer.Setup{Protocol: cfg.Protocol, Model: s.spec, Delta: cfg.Delta, RoundTimeout: cfg.RoundTimeout,
 		Variant: cfg.Variant, Compression: cfg.Compression, SFBMode: cfg.SFBMode, Staleness: cfg.Staleness,
 		LR: cfg.LR, Batch: cfg.Batch, LocalEpochs: cfg.LocalEpochs, Aggregator: agg,
 		Data: data, Workspace: s.ws, TrainRand: rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|2))}

@@ -102,7 +102,13 @@ type status struct {
 	} `json:"connections"`
 	ActiveView []string `json:"active_view"`
 	// MemberPeers are the connected live members.
-	MemberPeers     []string `json:"member_peers"`
+	MemberPeers []string `json:"member_peers"`
+	// Secure counts the node's secure-aggregation rounds.
+	Secure *struct {
+		Summed, Skipped uint64
+		Recovered       uint64 `json:"dropouts_recovered"`
+		ClearWithheld   uint64 `json:"clear_withheld"`
+	} `json:"secure"`
 	MembershipBytes struct {
 		In, Out uint64
 		By      map[string]struct{ In, Out uint64 }
