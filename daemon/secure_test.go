@@ -50,13 +50,21 @@ func (k *kindCounter) count(kind gossip.Kind) int {
 // masks with the survivors' shares (counted as recovered dropouts in
 // /status) and goes on summing; then d003 crashes, and the three
 // survivors go on summing each other. No round is corrupted: the
-// survivors keep their accuracy.
+// survivors keep their accuracy. The same with four local steps a round
+// and the outer Nesterov step (the local results go out masked).
 func TestSecureAggregationDaemons(t *testing.T) {
+	t.Run("one step a round", func(t *testing.T) { secureDaemons(t, nil) })
+	t.Run("local steps", func(t *testing.T) {
+		secureDaemons(t, &gossip.OuterConfig{Steps: 4, Method: gossip.OuterNesterov, LR: gossip.DefaultOuterLR, Momentum: gossip.DefaultOuterMomentum})
+	})
+}
+
+func secureDaemons(t *testing.T, outer *gossip.OuterConfig) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 4
 		counters := make([]*kindCounter, n)
 		r := start(t, memnet.New(), n, func(i int, c *daemon.Config) {
-			c.Job.Protocol, c.Job.Topology, c.Job.DeltaMillis, c.Job.SecureAggregation = gossip.DPSGD, "complete", 50, true
+			c.Job.Protocol, c.Job.Topology, c.Job.DeltaMillis, c.Job.SecureAggregation, c.Job.Outer = gossip.DPSGD, "complete", 50, true, outer
 			if err := c.Job.Validate(); err != nil {
 				t.Fatal(err)
 			}

@@ -140,7 +140,9 @@ func (d *dpsgd) begin(n *Core) {
 	// neighbour (a message's Params are read-only; n.params becomes the
 	// next round's scratch).
 	if d.sec != nil {
-		d.sec.begin(n, d)
+		if !d.cfg.Outer.Enabled() {
+			d.sec.begin(n, d, n.params)
+		} // else once the local steps are taken (trainDone)
 	} else if d.choco == nil && !d.cfg.Outer.Enabled() && len(d.order) > 0 {
 		sent := slices.Clone(n.params)
 		for _, p := range d.order {
@@ -263,10 +265,14 @@ func (d *dpsgd) trainDone(n *Core, r *TrainResult) {
 		} else {
 			n.age += float64(r.Examples)
 		}
-		for _, p := range d.order {
-			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: d.local, Weight: d.degree()})
-		}
 		d.grad = d.local // the round's own part is in
+		if d.sec != nil {
+			d.sec.begin(n, d, d.local) // the local result goes out masked
+		} else {
+			for _, p := range d.order {
+				n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: d.local, Weight: d.degree()})
+			}
+		}
 		d.tryFinish(n)
 		return
 	}
@@ -290,6 +296,14 @@ func (d *dpsgd) tryFinish(n *Core) {
 	}
 	if d.sec != nil {
 		if !d.sec.done() {
+			return
+		}
+		if d.cfg.Outer.Enabled() {
+			// The outer step from the round's start towards the mixed
+			// local results.
+			x := d.sec.mix(d.local, d.sec.selfWeight(d))
+			d.local = nil
+			d.finish(n, d.outer.step(n.params, x))
 			return
 		}
 		x := d.sec.mix(n.params, d.sec.selfWeight(d))

@@ -51,7 +51,7 @@ func (s *SecureConfig) validate(c *Config) error {
 		agg = c.Aggregator.Name()
 	}
 	sh := SecureShape{Protocol: c.Protocol, Sampling: c.Sampling, Aggregator: agg, Fraction: s.Fraction,
-		Compressed: c.Quantize.Kind != compress.None || c.Sparse.Kind != compress.None, Outer: c.Outer.Enabled()}
+		Compressed: c.Quantize.Kind != compress.None || c.Sparse.Kind != compress.None}
 	if why := sh.Refusal(); why != "" {
 		return bad("%s", why)
 	}
@@ -81,8 +81,8 @@ type SecureShape struct {
 	// the mean).
 	Aggregator string
 	// Fraction is the threshold fraction (0: the default).
-	Fraction          float64
-	Compressed, Outer bool
+	Fraction   float64
+	Compressed bool
 }
 
 // Refusal says why a job of this shape cannot mask its exchanges, or ""
@@ -96,8 +96,6 @@ func (sh SecureShape) Refusal() string {
 		return fmt.Sprintf("threshold fraction %v, want more than ½ and at most 1", sh.Fraction)
 	case sh.Compressed:
 		return "compression: the masked sum is taken over integers modulo 2³², which compressed vectors are not"
-	case sh.Outer:
-		return "--local-steps is not supported with it yet"
 	case sh.Aggregator != "" && sh.Aggregator != (merge.WeightedMean{}).Name():
 		return "aggregator " + sh.Aggregator + ": a robust rule must see each neighbour's model, which masking hides"
 	case sh.Sampling == SamplingHyParView:
@@ -147,11 +145,12 @@ type secure struct {
 	// phaseEnd is when the current phase closes without what it waits
 	// for; behind is a later round some neighbour advertised while this
 	// node's adverts were too few for a roster (0: none).
-	phaseEnd time.Duration
-	behind   uint64
-	got      int
-	sum      []float32 // the decoded sum, when the round unmasked
-	weight   float64   // the survivors' mixing weights
+	start, phaseEnd time.Duration
+	behind          uint64
+	begun           bool // a round has begun (round is its number)
+	got             int
+	sum             []float32 // the decoded sum, when the round unmasked
+	weight          float64   // the survivors' mixing weights
 }
 
 // earlyAdvert is an advert for a round this node has not begun.
@@ -196,9 +195,10 @@ func (s *secure) selfWeight(d *dpsgd) float64 {
 	return w
 }
 
-// begin starts round n.round: an advert to each neighbour as a sender,
-// and this node's own round as a receiver.
-func (s *secure) begin(n *Core, d *dpsgd) {
+// begin starts round n.round with contribution x (the round's starting
+// parameters, or with --local-steps the local result): an advert to
+// each neighbour as a sender, and this node's own round as a receiver.
+func (s *secure) begin(n *Core, d *dpsgd, x []float32) {
 	for r := range s.senders {
 		if r+futureRounds+1 < n.round {
 			delete(s.senders, r)
@@ -207,7 +207,7 @@ func (s *secure) begin(n *Core, d *dpsgd) {
 			delete(s.recvDeg, r)
 		}
 	}
-	s.contrib[n.round] = slices.Clone(n.params)
+	s.contrib[n.round] = slices.Clone(x)
 	s.myDeg[n.round], s.recvDeg[n.round], s.sendDeg = len(d.order), map[PeerID]int{}, map[PeerID]int{}
 	s.senders[n.round] = map[PeerID]*secagg.Sender{}
 	for _, p := range d.order {
@@ -221,7 +221,7 @@ func (s *secure) begin(n *Core, d *dpsgd) {
 	}
 	s.rx = secagg.NewReceiver(s.cfg.Job, n.round, n.cfg.ID, len(n.params), s.cfg.Fraction)
 	s.round, s.phase, s.want, s.got, s.sum, s.weight = n.round, 0, len(d.order), 0, nil, 0
-	s.phaseEnd, s.behind = n.now+d.cfg.RoundTimeout/4, 0
+	s.start, s.phaseEnd, s.behind, s.begun = n.now, n.now+d.cfg.RoundTimeout/4, 0, true
 	for _, from := range slices.Sorted(maps.Keys(s.early[n.round])) {
 		e := s.early[n.round][from]
 		err := s.rx.Advert(from, e.ad)
@@ -278,7 +278,7 @@ func (s *secure) wake(d *dpsgd) time.Duration {
 	case s.phase == 4:
 		return Never
 	case s.phase == 0 && s.got < 2:
-		return max(s.phaseEnd, d.roundStart+d.cfg.RoundTimeout)
+		return max(s.phaseEnd, s.start+d.cfg.RoundTimeout)
 	}
 	return s.phaseEnd
 }
@@ -405,7 +405,7 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 		return
 	}
 	if m.Round != s.round || s.phase == 4 {
-		if m.Kind == KindSecAdvert && m.Round > s.round {
+		if m.Kind == KindSecAdvert && (m.Round > s.round || !s.begun) {
 			if m.Round > s.round+futureRounds {
 				// A neighbour far ahead: this node was cut off, or its
 				// rounds ran slower than a neighbour's that skipped

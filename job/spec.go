@@ -186,7 +186,7 @@ func (j *Spec) validateSecure() error {
 		return err
 	}
 	sh := gossip.SecureShape{Protocol: j.Protocol, Sampling: j.Sampling, Fraction: j.SecureThreshold,
-		Compressed: c.Enabled(), Outer: j.Outer != nil && j.Outer.Enabled()}
+		Compressed: c.Enabled()}
 	if why := sh.Refusal(); why != "" {
 		return fmt.Errorf("job: secure aggregation: %s", why)
 	}

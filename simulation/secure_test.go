@@ -9,7 +9,8 @@ import (
 
 // TestSecureAggregation: secure D-PSGD learns what plain D-PSGD learns
 // (within 0.5 points; the masked sums are exact to 2⁻²⁰ per value), over
-// the four exchanges per round that cost their messages; under churn it
+// the four exchanges per round that cost their messages, also with local
+// steps and the outer optimizer; under churn it
 // keeps learning and two runs agree, and over a live graph (turnover); other protocols are refused with
 // the reason.
 func TestSecureAggregation(t *testing.T) {
@@ -24,6 +25,14 @@ func TestSecureAggregation(t *testing.T) {
 	}
 	if secure.Messages < 6*plain.Messages {
 		t.Errorf("%d messages with secure aggregation, %d without: the exchanges did not run", secure.Messages, plain.Messages)
+	}
+	// Four local steps a round: the local results go out masked.
+	local, localSec := base, sec
+	local.LocalSteps, localSec.LocalSteps = 4, 4
+	_, pl := csvOf(t, local)
+	_, sl := csvOf(t, localSec)
+	if d := sl.FinalAccuracy - pl.FinalAccuracy; d > 0.005 || d < -0.005 || pl.FinalAccuracy < 0.8 {
+		t.Errorf("local steps: secure %.4f, plain %.4f", sl.FinalAccuracy, pl.FinalAccuracy)
 	}
 	churn := sec
 	churn.Churn = 0.1
