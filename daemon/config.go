@@ -148,6 +148,9 @@ func (c *Config) Validate() error {
 	if err := c.Local.Validate(); err != nil {
 		return err
 	}
+	if c.Job.DPShares > 0 && !c.DP.Enabled() {
+		return fmt.Errorf("daemon: job %s runs distributed DP: each member adds its share of DP-SGD's noise; give --dp-clip and --dp-noise", c.Job.ID().Short())
+	}
 	if c.Origin != nil && c.Origin.JobID != c.Job.ID().String() {
 		return fmt.Errorf("daemon: joined from an announcement of job %.12s, but the job is %s", c.Origin.JobID, c.Job.ID().Short())
 	}

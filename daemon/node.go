@@ -152,7 +152,8 @@ func New(cfg Config) (*Node, error) {
 		// Each round's keys and masks are secrets: drawn from the OS,
 		// bound to the job, and sent only over the transport, which
 		// authenticates every peer by its libp2p identity.
-		gc.Secure = gossip.SecureConfig{Enabled: true, Job: n.job.String(), Fraction: cfg.Job.SecureThreshold, Rand: crand.Reader}
+		gc.Secure = gossip.SecureConfig{Enabled: true, Job: n.job.String(), Fraction: cfg.Job.SecureThreshold, Rand: crand.Reader,
+			MinThreshold: cfg.Job.MinThreshold()}
 	}
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)
@@ -197,6 +198,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.DP.Enabled() {
 		setup.DP, setup.DPSource = cfg.DP, privacy.NewCryptoSource()
+		setup.DP.Shares = cfg.Job.DPShares
 	}
 	// The peer encodes what it sends; the checksum trailer is left out
 	// over a transport that authenticates every byte (libp2p), not over

@@ -36,6 +36,11 @@ type SecureConfig struct {
 	// Rand draws the node's secrets: crypto/rand in the daemon, a seeded
 	// source in the simulator and tests. Required.
 	Rand io.Reader
+	// MinThreshold, where set, is the least threshold of a round this
+	// node contributes to: with distributed DP, the honest contributions
+	// whose noise must add up in every sum, plus the colluders tolerated.
+	// A sender abstains from a round whose roster has a lower one.
+	MinThreshold int
 }
 
 // validate checks the secure settings against the rest of the config.
@@ -62,6 +67,11 @@ func (s *SecureConfig) validate(c *Config) error {
 		return bad("joining takes a member's model in the clear: a secure node starts from the job's initial model and catches up with its neighbours' round")
 	case c.Topology == "" && len(c.Neighbors) < 2:
 		return bad("%d neighbours: a receiver with fewer than 2 would see one neighbour's model alone", len(c.Neighbors))
+	case s.MinThreshold < 0:
+		return bad("least threshold %d", s.MinThreshold)
+	case c.Topology == "" && secagg.Threshold(len(c.Neighbors), s.Fraction) < s.MinThreshold:
+		return bad("distributed DP needs rounds of threshold %d (its noise shares and the colluders tolerated), and %d neighbours give %d",
+			s.MinThreshold, len(c.Neighbors), secagg.Threshold(len(c.Neighbors), s.Fraction))
 	}
 	s.Ring = s.Ring.WithDefaults()
 	// Over a live topology the degree is known per round only: a roster
@@ -373,6 +383,12 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 		var err error
 		switch m.Kind {
 		case KindSecRoster:
+			if sec.Roster.Threshold < s.cfg.MinThreshold {
+				// Too few contributions would add up in this sum for
+				// the noise this node adds (distributed DP).
+				n.trace("secure-abstained", m.From, fmt.Sprintf("round %d: threshold %d, below the %d distributed DP needs", m.Round, sec.Roster.Threshold, s.cfg.MinThreshold), 0)
+				return
+			}
 			if s.recvDeg[m.Round] != nil {
 				s.recvDeg[m.Round][m.From] = int(m.Weight)
 			}

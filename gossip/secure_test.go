@@ -359,3 +359,55 @@ func TestSecureRefusals(t *testing.T) {
 		t.Errorf("a secure message to a plain node: %+v", rd.Trace)
 	}
 }
+
+// TestSecureAbstains: with distributed DP a sender contributes only to
+// rounds whose threshold reaches its noise shares plus the colluders
+// tolerated. Over a live complete graph of 5 (rosters of 4, threshold 3)
+// a least threshold of 4 makes every sender abstain: no round is summed
+// and every node keeps its own parameters; a least threshold of 3 sums
+// every round to the mean. On a fixed graph the shortfall is a config
+// error.
+func TestSecureAbstains(t *testing.T) {
+	const n = 5
+	for _, least := range []int{3, 4} {
+		h := newHarness(t, n, func(i int, c *gossip.Config) {
+			secureConfig(n, true, true, time.Minute)(i, c)
+			c.Secure.MinThreshold = least
+		})
+		h.train = zeroGrad
+		var ms []gossip.Member
+		for i := range n {
+			ms = append(ms, gossip.Member{ID: name(i)})
+		}
+		for i, nd := range h.nodes {
+			nd.SetMembers(ms)
+			h.drain(i)
+		}
+		h.deliver()
+		h.run(4*time.Second, 250*time.Millisecond)
+		events := map[string]int{}
+		for _, e := range h.traces {
+			events[e.Event]++
+		}
+		for i, p := range h.params() {
+			want := meanOf([]int{0, 1, 2, 3, 4})
+			if least == 4 {
+				want = meanOf([]int{i})
+			}
+			for k := range p {
+				if d := math.Abs(float64(p[k]) - want[k]); d > 1e-4 {
+					t.Fatalf("least threshold %d: node %d value %d: %v, want %v (events %v)", least, i, k, p[k], want[k], events)
+				}
+			}
+		}
+		if least == 4 && (events["secure-abstained"] == 0 || events["secure-sum"] != 0) {
+			t.Errorf("least threshold 4: events %v", events)
+		}
+	}
+	c := gossip.Config{ID: "me", Protocol: gossip.DPSGD, Spec: tinySpec, Init: make([]float32, 8), Rand: rand.New(rand.NewPCG(1, 2)),
+		Neighbors: []gossip.Neighbor{{ID: "a", Weight: 0.3}, {ID: "b", Weight: 0.3}}, SelfWeight: 0.4,
+		Secure: gossip.SecureConfig{Enabled: true, Rand: rand.NewChaCha8([32]byte{}), MinThreshold: 3}}
+	if _, err := gossip.New(c); err == nil || !strings.Contains(err.Error(), "2 neighbours give 2") {
+		t.Errorf("least threshold 3 over 2 neighbours: %v", err)
+	}
+}

@@ -49,17 +49,18 @@ type Shape struct {
 	Sampling               string
 	LocalSteps             int
 	DP                     bool // DP-SGD on
+	Secure                 bool // secure aggregation on
 }
 
 // Shape is the settings' shape.
 func (s *Settings) Shape() Shape {
 	return Shape{Protocol: s.Protocol, Model: s.Model, Outer: s.Outer, LocalSteps: s.LocalSteps, DP: s.DP.Enabled(),
-		Compression: s.Compression, Sampling: s.Sampling}
+		Compression: s.Compression, Sampling: s.Sampling, Secure: s.SecureAggregation}
 }
 
 // Shape is the spec's shape (DP-SGD is each peer's own: dp says).
 func (j Spec) Shape(dp bool) Shape {
-	s := Shape{Protocol: j.Protocol, Model: j.Model.Kind, DP: dp, Compression: j.Compression, Sampling: j.CoreSampling()}
+	s := Shape{Protocol: j.Protocol, Model: j.Model.Kind, DP: dp, Compression: j.Compression, Sampling: j.CoreSampling(), Secure: j.SecureAggregation}
 	if j.Outer != nil {
 		s.Outer, s.LocalSteps = j.Outer.Method, j.Outer.Steps
 	}
@@ -133,6 +134,8 @@ var Scopes = map[string]Scope{
 		"dpsgd and sfb (their rounds wait for the neighbours)"},
 	"secure-threshold": {func(s Shape) bool { return gossip.SecureRefusal(s.Protocol) == "" }, "dpsgd with --secure-aggregation"},
 	"dp-delta":         {dp, "DP-SGD (--dp-clip and --dp-noise)"},
+	"dp-distributed":   {func(s Shape) bool { return s.DP && s.Secure }, "DP-SGD (--dp-clip, --dp-noise) with --secure-aggregation"},
+	"dp-colluders":     {func(s Shape) bool { return s.DP && s.Secure }, "--dp-distributed"},
 	"dp-epsilon":       {dp, "DP-SGD (--dp-clip and --dp-noise)"},
 }
 

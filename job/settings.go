@@ -64,6 +64,10 @@ type Settings struct {
 	// neighbours (0: ⅔).
 	SecureAggregation bool
 	SecureThreshold   float64
+	// DPDistributed splits DP-SGD's noise among that many contributors
+	// of every masked sum (privacy.Config.Shares; 0: local DP), with
+	// DPColluders the colluding contributors of a receiver it tolerates.
+	DPDistributed, DPColluders int
 
 	// Each peer's own training.
 	LR          float64
@@ -139,6 +143,10 @@ func (s *Settings) RegisterPrivacy(fs *flag.FlagSet) {
 	fs.Float64Var(&s.DP.Epsilon, "dp-epsilon", 0,
 		"privacy budget ε per peer: stop once the next step would exceed it (0: no limit)")
 	fs.Float64Var(&s.DP.Delta, "dp-delta", privacy.DefaultDelta, "DP-SGD δ")
+	fs.IntVar(&s.DPDistributed, "dp-distributed", 0,
+		"with --secure-aggregation: distributed DP, each member adding 1/M of the noise variance so that every masked sum of M honest members carries --dp-noise (0: local DP)")
+	fs.IntVar(&s.DPColluders, "dp-colluders", 0,
+		"with --dp-distributed: the colluding members of a receiver's round it tolerates (a round must have a threshold of M plus these)")
 }
 
 // Data are where a peer's examples come from, for train, simulate and
@@ -206,7 +214,8 @@ func (s *Settings) Spec(inputs, classes int, shape []int) (Spec, error) {
 	j := Spec{Name: s.Name, Model: ms, Scale: ScaleFor(s.Scale, Daemon), Protocol: s.Protocol,
 		DeltaMillis: s.Delta.Milliseconds(), RoundTimeoutMillis: s.RoundTimeout.Milliseconds(), Variant: s.Variant, Compression: s.Compression,
 		InitSeed: s.InitSeed, Topology: s.Topology, Staleness: s.Staleness,
-		SecureAggregation: s.SecureAggregation, SecureThreshold: s.SecureThreshold}
+		SecureAggregation: s.SecureAggregation, SecureThreshold: s.SecureThreshold,
+		DPShares: s.DPDistributed, DPColluders: s.DPColluders}
 	if s.Sampling != gossip.SamplingCyclon && s.Sampling != gossip.SamplingNewscast {
 		j.Sampling = s.Sampling // the default is left out: earlier jobs keep their IDs
 	}
@@ -236,7 +245,7 @@ func (s *Settings) Spec(inputs, classes int, shape []int) (Spec, error) {
 // running job takes them from its announcement instead.
 var JobFlags = []string{"protocol", "model", "hidden", "scale", "delta", "round-timeout", "variant", "compression", "topology",
 	"staleness", "sfb-mode", "init-seed", "init-from", "name", "local-steps", "outer", "outer-lr", "outer-momentum",
-	"secure-aggregation", "secure-threshold"}
+	"secure-aggregation", "secure-threshold", "dp-distributed", "dp-colluders"}
 
 // InitWeights reads --init-from's weights for spec's model and sets the
 // spec's InitHash to their hash; nil without --init-from. Errors name
@@ -262,4 +271,5 @@ var Bounds = map[string]string{
 	"staleness": "[0,inf)", "outer-lr": "(0,inf)", "outer-momentum": "[0,1)",
 	"dp-clip": "(0,inf)", "dp-noise": "(0,inf)", "dp-delta": "(0,1)", "dp-epsilon": "[0,inf)",
 	"test-fraction": "(0,1)", "secure-threshold": "(0.5,1]", "round-timeout": "(0,inf)",
+	"dp-distributed": "[2,inf)", "dp-colluders": "[0,inf)",
 }

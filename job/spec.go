@@ -82,6 +82,13 @@ type Spec struct {
 	// rosters to it.
 	SecureAggregation bool    `json:"secure_aggregation,omitempty"`
 	SecureThreshold   float64 `json:"secure_threshold,omitempty"`
+	// DPShares, where set, is distributed DP: each member adds 1/DPShares
+	// of DP-SGD's noise variance (privacy.Config.Shares), and contributes
+	// only to rounds whose threshold is at least DPShares + DPColluders,
+	// so that every masked sum carries the whole noise even with
+	// DPColluders of its contributors colluding with the receiver.
+	DPShares    int `json:"dp_shares,omitempty"`
+	DPColluders int `json:"dp_colluders,omitempty"`
 }
 
 // Validate checks the spec and fills defaults.
@@ -175,6 +182,14 @@ func (j *Spec) Validate() error {
 // validateSecure refuses secure aggregation where the job cannot mask
 // its exchanges (gossip.SecureShape).
 func (j *Spec) validateSecure() error {
+	switch {
+	case j.DPShares < 0 || j.DPShares == 1 || j.DPColluders < 0:
+		return fmt.Errorf("job: distributed DP over %d shares with %d colluders: want at least 2 shares (1 is local DP) and colluders ≥ 0", j.DPShares, j.DPColluders)
+	case j.DPColluders > 0 && j.DPShares == 0:
+		return fmt.Errorf("job: colluders (%d) are distributed DP's: give its shares", j.DPColluders)
+	case j.DPShares > 0 && !j.SecureAggregation:
+		return fmt.Errorf("job: distributed DP needs secure aggregation: without it each member's model, with its share of the noise only, is seen alone")
+	}
 	if !j.SecureAggregation {
 		if j.SecureThreshold != 0 {
 			return fmt.Errorf("job: a secure threshold (%v) without secure aggregation", j.SecureThreshold)
@@ -191,6 +206,15 @@ func (j *Spec) validateSecure() error {
 		return fmt.Errorf("job: secure aggregation: %s", why)
 	}
 	return nil
+}
+
+// MinThreshold is the core's SecureConfig.MinThreshold: with distributed
+// DP, the noise shares plus the colluders tolerated.
+func (j Spec) MinThreshold() int {
+	if j.DPShares == 0 {
+		return 0
+	}
+	return j.DPShares + j.DPColluders
 }
 
 // RoundTimeout is the core's Config.RoundTimeout (0: its default).

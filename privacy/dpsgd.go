@@ -21,6 +21,20 @@ type Config struct {
 	// Epsilon is the budget: a node stops training and sharing once the
 	// next step would spend more. 0: no limit (ε is still accounted).
 	Epsilon float64
+	// Shares splits the noise among this many contributors (distributed
+	// DP under secure aggregation): each adds noise of std σ·C/√Shares,
+	// so that a sum of Shares contributions carries σ·C, and ε is
+	// accounted at σ. 0 or 1: local DP, each adds σ·C.
+	Shares int
+}
+
+// AddedNoise is the noise multiplier this node adds itself: σ, or
+// σ/√Shares with distributed DP.
+func (c Config) AddedNoise() float64 {
+	if c.Shares > 1 {
+		return c.Noise / math.Sqrt(float64(c.Shares))
+	}
+	return c.Noise
 }
 
 // DefaultDelta is DP-SGD's δ unless another is given.
@@ -39,6 +53,9 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Clip > 0) || !(c.Noise > 0) {
 		return fmt.Errorf("%w: DP-SGD needs a clipping norm > 0 (got %v) and a noise multiplier > 0 (got %v)", ErrParams, c.Clip, c.Noise)
+	}
+	if c.Shares < 0 {
+		return fmt.Errorf("%w: noise shares %d", ErrParams, c.Shares)
 	}
 	if !(c.Delta > 0 && c.Delta < 1) || c.Epsilon < 0 || math.IsInf(c.Epsilon, 0) || math.IsNaN(c.Epsilon) {
 		return fmt.Errorf("%w: delta %v (want (0,1)), epsilon budget %v (want ≥ 0)", ErrParams, c.Delta, c.Epsilon)

@@ -318,6 +318,14 @@ func (c *Config) Validate() error {
 	if !c.SecureAggregation && c.SecureThreshold != 0 {
 		return fmt.Errorf("%w: --secure-threshold without --secure-aggregation", ErrConfig)
 	}
+	switch {
+	case c.DPDistributed < 0 || c.DPDistributed == 1 || c.DPColluders < 0:
+		return fmt.Errorf("%w: --dp-distributed %d, --dp-colluders %d: want at least 2 shares (1 is local DP) and colluders ≥ 0", ErrConfig, c.DPDistributed, c.DPColluders)
+	case c.DPColluders > 0 && c.DPDistributed == 0:
+		return fmt.Errorf("%w: --dp-colluders without --dp-distributed", ErrConfig)
+	case c.DPDistributed > 0 && (!c.SecureAggregation || !c.DP.Enabled()):
+		return fmt.Errorf("%w: --dp-distributed needs --secure-aggregation and DP-SGD (--dp-clip, --dp-noise): without masking each model, with its share of the noise only, is seen alone", ErrConfig)
+	}
 	if c.DP.Enabled() && c.Protocol == gossip.SFB {
 		c.SFBMode = "dense" // DP noise is full rank: factors cannot carry it
 	}

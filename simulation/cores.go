@@ -182,6 +182,9 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		binary.LittleEndian.PutUint64(key[8:], uint64(i))
 		key[16] = 's'
 		gc.Secure = gossip.SecureConfig{Enabled: true, Job: "simulation", Fraction: cfg.SecureThreshold, Rand: rand.NewChaCha8(key)}
+		if cfg.DPDistributed > 0 {
+			gc.Secure.MinThreshold = cfg.DPDistributed + cfg.DPColluders
+		}
 	}
 	agg, _ := merge.ParseAggregator(cfg.Aggregator) // validated
 	setup := peer.Setup{Protocol: cfg.Protocol, Model: s.spec, Delta: cfg.Delta, RoundTimeout: cfg.RoundTimeout,
@@ -193,6 +196,7 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 	}
 	if cfg.DP.Enabled() {
 		setup.DP, setup.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
+		setup.DP.Shares = cfg.DPDistributed
 	}
 	drv, tr, err := peer.Build(gc, setup, peer.Config{}, nil)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/job"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 // TestSecureAggregation: secure D-PSGD learns what plain D-PSGD learns
@@ -62,6 +63,51 @@ func TestSecureAggregation(t *testing.T) {
 		cfg.Protocol, cfg.SecureAggregation, cfg.SecureThreshold = c.proto, c.secure, c.threshold
 		if _, err := Run(t.Context(), cfg, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", c.proto, err, c.want)
+		}
+	}
+}
+
+// TestDistributedDP: with distributed DP each member adds 1/M of the
+// noise variance and ε is accounted at the whole noise every masked sum
+// carries. Local DP at σ and distributed DP over M = 4 shares at 2σ add
+// the same noise to every step (the same draws), so they learn exactly
+// the same; distributed DP reports the smaller ε. Its settings are refused
+// without secure aggregation or DP-SGD, and a threshold below its shares
+// plus colluders makes every sender abstain: no round is summed.
+func TestDistributedDP(t *testing.T) {
+	base := Config{Settings: job.Settings{Protocol: "dpsgd", Topology: "regular:6", SecureAggregation: true,
+		DP: privacy.Config{Clip: 1, Noise: 0.6}}, Peers: 8, Rounds: 60, Seed: 1, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 8}
+	_, local := csvOf(t, base)
+	dist := base
+	dist.DPDistributed, dist.DP.Noise = 4, 2*0.6
+	_, d := csvOf(t, dist)
+	t.Logf("local DP: accuracy %.4f ε %.3f; distributed: accuracy %.4f ε %.3f", local.FinalAccuracy, local.DPEpsilonMax, d.FinalAccuracy, d.DPEpsilonMax)
+	if d.FinalAccuracy != local.FinalAccuracy || local.FinalAccuracy < 0.5 {
+		t.Errorf("the same noise per step: accuracy %.4f distributed, %.4f local", d.FinalAccuracy, local.FinalAccuracy)
+	}
+	if !(d.DPEpsilonMax > 0 && d.DPEpsilonMax < 0.75*local.DPEpsilonMax) {
+		t.Errorf("ε %.3f distributed, %.3f local: want it well below", d.DPEpsilonMax, local.DPEpsilonMax)
+	}
+	// regular:6 gives rounds of threshold 4 (⅔ of 6): 4 shares and a
+	// colluder need 5.
+	abstain := dist
+	abstain.DPColluders = 1
+	if _, err := Run(t.Context(), abstain, nil); err == nil || !strings.Contains(err.Error(), "threshold 5") {
+		t.Errorf("4 shares and a colluder on degree 6: %v, want an error naming threshold 5", err)
+	}
+	for _, c := range []struct {
+		mod  func(c *Config)
+		want string
+	}{
+		{func(c *Config) { c.SecureAggregation = false }, "needs --secure-aggregation"},
+		{func(c *Config) { c.DP = privacy.Config{} }, "needs --secure-aggregation and DP-SGD"},
+		{func(c *Config) { c.DPDistributed = 1 }, "1 is local DP"},
+		{func(c *Config) { c.DPDistributed, c.DPColluders = 0, 1 }, "without --dp-distributed"},
+	} {
+		cfg := dist
+		c.mod(&cfg)
+		if _, err := Run(t.Context(), cfg, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v, want an error saying %q", err, c.want)
 		}
 	}
 }

@@ -76,7 +76,7 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 		}
 		eachJob(k, func(i int) {
 			j := jobs[i]
-			privacy.AddNoise(grads[i], clip, j.t.cfg.DP.Noise, float64(bs), j.t.cfg.DPSource)
+			privacy.AddNoise(grads[i], clip, j.t.cfg.DP.AddedNoise(), float64(bs), j.t.cfg.DPSource)
 		})
 		if update {
 			w.lr = w.lr[:0]

@@ -314,7 +314,7 @@ func (t *Trainer) dpGradient(dst []float32) int {
 			dst[j] += v
 		}
 	}
-	privacy.AddNoise(dst, t.cfg.DP.Clip, t.cfg.DP.Noise, float64(bs), t.cfg.DPSource)
+	privacy.AddNoise(dst, t.cfg.DP.Clip, t.cfg.DP.AddedNoise(), float64(bs), t.cfg.DPSource)
 	t.model.AddRegGradient(dst) // data-independent: neither clipped nor noised
 	return len(t.lot)
 }
