@@ -463,6 +463,10 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 	case KindSecDealt:
 		err = s.rx.Dealt(m.From, sec.Dealt)
 	case KindSecMasked:
+		if s.cfg.Ring.LooksUnmasked(sec.Masked) {
+			n.drop(DropUnmasked, m.From, fmt.Sprintf("a contribution to round %d whose values lie within the clipping bound: sent without its masks", m.Round))
+			return
+		}
 		n.keep()
 		err = s.rx.Masked(m.From, sec.Masked)
 	case KindSecReveal:

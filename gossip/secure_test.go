@@ -14,6 +14,8 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/privacy/secagg"
 )
 
 // secureHarness is n nodes on a complete graph (Metropolis–Hastings
@@ -409,5 +411,59 @@ func TestSecureAbstains(t *testing.T) {
 		Secure: gossip.SecureConfig{Enabled: true, Rand: rand.NewChaCha8([32]byte{}), MinThreshold: 3}}
 	if _, err := gossip.New(c); err == nil || !strings.Contains(err.Error(), "2 neighbours give 2") {
 		t.Errorf("least threshold 3 over 2 neighbours: %v", err)
+	}
+}
+
+// TestSecureUnmaskedContribution: a member that sends its contribution
+// without its masks, inside a sec-masked message, is refused (code
+// unmasked): the receiver treats it as a dropout, removes its masks
+// with the others' shares and averages the rest; the other receivers
+// average everyone.
+func TestSecureUnmaskedContribution(t *testing.T) {
+	const n, dim = 4, 64
+	h := newHarness(t, n, func(i int, c *gossip.Config) {
+		secureConfig(n, true, false, time.Minute)(i, c)
+		c.Spec, c.Init = model.Spec{Kind: model.Softmax, Inputs: dim/2 - 1, Classes: 2}, make([]float32, dim)
+		for k := range c.Init {
+			c.Init[k] = float32(i) + float32(k)/100
+		}
+	})
+	h.train = zeroGrad
+	ring := secagg.Ring{}.WithDefaults()
+	h.drop = func(m *gossip.Message) bool {
+		if m.Kind == gossip.KindSecMasked && m.From == name(3) && m.To == name(0) {
+			x := make([]float32, dim)
+			for k := range x {
+				x[k] = 3 + float32(k)/100
+			}
+			m.Secure.Masked = make([]uint32, dim)
+			ring.Encode(m.Secure.Masked, x, 1/float64(n))
+		}
+		return false
+	}
+	h.run(4*time.Second, 250*time.Millisecond)
+	refused := 0
+	for _, e := range h.traces {
+		if e.Event == "drop" && e.Code == gossip.DropUnmasked && e.Peer == name(3) {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("%d unmasked contributions refused, want 1", refused)
+	}
+	for i, p := range h.params() {
+		set := []int{0, 1, 2, 3}
+		if i == 0 {
+			set = []int{0, 1, 2}
+		}
+		for k := range p {
+			want := 0.0
+			for _, j := range set {
+				want += (float64(j) + float64(k)/100) / float64(len(set))
+			}
+			if d := math.Abs(float64(p[k]) - want); d > 1e-4 {
+				t.Fatalf("node %d value %d: %v, want %v", i, k, p[k], want)
+			}
+		}
 	}
 }

@@ -111,3 +111,29 @@ func Add(dst, v []uint32) {
 		dst[i] += x
 	}
 }
+
+// MinUnmaskedCheck is the least length of a contribution LooksUnmasked
+// judges: below it a masked vector falls in the clipping band too often
+// by chance.
+const MinUnmaskedCheck = 32
+
+// LooksUnmasked reports whether a contribution of at least
+// MinUnmaskedCheck values was sent without its masks: more than half of
+// them encode values within the clipping bound. A masked value is
+// uniform on the ring and lands in that band with probability
+// 2·Clip·Scale/2³² (1/32 at the defaults), so a masked vector of 32
+// values passes as unmasked with probability below 10⁻¹⁵; an encoded,
+// unmasked one is all in the band.
+func (r Ring) LooksUnmasked(v []uint32) bool {
+	if len(v) < MinUnmaskedCheck {
+		return false
+	}
+	band := uint32(min(math.Round(r.Clip*r.Scale), math.MaxInt32))
+	in := 0
+	for _, x := range v {
+		if x <= band || x >= -band {
+			in++
+		}
+	}
+	return 2*in > len(v)
+}

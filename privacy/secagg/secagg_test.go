@@ -297,7 +297,8 @@ func TestExactSumWithDropouts(t *testing.T) {
 // for word, uniform on the ring (chi-square on the top byte, 255 degrees
 // of freedom, below the 0.1% critical value 330.5) and uncorrelated with
 // the sender's contribution, even for a contribution of one repeated
-// value; without its mask the same words are far from uniform.
+// value; without its mask the same words are far from uniform, and
+// LooksUnmasked tells the two apart.
 func TestMaskedLooksUniform(t *testing.T) {
 	const n, dim = 4, 1 << 16
 	rng := seeded(7)
@@ -329,6 +330,20 @@ func TestMaskedLooksUniform(t *testing.T) {
 		}
 		if chi := chiSquare(enc); chi < 1000 {
 			t.Errorf("%s: the unmasked words pass as uniform (chi-square %.1f): the test cannot tell", name, chi)
+		}
+		// The receiver's check for contributions sent without masks
+		// tells the two apart, over the whole vector and over every
+		// window of 32 words.
+		if !ring.LooksUnmasked(enc) || ring.LooksUnmasked(masked) {
+			t.Errorf("%s: LooksUnmasked %v unmasked, %v masked", name, ring.LooksUnmasked(enc), ring.LooksUnmasked(masked))
+		}
+		for k := 0; k+MinUnmaskedCheck <= dim; k += MinUnmaskedCheck {
+			if ring.LooksUnmasked(masked[k:k+MinUnmaskedCheck]) || !ring.LooksUnmasked(enc[k:k+MinUnmaskedCheck]) {
+				t.Fatalf("%s: words %d..%d judged wrongly", name, k, k+MinUnmaskedCheck)
+			}
+		}
+		if ring.LooksUnmasked(enc[:MinUnmaskedCheck-1]) {
+			t.Errorf("%s: %d words judged, fewer than MinUnmaskedCheck", name, MinUnmaskedCheck-1)
 		}
 		if name == "random" {
 			if r := correlation(masked, enc); math.Abs(r) > 4/math.Sqrt(dim) {
