@@ -219,7 +219,7 @@ func New(cfg Config) (*Node, error) {
 	n.peer, n.trainer = driver{p, (*world)(n)}, tr
 	n.status = Status{PeerID: self, Addrs: cfg.Addrs, JobID: n.job.String(), Protocol: cfg.Job.Protocol, Device: cfg.device, Rejected: map[string]uint64{}}
 	if cfg.Job.SecureAggregation {
-		n.status.Secure = &SecureRounds{}
+		n.status.Secure = &gossip.SecureCounts{}
 	}
 	if n.resumed != nil {
 		n.status.ResumedFrom = n.resumed.Seq

@@ -71,7 +71,7 @@ func secureDaemons(t *testing.T, outer *gossip.OuterConfig) {
 			counters[i] = &kindCounter{Endpoint: c.Transport.(*memnet.Endpoint), sent: map[gossip.Kind]int{}}
 			c.Transport = counters[i]
 		})
-		secure := func(i int) daemon.SecureRounds {
+		secure := func(i int) gossip.SecureCounts {
 			s := r.nodes[i].Status()
 			if s.Secure == nil {
 				t.Fatalf("%s: /status has no secure rounds", s.PeerID)
@@ -96,7 +96,7 @@ func secureDaemons(t *testing.T, outer *gossip.OuterConfig) {
 		}
 		// d003 deals, then loses its contributions, for a while.
 		counters[3].mute.Store(true)
-		before := make([]daemon.SecureRounds, n)
+		before := make([]gossip.SecureCounts, n)
 		for i := range before {
 			before[i] = secure(i)
 		}

@@ -99,22 +99,7 @@ type Status struct {
 	DPHalted  bool    `json:"dp_halted,omitempty"`
 	// Secure counts this node's rounds as a receiver with
 	// --secure-aggregation (absent without it).
-	Secure *SecureRounds `json:"secure,omitempty"`
-}
-
-// SecureRounds counts a node's secure-aggregation rounds as a receiver:
-// those whose neighbours' masked sum it decoded, those it skipped (too
-// few neighbours took part before the deadline: it kept its own model),
-// and the neighbours that dealt but sent no contribution, whose masks a
-// round removed with the survivors' shares.
-type SecureRounds struct {
-	Summed    uint64 `json:"summed"`
-	Skipped   uint64 `json:"skipped"`
-	Recovered uint64 `json:"dropouts_recovered"`
-	// ClearWithheld counts messages with parameters in the clear that
-	// the core withheld: none unless gossipd has a bug (each is logged
-	// as an error).
-	ClearWithheld uint64 `json:"clear_withheld"`
+	Secure *gossip.SecureCounts `json:"secure,omitempty"`
 }
 
 // traced counts the core's secure-aggregation events (core goroutine).
@@ -126,6 +111,7 @@ func (n *Node) traced(e gossip.TraceEvent) {
 		n.met.secureRounds.WithLabelValues("skipped").Inc()
 	case "secure-recovered":
 		n.met.secureRecovered.Add(e.Value)
+	case "secure-abstained":
 	case "withheld":
 		n.log.Error("a message with parameters in the clear withheld (a bug in gossipd: please report it)", "to", e.Peer, "what", e.Reason)
 	default:
@@ -133,19 +119,8 @@ func (n *Node) traced(e gossip.TraceEvent) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c := n.status.Secure
-	if c == nil {
-		return // not yet built
-	}
-	switch e.Event {
-	case "secure-sum":
-		c.Summed++
-	case "secure-skipped":
-		c.Skipped++
-	case "secure-recovered":
-		c.Recovered += uint64(e.Value)
-	case "withheld":
-		c.ClearWithheld++
+	if n.status.Secure != nil {
+		n.status.Secure.Count(e)
 	}
 }
 

@@ -114,6 +114,41 @@ func (sh SecureShape) Refusal() string {
 	return ""
 }
 
+// SecureCounts counts secure-aggregation events from a node's traces
+// (or a whole simulation's): its rounds as a receiver whose
+// neighbours' masked sum it decoded, those it skipped (too few
+// neighbours took part before the deadline: it kept its own model), the
+// neighbours that dealt and then sent no contribution, whose masks the
+// rounds removed with the survivors' shares, the neighbours' rounds it
+// abstained from (distributed DP), and messages with parameters in the
+// clear the core withheld (none, unless gossipd has a bug).
+type SecureCounts struct {
+	Summed        uint64 `json:"summed"`
+	Skipped       uint64 `json:"skipped"`
+	Recovered     uint64 `json:"dropouts_recovered"`
+	Abstained     uint64 `json:"abstained,omitempty"`
+	ClearWithheld uint64 `json:"clear_withheld"`
+}
+
+// Count adds e and reports whether it is one of the events counted.
+func (c *SecureCounts) Count(e TraceEvent) bool {
+	switch e.Event {
+	case "secure-sum":
+		c.Summed++
+	case "secure-skipped":
+		c.Skipped++
+	case "secure-recovered":
+		c.Recovered += uint64(e.Value)
+	case "secure-abstained":
+		c.Abstained++
+	case "withheld":
+		c.ClearWithheld++
+	default:
+		return false
+	}
+	return true
+}
+
 // SecureRefusal says why protocol takes no secure aggregation, or ""
 // for D-PSGD, which does.
 func SecureRefusal(protocol string) string {

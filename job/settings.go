@@ -98,7 +98,7 @@ func (s *Settings) RegisterJob(fs *flag.FlagSet, cmd Command) {
 		"feature scaling: auto|global|minmax|standard|none (auto: global for run, minmax for simulate)")
 	fs.DurationVar(&s.Delta, "delta", gossip.DefaultDelta, "gossip period Δ (simulate: the length of a round)")
 	fs.DurationVar(&s.RoundTimeout, "round-timeout", 0,
-		"dpsgd, sfb: how long a round waits for its neighbours before it goes on without them (default 4×--delta; with --secure-aggregation each of its exchanges closes at a quarter of it)")
+		"dpsgd, sfb: how long a round waits for its neighbours before it goes on without them; with --secure-aggregation each of its four exchanges closes at a quarter of it (default 4×delta)")
 	fs.StringVar(&s.Variant, "variant", gossip.DefaultVariant, "random-walk variant: "+strings.Join(gossip.Variants, "|"))
 	fs.StringVar(&s.Tokens, "tokens", "", "random walk: token-account flow control A:B (default: one send per Δ)")
 	fs.StringVar(&s.Sampling, "sampling", gossip.SamplingCyclon,
@@ -144,7 +144,7 @@ func (s *Settings) RegisterPrivacy(fs *flag.FlagSet) {
 		"privacy budget ε per peer: stop once the next step would exceed it (0: no limit)")
 	fs.Float64Var(&s.DP.Delta, "dp-delta", privacy.DefaultDelta, "DP-SGD δ")
 	fs.IntVar(&s.DPDistributed, "dp-distributed", 0,
-		"with --secure-aggregation: distributed DP, each member adding 1/M of the noise variance so that every masked sum of M honest members carries --dp-noise (0: local DP)")
+		"with --secure-aggregation: distributed DP over M shares: each member adds 1/M of DP-SGD's noise variance, so that every masked sum of M honest members carries all of it (0: local DP)")
 	fs.IntVar(&s.DPColluders, "dp-colluders", 0,
 		"with --dp-distributed: the colluding members of a receiver's round it tolerates (a round must have a threshold of M plus these)")
 }

@@ -312,8 +312,16 @@ func (c *Config) Validate() error {
 	if c.DP.Enabled() && !slices.Contains(gossip.Protocols, c.Protocol) {
 		return fmt.Errorf("%w: DP-SGD runs in the gossip protocols, not the %s baseline", ErrConfig, c.Protocol)
 	}
-	if why := gossip.SecureRefusal(c.Protocol); c.SecureAggregation && why != "" {
-		return fmt.Errorf("%w: --secure-aggregation with --protocol %s: %s", ErrConfig, c.Protocol, why)
+	if c.SecureAggregation {
+		comp, err := gossip.ParseCompression(c.Compression)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		agg, _ := merge.ParseAggregator(c.Aggregator) // checked above
+		sh := gossip.SecureShape{Protocol: c.Protocol, Sampling: c.Sampling, Aggregator: agg.Name(), Fraction: c.SecureThreshold, Compressed: comp.Enabled()}
+		if why := sh.Refusal(); why != "" {
+			return fmt.Errorf("%w: --secure-aggregation with --protocol %s: %s", ErrConfig, c.Protocol, why)
+		}
 	}
 	if !c.SecureAggregation && c.SecureThreshold != 0 {
 		return fmt.Errorf("%w: --secure-threshold without --secure-aggregation", ErrConfig)

@@ -198,7 +198,14 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		setup.DP, setup.DPSource = cfg.DP, privacy.NewSeededSourceForSimulation(cfg.Seed<<20^uint64(i))
 		setup.DP.Shares = cfg.DPDistributed
 	}
-	drv, tr, err := peer.Build(gc, setup, peer.Config{}, nil)
+	var pc peer.Config
+	if cfg.SecureAggregation {
+		if s.stats.Secure == nil {
+			s.stats.Secure = &gossip.SecureCounts{}
+		}
+		pc.Trace = func(e gossip.TraceEvent) { s.stats.Secure.Count(e) }
+	}
+	drv, tr, err := peer.Build(gc, setup, pc, nil)
 	if err != nil {
 		return nil, fmt.Errorf("peer %d: %w", i, err)
 	}

@@ -31,10 +31,7 @@ func protocolOption(name, note string) scope {
 func isGossip(c *Config) bool { return slices.Contains(gossip.Protocols, c.Protocol) }
 
 // shape is what decides which of the job's options apply to c.
-func (c *Config) shape() job.Shape {
-	return job.Shape{Protocol: c.Protocol, Model: c.Model, Outer: c.Outer, LocalSteps: c.LocalSteps,
-		DP: c.DP.Enabled(), Compression: c.Compression, Sampling: c.Sampling}
-}
+func (c *Config) shape() job.Shape { return c.Settings.Shape() }
 
 var scopes = map[string]scope{
 	"voting":           protocolOption("voting", ""),

@@ -24,6 +24,9 @@ func TestSecureAggregation(t *testing.T) {
 	if d := secure.FinalAccuracy - plain.FinalAccuracy; d > 0.005 || d < -0.005 || plain.FinalAccuracy < 0.75 {
 		t.Errorf("secure %.4f, plain %.4f", secure.FinalAccuracy, plain.FinalAccuracy)
 	}
+	if c := secure.Secure; c == nil || c.Summed < 16*55 || c.ClearWithheld != 0 || plain.Secure != nil {
+		t.Errorf("secure rounds %+v (16 peers, 60 rounds), plain %+v", c, plain.Secure)
+	}
 	if secure.Messages < 6*plain.Messages {
 		t.Errorf("%d messages with secure aggregation, %d without: the exchanges did not run", secure.Messages, plain.Messages)
 	}

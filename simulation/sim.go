@@ -92,6 +92,9 @@ type Stats struct {
 	Updates uint64 `json:"updates"`
 	// Halted counts peers that stopped with their privacy budget spent.
 	Halted uint64 `json:"dp_halted_peers,omitempty"`
+	// Secure counts the peers' secure-aggregation rounds, over all peers
+	// (--secure-aggregation).
+	Secure *gossip.SecureCounts `json:"secure,omitempty"`
 }
 
 // Run simulates cfg. onRow, if not nil, receives each metrics row as it is

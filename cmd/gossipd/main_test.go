@@ -275,6 +275,12 @@ func TestSimulateRefusesWhatItDoesNotModel(t *testing.T) {
 		{[]string{"--peers", "0"}, "--peers 0"},
 		{[]string{"--rounds", "0"}, "--rounds 0"},
 		{[]string{"--eval-peers", "0"}, "--eval-peers 0"},
+		{[]string{"--protocol", "randomwalk", "--secure-aggregation"}, "random walk moves one whole model"},
+		{[]string{"--protocol", "randomwalk", "--round-timeout", "1s"}, "--round-timeout applies to dpsgd and sfb"},
+		{[]string{"--protocol", "dpsgd", "--dp-distributed", "4"}, "--dp-distributed needs --secure-aggregation"},
+		{[]string{"--protocol", "dpsgd", "--secure-aggregation", "--dp-clip", "1", "--dp-noise", "1", "--dp-distributed", "1"}, "--dp-distributed 1"},
+		{[]string{"--protocol", "dpsgd", "--secure-aggregation", "--dp-clip", "1", "--dp-noise", "1", "--dp-colluders", "2"}, "--dp-colluders without --dp-distributed"},
+		{[]string{"--protocol", "dpsgd", "--secure-aggregation", "--compression", "int8"}, "compression"},
 	} {
 		args := append([]string{"simulate", "--out", t.TempDir(), "--quiet"}, c.args...)
 		code, _, errs := run(t, args...)
@@ -324,6 +330,12 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 		{[]string{"--model", "conv:8:0,dense"}, "kernel 0"},
 		{[]string{"--model", "resnet50"}, `model "resnet50"`},
 		{[]string{"--input-shape", "1x8x8"}, "--input-shape applies to a layered --model"},
+		{[]string{"--secure-aggregation"}, "random walk moves one whole model"},
+		{[]string{"--protocol", "dpsgd", "--secure-aggregation", "--sampling", "hyparview"}, "sampling hyparview"},
+		{[]string{"--protocol", "dpsgd", "--secure-aggregation", "--aggregator", "median"}, "a robust rule must see each neighbour's model"},
+		{[]string{"--protocol", "dpsgd", "--secure-aggregation", "--dp-distributed", "4"}, "--dp-distributed applies to DP-SGD"},
+		{[]string{"--protocol", "dpsgd", "--secure-aggregation", "--dp-clip", "1", "--dp-noise", "1", "--dp-colluders", "1"}, "colluders (1) are distributed DP's"},
+		{[]string{"--protocol", "dpsgd", "--secure-threshold", "0.4", "--secure-aggregation"}, "--secure-threshold 0.4"},
 	} {
 		store := filepath.Join(t.TempDir(), "store")
 		args := append([]string{"run", "--store", store, "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false"}, c.args...)
