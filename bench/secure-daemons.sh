@@ -6,11 +6,11 @@
 # splits, the bytes and messages each member sent per round, and the
 # wall time per round.
 #
-#   bench/secure-daemons.sh            # ROUNDS=150 DELTA=100ms BIN=bin/gossipd
+#   bench/secure-daemons.sh            # ROUNDS=400 DELTA=100ms BIN=bin/gossipd
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/gossipd}
-ROUNDS=${ROUNDS:-150}
+ROUNDS=${ROUNDS:-400}
 DELTA=${DELTA:-100ms}
 N=4
 status() { curl -sf "http://$1/status"; }
@@ -50,7 +50,7 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))')"
 		[ $SECONDS -lt $deadline ] || { echo "$mode: members did not reach $ROUNDS rounds in 600 s" >&2; exit 1; }
 		sleep 0.5
 	done
-	for a in "${apis[@]}"; do status "$a"; echo; done | /usr/bin/python3 -c '
+	for a in "${apis[@]}"; do status "$a" | /usr/bin/python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))'; done | /usr/bin/python3 -c '
 import json, sys
 ss = [json.loads(l) for l in sys.stdin if l.strip()]
 acc = sum(s["accuracy"] for s in ss) / len(ss)
@@ -59,7 +59,8 @@ bytes_ = sum(s["bytes_out"] for s in ss) / len(ss)
 msgs = sum(s["messages_out"] for s in ss) / len(ss)
 up = sum(s["uptime_seconds"] for s in ss) / len(ss)
 sec = ss[0].get("secure")
-print(f"'"$mode"': accuracy {acc:.4f} (min {min(s[\"accuracy\"] for s in ss):.4f}) after {rounds:.0f} rounds; per member and round: {bytes_/rounds:,.0f} bytes, {msgs/rounds:.1f} messages out; {1000*up/rounds:.0f} ms a round" + (f"; secure rounds {sec}" if sec else ""))'
+lo = min(s["accuracy"] for s in ss)
+print(f"'"$mode"': accuracy {acc:.4f} (min {lo:.4f}) after {rounds:.0f} rounds; per member and round: {bytes_/rounds:,.0f} bytes, {msgs/rounds:.1f} messages out; {1000*up/rounds:.0f} ms a round" + (f"; secure rounds {sec}" if sec else ""))'
 	kill "${pids[@]}" 2>/dev/null || true
 	wait 2>/dev/null || true
 	trap - EXIT
