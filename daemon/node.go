@@ -154,6 +154,12 @@ func New(cfg Config) (*Node, error) {
 		// authenticates every peer by its libp2p identity.
 		gc.Secure = gossip.SecureConfig{Enabled: true, Job: n.job.String(), Fraction: cfg.Job.SecureThreshold, Rand: crand.Reader,
 			MinThreshold: cfg.Job.MinThreshold()}
+		if s, ok := cfg.Transport.(transport.Signer); ok {
+			// Members sign the keys they advertise with their identity
+			// keys, so that a receiver cannot swap its own in.
+			gc.Secure.Sign = s.Sign
+			gc.Secure.Verify = s.Verify
+		}
 	}
 	if cfg.Store != nil {
 		c, err := cfg.Store.Latest(n.job)

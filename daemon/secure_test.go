@@ -21,7 +21,9 @@ type kindCounter struct {
 	*memnet.Endpoint
 	mu   sync.Mutex
 	sent map[gossip.Kind]int
-	mute atomic.Bool
+	// signed counts the adverts sent with a signature.
+	signed int
+	mute   atomic.Bool
 }
 
 func (k *kindCounter) Send(ctx context.Context, to transport.PeerID, f transport.Frame) error {
@@ -31,6 +33,11 @@ func (k *kindCounter) Send(ctx context.Context, to transport.PeerID, f transport
 	}
 	k.mu.Lock()
 	k.sent[kind]++
+	if kind == gossip.KindSecAdvert {
+		if m, err := gossip.Decode(f.Payload, gossip.DecodeLimits{}); err == nil && len(m.Secure.Advert.Sig) > 0 {
+			k.signed++
+		}
+	}
 	k.mu.Unlock()
 	return k.Endpoint.Send(ctx, to, f)
 }
@@ -45,7 +52,8 @@ func (k *kindCounter) count(kind gossip.Kind) int {
 // complete graph (each receiver's threshold: 2 of its 3 neighbours) on
 // memnet, on the virtual clock. They learn (0.85 on digits) and no
 // model or parameters ever go out in the clear: every exchange is one
-// of the secure kinds. Then d003's masked contributions are lost for a
+// of the secure kinds, every advert signed (memnet's stand-in for the
+// identity key). Then d003's masked contributions are lost for a
 // while, after it has dealt its shares: every other receiver removes its
 // masks with the survivors' shares (counted as recovered dropouts in
 // /status) and goes on summing; then d003 crashes, and the three
@@ -90,6 +98,11 @@ func secureDaemons(t *testing.T, outer *gossip.OuterConfig) {
 			if m, p := c.count(gossip.KindModel), c.count(gossip.KindParams); m+p > 0 || c.count(gossip.KindSecMasked) == 0 {
 				t.Errorf("d%03d sent %d models and %d parameter vectors in the clear, %d masked", i, m, p, c.count(gossip.KindSecMasked))
 			}
+			c.mu.Lock()
+			if ads := c.sent[gossip.KindSecAdvert]; c.signed != ads || ads == 0 {
+				t.Errorf("d%03d signed %d of its %d adverts", i, c.signed, ads)
+			}
+			c.mu.Unlock()
 			if s := secure(i); s.Recovered != 0 || s.ClearWithheld != 0 {
 				t.Errorf("d%03d: %d dropouts recovered with nothing lost, %d clear messages withheld", i, s.Recovered, s.ClearWithheld)
 			}

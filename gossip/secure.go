@@ -101,8 +101,11 @@ func (s *secure) begin(n *Core, d *dpsgd, x []float32) {
 	s.senders[n.round] = map[PeerID]*secagg.Sender{}
 	for _, p := range d.order {
 		snd, ad, err := secagg.NewSender(s.cfg.Job, n.round, p, n.cfg.ID, s.cfg.Rand)
+		if err == nil && s.cfg.Sign != nil {
+			ad.Sig, err = s.cfg.Sign(secagg.AdvertMessage(s.cfg.Job, n.round, p, n.cfg.ID, ad.MaskKey, ad.ChannelKey))
+		}
 		if err != nil {
-			n.drop(DropSecure, p, "drawing secrets: "+err.Error())
+			n.drop(DropSecure, p, "drawing secrets or signing: "+err.Error())
 			continue
 		}
 		s.senders[n.round][p] = snd
@@ -113,11 +116,7 @@ func (s *secure) begin(n *Core, d *dpsgd, x []float32) {
 	s.start, s.phaseEnd, s.behind, s.begun = n.now, n.now+d.cfg.RoundTimeout/4, 0, true
 	for _, from := range slices.Sorted(maps.Keys(s.early[n.round])) {
 		e := s.early[n.round][from]
-		err := s.rx.Advert(from, e.ad)
-		if err == nil {
-			s.sendDeg[from] = e.deg
-		}
-		s.accept(n, from, err)
+		s.accept(n, from, s.advert(n, from, e.ad, e.deg))
 	}
 	delete(s.early, n.round)
 	for r := range s.early {
@@ -245,6 +244,24 @@ func (s *secure) advance(n *Core, d *dpsgd) {
 	}
 }
 
+// advert takes a member's advert for this node's round, with the degree
+// its round started with: signed by the member, where members sign (an
+// honest receiver relays no key its member did not sign; the members
+// check again before they deal).
+func (s *secure) advert(n *Core, from PeerID, ad secagg.Advert, deg int) error {
+	if s.cfg.Verify != nil {
+		msg := secagg.AdvertMessage(s.cfg.Job, s.round, n.cfg.ID, from, ad.MaskKey, ad.ChannelKey)
+		if err := s.cfg.Verify(from, msg, ad.Sig); err != nil {
+			return fmt.Errorf("%w: an advert from %s not signed by it: %w", secagg.ErrMessage, from, err)
+		}
+	}
+	if err := s.rx.Advert(from, ad); err != nil {
+		return err
+	}
+	s.sendDeg[from] = deg
+	return nil
+}
+
 // receiverPhase is the receiver's phase that takes each kind sent to it.
 var receiverPhase = map[Kind]int{KindSecAdvert: 0, KindSecDealt: 1, KindSecMasked: 2, KindSecReveal: 3}
 
@@ -270,6 +287,12 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 			}
 			if s.recvDeg[m.Round] != nil {
 				s.recvDeg[m.Round][m.From] = int(m.Weight)
+			}
+			if s.cfg.Verify != nil {
+				verify := func(member string, msg, sig []byte) error { return s.cfg.Verify(member, msg, sig) }
+				if err = sec.Roster.VerifyAdverts(s.cfg.Job, m.Round, m.From, n.cfg.ID, verify); err != nil {
+					break
+				}
 			}
 			var dealt secagg.Dealt
 			if dealt, err = snd.Deal(sec.Roster, secagg.Threshold(len(sec.Roster.Members), s.cfg.Fraction)); err == nil {
@@ -336,9 +359,7 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 	var err error
 	switch m.Kind {
 	case KindSecAdvert:
-		if err = s.rx.Advert(m.From, sec.Advert); err == nil {
-			s.sendDeg[m.From] = int(m.Weight)
-		}
+		err = s.advert(n, m.From, sec.Advert, int(m.Weight))
 	case KindSecDealt:
 		err = s.rx.Dealt(m.From, sec.Dealt)
 	case KindSecMasked:

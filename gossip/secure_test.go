@@ -1,6 +1,7 @@
 package gossip_test
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"math"
@@ -463,6 +464,87 @@ func TestSecureUnmaskedContribution(t *testing.T) {
 			}
 			if d := math.Abs(float64(p[k]) - want); d > 1e-4 {
 				t.Fatalf("node %d value %d: %v, want %v", i, k, p[k], want)
+			}
+		}
+	}
+}
+
+// TestSecureSignedAdverts: members sign their adverts with identity keys
+// (Ed25519 here, as libp2p's) and check each other's signatures in the
+// roster before they deal. Honest rounds sum as unsigned ones do. A
+// receiver that puts fresh keys in place of one member's in its roster
+// (to read the shares sealed for it) is refused by every member (code
+// secure): its round is skipped, the others' rounds are not; an advert
+// with its signature stripped is refused by its receiver.
+func TestSecureSignedAdverts(t *testing.T) {
+	const n = 4
+	pubs := map[gossip.PeerID]ed25519.PublicKey{}
+	privs := make([]ed25519.PrivateKey, n)
+	for i := range n {
+		seed := make([]byte, ed25519.SeedSize)
+		seed[0] = byte(i + 1)
+		privs[i] = ed25519.NewKeyFromSeed(seed)
+		pubs[name(i)] = privs[i].Public().(ed25519.PublicKey)
+	}
+	for _, attack := range []string{"none", "swapped keys", "stripped signature"} {
+		h := newHarness(t, n, func(i int, c *gossip.Config) {
+			secureConfig(n, true, false, time.Minute)(i, c)
+			c.Secure.Sign = func(msg []byte) ([]byte, error) { return ed25519.Sign(privs[i], msg), nil }
+			c.Secure.Verify = func(signer gossip.PeerID, msg, sig []byte) error {
+				if pub, ok := pubs[signer]; !ok || !ed25519.Verify(pub, msg, sig) {
+					return errors.New("bad signature")
+				}
+				return nil
+			}
+		})
+		h.train = zeroGrad
+		h.drop = func(m *gossip.Message) bool {
+			switch {
+			case attack == "swapped keys" && m.Kind == gossip.KindSecRoster && m.From == name(0):
+				ro := m.Secure.Roster
+				ro.MaskKeys, ro.ChannelKeys = slices.Clone(ro.MaskKeys), slices.Clone(ro.ChannelKeys)
+				k := slices.Index(ro.Members, name(1))
+				ro.MaskKeys[k], ro.ChannelKeys[k] = make([]byte, 32), make([]byte, 32)
+				ro.MaskKeys[k][0], ro.ChannelKeys[k][0] = 9, 9
+				m.Secure.Roster = ro
+			case attack == "stripped signature" && m.Kind == gossip.KindSecAdvert && m.From == name(1) && m.To == name(0):
+				m.Secure.Advert.Sig = nil
+			}
+			return false
+		}
+		h.run(4*time.Second, 250*time.Millisecond)
+		refused := map[gossip.PeerID]int{}
+		for _, e := range h.traces {
+			if e.Event == "drop" && e.Code == gossip.DropSecure && strings.Contains(e.Reason, "not signed by") {
+				refused[e.Peer]++
+			}
+		}
+		for i, p := range h.params() {
+			want := meanOf([]int{0, 1, 2, 3})
+			switch {
+			case attack == "swapped keys" && i == 0:
+				want = meanOf([]int{0}) // every member refused to deal: skipped
+			case attack == "stripped signature" && i == 0:
+				want = meanOf([]int{0, 2, 3}) // n001's advert refused
+			}
+			for k := range p {
+				if d := math.Abs(float64(p[k]) - want[k]); d > 1e-4 {
+					t.Fatalf("%s: node %d value %d: %v, want %v (refused %v)", attack, i, k, p[k], want[k], refused)
+				}
+			}
+		}
+		switch attack {
+		case "none":
+			if len(refused) != 0 {
+				t.Errorf("honest rounds: refused %v", refused)
+			}
+		case "swapped keys":
+			if refused[name(0)] != 2 { // n002 and n003 (n001 sees its own keys changed)
+				t.Errorf("swapped keys: refused %v, want n000's roster refused by n002 and n003", refused)
+			}
+		case "stripped signature":
+			if refused[name(1)] != 1 {
+				t.Errorf("stripped signature: refused %v, want n001's advert refused once", refused)
 			}
 		}
 	}

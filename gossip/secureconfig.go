@@ -32,6 +32,15 @@ type SecureConfig struct {
 	// Rand draws the node's secrets: crypto/rand in the daemon, a seeded
 	// source in the simulator and tests. Required.
 	Rand io.Reader
+	// Sign and Verify, where set (together), authenticate each member's
+	// keys by its identity: a member signs its adverts (Sign: with its
+	// identity key), and before dealing checks every other member's
+	// signature of the keys the receiver relays (Verify: by the signer's
+	// ID), so that a receiver cannot put its own keys in another
+	// member's place to read the shares sealed for it. The daemon signs
+	// with its libp2p key; the simulator has no identities.
+	Sign   func(msg []byte) ([]byte, error)
+	Verify func(signer PeerID, msg, sig []byte) error
 	// MinThreshold, where set, is the least threshold of a round this
 	// node contributes to: with distributed DP, the honest contributions
 	// whose noise must add up in every sum, plus the colluders tolerated.
@@ -63,6 +72,8 @@ func (s *SecureConfig) validate(c *Config) error {
 		return bad("joining takes a member's model in the clear: a secure node starts from the job's initial model and catches up with its neighbours' round")
 	case c.Topology == "" && len(c.Neighbors) < 2:
 		return bad("%d neighbours: a receiver with fewer than 2 would see one neighbour's model alone", len(c.Neighbors))
+	case (s.Sign == nil) != (s.Verify == nil):
+		return bad("a signer without a verifier, or the other way round")
 	case s.MinThreshold < 0:
 		return bad("least threshold %d", s.MinThreshold)
 	case c.Topology == "" && secagg.Threshold(len(c.Neighbors), s.Fraction) < s.MinThreshold:

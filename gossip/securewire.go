@@ -33,13 +33,14 @@ func (k Kind) Secure() bool { return k >= KindSecAdvert && k <= KindSecReveal }
 const (
 	maxSecureKey    = 64   // an X25519 public key has 32 bytes
 	maxSecureSealed = 4096 // two shares of a 32-byte secret, sealed: 98 bytes
+	maxSecureSig    = 1024 // an Ed25519 signature has 64 bytes, an RSA-4096 one 512
 )
 
 // The secure section, after the packed vector: u32 length (0: none),
 // then receiver (u16 len + bytes) and the part of the message's kind:
 //
-//	advert:  mask key, channel key (u16 len + bytes each)
-//	roster:  u16 members, each { id, mask key, channel key }; u16 threshold
+//	advert:  mask key, channel key, signature (u16 len + bytes each; no signature: len 0)
+//	roster:  u16 members, each { id, mask key, channel key, signature }; u16 threshold
 //	dealt:   u16 count, each sealed (u16 len + bytes)
 //	relay:   u16 count, each { u16 dealer, sealed }
 //	masked:  u32 count + u32s
@@ -54,11 +55,11 @@ func secureSize(m *Message) int {
 	n := 2 + len(s.Receiver)
 	switch m.Kind {
 	case KindSecAdvert:
-		n += 4 + len(s.Advert.MaskKey) + len(s.Advert.ChannelKey)
+		n += 6 + len(s.Advert.MaskKey) + len(s.Advert.ChannelKey) + len(s.Advert.Sig)
 	case KindSecRoster:
 		n += 4
 		for i, id := range s.Roster.Members {
-			n += 6 + len(id) + len(s.Roster.MaskKeys[i]) + len(s.Roster.ChannelKeys[i])
+			n += 8 + len(id) + len(s.Roster.MaskKeys[i]) + len(s.Roster.ChannelKeys[i]) + len(rosterSig(s.Roster, i))
 		}
 	case KindSecDealt:
 		n += 2
@@ -103,9 +104,10 @@ func checkSecure(m *Message) error {
 	switch {
 	case len(s.Receiver) > math.MaxUint16:
 		return bad("receiver ID too long")
-	case !small(s.Advert.MaskKey, maxSecureKey) || !small(s.Advert.ChannelKey, maxSecureKey):
-		return bad("advert key too long")
-	case len(s.Roster.Members) > secagg.MaxShares || len(s.Roster.MaskKeys) != len(s.Roster.Members) || len(s.Roster.ChannelKeys) != len(s.Roster.Members) || s.Roster.Threshold < 0 || s.Roster.Threshold > math.MaxUint16:
+	case !small(s.Advert.MaskKey, maxSecureKey) || !small(s.Advert.ChannelKey, maxSecureKey) || !small(s.Advert.Sig, maxSecureSig):
+		return bad("advert key or signature too long")
+	case len(s.Roster.Members) > secagg.MaxShares || len(s.Roster.MaskKeys) != len(s.Roster.Members) || len(s.Roster.ChannelKeys) != len(s.Roster.Members) ||
+		(s.Roster.Sigs != nil && len(s.Roster.Sigs) != len(s.Roster.Members)) || s.Roster.Threshold < 0 || s.Roster.Threshold > math.MaxUint16:
 		return bad("roster")
 	case len(s.Dealt.Sealed) > secagg.MaxShares || len(s.Relay.Sealed) > secagg.MaxShares || len(s.Relay.Dealers) != len(s.Relay.Sealed):
 		return bad("sealed shares")
@@ -115,7 +117,7 @@ func checkSecure(m *Message) error {
 		return bad("masked vector")
 	}
 	for i, id := range s.Roster.Members {
-		if len(id) > math.MaxUint16 || !small(s.Roster.MaskKeys[i], maxSecureKey) || !small(s.Roster.ChannelKeys[i], maxSecureKey) {
+		if len(id) > math.MaxUint16 || !small(s.Roster.MaskKeys[i], maxSecureKey) || !small(s.Roster.ChannelKeys[i], maxSecureKey) || !small(rosterSig(s.Roster, i), maxSecureSig) {
 			return bad("roster entry")
 		}
 	}
@@ -139,6 +141,14 @@ func checkSecure(m *Message) error {
 	return nil
 }
 
+// rosterSig is member i's signature in r (nil where none).
+func rosterSig(r secagg.Roster, i int) []byte {
+	if r.Sigs == nil {
+		return nil
+	}
+	return r.Sigs[i]
+}
+
 func appendBytes16(b, p []byte) []byte {
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(p)))
 	return append(b, p...)
@@ -154,11 +164,12 @@ func appendSecure(b []byte, m *Message) []byte {
 	b = appendString(b, s.Receiver)
 	switch m.Kind {
 	case KindSecAdvert:
-		b = appendBytes16(appendBytes16(b, s.Advert.MaskKey), s.Advert.ChannelKey)
+		b = appendBytes16(appendBytes16(appendBytes16(b, s.Advert.MaskKey), s.Advert.ChannelKey), s.Advert.Sig)
 	case KindSecRoster:
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(s.Roster.Members)))
 		for i, id := range s.Roster.Members {
 			b = appendBytes16(appendBytes16(appendString(b, id), s.Roster.MaskKeys[i]), s.Roster.ChannelKeys[i])
+			b = appendBytes16(b, rosterSig(s.Roster, i))
 		}
 		b = binary.LittleEndian.AppendUint16(b, uint16(s.Roster.Threshold))
 	case KindSecDealt:
@@ -228,12 +239,22 @@ func (d *decoder) secure(m *Message, n int) {
 	switch m.Kind {
 	case KindSecAdvert:
 		s.Advert.MaskKey, s.Advert.ChannelKey = d.bytes16(maxSecureKey, "mask key"), d.bytes16(maxSecureKey, "channel key")
+		if s.Advert.Sig = d.bytes16(maxSecureSig, "advert signature"); len(s.Advert.Sig) == 0 {
+			s.Advert.Sig = nil
+		}
 	case KindSecRoster:
 		c := count("roster size")
+		signed := false
 		for i := 0; i < c && d.err == nil; i++ {
 			s.Roster.Members = append(s.Roster.Members, d.str("roster member"))
 			s.Roster.MaskKeys = append(s.Roster.MaskKeys, d.bytes16(maxSecureKey, "roster mask key"))
 			s.Roster.ChannelKeys = append(s.Roster.ChannelKeys, d.bytes16(maxSecureKey, "roster channel key"))
+			sig := d.bytes16(maxSecureSig, "roster signature")
+			s.Roster.Sigs = append(s.Roster.Sigs, sig)
+			signed = signed || len(sig) > 0
+		}
+		if !signed {
+			s.Roster.Sigs = nil // no member signed: as the receiver built it
 		}
 		s.Roster.Threshold = d.u16("threshold")
 	case KindSecDealt:

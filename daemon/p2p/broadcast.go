@@ -161,6 +161,31 @@ func (t *Host) SignSpec(spec []byte) ([]byte, error) {
 	return t.h.Peerstore().PrivKey(t.h.ID()).Sign(append([]byte(transport.SpecSigningContext), spec...))
 }
 
+// Sign implements transport.Signer with the host's identity key.
+func (t *Host) Sign(msg []byte) ([]byte, error) {
+	return t.h.Peerstore().PrivKey(t.h.ID()).Sign(msg)
+}
+
+// Verify implements transport.Signer: signer's public key is in its ID
+// (Ed25519, as gossipd keygen makes them) or, for RSA keys, in the
+// peerstore once connected.
+func (t *Host) Verify(signer transport.PeerID, msg, sig []byte) error {
+	id, err := peer.Decode(string(signer))
+	if err != nil {
+		return fmt.Errorf("p2p: signer %q: %w", signer, err)
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil || pub == nil {
+		if pub = t.h.Peerstore().PubKey(id); pub == nil {
+			return fmt.Errorf("p2p: no public key for %s", id)
+		}
+	}
+	if ok, err := pub.Verify(msg, sig); err != nil || !ok {
+		return fmt.Errorf("p2p: %s's signature does not verify", id)
+	}
+	return nil
+}
+
 // heard records an announcement and connects to the announcer when it runs
 // a job this host joined (under partial views: only keeps its addresses).
 func (t *Host) heard(ctx context.Context, a transport.Announcement) {

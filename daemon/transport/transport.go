@@ -229,6 +229,14 @@ type SpecSigner interface {
 	SignSpec(spec []byte) ([]byte, error)
 }
 
+// Signer signs messages with the peer's identity key and checks other
+// peers' signatures by their IDs: secure aggregation's members sign
+// the keys they advertise (gossip.SecureConfig.Sign, Verify).
+type Signer interface {
+	Sign(msg []byte) ([]byte, error)
+	Verify(signer PeerID, msg, sig []byte) error
+}
+
 // SpecSigningContext prefixes what a creator signs, so that a spec
 // signature cannot be taken for any other signed message.
 const SpecSigningContext = "gossipd job spec v1\n"

@@ -1,6 +1,7 @@
 package secagg
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -36,17 +37,62 @@ import (
 var ErrMessage = errors.New("secagg: message refused")
 
 // Advert is a member's first message to a receiver: its public keys for
-// the round (mask agreement, share channel).
+// the round (mask agreement, share channel) and, where members have
+// identity keys, its signature of them (AdvertMessage), by which the
+// other members know the receiver relays the keys the member gave.
 type Advert struct {
 	MaskKey, ChannelKey []byte
+	Sig                 []byte
 }
 
 // Roster is the receiver's group for the round: the members that
-// advertised, sorted, with their public keys, and the threshold.
+// advertised, sorted, with their public keys, the threshold, and the
+// members' signatures of their adverts (nil where none signed).
 type Roster struct {
 	Members               []string
 	MaskKeys, ChannelKeys [][]byte
 	Threshold             int
+	Sigs                  [][]byte
+}
+
+// advertContext prefixes what a member signs, so that an advert's
+// signature cannot be taken for any other signed message.
+const advertContext = "gossipd secure advert v1\n"
+
+// AdvertMessage is what member signs of its advert to receiver's round
+// of job: the round and both parties bound to the two keys.
+func AdvertMessage(job string, round uint64, receiver, member string, maskKey, channelKey []byte) []byte {
+	b := []byte(advertContext)
+	for _, s := range []string{job, receiver, member} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.BigEndian.AppendUint64(b, round)
+	for _, k := range [][]byte{maskKey, channelKey} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(k)))
+		b = append(b, k...)
+	}
+	return b
+}
+
+// VerifyAdverts checks, for a member (self) about to deal into receiver's
+// round, every other member's signature of the keys the roster gives it,
+// with verify (the member's identity key): a receiver that swapped a
+// member's keys for its own, to read the shares sealed for that member,
+// is caught here.
+func (r Roster) VerifyAdverts(job string, round uint64, receiver, self string, verify func(member string, msg, sig []byte) error) error {
+	if len(r.Sigs) != len(r.Members) || len(r.MaskKeys) != len(r.Members) || len(r.ChannelKeys) != len(r.Members) {
+		return fmt.Errorf("%w: a roster of %d members with %d signatures", ErrMessage, len(r.Members), len(r.Sigs))
+	}
+	for i, m := range r.Members {
+		if m == self {
+			continue
+		}
+		if err := verify(m, AdvertMessage(job, round, receiver, m, r.MaskKeys[i], r.ChannelKeys[i]), r.Sigs[i]); err != nil {
+			return fmt.Errorf("%w: the roster's keys for %s are not signed by it: %w", ErrMessage, m, err)
+		}
+	}
+	return nil
 }
 
 // Dealt is a member's shares for the others: Sealed[j] for roster member
@@ -276,9 +322,15 @@ func (r *Receiver) Roster() (Roster, error) {
 	}
 	slices.Sort(members)
 	ro := Roster{Members: members, Threshold: Threshold(len(members), r.fraction)}
+	signed := false
 	for _, m := range members {
 		ro.MaskKeys = append(ro.MaskKeys, r.adverts[m].MaskKey)
 		ro.ChannelKeys = append(ro.ChannelKeys, r.adverts[m].ChannelKey)
+		ro.Sigs = append(ro.Sigs, r.adverts[m].Sig)
+		signed = signed || len(r.adverts[m].Sig) > 0
+	}
+	if !signed {
+		ro.Sigs = nil
 	}
 	r.roster = ro
 	r.g = Group{Job: r.job, Round: r.round, Receiver: r.receiver, Members: members, Threshold: ro.Threshold}
