@@ -156,6 +156,8 @@ func (e *Endpoint) SignSpec(spec []byte) ([]byte, error) {
 	return h[:], nil
 }
 
+var _ transport.Signer = (*Endpoint)(nil)
+
 // Sign implements transport.Signer with a stand-in: memnet has no keys,
 // so its "signature" is a hash of the signer's ID and the message, which
 // Verify recomputes; it tells altered messages and keys apart, not
