@@ -58,6 +58,25 @@ func secureConfig(n int, secure, live bool, delta time.Duration) func(i int, c *
 	}
 }
 
+// members names the first n nodes as live members.
+func members(n int) []gossip.Member {
+	ms := make([]gossip.Member, n)
+	for i := range ms {
+		ms[i].ID = name(i)
+	}
+	return ms
+}
+
+// setMembers gives every node the live members and delivers what they
+// send on it.
+func (h *harness) setMembers(ms []gossip.Member) {
+	for i, nd := range h.nodes {
+		nd.SetMembers(ms)
+		h.drain(i)
+	}
+	h.deliver()
+}
+
 // meanOf is the mean of the nodes' initial parameters over those in
 // set.
 func meanOf(set []int) []float64 {
@@ -137,15 +156,7 @@ func TestSecureLiveTopology(t *testing.T) {
 	const n = 5
 	for _, secure := range []bool{false, true} {
 		h := secureHarness(t, n, secure, true, time.Minute)
-		var ms []gossip.Member
-		for i := range n {
-			ms = append(ms, gossip.Member{ID: name(i)})
-		}
-		for i, nd := range h.nodes {
-			nd.SetMembers(ms)
-			h.drain(i)
-		}
-		h.deliver()
+		h.setMembers(members(n))
 		h.run(4*time.Second, 250*time.Millisecond)
 		want := meanOf([]int{0, 1, 2, 3, 4})
 		for i, p := range h.params() {
@@ -167,10 +178,7 @@ func TestSecureRewireSendsNothingClear(t *testing.T) {
 	const n = 5
 	for _, secure := range []bool{false, true} {
 		h := secureHarness(t, n, secure, true, time.Second)
-		var ms []gossip.Member
-		for i := range n {
-			ms = append(ms, gossip.Member{ID: name(i)})
-		}
+		ms := members(n)
 		h.dead[3] = true
 		for i, nd := range h.nodes {
 			nd.SetMembers(ms[:4])
@@ -378,15 +386,7 @@ func TestSecureAbstains(t *testing.T) {
 			c.Secure.MinThreshold = least
 		})
 		h.train = zeroGrad
-		var ms []gossip.Member
-		for i := range n {
-			ms = append(ms, gossip.Member{ID: name(i)})
-		}
-		for i, nd := range h.nodes {
-			nd.SetMembers(ms)
-			h.drain(i)
-		}
-		h.deliver()
+		h.setMembers(members(n))
 		h.run(4*time.Second, 250*time.Millisecond)
 		events := map[string]int{}
 		for _, e := range h.traces {
