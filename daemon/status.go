@@ -111,7 +111,7 @@ func (n *Node) traced(e gossip.TraceEvent) {
 		n.met.secureRounds.WithLabelValues("skipped").Inc()
 	case "secure-recovered":
 		n.met.secureRecovered.Add(e.Value)
-	case "secure-abstained":
+	case "secure-abstained", "secure-late":
 	case "withheld":
 		n.log.Error("a message with parameters in the clear withheld (a bug in gossipd: please report it)", "to", e.Peer, "what", e.Reason)
 	default:

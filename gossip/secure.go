@@ -273,7 +273,7 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 		// To this node as a sender, from the receiver whose round it is.
 		snd := s.senders[m.Round][m.From]
 		if sec.Receiver != m.From || snd == nil {
-			n.trace("stale", m.From, fmt.Sprintf("%s of round %d, which this node has no part in", m.Kind, m.Round), 0)
+			n.trace("secure-late", m.From, fmt.Sprintf("%s of round %d, which this node has no part in", m.Kind, m.Round), 0)
 			return
 		}
 		var err error
@@ -348,12 +348,12 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 			}
 			return
 		}
-		n.trace("stale", m.From, fmt.Sprintf("%s of round %d at round %d", m.Kind, m.Round, s.round), 0)
+		n.trace("secure-late", m.From, fmt.Sprintf("%s of round %d at round %d", m.Kind, m.Round, s.round), 0)
 		return
 	}
 	if p := receiverPhase[m.Kind]; p < s.phase {
 		// Honest, but after its phase closed at the deadline.
-		n.trace("late", m.From, fmt.Sprintf("%s of round %d after its phase closed", m.Kind, m.Round), 0)
+		n.trace("secure-late", m.From, fmt.Sprintf("%s of round %d after its phase closed", m.Kind, m.Round), 0)
 		return
 	}
 	var err error

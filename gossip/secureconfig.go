@@ -130,10 +130,14 @@ func (sh SecureShape) Refusal() string {
 // abstained from (distributed DP), and messages with parameters in the
 // clear the core withheld (none, unless gossipd has a bug).
 type SecureCounts struct {
-	Summed        uint64 `json:"summed"`
-	Skipped       uint64 `json:"skipped"`
-	Recovered     uint64 `json:"dropouts_recovered"`
-	Abstained     uint64 `json:"abstained,omitempty"`
+	Summed    uint64 `json:"summed"`
+	Skipped   uint64 `json:"skipped"`
+	Recovered uint64 `json:"dropouts_recovered"`
+	Abstained uint64 `json:"abstained,omitempty"`
+	// Late counts secure messages of a round or exchange already closed
+	// (or one the node has no part in): set aside, not refused, as
+	// honest ones arrive late too.
+	Late          uint64 `json:"late"`
 	ClearWithheld uint64 `json:"clear_withheld"`
 }
 
@@ -148,6 +152,8 @@ func (c *SecureCounts) Count(e TraceEvent) bool {
 		c.Recovered += uint64(e.Value)
 	case "secure-abstained":
 		c.Abstained++
+	case "secure-late":
+		c.Late++
 	case "withheld":
 		c.ClearWithheld++
 	default:
