@@ -289,8 +289,7 @@ func (s *secure) step(n *Core, d *dpsgd, m *Message) {
 				s.recvDeg[m.Round][m.From] = int(m.Weight)
 			}
 			if s.cfg.Verify != nil {
-				verify := func(member string, msg, sig []byte) error { return s.cfg.Verify(member, msg, sig) }
-				if err = sec.Roster.VerifyAdverts(s.cfg.Job, m.Round, m.From, n.cfg.ID, verify); err != nil {
+				if err = sec.Roster.VerifyAdverts(s.cfg.Job, m.Round, m.From, n.cfg.ID, s.cfg.Verify); err != nil {
 					break
 				}
 			}
