@@ -185,10 +185,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	// A joining peer pulls the newest model and protocol state from a live
 	// member; one with a checkpoint of the job resumes from it instead.
-	// A member of a secure job sends no model in the clear, so a joiner
-	// starts from the initial model and catches up with its neighbours'
-	// round from their adverts.
-	gc.Join = cfg.Join && gc.Resume == nil && !cfg.Job.SecureAggregation
+	gc.Join = cfg.Join && gc.Resume == nil
 	idx := make([]int, cfg.Train.N)
 	for i := range idx {
 		idx[i] = i

@@ -102,8 +102,15 @@ type Status struct {
 	Secure *gossip.SecureCounts `json:"secure,omitempty"`
 }
 
-// traced counts the core's secure-aggregation events (core goroutine).
+// traced counts the core's secure-aggregation events (core goroutine):
+// in /status, and the rounds and recoveries in /metrics.
 func (n *Node) traced(e gossip.TraceEvent) {
+	n.mu.Lock()
+	counted := n.status.Secure != nil && n.status.Secure.Count(e)
+	n.mu.Unlock()
+	if !counted {
+		return
+	}
 	switch e.Event {
 	case "secure-sum":
 		n.met.secureRounds.WithLabelValues("summed").Inc()
@@ -111,16 +118,8 @@ func (n *Node) traced(e gossip.TraceEvent) {
 		n.met.secureRounds.WithLabelValues("skipped").Inc()
 	case "secure-recovered":
 		n.met.secureRecovered.Add(e.Value)
-	case "secure-abstained", "secure-late":
 	case "withheld":
 		n.log.Error("a message with parameters in the clear withheld (a bug in gossipd: please report it)", "to", e.Peer, "what", e.Reason)
-	default:
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.status.Secure != nil {
-		n.status.Secure.Count(e)
 	}
 }
 

@@ -102,7 +102,10 @@ func New(cfg Config) (*Core, error) {
 			return nil, err
 		}
 	}
-	n.joining = cfg.Join && cfg.Resume == nil
+	// A secure node starts from its initial model even when it joins: no
+	// member sends its model in the clear (answerState), and its
+	// neighbours' adverts bring it to their round (catchUp).
+	n.joining = cfg.Join && cfg.Resume == nil && !cfg.Secure.Enabled
 	return n, nil
 }
 

@@ -18,7 +18,7 @@ import (
 type secure struct {
 	cfg     *SecureConfig
 	senders map[uint64]map[PeerID]*secagg.Sender
-	contrib map[uint64][]float32 // the node's parameters at the start of each round
+	contrib map[uint64][]float32 // the node's contribution to each round (begin)
 	early   map[uint64]map[PeerID]earlyAdvert
 	rx      *secagg.Receiver
 	// Degrees, over a live topology, from which both ends of an edge

@@ -68,8 +68,6 @@ func (s *SecureConfig) validate(c *Config) error {
 	switch {
 	case s.Rand == nil:
 		return bad("no source of randomness")
-	case c.Join:
-		return bad("joining takes a member's model in the clear: a secure node starts from the job's initial model and catches up with its neighbours' round")
 	case c.Topology == "" && len(c.Neighbors) < 2:
 		return bad("%d neighbours: a receiver with fewer than 2 would see one neighbour's model alone", len(c.Neighbors))
 	case (s.Sign == nil) != (s.Verify == nil):

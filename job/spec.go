@@ -210,11 +210,16 @@ func (j *Spec) validateSecure() error {
 
 // MinThreshold is the core's SecureConfig.MinThreshold: with distributed
 // DP, the noise shares plus the colluders tolerated.
-func (j Spec) MinThreshold() int {
-	if j.DPShares == 0 {
+func (j Spec) MinThreshold() int { return MinThreshold(j.DPShares, j.DPColluders) }
+
+// MinThreshold is the least threshold of a round that distributed DP
+// over shares noise shares with colluders tolerated needs (0: no
+// distributed DP, any).
+func MinThreshold(shares, colluders int) int {
+	if shares == 0 {
 		return 0
 	}
-	return j.DPShares + j.DPColluders
+	return shares + colluders
 }
 
 // RoundTimeout is the core's Config.RoundTimeout (0: its default).

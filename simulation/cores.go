@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
@@ -163,12 +164,6 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Fanout: cfg.Fanout, Sampling: cfg.Sampling, ActiveView: cfg.ActiveView, PassiveView: cfg.PassiveView,
 		Join: join, Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}
-	if cfg.SecureAggregation {
-		// No member of a secure job sends its model in the clear: a
-		// joiner starts from the initial model and catches up with its
-		// neighbours' round.
-		gc.Join = false
-	}
 	if cfg.Sampling == gossip.SamplingHyParView && !gossip.SamplesPeers(cfg.Protocol) {
 		gc.Topology = "" // its neighbours are its active view
 	} else if gc.Topology == "" {
@@ -182,9 +177,7 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		binary.LittleEndian.PutUint64(key[8:], uint64(i))
 		key[16] = 's'
 		gc.Secure = gossip.SecureConfig{Enabled: true, Job: "simulation", Fraction: cfg.SecureThreshold, Rand: rand.NewChaCha8(key)}
-		if cfg.DPDistributed > 0 {
-			gc.Secure.MinThreshold = cfg.DPDistributed + cfg.DPColluders
-		}
+		gc.Secure.MinThreshold = job.MinThreshold(cfg.DPDistributed, cfg.DPColluders)
 	}
 	agg, _ := merge.ParseAggregator(cfg.Aggregator) // validated
 	setup := peer.Setup{Protocol: cfg.Protocol, Model: s.spec, Delta: cfg.Delta, RoundTimeout: cfg.RoundTimeout,
