@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // Sentinel errors.
@@ -51,14 +53,12 @@ func AgeWeighted(dst, local []float32, localAge float64, remote []float32, remot
 	return math.Max(localAge, remoteAge)
 }
 
-// Interpolate sets dst = (1−w)·a + w·b. dst may alias a or b.
+// Interpolate sets dst = (1−w)·a + w·b, computed as a + w·(b − a) with
+// the product rounded apart from the sum (compute.InterpolateInto, as
+// compute.Rows does on every backend). dst may alias a or b.
 func Interpolate(dst, a, b []float32, w float32) {
 	sameLen(dst, a, b)
-	b = b[:len(a)]
-	dst = dst[:len(a)]
-	for i, av := range a {
-		dst[i] = av + w*(b[i]-av)
-	}
+	compute.InterpolateInto(dst, a, b, w)
 }
 
 // InterpolateAt sets dst[idx[j]] = (1−w)·dst[idx[j]] + w·vals[j]: the merge
@@ -124,7 +124,9 @@ func Weighted(dst []float32, xs [][]float32, ws []float64) error {
 	return nil
 }
 
-// Axpy sets dst += a·x. The loop is unrolled by four (each value is
+// Axpy sets dst += a·x, rounding each product apart from its sum (the
+// explicit conversions forbid fusing them, which arm64 would do), as
+// compute.Rows does on every backend. The loop is unrolled by four (each value is
 // computed alone, so the result is the same): the simulator spends much
 // of its time here, and a one-value loop ran at half speed or full speed
 // depending on where the linker happened to place it.
@@ -134,13 +136,13 @@ func Axpy(dst []float32, a float32, x []float32) {
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
 		d, v := dst[i:i+4:i+4], x[i:i+4:i+4]
-		d[0] += a * v[0]
-		d[1] += a * v[1]
-		d[2] += a * v[2]
-		d[3] += a * v[3]
+		d[0] += float32(a * v[0])
+		d[1] += float32(a * v[1])
+		d[2] += float32(a * v[2])
+		d[3] += float32(a * v[3])
 	}
 	for ; i < len(x); i++ {
-		dst[i] += a * x[i]
+		dst[i] += float32(a * x[i])
 	}
 }
 
@@ -307,18 +309,4 @@ func Finite(x []float32) bool {
 
 // SumSquares returns Σ x² in float64 (NaN or +Inf when x holds a
 // non-finite value).
-func SumSquares(x []float32) float64 {
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		a, b, c, d := float64(x[i]), float64(x[i+1]), float64(x[i+2]), float64(x[i+3])
-		s0 += a * a
-		s1 += b * b
-		s2 += c * c
-		s3 += d * d
-	}
-	for ; i < len(x); i++ {
-		s0 += float64(x[i]) * float64(x[i])
-	}
-	return s0 + s1 + s2 + s3
-}
+func SumSquares(x []float32) float64 { return compute.SumSquares4(x) }

@@ -24,6 +24,7 @@ type Backend interface {
 	Updates
 	Batched
 	LossSums
+	Rows
 
 	// Gemm computes C = alpha·op(A)·op(B) + beta·C where op(A) is m×k,
 	// op(B) is k×n and C is m×n, all row-major; op(X) is Xᵀ when the

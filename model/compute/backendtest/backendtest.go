@@ -152,6 +152,7 @@ func Kernels(t T, be compute.Backend) {
 	updates(t, be, rng)
 	batched(t, be, rng)
 	lossSums(t, be, rng)
+	rows(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

@@ -312,3 +312,19 @@ func (d *Device) HingeOneVsRestSum(s compute.LossSum, grad, scores compute.Tenso
 func (d *Device) AddSumSquares(s compute.LossSum, w float64, x compute.Tensor) {
 	d.sum(s).v += w * d.cpu.SumSquares(d.at(x))
 }
+
+// InterpolateRows implements compute.Rows.
+func (d *Device) InterpolateRows(x compute.Tensor, n int, dst, a, b []int32, w []float32) {
+	d.cpu.InterpolateRows(d.at(x), n, dst, a, b, w)
+}
+
+// CombineRows implements compute.Rows.
+func (d *Device) CombineRows(x compute.Tensor, n int, dst, start, src []int32, w []float32) {
+	d.cpu.CombineRows(d.at(x), n, dst, start, src, w)
+}
+
+// SumSquaresRows implements compute.Rows.
+func (d *Device) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {
+	d.wait()
+	d.cpu.SumSquaresRows(out, d.at(x), n, rows)
+}

@@ -482,3 +482,49 @@ extern "C" __global__ void zero(float *x, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = 0.0f;
 }
+
+// ---- Rows of one matrix (compute.Rows; the CPU's are model/compute/rows.go):
+// one thread per value written, every product and sum rounded on its own
+// (the _rn intrinsics, which the compiler never fuses), so that the rows
+// come out as the CPU's, bit for bit.
+
+// interpolate_rows: row dst[i] = a + w[i]·(b − a) for i < count, where
+// idx holds dst, a and b (count each).
+extern "C" __global__ void interpolate_rows(float *x, const int *idx, const float *w, int count, int n) {
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * n) return;
+    int i = (int)(t / n), j = (int)(t % n);
+    float av = x[(long)idx[count + i] * n + j], bv = x[(long)idx[2 * count + i] * n + j];
+    x[(long)idx[i] * n + j] = __fadd_rn(av, __fmul_rn(w[i], __fsub_rn(bv, av)));
+}
+
+// combine_rows: row dst[i] = Σ_k w[k]·row src[k] over k in [start[i],
+// start[i+1]), in the order of k, where idx holds dst (count), start
+// (count + 1) and src.
+extern "C" __global__ void combine_rows(float *x, const int *idx, const float *w, int count, int n) {
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * n) return;
+    int i = (int)(t / n), j = (int)(t % n);
+    const int *start = idx + count, *src = idx + 2 * count + 1;
+    int lo = start[i], hi = start[i + 1];
+    float acc = 0.0f;
+    if (lo < hi) acc = __fmul_rn(w[lo], x[(long)src[lo] * n + j]);
+    for (int k = lo + 1; k < hi; k++) acc = __fadd_rn(acc, __fmul_rn(w[k], x[(long)src[k] * n + j]));
+    x[(long)idx[i] * n + j] = acc;
+}
+
+// sum_squares_rows: one block per listed row, out[i] = Σ x² over row
+// rows[i] in double (NaN or +Inf where the row holds one).
+extern "C" __global__ void sum_squares_rows(double *out, const float *x, const int *rows, int count, int n) {
+    __shared__ double shd[ROW_THREADS];
+    int i = blockIdx.x;
+    if (i >= count) return;
+    const float *r = x + (long)rows[i] * n;
+    double s = 0.0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        double v = r[j];
+        s += v * v;
+    }
+    s = block_sum(s, shd);
+    if (threadIdx.x == 0) out[i] = s;
+}

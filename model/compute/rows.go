@@ -1,0 +1,159 @@
+package compute
+
+import "fmt"
+
+// Rows is the part of a Backend that combines rows of one matrix: the
+// parameter vectors of many peers kept side by side in one tensor (a
+// simulator's peers resident on a device), merged, averaged and checked
+// for all of them in one call instead of one call per peer. The matrix x
+// has rows of n values; row r is x[r·n : (r+1)·n]. Rows are given as
+// int32 indices, the form a device reads them in.
+//
+// The combining kernels round as merge's functions do, every product and
+// every sum to float32 on its own (no fused multiply-add), so that their
+// results are the same bit for bit on every backend and every machine.
+type Rows interface {
+	// InterpolateRows sets row dst[i] = a + w[i]·(b − a), where a is row
+	// a[i] and b is row b[i], for every i: gossip learning's age-weighted
+	// merge (merge.Interpolate). The rows dst[i] must differ from each
+	// other, and no i may read a row another i writes (an i may write a
+	// row it reads).
+	InterpolateRows(x Tensor, n int, dst, a, b []int32, w []float32)
+	// CombineRows sets row dst[i] = Σ_k w[k]·row src[k] over k in
+	// [start[i], start[i+1]), summed in the order of k: the first product,
+	// then each next added (merge.Weighted, Axpy with a weight 1 on the
+	// row itself, Scale, a copy with one weight 1). start has len(dst)+1
+	// entries, rising, from 0 to len(src) = len(w). The same rules of
+	// aliasing as InterpolateRows hold.
+	CombineRows(x Tensor, n int, dst, start, src []int32, w []float32)
+	// SumSquaresRows sets out[i] to Σ x² over row rows[i], accumulated in
+	// float64: NaN or +Inf exactly when the row holds a non-finite value
+	// (a float32's square cannot overflow a float64, nor can a sum of
+	// fewer than 2⁸⁰ of them), so that one call both checks the rows and
+	// gives their norms. The order of summation may differ between
+	// backends (within 1e-9 relative for rows of up to 10⁶ values).
+	SumSquaresRows(out []float64, x Tensor, n int, rows []int32)
+}
+
+// CheckRows panics unless every row index lies in x's rows of n values:
+// the programmer errors that the Rows kernels refuse.
+func CheckRows(name string, x Tensor, n int, lists ...[]int32) {
+	if n <= 0 {
+		panic(fmt.Sprintf("compute: %s with rows of %d values", name, n))
+	}
+	m := x.Len() / n
+	for _, l := range lists {
+		for _, r := range l {
+			if r < 0 || int(r) >= m {
+				panic(fmt.Sprintf("compute: %s: row %d outside the %d rows of %d values", name, r, m, n))
+			}
+		}
+	}
+}
+
+// CheckCombine panics unless a CombineRows call's lists agree.
+func CheckCombine(x Tensor, n int, dst, start, src []int32, w []float32) {
+	CheckRows("CombineRows", x, n, dst, src)
+	if len(start) != len(dst)+1 || start[0] != 0 || int(start[len(dst)]) != len(src) || len(w) != len(src) {
+		panic(fmt.Sprintf("compute: CombineRows: %d rows, %d starts, %d sources, %d weights", len(dst), len(start), len(src), len(w)))
+	}
+	for i := range dst {
+		if start[i+1] < start[i] {
+			panic(fmt.Sprintf("compute: CombineRows: start[%d] = %d > start[%d] = %d", i, start[i], i+1, start[i+1]))
+		}
+	}
+}
+
+// InterpolateRows implements Rows.
+func (c *CPU) InterpolateRows(xt Tensor, n int, dst, a, b []int32, w []float32) {
+	if len(a) != len(dst) || len(b) != len(dst) || len(w) != len(dst) {
+		panic(fmt.Sprintf("compute: InterpolateRows: %d rows, %d a, %d b, %d weights", len(dst), len(a), len(b), len(w)))
+	}
+	CheckRows("InterpolateRows", xt, n, dst, a, b)
+	x := host(xt)
+	ForEach(len(dst), c.rowWorkers(len(dst), n), func(i int) {
+		d, av, bv := x[int(dst[i])*n:][:n], x[int(a[i])*n:][:n], x[int(b[i])*n:][:n]
+		InterpolateInto(d, av, bv, w[i])
+	})
+}
+
+// InterpolateInto sets d = a + w·(b − a), rounding the product apart from
+// the sum (the explicit conversion forbids fusing them): merge's
+// Interpolate and InterpolateRows on every backend. d may alias a or b.
+func InterpolateInto(d, a, b []float32, w float32) {
+	b, d = b[:len(a)], d[:len(a)]
+	for j, av := range a {
+		d[j] = av + float32(w*(b[j]-av))
+	}
+}
+
+// CombineRows implements Rows.
+func (c *CPU) CombineRows(xt Tensor, n int, dst, start, src []int32, w []float32) {
+	CheckCombine(xt, n, dst, start, src, w)
+	x := host(xt)
+	ForEach(len(dst), c.rowWorkers(len(dst), n), func(i int) {
+		lo, hi := int(start[i]), int(start[i+1])
+		d := x[int(dst[i])*n:][:n]
+		if lo == hi {
+			clear(d)
+			return
+		}
+		// Sources may include d itself: read them all before writing,
+		// a block of values at a time.
+		var acc [256]float32
+		for j0 := 0; j0 < n; j0 += len(acc) {
+			blk := acc[:min(len(acc), n-j0)]
+			s0, w0 := x[int(src[lo])*n+j0:][:len(blk)], w[lo]
+			for j, v := range s0 {
+				blk[j] = w0 * v
+			}
+			for k := lo + 1; k < hi; k++ {
+				sk, wk := x[int(src[k])*n+j0:][:len(blk)], w[k]
+				for j, v := range sk {
+					blk[j] += float32(wk * v)
+				}
+			}
+			copy(d[j0:], blk)
+		}
+	})
+}
+
+// SumSquaresRows implements Rows, summing each row as merge.SumSquares
+// does (four running sums).
+func (c *CPU) SumSquaresRows(out []float64, xt Tensor, n int, rows []int32) {
+	if len(out) < len(rows) {
+		panic(fmt.Sprintf("compute: SumSquaresRows of %d rows into %d sums", len(rows), len(out)))
+	}
+	CheckRows("SumSquaresRows", xt, n, rows)
+	x := host(xt)
+	ForEach(len(rows), c.rowWorkers(len(rows), n), func(i int) {
+		out[i] = SumSquares4(x[int(rows[i])*n:][:n])
+	})
+}
+
+// SumSquares4 returns Σ v² over x in float64 with four running sums
+// (merge.SumSquares, SumSquaresRows).
+func SumSquares4(x []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		a, b, c, d := float64(x[i]), float64(x[i+1]), float64(x[i+2]), float64(x[i+3])
+		s0 += a * a
+		s1 += b * b
+		s2 += c * c
+		s3 += d * d
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i]) * float64(x[i])
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// rowWorkers is how many goroutines share count rows of n values: one
+// below a million values, where starting more costs more than it saves.
+func (c *CPU) rowWorkers(count, n int) int {
+	if count*n < 1<<20 {
+		return 1
+	}
+	return c.threads
+}
