@@ -90,12 +90,12 @@ func (a *adpsgd) step(n *Core, m *Message) {
 
 func (a *adpsgd) trainDone(n *Core, r *TrainResult) {
 	if a.outer.cfg.Enabled() {
-		if n.badVector(r.Params, "parameter vector") {
+		if n.badVector(r, r.Params, "parameter vector") {
 			return
 		}
 		a.outer.applyOwn(n.params, a.from, r.Params, 1)
 	} else {
-		if n.badVector(r.Grad, "gradient") {
+		if n.badVector(r, r.Grad, "gradient") {
 			return
 		}
 		merge.Axpy(n.params, -float32(n.cfg.LR), r.Grad)

@@ -22,6 +22,7 @@ package gossip
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -476,11 +477,18 @@ func (n *Core) aggregateEqual(dst []float32, xs [][]float32) bool {
 	return false
 }
 
-// badVector reports whether training returned a vector of the wrong length
-// or with non-finite values, tracing the drop.
-func (n *Core) badVector(v []float32, what string) bool {
-	if len(v) == len(n.params) && merge.Finite(v) {
-		return false
+// badVector reports whether training returned, in r, a vector v of the
+// wrong length or with non-finite values, tracing the drop. A sum the
+// trainer measured says whether v is finite without reading it.
+func (n *Core) badVector(r *TrainResult, v []float32, what string) bool {
+	if len(v) == len(n.params) {
+		if ss, ok := r.measuredSum(v); ok {
+			if !math.IsNaN(ss) && !math.IsInf(ss, 0) {
+				return false
+			}
+		} else if merge.Finite(v) {
+			return false
+		}
 	}
 	n.drop(DropBadTraining, "", "training returned a bad "+what)
 	return true

@@ -260,7 +260,7 @@ func (d *dpsgd) degree() float64 {
 func (d *dpsgd) trainDone(n *Core, r *TrainResult) {
 	if d.cfg.Outer.Enabled() {
 		d.local = r.Params
-		if n.badVector(r.Params, "parameter vector") {
+		if n.badVector(r, r.Params, "parameter vector") {
 			d.local = slices.Clone(n.params) // mix without local progress
 		} else {
 			n.age += float64(r.Examples)
@@ -276,7 +276,7 @@ func (d *dpsgd) trainDone(n *Core, r *TrainResult) {
 		d.tryFinish(n)
 		return
 	}
-	if n.badVector(r.Grad, "gradient") {
+	if n.badVector(r, r.Grad, "gradient") {
 		r.Grad = make([]float32, len(n.params)) // average without a step
 	} else {
 		n.age += float64(r.Examples)

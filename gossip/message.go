@@ -149,4 +149,47 @@ type Message struct {
 	// keyframe marks, in a job with sparse compression, a dense public
 	// copy rather than a compressed step (set by Core.unpack).
 	keyframe bool
+	// sum is Σ x² of Params as the sender's trainer measured it, for a
+	// receiver in the same process (a message that crossed a network was
+	// decoded into new memory, and one whose Params were replaced
+	// carries a sum of other memory: neither matches).
+	sum knownSum
+}
+
+// knownSum is Σ x² of one vector, known without reading it: the vector is
+// named by its first element and length, so that a sum stays with the
+// memory it was measured on (vectors shared in messages are never
+// written in place: Message.Params).
+type knownSum struct {
+	of *float32
+	n  int
+	ss float64
+}
+
+// sumOf returns the known sum of v, measured as ss.
+func sumOf(v []float32, ss float64) knownSum {
+	if len(v) == 0 {
+		return knownSum{}
+	}
+	return knownSum{of: &v[0], n: len(v), ss: ss}
+}
+
+// get returns the sum if it was measured on v.
+func (k knownSum) get(v []float32) (float64, bool) {
+	if k.of == nil || len(v) != k.n || &v[0] != k.of {
+		return 0, false
+	}
+	return k.ss, true
+}
+
+// measuredSum returns the sum the trainer measured on v, if it did.
+func (r *TrainResult) measuredSum(v []float32) (float64, bool) {
+	if !r.Measured {
+		return 0, false
+	}
+	out := r.Params
+	if out == nil {
+		out = r.Grad
+	}
+	return sumOf(out, r.SumSquares).get(v)
 }

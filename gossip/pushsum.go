@@ -219,11 +219,11 @@ func (p *pushSum) tick(n *Core) {
 func (p *pushSum) trainDone(n *Core, r *TrainResult) {
 	switch {
 	case p.cfg.Outer.Enabled():
-		if !n.badVector(r.Params, "parameter vector") {
+		if !n.badVector(r, r.Params, "parameter vector") {
 			p.outer.applyOwn(n.params, p.from, r.Params, float32(p.w)) // x = w·z
 			n.age += float64(r.Examples)
 		}
-	case !n.badVector(r.Grad, "gradient"):
+	case !n.badVector(r, r.Grad, "gradient"):
 		merge.Axpy(n.params, -float32(p.cfg.LR*p.w), r.Grad) // the step on z = x/w is γ
 		n.age += float64(r.Examples)
 	}

@@ -46,6 +46,8 @@ type randomWalk struct {
 	pending *Message // the newest model received while training ran
 	// baseAge is the age of the model the running update started from.
 	baseAge float64
+	// sum is the model's Σ x², where the trainer measured it.
+	sum knownSum
 	// UM keeps update(m) while update(current) runs.
 	umStage  int
 	umParams []float32
@@ -124,7 +126,9 @@ func (w *randomWalk) sendModel(n *Core) {
 	default:
 		// The message shares the model: a random walk replaces n.params
 		// after each update and never writes it in place (Message.Params).
-		n.send(Message{Kind: KindModel, To: p, Params: n.params, Age: n.age})
+		// It carries the sum the trainer measured, if it did, for a
+		// receiver in this process.
+		n.send(Message{Kind: KindModel, To: p, Params: n.params, Age: n.age, sum: w.sum})
 	}
 }
 
@@ -213,7 +217,7 @@ func (w *randomWalk) trainDone(n *Core, r *TrainResult) {
 		w.localDone(n, r)
 		return
 	}
-	if n.badVector(r.Params, "parameter vector") {
+	if n.badVector(r, r.Params, "parameter vector") {
 		w.umStage = 0
 		w.resume(n)
 		return
@@ -226,12 +230,17 @@ func (w *randomWalk) trainDone(n *Core, r *TrainResult) {
 		return
 	}
 	age := w.baseAge + float64(r.Examples)
+	ss, measured := r.measuredSum(r.Params)
 	if w.umStage == 2 {
 		w.umStage = 0
 		age = merge.AgeWeighted(r.Params, r.Params, age, w.umParams, w.umAge)
-		w.umParams = nil
+		w.umParams, measured = nil, false
 	}
 	n.params, n.age = r.Params, age
+	w.sum = knownSum{}
+	if measured {
+		w.sum = sumOf(n.params, ss)
+	}
 	if w.partAge != nil { // every partition saw the update's examples
 		var sum float64
 		for k := range w.partAge {
@@ -381,7 +390,7 @@ func (w *randomWalk) outerTick(n *Core) {
 // localDone keeps the H local steps' result and sends it to a random
 // peer.
 func (w *randomWalk) localDone(n *Core, r *TrainResult) {
-	if n.badVector(r.Params, "parameter vector") {
+	if n.badVector(r, r.Params, "parameter vector") {
 		w.local = slices.Clone(n.params) // mix without local progress
 	} else {
 		w.local = r.Params

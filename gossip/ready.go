@@ -52,6 +52,16 @@ type TrainResult struct {
 	Examples int
 	// Loss is the mean training loss.
 	Loss float64
+	// Measured says that the trainer measured SumSquares where it
+	// trained: Σ x², in float64, of the vector the request's op returns
+	// (Params for OpUpdate, Grad for the others), NaN or +Inf when that
+	// vector holds a non-finite value. The core then checks the vector by
+	// it instead of reading it again on its own goroutine (a simulator's
+	// batch measures its results on the device, compute.Rows), and hands
+	// it on with the model to receivers in the same process, which check
+	// the model's norm by it (Message).
+	Measured   bool
+	SumSquares float64
 }
 
 // Skip is the result of a request answered without training (a paused

@@ -152,13 +152,13 @@ func (s *sfb) trainDone(n *Core, r *TrainResult) {
 	if s.outer.cfg.Enabled() {
 		// The pseudo-gradient x − y of the H local steps (none for a bad
 		// result).
-		if n.badVector(r.Params, "parameter vector") {
+		if n.badVector(r, r.Params, "parameter vector") {
 			r.Params = n.params
 		}
 		r.Grad = slices.Clone(n.params)
 		merge.Axpy(r.Grad, -1, r.Params)
 	}
-	if n.badVector(r.Grad, "gradient") {
+	if n.badVector(r, r.Grad, "gradient") {
 		r.Grad, r.Factors = make([]float32, len(n.params)), nil
 	}
 	n.age += float64(r.Examples)

@@ -95,6 +95,9 @@ func (n *Core) validate(m *Message) error {
 	if len(m.Params) != want {
 		return invalid("shape", "%d parameters, want %d", len(m.Params), want)
 	}
+	if ss, ok := m.sum.get(m.Params); ok {
+		return n.checkSum("parameters", m.Params, ss)
+	}
 	return n.checkValues("parameters", m.Params)
 }
 
@@ -104,7 +107,11 @@ func (n *Core) checkValues(what string, v []float32) error {
 	if len(v) == 0 {
 		return nil
 	}
-	ss := merge.SumSquares(v)
+	return n.checkSum(what, v, merge.SumSquares(v))
+}
+
+// checkSum is checkValues for a vector v whose Σ x² is ss.
+func (n *Core) checkSum(what string, v []float32, ss float64) error {
 	if math.IsNaN(ss) || math.IsInf(ss, 0) {
 		if !merge.Finite(v) {
 			return invalid("non_finite", "non-finite %s", what)

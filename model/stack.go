@@ -47,6 +47,7 @@ type Stack struct {
 	sq        []float64
 	rowScales []float32
 	norms     []float64 // ClippedGradRows' squared norms
+	iota      []int32   // 0, 1, 2, …: the rows of SumSquares
 
 	net *netStack // a layered network's (stack_net.go), else nil
 }
@@ -126,6 +127,21 @@ func (s *Stack) Store(dst [][]float32) {
 	for i, d := range dst {
 		copy(d[:s.size], s.stage[i*s.size:(i+1)*s.size])
 	}
+}
+
+// SumSquares sets out[i] to Σ x² over the parameters of model i, for
+// models 0 to len(out)−1, in float64 on the backend (compute.Rows): NaN
+// or +Inf for a model holding a non-finite value. A batch of trained
+// models is checked this way where it trained, in one call.
+func (s *Stack) SumSquares(out []float64) {
+	k := len(out)
+	if k > s.n {
+		panic(fmt.Sprintf("model: SumSquares of %d models from a stack holding %d", k, s.n))
+	}
+	for len(s.iota) < k {
+		s.iota = append(s.iota, int32(len(s.iota)))
+	}
+	s.be.SumSquaresRows(out, s.params.Slice(0, k*s.size), s.size, s.iota[:k])
 }
 
 // ensure makes the stack hold k models, keeping those it holds.

@@ -23,6 +23,7 @@ type BatchWorkspace struct {
 	labels []int32
 	lr     []float32
 	loss   []float64
+	sums   []float64 // the trained models' Σ x² (TrainResult.SumSquares)
 	params [][]float32
 	grads  [][]float32
 	counts []int       // DP-SGD: each share's rows of its lot
@@ -159,8 +160,8 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 		if err := ws.run(jobs[lo:hi]); err != nil {
 			return nil, err
 		}
-		for _, j := range jobs[lo:hi] {
-			res := &gossip.TrainResult{ID: j.req.ID, Params: j.req.Params, Examples: j.steps * j.bs}
+		for i, j := range jobs[lo:hi] {
+			res := &gossip.TrainResult{ID: j.req.ID, Params: j.req.Params, Examples: j.steps * j.bs, Measured: true, SumSquares: ws.sums[i]}
 			if j.steps > 0 {
 				res.Loss = j.loss / float64(j.steps)
 			}
@@ -221,6 +222,9 @@ func (w *BatchWorkspace) run(jobs []*batchJob) error {
 			j.loss += w.loss[i]
 		}
 	}
+	// Measured on the device, before the models come back (TrainResult.Measured).
+	w.sums = slices.Grow(w.sums[:0], len(jobs))[:len(jobs)]
+	w.stack.SumSquares(w.sums)
 	w.stack.Store(w.params)
 	return nil
 }
@@ -256,5 +260,6 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 			out[j.i].Factors = factors[i]
 		}
 	}
+	eachJob(len(jobs), func(i int) { measure(out[jobs[i].i], w.grads[i]) })
 	return nil
 }

@@ -91,12 +91,14 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 		for _, j := range jobs {
 			out[j.i] = &gossip.TrainResult{ID: j.req.ID, Params: j.req.Params, Examples: j.examples}
 		}
+		eachJob(len(jobs), func(i int) { measure(out[jobs[i].i], jobs[i].req.Params) })
 		return nil
 	}
 	st.AddRegGrads(grads)
 	for i, j := range jobs {
 		out[j.i] = &gossip.TrainResult{ID: j.req.ID, Grad: grads[i], Examples: j.examples}
 	}
+	eachJob(len(jobs), func(i int) { measure(out[jobs[i].i], grads[i]) })
 	return nil
 }
 

@@ -150,6 +150,8 @@ func TestRunBatchAsRun(t *testing.T) {
 			if !slices.Equal(g.Params, want.Params) && slices.Equal(g.Params, reqs[i].Params) {
 				t.Errorf("%v request %d: the batch did not train", spec, i)
 			}
+			checkMeasured(t, "batched", g)
+			checkMeasured(t, "alone", want)
 			k1, k2 := together[i].nextRows(), tr.nextRows()
 			if k1 != k2 || !slices.Equal(together[i].rows[:k1], tr.rows[:k2]) {
 				t.Errorf("%v request %d: the next minibatch differs after the batch: %v, alone %v", spec, i, together[i].rows[:k1], tr.rows[:k2])
@@ -218,6 +220,8 @@ func TestRunBatchDPAsRun(t *testing.T) {
 			if reqs[i].Op == gossip.OpUpdate && slices.Equal(g.Params, reqs[i].Params) {
 				t.Errorf("%v request %d: the batch did not train", spec, i)
 			}
+			checkMeasured(t, "batched", g)
+			checkMeasured(t, "alone", want)
 			if a, b := together[i].cfg.DPSource.Float64(), tr.cfg.DPSource.Float64(); a != b {
 				t.Errorf("%v request %d: the sources' next draws differ after the batch: %v, alone %v", spec, i, a, b)
 			}
@@ -287,5 +291,46 @@ func TestEachJob(t *testing.T) {
 				t.Fatalf("k=%d: job %d ran %d times", k, i, n)
 			}
 		}
+	}
+}
+
+// checkMeasured fails t unless r carries the Σ x² of the vector it
+// returns, measured where it trained (TrainResult.Measured), as the
+// core would compute it.
+func checkMeasured(t *testing.T, what string, r *gossip.TrainResult) {
+	t.Helper()
+	v := r.Params
+	if v == nil {
+		v = r.Grad
+	}
+	if want := compute.SumSquares4(v); !r.Measured || r.SumSquares != want {
+		t.Errorf("%s result %d: measured %v, Σx² %v; want %v", what, r.ID, r.Measured, r.SumSquares, want)
+	}
+}
+
+// TestRunBatchMeasuresOnDevice: a batch trained on a device measures its
+// models there (model.Stack.SumSquares, one call for the batch), to the
+// CPU's bits on the emulated device.
+func TestRunBatchMeasuresOnDevice(t *testing.T) {
+	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
+	m, err := model.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainers, reqs := batchFleet(t, spec, m)
+	dev := backendtest.NewDevice()
+	st, err := model.NewStack(spec, 8, model.WithBackend(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := RunBatch(NewBatchWorkspace(st), trainers, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out {
+		checkMeasured(t, "on the device", r)
+	}
+	if dev.Stats().HostOut == 0 {
+		t.Error("nothing ran on the device")
 	}
 }

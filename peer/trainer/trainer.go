@@ -177,6 +177,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 		}
 		res.Params = req.Params // the request owns this copy; reuse it
 		t.model.StoreParams(res.Params)
+		measure(res, res.Params)
 	case gossip.OpGradient, gossip.OpFactors:
 		if t.cfg.DP.Enabled() {
 			if req.Op == gossip.OpFactors && len(req.FactorLayers) > 0 {
@@ -184,6 +185,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			}
 			res.Grad = make([]float32, t.model.NumParams())
 			res.Examples = t.dpGradient(res.Grad)
+			measure(res, res.Grad)
 			return res, nil
 		}
 		k := t.nextRows()
@@ -195,6 +197,7 @@ func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 			res.Loss = t.model.GradientOn(compute.Host(res.Grad), x, t.yb[:k], k)
 		}
 		res.Examples = k
+		measure(res, res.Grad)
 	default:
 		return nil, fmt.Errorf("trainer: unknown op %d", req.Op)
 	}
@@ -330,4 +333,10 @@ func (t *Trainer) drawLot(rows []int, y []int32) ([]int, []int32) {
 		}
 	}
 	return rows, y
+}
+
+// measure records v's Σ x² in r (gossip.TrainResult.Measured), here,
+// where v was computed, rather than on the goroutine of the peer's core.
+func measure(r *gossip.TrainResult, v []float32) {
+	r.SumSquares, r.Measured = compute.SumSquares4(v), true
 }
