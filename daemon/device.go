@@ -21,6 +21,7 @@ func (n *Node) train(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 	if n.onCPU || n.cfg.device.Device == "cpu" {
 		return n.peer.Run(req)
 	}
+	req.Resolve()
 	params := slices.Clone(req.Params) // a failure may leave req's half written
 	r, err := n.tryDevice(req)
 	var failed *deviceFailure

@@ -70,6 +70,7 @@ func (h *harness) drain(i int) {
 			h.queue = append(h.queue, m)
 		}
 		if rd.Train != nil {
+			rd.Train.Resolve() // as a shell does first
 			quiet := nd.QuietTrainDone()
 			nd.TrainDone(h.train(i, rd.Train))
 			if quiet && len(nd.Ready().Messages) > 0 {

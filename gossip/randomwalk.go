@@ -181,6 +181,18 @@ func (w *randomWalk) process(n *Core, m *Message) {
 		w.baseAge = m.Age
 		n.train(OpUpdate, m.Params, steps, nil).Age = w.baseAge
 	case "mu":
+		if !w.cfg.robust() && w.cfg.Subsample == 0 && w.cfg.Partitions == 0 {
+			// The age-weighted merge of whole models is left to
+			// whoever runs the request (TrainRequest.Resolve), off
+			// this goroutine; the model and the message are only read.
+			omega := merge.AgeWeight(n.age, m.Age)
+			w.baseAge = math.Max(n.age, m.Age)
+			n.trace("merge", m.From, "", omega)
+			req := n.trainOwned(OpUpdate, n.params, steps, nil)
+			req.MixWith, req.MixWeight, req.Age = m.Params, float32(omega), w.baseAge
+			n.keep()
+			return
+		}
 		merged := make([]float32, len(n.params))
 		var omega float64
 		switch {
@@ -192,16 +204,13 @@ func (w *randomWalk) process(n *Core, m *Message) {
 			omega = merge.AgeWeight(n.age, m.Age)
 			merge.InterpolateAt(merged, m.Indices, m.Params, float32(omega))
 			w.baseAge = math.Max(n.age, m.Age)
-		case w.cfg.Partitions > 0:
+		default: // partitions
 			copy(merged, n.params)
 			k := int(m.Partition)
 			omega = merge.AgeWeight(w.partAge[k], m.Age)
 			merge.InterpolateStrided(merged, k, w.cfg.Partitions, m.Params, float32(omega))
 			w.partAge[k] = math.Max(w.partAge[k], m.Age)
 			w.baseAge = n.age
-		default:
-			w.baseAge = merge.AgeWeighted(merged, n.params, n.age, m.Params, m.Age)
-			omega = merge.AgeWeight(n.age, m.Age)
 		}
 		n.trace("merge", m.From, "", omega)
 		n.trainOwned(OpUpdate, merged, steps, nil).Age = w.baseAge // merged is this request's alone

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 )
 
@@ -27,8 +28,17 @@ type TrainRequest struct {
 	// ID matches the result to the request.
 	ID uint64
 	Op TrainOp
-	// Params is the starting point; the request owns this copy.
+	// Params is the starting point; the request owns this copy, unless
+	// MixWith is set.
 	Params []float32
+	// MixWith, when set, moves the starting point to Params + MixWeight·
+	// (MixWith − Params) (merge.Interpolate): random walk's age-weighted
+	// merge, left to whoever runs the request (Resolve), so that it runs
+	// where training runs, beside a simulator's event loop or on its
+	// device, instead of on the core's goroutine. Params and MixWith are
+	// then shared with the core and a message, and only read.
+	MixWith   []float32
+	MixWeight float32
 	// Steps of local SGD for OpUpdate; 0 means one pass over the local data.
 	Steps int
 	// Age is the number of examples the starting model has seen (random
@@ -64,12 +74,25 @@ type TrainResult struct {
 	SumSquares float64
 }
 
+// Resolve gives r a starting point of its own: the mix MixWith asks
+// for, in a new vector that becomes Params. A request without MixWith is
+// left as it is. Whoever runs a request resolves it first.
+func (r *TrainRequest) Resolve() {
+	if r.MixWith == nil {
+		return
+	}
+	out := make([]float32, len(r.Params))
+	merge.Interpolate(out, r.Params, r.MixWith, r.MixWeight)
+	r.Params, r.MixWith, r.MixWeight = out, nil, 0
+}
+
 // Skip is the result of a request answered without training (a paused
 // peer): the starting parameters for OpUpdate, a zero gradient for
 // OpGradient and OpFactors, no examples. The protocol carries on as if
 // the step had been taken with a learning rate of zero: it still
 // averages, forwards and pushes.
 func (r *TrainRequest) Skip() *TrainResult {
+	r.Resolve()
 	s := &TrainResult{ID: r.ID}
 	if r.Op == OpUpdate {
 		s.Params = slices.Clone(r.Params)

@@ -420,6 +420,7 @@ func (s *scenario) ready() string {
 			fmt.Fprintf(&b, "commit age=%g round=%d updates=%d\n", c.Age, c.Round, c.Updates)
 		}
 		if r := rd.Train; r != nil {
+			r.Resolve() // as a shell does first
 			s.req = r
 			op := map[gossip.TrainOp]string{gossip.OpUpdate: "update", gossip.OpGradient: "gradient", gossip.OpFactors: "factors"}[r.Op]
 			fmt.Fprintf(&b, "train #%d %s steps=%d age=%g params=%s", r.ID, op, r.Steps, r.Age, floats(r.Params))

@@ -92,6 +92,7 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 	}
 	st := ws.stack
 	spec := st.Spec()
+	eachJob(len(reqs), func(i int) { reqs[i].Resolve() }) // the merges, side by side
 	jobs := make([]*batchJob, len(reqs))
 	for i, req := range reqs {
 		t := trainers[i]

@@ -135,6 +135,7 @@ func New(ws *Workspace, data *Data, rng *rand.Rand, cfg Config) (*Trainer, error
 
 // Run carries out one request.
 func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
+	req.Resolve()
 	if err := t.model.SetParams(req.Params); err != nil {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
