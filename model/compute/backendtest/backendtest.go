@@ -27,6 +27,10 @@
 //   - LossSums: probabilities and gradients equal to the returning
 //     kernels' on the same backend; the sum within 1e-9 relative of
 //     their losses (and the weighted sums of squares) added up.
+//   - Rows: InterpolateRows and CombineRows bit for bit against float32
+//     code that rounds each product and sum on its own, on host and
+//     device tensors; SumSquaresRows ≤ 1e-9 relative, NaN and +Inf for
+//     rows holding them.
 //   - A training step (TrainSteps): parameters within 1e-4 relative to the
 //     largest parameter of the pure-Go CPU backend's after the same steps.
 package backendtest
