@@ -144,9 +144,12 @@ func (d *dpsgd) begin(n *Core) {
 			d.sec.begin(n, d, n.params)
 		} // else once the local steps are taken (trainDone)
 	} else if d.choco == nil && !d.cfg.Outer.Enabled() && len(d.order) > 0 {
-		sent := slices.Clone(n.params)
+		// The copy is measured as it is made, for receivers in this
+		// process (Message): they check its norm by that.
+		sent := make([]float32, len(n.params))
+		sum := sumOf(sent, merge.CopySumSquares(sent, n.params))
 		for _, p := range d.order {
-			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg})
+			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg, sum: sum})
 		}
 	}
 	if d.cfg.Outer.Enabled() {
