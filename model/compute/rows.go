@@ -2,30 +2,32 @@ package compute
 
 import "fmt"
 
-// Rows is the part of a Backend that combines rows of one matrix: the
+// Rows is the part of a Backend that combines rows of matrices: the
 // parameter vectors of many peers kept side by side in one tensor (a
 // simulator's peers resident on a device), merged, averaged and checked
-// for all of them in one call instead of one call per peer. The matrix x
-// has rows of n values; row r is x[r·n : (r+1)·n]. Rows are given as
-// int32 indices, the form a device reads them in.
+// for all of them in one call instead of one call per peer. The kernels
+// read rows of a matrix src and write rows of a matrix dst, both of rows
+// of n values (row r is x[r·n : (r+1)·n]); dst and src may be the same
+// tensor. Rows are given as int32 indices, the form a device reads them
+// in.
 //
 // The combining kernels round as merge's functions do, every product and
 // every sum to float32 on its own (no fused multiply-add), so that their
 // results are the same bit for bit on every backend and every machine.
 type Rows interface {
-	// InterpolateRows sets row dst[i] = a + w[i]·(b − a), where a is row
-	// a[i] and b is row b[i], for every i: gossip learning's age-weighted
-	// merge (merge.Interpolate). The rows dst[i] must differ from each
-	// other, and no i may read a row another i writes (an i may write a
-	// row it reads).
-	InterpolateRows(x Tensor, n int, dst, a, b []int32, w []float32)
-	// CombineRows sets row dst[i] = Σ_k w[k]·row src[k] over k in
-	// [start[i], start[i+1]), summed in the order of k: the first product,
-	// then each next added (merge.Weighted, Axpy with a weight 1 on the
-	// row itself, Scale, a copy with one weight 1). start has len(dst)+1
-	// entries, rising, from 0 to len(src) = len(w). The same rules of
-	// aliasing as InterpolateRows hold.
-	CombineRows(x Tensor, n int, dst, start, src []int32, w []float32)
+	// InterpolateRows sets row rows[i] of dst to a + w[i]·(b − a), where
+	// a is row a[i] and b is row b[i] of src, for every i: gossip
+	// learning's age-weighted merge (merge.Interpolate). The rows written
+	// must differ from each other and, when dst is src, no i may read a
+	// row another i writes (an i may write a row it reads).
+	InterpolateRows(dst, src Tensor, n int, rows, a, b []int32, w []float32)
+	// CombineRows sets row rows[i] of dst to Σ_k w[k]·(row from[k] of
+	// src) over k in [start[i], start[i+1]), summed in the order of k:
+	// the first product, then each next added (merge.Weighted, Axpy with
+	// a weight 1 on the row itself, Scale, a copy with one weight 1).
+	// start has len(rows)+1 entries, rising, from 0 to len(from) = len(w).
+	// The same rules of aliasing as InterpolateRows hold.
+	CombineRows(dst, src Tensor, n int, rows, start, from []int32, w []float32)
 	// SumSquaresRows sets out[i] to Σ x² over row rows[i], accumulated in
 	// float64: NaN or +Inf exactly when the row holds a non-finite value
 	// (a float32's square cannot overflow a float64, nor can a sum of
@@ -51,13 +53,25 @@ func CheckRows(name string, x Tensor, n int, lists ...[]int32) {
 	}
 }
 
-// CheckCombine panics unless a CombineRows call's lists agree.
-func CheckCombine(x Tensor, n int, dst, start, src []int32, w []float32) {
-	CheckRows("CombineRows", x, n, dst, src)
-	if len(start) != len(dst)+1 || start[0] != 0 || int(start[len(dst)]) != len(src) || len(w) != len(src) {
-		panic(fmt.Sprintf("compute: CombineRows: %d rows, %d starts, %d sources, %d weights", len(dst), len(start), len(src), len(w)))
+// CheckInterpolate panics unless an InterpolateRows call's lists agree
+// and lie in its matrices.
+func CheckInterpolate(dst, src Tensor, n int, rows, a, b []int32, w []float32) {
+	if len(a) != len(rows) || len(b) != len(rows) || len(w) != len(rows) {
+		panic(fmt.Sprintf("compute: InterpolateRows: %d rows, %d a, %d b, %d weights", len(rows), len(a), len(b), len(w)))
 	}
-	for i := range dst {
+	CheckRows("InterpolateRows", dst, n, rows)
+	CheckRows("InterpolateRows", src, n, a, b)
+}
+
+// CheckCombine panics unless a CombineRows call's lists agree and lie in
+// its matrices.
+func CheckCombine(dst, src Tensor, n int, rows, start, from []int32, w []float32) {
+	CheckRows("CombineRows", dst, n, rows)
+	CheckRows("CombineRows", src, n, from)
+	if len(start) != len(rows)+1 || start[0] != 0 || int(start[len(rows)]) != len(from) || len(w) != len(from) {
+		panic(fmt.Sprintf("compute: CombineRows: %d rows, %d starts, %d sources, %d weights", len(rows), len(start), len(from), len(w)))
+	}
+	for i := range rows {
 		if start[i+1] < start[i] {
 			panic(fmt.Sprintf("compute: CombineRows: start[%d] = %d > start[%d] = %d", i, start[i], i+1, start[i+1]))
 		}
@@ -65,15 +79,11 @@ func CheckCombine(x Tensor, n int, dst, start, src []int32, w []float32) {
 }
 
 // InterpolateRows implements Rows.
-func (c *CPU) InterpolateRows(xt Tensor, n int, dst, a, b []int32, w []float32) {
-	if len(a) != len(dst) || len(b) != len(dst) || len(w) != len(dst) {
-		panic(fmt.Sprintf("compute: InterpolateRows: %d rows, %d a, %d b, %d weights", len(dst), len(a), len(b), len(w)))
-	}
-	CheckRows("InterpolateRows", xt, n, dst, a, b)
-	x := host(xt)
-	ForEach(len(dst), c.rowWorkers(len(dst), n), func(i int) {
-		d, av, bv := x[int(dst[i])*n:][:n], x[int(a[i])*n:][:n], x[int(b[i])*n:][:n]
-		InterpolateInto(d, av, bv, w[i])
+func (c *CPU) InterpolateRows(dt, st Tensor, n int, rows, a, b []int32, w []float32) {
+	CheckInterpolate(dt, st, n, rows, a, b, w)
+	d, s := host(dt), host(st)
+	ForEach(len(rows), c.rowWorkers(len(rows), n), func(i int) {
+		InterpolateInto(d[int(rows[i])*n:][:n], s[int(a[i])*n:][:n], s[int(b[i])*n:][:n], w[i])
 	})
 }
 
@@ -88,12 +98,12 @@ func InterpolateInto(d, a, b []float32, w float32) {
 }
 
 // CombineRows implements Rows.
-func (c *CPU) CombineRows(xt Tensor, n int, dst, start, src []int32, w []float32) {
-	CheckCombine(xt, n, dst, start, src, w)
-	x := host(xt)
-	ForEach(len(dst), c.rowWorkers(len(dst), n), func(i int) {
+func (c *CPU) CombineRows(dt, st Tensor, n int, rows, start, from []int32, w []float32) {
+	CheckCombine(dt, st, n, rows, start, from, w)
+	x, s := host(dt), host(st)
+	ForEach(len(rows), c.rowWorkers(len(rows), n), func(i int) {
 		lo, hi := int(start[i]), int(start[i+1])
-		d := x[int(dst[i])*n:][:n]
+		d := x[int(rows[i])*n:][:n]
 		if lo == hi {
 			clear(d)
 			return
@@ -103,12 +113,12 @@ func (c *CPU) CombineRows(xt Tensor, n int, dst, start, src []int32, w []float32
 		var acc [256]float32
 		for j0 := 0; j0 < n; j0 += len(acc) {
 			blk := acc[:min(len(acc), n-j0)]
-			s0, w0 := x[int(src[lo])*n+j0:][:len(blk)], w[lo]
+			s0, w0 := s[int(from[lo])*n+j0:][:len(blk)], w[lo]
 			for j, v := range s0 {
 				blk[j] = w0 * v
 			}
 			for k := lo + 1; k < hi; k++ {
-				sk, wk := x[int(src[k])*n+j0:][:len(blk)], w[k]
+				sk, wk := s[int(from[k])*n+j0:][:len(blk)], w[k]
 				for j, v := range sk {
 					blk[j] += float32(wk * v)
 				}

@@ -314,13 +314,13 @@ func (d *Device) AddSumSquares(s compute.LossSum, w float64, x compute.Tensor) {
 }
 
 // InterpolateRows implements compute.Rows.
-func (d *Device) InterpolateRows(x compute.Tensor, n int, dst, a, b []int32, w []float32) {
-	d.cpu.InterpolateRows(d.at(x), n, dst, a, b, w)
+func (d *Device) InterpolateRows(dst, src compute.Tensor, n int, rows, a, b []int32, w []float32) {
+	d.cpu.InterpolateRows(d.at(dst), d.at(src), n, rows, a, b, w)
 }
 
 // CombineRows implements compute.Rows.
-func (d *Device) CombineRows(x compute.Tensor, n int, dst, start, src []int32, w []float32) {
-	d.cpu.CombineRows(d.at(x), n, dst, start, src, w)
+func (d *Device) CombineRows(dst, src compute.Tensor, n int, rows, start, from []int32, w []float32) {
+	d.cpu.CombineRows(d.at(dst), d.at(src), n, rows, start, from, w)
 }
 
 // SumSquaresRows implements compute.Rows.

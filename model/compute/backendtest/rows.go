@@ -48,7 +48,7 @@ func rows(t T, be compute.Backend, rng *rand.Rand) {
 					d[j] = av[j] + float32(w[i]*diff)
 				}
 			}
-			got := run(func(t compute.Tensor) { be.InterpolateRows(t, n, dst, a, b, w) })
+			got := run(func(t compute.Tensor) { be.InterpolateRows(t, t, n, dst, a, b, w) })
 			if j := firstDiff(got, want); j >= 0 {
 				t.Errorf("%s: InterpolateRows (%s, rows of %d): value %d (row %d) = %v, want %v", name, where, n, j, j/n, got[j], want[j])
 				return
@@ -75,14 +75,54 @@ func rows(t T, be compute.Backend, rng *rand.Rand) {
 				}
 				copy(out, acc)
 			}
-			got = run(func(t compute.Tensor) { be.CombineRows(t, n, cdst, start, src, cw) })
+			got = run(func(t compute.Tensor) { be.CombineRows(t, t, n, cdst, start, src, cw) })
 			if j := firstDiff(got, want); j >= 0 {
 				t.Errorf("%s: CombineRows (%s, rows of %d): value %d (row %d) = %v, want %v", name, where, n, j, j/n, got[j], want[j])
 				return
 			}
-			got = run(func(t compute.Tensor) { be.CombineRows(t, n, nil, []int32{0}, nil, nil) })
+			got = run(func(t compute.Tensor) { be.CombineRows(t, t, n, nil, []int32{0}, nil, nil) })
 			if j := firstDiff(got, x); j >= 0 {
 				t.Errorf("%s: CombineRows of no rows (%s) changed value %d", name, where, j)
+				return
+			}
+		}
+
+		// From one matrix into another (host and device each): rows 1 and
+		// 3 of a 4-row dst from rows of x; rows 0 and 2 stay.
+		for _, where := range [][2]bool{{false, false}, {true, true}, {false, true}, {true, false}} {
+			out0 := randSlice(rng, 4*n)
+			two := func(f func(dst, src compute.Tensor)) []float32 {
+				out := slices.Clone(out0)
+				dt, st := compute.Host(out), compute.Host(x)
+				if where[0] {
+					dt = be.Load(out)
+					defer be.Free(dt)
+				}
+				if where[1] {
+					st = be.Load(x)
+					defer be.Free(st)
+				}
+				f(dt, st)
+				if where[0] {
+					be.Store(out, dt)
+				}
+				return out
+			}
+			want := slices.Clone(out0)
+			a, b := row(x, 4), row(x, 7)
+			for j := range row(want, 1) {
+				row(want, 1)[j] = a[j] + float32(0.25*(b[j]-a[j]))
+			}
+			for j := range row(want, 3) {
+				p := float32(0.5 * row(x, 8)[j])
+				row(want, 3)[j] = p + float32(-1*row(x, 0)[j])
+			}
+			got := two(func(d, s compute.Tensor) {
+				be.InterpolateRows(d, s, n, []int32{1}, []int32{4}, []int32{7}, []float32{0.25})
+				be.CombineRows(d, s, n, []int32{3}, []int32{0, 2}, []int32{8, 0}, []float32{0.5, -1})
+			})
+			if j := firstDiff(got, want); j >= 0 {
+				t.Errorf("%s: Rows from one matrix into another (dst on the device %v, src %v, rows of %d): value %d (row %d) = %v, want %v", name, where[0], where[1], n, j, j/n, got[j], want[j])
 				return
 			}
 		}

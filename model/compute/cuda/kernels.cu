@@ -488,29 +488,29 @@ extern "C" __global__ void zero(float *x, long n) {
 // (the _rn intrinsics, which the compiler never fuses), so that the rows
 // come out as the CPU's, bit for bit.
 
-// interpolate_rows: row dst[i] = a + w[i]·(b − a) for i < count, where
-// idx holds dst, a and b (count each).
-extern "C" __global__ void interpolate_rows(float *x, const int *idx, const float *w, int count, int n) {
+// interpolate_rows: row rows[i] of dst = a + w[i]·(b − a) for i < count,
+// a and b rows of src, where idx holds rows, a and b (count each).
+extern "C" __global__ void interpolate_rows(float *dst, const float *src, const int *idx, const float *w, int count, int n) {
     long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long)count * n) return;
     int i = (int)(t / n), j = (int)(t % n);
-    float av = x[(long)idx[count + i] * n + j], bv = x[(long)idx[2 * count + i] * n + j];
-    x[(long)idx[i] * n + j] = __fadd_rn(av, __fmul_rn(w[i], __fsub_rn(bv, av)));
+    float av = src[(long)idx[count + i] * n + j], bv = src[(long)idx[2 * count + i] * n + j];
+    dst[(long)idx[i] * n + j] = __fadd_rn(av, __fmul_rn(w[i], __fsub_rn(bv, av)));
 }
 
-// combine_rows: row dst[i] = Σ_k w[k]·row src[k] over k in [start[i],
-// start[i+1]), in the order of k, where idx holds dst (count), start
-// (count + 1) and src.
-extern "C" __global__ void combine_rows(float *x, const int *idx, const float *w, int count, int n) {
+// combine_rows: row rows[i] of dst = Σ_k w[k]·(row from[k] of src) over
+// k in [start[i], start[i+1]), in the order of k, where idx holds rows
+// (count), start (count + 1) and from.
+extern "C" __global__ void combine_rows(float *dst, const float *src, const int *idx, const float *w, int count, int n) {
     long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long)count * n) return;
     int i = (int)(t / n), j = (int)(t % n);
-    const int *start = idx + count, *src = idx + 2 * count + 1;
+    const int *start = idx + count, *from = idx + 2 * count + 1;
     int lo = start[i], hi = start[i + 1];
     float acc = 0.0f;
-    if (lo < hi) acc = __fmul_rn(w[lo], x[(long)src[lo] * n + j]);
-    for (int k = lo + 1; k < hi; k++) acc = __fadd_rn(acc, __fmul_rn(w[k], x[(long)src[k] * n + j]));
-    x[(long)idx[i] * n + j] = acc;
+    if (lo < hi) acc = __fmul_rn(w[lo], src[(long)from[lo] * n + j]);
+    for (int k = lo + 1; k < hi; k++) acc = __fadd_rn(acc, __fmul_rn(w[k], src[(long)from[k] * n + j]));
+    dst[(long)idx[i] * n + j] = acc;
 }
 
 // sum_squares_rows: one block per listed row, out[i] = Σ x² over row

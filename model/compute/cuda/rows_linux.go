@@ -31,33 +31,43 @@ func (b *Backend) uploadRowArgs(w []float32, lists ...[]int32) (idx, wp uint64) 
 }
 
 // InterpolateRows implements compute.Rows.
-func (b *Backend) InterpolateRows(x compute.Tensor, n int, dst, a, bb []int32, w []float32) {
-	if len(a) != len(dst) || len(bb) != len(dst) || len(w) != len(dst) {
-		panic("cuda: InterpolateRows: lists of different lengths")
-	}
-	compute.CheckRows("InterpolateRows", x, n, dst, a, bb)
-	if len(dst) == 0 {
+func (b *Backend) InterpolateRows(dst, src compute.Tensor, n int, rows, a, bb []int32, w []float32) {
+	compute.CheckInterpolate(dst, src, n, rows, a, bb, w)
+	if len(rows) == 0 {
 		return
 	}
 	defer b.enter()()
-	px, done := b.ptr(x, 0, true, true)
-	idx, wp := b.uploadRowArgs(w, dst, a, bb)
-	count, nn := int32(len(dst)), int32(n)
-	b.launch("interpolate_rows", blocks(len(dst)*n, threads), threads, arg(&px), arg(&idx), arg(&wp), arg(&count), arg(&nn))
+	pd, ps, done := b.rowTensors(dst, src)
+	idx, wp := b.uploadRowArgs(w, rows, a, bb)
+	count, nn := int32(len(rows)), int32(n)
+	b.launch("interpolate_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&wp), arg(&count), arg(&nn))
 	done()
 }
 
+// rowTensors returns the device addresses of a Rows kernel's dst and src
+// (one address where they are the same host tensor) and the function
+// that copies dst back where it is on the host.
+func (b *Backend) rowTensors(dst, src compute.Tensor) (pd, ps uint64, done func()) {
+	if dst.OnHost() && src.OnHost() && dst.Len() > 0 && src.Len() > 0 && &dst.HostSlice()[0] == &src.HostSlice()[0] && dst.Len() == src.Len() {
+		pd, done = b.ptr(dst, 0, true, true)
+		return pd, pd, done
+	}
+	pd, done = b.ptr(dst, 0, true, true)
+	ps, _ = b.ptr(src, 1, true, false)
+	return pd, ps, done
+}
+
 // CombineRows implements compute.Rows.
-func (b *Backend) CombineRows(x compute.Tensor, n int, dst, start, src []int32, w []float32) {
-	compute.CheckCombine(x, n, dst, start, src, w)
-	if len(dst) == 0 {
+func (b *Backend) CombineRows(dst, src compute.Tensor, n int, rows, start, from []int32, w []float32) {
+	compute.CheckCombine(dst, src, n, rows, start, from, w)
+	if len(rows) == 0 {
 		return
 	}
 	defer b.enter()()
-	px, done := b.ptr(x, 0, true, true)
-	idx, wp := b.uploadRowArgs(w, dst, start, src)
-	count, nn := int32(len(dst)), int32(n)
-	b.launch("combine_rows", blocks(len(dst)*n, threads), threads, arg(&px), arg(&idx), arg(&wp), arg(&count), arg(&nn))
+	pd, ps, done := b.rowTensors(dst, src)
+	idx, wp := b.uploadRowArgs(w, rows, start, from)
+	count, nn := int32(len(rows)), int32(n)
+	b.launch("combine_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&wp), arg(&count), arg(&nn))
 	done()
 }
 
