@@ -89,6 +89,17 @@ func (s *Stack) Spec() Spec { return s.spec }
 // Backend returns the backend the stack computes on.
 func (s *Stack) Backend() compute.Backend { return s.be }
 
+// ParamRows returns the parameters of models 0 to k−1, NumParams values
+// each, side by side in the backend's memory, for a caller that sets
+// them there (compute.Rows) instead of through Load.
+func (s *Stack) ParamRows(k int) compute.Tensor {
+	if k > s.cap || k <= 0 {
+		panic(fmt.Sprintf("model: ParamRows of %d models from a stack of %d", k, s.cap))
+	}
+	s.ensure(k)
+	return s.params.Slice(0, k*s.size)
+}
+
 // Load sets models 0 to len(params)−1 to params (each NumParams values),
 // in one copy to the backend.
 func (s *Stack) Load(params [][]float32) error {

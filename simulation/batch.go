@@ -116,6 +116,11 @@ type batcher struct {
 	wg      sync.WaitGroup
 	// Batches counts the calls, Updates the updates trained in them.
 	batches, updates uint64
+	closed           bool
+	// resident is how the models kept on the device served the batches
+	// (set once they are done; residentOn: on a device).
+	resident   trainer.ResidentStats
+	residentOn bool
 }
 
 type batchItem struct {
@@ -135,6 +140,7 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 	ws := trainer.NewBatchWorkspace(st)
 	b.wg.Go(func() {
 		defer ws.Close()
+		defer func() { b.resident, b.residentOn = ws.Resident() }()
 		trainers := make([]*trainer.Trainer, 0, size)
 		reqs := make([]*gossip.TrainRequest, 0, size)
 		for items := range b.work {
@@ -200,6 +206,10 @@ func (b *batcher) flush() {
 // close waits for the batches started and stops; updates still queued
 // were never needed.
 func (b *batcher) close() {
+	if b.closed {
+		return
+	}
+	b.closed = true
 	close(b.work)
 	b.wg.Wait()
 }

@@ -153,7 +153,9 @@ func TestPeerBatchRefused(t *testing.T) {
 // backendtest: device tensors, the CPU's kernels) give the CPU run's
 // metrics byte for byte: batched updates, gradients, factors and DP-SGD
 // steps in a stack on the device; the device's stack, data and model are
-// freed at the end, and the summary gives the device's memory peak.
+// freed at the end, and the summary gives the device's memory peak. A
+// random walk's batches find most of the models they start from and
+// merge with on the device (the summary's resident counts).
 func TestPeersOnDevice(t *testing.T) {
 	for name, c := range map[string]Config{
 		"randomwalk":        {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
@@ -185,6 +187,12 @@ func TestPeersOnDevice(t *testing.T) {
 			}
 			if !strings.HasPrefix(res.Device.Device, "emulated-device") {
 				t.Fatalf("summary's device: %+v", res.Device)
+			}
+			switch st := res.Resident; {
+			case wantRes.Resident != nil || (c.PeerBatch > 1) != (st != nil):
+				t.Fatalf("resident counts %+v on the device (batch %d), %+v on the CPU", st, c.PeerBatch, wantRes.Resident)
+			case st != nil && c.Protocol == "" && (st.Hits < res.BatchedUpdates || st.Uploads >= res.BatchedUpdates || st.Full != 0):
+				t.Fatalf("a random walk's %d batched updates: %+v; want a hit at least each, fewer uploads", res.BatchedUpdates, *st)
 			}
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)

@@ -139,6 +139,10 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	s.final(res)
 	if s.batch != nil {
 		res.Batches, res.BatchedUpdates = s.batch.batches, s.batch.updates
+		s.batch.close() // the batches started are done: their counts are final
+		if s.batch.residentOn {
+			res.Resident = &s.batch.resident
+		}
 	}
 	if afterRun != nil {
 		afterRun(s)

@@ -13,6 +13,7 @@ import (
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/device"
+	"github.com/gossipd/gossipd/peer/trainer"
 )
 
 // Row is one line of metrics.csv: the state of the network after a round.
@@ -74,13 +75,17 @@ type Result struct {
 	// in one batched call at most (Config.PeerBatch; absent: each alone);
 	// Batches counts the calls and BatchedUpdates the requests they
 	// trained.
-	PeerBatch        int     `json:"peer_batch,omitempty"`
-	Batches          uint64  `json:"batches,omitempty"`
-	BatchedUpdates   uint64  `json:"batched_updates,omitempty"`
-	FinalMinAccuracy float64 `json:"final_min_accuracy"`
-	FinalMaxAccuracy float64 `json:"final_max_accuracy"`
-	FinalLoss        float64 `json:"final_loss"`
-	EvaluatedPeers   int     `json:"evaluated_peers"`
+	PeerBatch      int    `json:"peer_batch,omitempty"`
+	Batches        uint64 `json:"batches,omitempty"`
+	BatchedUpdates uint64 `json:"batched_updates,omitempty"`
+	// Resident says, on a device, how the models its batches keep there
+	// between calls served them: vectors found there (hits), copied in
+	// (uploads), and copied in for want of room (full).
+	Resident         *trainer.ResidentStats `json:"resident,omitempty"`
+	FinalMinAccuracy float64                `json:"final_min_accuracy"`
+	FinalMaxAccuracy float64                `json:"final_max_accuracy"`
+	FinalLoss        float64                `json:"final_loss"`
+	EvaluatedPeers   int                    `json:"evaluated_peers"`
 	// FinalVotingAccuracy is the mean accuracy of the evaluated peers'
 	// majority votes over their cached models (Config.Voting).
 	FinalVotingAccuracy float64 `json:"final_voting_accuracy,omitempty"`

@@ -29,18 +29,54 @@ type BatchWorkspace struct {
 	counts []int       // DP-SGD: each share's rows of its lot
 	chunk  [][]float32 // DP-SGD: a chunk's clipped gradient sums
 	noisy  [][]float32 // DP-SGD: an update's noisy gradients
+	// res keeps models on the device between calls (nil on the CPU),
+	// with the lists of one call's Rows kernels.
+	res                    *resident
+	mixRows, mixA, mixB    []int32
+	mixW                   []float32
+	cpRows, cpStart, cpSrc []int32
+	cpW                    []float32
+	forget                 [][]float32
 }
 
 // NewBatchWorkspace returns a workspace that trains up to st.Cap() models
 // per call on st's backend.
+// On a device (a backend whose tensors are not the host's memory) the
+// models it trains and starts from stay there between calls (resident.go).
 func NewBatchWorkspace(st *model.Stack) *BatchWorkspace {
-	return &BatchWorkspace{stack: st}
+	w := &BatchWorkspace{stack: st}
+	if onDevice(st.Backend()) {
+		w.res = newResident(st.Backend(), st.NumParams())
+	}
+	return w
 }
 
-// Close frees the stack and the data loaded for it.
+// Close frees the stack, the models kept on its device and the data
+// loaded for it.
 func (w *BatchWorkspace) Close() {
+	if w.res != nil {
+		w.res.close()
+	}
 	w.bound.free(w.stack.Backend())
 	w.stack.Close()
+}
+
+// ResidentStats says how the models a workspace kept on its device
+// served its calls: Hits vectors found there, Uploads copied in, Full
+// those copied in for want of room.
+type ResidentStats struct {
+	Hits    uint64 `json:"hits"`
+	Uploads uint64 `json:"uploads"`
+	Full    uint64 `json:"full"`
+}
+
+// Resident returns the counts so far, and false where the workspace
+// keeps no models (on the CPU).
+func (w *BatchWorkspace) Resident() (ResidentStats, bool) {
+	if w.res == nil {
+		return ResidentStats{}, false
+	}
+	return ResidentStats{w.res.hits, w.res.uploads, w.res.full}, true
 }
 
 // Cap is how many requests one batched call takes.
@@ -92,7 +128,13 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 	}
 	st := ws.stack
 	spec := st.Spec()
-	eachJob(len(reqs), func(i int) { reqs[i].Resolve() }) // the merges, side by side
+	// The merges, side by side, but for updates that start from models
+	// kept on the device, which merge there (run).
+	eachJob(len(reqs), func(i int) {
+		if ws.res == nil || reqs[i].Op != gossip.OpUpdate || trainers[i].cfg.DP.Enabled() {
+			reqs[i].Resolve()
+		}
+	})
 	jobs := make([]*batchJob, len(reqs))
 	for i, req := range reqs {
 		t := trainers[i]
@@ -196,11 +238,15 @@ func groupOrder(a, b *batchJob) int {
 // the stack and stores the parameters in the requests' Params.
 func (w *BatchWorkspace) run(jobs []*batchJob) error {
 	w.params = w.params[:0]
-	for _, j := range jobs {
-		w.params = append(w.params, j.req.Params)
-	}
-	if err := w.stack.Load(w.params); err != nil {
-		return fmt.Errorf("trainer: %w", err)
+	if w.res != nil {
+		w.loadResident(jobs)
+	} else {
+		for _, j := range jobs {
+			w.params = append(w.params, j.req.Params)
+		}
+		if err := w.stack.Load(w.params); err != nil {
+			return fmt.Errorf("trainer: %w", err)
+		}
 	}
 	x := w.bound.on(w.stack.Backend(), jobs[0].t.data.X)
 	bs := jobs[0].bs
@@ -226,6 +272,9 @@ func (w *BatchWorkspace) run(jobs []*batchJob) error {
 	// Measured on the device, before the models come back (TrainResult.Measured).
 	w.sums = slices.Grow(w.sums[:0], len(jobs))[:len(jobs)]
 	w.stack.SumSquares(w.sums)
+	if w.res != nil {
+		w.keepResults(len(jobs))
+	}
 	w.stack.Store(w.params)
 	return nil
 }

@@ -1,0 +1,226 @@
+package trainer
+
+import (
+	"runtime"
+	"sync"
+	"weak"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// residentBytes bounds the device memory a batch workspace keeps models
+// in between batches (resident): 10,000 models of an MLP 784-128-10 are
+// 4 GB, a million softmax models 31 GB.
+const residentBytes = 8 << 30
+
+// resident keeps models on a device between batches: every model a batch
+// trained, and every model a request started from, stays in a slot of an
+// arena on the device for as long as the host vector it equals lives, so
+// that a later request starting from it (a random walk's model, which its
+// messages share, and a received model to merge) is read there instead
+// of being copied in again, and merges there (compute.Rows). A host
+// vector is named by a weak pointer to its first value: a slot is freed
+// once its vector is garbage, and a new vector at the same address is
+// another key. The host vectors hold the same values as their slots: a
+// vector is found again only when a request names it shared (Params with
+// MixWith, and MixWith: random walk's model and the model it received),
+// and those are never written in place (gossip.Message.Params); a
+// request's own vector, which a result overwrites, is forgotten first.
+type resident struct {
+	be    compute.Backend
+	size  int            // values a model
+	arena compute.Tensor // slots models of size values
+	slots int
+	max   int // the most slots the arena may grow to
+
+	mu    sync.Mutex // guards byVec and free: cleanups run on goroutines of their own
+	byVec map[weak.Pointer[float32]]slotEntry
+	free  []int32
+
+	// Hits counts the vectors found on the device, Uploads those
+	// copied in, Full those that found the arena full.
+	hits, uploads, full uint64
+}
+
+type slotEntry struct {
+	slot    int32
+	cleanup runtime.Cleanup
+}
+
+type slotKey struct {
+	key  weak.Pointer[float32]
+	slot int32
+}
+
+// newResident returns an empty arena for models of size values on be.
+func newResident(be compute.Backend, size int) *resident {
+	return &resident{be: be, size: size, max: max(1, residentBytes/(4*size)), byVec: map[weak.Pointer[float32]]slotEntry{}}
+}
+
+// onDevice reports whether be keeps its tensors apart from the host's
+// memory: only then is keeping models there worth it.
+func onDevice(be compute.Backend) bool {
+	t := be.Alloc(1)
+	defer be.Free(t)
+	return !t.OnHost()
+}
+
+// find returns the slot holding v.
+func (r *resident) find(v []float32) (int32, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.byVec[weak.Make(&v[0])]
+	return e.slot, ok
+}
+
+// slot returns the slot holding v, copying v in when none does; false
+// when the arena is full.
+func (r *resident) slot(v []float32) (int32, bool) {
+	if s, ok := r.find(v); ok {
+		r.hits++
+		return s, true
+	}
+	s, ok := r.alloc()
+	if !ok {
+		r.full++
+		return 0, false
+	}
+	r.be.Copy(r.row(s), compute.Host(v))
+	r.uploads++
+	r.keep(v, s)
+	return s, true
+}
+
+// row is slot s of the arena.
+func (r *resident) row(s int32) compute.Tensor {
+	return r.arena.Slice(int(s)*r.size, (int(s)+1)*r.size)
+}
+
+// alloc takes a free slot, growing the arena (doubling, up to max) when
+// there is none.
+func (r *resident) alloc() (int32, bool) {
+	r.mu.Lock()
+	if n := len(r.free); n > 0 {
+		s := r.free[n-1]
+		r.free = r.free[:n-1]
+		r.mu.Unlock()
+		return s, true
+	}
+	r.mu.Unlock()
+	if r.slots >= r.max {
+		return 0, false
+	}
+	grown := min(r.max, max(64, 2*r.slots))
+	arena := r.be.Alloc(grown * r.size)
+	if r.slots > 0 {
+		r.be.Copy(arena.Slice(0, r.slots*r.size), r.arena)
+		r.be.Free(r.arena)
+	}
+	r.mu.Lock()
+	for s := grown - 1; s > r.slots; s-- {
+		r.free = append(r.free, int32(s))
+	}
+	r.mu.Unlock()
+	s := int32(r.slots)
+	r.arena, r.slots = arena, grown
+	return s, true
+}
+
+// keep records that slot s holds v's values, until v is garbage.
+func (r *resident) keep(v []float32, s int32) {
+	key := weak.Make(&v[0])
+	c := runtime.AddCleanup(&v[0], r.release, slotKey{key, s})
+	r.mu.Lock()
+	r.byVec[key] = slotEntry{slot: s, cleanup: c}
+	r.mu.Unlock()
+}
+
+// release frees the slot of a vector become garbage.
+func (r *resident) release(k slotKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.byVec[k.key]; ok && e.slot == k.slot {
+		delete(r.byVec, k.key)
+		r.free = append(r.free, k.slot)
+	}
+}
+
+// forget frees v's slot, if it has one, before v is written.
+func (r *resident) forget(v []float32) {
+	key := weak.Make(&v[0])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.byVec[key]; ok {
+		e.cleanup.Stop()
+		delete(r.byVec, key)
+		r.free = append(r.free, e.slot)
+	}
+}
+
+// close frees the arena.
+func (r *resident) close() {
+	if r.slots > 0 {
+		r.be.Free(r.arena)
+		r.slots = 0
+	}
+}
+
+// loadResident sets the stack's models 0 to len(jobs)−1 to the jobs'
+// starting points from the models kept on the device, merging there
+// (compute.Rows) those whose request asks for a mix; a vector the arena
+// has no room for is merged on the host and copied in. Each request's
+// Params becomes the host vector its result goes to: a new one for a
+// mix, whose Params are shared; its own, forgotten by the arena, else.
+func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
+	r, be := w.res, w.stack.Backend()
+	dst := w.stack.ParamRows(len(jobs))
+	w.mixRows, w.mixA, w.mixB, w.mixW = w.mixRows[:0], w.mixA[:0], w.mixB[:0], w.mixW[:0]
+	w.cpRows, w.cpStart, w.cpSrc, w.cpW = w.cpRows[:0], w.cpStart[:0], w.cpSrc[:0], w.cpW[:0]
+	// The requests' own vectors are forgotten once the kernels that read
+	// their slots are queued: a slot freed before would be taken, and
+	// written, by the next vector copied in.
+	w.forget = w.forget[:0]
+	for i, j := range jobs {
+		req := j.req
+		a, okA := r.slot(req.Params)
+		b, okB := a, true
+		if req.MixWith != nil {
+			b, okB = r.slot(req.MixWith)
+		}
+		switch {
+		case !okA || !okB:
+			req.Resolve()
+			w.forget = append(w.forget, req.Params)
+			be.Copy(dst.Slice(i*r.size, (i+1)*r.size), compute.Host(req.Params))
+		case req.MixWith != nil:
+			w.mixRows, w.mixA, w.mixB, w.mixW = append(w.mixRows, int32(i)), append(w.mixA, a), append(w.mixB, b), append(w.mixW, req.MixWeight)
+			req.Params, req.MixWith, req.MixWeight = make([]float32, r.size), nil, 0
+		default:
+			w.cpRows, w.cpStart, w.cpSrc, w.cpW = append(w.cpRows, int32(i)), append(w.cpStart, int32(len(w.cpSrc))), append(w.cpSrc, a), append(w.cpW, 1)
+			w.forget = append(w.forget, req.Params)
+		}
+		w.params = append(w.params, req.Params)
+	}
+	be.InterpolateRows(dst, r.arena, r.size, w.mixRows, w.mixA, w.mixB, w.mixW)
+	be.CombineRows(dst, r.arena, r.size, w.cpRows, append(w.cpStart, int32(len(w.cpSrc))), w.cpSrc, w.cpW)
+	for _, v := range w.forget {
+		r.forget(v)
+	}
+}
+
+// keepResults copies the stack's trained models 0 to k−1 to slots of
+// their own, named by the host vectors they are stored to (w.params).
+func (w *BatchWorkspace) keepResults(k int) {
+	r := w.res
+	w.cpRows, w.cpStart, w.cpSrc, w.cpW = w.cpRows[:0], w.cpStart[:0], w.cpSrc[:0], w.cpW[:0]
+	for i := range k {
+		s, ok := r.alloc()
+		if !ok {
+			r.full++
+			continue
+		}
+		r.keep(w.params[i], s)
+		w.cpRows, w.cpStart, w.cpSrc, w.cpW = append(w.cpRows, s), append(w.cpStart, int32(len(w.cpSrc))), append(w.cpSrc, int32(i)), append(w.cpW, 1)
+	}
+	w.stack.Backend().CombineRows(r.arena, w.stack.ParamRows(k), r.size, w.cpRows, append(w.cpStart, int32(len(w.cpSrc))), w.cpSrc, w.cpW)
+}

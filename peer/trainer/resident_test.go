@@ -1,0 +1,104 @@
+package trainer
+
+import (
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
+)
+
+// TestResidentBatches: on a device, batches keep the models they train
+// and start from (resident.go) and give the CPU's bits. Three rounds of a
+// random walk's requests: each trainer's next request starts from its
+// last result mixed with its neighbour's (TrainRequest.MixWith), or from
+// a copy of it; from the second round on every vector is found on the
+// device (but a request's own copy), the host vectors named stay
+// untouched, and every slot of the arena is free or holds a vector.
+func TestResidentBatches(t *testing.T) {
+	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
+	m, err := model.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := backendtest.NewDevice()
+	run := func(onDev bool) ([][]float32, ResidentStats) {
+		trainers, reqs := batchFleet(t, spec, m)
+		opts := []model.Option{}
+		if onDev {
+			opts = append(opts, model.WithBackend(dev))
+		}
+		st, err := model.NewStack(spec, 8, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := NewBatchWorkspace(st)
+		defer ws.Close()
+		if _, ok := ws.Resident(); ok != onDev {
+			t.Fatalf("on the device %v: keeps models %v", onDev, ok)
+		}
+		type snapshot struct{ v, was []float32 }
+		var named []snapshot // every vector a request named, as it was
+		var stats ResidentStats
+		for round := range 4 {
+			out, err := RunBatch(ws, trainers, reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range out {
+				checkMeasured(t, "resident", r)
+			}
+			if round == 1 {
+				stats, _ = ws.Resident()
+			}
+			if round == 3 {
+				for _, n := range named {
+					if !slices.Equal(n.v, n.was) {
+						t.Errorf("on the device %v: a vector a request named was written in place", onDev)
+					}
+				}
+				if r := ws.res; r != nil {
+					r.mu.Lock()
+					if held := len(r.free) + len(r.byVec); held != r.slots {
+						t.Errorf("%d slots, %d of them free or holding a vector: %d lost", r.slots, held, r.slots-held)
+					}
+					r.mu.Unlock()
+				}
+				var models [][]float32
+				for _, r := range out {
+					models = append(models, r.Params)
+				}
+				return models, stats
+			}
+			reqs = reqs[:0]
+			for i, r := range out {
+				req := &gossip.TrainRequest{ID: uint64(100*round + i), Op: gossip.OpUpdate, Params: r.Params, Steps: 1 + i%2}
+				if i%3 != 2 {
+					other := out[(i+1)%len(out)].Params
+					req.MixWith, req.MixWeight = other, 0.25*float32(1+i%3)
+					named = append(named, snapshot{r.Params, slices.Clone(r.Params)}, snapshot{other, slices.Clone(other)})
+				} else {
+					req.Params = slices.Clone(r.Params) // its own copy, as n.train makes
+				}
+				reqs = append(reqs, req)
+			}
+			runtime.GC() // older vectors are garbage: their slots come back
+		}
+		panic("unreachable")
+	}
+	want, _ := run(false)
+	got, stats := run(true)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("model %d on the device differs from the CPU's", i)
+		}
+	}
+	// Round 0 copies in its five requests' vectors; round 1 finds the
+	// four mixes' eight vectors on the device and copies in the one copy
+	// (a vector of its own, new to the device).
+	if stats.Uploads != 6 || stats.Hits != 8 || stats.Full != 0 {
+		t.Errorf("after two rounds: %+v, want 6 uploads, 8 hits", stats)
+	}
+}
