@@ -10,8 +10,10 @@
 # Usage: bench/gpu-check.sh [STEP...]: the named steps only (machine,
 # devices, conformance, onnxruntime, train, bench, bench-graphs, cnn-train, cnn-bench,
 # cnn-bench-graphs, daemons, sim-gpu,
-# sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu), to finish a
-# run that was cut off; by default every step.
+# sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu, and issue
+# 42's sim42-mlp-gpu, sim42-mlp-cpu, sim42-mlp-dpsgd-gpu,
+# sim42-mlp-dpsgd-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
+# sim42-cnn-cpu), to finish a run that was cut off; by default every step.
 set -uo pipefail
 only=" $* "
 out=${OUT:-gpu-out}
@@ -61,7 +63,7 @@ sys.exit(rc)' "$@" 2>&1 || return $?
 sim() { # sim NAME ARGS...: a simulation, its summary.json into the output
 	local name=$1
 	shift
-	time_v "$bin/gossipd-cuda" simulate --dataset fashion-mnist --quiet --out "$scratch/$name" "$@" || return $?
+	time_v ${limit:+timeout "$limit"} "$bin/gossipd-cuda" simulate --dataset fashion-mnist --quiet --out "$scratch/$name" "$@" || return $?
 	# The summary without its per-peer lists (ε of each peer: 1,000 lines).
 	python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
@@ -98,5 +100,18 @@ step dpsgd-cpu sim dpsgd-cpu --protocol dpsgd --peers 1000 --rounds 20 --eval-ev
 # The same under DP-SGD: lots, clipping and noise batched on the GPU.
 step dpsgd-dp-gpu sim dpsgd-dp-gpu --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --dp-clip 1 --dp-noise 1 --device cuda
 step dpsgd-dp-cpu sim dpsgd-dp-cpu --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --dp-clip 1 --dp-noise 1 --device cpu
+# The simulator on one GPU (issue 42): side by side with this machine's
+# CPU cores, each bounded so that a slow one leaves time for the rest.
+# 10,000 MLP peers by random walk and by D-PSGD; a million softmax peers
+# (--partition sample:8) on the GPU, and on the CPU where it fits; LeNet-5
+# peers in batches.
+limit=240 step sim42-mlp-gpu sim sim42-mlp-gpu --model mlp --peers 10000 --rounds 20 --eval-every 20 --device cuda
+limit=240 step sim42-mlp-cpu sim sim42-mlp-cpu --model mlp --peers 10000 --rounds 20 --eval-every 20 --device cpu
+limit=240 step sim42-mlp-dpsgd-gpu sim sim42-mlp-dpsgd-gpu --model mlp --protocol dpsgd --peers 10000 --rounds 20 --eval-every 20 --device cuda
+limit=240 step sim42-mlp-dpsgd-cpu sim sim42-mlp-dpsgd-cpu --model mlp --protocol dpsgd --peers 10000 --rounds 20 --eval-every 20 --device cpu
+limit=300 step sim42-1m-gpu sim sim42-1m-gpu --peers 1000000 --partition sample:8 --rounds 2 --eval-every 2 --device cuda
+limit=300 step sim42-1m-cpu sim sim42-1m-cpu --peers 1000000 --partition sample:8 --rounds 2 --eval-every 2 --device cpu
+limit=240 step sim42-cnn-gpu sim sim42-cnn-gpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --peer-batch 256 --device cuda
+limit=240 step sim42-cnn-cpu sim sim42-cnn-cpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --device cpu
 rm -rf "$scratch"
 exit $status

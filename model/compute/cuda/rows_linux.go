@@ -33,14 +33,20 @@ func (b *Backend) uploadRowArgs(w []float32, lists ...[]int32) (idx, wp uint64) 
 // InterpolateRows implements compute.Rows.
 func (b *Backend) InterpolateRows(dst, src compute.Tensor, n int, rows, a, bb []int32, w []float32) {
 	compute.CheckInterpolate(dst, src, n, rows, a, bb, w)
-	if len(rows) == 0 {
+	b.combine("interpolate_rows", dst, src, n, len(rows), w, rows, a, bb)
+}
+
+// combine launches a Rows kernel writing count rows of dst from rows of
+// src, with its lists and weights uploaded as one buffer.
+func (b *Backend) combine(kernel string, dst, src compute.Tensor, n, count int, w []float32, lists ...[]int32) {
+	if count == 0 {
 		return
 	}
 	defer b.enter()()
 	pd, ps, done := b.rowTensors(dst, src)
-	idx, wp := b.uploadRowArgs(w, rows, a, bb)
-	count, nn := int32(len(rows)), int32(n)
-	b.launch("interpolate_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&wp), arg(&count), arg(&nn))
+	idx, wp := b.uploadRowArgs(w, lists...)
+	cnt, nn := int32(count), int32(n)
+	b.launch(kernel, blocks(count*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&wp), arg(&cnt), arg(&nn))
 	done()
 }
 
@@ -60,15 +66,7 @@ func (b *Backend) rowTensors(dst, src compute.Tensor) (pd, ps uint64, done func(
 // CombineRows implements compute.Rows.
 func (b *Backend) CombineRows(dst, src compute.Tensor, n int, rows, start, from []int32, w []float32) {
 	compute.CheckCombine(dst, src, n, rows, start, from, w)
-	if len(rows) == 0 {
-		return
-	}
-	defer b.enter()()
-	pd, ps, done := b.rowTensors(dst, src)
-	idx, wp := b.uploadRowArgs(w, rows, start, from)
-	count, nn := int32(len(rows)), int32(n)
-	b.launch("combine_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&wp), arg(&count), arg(&nn))
-	done()
+	b.combine("combine_rows", dst, src, n, len(rows), w, rows, start, from)
 }
 
 // SumSquaresRows implements compute.Rows.
