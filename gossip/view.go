@@ -146,12 +146,17 @@ func (v *view) step(n *Core, m *Message) {
 // this node sent in the same shuffle (which now lives in the other view),
 // or else is dropped.
 func (v *view) merge(entries []Descriptor, sent []PeerID) {
-	sent = slices.Clone(sent)
+	// The entries stay sorted by ID: found by binary search, inserted in
+	// place.
+	find := func(id PeerID) (int, bool) {
+		return slices.BinarySearchFunc(v.entries, id, func(e Descriptor, id PeerID) int { return cmp.Compare(e.ID, id) })
+	}
 	for _, d := range entries {
 		if d.ID == v.self || d.ID == "" || d.Age < 0 {
 			continue
 		}
-		if i := slices.IndexFunc(v.entries, func(e Descriptor) bool { return e.ID == d.ID }); i >= 0 {
+		i, ok := find(d.ID)
+		if ok {
 			v.entries[i].Age = min(v.entries[i].Age, d.Age)
 			continue
 		}
@@ -160,18 +165,18 @@ func (v *view) merge(entries []Descriptor, sent []PeerID) {
 			for len(sent) > 0 && !replaced {
 				s := sent[0]
 				sent = sent[1:]
-				if i := slices.IndexFunc(v.entries, func(e Descriptor) bool { return e.ID == s }); i >= 0 {
-					v.entries = slices.Delete(v.entries, i, i+1)
+				if j, ok := find(s); ok {
+					v.entries = slices.Delete(v.entries, j, j+1)
 					replaced = true
 				}
 			}
 			if !replaced {
 				continue
 			}
+			i, _ = find(d.ID)
 		}
-		v.entries = append(v.entries, d)
+		v.entries = slices.Insert(v.entries, i, d)
 	}
-	slices.SortFunc(v.entries, func(a, b Descriptor) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // ViewMembers returns the IDs in the node's view, sorted: Cyclon's, or
