@@ -73,6 +73,13 @@ type MemoryCounter interface {
 	DeviceMemory() (inUse, peak int64)
 }
 
+// MemorySizer is implemented by device backends that know how much
+// memory their device has, in bytes: what is kept there between calls
+// (a simulator's resident models) takes a share of it.
+type MemorySizer interface {
+	TotalMemory() int64
+}
+
 // GathersOnce is implemented by gathering backends (Gatherer) on which a
 // minibatch gathered once into a tensor of its own (GatherRows) costs less
 // than gathering it in each GEMM that reads it: on a GPU each gathered

@@ -10,8 +10,17 @@ import (
 
 // residentBytes bounds the device memory a batch workspace keeps models
 // in between batches (resident): 10,000 models of an MLP 784-128-10 are
-// 4 GB, a million softmax models 31 GB.
+// 4 GB, a million softmax models 31 GB. On a device that says its size
+// (compute.MemorySizer), a quarter of it at most.
 const residentBytes int64 = 8 << 30
+
+// residentBound is how many bytes of be's memory the arena may take.
+func residentBound(be compute.Backend) int64 {
+	if s, ok := be.(compute.MemorySizer); ok && s.TotalMemory() > 0 {
+		return min(residentBytes, s.TotalMemory()/4)
+	}
+	return residentBytes
+}
 
 // resident keeps models on a device between batches: every model a batch
 // trained, and every model a request started from, stays in a slot of an
@@ -54,7 +63,7 @@ type slotKey struct {
 
 // newResident returns an empty arena for models of size values on be.
 func newResident(be compute.Backend, size int) *resident {
-	return &resident{be: be, size: size, max: int(max(1, min(residentBytes/int64(4*size), 1<<30))), byVec: map[weak.Pointer[float32]]slotEntry{}}
+	return &resident{be: be, size: size, max: int(max(1, min(residentBound(be)/int64(4*size), 1<<30))), byVec: map[weak.Pointer[float32]]slotEntry{}}
 }
 
 // onDevice reports whether be keeps its tensors apart from the host's

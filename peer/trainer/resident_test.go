@@ -16,7 +16,8 @@ import (
 // last result mixed with its neighbour's (TrainRequest.MixWith), or from
 // a copy of it; from the second round on every vector is found on the
 // device (but a request's own copy), the host vectors named stay
-// untouched, and every slot of the arena is free or holds a vector.
+// untouched, and every slot of the arena is free or holds a vector. With
+// an arena too small, requests merge on the host, to the same bits.
 func TestResidentBatches(t *testing.T) {
 	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
 	m, err := model.New(spec)
@@ -24,7 +25,7 @@ func TestResidentBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := backendtest.NewDevice()
-	run := func(onDev bool) ([][]float32, ResidentStats) {
+	run := func(onDev bool, maxSlots int) ([][]float32, ResidentStats) {
 		trainers, reqs := batchFleet(t, spec, m)
 		opts := []model.Option{}
 		if onDev {
@@ -36,6 +37,9 @@ func TestResidentBatches(t *testing.T) {
 		}
 		ws := NewBatchWorkspace(st)
 		defer ws.Close()
+		if maxSlots > 0 {
+			ws.res.max = maxSlots
+		}
 		if _, ok := ws.Resident(); ok != onDev {
 			t.Fatalf("on the device %v: keeps models %v", onDev, ok)
 		}
@@ -88,12 +92,23 @@ func TestResidentBatches(t *testing.T) {
 		}
 		panic("unreachable")
 	}
-	want, _ := run(false)
-	got, stats := run(true)
+	want, _ := run(false, 0)
+	got, stats := run(true, 0)
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("model %d on the device differs from the CPU's", i)
 		}
+	}
+	// An arena of 3 slots: most vectors find it full, and merge on the
+	// host instead, to the same bits.
+	small, smallStats := run(true, 3)
+	for i := range want {
+		if !slices.Equal(small[i], want[i]) {
+			t.Errorf("model %d with a full arena differs from the CPU's", i)
+		}
+	}
+	if smallStats.Full == 0 {
+		t.Errorf("an arena of 3 slots: %+v, never full", smallStats)
 	}
 	// Round 0 copies in its five requests' vectors; round 1 finds the
 	// four mixes' eight vectors on the device and copies in the one copy
@@ -101,4 +116,35 @@ func TestResidentBatches(t *testing.T) {
 	if stats.Uploads != 6 || stats.Hits != 8 || stats.Full != 0 {
 		t.Errorf("after two rounds: %+v, want 6 uploads, 8 hits", stats)
 	}
+}
+
+// smallDevice is the emulated device claiming 1 MiB of memory.
+type smallDevice struct{ *backendtest.Device }
+
+func (smallDevice) TotalMemory() int64 { return 1 << 20 }
+
+// TestResidentBound: the arena takes at most a quarter of a device that
+// says its size, and at most residentBytes of one that does not; a model
+// that finds it full is merged on the host, with the same result.
+func TestResidentBound(t *testing.T) {
+	const size = 1000
+	if got, want := newResident(smallDevice{backendtest.NewDevice()}, size).max, (1<<20)/4/(4*size); got != want {
+		t.Errorf("on a device of 1 MiB: %d slots, want %d", got, want)
+	}
+	if got, want := newResident(backendtest.NewDevice(), size).max, int(residentBytes/(4*size)); got != want {
+		t.Errorf("on a device of unknown size: %d slots, want %d", got, want)
+	}
+	r := newResident(backendtest.NewDevice(), size)
+	r.max = 2
+	v := [][]float32{make([]float32, size), make([]float32, size), make([]float32, size)}
+	for i, x := range v {
+		if _, ok := r.slot(x); ok != (i < 2) {
+			t.Errorf("vector %d of an arena of 2: slot %v", i, ok)
+		}
+	}
+	if r.uploads != 2 || r.full != 1 {
+		t.Errorf("uploads %d, full %d; want 2 and 1", r.uploads, r.full)
+	}
+	r.close()
+	runtime.KeepAlive(v)
 }

@@ -45,6 +45,9 @@ func (m *memCount) forget(p uint64) {
 	delete(m.sizes, p)
 }
 
+// TotalMemory implements compute.MemorySizer: the device's memory.
+func (b *Backend) TotalMemory() int64 { return int64(b.dev.Memory) }
+
 // DeviceMemory implements compute.MemoryCounter: the bytes the backend's
 // tensors, loss sums, scratch buffers and cuBLAS's workspace (the
 // backend's own, where cuBLAS takes one) hold in device memory now, and
