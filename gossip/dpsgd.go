@@ -144,10 +144,10 @@ func (d *dpsgd) begin(n *Core) {
 			d.sec.begin(n, d, n.params)
 		} // else once the local steps are taken (trainDone)
 	} else if d.choco == nil && !d.cfg.Outer.Enabled() && len(d.order) > 0 {
-		// The copy is measured as it is made, for receivers in this
+		// The copy is measured once here, for receivers in this
 		// process (Message): they check its norm by that.
-		sent := make([]float32, len(n.params))
-		sum := sumOf(sent, merge.CopySumSquares(sent, n.params))
+		sent := slices.Clone(n.params)
+		sum := sumOf(sent, merge.SumSquares(sent))
 		for _, p := range d.order {
 			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg, sum: sum})
 		}

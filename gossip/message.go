@@ -181,15 +181,3 @@ func (k knownSum) get(v []float32) (float64, bool) {
 	}
 	return k.ss, true
 }
-
-// measuredSum returns the sum the trainer measured on v, if it did.
-func (r *TrainResult) measuredSum(v []float32) (float64, bool) {
-	if !r.Measured {
-		return 0, false
-	}
-	out := r.Params
-	if out == nil {
-		out = r.Grad
-	}
-	return sumOf(out, r.SumSquares).get(v)
-}

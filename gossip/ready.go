@@ -74,6 +74,18 @@ type TrainResult struct {
 	SumSquares float64
 }
 
+// measuredSum returns the sum the trainer measured on v, if it did.
+func (r *TrainResult) measuredSum(v []float32) (float64, bool) {
+	if !r.Measured {
+		return 0, false
+	}
+	out := r.Params
+	if out == nil {
+		out = r.Grad
+	}
+	return sumOf(out, r.SumSquares).get(v)
+}
+
 // Resolve gives r a starting point of its own: the mix MixWith asks
 // for, in a new vector that becomes Params. A request without MixWith is
 // left as it is. Whoever runs a request resolves it first.

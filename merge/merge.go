@@ -126,10 +126,10 @@ func Weighted(dst []float32, xs [][]float32, ws []float64) error {
 
 // Axpy sets dst += a·x, rounding each product apart from its sum (the
 // explicit conversions forbid fusing them, which arm64 would do), as
-// compute.Rows does on every backend. The loop is unrolled by four (each value is
-// computed alone, so the result is the same): the simulator spends much
-// of its time here, and a one-value loop ran at half speed or full speed
-// depending on where the linker happened to place it.
+// compute.Rows does on every backend. The loop is unrolled by four (each
+// value is computed alone, so the result is the same): the simulator
+// spends much of its time here, and a one-value loop ran at half speed
+// or full speed depending on where the linker happened to place it.
 func Axpy(dst []float32, a float32, x []float32) {
 	sameLen(dst, x)
 	x = x[:len(dst)]
@@ -305,30 +305,6 @@ func Finite(x []float32) bool {
 		}
 	}
 	return true
-}
-
-// CopySumSquares copies src to dst and returns Σ x² over it as SumSquares
-// computes it (the same four running sums, so the same bits), in one pass
-// over the values.
-func CopySumSquares(dst, src []float32) float64 {
-	sameLen(dst, src)
-	dst = dst[:len(src)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(src); i += 4 {
-		v, d := src[i:i+4:i+4], dst[i:i+4:i+4]
-		d[0], d[1], d[2], d[3] = v[0], v[1], v[2], v[3]
-		a, b, c, e := float64(v[0]), float64(v[1]), float64(v[2]), float64(v[3])
-		s0 += a * a
-		s1 += b * b
-		s2 += c * c
-		s3 += e * e
-	}
-	for ; i < len(src); i++ {
-		dst[i] = src[i]
-		s0 += float64(src[i]) * float64(src[i])
-	}
-	return s0 + s1 + s2 + s3
 }
 
 // SumSquares returns Σ x² in float64 (NaN or +Inf when x holds a

@@ -3,7 +3,6 @@ package merge
 import (
 	"errors"
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/gossipd/gossipd/model"
@@ -171,27 +170,6 @@ func TestFiniteEveryPlace(t *testing.T) {
 					t.Fatalf("Finite with %#08x at %d of %d = %v, want %v", b, at, n, got, want)
 				}
 			}
-		}
-	}
-}
-
-// TestCopySumSquares: the copy is exact and its sum has SumSquares' bits,
-// for lengths around the four-value blocks, and NaN and +Inf show.
-func TestCopySumSquares(t *testing.T) {
-	for _, n := range []int{0, 1, 3, 4, 5, 7850} {
-		src := make([]float32, n)
-		for i := range src {
-			src[i] = float32(math.Sin(float64(i))) * 3
-		}
-		dst := make([]float32, n)
-		if got, want := CopySumSquares(dst, src), SumSquares(src); math.Float64bits(got) != math.Float64bits(want) || !slices.Equal(dst, src) {
-			t.Fatalf("n %d: sum %v, want %v (copy equal: %v)", n, got, want, slices.Equal(dst, src))
-		}
-	}
-	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
-		src := []float32{1, 2, 3, 4, bad}
-		if s := CopySumSquares(make([]float32, 5), src); !math.IsNaN(s) && !math.IsInf(s, 1) {
-			t.Fatalf("a vector holding %v: sum %v", bad, s)
 		}
 	}
 }

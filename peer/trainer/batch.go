@@ -40,8 +40,7 @@ type BatchWorkspace struct {
 }
 
 // NewBatchWorkspace returns a workspace that trains up to st.Cap() models
-// per call on st's backend.
-// On a device (a backend whose tensors are not the host's memory) the
+// per call on st's backend. On a device (a backend whose tensors are not the host's memory) the
 // models it trains and starts from stay there between calls (resident.go).
 func NewBatchWorkspace(st *model.Stack) *BatchWorkspace {
 	w := &BatchWorkspace{stack: st}
