@@ -63,7 +63,8 @@ sys.exit(rc)' "$@" 2>&1 || return $?
 sim() { # sim NAME ARGS...: a simulation, its summary.json into the output
 	local name=$1
 	shift
-	time_v ${limit:+timeout "$limit"} "$bin/gossipd-cuda" simulate --dataset fashion-mnist --quiet --out "$scratch/$name" "$@" || return $?
+	time_v ${limit:+timeout "${SIM42_LIMIT:-$limit}"} "$bin/gossipd-cuda" simulate --dataset fashion-mnist --quiet --out "$scratch/$name" \
+		${GPU_CHECK_PROFILE:+--cpuprofile "$out/$name.pprof"} "$@" || return $?
 	# The summary without its per-peer lists (ε of each peer: 1,000 lines).
 	python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
@@ -101,17 +102,19 @@ step dpsgd-cpu sim dpsgd-cpu --protocol dpsgd --peers 1000 --rounds 20 --eval-ev
 step dpsgd-dp-gpu sim dpsgd-dp-gpu --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --dp-clip 1 --dp-noise 1 --device cuda
 step dpsgd-dp-cpu sim dpsgd-dp-cpu --protocol dpsgd --peers 1000 --rounds 20 --eval-every 20 --dp-clip 1 --dp-noise 1 --device cpu
 # The simulator on one GPU (issue 42): side by side with this machine's
-# CPU cores, each bounded so that a slow one leaves time for the rest.
+# CPU cores, each bounded (SIM42_LIMIT seconds overrides the bounds) so
+# that a slow one leaves time for the rest; GPU_CHECK_PROFILE=1 writes
+# each simulation's CPU profile beside the log.
 # 10,000 MLP peers by random walk and by D-PSGD; a million softmax peers
 # (--partition sample:8) on the GPU, and on the CPU where it fits; LeNet-5
-# peers in batches.
+# peers in batches (before the million, the longest).
 limit=240 step sim42-mlp-gpu sim sim42-mlp-gpu --model mlp --peers 10000 --rounds 20 --eval-every 20 --device cuda
 limit=240 step sim42-mlp-cpu sim sim42-mlp-cpu --model mlp --peers 10000 --rounds 20 --eval-every 20 --device cpu
 limit=240 step sim42-mlp-dpsgd-gpu sim sim42-mlp-dpsgd-gpu --model mlp --protocol dpsgd --peers 10000 --rounds 20 --eval-every 20 --device cuda
 limit=240 step sim42-mlp-dpsgd-cpu sim sim42-mlp-dpsgd-cpu --model mlp --protocol dpsgd --peers 10000 --rounds 20 --eval-every 20 --device cpu
-limit=300 step sim42-1m-gpu sim sim42-1m-gpu --peers 1000000 --partition sample:8 --rounds 2 --eval-every 2 --device cuda
-limit=300 step sim42-1m-cpu sim sim42-1m-cpu --peers 1000000 --partition sample:8 --rounds 2 --eval-every 2 --device cpu
 limit=240 step sim42-cnn-gpu sim sim42-cnn-gpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --peer-batch 256 --device cuda
 limit=240 step sim42-cnn-cpu sim sim42-cnn-cpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --device cpu
+limit=300 step sim42-1m-gpu sim sim42-1m-gpu --peers 1000000 --partition sample:8 --rounds 2 --eval-every 2 --device cuda
+limit=300 step sim42-1m-cpu sim sim42-1m-cpu --peers 1000000 --partition sample:8 --rounds 2 --eval-every 2 --device cpu
 rm -rf "$scratch"
 exit $status

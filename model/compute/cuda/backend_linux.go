@@ -20,7 +20,7 @@ var kernelSource string
 var kernelNames = []string{"broadcast_rows", "relu", "relu_into", "relu_backward", "column_sums", "column_sums_axpby", "gather_rows", "softmax_xent", "hinge_ovr",
 	"axpby", "sgd_update", "adam_update", "sum_squares", "row_sum_squares", "scale_rows", "softmax",
 	"im2col", "col2im", "channel_bias", "channel_sums", "pool", "pool_backward", "activate", "activate_backward",
-	"norm", "norm_input_grad", "norm_param_grads", "mul", "zero",
+	"norm_forward", "norm_input_grad", "norm_param_grads", "mul", "zero",
 	"interpolate_rows", "combine_rows", "sum_squares_rows"}
 
 const (

@@ -403,9 +403,9 @@ extern "C" __global__ void activate_backward(float *din, const float *dout, cons
     else din[i] = dout[i] * (float)gelu_grad((double)in[i]);
 }
 
-// norm: one thread per (example, group): mean and 1/σ in double, then
+// norm_forward: one thread per (example, group): mean and 1/σ in double, then
 // the scaled and shifted values (weight and bias per hw values).
-extern "C" __global__ void norm(float *out, float *stats, const float *in, const float *w, const float *b, int m,
+extern "C" __global__ void norm_forward(float *out, float *stats, const float *in, const float *w, const float *b, int m,
                                 int groups, int size, int hw) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)m * groups) return;

@@ -207,7 +207,7 @@ func (b *Backend) Norm(out, stats, in, w, bias compute.Tensor, m, groups, size, 
 	pw, _ := b.ptr(w, 3, true, false)
 	pb, _ := b.ptr(bias, 4, true, false)
 	mm, gg, ss, hh := int32(m), int32(groups), int32(size), int32(hw)
-	b.launch("norm", blocks(m*groups, threads), threads, arg(&po), arg(&ps), arg(&pi), arg(&pw), arg(&pb), arg(&mm), arg(&gg), arg(&ss), arg(&hh))
+	b.launch("norm_forward", blocks(m*groups, threads), threads, arg(&po), arg(&ps), arg(&pi), arg(&pw), arg(&pb), arg(&mm), arg(&gg), arg(&ss), arg(&hh))
 	done()
 	doneS()
 }

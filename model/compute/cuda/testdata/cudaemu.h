@@ -34,6 +34,39 @@
 #include <cstring>
 #include <ucontext.h>
 
+// CUDA's math library declares these with C linkage beside the C library's
+// (which <cmath> declares here too). A kernel named like one of them does
+// not compile under NVRTC ("more than one instance of overloaded function
+// has C linkage"), so the emulator declares them as well, and g++ refuses
+// such a kernel the same way.
+extern "C" {
+double norm(int dim, const double *p);
+float normf(int dim, const float *p);
+double rnorm(int dim, const double *p);
+float rnormf(int dim, const float *p);
+double norm3d(double a, double b, double c);
+float norm3df(float a, float b, float c);
+double norm4d(double a, double b, double c, double d);
+float norm4df(float a, float b, float c, float d);
+double rnorm3d(double a, double b, double c);
+double rnorm4d(double a, double b, double c, double d);
+double normcdf(double x);
+float normcdff(float x);
+double normcdfinv(double x);
+float normcdfinvf(float x);
+double rcbrt(double x);
+double rsqrt(double x);
+float rsqrtf(float x);
+double sinpi(double x);
+double cospi(double x);
+void sincospi(double x, double *s, double *c);
+double erfinv(double x);
+double erfcinv(double x);
+double erfcx(double x);
+double cyl_bessel_i0(double x);
+double cyl_bessel_i1(double x);
+}
+
 #if defined(__x86_64__) && !defined(EMU_UCONTEXT)
 #define EMU_ASM_SWITCH 1
 #endif
