@@ -118,18 +118,25 @@ func TestResidentBatches(t *testing.T) {
 	}
 }
 
-// smallDevice is the emulated device claiming 1 MiB of memory.
-type smallDevice struct{ *backendtest.Device }
+// sizedDevice is the emulated device claiming a size.
+type sizedDevice struct {
+	*backendtest.Device
+	size int64
+}
 
-func (smallDevice) TotalMemory() int64 { return 1 << 20 }
+func (d sizedDevice) TotalMemory() int64 { return d.size }
 
 // TestResidentBound: the arena takes at most a quarter of a device that
-// says its size, and at most residentBytes of one that does not; a model
+// says its size, small or large, and at most residentBytes of one that
+// does not; a model
 // that finds it full is merged on the host, with the same result.
 func TestResidentBound(t *testing.T) {
 	const size = 1000
-	if got, want := newResident(smallDevice{backendtest.NewDevice()}, size).max, (1<<20)/4/(4*size); got != want {
+	if got, want := newResident(sizedDevice{backendtest.NewDevice(), 1 << 20}, size).max, (1<<20)/4/(4*size); got != want {
 		t.Errorf("on a device of 1 MiB: %d slots, want %d", got, want)
+	}
+	if got, want := newResident(sizedDevice{backendtest.NewDevice(), 140 << 30}, size).max, int((140<<30)/4/(4*size)); got != want || int64(want)*4*size <= residentBytes {
+		t.Errorf("on a device of 140 GiB: %d slots, want %d (more than residentBytes)", got, want)
 	}
 	if got, want := newResident(backendtest.NewDevice(), size).max, int(residentBytes/(4*size)); got != want {
 		t.Errorf("on a device of unknown size: %d slots, want %d", got, want)
