@@ -392,6 +392,16 @@ func (n *Core) train(op TrainOp, params []float32, steps int, layers []string) *
 	return n.trainOwned(op, slices.Clone(params), steps, layers)
 }
 
+// trainShared is train, for an op that only reads Params (OpGradient,
+// OpFactors), of a vector that nothing writes (a message's parameters):
+// the request shares it without a copy.
+func (n *Core) trainShared(op TrainOp, params []float32) *TrainRequest {
+	if op == OpUpdate {
+		panic("gossip: an update's request owns its parameters")
+	}
+	return n.trainOwned(op, params, 0, nil)
+}
+
 // trainOwned is train for a vector nothing else refers to: the request
 // takes it without a copy.
 func (n *Core) trainOwned(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {

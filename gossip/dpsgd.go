@@ -151,6 +151,9 @@ func (d *dpsgd) begin(n *Core) {
 		for _, p := range d.order {
 			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg, sum: sum})
 		}
+		// The gradient is taken at the same values, which nobody writes.
+		n.trainShared(OpGradient, sent)
+		return
 	}
 	if d.cfg.Outer.Enabled() {
 		n.train(OpUpdate, n.params, d.cfg.Outer.Steps, nil)

@@ -29,7 +29,8 @@ type TrainRequest struct {
 	ID uint64
 	Op TrainOp
 	// Params is the starting point; the request owns this copy, unless
-	// MixWith is set.
+	// MixWith is set, or the op only reads it (OpGradient and OpFactors
+	// may share it with messages, which nobody writes).
 	Params []float32
 	// MixWith, when set, moves the starting point to Params + MixWeight·
 	// (MixWith − Params) (merge.Interpolate): random walk's age-weighted

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/gossipd/gossipd/model/compute"
@@ -114,14 +115,31 @@ func Weighted(dst []float32, xs [][]float32, ws []float64) error {
 		return fmt.Errorf("%w: weights sum to %v", ErrWeights, sum)
 	}
 	sameLen(dst, xs...)
-	w0 := float32(ws[0] / sum)
-	for i, v := range xs[0] {
-		dst[i] = w0 * v
+	var small [8]float32
+	w := small[:0]
+	for _, x := range ws {
+		w = append(w, float32(x/sum))
+	}
+	if len(dst) < parallelFrom {
+		weighted(dst, xs, w, 0, len(dst))
+		return nil
+	}
+	// Range by range, all vectors at once: a range stays in the cache
+	// while each vector is added to it.
+	wh := slices.Clone(w) // small stays on the stack for short vectors
+	inRanges(len(dst), func(lo, hi int) { weighted(dst, xs, wh, lo, hi) })
+	return nil
+}
+
+// weighted is Weighted's sum over [lo, hi) with normalised weights w.
+func weighted(dst []float32, xs [][]float32, w []float32, lo, hi int) {
+	d := dst[lo:hi]
+	for i, v := range xs[0][lo:hi] {
+		d[i] = w[0] * v
 	}
 	for k := 1; k < len(xs); k++ {
-		Axpy(dst, float32(ws[k]/sum), xs[k])
+		axpy(d, w[k], xs[k][lo:hi])
 	}
-	return nil
 }
 
 // Axpy sets dst += a·x, rounding each product apart from its sum (the
@@ -130,8 +148,18 @@ func Weighted(dst []float32, xs [][]float32, ws []float64) error {
 // value is computed alone, so the result is the same): the simulator
 // spends much of its time here, and a one-value loop ran at half speed
 // or full speed depending on where the linker happened to place it.
+// A long vector is split among goroutines (inRanges).
 func Axpy(dst []float32, a float32, x []float32) {
 	sameLen(dst, x)
+	if len(dst) < parallelFrom {
+		axpy(dst, a, x)
+		return
+	}
+	inRanges(len(dst), func(lo, hi int) { axpy(dst[lo:hi], a, x[lo:hi]) })
+}
+
+// axpy is Axpy on one goroutine.
+func axpy(dst []float32, a float32, x []float32) {
 	x = x[:len(dst)]
 	i := 0
 	for ; i+4 <= len(x); i += 4 {

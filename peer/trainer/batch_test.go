@@ -88,15 +88,23 @@ func batchVsAlone(t *testing.T, spec model.Spec, dp privacy.Config, edit func([]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err = RunBatch(NewBatchWorkspace(st), together, cloneReqs(reqs)); err != nil {
+	batched, single := cloneReqs(reqs), cloneReqs(reqs)
+	if got, err = RunBatch(NewBatchWorkspace(st), together, batched); err != nil {
 		t.Fatal(err)
 	}
 	for i, tr := range alone {
-		w, err := tr.Run(cloneReqs(reqs)[i])
+		w, err := tr.Run(single[i])
 		if err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, w)
+	}
+	// A gradient's request only reads its Params, which D-PSGD shares
+	// with its messages (TrainRequest.Params).
+	for i, r := range reqs {
+		if r.Op != gossip.OpUpdate && (!slices.Equal(batched[i].Params, r.Params) || !slices.Equal(single[i].Params, r.Params)) {
+			t.Errorf("%v request %d (op %d) wrote its parameters", spec, i, r.Op)
+		}
 	}
 	return got, want, reqs, together, alone
 }

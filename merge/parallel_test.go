@@ -1,0 +1,87 @@
+package merge
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// TestLongVectorsSameBits: Weighted and Axpy split a long vector among
+// goroutines (inRanges) and give the bits one goroutine gives, on any
+// number of cores, each value written once.
+func TestLongVectorsSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	vec := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	nan := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(math.NaN())
+		}
+		return v
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, n := range []int{parallelFrom - 1, parallelFrom, 3*parallelFrom + 7, 101770} {
+		xs := [][]float32{vec(n), vec(n), vec(n), vec(n)}
+		ws := []float64{0.4, 0.2, 0.3, 0.1}
+		w := make([]float32, len(ws))
+		var sum float64
+		for _, x := range ws {
+			sum += x
+		}
+		for k := range w {
+			w[k] = float32(ws[k] / sum)
+		}
+		wantW := nan(n)
+		weighted(wantW, xs, w, 0, n)
+		wantA := append([]float32(nil), xs[1]...)
+		axpy(wantA, -0.37, xs[2])
+		for _, procs := range []int{1, 2, 3, 8} {
+			runtime.GOMAXPROCS(procs)
+			got := nan(n)
+			if err := Weighted(got, xs, ws); err != nil {
+				t.Fatal(err)
+			}
+			same(t, "Weighted", n, procs, got, wantW)
+			got = append(got[:0], xs[1]...)
+			Axpy(got, -0.37, xs[2])
+			same(t, "Axpy", n, procs, got, wantA)
+		}
+	}
+}
+
+func same(t *testing.T, what string, n, procs int, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s of %d values on %d cores: [%d] = %v, one goroutine gives %v", what, n, procs, i, got[i], want[i])
+		}
+	}
+}
+
+// TestInRanges: the ranges cover [0, n) once, whatever n and the cores.
+func TestInRanges(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 4, 64} {
+		runtime.GOMAXPROCS(procs)
+		for _, n := range []int{0, 1, parallelFrom - 1, parallelFrom, 5*parallelFrom + 3} {
+			seen := make([]int32, n)
+			inRanges(n, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					seen[i]++ // ranges are disjoint: no two goroutines write one i
+				}
+			})
+			for i, c := range seen {
+				if c != 1 {
+					t.Fatalf("n %d on %d cores: value %d covered %d times", n, procs, i, c)
+				}
+			}
+		}
+	}
+}
