@@ -116,8 +116,8 @@ func (s *Stack) Load(params [][]float32) error {
 		if len(p) != s.size {
 			return fmt.Errorf("model: parameter vector %d has %d values, want %d", i, len(p), s.size)
 		}
-		copy(s.stage[i*s.size:], p)
 	}
+	copyRows(k, s.size, func(i int) { copy(s.stage[i*s.size:], params[i]) })
 	s.be.Copy(s.params.Slice(0, k*s.size), compute.Host(s.stage[:k*s.size]))
 	return nil
 }
@@ -135,9 +135,7 @@ func (s *Stack) Store(dst [][]float32) {
 	s.ensure(k)
 	s.grownStage(k)
 	s.be.Store(s.stage[:k*s.size], s.params.Slice(0, k*s.size))
-	for i, d := range dst {
-		copy(d[:s.size], s.stage[i*s.size:(i+1)*s.size])
-	}
+	copyRows(k, s.size, func(i int) { copy(dst[i][:s.size], s.stage[i*s.size:(i+1)*s.size]) })
 }
 
 // SumSquares sets out[i] to Σ x² over the parameters of model i, for
@@ -301,9 +299,7 @@ func (s *Stack) storeGrads(grads [][]float32) {
 	k, P := len(grads), s.size
 	s.grownStage(k)
 	s.be.Store(s.stage[:k*P], s.grad.Slice(0, k*P))
-	for i, dst := range grads {
-		copy(dst, s.stage[i*P:(i+1)*P])
-	}
+	copyRows(k, P, func(i int) { copy(grads[i], s.stage[i*P:(i+1)*P]) })
 }
 
 // GradRowsFactors is GradRows that also returns, for each model, the

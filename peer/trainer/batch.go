@@ -287,9 +287,10 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 	w.rows, w.labels = w.rows[:0], w.labels[:0]
 	for _, j := range jobs {
 		w.params = append(w.params, j.req.Params)
-		w.grads = append(w.grads, make([]float32, w.stack.NumParams()))
 		w.rows, w.labels = append(w.rows, j.rows...), append(w.labels, j.y...)
 	}
+	w.grads = slices.Grow(w.grads, len(jobs))[:len(jobs)]
+	allocRows(len(jobs), w.stack.NumParams(), func(i int) { w.grads[i] = make([]float32, w.stack.NumParams()) })
 	if err := w.stack.Load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}

@@ -204,13 +204,19 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 			be.Copy(dst.Slice(i*r.size, (i+1)*r.size), compute.Host(req.Params))
 		case req.MixWith != nil:
 			w.mixRows, w.mixA, w.mixB, w.mixW = append(w.mixRows, int32(i)), append(w.mixA, a), append(w.mixB, b), append(w.mixW, req.MixWeight)
-			req.Params, req.MixWith, req.MixWeight = make([]float32, r.size), nil, 0
+			req.Params, req.MixWith, req.MixWeight = nil, nil, 0 // a new vector, below
 		default:
 			w.cpRows, w.cpStart, w.cpSrc, w.cpW = append(w.cpRows, int32(i)), append(w.cpStart, int32(len(w.cpSrc))), append(w.cpSrc, a), append(w.cpW, 1)
 			w.forget = append(w.forget, req.Params)
 		}
 		w.params = append(w.params, req.Params)
 	}
+	// The mixes' new host vectors, allocated (and cleared) on every core.
+	allocRows(len(w.mixRows), r.size, func(k int) {
+		i := w.mixRows[k]
+		jobs[i].req.Params = make([]float32, r.size)
+		w.params[i] = jobs[i].req.Params
+	})
 	be.InterpolateRows(dst, r.arena, r.size, w.mixRows, w.mixA, w.mixB, w.mixW)
 	be.CombineRows(dst, r.arena, r.size, w.cpRows, append(w.cpStart, int32(len(w.cpSrc))), w.cpSrc, w.cpW)
 	for _, v := range w.forget {
