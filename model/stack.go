@@ -33,7 +33,8 @@ type Stack struct {
 	// with the largest call, not with the capacity).
 	params compute.Tensor
 	n      int
-	stage  []float32 // host staging of Load and Store
+	stage  []float32 // host staging of Load and Store (stack_copy.go)
+	unpin  func()    // gives a page-locked stage back
 
 	// The workspace, for wsModels models of batch rows each: every
 	// layer's pre-activations, activations and errors, the gathered
@@ -167,15 +168,10 @@ func (s *Stack) ensure(k int) {
 	s.params, s.n = p, n
 }
 
-func (s *Stack) grownStage(k int) {
-	if len(s.stage) < k*s.size {
-		s.stage = make([]float32, k*s.size)
-	}
-}
-
 // Close gives the stack's memory back to its backend.
 func (s *Stack) Close() {
 	s.freeWorkspace()
+	s.dropStage()
 	if s.net != nil {
 		s.net.close()
 		s.net = nil

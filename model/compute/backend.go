@@ -80,6 +80,15 @@ type MemorySizer interface {
 	TotalMemory() int64
 }
 
+// PinnedHost is implemented by device backends with host memory that
+// the device copies to and from at the bus's full speed (page-locked):
+// a stack stages its batches of models there. AllocPinned returns n
+// values of it and the function that gives them back, or an error where
+// there is none to have (the caller then uses ordinary memory).
+type PinnedHost interface {
+	AllocPinned(n int) ([]float32, func(), error)
+}
+
 // GathersOnce is implemented by gathering backends (Gatherer) on which a
 // minibatch gathered once into a tensor of its own (GatherRows) costs less
 // than gathering it in each GEMM that reads it: on a GPU each gathered

@@ -22,6 +22,7 @@ type Device struct {
 	mu   sync.Mutex
 	bufs map[uintptr][]float32
 	sums int // live LossSums
+	pins int // live page-locked host buffers (AllocPinned)
 	next uintptr
 	st   DeviceStats
 	// bytes held in tensors now, and the most at once
@@ -37,8 +38,9 @@ type DeviceStats struct {
 	// would for a GPU: Store, the losses, sums of squares and row sums
 	// returned, and LossSum reads.
 	Waits int
-	// Live is the number of allocated buffers (LossSums included), Allocs
-	// how many tensors were ever allocated.
+	// Live is the number of allocated buffers (LossSums and page-locked
+	// host buffers included), Allocs how many tensors were ever
+	// allocated.
 	Live, Allocs int
 }
 
@@ -53,8 +55,26 @@ func (d *Device) Stats() DeviceStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.st
-	s.Live = len(d.bufs) + d.sums
+	s.Live = len(d.bufs) + d.sums + d.pins
 	return s
+}
+
+// AllocPinned implements compute.PinnedHost, with ordinary memory, each
+// buffer live (Stats) until given back; a buffer given back twice panics.
+func (d *Device) AllocPinned(n int) ([]float32, func(), error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pins++
+	freed := false
+	return make([]float32, n), func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if freed {
+			panic("backendtest: a page-locked buffer given back twice")
+		}
+		freed = true
+		d.pins--
+	}, nil
 }
 
 // Name implements compute.Backend.
