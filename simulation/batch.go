@@ -112,8 +112,11 @@ func peerBatch(cfg *Config, gpu compute.Backend, spec model.Spec) (int, error) {
 type batcher struct {
 	size    int
 	pending []batchItem
-	work    chan []batchItem
-	wg      sync.WaitGroup
+	work    chan batchWork
+	// lazy: the models trained stay on the device until fetched
+	// (leaveOnDevice).
+	lazy bool
+	wg   sync.WaitGroup
 	// Batches counts the calls, Updates the updates trained in them.
 	batches, updates uint64
 	closed           bool
@@ -129,21 +132,60 @@ type batchItem struct {
 	job *trainJob
 }
 
+// batchWork is a batch to train, or vectors to fetch from the device
+// (done is closed once they are on the host, err set first if not).
+type batchWork struct {
+	items []batchItem
+	fetch [][]float32
+	done  chan struct{}
+	err   *error
+}
+
+// leaveOnDevice reports whether a run may leave the models its batches
+// train on the device until it reads them (trainer.LeaveOnDevice): where
+// nothing but the evaluation reads a model on the host. That is a plain
+// random walk (merge-update: the merge runs where the peers train) with
+// no compression, codec, attack, voting, robust rule, outer optimizer,
+// DP-SGD, churn, netsplit or turnover, each of which reads or copies
+// models on the event loop.
+func leaveOnDevice(cfg *Config) bool {
+	comp, err := gossip.ParseCompression(cfg.Compression)
+	return err == nil && !comp.Enabled() && cfg.Protocol == gossip.RandomWalk &&
+		(cfg.Variant == "" || cfg.Variant == gossip.DefaultVariant) &&
+		(cfg.Aggregator == "" || cfg.Aggregator == "mean") && cfg.LocalSteps == 0 &&
+		!cfg.Codec && cfg.Byzantine == 0 && cfg.Attack == "" && !cfg.Voting && !cfg.DP.Enabled() &&
+		!cfg.SecureAggregation && cfg.Churn == 0 && len(cfg.ChurnTrace) == 0 && len(cfg.Netsplits) == 0 && cfg.Turnover == 0
+}
+
+// testPoison, set by tests, fills the host vectors of models left on the
+// device with NaN, so that a read that did not fetch them shows.
+var testPoison bool
+
 // newBatcher starts a batcher of size updates a call on be (gpu: the same
 // device backend, or nil for the CPU).
-func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, error) {
+func newBatcher(spec model.Spec, be, gpu compute.Backend, size int, lazy bool) (*batcher, error) {
 	st, err := model.NewStack(spec, size, model.WithBackend(be))
 	if err != nil {
 		return nil, err
 	}
-	b := &batcher{size: size, work: make(chan []batchItem, 1)}
+	b := &batcher{size: size, work: make(chan batchWork, 1)}
 	ws := trainer.NewBatchWorkspace(st)
+	b.lazy = lazy && ws.LeaveOnDevice(testPoison)
 	b.wg.Go(func() {
 		defer ws.Close()
 		defer func() { b.resident, b.residentOn = ws.Resident() }()
 		trainers := make([]*trainer.Trainer, 0, size)
 		reqs := make([]*gossip.TrainRequest, 0, size)
-		for items := range b.work {
+		for wk := range b.work {
+			if wk.done != nil {
+				func() {
+					defer deviceFailure(gpu, fmt.Sprintf("copying %d models from the device", len(wk.fetch)), wk.err)
+					ws.Fetch(wk.fetch...)
+				}()
+				close(wk.done)
+				continue
+			}
+			items := wk.items
 			trainers, reqs = trainers[:0], reqs[:0]
 			for _, it := range items {
 				trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
@@ -200,7 +242,20 @@ func (b *batcher) flush() {
 	}
 	b.batches++
 	b.updates += uint64(len(items))
-	b.work <- items
+	b.work <- batchWork{items: items}
+}
+
+// fetch copies to the host the models among vs that the batches left on
+// the device, after the batches started before it.
+func (b *batcher) fetch(vs [][]float32) error {
+	if !b.lazy || b.closed {
+		return nil
+	}
+	var err error
+	done := make(chan struct{})
+	b.work <- batchWork{fetch: vs, done: done, err: &err}
+	<-done
+	return err
 }
 
 // close waits for the batches started and stops; updates still queued

@@ -155,10 +155,17 @@ func TestPeerBatchRefused(t *testing.T) {
 // steps in a stack on the device; the device's stack, data and model are
 // freed at the end, and the summary gives the device's memory peak. A
 // random walk's batches find most of the models they start from and
-// merge with on the device (the summary's resident counts).
+// merge with on the device (the summary's resident counts), and leave
+// the models they train there (leaveOnDevice) but for a run that reads
+// them on the host (compression here): their host vectors are NaN until
+// fetched (testPoison), so a read that forgot to fetch would show.
 func TestPeersOnDevice(t *testing.T) {
+	testPoison = true
+	defer func() { testPoison = false }()
 	for name, c := range map[string]Config{
 		"randomwalk":        {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
+		"randomwalk int8":   {Settings: job.Settings{Model: "mlp", Compression: "int8"}, Hidden: []int{8}},
+		"randomwalk eval 4": {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}, EvalEvery: 4},
 		"dpsgd":             {Settings: job.Settings{Protocol: "dpsgd"}},
 		"dpsgd local-steps": {Settings: job.Settings{Protocol: "dpsgd", LocalSteps: 2}},
 		"sfb":               {Settings: job.Settings{Protocol: "sfb", Model: "mlp"}, Hidden: []int{8}},
@@ -188,11 +195,18 @@ func TestPeersOnDevice(t *testing.T) {
 			if !strings.HasPrefix(res.Device.Device, "emulated-device") {
 				t.Fatalf("summary's device: %+v", res.Device)
 			}
+			v := c
+			if err := v.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			lazy := leaveOnDevice(&v)
 			switch st := res.Resident; {
 			case wantRes.Resident != nil || (c.PeerBatch > 1) != (st != nil):
 				t.Fatalf("resident counts %+v on the device (batch %d), %+v on the CPU", st, c.PeerBatch, wantRes.Resident)
-			case st != nil && c.Protocol == "" && (st.Hits < res.BatchedUpdates || st.Uploads >= res.BatchedUpdates || st.Full != 0):
+			case st != nil && c.Protocol == "" && c.Compression == "" && (st.Hits < res.BatchedUpdates || st.Uploads >= res.BatchedUpdates || st.Full != 0):
 				t.Fatalf("a random walk's %d batched updates: %+v; want a hit at least each, fewer uploads", res.BatchedUpdates, *st)
+			case st != nil && lazy != (st.Left > 0 && st.Fetched > 0 && st.Fetched <= st.Left):
+				t.Fatalf("%d batched updates: %+v; left on the device: %v", res.BatchedUpdates, *st, lazy)
 			}
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)

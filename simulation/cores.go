@@ -46,7 +46,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		if be == nil {
 			be = compute.NewCPU()
 		}
-		if s.batch, err = newBatcher(s.spec, be, s.gpu, n); err != nil {
+		if s.batch, err = newBatcher(s.spec, be, s.gpu, n, leaveOnDevice(&cfg)); err != nil {
 			return err
 		}
 		defer s.batch.close()
@@ -136,7 +136,10 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		}
 		s.endRound(r)
 	}
-	s.final(res)
+	s.final(res) // every model is on the host from here (sim.params)
+	if s.err != nil {
+		return s.err
+	}
 	if s.batch != nil {
 		res.Batches, res.BatchedUpdates = s.batch.batches, s.batch.updates
 		s.batch.close() // the batches started are done: their counts are final

@@ -179,11 +179,16 @@ func (s *sim) partitionInto(n int) ([][]int, error) {
 
 func peerName(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("p%05d", i)) }
 
-// params returns every peer's current model.
+// params returns every peer's current model, on the host.
 func (s *sim) params() [][]float32 {
 	out := make([][]float32, len(s.peers))
 	for i, p := range s.peers {
 		out[i] = p.Core().Params()
+	}
+	if s.batch != nil {
+		if err := s.batch.fetch(out); err != nil && s.err == nil {
+			s.err = err
+		}
 	}
 	return out
 }

@@ -95,6 +95,12 @@ func (w *world) Train(req *gossip.TrainRequest) {
 	}
 	r, err := func() (r *gossip.TrainResult, err error) {
 		defer deviceFailure(w.s.gpu, "an update", &err)
+		if w.s.batch != nil {
+			// Its models may have been left on the device by a batch.
+			if err := w.s.batch.fetch([][]float32{req.Params, req.MixWith}); err != nil {
+				return nil, err
+			}
+		}
 		return p.Run(req)
 	}()
 	if err != nil {

@@ -32,6 +32,7 @@ type BatchWorkspace struct {
 	// res keeps models on the device between calls (nil on the CPU),
 	// with the lists of one call's Rows kernels.
 	res                    *resident
+	lazy, poison           bool // LeaveOnDevice
 	mixRows, mixA, mixB    []int32
 	mixW                   []float32
 	cpRows, cpStart, cpSrc []int32
@@ -62,11 +63,14 @@ func (w *BatchWorkspace) Close() {
 
 // ResidentStats says how the models a workspace kept on its device
 // served its calls: Hits vectors found there, Uploads copied in, Full
-// those copied in for want of room.
+// those copied in for want of room; Left trained models not copied back
+// (LeaveOnDevice), Fetched those copied back later (Fetch).
 type ResidentStats struct {
 	Hits    uint64 `json:"hits"`
 	Uploads uint64 `json:"uploads"`
 	Full    uint64 `json:"full"`
+	Left    uint64 `json:"left"`
+	Fetched uint64 `json:"fetched"`
 }
 
 // Resident returns the counts so far, and false where the workspace
@@ -75,7 +79,10 @@ func (w *BatchWorkspace) Resident() (ResidentStats, bool) {
 	if w.res == nil {
 		return ResidentStats{}, false
 	}
-	return ResidentStats{w.res.hits, w.res.uploads, w.res.full}, true
+	r := w.res
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.fetched}, true
 }
 
 // Cap is how many requests one batched call takes.
@@ -271,8 +278,11 @@ func (w *BatchWorkspace) run(jobs []*batchJob) error {
 	// Measured on the device, before the models come back (TrainResult.Measured).
 	w.sums = slices.Grow(w.sums[:0], len(jobs))[:len(jobs)]
 	w.stack.SumSquares(w.sums)
-	if w.res != nil {
-		w.keepResults(len(jobs))
+	if w.res != nil && w.keepResults(len(jobs)) {
+		if w.poison {
+			poisonStale(w.params)
+		}
+		return nil // left on the device (LeaveOnDevice)
 	}
 	w.stack.Store(w.params)
 	return nil

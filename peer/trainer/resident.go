@@ -50,11 +50,15 @@ type resident struct {
 	// Hits counts the vectors found on the device, Uploads those
 	// copied in, Full those that found the arena full.
 	hits, uploads, full uint64
+	// Left counts the trained models left here alone (LeaveOnDevice),
+	// Fetched those copied to the host since (guarded by mu).
+	left, fetched uint64
 }
 
 type slotEntry struct {
 	slot    int32
 	cleanup runtime.Cleanup
+	stale   bool // the host vector is not written yet (LeaveOnDevice)
 }
 
 type slotKey struct {
@@ -97,7 +101,7 @@ func (r *resident) slot(v []float32) (int32, bool) {
 	}
 	r.be.Copy(r.row(s), compute.Host(v))
 	r.uploads++
-	r.keep(v, s)
+	r.keep(v, s, false)
 	return s, true
 }
 
@@ -136,12 +140,13 @@ func (r *resident) alloc() (int32, bool) {
 	return s, true
 }
 
-// keep records that slot s holds v's values, until v is garbage.
-func (r *resident) keep(v []float32, s int32) {
+// keep records that slot s holds v's values, until v is garbage; stale:
+// v itself does not hold them yet (LeaveOnDevice).
+func (r *resident) keep(v []float32, s int32, stale bool) {
 	key := weak.Make(&v[0])
 	c := runtime.AddCleanup(&v[0], r.release, slotKey{key, s})
 	r.mu.Lock()
-	r.byVec[key] = slotEntry{slot: s, cleanup: c}
+	r.byVec[key] = slotEntry{slot: s, cleanup: c, stale: stale}
 	r.mu.Unlock()
 }
 
@@ -199,6 +204,8 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 		}
 		switch {
 		case !okA || !okB:
+			r.fetch(req.Params) // merged on the host
+			r.fetch(req.MixWith)
 			req.Resolve()
 			w.forget = append(w.forget, req.Params)
 			be.Copy(dst.Slice(i*r.size, (i+1)*r.size), compute.Host(req.Params))
@@ -225,18 +232,28 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 }
 
 // keepResults copies the stack's trained models 0 to k−1 to slots of
-// their own, named by the host vectors they are stored to (w.params).
-func (w *BatchWorkspace) keepResults(k int) {
+// their own, named by the host vectors they are stored to (w.params). It
+// reports whether they are left there alone (LeaveOnDevice, and room
+// for all): their host vectors are then not written.
+func (w *BatchWorkspace) keepResults(k int) bool {
 	r := w.res
+	stale := w.lazy && r.room(k)
 	w.cpRows, w.cpStart, w.cpSrc, w.cpW = w.cpRows[:0], w.cpStart[:0], w.cpSrc[:0], w.cpW[:0]
 	for i := range k {
 		s, ok := r.alloc()
 		if !ok {
 			r.full++
+			stale = false // stored after all (a stale mark left is harmless: Fetch copies the same values)
 			continue
 		}
-		r.keep(w.params[i], s)
+		r.keep(w.params[i], s, stale)
 		w.cpRows, w.cpStart, w.cpSrc, w.cpW = append(w.cpRows, s), append(w.cpStart, int32(len(w.cpSrc))), append(w.cpSrc, int32(i)), append(w.cpW, 1)
 	}
 	w.stack.Backend().CombineRows(r.arena, w.stack.ParamRows(k), r.size, w.cpRows, append(w.cpStart, int32(len(w.cpSrc))), w.cpSrc, w.cpW)
+	if stale {
+		r.mu.Lock()
+		r.left += uint64(k)
+		r.mu.Unlock()
+	}
+	return stale
 }

@@ -25,75 +25,8 @@ func TestResidentBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := backendtest.NewDevice()
-	run := func(onDev bool, maxSlots int) ([][]float32, ResidentStats) {
-		trainers, reqs := batchFleet(t, spec, m)
-		opts := []model.Option{}
-		if onDev {
-			opts = append(opts, model.WithBackend(dev))
-		}
-		st, err := model.NewStack(spec, 8, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws := NewBatchWorkspace(st)
-		defer ws.Close()
-		if maxSlots > 0 {
-			ws.res.max = maxSlots
-		}
-		if _, ok := ws.Resident(); ok != onDev {
-			t.Fatalf("on the device %v: keeps models %v", onDev, ok)
-		}
-		type snapshot struct{ v, was []float32 }
-		var named []snapshot // every vector a request named, as it was
-		var stats ResidentStats
-		for round := range 4 {
-			out, err := RunBatch(ws, trainers, reqs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range out {
-				checkMeasured(t, "resident", r)
-			}
-			if round == 1 {
-				stats, _ = ws.Resident()
-			}
-			if round == 3 {
-				for _, n := range named {
-					if !slices.Equal(n.v, n.was) {
-						t.Errorf("on the device %v: a vector a request named was written in place", onDev)
-					}
-				}
-				if r := ws.res; r != nil {
-					r.mu.Lock()
-					if held := len(r.free) + len(r.byVec); held != r.slots {
-						t.Errorf("%d slots, %d of them free or holding a vector: %d lost", r.slots, held, r.slots-held)
-					}
-					r.mu.Unlock()
-				}
-				var models [][]float32
-				for _, r := range out {
-					models = append(models, r.Params)
-				}
-				return models, stats
-			}
-			reqs = reqs[:0]
-			for i, r := range out {
-				req := &gossip.TrainRequest{ID: uint64(100*round + i), Op: gossip.OpUpdate, Params: r.Params, Steps: 1 + i%2}
-				if i%3 != 2 {
-					other := out[(i+1)%len(out)].Params
-					req.MixWith, req.MixWeight = other, 0.25*float32(1+i%3)
-					named = append(named, snapshot{r.Params, slices.Clone(r.Params)}, snapshot{other, slices.Clone(other)})
-				} else {
-					req.Params = slices.Clone(r.Params) // its own copy, as n.train makes
-				}
-				reqs = append(reqs, req)
-			}
-			runtime.GC() // older vectors are garbage: their slots come back
-		}
-		panic("unreachable")
-	}
-	want, _ := run(false, 0)
-	got, stats := run(true, 0)
+	want, _, _ := residentRounds(t, spec, m, dev, false, 0, false)
+	got, stats, _ := residentRounds(t, spec, m, dev, true, 0, false)
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("model %d on the device differs from the CPU's", i)
@@ -101,7 +34,7 @@ func TestResidentBatches(t *testing.T) {
 	}
 	// An arena of 3 slots: most vectors find it full, and merge on the
 	// host instead, to the same bits.
-	small, smallStats := run(true, 3)
+	small, smallStats, _ := residentRounds(t, spec, m, dev, true, 3, false)
 	for i := range want {
 		if !slices.Equal(small[i], want[i]) {
 			t.Errorf("model %d with a full arena differs from the CPU's", i)
@@ -116,6 +49,128 @@ func TestResidentBatches(t *testing.T) {
 	if stats.Uploads != 6 || stats.Hits != 8 || stats.Full != 0 {
 		t.Errorf("after two rounds: %+v, want 6 uploads, 8 hits", stats)
 	}
+}
+
+// TestLeaveOnDevice: batches that leave their models on the device
+// (LeaveOnDevice, their host vectors poisoned with NaN) give the CPU's
+// bits once fetched, with an arena of any size: a model merged on the
+// host for want of room is fetched first (a NaN would show otherwise).
+// The counts say how many were left and fetched.
+func TestLeaveOnDevice(t *testing.T) {
+	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
+	m, err := model.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := backendtest.NewDevice()
+	want, _, _ := residentRounds(t, spec, m, dev, false, 0, false)
+	for _, slots := range []int{0, 3, 7, 12} {
+		got, stats, left := residentRounds(t, spec, m, dev, true, slots, true)
+		for i := range want {
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("arena of %d slots: model %d left on the device differs from the CPU's", slots, i)
+			}
+		}
+		if (slots == 0 && left == 0) || stats.Left < uint64(left) || (left > 0 && stats.Fetched == 0) || (slots == 3 && stats.Full == 0) {
+			t.Errorf("arena of %d slots: %d results left on the device at the end, counts %+v", slots, left, stats)
+		}
+	}
+	if live := dev.Stats().Live; live > 0 {
+		t.Errorf("%d device buffers live after the workspaces closed", live)
+	}
+}
+
+// residentRounds runs four rounds of a random walk's requests in batches
+// of 8 (on dev, or on the CPU), in an arena of maxSlots (0: the default)
+// that leaves the models on the device (lazy, poisoned) or not. It
+// returns the last round's models (fetched), the resident counts after
+// two rounds and how many of the last results were left on the device.
+func residentRounds(t *testing.T, spec model.Spec, m *model.Model, dev *backendtest.Device, onDev bool, maxSlots int, lazy bool) ([][]float32, ResidentStats, int) {
+	t.Helper()
+	trainers, reqs := batchFleet(t, spec, m)
+	opts := []model.Option{}
+	if onDev {
+		opts = append(opts, model.WithBackend(dev))
+	}
+	st, err := model.NewStack(spec, 8, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := NewBatchWorkspace(st)
+	defer ws.Close()
+	if maxSlots > 0 {
+		ws.res.max = maxSlots
+	}
+	if _, ok := ws.Resident(); ok != onDev {
+		t.Fatalf("on the device %v: keeps models %v", onDev, ok)
+	}
+	if lazy && !ws.LeaveOnDevice(true) {
+		t.Fatal("no device to leave the models on")
+	}
+	type snapshot struct{ v, was []float32 }
+	var named []snapshot // every vector a request named, as it was
+	var stats ResidentStats
+	for round := range 4 {
+		out, err := RunBatch(ws, trainers, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range out {
+			if !lazy { // else once fetched, below
+				checkMeasured(t, "resident", r)
+			}
+		}
+		if round == 1 {
+			stats, _ = ws.Resident()
+		}
+		if round == 3 {
+			left := 0
+			var models [][]float32
+			for _, r := range out {
+				if slices.ContainsFunc(r.Params, func(v float32) bool { return v != v }) {
+					left++
+				}
+				models = append(models, r.Params)
+			}
+			ws.Fetch(models...)
+			for _, r := range out {
+				checkMeasured(t, "resident", r)
+			}
+			for _, n := range named {
+				if !slices.Equal(n.v, n.was) {
+					t.Errorf("on the device %v: a vector a request named was written in place", onDev)
+				}
+			}
+			if r := ws.res; r != nil {
+				r.mu.Lock()
+				if held := len(r.free) + len(r.byVec); held != r.slots {
+					t.Errorf("%d slots, %d of them free or holding a vector: %d lost", r.slots, held, r.slots-held)
+				}
+				r.mu.Unlock()
+			}
+			if lazy {
+				stats, _ = ws.Resident()
+			}
+			return models, stats, left
+		}
+		reqs = reqs[:0]
+		for i, r := range out {
+			req := &gossip.TrainRequest{ID: uint64(100*round + i), Op: gossip.OpUpdate, Params: r.Params, Steps: 1 + i%2}
+			if i%3 != 2 {
+				other := out[(i+1)%len(out)].Params
+				req.MixWith, req.MixWeight = other, 0.25*float32(1+i%3)
+				if !lazy { // a vector left on the device is NaN on the host until fetched
+					named = append(named, snapshot{r.Params, slices.Clone(r.Params)}, snapshot{other, slices.Clone(other)})
+				}
+			} else {
+				ws.Fetch(r.Params)                  // read on the host:
+				req.Params = slices.Clone(r.Params) // its own copy, as n.train makes
+			}
+			reqs = append(reqs, req)
+		}
+		runtime.GC() // older vectors are garbage: their slots come back
+	}
+	panic("unreachable")
 }
 
 // sizedDevice is the emulated device claiming a size.
