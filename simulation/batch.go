@@ -82,10 +82,13 @@ func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 // machine has. On an NVIDIA H100 with 16 Intel Xeon cores, every
 // simulation measured ran faster on the CPU (docs/explanation/gpu.md: 10,000
 // softmax peers by random walk in 13.3 s against 18.3 s, 1,000 MLP peers
-// 9.5 s against 16.5 s, D-PSGD's 19.8 s against 28.3 s): the event loop's
-// work on the host (merging, checking, queueing), not training, bounds a
-// simulation. And a run on the CPU gives the same numbers on every
-// machine, where the GPU's batched sums round differently.
+// 9.5 s against 16.5 s, D-PSGD's 19.8 s against 28.3 s), and on an
+// NVIDIA H200 with 16 cores, with the random walk's models kept on the
+// device, 10,000 MLP peers took 11.5 s on the CPU against 19.5 s: the
+// host's work (the event loop, merging, checking, allocating), not
+// training, bounds a simulation. And a run on the CPU gives the same
+// numbers on every machine, where the GPU's batched sums round
+// differently.
 const AutoNote = "auto simulates on the CPU: it was faster than a GPU in every simulation measured, and gives the same numbers on every machine; --device cuda trains the peers in batches on the GPU"
 
 // testDevice, set by tests, is the device --device cuda opens.
