@@ -80,14 +80,8 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	if cfg.Turnover > 0 {
 		s.roster = &roster{} // the topology follows the live members
 	}
-	s.peers = make([]*simPeer, cfg.Peers)
-	for i := range s.peers {
-		p, err := s.newPeer(i, parts[i], false)
-		if err != nil {
-			return err
-		}
-		s.peers[i] = p
-		s.byID[p.ID()] = i
+	if err := s.buildPeers(parts); err != nil {
+		return err
 	}
 	if gossip.SamplesPeers(cfg.Protocol) || cfg.Sampling == gossip.SamplingHyParView {
 		for i, contacts := range s.bootstraps(all) {
@@ -149,6 +143,28 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	}
 	if afterRun != nil {
 		afterRun(s)
+	}
+	return nil
+}
+
+// buildPeers builds the peers side by side: each from its index alone
+// (its seeds, its shard, its neighbours), so the peers are the same on
+// any number of cores. A million peers' first models alone are 31 GB to
+// copy, and most of the time a start took.
+func (s *sim) buildPeers(parts [][]int) error {
+	if s.cfg.SecureAggregation && s.stats.Secure == nil {
+		s.stats.Secure = &gossip.SecureCounts{} // newPeer's traces count here
+	}
+	s.peers = make([]*simPeer, s.cfg.Peers)
+	errs := make([]error, len(s.peers))
+	compute.ForEach(len(s.peers), min(runtime.GOMAXPROCS(0), len(s.peers)/16), func(i int) {
+		s.peers[i], errs[i] = s.newPeer(i, parts[i], false)
+	})
+	for i, p := range s.peers {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		s.byID[p.ID()] = i
 	}
 	return nil
 }
