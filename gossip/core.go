@@ -386,31 +386,6 @@ func (n *Core) unpack(m *Message) error {
 	return nil
 }
 
-// train queues a training request on a copy of params; the caller checks
-// !n.training first.
-func (n *Core) train(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
-	return n.trainOwned(op, slices.Clone(params), steps, layers)
-}
-
-// trainShared is train, for an op that only reads Params (OpGradient,
-// OpFactors), of a vector that nothing writes (a message's parameters):
-// the request shares it without a copy.
-func (n *Core) trainShared(op TrainOp, params []float32) *TrainRequest {
-	if op == OpUpdate {
-		panic("gossip: an update's request owns its parameters")
-	}
-	return n.trainOwned(op, params, 0, nil)
-}
-
-// trainOwned is train for a vector nothing else refers to: the request
-// takes it without a copy.
-func (n *Core) trainOwned(op TrainOp, params []float32, steps int, layers []string) *TrainRequest {
-	n.trainID++
-	n.training = true
-	n.rd.Train = &TrainRequest{ID: n.trainID, Op: op, Params: params, Steps: steps, FactorLayers: layers, Age: n.age}
-	return n.rd.Train
-}
-
 // commit records a new model.
 // QuietTrainDone reports whether handing the node the result of its
 // outstanding training request now would make it send nothing: the

@@ -19,14 +19,9 @@ import (
 // untouched, and every slot of the arena is free or holds a vector. With
 // an arena too small, requests merge on the host, to the same bits.
 func TestResidentBatches(t *testing.T) {
-	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
-	m, err := model.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dev := backendtest.NewDevice()
-	want, _, _ := residentRounds(t, spec, m, dev, false, 0, false)
-	got, stats, _ := residentRounds(t, spec, m, dev, true, 0, false)
+	want, _, _ := residentRounds(t, dev, false, 0, false)
+	got, stats, _ := residentRounds(t, dev, true, 0, false)
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("model %d on the device differs from the CPU's", i)
@@ -34,7 +29,7 @@ func TestResidentBatches(t *testing.T) {
 	}
 	// An arena of 3 slots: most vectors find it full, and merge on the
 	// host instead, to the same bits.
-	small, smallStats, _ := residentRounds(t, spec, m, dev, true, 3, false)
+	small, smallStats, _ := residentRounds(t, dev, true, 3, false)
 	for i := range want {
 		if !slices.Equal(small[i], want[i]) {
 			t.Errorf("model %d with a full arena differs from the CPU's", i)
@@ -57,15 +52,10 @@ func TestResidentBatches(t *testing.T) {
 // host for want of room is fetched first (a NaN would show otherwise).
 // The counts say how many were left and fetched.
 func TestLeaveOnDevice(t *testing.T) {
-	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
-	m, err := model.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dev := backendtest.NewDevice()
-	want, _, _ := residentRounds(t, spec, m, dev, false, 0, false)
+	want, _, _ := residentRounds(t, dev, false, 0, false)
 	for _, slots := range []int{0, 3, 7, 12} {
-		got, stats, left := residentRounds(t, spec, m, dev, true, slots, true)
+		got, stats, left := residentRounds(t, dev, true, slots, true)
 		for i := range want {
 			if !slices.Equal(got[i], want[i]) {
 				t.Errorf("arena of %d slots: model %d left on the device differs from the CPU's", slots, i)
@@ -80,13 +70,18 @@ func TestLeaveOnDevice(t *testing.T) {
 	}
 }
 
-// residentRounds runs four rounds of a random walk's requests in batches
-// of 8 (on dev, or on the CPU), in an arena of maxSlots (0: the default)
+// residentRounds runs four rounds of a random walk's requests (an MLP's)
+// in batches of 8 (on dev, or on the CPU), in an arena of maxSlots (0: the default)
 // that leaves the models on the device (lazy, poisoned) or not. It
 // returns the last round's models (fetched), the resident counts after
 // two rounds and how many of the last results were left on the device.
-func residentRounds(t *testing.T, spec model.Spec, m *model.Model, dev *backendtest.Device, onDev bool, maxSlots int, lazy bool) ([][]float32, ResidentStats, int) {
+func residentRounds(t *testing.T, dev *backendtest.Device, onDev bool, maxSlots int, lazy bool) ([][]float32, ResidentStats, int) {
 	t.Helper()
+	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
+	m, err := model.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
 	trainers, reqs := batchFleet(t, spec, m)
 	opts := []model.Option{}
 	if onDev {
