@@ -33,7 +33,7 @@ type Stack struct {
 	// with the largest call, not with the capacity).
 	params compute.Tensor
 	n      int
-	stage  []float32 // host staging of Load and Store (stack_copy.go)
+	stage  []float32 // host staging of Load and Store (stack_stage.go)
 	unpin  func()    // gives a page-locked stage back
 
 	// The workspace, for wsModels models of batch rows each: every
@@ -118,7 +118,7 @@ func (s *Stack) Load(params [][]float32) error {
 			return fmt.Errorf("model: parameter vector %d has %d values, want %d", i, len(p), s.size)
 		}
 	}
-	copyRows(k, s.size, func(i int) { copy(s.stage[i*s.size:], params[i]) })
+	compute.ForEachRow(k, s.size, func(i int) { copy(s.stage[i*s.size:], params[i]) })
 	s.be.Copy(s.params.Slice(0, k*s.size), compute.Host(s.stage[:k*s.size]))
 	return nil
 }
@@ -136,7 +136,7 @@ func (s *Stack) Store(dst [][]float32) {
 	s.ensure(k)
 	s.grownStage(k)
 	s.be.Store(s.stage[:k*s.size], s.params.Slice(0, k*s.size))
-	copyRows(k, s.size, func(i int) { copy(dst[i][:s.size], s.stage[i*s.size:(i+1)*s.size]) })
+	compute.ForEachRow(k, s.size, func(i int) { copy(dst[i][:s.size], s.stage[i*s.size:(i+1)*s.size]) })
 }
 
 // SumSquares sets out[i] to Σ x² over the parameters of model i, for
@@ -295,7 +295,7 @@ func (s *Stack) storeGrads(grads [][]float32) {
 	k, P := len(grads), s.size
 	s.grownStage(k)
 	s.be.Store(s.stage[:k*P], s.grad.Slice(0, k*P))
-	copyRows(k, P, func(i int) { copy(grads[i], s.stage[i*P:(i+1)*P]) })
+	compute.ForEachRow(k, P, func(i int) { copy(grads[i], s.stage[i*P:(i+1)*P]) })
 }
 
 // GradRowsFactors is GradRows that also returns, for each model, the

@@ -2,6 +2,7 @@ package compute
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -76,6 +77,19 @@ func (c *CPU) GemmStrided(transA, transB bool, m, n, k int, alpha float32, at Te
 		t = 1
 	}
 	ForEach(count, t, one)
+}
+
+// ForEachRow calls f(0) to f(k−1), each working on one of k vectors of
+// size values (copying, allocating), split among every core once they
+// hold 1<<18 values or more, and on the caller's goroutine below: a
+// large batch's host copies would otherwise leave a device and the other
+// cores waiting.
+func ForEachRow(k, size int, f func(i int)) {
+	workers := 1
+	if k*size >= 1<<18 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ForEach(k, workers, f)
 }
 
 // ForEach calls f(0) to f(count−1), split among up to workers goroutines

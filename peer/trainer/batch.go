@@ -7,6 +7,7 @@ import (
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // BatchWorkspace trains the update requests of many trainers side by
@@ -31,13 +32,14 @@ type BatchWorkspace struct {
 	noisy  [][]float32 // DP-SGD: an update's noisy gradients
 	// res keeps models on the device between calls (nil on the CPU),
 	// with the lists of one call's Rows kernels.
-	res                    *resident
-	lazy, poison           bool // LeaveOnDevice
-	mixRows, mixA, mixB    []int32
-	mixW                   []float32
-	cpRows, cpStart, cpSrc []int32
-	cpW                    []float32
-	forget                 [][]float32
+	res                 *resident
+	lazy, poison        bool // LeaveOnDevice
+	mixRows, mixA, mixB []int32
+	mixW                []float32
+	cpRows, cpSrc       []int32   // row copies (copySlots): to, from
+	iota                []int32   // 0, 1, 2, …: one term a row
+	ones                []float32 // its weights
+	forget              [][]float32
 }
 
 // NewBatchWorkspace returns a workspace that trains up to st.Cap() models
@@ -300,7 +302,7 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 		w.rows, w.labels = append(w.rows, j.rows...), append(w.labels, j.y...)
 	}
 	w.grads = slices.Grow(w.grads, len(jobs))[:len(jobs)]
-	allocRows(len(jobs), w.stack.NumParams(), func(i int) { w.grads[i] = make([]float32, w.stack.NumParams()) })
+	compute.ForEachRow(len(jobs), w.stack.NumParams(), func(i int) { w.grads[i] = make([]float32, w.stack.NumParams()) })
 	if err := w.stack.Load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}

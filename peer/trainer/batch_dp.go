@@ -110,15 +110,3 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 func eachJob(k int, f func(i int)) {
 	compute.ForEach(k, min(runtime.GOMAXPROCS(0), k/16), f)
 }
-
-// allocRows runs f(0) to f(k−1), each allocating a vector of size values,
-// on every core for many large vectors: clearing the new memory (and the
-// kernel's first touch of it) is most of the cost, and a GPU batch's
-// host time.
-func allocRows(k, size int, f func(i int)) {
-	workers := 1
-	if k*size >= 1<<18 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	compute.ForEach(k, workers, f)
-}

@@ -32,25 +32,22 @@ func (w *BatchWorkspace) Fetch(vs ...[]float32) {
 	if r == nil || !w.lazy {
 		return
 	}
-	var rows, start, src []int32
-	var ones []float32
+	w.cpRows, w.cpSrc = w.cpRows[:0], w.cpSrc[:0]
 	var dst [][]float32
 	flush := func() {
-		k := len(dst)
-		if k == 0 {
+		if len(dst) == 0 {
 			return
 		}
-		r.be.CombineRows(w.stack.ParamRows(k), r.arena, r.size, rows, append(start, int32(k)), src, ones)
+		w.copySlots(w.stack.ParamRows(len(dst)), r.arena, w.cpRows, w.cpSrc)
 		w.stack.Store(dst)
-		rows, start, src, ones, dst = rows[:0], start[:0], src[:0], ones[:0], dst[:0]
+		w.cpRows, w.cpSrc, dst = w.cpRows[:0], w.cpSrc[:0], dst[:0]
 	}
 	for _, v := range vs {
 		s, ok := r.settle(v)
 		if !ok {
 			continue
 		}
-		i := int32(len(dst))
-		rows, start, src, ones = append(rows, i), append(start, i), append(src, s), append(ones, 1)
+		w.cpRows, w.cpSrc = append(w.cpRows, int32(len(dst))), append(w.cpSrc, s)
 		dst = append(dst, v)
 		if len(dst) == w.stack.Cap() {
 			flush()

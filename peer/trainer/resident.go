@@ -190,7 +190,7 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 	r, be := w.res, w.stack.Backend()
 	dst := w.stack.ParamRows(len(jobs))
 	w.mixRows, w.mixA, w.mixB, w.mixW = w.mixRows[:0], w.mixA[:0], w.mixB[:0], w.mixW[:0]
-	w.cpRows, w.cpStart, w.cpSrc, w.cpW = w.cpRows[:0], w.cpStart[:0], w.cpSrc[:0], w.cpW[:0]
+	w.cpRows, w.cpSrc = w.cpRows[:0], w.cpSrc[:0]
 	// The requests' own vectors are forgotten once the kernels that read
 	// their slots are queued: a slot freed before would be taken, and
 	// written, by the next vector copied in.
@@ -213,19 +213,19 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 			w.mixRows, w.mixA, w.mixB, w.mixW = append(w.mixRows, int32(i)), append(w.mixA, a), append(w.mixB, b), append(w.mixW, req.MixWeight)
 			req.Params, req.MixWith, req.MixWeight = nil, nil, 0 // a new vector, below
 		default:
-			w.cpRows, w.cpStart, w.cpSrc, w.cpW = append(w.cpRows, int32(i)), append(w.cpStart, int32(len(w.cpSrc))), append(w.cpSrc, a), append(w.cpW, 1)
+			w.cpRows, w.cpSrc = append(w.cpRows, int32(i)), append(w.cpSrc, a)
 			w.forget = append(w.forget, req.Params)
 		}
 		w.params = append(w.params, req.Params)
 	}
 	// The mixes' new host vectors, allocated (and cleared) on every core.
-	allocRows(len(w.mixRows), r.size, func(k int) {
+	compute.ForEachRow(len(w.mixRows), r.size, func(k int) {
 		i := w.mixRows[k]
 		jobs[i].req.Params = make([]float32, r.size)
 		w.params[i] = jobs[i].req.Params
 	})
 	be.InterpolateRows(dst, r.arena, r.size, w.mixRows, w.mixA, w.mixB, w.mixW)
-	be.CombineRows(dst, r.arena, r.size, w.cpRows, append(w.cpStart, int32(len(w.cpSrc))), w.cpSrc, w.cpW)
+	w.copySlots(dst, r.arena, w.cpRows, w.cpSrc)
 	for _, v := range w.forget {
 		r.forget(v)
 	}
@@ -238,22 +238,34 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 func (w *BatchWorkspace) keepResults(k int) bool {
 	r := w.res
 	stale := w.lazy && r.room(k)
-	w.cpRows, w.cpStart, w.cpSrc, w.cpW = w.cpRows[:0], w.cpStart[:0], w.cpSrc[:0], w.cpW[:0]
+	w.cpRows, w.cpSrc = w.cpRows[:0], w.cpSrc[:0]
 	for i := range k {
-		s, ok := r.alloc()
+		s, ok := r.alloc() // fails only where room said no: stale is false then
 		if !ok {
 			r.full++
-			stale = false // stored after all (a stale mark left is harmless: Fetch copies the same values)
 			continue
 		}
 		r.keep(w.params[i], s, stale)
-		w.cpRows, w.cpStart, w.cpSrc, w.cpW = append(w.cpRows, s), append(w.cpStart, int32(len(w.cpSrc))), append(w.cpSrc, int32(i)), append(w.cpW, 1)
+		w.cpRows, w.cpSrc = append(w.cpRows, s), append(w.cpSrc, int32(i))
 	}
-	w.stack.Backend().CombineRows(r.arena, w.stack.ParamRows(k), r.size, w.cpRows, append(w.cpStart, int32(len(w.cpSrc))), w.cpSrc, w.cpW)
+	w.copySlots(r.arena, w.stack.ParamRows(k), w.cpRows, w.cpSrc)
 	if stale {
 		r.mu.Lock()
 		r.left += uint64(k)
 		r.mu.Unlock()
 	}
 	return stale
+}
+
+// copySlots copies row src[i] of from to row dst[i] of to (models of the
+// arena's size) in one call: a CombineRows of one term of weight 1 each.
+func (w *BatchWorkspace) copySlots(to, from compute.Tensor, dst, src []int32) {
+	n := len(dst)
+	for len(w.iota) <= n {
+		w.iota = append(w.iota, int32(len(w.iota)))
+	}
+	for len(w.ones) < n {
+		w.ones = append(w.ones, 1)
+	}
+	w.stack.Backend().CombineRows(to, from, w.res.size, dst, w.iota[:n+1], src, w.ones[:n])
 }
