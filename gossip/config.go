@@ -345,6 +345,13 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// mergesInTraining reports whether a random walk merges a received model
+// in the training request it leads to (TrainRequest.MixWith), off the
+// core's goroutine: merge-update of whole models, weighted by age.
+func (c *Config) mergesInTraining() bool {
+	return c.Variant == "mu" && !c.robust() && c.Subsample == 0 && c.Partitions == 0
+}
+
 // robust reports whether the aggregator is a robust rule.
 func (c *Config) robust() bool {
 	_, mean := c.Aggregator.(merge.WeightedMean)

@@ -145,6 +145,17 @@ func (n *Core) ID() PeerID { return n.cfg.ID }
 // Config returns the node's validated config.
 func (n *Core) Config() Config { return n.cfg }
 
+// TrainedModelsUnread reports whether the core never reads, on its own
+// goroutine, the values of the models its training returns: it checks
+// them by the sums measured where they trained, leaves their merges to
+// training requests and sends them as they are. A driver that keeps those
+// models where they trained (a device) may then leave them there until it
+// reads them itself. A plain random walk does: merge-update, no robust
+// rule, compression or outer optimizer.
+func (n *Core) TrainedModelsUnread() bool {
+	return n.cfg.Protocol == RandomWalk && n.cfg.mergesInTraining() && n.cfg.Quantize.Kind == compress.None && !n.cfg.Outer.Enabled()
+}
+
 // Layout returns the parameter layout.
 func (n *Core) Layout() *model.Layout { return n.layout }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/compress"
+	"github.com/gossipd/gossipd/merge"
 )
 
 // TestMeasuredSums: a sum the trainer measured (TrainResult.Measured)
@@ -79,5 +81,30 @@ func TestMeasuredSums(t *testing.T) {
 	h.drain(1)
 	if rcv.Updates() != 1 {
 		t.Fatalf("the model in other memory: %d updates, traces %+v; want it merged", rcv.Updates(), h.traces)
+	}
+}
+
+// TestTrainedModelsUnread: only a plain random walk leaves the models its
+// training returns unread on its goroutine; another variant, a robust
+// rule, compression, local steps or another protocol reads them.
+func TestTrainedModelsUnread(t *testing.T) {
+	for name, c := range map[string]struct {
+		edit func(*gossip.Config)
+		want bool
+	}{
+		"random walk": {func(c *gossip.Config) {}, true},
+		"variant rw":  {func(c *gossip.Config) { c.Variant = "rw" }, false},
+		"median":      {func(c *gossip.Config) { c.Aggregator = merge.Median{} }, false},
+		"fp16":        {func(c *gossip.Config) { c.Quantize = compress.Spec{Kind: compress.FP16} }, false},
+		"subsample":   {func(c *gossip.Config) { c.Subsample = 0.5 }, false},
+		"local steps": {func(c *gossip.Config) { c.Outer = gossip.OuterConfig{Steps: 2} }, false},
+		"dpsgd": {func(c *gossip.Config) {
+			c.Protocol, c.Neighbors = gossip.DPSGD, []gossip.Neighbor{{ID: name(1), Weight: 0.5}}
+		}, false},
+	} {
+		h := newHarness(t, 1, func(i int, cfg *gossip.Config) { cfg.Sampling = "oracle"; c.edit(cfg) })
+		if got := h.nodes[0].TrainedModelsUnread(); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
 	}
 }

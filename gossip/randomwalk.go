@@ -181,7 +181,7 @@ func (w *randomWalk) process(n *Core, m *Message) {
 		w.baseAge = m.Age
 		n.train(OpUpdate, m.Params, steps, nil).Age = w.baseAge
 	case "mu":
-		if !w.cfg.robust() && w.cfg.Subsample == 0 && w.cfg.Partitions == 0 {
+		if w.cfg.mergesInTraining() {
 			// The age-weighted merge of whole models is left to
 			// whoever runs the request (TrainRequest.Resolve), off
 			// this goroutine; the model and the message are only read.

@@ -119,6 +119,7 @@ type batcher struct {
 	// lazy: the models trained stay on the device until fetched
 	// (leaveOnDevice).
 	lazy bool
+	ws   *trainer.BatchWorkspace
 	wg   sync.WaitGroup
 	// Batches counts the calls, Updates the updates trained in them.
 	batches, updates uint64
@@ -146,18 +147,16 @@ type batchWork struct {
 
 // leaveOnDevice reports whether a run may leave the models its batches
 // train on the device until it reads them (trainer.LeaveOnDevice): where
-// nothing but the evaluation reads a model on the host. That is a plain
-// random walk (merge-update: the merge runs where the peers train) with
-// no compression, codec, attack, voting, robust rule, outer optimizer,
-// DP-SGD, churn, netsplit or turnover, each of which reads or copies
-// models on the event loop.
-func leaveOnDevice(cfg *Config) bool {
-	comp, err := gossip.ParseCompression(cfg.Compression)
-	return err == nil && !comp.Enabled() && cfg.Protocol == gossip.RandomWalk &&
-		(cfg.Variant == "" || cfg.Variant == gossip.DefaultVariant) &&
-		(cfg.Aggregator == "" || cfg.Aggregator == "mean") && cfg.LocalSteps == 0 &&
+// nothing but the evaluation reads a model on the host. Its peers' cores
+// must not read them (gossip.Core.TrainedModelsUnread: a plain random
+// walk), nor may the simulation: no codec, attack, voting, DP-SGD (whose
+// unrecorded steps are skipped on the host), churn (a paused peer's
+// request too), netsplit or turnover.
+func (s *sim) leaveOnDevice() bool {
+	cfg := &s.cfg
+	return len(s.peers) > 0 && s.peers[0].Core().TrainedModelsUnread() &&
 		!cfg.Codec && cfg.Byzantine == 0 && cfg.Attack == "" && !cfg.Voting && !cfg.DP.Enabled() &&
-		!cfg.SecureAggregation && cfg.Churn == 0 && len(cfg.ChurnTrace) == 0 && len(cfg.Netsplits) == 0 && cfg.Turnover == 0
+		cfg.Churn == 0 && len(cfg.ChurnTrace) == 0 && len(cfg.Netsplits) == 0 && cfg.Turnover == 0
 }
 
 // testPoison, set by tests, fills the host vectors of models left on the
@@ -166,14 +165,14 @@ var testPoison bool
 
 // newBatcher starts a batcher of size updates a call on be (gpu: the same
 // device backend, or nil for the CPU).
-func newBatcher(spec model.Spec, be, gpu compute.Backend, size int, lazy bool) (*batcher, error) {
+func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, error) {
 	st, err := model.NewStack(spec, size, model.WithBackend(be))
 	if err != nil {
 		return nil, err
 	}
 	b := &batcher{size: size, work: make(chan batchWork, 1)}
 	ws := trainer.NewBatchWorkspace(st)
-	b.lazy = lazy && ws.LeaveOnDevice(testPoison)
+	b.ws = ws
 	b.wg.Go(func() {
 		defer ws.Close()
 		defer func() { b.resident, b.residentOn = ws.Resident() }()
@@ -246,6 +245,12 @@ func (b *batcher) flush() {
 	b.batches++
 	b.updates += uint64(len(items))
 	b.work <- batchWork{items: items}
+}
+
+// leaveOnDevice makes the batches leave the models they train on the
+// device, where there is one; before the first batch.
+func (b *batcher) leaveOnDevice() {
+	b.lazy = b.ws.LeaveOnDevice(testPoison)
 }
 
 // fetch copies to the host the models among vs that the batches left on

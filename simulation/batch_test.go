@@ -188,6 +188,9 @@ func TestPeersOnDevice(t *testing.T) {
 			testDevice = dev
 			defer func() { testDevice = nil }()
 			c.Device = "cuda"
+			var lazy bool // whether the run may leave its models on the device
+			afterRun = func(s *sim) { lazy = s.leaveOnDevice() }
+			defer func() { afterRun = nil }()
 			got, res := csvOf(t, c)
 			if got != want || res.FinalAccuracy != wantRes.FinalAccuracy {
 				t.Fatalf("on the device:\n%s\non the CPU:\n%s", got, want)
@@ -195,11 +198,6 @@ func TestPeersOnDevice(t *testing.T) {
 			if !strings.HasPrefix(res.Device.Device, "emulated-device") {
 				t.Fatalf("summary's device: %+v", res.Device)
 			}
-			v := c
-			if err := v.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			lazy := leaveOnDevice(&v)
 			switch st := res.Resident; {
 			case wantRes.Resident != nil || (c.PeerBatch > 1) != (st != nil):
 				t.Fatalf("resident counts %+v on the device (batch %d), %+v on the CPU", st, c.PeerBatch, wantRes.Resident)

@@ -46,7 +46,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		if be == nil {
 			be = compute.NewCPU()
 		}
-		if s.batch, err = newBatcher(s.spec, be, s.gpu, n, leaveOnDevice(&cfg)); err != nil {
+		if s.batch, err = newBatcher(s.spec, be, s.gpu, n); err != nil {
 			return err
 		}
 		defer s.batch.close()
@@ -82,6 +82,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	}
 	if err := s.buildPeers(parts); err != nil {
 		return err
+	}
+	if s.batch != nil && s.leaveOnDevice() {
+		s.batch.leaveOnDevice()
 	}
 	if gossip.SamplesPeers(cfg.Protocol) || cfg.Sampling == gossip.SamplingHyParView {
 		for i, contacts := range s.bootstraps(all) {
