@@ -35,20 +35,10 @@ const DefaultGPUPeerBatch = 4096
 
 // openDevice opens the device cfg asks for: the backend the peers train
 // on (nil for the CPU, whose peers train on single-threaded backends of
-// their own) and the choice to report.
+// their own) and the choice to report. For --device auto it opens the GPU
+// if there is one (chooseAuto then times the run on both).
 func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 	dev, _ := device.Parse(cfg.Device) // checked by Validate
-	cpu := func(note string) (compute.Backend, device.Choice, error) {
-		_, choice, err := device.Open(device.Spec{Kind: "cpu"}, compute.WithThreads(1))
-		if err != nil {
-			return nil, choice, fmt.Errorf("%w: %v", ErrConfig, err)
-		}
-		choice.Requested = dev.String()
-		if note != "" {
-			choice.Note = note
-		}
-		return nil, choice, nil
-	}
 	if !isGossip(cfg) {
 		if dev.Kind == "cuda" {
 			return nil, device.Choice{}, fmt.Errorf("%w: --device %s: the %s baseline trains on the CPU backend (the GPU trains the gossip protocols' peers); use --device cpu or auto", ErrConfig, dev, cfg.Protocol)
@@ -57,39 +47,39 @@ func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 		if dev.Kind == "auto" {
 			note = "the baselines train on the CPU backend"
 		}
-		return cpu(note)
+		return cpuDevice(cfg.Device, note)
 	}
-	switch dev.Kind {
-	case "cpu":
-		return cpu("")
-	case "auto":
-		return cpu(AutoNote)
+	if dev.Kind == "cpu" {
+		return cpuDevice(cfg.Device, "")
 	}
 	if testDevice != nil {
-		return testDevice, device.Describe(testDevice), nil
+		ch := device.Describe(testDevice)
+		ch.Requested = dev.String()
+		return testDevice, ch, nil
 	}
 	be, choice, err := device.Open(dev)
 	if err != nil {
 		return nil, choice, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if choice.Device == "cpu" {
-		return cpu(choice.Note)
+		return cpuDevice(cfg.Device, choice.Note)
 	}
 	return be, choice, nil
 }
 
-// AutoNote is why --device auto simulates on the CPU whatever the
-// machine has. On an NVIDIA H100 with 16 Intel Xeon cores, every
-// simulation measured ran faster on the CPU (docs/explanation/gpu.md: 10,000
-// softmax peers by random walk in 13.3 s against 18.3 s, 1,000 MLP peers
-// 9.5 s against 16.5 s, D-PSGD's 19.8 s against 28.3 s), and on an
-// NVIDIA H200 with 16 cores, with the random walk's models kept on the
-// device, 10,000 MLP peers took 11.5 s on the CPU against 19.5 s: the
-// host's work (the event loop, merging, checking, allocating), not
-// training, bounds a simulation. And a run on the CPU gives the same
-// numbers on every machine, where the GPU's batched sums round
-// differently.
-const AutoNote = "auto simulates on the CPU: it was faster than a GPU in every simulation measured, and gives the same numbers on every machine; --device cuda trains the peers in batches on the GPU"
+// cpuDevice is the choice of the CPU, for a run that asked for
+// requested (--device), with note saying why if not "".
+func cpuDevice(requested, note string) (compute.Backend, device.Choice, error) {
+	_, choice, err := device.Open(device.Spec{Kind: "cpu"}, compute.WithThreads(1))
+	if err != nil {
+		return nil, choice, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if dev, err := device.Parse(requested); err == nil {
+		choice.Requested = dev.String()
+	}
+	choice.Note = note
+	return nil, choice, nil
+}
 
 // testDevice, set by tests, is the device --device cuda opens.
 var testDevice compute.Backend

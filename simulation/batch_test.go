@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
@@ -235,23 +236,72 @@ func TestDeviceFailureEndsRun(t *testing.T) {
 	}
 }
 
-// TestAutoSimulatesOnCPU: --device auto simulates on the CPU and says
-// why, even where a GPU opens (here the emulated device, which then
-// allocates nothing); --device cuda takes it.
-func TestAutoSimulatesOnCPU(t *testing.T) {
+// TestAutoTimesBoth: --device auto with a GPU (here the emulated device)
+// simulates a short run on the CPU without touching the GPU, times a
+// longer one's first rounds on both and runs on the faster (by a clock
+// the test sets: the run is then the same as --device cuda's, or
+// --device cpu's, byte for byte), says why, and takes the CPU when the
+// GPU fails in its trial.
+func TestAutoTimesBoth(t *testing.T) {
 	dev := backendtest.NewDevice()
 	testDevice = dev
-	defer func() { testDevice = nil }()
-	c := Config{Peers: 8, Rounds: 2, Seed: 1, Device: "auto"}
+	defer func() { testDevice, autoClock = nil, time.Now }()
+	c := Config{Peers: 8, Rounds: 2, Seed: 1, Device: "auto", PeerBatch: 4}
 	_, res := csvOf(t, c)
-	if res.Device.Requested != "auto" || res.Device.Device != "cpu" || res.Device.Note != AutoNote {
-		t.Fatalf("device %+v: want the CPU, with AutoNote", res.Device)
+	if res.Device.Requested != "auto" || res.Device.Device != "cpu" || !strings.Contains(res.Device.Note, "too short to time on both") || res.AutoTrial != nil {
+		t.Fatalf("a short run: device %+v, trial %+v: want the CPU, untimed", res.Device, res.AutoTrial)
 	}
 	if st := dev.Stats(); st != (backendtest.DeviceStats{}) {
-		t.Fatalf("auto used the GPU: %+v", st)
+		t.Fatalf("a short run under auto used the GPU: %+v", st)
 	}
-	c.Device = "cuda"
-	if _, res = csvOf(t, c); !strings.HasPrefix(res.Device.Device, "emulated-device") {
-		t.Fatalf("--device cuda: %+v", res.Device)
+
+	c.Rounds = AutoMinRounds
+	want := map[string]string{}
+	for _, d := range []string{"cuda", "cpu"} {
+		c := c
+		c.Device = d
+		want[d], _ = csvOf(t, c)
+	}
+	// Three readings a trial (start, round 0, round 2), the GPU's first:
+	// a second to the first round on each, then the GPU's or the CPU's
+	// rounds half a second each and the other's two seconds.
+	clock := func(gpuRound, cpuRound time.Duration) func() time.Time {
+		at := []time.Duration{0, time.Second, time.Second + 2*gpuRound, 0, time.Second, time.Second + 2*cpuRound}
+		return func() time.Time {
+			if len(at) == 0 {
+				t.Fatal("the clock was read more than six times")
+			}
+			d := at[0]
+			at = at[1:]
+			return time.Unix(0, 0).Add(d)
+		}
+	}
+	for _, tc := range []struct {
+		gpu, cpu time.Duration
+		on       string
+		gpuSec   float64
+	}{{time.Second / 2, 2 * time.Second, "cuda", 11}, {2 * time.Second, time.Second / 2, "cpu", 41}} {
+		autoClock = clock(tc.gpu, tc.cpu)
+		got, res := csvOf(t, c)
+		trial := AutoTrial{Rounds: 2, GPUSeconds: tc.gpuSec, CPUSeconds: 52 - tc.gpuSec}
+		if res.AutoTrial == nil || *res.AutoTrial != trial {
+			t.Errorf("GPU rounds %v, CPU rounds %v: trial %+v, want %+v", tc.gpu, tc.cpu, res.AutoTrial, trial)
+		}
+		onGPU := strings.HasPrefix(res.Device.Device, "emulated-device")
+		if onGPU != (tc.on == "cuda") || !strings.Contains(res.Device.Note, "2 rounds on each estimate the run") {
+			t.Errorf("GPU rounds %v, CPU rounds %v: device %+v, want %s", tc.gpu, tc.cpu, res.Device, tc.on)
+		}
+		if got != want[tc.on] {
+			t.Errorf("GPU rounds %v, CPU rounds %v: the run differs from --device %s's", tc.gpu, tc.cpu, tc.on)
+		}
+	}
+	if st := dev.Stats(); st.Live != 0 {
+		t.Errorf("the runs left %d buffers on the device", st.Live)
+	}
+
+	testDevice, autoClock = failingDevice{backendtest.NewDevice()}, time.Now
+	got, res := csvOf(t, c)
+	if res.Device.Device != "cpu" || res.AutoTrial == nil || !strings.Contains(res.AutoTrial.GPUError, "status 3") || !strings.Contains(res.Device.Note, "failed") || got != want["cpu"] {
+		t.Errorf("a GPU that fails: device %+v, trial %+v", res.Device, res.AutoTrial)
 	}
 }

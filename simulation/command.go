@@ -95,6 +95,9 @@ func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) 
 		onDevice = fmt.Sprintf(" (device memory peak %d MiB)", res.DevicePeakBytes>>20)
 	}
 	fmt.Fprintf(stdout, "wall %.2f s, %.0f node-rounds/s, peak RSS %d MiB, on %s%s\n", wall, sum.NodeRoundsPerSecond, sum.PeakRSS>>20, res.Device.Backend, onDevice)
+	if res.AutoTrial != nil {
+		fmt.Fprintln(stdout, res.Device.Note)
+	}
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", f.Out)
 	return nil
 }

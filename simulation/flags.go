@@ -92,7 +92,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 			"progress on stderr at most this often (0: none); a bar on a terminal, else lines")
 	})
 	cli.Group(fs, "Process", func() {
-		fs.StringVar(&c.Device, "device", "auto", "where training runs: "+device.Values+" (auto: a GPU gossipd can use, else the CPU)")
+		fs.StringVar(&c.Device, "device", "auto", "where training runs: "+device.Values+" (auto: where a GPU gossipd can use opens, the faster of it and the CPU on the run's first rounds; else the CPU)")
 		fs.IntVar(&c.PeerBatch, "peer-batch", 0, "peers trained in one batched call: 1 each alone, N up to N, 0 automatic")
 		fs.StringVar(&f.MemoryLimit, "memory-limit", "", "soft memory limit of the Go runtime, e.g. 192MiB (\"\" given: $GOMEMLIMIT or none)")
 		fs.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile to this file")

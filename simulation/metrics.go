@@ -71,6 +71,10 @@ type Result struct {
 	// at once (a GPU's: tensors and scratch buffers; compute.MemoryCounter;
 	// absent on the CPU, whose memory is the process's peak RSS).
 	DevicePeakBytes int64 `json:"device_peak_bytes,omitempty"`
+	// AutoTrial is what --device auto timed on the GPU and the CPU to
+	// choose between them (absent where it timed nothing: no GPU, a short
+	// run, another --device).
+	AutoTrial *AutoTrial `json:"auto_trial,omitempty"`
 	// PeerBatch is how many requests (local updates, gradients) trained
 	// in one batched call at most (Config.PeerBatch; absent: each alone);
 	// Batches counts the calls and BatchedUpdates the requests they

@@ -13,6 +13,7 @@ import (
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/model/device"
 	"github.com/gossipd/gossipd/peer"
 	"github.com/gossipd/gossipd/peer/trainer"
 )
@@ -109,6 +110,21 @@ func Run(ctx context.Context, cfg Config, onRow func(Row), opts ...Option) (*Res
 	if err != nil {
 		return nil, err
 	}
+	var trial *AutoTrial
+	if choice.Requested == "auto" && gpu != nil {
+		if gpu, choice, trial, err = chooseAuto(ctx, cfg, gpu, choice); err != nil {
+			return nil, err
+		}
+	}
+	res, err := run(ctx, cfg, gpu, choice, onRow, opts...)
+	if res != nil {
+		res.AutoTrial = trial
+	}
+	return res, err
+}
+
+// run simulates cfg on gpu (nil: the CPU), which choice describes.
+func run(ctx context.Context, cfg Config, gpu compute.Backend, choice device.Choice, onRow func(Row), opts ...Option) (*Result, error) {
 	train, test, _, err := dataset.Load(cfg.Dataset, dataset.LoadOptions{OpenOptions: dataset.OpenOptions{Seed: cfg.Seed,
 		CSV: dataset.CSVOptions{LabelColumn: cfg.LabelColumn}, TestFraction: cfg.TestFraction}, Scale: cfg.Scale})
 	if err != nil {

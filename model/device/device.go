@@ -71,7 +71,7 @@ type Choice struct {
 	// Libraries says, for a GPU, which CUDA libraries the backend loaded
 	// and how its kernels were built ("cubin sm_90", "PTX compute_90").
 	Libraries string `json:"libraries,omitempty"`
-	// Note says, for "auto", why a GPU was not used.
+	// Note says, for "auto", why it runs where it does.
 	Note string `json:"note,omitempty"`
 }
 
