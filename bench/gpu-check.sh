@@ -13,7 +13,7 @@
 # sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu, and issue
 # 42's sim42-mlp-gpu, sim42-mlp-cpu, sim42-mlp-dpsgd-gpu,
 # sim42-mlp-dpsgd-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
-# sim42-cnn-cpu), to finish a run that was cut off; by default every step.
+# sim42-cnn-cpu, sim42-auto), to finish a run that was cut off; by default every step.
 set -uo pipefail
 only=" $* "
 out=${OUT:-gpu-out}
@@ -114,6 +114,9 @@ limit=240 step sim42-mlp-dpsgd-gpu sim sim42-mlp-dpsgd-gpu --model mlp --protoco
 limit=240 step sim42-mlp-dpsgd-cpu sim sim42-mlp-dpsgd-cpu --model mlp --protocol dpsgd --peers 10000 --rounds 20 --eval-every 20 --device cpu
 limit=240 step sim42-cnn-gpu sim sim42-cnn-gpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --peer-batch 256 --device cuda
 limit=240 step sim42-cnn-cpu sim sim42-cnn-cpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --device cpu
+# --device auto on the random walk's 10,000 MLP peers: its summary says
+# which device its trial of both chose, and the estimates.
+limit=240 step sim42-auto sim sim42-auto --model mlp --peers 10000 --rounds 20 --eval-every 20 --device auto
 limit=300 step sim42-1m-gpu sim sim42-1m-gpu --peers 1000000 --partition sample:8 --rounds 2 --eval-every 2 --device cuda
 limit=300 step sim42-1m-cpu sim sim42-1m-cpu --peers 1000000 --partition sample:8 --rounds 2 --eval-every 2 --device cpu
 rm -rf "$scratch"

@@ -16,7 +16,7 @@ import (
 // well as plain float32 on digits, and give the same results through the
 // wire codec as without it.
 func TestValueCompression(t *testing.T) {
-	for _, m := range testModels {
+	for _, m := range sweepModels() {
 		protos := []string{"randomwalk", "dpsgd", "pushsum", "adpsgd"}
 		lr, rounds := m.lr, map[string]int{}
 		if m.model != "softmax" {

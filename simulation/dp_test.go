@@ -56,7 +56,7 @@ func dpSimulation(t *testing.T, mdl string) {
 // more inputs than a node has, or a protocol or variant without robust
 // merging, is refused.
 func TestRobustAggregatorSelection(t *testing.T) {
-	for _, m := range testModels {
+	for _, m := range sweepModels() {
 		// A median of CNNs learns more slowly than their mean, and at the
 		// mean's rate its accuracy swings from round to round.
 		rounds, lr := max(60, 3*roundsFor(m, "dpsgd")/2), m.lr

@@ -58,7 +58,7 @@ func checkViews(s *sim) viewCheck {
 // symmetric, and every survivor keeps receiving models.
 func TestHyParViewViews(t *testing.T) {
 	const peers, rounds = 600, 30
-	base := Config{Data: job.Data{Dataset: "fashion-mnist", Partition: "iid"}, Peers: peers, Rounds: rounds,
+	base := Config{Data: job.Data{Partition: "iid"}, Peers: peers, Rounds: rounds,
 		EvalPeers: 1, FinalEvalPeers: 1, EvalEvery: rounds, Sampling: gossip.SamplingHyParView, Jitter: 0.1}
 	run := func(cfg Config) (*sim, *Result) {
 		var s *sim

@@ -54,6 +54,19 @@ var testModels = []testModel{
 	{"small-cnn", 0.5, 200, 60},
 }
 
+// sweepModels are the models of the sweeps over compression codecs and
+// robust aggregation rules, whose code sees a model as a vector: under
+// the race detector softmax alone (their CNN runs take minutes there;
+// make kernels runs them under every kernel set, and
+// TestEveryProtocolLearns trains the CNN under every protocol with the
+// race detector).
+func sweepModels() []testModel {
+	if raceEnabled {
+		return testModels[:1]
+	}
+	return testModels
+}
+
 // testModel is one model the tests run, with its learning rate.
 type testModel struct {
 	model string
