@@ -148,10 +148,27 @@ func (s *Stack) SumSquares(out []float64) {
 	if k > s.n {
 		panic(fmt.Sprintf("model: SumSquares of %d models from a stack holding %d", k, s.n))
 	}
+	s.be.SumSquaresRows(out, s.params.Slice(0, k*s.size), s.size, s.firstRows(k))
+}
+
+// GradSumSquares writes to out the Σ x² of the gradients of models 0 to
+// len(out)−1 that the last GradRows or GradRowsFactors computed,
+// measured where they were computed (on a device, one kernel for all,
+// before anything waits on the host), with SumSquares' bits.
+func (s *Stack) GradSumSquares(out []float64) {
+	k := len(out)
+	if k*s.size > s.grad.Len() {
+		panic(fmt.Sprintf("model: GradSumSquares of %d gradients from a stack that computed %d", k, s.grad.Len()/max(1, s.size)))
+	}
+	s.be.SumSquaresRows(out, s.grad.Slice(0, k*s.size), s.size, s.firstRows(k))
+}
+
+// firstRows is the row list 0, 1, …, k−1.
+func (s *Stack) firstRows(k int) []int32 {
 	for len(s.iota) < k {
 		s.iota = append(s.iota, int32(len(s.iota)))
 	}
-	s.be.SumSquaresRows(out, s.params.Slice(0, k*s.size), s.size, s.iota[:k])
+	return s.iota[:k]
 }
 
 // ensure makes the stack hold k models, keeping those it holds.

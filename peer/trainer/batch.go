@@ -322,6 +322,12 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 			out[j.i].Factors = factors[i]
 		}
 	}
-	eachJob(len(jobs), func(i int) { measure(out[jobs[i].i], w.grads[i]) })
+	// Measured where they were computed (on a device, before they came
+	// back: TrainResult.Measured).
+	w.sums = slices.Grow(w.sums[:0], len(jobs))[:len(jobs)]
+	w.stack.GradSumSquares(w.sums)
+	for i, j := range jobs {
+		out[j.i].SumSquares, out[j.i].Measured = w.sums[i], true
+	}
 	return nil
 }
