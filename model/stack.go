@@ -153,8 +153,9 @@ func (s *Stack) SumSquares(out []float64) {
 
 // GradSumSquares writes to out the Σ x² of the gradients of models 0 to
 // len(out)−1 that the last GradRows or GradRowsFactors computed,
-// measured where they were computed (on a device, one kernel for all,
-// before anything waits on the host), with SumSquares' bits.
+// measured where they were computed (on a device, one kernel for all
+// instead of a pass over each host copy), with SumSquares' bits. Call it
+// after the GradRows or GradRowsFactors of len(out) models.
 func (s *Stack) GradSumSquares(out []float64) {
 	k := len(out)
 	if k*s.size > s.grad.Len() {

@@ -36,7 +36,8 @@ const DefaultGPUPeerBatch = 4096
 // openDevice opens the device cfg asks for: the backend the peers train
 // on (nil for the CPU, whose peers train on single-threaded backends of
 // their own) and the choice to report. For --device auto it opens the GPU
-// if there is one (chooseAuto then times the run on both).
+// if there is one and the run is long enough to time (chooseAuto then
+// times the run on both).
 func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 	dev, _ := device.Parse(cfg.Device) // checked by Validate
 	if !isGossip(cfg) {
@@ -49,8 +50,11 @@ func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 		}
 		return cpuDevice(cfg.Device, note)
 	}
-	if dev.Kind == "cpu" {
+	switch {
+	case dev.Kind == "cpu":
 		return cpuDevice(cfg.Device, "")
+	case dev.Kind == "auto" && cfg.Rounds < AutoMinRounds:
+		return cpuDevice(cfg.Device, fmt.Sprintf("auto simulates on the CPU: a run of %d rounds is too short to time on a GPU and the CPU (at least %d); --device cuda runs on a GPU", cfg.Rounds, AutoMinRounds))
 	}
 	if testDevice != nil {
 		ch := device.Describe(testDevice)

@@ -238,17 +238,18 @@ func TestDeviceFailureEndsRun(t *testing.T) {
 
 // TestAutoTimesBoth: --device auto with a GPU (here the emulated device)
 // simulates a short run on the CPU without touching the GPU, times a
-// longer one's first rounds on both and runs on the faster (by a clock
-// the test sets: the run is then the same as --device cuda's, or
-// --device cpu's, byte for byte), says why, and takes the CPU when the
-// GPU fails in its trial.
+// longer one's first rounds on both (the run as configured, stopped
+// early) and runs on the faster by a clock the test sets (the run is
+// then the same as --device cuda's, or --device cpu's, byte for byte,
+// all its rounds), says why, and takes the CPU when the GPU fails in its
+// trial, without timing the CPU.
 func TestAutoTimesBoth(t *testing.T) {
 	dev := backendtest.NewDevice()
 	testDevice = dev
 	defer func() { testDevice, autoClock = nil, time.Now }()
 	c := Config{Peers: 8, Rounds: 2, Seed: 1, Device: "auto", PeerBatch: 4}
 	_, res := csvOf(t, c)
-	if res.Device.Requested != "auto" || res.Device.Device != "cpu" || !strings.Contains(res.Device.Note, "too short to time on both") || res.AutoTrial != nil {
+	if res.Device.Requested != "auto" || res.Device.Device != "cpu" || !strings.Contains(res.Device.Note, "too short to time on a GPU and the CPU") || res.AutoTrial != nil {
 		t.Fatalf("a short run: device %+v, trial %+v: want the CPU, untimed", res.Device, res.AutoTrial)
 	}
 	if st := dev.Stats(); st != (backendtest.DeviceStats{}) {
@@ -262,9 +263,9 @@ func TestAutoTimesBoth(t *testing.T) {
 		c.Device = d
 		want[d], _ = csvOf(t, c)
 	}
-	// Three readings a trial (start, round 0, round 2), the GPU's first:
-	// a second to the first round on each, then the GPU's or the CPU's
-	// rounds half a second each and the other's two seconds.
+	// Three readings a trial (start, round 1, round 3), the GPU's first:
+	// a second to the end of the first round on each, then the GPU's or
+	// the CPU's rounds half a second each and the other's two seconds.
 	clock := func(gpuRound, cpuRound time.Duration) func() time.Time {
 		at := []time.Duration{0, time.Second, time.Second + 2*gpuRound, 0, time.Second, time.Second + 2*cpuRound}
 		return func() time.Time {
@@ -280,19 +281,20 @@ func TestAutoTimesBoth(t *testing.T) {
 		gpu, cpu time.Duration
 		on       string
 		gpuSec   float64
-	}{{time.Second / 2, 2 * time.Second, "cuda", 11}, {2 * time.Second, time.Second / 2, "cpu", 41}} {
+	}{{time.Second / 2, 2 * time.Second, "cuda", 10.5}, {2 * time.Second, time.Second / 2, "cpu", 39}} {
 		autoClock = clock(tc.gpu, tc.cpu)
 		got, res := csvOf(t, c)
-		trial := AutoTrial{Rounds: 2, GPUSeconds: tc.gpuSec, CPUSeconds: 52 - tc.gpuSec}
+		// 1 s and 19 rounds each; the trials took 1 s and 2 rounds each.
+		trial := AutoTrial{Rounds: 2, GPUSeconds: tc.gpuSec, CPUSeconds: 49.5 - tc.gpuSec, Seconds: 7}
 		if res.AutoTrial == nil || *res.AutoTrial != trial {
 			t.Errorf("GPU rounds %v, CPU rounds %v: trial %+v, want %+v", tc.gpu, tc.cpu, res.AutoTrial, trial)
 		}
 		onGPU := strings.HasPrefix(res.Device.Device, "emulated-device")
-		if onGPU != (tc.on == "cuda") || !strings.Contains(res.Device.Note, "2 rounds on each estimate the run") {
+		if onGPU != (tc.on == "cuda") || !strings.Contains(res.Device.Note, "2 rounds timed on each estimate the run") {
 			t.Errorf("GPU rounds %v, CPU rounds %v: device %+v, want %s", tc.gpu, tc.cpu, res.Device, tc.on)
 		}
-		if got != want[tc.on] {
-			t.Errorf("GPU rounds %v, CPU rounds %v: the run differs from --device %s's", tc.gpu, tc.cpu, tc.on)
+		if got != want[tc.on] || res.Config.Rounds != AutoMinRounds || len(res.Rows) != AutoMinRounds {
+			t.Errorf("GPU rounds %v, CPU rounds %v: the run differs from --device %s's (%d rows)", tc.gpu, tc.cpu, tc.on, len(res.Rows))
 		}
 	}
 	if st := dev.Stats(); st.Live != 0 {
@@ -301,7 +303,8 @@ func TestAutoTimesBoth(t *testing.T) {
 
 	testDevice, autoClock = failingDevice{backendtest.NewDevice()}, time.Now
 	got, res := csvOf(t, c)
-	if res.Device.Device != "cpu" || res.AutoTrial == nil || !strings.Contains(res.AutoTrial.GPUError, "status 3") || !strings.Contains(res.Device.Note, "failed") || got != want["cpu"] {
+	if tr := res.AutoTrial; res.Device.Device != "cpu" || tr == nil || !strings.Contains(tr.GPUError, "status 3") || tr.GPUSeconds != 0 || tr.CPUSeconds != 0 ||
+		!strings.Contains(res.Device.Note, "failed") || got != want["cpu"] {
 		t.Errorf("a GPU that fails: device %+v, trial %+v", res.Device, res.AutoTrial)
 	}
 }

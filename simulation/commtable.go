@@ -82,7 +82,7 @@ func (c *CommTableConfig) defaults() {
 
 // config is the simulation of run r.
 func (c *CommTableConfig) config(r CommRun) Config {
-	return Config{Settings: job.Settings{Model: c.Model, Protocol: r.Protocol, Compression: r.Compression, LR: r.LR, LocalSteps: r.LocalSteps}, Data: job.Data{Dataset: c.Dataset}, Hidden: c.Hidden, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed}
+	return Config{Settings: job.Settings{Model: c.Model, Protocol: r.Protocol, Compression: r.Compression, LR: r.LR, LocalSteps: r.LocalSteps}, Data: job.Data{Dataset: c.Dataset}, Hidden: c.Hidden, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed, Device: "cpu"}
 }
 
 // command is the gossipd command line of run r.

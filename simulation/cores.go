@@ -125,6 +125,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if s.stopAfter > 0 && r > s.stopAfter {
+			return s.err // a trial of --device auto: no final evaluation
+		}
 		if err := s.runUntil(time.Duration(r) * cfg.Delta); err != nil {
 			return err
 		}

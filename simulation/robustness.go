@@ -65,7 +65,7 @@ var robustFractions = []float64{0.1, 0.2}
 func Robustness(ctx context.Context, c RobustnessConfig, progress func(string)) (string, error) {
 	c.defaults()
 	run := func(proto, agg, attack string, frac float64) (float64, error) {
-		rc := Config{Settings: job.Settings{Protocol: proto, LR: c.LR, Aggregator: agg}, Data: job.Data{Dataset: c.Dataset}, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed, Attack: attack, Byzantine: frac, EvalEvery: c.Rounds, FinalEvalPeers: 0}
+		rc := Config{Settings: job.Settings{Protocol: proto, LR: c.LR, Aggregator: agg}, Data: job.Data{Dataset: c.Dataset}, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed, Device: "cpu", Attack: attack, Byzantine: frac, EvalEvery: c.Rounds, FinalEvalPeers: 0}
 		if proto == gossip.DPSGD {
 			rc.Topology = c.Topology
 		}

@@ -63,6 +63,7 @@ type sim struct {
 	stats      Stats
 	onRound    func(Row)
 	roundDone  func(int)   // Option OnRound; nil: none
+	stopAfter  int         // > 0: end after this many rounds, unevaluated (auto.go)
 	pending    *pendingRow // the last row, being measured (record)
 	adv        *adversary  // nil without attackers
 	roster     *roster     // nil with a static roster (turnover.go)

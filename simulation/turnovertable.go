@@ -60,7 +60,7 @@ const recoverTolerance = 0.01
 func TurnoverTable(ctx context.Context, c TurnoverTableConfig, progress func(string)) (string, error) {
 	c.defaults()
 	run := func(proto string, turnover float64, dep string) (*Result, error) {
-		rc := Config{Settings: job.Settings{Protocol: proto, LR: c.LR}, Data: job.Data{Dataset: c.Dataset}, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed, Turnover: turnover, Departure: dep, EvalPeers: 0, FinalEvalPeers: 0}
+		rc := Config{Settings: job.Settings{Protocol: proto, LR: c.LR}, Data: job.Data{Dataset: c.Dataset}, Peers: c.Peers, Rounds: c.Rounds, Seed: c.Seed, Device: "cpu", Turnover: turnover, Departure: dep, EvalPeers: 0, FinalEvalPeers: 0}
 		res, err := Run(ctx, rc, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s at turnover %g (%s): %w", proto, turnover, dep, err)
