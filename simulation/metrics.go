@@ -69,7 +69,8 @@ type Result struct {
 	Device device.Choice `json:"device"`
 	// DevicePeakBytes is the most device memory the peers' backend held
 	// at once (a GPU's: tensors and scratch buffers; compute.MemoryCounter;
-	// absent on the CPU, whose memory is the process's peak RSS).
+	// absent on the CPU, whose memory is the process's peak RSS; under
+	// --device auto, the GPU's trial included).
 	DevicePeakBytes int64 `json:"device_peak_bytes,omitempty"`
 	// AutoTrial is what --device auto timed on the GPU and the CPU to
 	// choose between them (absent where it timed nothing: no GPU, a short
