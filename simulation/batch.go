@@ -54,7 +54,7 @@ func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 	case dev.Kind == "cpu":
 		return cpuDevice(cfg.Device, "")
 	case dev.Kind == "auto" && cfg.Rounds < AutoMinRounds:
-		return cpuDevice(cfg.Device, fmt.Sprintf("auto simulates on the CPU: a run of %d rounds is too short to time on a GPU and the CPU (at least %d); --device cuda runs on a GPU", cfg.Rounds, AutoMinRounds))
+		return cpuDevice(cfg.Device, fmt.Sprintf("auto simulates on the CPU without looking for a GPU: a run of %d rounds is too short to time on a GPU and the CPU (at least %d)", cfg.Rounds, AutoMinRounds))
 	}
 	if testDevice != nil {
 		ch := device.Describe(testDevice)
