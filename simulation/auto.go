@@ -59,7 +59,7 @@ var autoClock = time.Now
 // first rounds on each (estimate) and returns the faster, with the
 // choice's note saying why and the trial's figures.
 func chooseAuto(ctx context.Context, cfg Config, gpu compute.Backend, gpuChoice device.Choice) (compute.Backend, device.Choice, *AutoTrial, error) {
-	_, cpuChoice, err := cpuDevice(cfg.Device, "")
+	_, cpuChoice, err := cpuDevice(gpuChoice.Requested, "")
 	if err != nil {
 		return nil, cpuChoice, nil, err
 	}

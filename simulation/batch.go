@@ -48,13 +48,13 @@ func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 		if dev.Kind == "auto" {
 			note = "the baselines train on the CPU backend"
 		}
-		return cpuDevice(cfg.Device, note)
+		return cpuDevice(dev.String(), note)
 	}
 	switch {
 	case dev.Kind == "cpu":
-		return cpuDevice(cfg.Device, "")
+		return cpuDevice(dev.String(), "")
 	case dev.Kind == "auto" && cfg.Rounds < AutoMinRounds:
-		return cpuDevice(cfg.Device, fmt.Sprintf("auto simulates on the CPU without looking for a GPU: a run of %d rounds is too short to time on a GPU and the CPU (at least %d)", cfg.Rounds, AutoMinRounds))
+		return cpuDevice(dev.String(), fmt.Sprintf("auto simulates on the CPU without looking for a GPU: a run of %d rounds is too short to time on a GPU and the CPU (at least %d)", cfg.Rounds, AutoMinRounds))
 	}
 	if testDevice != nil {
 		ch := device.Describe(testDevice)
@@ -66,22 +66,20 @@ func openDevice(cfg *Config) (compute.Backend, device.Choice, error) {
 		return nil, choice, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if choice.Device == "cpu" {
-		return cpuDevice(cfg.Device, choice.Note)
+		return cpuDevice(dev.String(), choice.Note)
 	}
 	return be, choice, nil
 }
 
 // cpuDevice is the choice of the CPU, for a run that asked for
-// requested (--device), with note saying why if not "".
+// requested (--device, as parsed: device.Spec.String), with note saying
+// why if not "".
 func cpuDevice(requested, note string) (compute.Backend, device.Choice, error) {
 	_, choice, err := device.Open(device.Spec{Kind: "cpu"}, compute.WithThreads(1))
 	if err != nil {
 		return nil, choice, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	if dev, err := device.Parse(requested); err == nil {
-		choice.Requested = dev.String()
-	}
-	choice.Note = note
+	choice.Requested, choice.Note = requested, note
 	return nil, choice, nil
 }
 
