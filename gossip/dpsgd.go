@@ -28,7 +28,6 @@ type dpsgd struct {
 	adv        map[PeerID]int    // neighbours' advertised degrees (live topology)
 	filled     map[PeerID]uint64 // 1 + the latest round filled in for a neighbour behind
 	grad       []float32
-	scratch    []float32
 	xs         [][]float32
 	ws         []float64
 	choco      *choco    // with sparse compression (choco.go)
@@ -136,17 +135,17 @@ func (d *dpsgd) begin(n *Core) {
 	delete(d.future, n.round)
 	deg := d.degree()
 	// With CHOCO or an outer optimizer the parameters go out once the
-	// local step(s) are taken (trainDone). Else one copy for every
-	// neighbour (a message's Params are read-only; n.params becomes the
-	// next round's scratch).
+	// local step(s) are taken (trainDone). Else the model itself goes to
+	// every neighbour: a message's Params are read-only, and the round
+	// ends in a new vector (tryFinish), so nobody writes it again.
 	if d.sec != nil {
 		if !d.cfg.Outer.Enabled() {
 			d.sec.begin(n, d, n.params)
 		} // else once the local steps are taken (trainDone)
 	} else if d.choco == nil && !d.cfg.Outer.Enabled() && len(d.order) > 0 {
-		// The copy is measured once here, for receivers in this
-		// process (Message): they check its norm by that.
-		sent := slices.Clone(n.params)
+		// It is measured once here, for receivers in this process
+		// (Message): they check its norm by that.
+		sent := n.params
 		sum := sumOf(sent, merge.SumSquares(sent))
 		for _, p := range d.order {
 			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg, sum: sum})
@@ -339,22 +338,20 @@ func (d *dpsgd) tryFinish(n *Core) {
 	if miss := len(d.order) + 1 - len(d.xs); miss > 0 {
 		n.trace("missing", "", fmt.Sprintf("round %d closed without %d neighbour(s)", n.round, miss), float64(miss))
 	}
-	if len(d.scratch) != len(n.params) {
-		d.scratch = make([]float32, len(n.params))
-	}
-	if err := d.cfg.Aggregator.Aggregate(d.scratch, d.xs, d.ws, 0); err != nil {
+	// A new vector: the neighbours may still hold the old one, which
+	// went to them as it is (begin). Its first writes fall in the
+	// aggregation, across the cores, not in a copy on this goroutine.
+	x := make([]float32, len(n.params))
+	if err := d.cfg.Aggregator.Aggregate(x, d.xs, d.ws, 0); err != nil {
 		n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
-		copy(d.scratch, n.params)
+		copy(x, n.params)
 	}
 	if d.cfg.Outer.Enabled() {
-		x := d.outer.step(n.params, d.scratch)
-		d.scratch, d.local = nil, nil // the messages share the local result
-		d.finish(n, x)
+		d.local = nil // the messages share the local result
+		d.finish(n, d.outer.step(n.params, x))
 		return
 	}
-	merge.Axpy(d.scratch, -float32(d.cfg.LR), d.grad)
-	x := d.scratch
-	d.scratch = n.params
+	merge.Axpy(x, -float32(d.cfg.LR), d.grad)
 	d.finish(n, x)
 }
 
