@@ -162,7 +162,7 @@ func (n *Core) Layout() *model.Layout { return n.layout }
 // Params returns the node's current model parameters (for push-sum, the
 // de-biased estimate x/w). The slice is valid until the next call into the
 // node; callers must not modify it.
-func (n *Core) Params() []float32 { return n.proto.params(n) }
+func (n *Core) Params() []float32 { return n.resolved(n.proto.params(n)) }
 
 // Cache returns the models kept for voting prediction (random walk; nil
 // for other protocols). The slices must not be modified.
@@ -338,7 +338,7 @@ func (n *Core) send(m Message) {
 	}
 	if n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0 {
 		m.Packed = new(compress.Payload)
-		compress.Compress(m.Packed, m.Params, n.cfg.Quantize, n.rng)
+		compress.Compress(m.Packed, n.resolved(m.Params), n.cfg.Quantize, n.rng)
 		m.Params = nil
 	}
 	n.rd.Messages = append(n.rd.Messages, m)

@@ -104,7 +104,7 @@ func (d *dpsgd) rewire(n *Core) {
 		// Under secure aggregation it takes part from the next round on.
 		for _, p := range d.order {
 			if d.sec == nil && !slices.Contains(old, p) {
-				n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.params), Weight: d.degree()})
+				n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: slices.Clone(n.resolved(n.params)), Weight: d.degree()})
 			}
 		}
 		for p := range d.got {
@@ -146,7 +146,7 @@ func (d *dpsgd) begin(n *Core) {
 		// It is measured once here, for receivers in this process
 		// (Message): they check its norm by that.
 		sent := n.params
-		sum := sumOf(sent, merge.SumSquares(sent))
+		sum := d.sumOf(sent)
 		for _, p := range d.order {
 			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg, sum: sum})
 		}
@@ -158,7 +158,7 @@ func (d *dpsgd) begin(n *Core) {
 		n.train(OpUpdate, n.params, d.cfg.Outer.Steps, nil)
 		return
 	}
-	n.train(OpGradient, n.params, 0, nil)
+	n.train(OpGradient, n.resolved(n.params), 0, nil)
 }
 
 func (d *dpsgd) wake(n *Core) time.Duration {
@@ -249,7 +249,7 @@ func (d *dpsgd) step(n *Core, m *Message) {
 		if m.Round+1 > d.filled[m.From] && d.choco == nil { // rounds only go up: a filled-in answer to a fill-in gets none; CHOCO's copies take steps in order
 
 			d.filled[m.From] = m.Round + 1
-			n.send(Message{Kind: KindParams, To: m.From, Round: m.Round, Params: slices.Clone(n.params), Weight: d.degree()})
+			n.send(Message{Kind: KindParams, To: m.From, Round: m.Round, Params: slices.Clone(n.resolved(n.params)), Weight: d.degree()})
 		}
 	}
 }
@@ -342,6 +342,17 @@ func (d *dpsgd) tryFinish(n *Core) {
 	// went to them as it is (begin). Its first writes fall in the
 	// aggregation, across the cores, not in a copy on this goroutine.
 	x := make([]float32, len(n.params))
+	if d.mixes() {
+		if w, err := merge.Normalized(nil, d.ws); err != nil {
+			n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
+			copy(x, n.resolved(n.params))
+		} else {
+			// Mixed later, where the mixer says; Mix owns the list.
+			d.cfg.Mixer.Mix(x, slices.Clone(d.xs), w, d.grad, -float32(d.cfg.LR))
+		}
+		d.finish(n, x)
+		return
+	}
 	if err := d.cfg.Aggregator.Aggregate(x, d.xs, d.ws, 0); err != nil {
 		n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
 		copy(x, n.params)

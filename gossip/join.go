@@ -101,5 +101,5 @@ func (n *Core) answerState(m *Message) {
 		n.stateSent = map[PeerID]time.Duration{}
 	}
 	n.stateSent[m.From] = n.now
-	n.send(Message{Kind: KindStateReply, To: m.From, Params: slices.Clone(n.proto.params(n)), Age: n.age, Round: n.round})
+	n.send(Message{Kind: KindStateReply, To: m.From, Params: slices.Clone(n.resolved(n.proto.params(n))), Age: n.age, Round: n.round})
 }

@@ -161,9 +161,10 @@ type Message struct {
 // memory it was measured on (vectors shared in messages are never
 // written in place: Message.Params).
 type knownSum struct {
-	of *float32
-	n  int
-	ss float64
+	of    *float32
+	n     int
+	ss    float64
+	later func() float64 // where set, gives ss (a Mixer's SumLater)
 }
 
 // sumOf returns the known sum of v, measured as ss.
@@ -178,6 +179,9 @@ func sumOf(v []float32, ss float64) knownSum {
 func (k knownSum) get(v []float32) (float64, bool) {
 	if k.of == nil || len(v) != k.n || &v[0] != k.of {
 		return 0, false
+	}
+	if k.later != nil {
+		return k.later(), true
 	}
 	return k.ss, true
 }

@@ -42,7 +42,7 @@ type Link struct {
 
 // Snapshot returns a copy of the node's state.
 func (n *Core) Snapshot() State {
-	s := State{Params: slices.Clone(n.params), Age: n.age, Round: n.round, Updates: n.updates, Weight: 1,
+	s := State{Params: slices.Clone(n.resolved(n.params)), Age: n.age, Round: n.round, Updates: n.updates, Weight: 1,
 		View: slices.Clone(n.view.entries)}
 	n.proto.snapshot(&s)
 	return s

@@ -93,33 +93,43 @@ func Strided(dst, src []float32, start, stride int) []float32 {
 	return dst
 }
 
+// Normalized appends to w the weights ws divided by their sum, in
+// float32, as Weighted uses them: ws must be non-negative, finite, and
+// sum to more than 0.
+func Normalized(w []float32, ws []float64) ([]float32, error) {
+	if len(ws) == 0 {
+		return w, ErrEmpty
+	}
+	var sum float64
+	for _, x := range ws {
+		if !(x >= 0) || math.IsInf(x, 0) {
+			return w, fmt.Errorf("%w: %v", ErrWeights, x)
+		}
+		sum += x
+	}
+	if sum <= 0 {
+		return w, fmt.Errorf("%w: weights sum to %v", ErrWeights, sum)
+	}
+	for _, x := range ws {
+		w = append(w, float32(x/sum))
+	}
+	return w, nil
+}
+
 // Weighted sets dst = Σ_k w_k·x_k / Σ_k w_k: the weighted average,
 // renormalised over the vectors given (so a D-PSGD round that misses a
 // neighbour averages over what arrived). Weights must be non-negative with a
 // positive sum. dst must not alias any x_k but the first.
 func Weighted(dst []float32, xs [][]float32, ws []float64) error {
-	if len(xs) == 0 {
-		return ErrEmpty
-	}
 	if len(ws) != len(xs) {
 		return fmt.Errorf("%w: %d weights for %d vectors", ErrWeights, len(ws), len(xs))
 	}
-	var sum float64
-	for _, w := range ws {
-		if !(w >= 0) || math.IsInf(w, 0) {
-			return fmt.Errorf("%w: %v", ErrWeights, w)
-		}
-		sum += w
-	}
-	if sum <= 0 {
-		return fmt.Errorf("%w: weights sum to %v", ErrWeights, sum)
+	var small [8]float32
+	w, err := Normalized(small[:0], ws)
+	if err != nil {
+		return err
 	}
 	sameLen(dst, xs...)
-	var small [8]float32
-	w := small[:0]
-	for _, x := range ws {
-		w = append(w, float32(x/sum))
-	}
 	if len(dst) < parallelFrom {
 		weighted(dst, xs, w, 0, len(dst))
 		return nil
@@ -129,6 +139,26 @@ func Weighted(dst []float32, xs [][]float32, ws []float64) error {
 	wh := slices.Clone(w) // small stays on the stack for short vectors
 	inRanges(len(dst), func(lo, hi int) { weighted(dst, xs, wh, lo, hi) })
 	return nil
+}
+
+// Combine sets dst = Σ_k w[k]·xs[k] + a·g, with weights that Normalized
+// gave: Weighted and then Axpy, the same bits, in one pass over dst.
+// dst must not alias any vector but xs[0].
+func Combine(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
+	if len(w) != len(xs) || len(xs) == 0 {
+		panic(fmt.Sprintf("merge: %d weights for %d vectors", len(w), len(xs)))
+	}
+	sameLen(dst, xs...)
+	sameLen(dst, g)
+	step := func(lo, hi int) {
+		weighted(dst, xs, w, lo, hi)
+		axpy(dst[lo:hi], a, g[lo:hi])
+	}
+	if len(dst) < parallelFrom {
+		step(0, len(dst))
+		return
+	}
+	inRanges(len(dst), step)
 }
 
 // weighted is Weighted's sum over [lo, hi) with normalised weights w.

@@ -52,6 +52,16 @@ func TestLongVectorsSameBits(t *testing.T) {
 			got = append(got[:0], xs[1]...)
 			Axpy(got, -0.37, xs[2])
 			same(t, "Axpy", n, procs, got, wantA)
+			// Combine is Weighted, then Axpy, in one pass.
+			nw, err := Normalized(nil, ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = nan(n)
+			Combine(got, xs, nw, xs[3], -0.37)
+			wantC := append([]float32(nil), wantW...)
+			axpy(wantC, -0.37, xs[3])
+			same(t, "Combine", n, procs, got, wantC)
 		}
 	}
 }
@@ -82,6 +92,20 @@ func TestInRanges(t *testing.T) {
 					t.Fatalf("n %d on %d cores: value %d covered %d times", n, procs, i, c)
 				}
 			}
+		}
+	}
+}
+
+// TestNormalized: the weights over their sum, as Weighted uses them; a
+// negative, infinite or NaN weight, a zero sum and no weights are errors.
+func TestNormalized(t *testing.T) {
+	w, err := Normalized(nil, []float64{1, 3})
+	if err != nil || len(w) != 2 || w[0] != 0.25 || w[1] != 0.75 {
+		t.Fatalf("Normalized(1, 3) = %v, %v; want [0.25 0.75]", w, err)
+	}
+	for _, ws := range [][]float64{{}, {0, 0}, {-1, 2}, {math.Inf(1), 1}, {math.NaN(), 1}} {
+		if w, err := Normalized(nil, ws); err == nil {
+			t.Errorf("Normalized(%v) = %v, want an error", ws, w)
 		}
 	}
 }

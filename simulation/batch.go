@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -111,8 +112,11 @@ type batcher struct {
 	// lazy: the models trained stay on the device until fetched
 	// (leaveOnDevice).
 	lazy bool
-	ws   *trainer.BatchWorkspace
-	wg   sync.WaitGroup
+	// mixer, where set, holds D-PSGD mixes the batches' requests may
+	// start from (mixer.go): resolved before they train.
+	mixer *lazyMixer
+	ws    *trainer.BatchWorkspace
+	wg    sync.WaitGroup
 	// Batches counts the calls, Updates the updates trained in them.
 	batches, updates uint64
 	closed           bool
@@ -183,6 +187,9 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 			trainers, reqs = trainers[:0], reqs[:0]
 			for _, it := range items {
 				trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
+			}
+			if b.mixer != nil {
+				compute.ForEach(len(reqs), runtime.GOMAXPROCS(0), func(i int) { b.mixer.resolveAll(reqs[i].Params) })
 			}
 			res, err := func() (res []*gossip.TrainResult, err error) {
 				defer deviceFailure(gpu, fmt.Sprintf("a batch of %d training requests", len(reqs)), &err)

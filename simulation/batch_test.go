@@ -66,7 +66,7 @@ func TestPeerBatch(t *testing.T) {
 		"cnn dp-sgd": func(c *Config) { c.Model, c.DP = "small-cnn", privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5} },
 	}
 	for name, edit := range cases {
-		if raceEnabled && strings.HasPrefix(name, "cnn ") {
+		if trimmed() && strings.HasPrefix(name, "cnn ") {
 			continue // one CNN case under the race detector ("cnn"); make kernels runs them all
 		}
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {

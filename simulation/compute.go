@@ -186,10 +186,13 @@ func newTrainPool(spec model.Spec, workers int) (*trainPool, error) {
 }
 
 // run starts req on tr and returns its job.
-func (p *trainPool) run(tr *trainer.Trainer, req *gossip.TrainRequest) *trainJob {
+func (p *trainPool) run(tr *trainer.Trainer, req *gossip.TrainRequest, mx *lazyMixer) *trainJob {
 	j := &trainJob{done: make(chan struct{})}
 	p.jobs <- func(ws *trainer.Workspace) {
 		defer close(j.done)
+		if mx != nil {
+			mx.resolveAll(req.Params) // its mix, here beside the event loop
+		}
 		j.res, j.err = tr.RunIn(ws, req)
 	}
 	return j

@@ -80,6 +80,12 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	if cfg.Turnover > 0 {
 		s.roster = &roster{} // the topology follows the live members
 	}
+	if s.defersMixes() {
+		s.mixer = newLazyMixer()
+		if s.batch != nil {
+			s.batch.mixer = s.mixer
+		}
+	}
 	if err := s.buildPeers(parts); err != nil {
 		return err
 	}
@@ -207,6 +213,9 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		key[16] = 's'
 		gc.Secure = gossip.SecureConfig{Enabled: true, Job: "simulation", Fraction: cfg.SecureThreshold, Rand: rand.NewChaCha8(key)}
 		gc.Secure.MinThreshold = job.MinThreshold(cfg.DPDistributed, cfg.DPColluders)
+	}
+	if s.mixer != nil {
+		gc.Mixer = s.mixer
 	}
 	agg, _ := merge.ParseAggregator(cfg.Aggregator) // validated
 	setup := peer.Setup{Protocol: cfg.Protocol, Model: s.spec, Delta: cfg.Delta, RoundTimeout: cfg.RoundTimeout,

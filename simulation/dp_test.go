@@ -102,7 +102,7 @@ func TestAttacks(t *testing.T) {
 		model, agg string
 		rounds     int
 	}{{"softmax", "krum:2", 60}, {"small-cnn", "multikrum:2", 150}} {
-		if c.model != "softmax" && raceEnabled {
+		if c.model != "softmax" && trimmed() {
 			continue // two CNN runs of 150 rounds take minutes under the race detector; make kernels runs them
 		}
 		plain := base
@@ -171,7 +171,7 @@ func TestRobustRandomWalkAndPushSum(t *testing.T) {
 	// the fresh models only (push-sum learns a CNN more slowly: 0.58 in
 	// 60 rounds; clipped 0.46, against 0.13 when it clipped toward the
 	// whole window).
-	if raceEnabled {
+	if trimmed() {
 		return // 4 CNN runs of 60 rounds take minutes under the race detector; make kernels runs them
 	}
 	for proto, c := range map[string]struct{ floor, margin float64 }{"randomwalk": {0.85, 0.05}, "pushsum": {0.35, 0.2}} {

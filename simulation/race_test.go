@@ -3,5 +3,5 @@
 package simulation
 
 // raceEnabled: the race detector is on; a few slow accuracy checks run
-// smaller (their full size runs in `make kernels`, under every kernel set).
+// smaller (trimmed; their full size runs in `make kernels`).
 const raceEnabled = true

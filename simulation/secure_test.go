@@ -46,7 +46,7 @@ func TestSecureAggregation(t *testing.T) {
 	if secure.Messages < 6*plain.Messages {
 		t.Errorf("%d messages with secure aggregation, %d without: the exchanges did not run", secure.Messages, plain.Messages)
 	}
-	if raceEnabled {
+	if trimmed() {
 		// The rest runs in make kernels: every secure round takes a
 		// dozen X25519 agreements a member, minutes of pure-Go field
 		// arithmetic under the race detector, on one goroutine.
@@ -110,7 +110,7 @@ func TestDistributedDP(t *testing.T) {
 			t.Errorf("%v, want an error saying %q", err, c.want)
 		}
 	}
-	if raceEnabled {
+	if trimmed() {
 		return // two runs of secure rounds of six members take minutes under the race detector (TestSecureAggregation); make kernels runs them
 	}
 	_, local := csvOf(t, base)

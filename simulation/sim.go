@@ -42,6 +42,7 @@ type sim struct {
 	lat   latency
 	speed computeSpeeds // nil: training takes no virtual time
 	pool  *trainPool    // runs updates on every core (compute.go, overlap.go)
+	mixer *lazyMixer    // defers D-PSGD's mixes (mixer.go), or nil
 	// gpu is the device the peers train on (nil: the CPU), peerBatch
 	// Config.PeerBatch resolved for it, batch the batcher of their
 	// updates (nil: each alone; batch.go).
@@ -198,6 +199,9 @@ func peerName(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("p%05d", i
 
 // params returns every peer's current model, on the host.
 func (s *sim) params() [][]float32 {
+	if s.mixer != nil {
+		s.mixer.resolvePending() // side by side, before the peers' models are read one by one
+	}
 	out := make([][]float32, len(s.peers))
 	for i, p := range s.peers {
 		out[i] = p.Core().Params()

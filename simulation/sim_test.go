@@ -54,14 +54,19 @@ var testModels = []testModel{
 	{"small-cnn", 0.5, 200, 60},
 }
 
+// trimmed reports whether the slow accuracy checks run smaller: under
+// the race detector, and with -short (make kernels' passes over the
+// kernel sets other than the CPU's own). make kernels runs them in full
+// on the CPU's own kernel set, the one the simulator picks.
+func trimmed() bool { return raceEnabled || testing.Short() }
+
 // sweepModels are the models of the sweeps over compression codecs and
-// robust aggregation rules, whose code sees a model as a vector: under
-// the race detector softmax alone (their CNN runs take minutes there;
-// make kernels runs them under every kernel set, and
-// TestEveryProtocolLearns trains the CNN under every protocol with the
-// race detector).
+// robust aggregation rules, whose code sees a model as a vector: softmax
+// alone where the tests are trimmed (their CNN runs take minutes under
+// the race detector; TestEveryProtocolLearns trains the CNN under every
+// protocol in every pass).
 func sweepModels() []testModel {
-	if raceEnabled {
+	if trimmed() {
 		return testModels[:1]
 	}
 	return testModels

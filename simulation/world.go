@@ -89,7 +89,7 @@ func (w *world) Train(req *gossip.TrainRequest) {
 		// The update runs on the pool while the simulation goes on, and
 		// its done event, due when the update would finish in virtual
 		// time (compute.go) or at once (overlap.go), waits for it.
-		job := w.s.pool.run(p.tr, req)
+		job := w.s.pool.run(p.tr, req, w.s.mixer)
 		w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, p.tr.Work(req)), kind: evTrainDone, peer: w.i, job: job})
 		return
 	}
@@ -100,6 +100,9 @@ func (w *world) Train(req *gossip.TrainRequest) {
 			if err := w.s.batch.fetch([][]float32{req.Params, req.MixWith}); err != nil {
 				return nil, err
 			}
+		}
+		if w.s.mixer != nil {
+			w.s.mixer.resolveAll(req.Params)
 		}
 		return p.Run(req)
 	}()
@@ -132,6 +135,9 @@ func (w *world) Halt(err error) {
 // send accounts a message and schedules its delivery: encoded, through
 // the wire codec, when Config.Codec is set.
 func (s *sim) send(from int, m *gossip.Message) error {
+	if s.mixer != nil && (s.adv != nil || s.cfg.Codec) {
+		s.mixer.resolveAll(m.Params) // read here
+	}
 	if s.adv != nil {
 		s.adv.tamper(s, from, m)
 	}

@@ -1,0 +1,66 @@
+package gossip
+
+import "github.com/gossipd/gossipd/merge"
+
+// A Mixer carries out D-PSGD's weighted mix for the core, where the shell
+// keeps the models: a simulator defers each peer's mix until something
+// reads it, so that mixes run beside its event loop, many at a time,
+// instead of on it. The core hands a Mixer only the plain weighted mean
+// (merge.WeightedMean) of plain D-PSGD: no compression, no secure
+// aggregation, no outer optimizer. Without one (Config.Mixer nil) the
+// core mixes on the spot.
+//
+// A vector given to Mix as dst is pending until the mixer resolves it;
+// the core reads such a vector only after Resolve, and a pending vector
+// that leaves the core (a message's or a training request's Params, or
+// Params) must be resolved by the shell before it is read. The vectors
+// Mix reads may themselves be pending: the mixer resolves them first.
+type Mixer interface {
+	// Mix arranges for dst to become Σ_j w[j]·xs[j] + a·g, each product
+	// rounded apart from its sum, the terms added in this order (as
+	// merge.Weighted and then merge.Axpy compute it, and
+	// compute.Rows.CombineRows), before anything reads dst. Mix owns
+	// xs and w from then on; the vectors themselves are read only.
+	Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32)
+	// Resolve makes v hold its values, if it is pending, and returns Σ v²
+	// (merge.SumSquares).
+	Resolve(v []float32) float64
+	// SumLater returns a function that gives Σ v² (merge.SumSquares)
+	// when called, resolving v then if it is pending.
+	SumLater(v []float32) func() float64
+}
+
+// MixNow sets dst = Σ_j w[j]·xs[j] + a·g: Mixer.Mix's arithmetic, on
+// the caller's goroutine (ranges of a long vector side by side).
+func MixNow(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
+	merge.Combine(dst, xs, w, g, a)
+}
+
+// mixes reports whether the core hands its mixes to a Mixer.
+func (d *dpsgd) mixes() bool {
+	if d.cfg.Mixer == nil || d.choco != nil || d.sec != nil || d.cfg.Outer.Enabled() {
+		return false
+	}
+	_, mean := d.cfg.Aggregator.(merge.WeightedMean)
+	return mean
+}
+
+// resolved returns n's parameters with their values: resolved by the
+// mixer where they may be pending.
+func (n *Core) resolved(v []float32) []float32 {
+	if n.cfg.Mixer != nil && len(v) > 0 {
+		n.cfg.Mixer.Resolve(v)
+	}
+	return v
+}
+
+// sumOf is the known sum of a vector this node sends: measured now, or
+// by the mixer when it resolves the vector.
+func (d *dpsgd) sumOf(v []float32) knownSum {
+	if d.mixes() {
+		k := sumOf(v, 0)
+		k.later = d.cfg.Mixer.SumLater(v)
+		return k
+	}
+	return sumOf(v, merge.SumSquares(v))
+}

@@ -1,0 +1,79 @@
+package simulation
+
+import (
+	"testing"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
+)
+
+// TestDeferredMixes: D-PSGD's mixes, deferred by the lazy mixer until
+// something reads them, give the numbers of the core mixing at once, to
+// the last digit, in every path a pending model can take: trained on the
+// pool, in a batch and alone, sent through the wire codec, quantized,
+// tampered with by an attacker, sent to a new neighbour of a live view,
+// across missed neighbours, churn and drops. The mixes' results are NaN
+// until resolved (testPoison), so a read that came first would show; and
+// the mixer did record the mixes.
+func TestDeferredMixes(t *testing.T) {
+	testPoison = true
+	defer func() { testPoison = false }()
+	base := Config{Settings: job.Settings{Protocol: gossip.DPSGD}, Peers: 12, Rounds: 6, Seed: 5, EvalPeers: 6, EvalExamples: 200, FinalEvalPeers: 6, Latency: "uniform:10ms:300ms"}
+	cases := map[string]func(c *Config){
+		"plain":       func(c *Config) {},
+		"mlp":         func(c *Config) { c.Model = "mlp"; c.Hidden = []int{16} },
+		"batched":     func(c *Config) { c.PeerBatch = 4 },
+		"alone":       func(c *Config) { c.PeerBatch = 1 },
+		"codec":       func(c *Config) { c.Codec = true; c.Drop = 0.1; c.Churn = 0.2 },
+		"fp16":        func(c *Config) { c.Compression = "fp16" },
+		"attack":      func(c *Config) { c.Byzantine = 0.2; c.Attack = "gaussian" },
+		"hyparview":   func(c *Config) { c.Sampling = gossip.SamplingHyParView; c.Peers = 20 },
+		"late rounds": func(c *Config) { c.RoundTimeout = c.Delta / 4; c.Latency = "uniform:10ms:900ms" },
+	}
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds"} {
+		t.Run(name, func(t *testing.T) {
+			c := base
+			c.Delta = gossip.DefaultDelta
+			cases[name](&c)
+			var s *sim
+			afterRun = func(x *sim) { s = x }
+			deferred, _ := csvOf(t, c)
+			afterRun = nil
+			if s.mixer == nil || s.mixer.made == 0 {
+				t.Fatalf("no mixes were deferred")
+			}
+			testMixNow = true
+			now, _ := csvOf(t, c)
+			testMixNow = false
+			if deferred != now {
+				t.Errorf("deferred mixes:\n%s\nmixed at once:\n%s", deferred, now)
+			}
+		})
+	}
+}
+
+// TestLazyMixerResolvesInputs: a mix whose inputs are themselves pending
+// resolves them first, once, and gives their sums; a vector never mixed
+// is summed as it is.
+func TestLazyMixerResolvesInputs(t *testing.T) {
+	m := newLazyMixer()
+	a, b := []float32{1, 2}, []float32{3, 4}
+	g := []float32{1, 1}
+	x := make([]float32, 2)
+	m.Mix(x, [][]float32{a, b}, []float32{0.5, 0.5}, g, -1) // (2, 3) − (1, 1) = (1, 2)
+	y := make([]float32, 2)
+	m.Mix(y, [][]float32{x, b}, []float32{0.5, 0.5}, g, 0) // ((1+3)/2, (2+4)/2) = (2, 3)
+	later := m.SumLater(y)
+	if m.size() != 2 {
+		t.Fatalf("%d mixes pending, want 2", m.size())
+	}
+	if ss := later(); ss != 13 || y[0] != 2 || y[1] != 3 || x[0] != 1 || x[1] != 2 {
+		t.Fatalf("y = %v (Σ² %v), x = %v; want (2, 3) (13) and (1, 2)", y, ss, x)
+	}
+	if m.size() != 0 {
+		t.Fatalf("%d mixes pending after resolving, want 0", m.size())
+	}
+	if ss := m.Resolve(a); ss != 5 {
+		t.Fatalf("Σ a² = %v, want 5", ss)
+	}
+}
