@@ -1,6 +1,9 @@
 package gossip
 
-import "github.com/gossipd/gossipd/merge"
+import (
+	"github.com/gossipd/gossipd/gossip/compress"
+	"github.com/gossipd/gossipd/merge"
+)
 
 // A Mixer carries out D-PSGD's weighted mix for the core, where the shell
 // keeps the models: a simulator defers each peer's mix until something
@@ -22,9 +25,8 @@ type Mixer interface {
 	// compute.Rows.CombineRows), before anything reads dst. Mix owns
 	// xs and w from then on; the vectors themselves are read only.
 	Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32)
-	// Resolve makes v hold its values, if it is pending, and returns Σ v²
-	// (merge.SumSquares).
-	Resolve(v []float32) float64
+	// Resolve makes v hold its values, if it is pending.
+	Resolve(v []float32)
 	// SumLater returns a function that gives Σ v² (merge.SumSquares)
 	// when called, resolving v then if it is pending.
 	SumLater(v []float32) func() float64
@@ -36,14 +38,20 @@ func MixNow(dst []float32, xs [][]float32, w []float32, g []float32, a float32) 
 	merge.Combine(dst, xs, w, g, a)
 }
 
-// mixes reports whether the core hands its mixes to a Mixer.
-func (d *dpsgd) mixes() bool {
-	if d.cfg.Mixer == nil || d.choco != nil || d.sec != nil || d.cfg.Outer.Enabled() {
+// HandsMixes reports whether a core of this config hands its mixes to
+// its Mixer: plain D-PSGD (no sparse compression, secure aggregation or
+// outer optimizer) with the weighted mean. Its gradients then go nowhere
+// but to the Mixer, which may keep them where it mixes.
+func (c *Config) HandsMixes() bool {
+	if c.Mixer == nil || c.Protocol != DPSGD || c.Sparse.Kind != compress.None || c.Secure.Enabled || c.Outer.Enabled() {
 		return false
 	}
-	_, mean := d.cfg.Aggregator.(merge.WeightedMean)
+	_, mean := c.Aggregator.(merge.WeightedMean)
 	return mean
 }
+
+// mixes reports whether the core hands its mixes to a Mixer.
+func (d *dpsgd) mixes() bool { return d.cfg.HandsMixes() }
 
 // resolved returns n's parameters with their values: resolved by the
 // mixer where they may be pending.

@@ -258,26 +258,42 @@ func (s *Stack) StepRows(x compute.Tensor, rows []int, y []int32, batch int, lr 
 // unchanged. D-PSGD's and push-sum's peers due at once compute their
 // gradients this way.
 func (s *Stack) GradRows(x compute.Tensor, rows []int, y []int32, batch int, grads [][]float32, loss []float64) {
-	k := len(grads)
 	for i, g := range grads {
 		if len(g) != s.size {
 			panic(fmt.Sprintf("model: GradRows gradient %d has %d values, want %d", i, len(g), s.size))
 		}
 	}
+	if s.GradRowsKept(x, rows, y, batch, len(grads), loss) {
+		s.storeGrads(grads)
+	}
+}
+
+// GradRowsKept is GradRows of k models that leaves their gradients in
+// the stack (GradTensor) instead of copying them out: a simulator keeps
+// them on its device. It reports whether it computed any.
+func (s *Stack) GradRowsKept(x compute.Tensor, rows []int, y []int32, batch, k int, loss []float64) bool {
 	if s.net != nil {
 		s.checkCall("GradRows", rows, y, batch, k, loss)
 		s.netGradRows(x, rows, y, batch, k, loss, nil)
-		s.storeGrads(grads)
-		return
+		return true
 	}
 	if !s.pass("GradRows", x, rows, y, batch, k, 1/float32(batch), loss) {
-		return
+		return false
 	}
 	g := s.weightGrads(k, batch)
 	if s.spec.Kind == SVM {
 		s.be.Axpby(g, float32(s.spec.Lambda), s.params.Slice(0, k*s.size), 1)
 	}
-	s.storeGrads(grads)
+	return true
+}
+
+// GradTensor is the gradients of models 0 to k−1 that the last
+// GradRowsKept (or GradRows) computed, side by side on the backend.
+func (s *Stack) GradTensor(k int) compute.Tensor {
+	if k*s.size > s.grad.Len() {
+		panic(fmt.Sprintf("model: GradTensor of %d gradients from a stack that computed %d", k, s.grad.Len()/max(1, s.size)))
+	}
+	return s.grad.Slice(0, k*s.size)
 }
 
 // weightGrads writes the weight and bias gradients of models 0 to k−1,

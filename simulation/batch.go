@@ -115,8 +115,11 @@ type batcher struct {
 	// mixer, where set, holds D-PSGD mixes the batches' requests may
 	// start from (mixer.go): resolved before they train.
 	mixer *lazyMixer
-	ws    *trainer.BatchWorkspace
-	wg    sync.WaitGroup
+	// failure is the first device failure of a mix or a copy asked for
+	// outside a training request (the run ends with it).
+	failure error
+	ws      *trainer.BatchWorkspace
+	wg      sync.WaitGroup
 	// Batches counts the calls, Updates the updates trained in them.
 	batches, updates uint64
 	closed           bool
@@ -137,6 +140,7 @@ type batchItem struct {
 type batchWork struct {
 	items []batchItem
 	fetch [][]float32
+	mix   bool // carry out the mixes pending (lazyMixer.flushOn)
 	done  chan struct{}
 	err   *error
 }
@@ -175,6 +179,14 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 		trainers := make([]*trainer.Trainer, 0, size)
 		reqs := make([]*gossip.TrainRequest, 0, size)
 		for wk := range b.work {
+			if wk.mix {
+				func() {
+					defer deviceFailure(gpu, "mixing models on the device", wk.err)
+					b.mixer.flushOn(ws)
+				}()
+				close(wk.done)
+				continue
+			}
 			if wk.done != nil {
 				func() {
 					defer deviceFailure(gpu, fmt.Sprintf("copying %d models from the device", len(wk.fetch)), wk.err)
@@ -188,11 +200,15 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 			for _, it := range items {
 				trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
 			}
-			if b.mixer != nil {
-				compute.ForEach(len(reqs), runtime.GOMAXPROCS(0), func(i int) { b.mixer.resolveAll(reqs[i].Params) })
-			}
 			res, err := func() (res []*gossip.TrainResult, err error) {
 				defer deviceFailure(gpu, fmt.Sprintf("a batch of %d training requests", len(reqs)), &err)
+				switch {
+				case b.mixer == nil:
+				case b.mixer.dev != nil:
+					b.mixer.flushOn(ws) // the mixes the requests start from, with the rest pending
+				default:
+					compute.ForEach(len(reqs), runtime.GOMAXPROCS(0), func(i int) { b.mixer.hostValues(reqs[i].Params) })
+				}
 				return trainer.RunBatch(ws, trainers, reqs)
 			}()
 			for i, it := range items {
@@ -255,7 +271,7 @@ func (b *batcher) leaveOnDevice() {
 // fetch copies to the host the models among vs that the batches left on
 // the device, after the batches started before it.
 func (b *batcher) fetch(vs [][]float32) error {
-	if !b.lazy || b.closed {
+	if !b.lazy && !b.mixes() || b.closed {
 		return nil
 	}
 	var err error
@@ -263,6 +279,30 @@ func (b *batcher) fetch(vs [][]float32) error {
 	b.work <- batchWork{fetch: vs, done: done, err: &err}
 	<-done
 	return err
+}
+
+// mixes reports whether D-PSGD's mixes run on the batches' device.
+func (b *batcher) mixes() bool { return b.mixer != nil && b.mixer.dev == b }
+
+// mix carries out the mixes pending on the device, after the batches
+// started before it.
+func (b *batcher) mix() {
+	if b.closed {
+		return
+	}
+	var err error
+	done := make(chan struct{})
+	b.work <- batchWork{mix: true, done: done, err: &err}
+	<-done
+	b.failed(err)
+}
+
+// failed records err, the first device failure, as the run's (sim.err
+// by way of failure).
+func (b *batcher) failed(err error) {
+	if err != nil && b.failure == nil {
+		b.failure = err
+	}
 }
 
 // close waits for the batches started and stops; updates still queued

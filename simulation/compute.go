@@ -191,7 +191,7 @@ func (p *trainPool) run(tr *trainer.Trainer, req *gossip.TrainRequest, mx *lazyM
 	p.jobs <- func(ws *trainer.Workspace) {
 		defer close(j.done)
 		if mx != nil {
-			mx.resolveAll(req.Params) // its mix, here beside the event loop
+			mx.hostValues(req.Params) // its mix, here beside the event loop
 		}
 		j.res, j.err = tr.RunIn(ws, req)
 	}

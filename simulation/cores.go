@@ -84,6 +84,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		s.mixer = newLazyMixer()
 		if s.batch != nil {
 			s.batch.mixer = s.mixer
+			if _, on := s.batch.ws.Resident(); on {
+				s.mixer.dev = s.batch // mixes on the device
+			}
 		}
 	}
 	if err := s.buildPeers(parts); err != nil {
@@ -91,6 +94,10 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	}
 	if s.batch != nil && s.leaveOnDevice() {
 		s.batch.leaveOnDevice()
+	}
+	if gc := s.peers[0].Core().Config(); s.mixer != nil && s.mixer.dev != nil && gc.HandsMixes() {
+		// The gradients go nowhere but to the mixes, on the device.
+		s.batch.ws.LeaveGradients(testPoison)
 	}
 	if gossip.SamplesPeers(cfg.Protocol) || cfg.Sampling == gossip.SamplingHyParView {
 		for i, contacts := range s.bootstraps(all) {
@@ -384,6 +391,9 @@ func (s *sim) runEvents(t time.Duration) error {
 			p.online = false
 		case evDrop:
 			s.setMembers() // the dead member timed out
+		}
+		if s.batch != nil && s.batch.failure != nil && s.err == nil {
+			s.err = s.batch.failure // a mix on the device failed
 		}
 		if s.err != nil {
 			return s.err

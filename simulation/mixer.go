@@ -1,39 +1,52 @@
 package simulation
 
 import (
+	"cmp"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/compute"
+	"github.com/gossipd/gossipd/peer/trainer"
 )
 
 // lazyMixer is the simulator's gossip.Mixer: it records each D-PSGD mix
-// and carries it out when something first needs the result, on whatever
-// goroutine that is. A peer's gradient request on its new model resolves
-// it on the training pool, beside the event loop and the other peers'
-// mixes; a neighbour checking the model it received finds it resolved,
-// or resolves it. The event loop no longer waits for each mix, which
-// took most of its time in a D-PSGD run. Every mix is the same
-// arithmetic wherever it runs (gossip.MixNow), so the numbers are those
-// of the core mixing at once.
+// and carries it out when something first needs the result. On the CPU
+// that is one mix, on whatever goroutine needs it: a peer's gradient
+// request on its new model resolves it on the training pool, beside the
+// event loop and the other peers' mixes; a neighbour checking the model
+// it received finds it resolved, or resolves it. On a device (dev) it is
+// every mix pending, in one call on the batches' goroutine
+// (trainer.BatchWorkspace.Mix): before a batch trains, or when the event
+// loop needs a result's Σx² or values. Either way the event loop no
+// longer waits for each mix, which took most of its time in a D-PSGD
+// run, and every mix is the same arithmetic wherever it runs
+// (gossip.MixNow, compute.Rows.CombineRows), so the numbers are those of
+// the core mixing at once.
 type lazyMixer struct {
 	mu      sync.Mutex
 	pending map[*float32]*lazyMix
 	made    uint64 // mixes recorded (guarded by mu)
+	// dev, where set, mixes on its device; bulk: Resolve leaves the
+	// copy to the host to its caller (params, which copies all at once).
+	dev  *batcher
+	bulk bool
 }
 
 // lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g.
 type lazyMix struct {
-	once sync.Once
+	once sync.Once // on the CPU
 	dst  []float32
 	xs   [][]float32
 	w    []float32
 	g    []float32
 	a    float32
 	ss   float64 // Σ dst², once resolved
+	seq  uint64  // its order among the mixes
+	done bool    // on a device: resolved (guarded by the mixer's mu)
 }
 
 func newLazyMixer() *lazyMixer { return &lazyMixer{pending: map[*float32]*lazyMix{}} }
@@ -47,8 +60,9 @@ func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32,
 		poison(dst) // a read before it is resolved shows
 	}
 	m.mu.Lock()
-	m.pending[&dst[0]] = p
 	m.made++
+	p.seq = m.made
+	m.pending[&dst[0]] = p
 	m.mu.Unlock()
 }
 
@@ -62,9 +76,19 @@ func (m *lazyMixer) find(v []float32) *lazyMix {
 	return m.pending[&v[0]]
 }
 
-// resolve carries out p, and first the mixes of its inputs still
-// pending (each is older than p: no cycle), once.
+// resolve carries out p: on a device, with every mix pending; on the
+// CPU, alone, once, after the mixes of its inputs still pending (each
+// older than p: no cycle).
 func (m *lazyMixer) resolve(p *lazyMix) {
+	if m.dev != nil {
+		m.mu.Lock()
+		done := p.done
+		m.mu.Unlock()
+		if !done {
+			m.dev.mix()
+		}
+		return
+	}
 	p.once.Do(func() {
 		for _, x := range p.xs {
 			if q := m.find(x); q != nil {
@@ -80,13 +104,69 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 	})
 }
 
-// Resolve implements gossip.Mixer.
-func (m *lazyMixer) Resolve(v []float32) float64 {
-	if p := m.find(v); p != nil {
-		m.resolve(p)
-		return p.ss
+// flushOn carries out every pending mix on ws's device, on the batches'
+// goroutine: a call per generation (a mix whose input is another's
+// result after it).
+func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace) {
+	m.mu.Lock()
+	ps := make([]*lazyMix, 0, len(m.pending))
+	for _, p := range m.pending {
+		ps = append(ps, p)
 	}
-	return merge.SumSquares(v)
+	m.mu.Unlock()
+	if len(ps) == 0 {
+		return
+	}
+	slices.SortFunc(ps, func(a, b *lazyMix) int { return cmp.Compare(a.seq, b.seq) })
+	gen := make(map[*float32]int, len(ps))
+	var items [][]trainer.MixItem
+	var of [][]*lazyMix
+	for _, p := range ps {
+		k := 0
+		for _, x := range p.xs {
+			if g, ok := gen[&x[0]]; ok {
+				k = max(k, g+1)
+			}
+		}
+		gen[&p.dst[0]] = k
+		for len(items) <= k {
+			items, of = append(items, nil), append(of, nil)
+		}
+		items[k] = append(items[k], trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a})
+		of[k] = append(of[k], p)
+	}
+	for k := range items {
+		sums := make([]float64, len(items[k]))
+		ws.Mix(items[k], sums)
+		for i, p := range of[k] {
+			p.ss = sums[i]
+		}
+	}
+	m.mu.Lock()
+	for _, p := range ps {
+		p.done = true
+		delete(m.pending, &p.dst[0])
+		p.xs, p.w, p.g = nil, nil, nil
+	}
+	m.mu.Unlock()
+}
+
+// Resolve implements gossip.Mixer.
+func (m *lazyMixer) Resolve(v []float32) { m.hostValues(v) }
+
+// hostValues makes those of vs that are pending hold their values on the
+// host: resolved, and on a device copied back (unless bulk).
+func (m *lazyMixer) hostValues(vs ...[]float32) {
+	for _, v := range vs {
+		if p := m.find(v); p != nil {
+			m.resolve(p)
+		}
+		if m.dev != nil && !m.bulk && len(v) > 0 && m.dev.ws.Stale(v) {
+			if err := m.dev.fetch([][]float32{v}); err != nil {
+				m.dev.failed(err)
+			}
+		}
+	}
 }
 
 // SumLater implements gossip.Mixer.
@@ -97,20 +177,24 @@ func (m *lazyMixer) SumLater(v []float32) func() float64 {
 			return p.ss
 		}
 	}
-	return func() float64 { return merge.SumSquares(v) }
-}
-
-// resolveAll resolves those of vs that are pending.
-func (m *lazyMixer) resolveAll(vs ...[]float32) {
-	for _, v := range vs {
-		if p := m.find(v); p != nil {
-			m.resolve(p)
+	return func() float64 {
+		if m.dev != nil {
+			if ss, ok := m.dev.ws.KnownSum(v); ok {
+				return ss
+			}
 		}
+		m.hostValues(v)
+		return merge.SumSquares(v)
 	}
 }
 
-// resolvePending resolves every pending mix, side by side.
+// resolvePending resolves every pending mix: on a device in one flush,
+// on the CPU side by side.
 func (m *lazyMixer) resolvePending() {
+	if m.dev != nil {
+		m.dev.mix()
+		return
+	}
 	m.mu.Lock()
 	ps := make([]*lazyMix, 0, len(m.pending))
 	for _, p := range m.pending {

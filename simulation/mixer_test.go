@@ -1,10 +1,13 @@
 package simulation
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
+	"github.com/gossipd/gossipd/privacy"
 )
 
 // TestDeferredMixes: D-PSGD's mixes, deferred by the lazy mixer until
@@ -73,7 +76,56 @@ func TestLazyMixerResolvesInputs(t *testing.T) {
 	if m.size() != 0 {
 		t.Fatalf("%d mixes pending after resolving, want 0", m.size())
 	}
-	if ss := m.Resolve(a); ss != 5 {
+	if ss := m.SumLater(a)(); ss != 5 {
 		t.Fatalf("Σ a² = %v, want 5", ss)
+	}
+}
+
+// TestMixesOnDevice: on a device (the emulated one), D-PSGD's mixes run
+// there, a call for all those pending (the summary's resident counts
+// say how many), and the run gives the CPU's numbers with the same peer
+// batch, to the last digit: CombineRows and its norms are the CPU's
+// arithmetic. The mixes' host vectors stay NaN until copied back
+// (testPoison), so a read that forgot to copy would show; no device
+// buffer outlives the run.
+func TestMixesOnDevice(t *testing.T) {
+	testPoison = true
+	defer func() { testPoison = false }()
+	for name, c := range map[string]Config{
+		"softmax":     {},
+		"mlp":         {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
+		"dp-sgd":      {Settings: job.Settings{DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
+		"late rounds": {Settings: job.Settings{RoundTimeout: gossip.DefaultDelta / 4}, Latency: "uniform:10ms:900ms"},
+		"hyparview":   {Sampling: gossip.SamplingHyParView, Peers: 20},
+		"codec churn": {Codec: true, Churn: 0.2, Drop: 0.1},
+		"cnn":         {Settings: job.Settings{Model: "conv:4:3,relu,avgpool:2,dense"}},
+	} {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			c.Protocol = gossip.DPSGD
+			c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers, c.PeerBatch = 5, 7, 4, 200, 16, 8
+			if c.Peers == 0 {
+				c.Peers = 16
+			}
+			c.Device = "cpu"
+			want, wantRes := csvOf(t, c)
+			dev := backendtest.NewDevice()
+			testDevice = dev
+			defer func() { testDevice = nil }()
+			c.Device = "cuda"
+			got, res := csvOf(t, c)
+			if got != want || res.FinalAccuracy != wantRes.FinalAccuracy {
+				t.Fatalf("on the device:\n%s\non the CPU:\n%s", got, want)
+			}
+			st := res.Resident
+			switch {
+			case st == nil || st.Mixed == 0:
+				t.Fatalf("resident counts %+v: no mix ran on the device", st)
+			case (st.Gradients > 0) != !c.DP.Enabled():
+				t.Fatalf("resident counts %+v: gradients left on the device (DP-SGD %v: on the host)", *st, c.DP.Enabled())
+			}
+			if live := dev.Stats().Live; live > 0 {
+				t.Fatalf("%d device buffers live after the run", live)
+			}
+		})
 	}
 }

@@ -201,6 +201,8 @@ func peerName(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("p%05d", i
 func (s *sim) params() [][]float32 {
 	if s.mixer != nil {
 		s.mixer.resolvePending() // side by side, before the peers' models are read one by one
+		s.mixer.bulk = true      // copied back below, all at once
+		defer func() { s.mixer.bulk = false }()
 	}
 	out := make([][]float32, len(s.peers))
 	for i, p := range s.peers {

@@ -95,14 +95,14 @@ func (w *world) Train(req *gossip.TrainRequest) {
 	}
 	r, err := func() (r *gossip.TrainResult, err error) {
 		defer deviceFailure(w.s.gpu, "an update", &err)
+		if w.s.mixer != nil {
+			w.s.mixer.hostValues(req.Params) // a mix still pending
+		}
 		if w.s.batch != nil {
 			// Its models may have been left on the device by a batch.
 			if err := w.s.batch.fetch([][]float32{req.Params, req.MixWith}); err != nil {
 				return nil, err
 			}
-		}
-		if w.s.mixer != nil {
-			w.s.mixer.resolveAll(req.Params)
 		}
 		return p.Run(req)
 	}()
@@ -136,7 +136,7 @@ func (w *world) Halt(err error) {
 // the wire codec, when Config.Codec is set.
 func (s *sim) send(from int, m *gossip.Message) error {
 	if s.mixer != nil && (s.adv != nil || s.cfg.Codec) {
-		s.mixer.resolveAll(m.Params) // read here
+		s.mixer.hostValues(m.Params) // read here
 	}
 	if s.adv != nil {
 		s.adv.tamper(s, from, m)

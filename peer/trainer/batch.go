@@ -34,6 +34,7 @@ type BatchWorkspace struct {
 	// with the lists of one call's Rows kernels.
 	res                 *resident
 	lazy, poison        bool // LeaveOnDevice
+	leaveGrads          bool // LeaveGradients
 	mixRows, mixA, mixB []int32
 	mixW                []float32
 	cpRows, cpSrc       []int32   // row copies (copySlots): to, from
@@ -66,13 +67,16 @@ func (w *BatchWorkspace) Close() {
 // ResidentStats says how the models a workspace kept on its device
 // served its calls: Hits vectors found there, Uploads copied in, Full
 // those copied in for want of room; Left trained models not copied back
-// (LeaveOnDevice), Fetched those copied back later (Fetch).
+// (LeaveOnDevice), Gradients the gradients (LeaveGradients), Mixed the
+// sums Mix left there, Fetched those copied back later (Fetch).
 type ResidentStats struct {
-	Hits    uint64 `json:"hits"`
-	Uploads uint64 `json:"uploads"`
-	Full    uint64 `json:"full"`
-	Left    uint64 `json:"left"`
-	Fetched uint64 `json:"fetched"`
+	Hits      uint64 `json:"hits"`
+	Uploads   uint64 `json:"uploads"`
+	Full      uint64 `json:"full"`
+	Left      uint64 `json:"left"`
+	Gradients uint64 `json:"gradients,omitempty"`
+	Mixed     uint64 `json:"mixed,omitempty"`
+	Fetched   uint64 `json:"fetched"`
 }
 
 // Resident returns the counts so far, and false where the workspace
@@ -84,7 +88,7 @@ func (w *BatchWorkspace) Resident() (ResidentStats, bool) {
 	r := w.res
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.fetched}, true
+	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.grads, r.mixed, r.fetched}, true
 }
 
 // Cap is how many requests one batched call takes.
@@ -303,7 +307,7 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 	}
 	w.grads = slices.Grow(w.grads, len(jobs))[:len(jobs)]
 	compute.ForEachRow(len(jobs), w.stack.NumParams(), func(i int) { w.grads[i] = make([]float32, w.stack.NumParams()) })
-	if err := w.stack.Load(w.params); err != nil {
+	if err := w.load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}
 	if len(w.loss) < len(jobs) {
@@ -311,9 +315,14 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 	}
 	x := w.bound.on(w.stack.Backend(), jobs[0].t.data.X)
 	var factors [][]model.Factors
-	if jobs[0].req.Op == gossip.OpFactors {
+	switch {
+	case jobs[0].req.Op == gossip.OpFactors:
 		factors = w.stack.GradRowsFactors(x, w.rows, w.labels, jobs[0].bs, w.grads, w.loss[:len(jobs)], jobs[0].req.FactorLayers)
-	} else {
+	case w.leaveGrads && w.res.room(len(jobs)):
+		if w.stack.GradRowsKept(x, w.rows, w.labels, jobs[0].bs, len(jobs), w.loss[:len(jobs)]) {
+			w.keepGradients(len(jobs))
+		}
+	default:
 		w.stack.GradRows(x, w.rows, w.labels, jobs[0].bs, w.grads, w.loss[:len(jobs)])
 	}
 	for i, j := range jobs {

@@ -24,7 +24,7 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 	for _, j := range jobs {
 		w.params = append(w.params, j.req.Params)
 	}
-	if err := st.Load(w.params); err != nil {
+	if err := w.load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}
 	x := w.bound.on(st.Backend(), jobs[0].t.data.X)

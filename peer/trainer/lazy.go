@@ -29,7 +29,7 @@ func (w *BatchWorkspace) LeaveOnDevice(poison bool) bool {
 // left alone. It must not run beside RunBatch.
 func (w *BatchWorkspace) Fetch(vs ...[]float32) {
 	r := w.res
-	if r == nil || !w.lazy {
+	if r == nil {
 		return
 	}
 	w.cpRows, w.cpSrc = w.cpRows[:0], w.cpSrc[:0]

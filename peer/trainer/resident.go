@@ -51,14 +51,17 @@ type resident struct {
 	// copied in, Full those that found the arena full.
 	hits, uploads, full uint64
 	// Left counts the trained models left here alone (LeaveOnDevice),
+	// grads the gradients (LeaveGradients), Mixed the Mix results,
 	// Fetched those copied to the host since (guarded by mu).
-	left, fetched uint64
+	left, grads, mixed, fetched uint64
 }
 
 type slotEntry struct {
 	slot    int32
 	cleanup runtime.Cleanup
-	stale   bool // the host vector is not written yet (LeaveOnDevice)
+	stale   bool    // the host vector is not written yet (LeaveOnDevice, Mix)
+	ss      float64 // Σ x², where measured (hasSS: a Mix result)
+	hasSS   bool
 }
 
 type slotKey struct {
@@ -148,6 +151,23 @@ func (r *resident) keep(v []float32, s int32, stale bool) {
 	r.mu.Lock()
 	r.byVec[key] = slotEntry{slot: s, cleanup: c, stale: stale}
 	r.mu.Unlock()
+}
+
+// keepSum is keep of a Mix result, left here (stale) with its Σ x².
+func (r *resident) keepSum(v []float32, s int32, ss float64) {
+	key := weak.Make(&v[0])
+	c := runtime.AddCleanup(&v[0], r.release, slotKey{key, s})
+	r.mu.Lock()
+	r.byVec[key] = slotEntry{slot: s, cleanup: c, stale: true, ss: ss, hasSS: true}
+	r.mu.Unlock()
+}
+
+// knownSum returns the Σ x² a Mix measured of v, if v is its result.
+func (r *resident) knownSum(v []float32) (float64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.byVec[weak.Make(&v[0])]
+	return e.ss, ok && e.hasSS
 }
 
 // release frees the slot of a vector become garbage.

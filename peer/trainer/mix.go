@@ -1,0 +1,193 @@
+package trainer
+
+import (
+	"fmt"
+	"weak"
+
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// MixItem is one weighted sum for Mix: Dst = Σ_k W[k]·Xs[k] + A·G, each
+// product rounded apart from its sum, the terms added in that order
+// (merge.Combine; compute.Rows's CombineRows): a D-PSGD round's mix of a
+// peer's and its neighbours' models and its gradient step.
+type MixItem struct {
+	Dst []float32
+	Xs  [][]float32
+	W   []float32
+	G   []float32
+	A   float32
+}
+
+// Mix computes the items' sums where the workspace keeps its models, and
+// sets sums[i] to Σ Dst² (merge.SumSquares) of item i. On a device, each
+// sum is one row of a CombineRows over the models kept there (its terms
+// read there, or copied in), left there in a slot of its own: its host
+// vector is stale until Fetch, as LeaveOnDevice leaves trained models,
+// and KnownSum gives its Σx². On the CPU, and for an item the arena has
+// no room for, the sum is computed on the host. No item's Dst may be a
+// term of another in the same call.
+func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
+	if len(sums) < len(items) {
+		panic(fmt.Sprintf("trainer: Mix of %d items into %d sums", len(items), len(sums)))
+	}
+	r := w.res
+	if r == nil {
+		compute.ForEachRow(len(items), w.stack.NumParams(), func(i int) { sums[i] = mixHost(items[i]) })
+		return
+	}
+	var rows, start, from []int32
+	var wts []float32
+	var kept, host []int
+	start = append(start, 0)
+	for i, it := range items {
+		n0 := len(from)
+		ok := true
+		for _, x := range append(it.Xs[:len(it.Xs):len(it.Xs)], it.G) {
+			s, found := r.slot(x)
+			if !found {
+				ok = false
+				break
+			}
+			from = append(from, s)
+		}
+		d, room := int32(0), false
+		if ok {
+			d, room = r.alloc()
+		}
+		if !ok || !room {
+			if ok {
+				r.full++
+			}
+			from = from[:n0]
+			host = append(host, i)
+			continue
+		}
+		wts = append(append(wts, it.W...), it.A)
+		rows, start = append(rows, d), append(start, int32(len(from)))
+		kept = append(kept, i)
+	}
+	if len(rows) > 0 {
+		be := w.stack.Backend()
+		be.CombineRows(r.arena, r.arena, r.size, rows, start, from, wts)
+		out := make([]float64, len(rows))
+		be.SumSquaresRows(out, r.arena, r.size, rows)
+		for k, i := range kept {
+			sums[i] = out[k]
+			r.keepSum(items[i].Dst, rows[k], out[k])
+		}
+		if w.poison {
+			for _, i := range kept {
+				poisonStale([][]float32{items[i].Dst})
+			}
+		}
+		r.mu.Lock()
+		r.mixed += uint64(len(kept))
+		r.mu.Unlock()
+	}
+	for _, i := range host {
+		it := items[i]
+		r.fetch(it.G)
+		for _, x := range it.Xs {
+			r.fetch(x)
+		}
+		sums[i] = mixHost(it)
+	}
+}
+
+// mixHost computes it on the host and returns Σ Dst².
+func mixHost(it MixItem) float64 {
+	merge.Combine(it.Dst, it.Xs, it.W, it.G, it.A)
+	return merge.SumSquares(it.Dst)
+}
+
+// KnownSum returns Σ v² as Mix measured it, where v is a result Mix left
+// on the device. It may run beside the workspace's calls.
+func (w *BatchWorkspace) KnownSum(v []float32) (float64, bool) {
+	if w.res == nil || len(v) == 0 {
+		return 0, false
+	}
+	return w.res.knownSum(v)
+}
+
+// Stale reports whether v is a vector the workspace left on its device
+// that the host does not hold yet (Fetch copies it). It may run beside
+// the workspace's calls.
+func (w *BatchWorkspace) Stale(v []float32) bool {
+	if w.res == nil || len(v) == 0 {
+		return false
+	}
+	r := w.res
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byVec[weak.Make(&v[0])].stale
+}
+
+// load sets the stack's models 0 to len(vs)−1 to vs, which the calls
+// only read: on a device, those the arena holds from their slots (a
+// stale vector is always there), the others from the host; on the CPU,
+// from the host.
+func (w *BatchWorkspace) load(vs [][]float32) error {
+	r := w.res
+	if r == nil {
+		return w.stack.Load(vs)
+	}
+	if len(vs) > w.stack.Cap() {
+		return fmt.Errorf("trainer: %d models for a stack of %d", len(vs), w.stack.Cap())
+	}
+	for i, v := range vs {
+		if len(v) != r.size {
+			return fmt.Errorf("trainer: parameter vector %d has %d values, want %d", i, len(v), r.size)
+		}
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	dst := w.stack.ParamRows(len(vs))
+	w.cpRows, w.cpSrc = w.cpRows[:0], w.cpSrc[:0]
+	for i, v := range vs {
+		s, ok := r.find(v)
+		if !ok {
+			w.stack.Backend().Copy(dst.Slice(i*r.size, (i+1)*r.size), compute.Host(v))
+			continue
+		}
+		r.hits++
+		w.cpRows, w.cpSrc = append(w.cpRows, int32(i)), append(w.cpSrc, s)
+	}
+	w.copySlots(dst, r.arena, w.cpRows, w.cpSrc)
+	return nil
+}
+
+// LeaveGradients makes the workspace leave the gradients it computes
+// (OpGradient, without DP-SGD) on its device, as LeaveOnDevice leaves
+// trained models: each in a slot of its own, its host vector stale until
+// Fetch, its Σx² measured there (TrainResult.Measured). For a caller
+// that hands them to Mix, which reads them there. It reports whether the
+// workspace has a device to leave them on.
+func (w *BatchWorkspace) LeaveGradients(poison bool) bool {
+	if w.res == nil {
+		return false
+	}
+	w.leaveGrads, w.poison = true, w.poison || poison
+	return true
+}
+
+// keepGradients copies the k gradients the stack computed to slots of
+// their own, named by their host vectors (w.grads), which stay stale.
+func (w *BatchWorkspace) keepGradients(k int) {
+	r := w.res
+	w.cpRows, w.cpSrc = w.cpRows[:0], w.cpSrc[:0]
+	for i := range k {
+		s, _ := r.alloc() // room said yes
+		r.keep(w.grads[i], s, true)
+		w.cpRows, w.cpSrc = append(w.cpRows, s), append(w.cpSrc, int32(i))
+	}
+	w.copySlots(r.arena, w.stack.GradTensor(k), w.cpRows, w.cpSrc)
+	if w.poison {
+		poisonStale(w.grads[:k])
+	}
+	r.mu.Lock()
+	r.grads += uint64(k)
+	r.mu.Unlock()
+}

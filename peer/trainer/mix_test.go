@@ -1,0 +1,104 @@
+package trainer
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
+)
+
+// TestMixOnDevice: Mix on a device gives the host's bits and sums, once
+// fetched, over two generations (the second mixing the first's results,
+// which only the device holds): with room for all, and with an arena so
+// small that most mixes run on the host, after copying back the stale
+// terms they read. A result is stale until fetched, and KnownSum gives
+// its Σx²; on the CPU nothing is stale.
+func TestMixOnDevice(t *testing.T) {
+	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
+	rng := rand.New(rand.NewPCG(3, 4))
+	vec := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	st, err := model.NewStack(spec, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	P := st.NumParams()
+	st.Close()
+	base := [][]float32{vec(P), vec(P), vec(P), vec(P), vec(P)}
+	grads := [][]float32{vec(P), vec(P), vec(P), vec(P)}
+	w, _ := merge.Normalized(nil, []float64{0.5, 0.25, 0.25})
+	// Two generations of four mixes: the second mixes the first's results.
+	run := func(onDev bool, slots int) ([][]float32, []float64, ResidentStats) {
+		var opts []model.Option
+		if onDev {
+			opts = append(opts, model.WithBackend(backendtest.NewDevice()))
+		}
+		st, err := model.NewStack(spec, 4, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := NewBatchWorkspace(st)
+		defer ws.Close()
+		if slots > 0 {
+			ws.res.max = slots
+		}
+		var out [][]float32
+		var sums []float64
+		for gen := range 2 {
+			src := base
+			if gen == 1 {
+				src = out[len(out)-4:]
+			}
+			items := make([]MixItem, 4)
+			for i := range items {
+				items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%4], base[4]}, W: w, G: grads[i], A: -0.1}
+			}
+			s := make([]float64, 4)
+			ws.Mix(items, s)
+			for i, it := range items {
+				if onDev && slots == 0 {
+					if !ws.Stale(it.Dst) {
+						t.Fatalf("generation %d, mix %d: not left on the device", gen, i)
+					}
+					if ss, ok := ws.KnownSum(it.Dst); !ok || ss != s[i] {
+						t.Fatalf("KnownSum = %v, %v; Mix said %v", ss, ok, s[i])
+					}
+				}
+				out = append(out, it.Dst)
+			}
+			sums = append(sums, s...)
+		}
+		ws.Fetch(out...)
+		for i, v := range out {
+			if ws.Stale(v) || !merge.Finite(v) {
+				t.Fatalf("result %d stale or not finite after Fetch", i)
+			}
+		}
+		stats, _ := ws.Resident()
+		return out, sums, stats
+	}
+	want, wantSums, _ := run(false, 0)
+	for _, slots := range []int{0, 3} {
+		got, gotSums, stats := run(true, slots)
+		for i := range want {
+			if !slices.EqualFunc(got[i], want[i], func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) || gotSums[i] != wantSums[i] {
+				t.Fatalf("arena of %d slots: mix %d differs from the host's (Σx² %v, want %v)", slots, i, gotSums[i], wantSums[i])
+			}
+		}
+		switch {
+		case slots == 0 && (stats.Mixed != 8 || stats.Full != 0):
+			t.Errorf("room for all: %+v, want 8 mixed", stats)
+		case slots > 0 && (stats.Full == 0 || stats.Mixed == 8):
+			t.Errorf("an arena of %d slots: %+v, want some mixes on the host", slots, stats)
+		}
+	}
+}
