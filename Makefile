@@ -154,7 +154,8 @@ noasm:
 kernels: build
 	$(GO) test -count=1 -v -run 'Emulat' ./model/compute
 
-	@own=$$($(BIN) version | sed -n 's|.*compute cpu/\([a-z0-9]*\).*|\1|p'); \
+	@own=$$(env -u GOSSIPD_KERNEL $(BIN) version | sed -n 's|.*compute cpu/\([a-z0-9]*\).*|\1|p'); \
+	[ -n "$$own" ] || { echo "kernels: gossipd version does not name this CPU's kernel set"; exit 1; }; \
 	for k in go avx2 avx512; do \
 		if GOSSIPD_KERNEL=$$k $(BIN) version >/dev/null 2>&1; then \
 			if [ "$$k" = "$$own" ]; then short=; echo "== GOSSIPD_KERNEL=$$k (this CPU's own: the simulator's slow checks in full)"; \

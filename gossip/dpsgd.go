@@ -343,13 +343,14 @@ func (d *dpsgd) tryFinish(n *Core) {
 	// aggregation, across the cores, not in a copy on this goroutine.
 	x := make([]float32, len(n.params))
 	if d.mixes() {
-		if w, err := merge.Normalized(nil, d.ws); err != nil {
+		xs, w, err := slices.Clone(d.xs), []float32(nil), error(nil)
+		if w, err = merge.Normalized(w, d.ws); err != nil {
+			// The step from the node's own model alone: 1·x is x.
 			n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
-			copy(x, n.resolved(n.params))
-		} else {
-			// Mixed later, where the mixer says; Mix owns the list.
-			d.cfg.Mixer.Mix(x, slices.Clone(d.xs), w, d.grad, -float32(d.cfg.LR))
+			xs, w = [][]float32{n.params}, []float32{1}
 		}
+		// Mixed later, where the mixer says; Mix owns the lists.
+		d.cfg.Mixer.Mix(x, xs, w, d.grad, -float32(d.cfg.LR))
 		d.finish(n, x)
 		return
 	}

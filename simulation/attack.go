@@ -69,6 +69,9 @@ func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 	if !a.byz[from] || a.attack == "labelflip" || len(m.Params) == 0 {
 		return
 	}
+	if s.mixer != nil {
+		s.mixer.hostValues(m.Params) // a D-PSGD mix still pending
+	}
 	x := slices.Clone(m.Params) // the message owns its slice; do not touch the sender's model
 	switch a.attack {
 	case "bitflip":

@@ -287,8 +287,8 @@ func (b *batcher) mixes() bool { return b.mixer != nil && b.mixer.dev == b }
 // mix carries out the mixes pending on the device, after the batches
 // started before it.
 func (b *batcher) mix() {
-	if b.closed {
-		return
+	if b.closed || b.failure != nil {
+		return // after a failure the run ends, with it
 	}
 	var err error
 	done := make(chan struct{})

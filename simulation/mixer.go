@@ -177,7 +177,8 @@ func (m *lazyMixer) SumLater(v []float32) func() float64 {
 			return p.ss
 		}
 	}
-	return func() float64 {
+	// Measured once, for all the receivers of the messages that share v.
+	return sync.OnceValue(func() float64 {
 		if m.dev != nil {
 			if ss, ok := m.dev.ws.KnownSum(v); ok {
 				return ss
@@ -185,7 +186,7 @@ func (m *lazyMixer) SumLater(v []float32) func() float64 {
 		}
 		m.hostValues(v)
 		return merge.SumSquares(v)
-	}
+	})
 }
 
 // resolvePending resolves every pending mix: on a device in one flush,

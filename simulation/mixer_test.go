@@ -1,11 +1,13 @@
 package simulation
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/backendtest"
 	"github.com/gossipd/gossipd/privacy"
 )
@@ -127,5 +129,24 @@ func TestMixesOnDevice(t *testing.T) {
 				t.Fatalf("%d device buffers live after the run", live)
 			}
 		})
+	}
+}
+
+// failingMixDevice fails as a GPU would in its CombineRows.
+type failingMixDevice struct{ *backendtest.Device }
+
+func (failingMixDevice) CombineRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []float32) {
+	panic("cuda: combine_rows: an illegal memory access was encountered")
+}
+
+// TestMixFailureEndsRun: a device that fails in a D-PSGD mix ends the
+// run with an error naming the device and the failure, not a crash.
+func TestMixFailureEndsRun(t *testing.T) {
+	testDevice = failingMixDevice{backendtest.NewDevice()}
+	defer func() { testDevice = nil }()
+	c := Config{Settings: job.Settings{Protocol: gossip.DPSGD}, Peers: 8, Rounds: 3, Seed: 1, PeerBatch: 4, Device: "cuda"}
+	_, err := Run(context.Background(), c, nil)
+	if err == nil || !strings.Contains(err.Error(), "emulated-device") || !strings.Contains(err.Error(), "illegal memory access") {
+		t.Fatalf("err = %v", err)
 	}
 }

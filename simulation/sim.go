@@ -212,6 +212,9 @@ func (s *sim) params() [][]float32 {
 		if err := s.batch.fetch(out); err != nil && s.err == nil {
 			s.err = err
 		}
+		if s.batch.failure != nil && s.err == nil {
+			s.err = s.batch.failure // a mix on the device failed
+		}
 	}
 	return out
 }

@@ -135,8 +135,8 @@ func (w *world) Halt(err error) {
 // send accounts a message and schedules its delivery: encoded, through
 // the wire codec, when Config.Codec is set.
 func (s *sim) send(from int, m *gossip.Message) error {
-	if s.mixer != nil && (s.adv != nil || s.cfg.Codec) {
-		s.mixer.hostValues(m.Params) // read here
+	if s.mixer != nil && s.cfg.Codec {
+		s.mixer.hostValues(m.Params) // encoded here
 	}
 	if s.adv != nil {
 		s.adv.tamper(s, from, m)

@@ -24,7 +24,11 @@ func (w *BatchWorkspace) dp(jobs []*batchJob, out []*gossip.TrainResult) error {
 	for _, j := range jobs {
 		w.params = append(w.params, j.req.Params)
 	}
-	if err := w.load(w.params); err != nil {
+	load := w.load // gradients read their starting points where they are
+	if jobs[0].req.Op == gossip.OpUpdate {
+		load = st.Load // an update writes its own vector: never kept on the device
+	}
+	if err := load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}
 	x := w.bound.on(st.Backend(), jobs[0].t.data.X)

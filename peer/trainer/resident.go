@@ -32,10 +32,12 @@ func residentBound(be compute.Backend) int64 {
 // vector is named by a weak pointer to its first value: a slot is freed
 // once its vector is garbage, and a new vector at the same address is
 // another key. The host vectors hold the same values as their slots: a
-// vector is found again only when a request names it shared (Params with
-// MixWith, and MixWith: random walk's model and the model it received),
-// and those are never written in place (gossip.Message.Params); a
-// request's own vector, which a result overwrites, is forgotten first.
+// vector is found again only where it is shared, and shared vectors are
+// never written in place (gossip.Message.Params): a random walk's
+// request's Params with MixWith, and MixWith (its model and the model it
+// received), a gradient request's Params (load), Mix's terms. A request's
+// own vector, which a result overwrites, is forgotten first, and an
+// update's under DP-SGD never kept.
 type resident struct {
 	be    compute.Backend
 	size  int            // values a model
