@@ -338,11 +338,10 @@ func (d *dpsgd) tryFinish(n *Core) {
 	if miss := len(d.order) + 1 - len(d.xs); miss > 0 {
 		n.trace("missing", "", fmt.Sprintf("round %d closed without %d neighbour(s)", n.round, miss), float64(miss))
 	}
-	// A new vector: the neighbours may still hold the old one, which
-	// went to them as it is (begin). Its first writes fall in the
-	// aggregation, across the cores, not in a copy on this goroutine.
-	x := make([]float32, len(n.params))
+	// The round ends in a new vector: the neighbours may still hold the
+	// old one, which went to them as it is (begin).
 	if d.mixes() {
+		x := d.cfg.Mixer.Vector(len(n.params))
 		xs, w, err := slices.Clone(d.xs), []float32(nil), error(nil)
 		if w, err = merge.Normalized(w, d.ws); err != nil {
 			// The step from the node's own model alone: 1·x is x.
@@ -354,6 +353,7 @@ func (d *dpsgd) tryFinish(n *Core) {
 		d.finish(n, x)
 		return
 	}
+	x := make([]float32, len(n.params)) // first written by the aggregation, across the cores
 	if err := d.cfg.Aggregator.Aggregate(x, d.xs, d.ws, 0); err != nil {
 		n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
 		copy(x, n.params)

@@ -30,6 +30,10 @@ type Mixer interface {
 	// SumLater returns a function that gives Σ v² (merge.SumSquares)
 	// when called, resolving v then if it is pending.
 	SumLater(v []float32) func() float64
+	// Vector returns a new vector of n values for a mix's result (Mix's
+	// dst), whatever it holds: made beside the core where the mixer can,
+	// since clearing a fresh vector is most of what making it costs.
+	Vector(n int) []float32
 }
 
 // MixNow sets dst = Σ_j w[j]·xs[j] + a·g: Mixer.Mix's arithmetic, on

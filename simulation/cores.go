@@ -81,7 +81,8 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		s.roster = &roster{} // the topology follows the live members
 	}
 	if s.defersMixes() {
-		s.mixer = newLazyMixer()
+		s.mixer = newLazyMixer(len(s.init))
+		defer s.mixer.close()
 		if s.batch != nil {
 			s.batch.mixer = s.mixer
 			if _, on := s.batch.ws.Resident(); on {

@@ -34,6 +34,10 @@ type lazyMixer struct {
 	// copy to the host to its caller (params, which copies all at once).
 	dev  *batcher
 	bulk bool
+	// fresh holds new vectors for Vector, made (and cleared) by makers
+	// beside the event loop until stop is closed.
+	fresh chan []float32
+	stop  chan struct{}
 }
 
 // lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g.
@@ -49,7 +53,42 @@ type lazyMix struct {
 	done bool    // on a device: resolved (guarded by the mixer's mu)
 }
 
-func newLazyMixer() *lazyMixer { return &lazyMixer{pending: map[*float32]*lazyMix{}} }
+// newLazyMixer returns a mixer of models of size values, whose vectors
+// for results are made on goroutines of their own until close, up to
+// 64 MiB of them ready at a time.
+func newLazyMixer(size int) *lazyMixer {
+	ready := min(256, max(1, (64<<20)/(4*max(1, size))))
+	m := &lazyMixer{pending: map[*float32]*lazyMix{}, fresh: make(chan []float32, ready), stop: make(chan struct{})}
+	for range max(1, runtime.GOMAXPROCS(0)/4) {
+		go func() {
+			for {
+				v := make([]float32, size)
+				select {
+				case m.fresh <- v:
+				case <-m.stop:
+					return
+				}
+			}
+		}()
+	}
+	return m
+}
+
+// close stops the vector makers.
+func (m *lazyMixer) close() { close(m.stop) }
+
+// Vector implements gossip.Mixer: a vector made beside the event loop,
+// or here when none is ready.
+func (m *lazyMixer) Vector(n int) []float32 {
+	select {
+	case v := <-m.fresh:
+		if len(v) == n {
+			return v
+		}
+	default:
+	}
+	return make([]float32, n)
+}
 
 var _ gossip.Mixer = (*lazyMixer)(nil)
 

@@ -61,10 +61,11 @@ func TestDeferredMixes(t *testing.T) {
 // resolves them first, once, and gives their sums; a vector never mixed
 // is summed as it is.
 func TestLazyMixerResolvesInputs(t *testing.T) {
-	m := newLazyMixer()
+	m := newLazyMixer(2)
+	defer m.close()
 	a, b := []float32{1, 2}, []float32{3, 4}
 	g := []float32{1, 1}
-	x := make([]float32, 2)
+	x := m.Vector(2)
 	m.Mix(x, [][]float32{a, b}, []float32{0.5, 0.5}, g, -1) // (2, 3) − (1, 1) = (1, 2)
 	y := make([]float32, 2)
 	m.Mix(y, [][]float32{x, b}, []float32{0.5, 0.5}, g, 0) // ((1+3)/2, (2+4)/2) = (2, 3)
