@@ -342,11 +342,13 @@ func (d *dpsgd) tryFinish(n *Core) {
 	// old one, which went to them as it is (begin).
 	if d.mixes() {
 		x := d.cfg.Mixer.Vector(len(n.params))
-		xs, w, err := slices.Clone(d.xs), []float32(nil), error(nil)
-		if w, err = merge.Normalized(w, d.ws); err != nil {
-			// The step from the node's own model alone: 1·x is x.
+		// Without usable weights, the step from the node's own model
+		// alone (1·x is x).
+		xs, w := [][]float32{n.params}, []float32{1}
+		if nw, err := merge.Normalized(nil, d.ws); err != nil {
 			n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
-			xs, w = [][]float32{n.params}, []float32{1}
+		} else {
+			xs, w = slices.Clone(d.xs), nw
 		}
 		// Mixed later, where the mixer says; Mix owns the lists.
 		d.cfg.Mixer.Mix(x, xs, w, d.grad, -float32(d.cfg.LR))

@@ -36,12 +36,6 @@ type Mixer interface {
 	Vector(n int) []float32
 }
 
-// MixNow sets dst = Σ_j w[j]·xs[j] + a·g: Mixer.Mix's arithmetic, on
-// the caller's goroutine (ranges of a long vector side by side).
-func MixNow(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
-	merge.Combine(dst, xs, w, g, a)
-}
-
 // HandsMixes reports whether a core of this config hands its mixes to
 // its Mixer: plain D-PSGD (no sparse compression, secure aggregation or
 // outer optimizer) with the weighted mean. Its gradients then go nowhere

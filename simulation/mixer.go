@@ -24,7 +24,7 @@ import (
 // loop needs a result's Σx² or values. Either way the event loop no
 // longer waits for each mix, which took most of its time in a D-PSGD
 // run, and every mix is the same arithmetic wherever it runs
-// (gossip.MixNow, compute.Rows.CombineRows), so the numbers are those of
+// (merge.Combine, compute.Rows.CombineRows), so the numbers are those of
 // the core mixing at once.
 type lazyMixer struct {
 	mu      sync.Mutex
@@ -134,7 +134,7 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 				m.resolve(q)
 			}
 		}
-		gossip.MixNow(p.dst, p.xs, p.w, p.g, p.a)
+		merge.Combine(p.dst, p.xs, p.w, p.g, p.a)
 		p.ss = merge.SumSquares(p.dst)
 		m.mu.Lock()
 		delete(m.pending, &p.dst[0])
@@ -147,12 +147,7 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 // goroutine: a call per generation (a mix whose input is another's
 // result after it).
 func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace) {
-	m.mu.Lock()
-	ps := make([]*lazyMix, 0, len(m.pending))
-	for _, p := range m.pending {
-		ps = append(ps, p)
-	}
-	m.mu.Unlock()
+	ps := m.pendingMixes()
 	if len(ps) == 0 {
 		return
 	}
@@ -188,6 +183,17 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace) {
 		p.xs, p.w, p.g = nil, nil, nil
 	}
 	m.mu.Unlock()
+}
+
+// pendingMixes returns the mixes pending now, in no order.
+func (m *lazyMixer) pendingMixes() []*lazyMix {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := make([]*lazyMix, 0, len(m.pending))
+	for _, p := range m.pending {
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // Resolve implements gossip.Mixer.
@@ -235,12 +241,7 @@ func (m *lazyMixer) resolvePending() {
 		m.dev.mix()
 		return
 	}
-	m.mu.Lock()
-	ps := make([]*lazyMix, 0, len(m.pending))
-	for _, p := range m.pending {
-		ps = append(ps, p)
-	}
-	m.mu.Unlock()
+	ps := m.pendingMixes()
 	compute.ForEach(len(ps), runtime.GOMAXPROCS(0), func(i int) { m.resolve(ps[i]) })
 }
 
