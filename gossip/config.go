@@ -77,8 +77,15 @@ type Config struct {
 	// Spec is the model all nodes of the job train. Required.
 	Spec model.Spec
 	// Init is the initial parameter vector (len = the spec's layout size).
-	// Required; the node keeps its own copy.
+	// Required; the node keeps its own copy, unless ShareInit.
 	Init []float32
+	// ShareInit lets the node start from Init itself, not a copy, where
+	// its protocol never writes its model in place (random walk and
+	// D-PSGD, which replace it with a new vector at each update): a
+	// simulator's thousands of peers then hold one initial model until
+	// each first updates. The caller must not write Init while a node may
+	// hold it. Default false.
+	ShareInit bool
 	// Rand is the node's random source. Required.
 	Rand *rand.Rand
 	// Delta is the protocol period Δ: random-walk sends, D-PSGD rounds,

@@ -83,7 +83,10 @@ func New(cfg Config) (*Core, error) {
 	if len(cfg.Init) != layout.Size {
 		return nil, fmt.Errorf("%w: initial parameters %d, layout %d", ErrConfig, len(cfg.Init), layout.Size)
 	}
-	n := &Core{cfg: cfg, def: registry[cfg.Protocol], rng: cfg.Rand, layout: layout, params: slices.Clone(cfg.Init)}
+	n := &Core{cfg: cfg, def: registry[cfg.Protocol], rng: cfg.Rand, layout: layout, params: cfg.Init}
+	if !cfg.ShareInit || !n.def.replaces {
+		n.params = slices.Clone(cfg.Init)
+	}
 	n.view = newView(cfg.ID, cfg.ViewSize)
 	n.hv = newHyParView(cfg.ID, cfg.ActiveView, cfg.PassiveView)
 	n.proto = n.def.new(&n.cfg, layout)

@@ -84,14 +84,18 @@ type protocolDef struct {
 	// robust checks a robust aggregator needing need inputs; nil: robust
 	// aggregation is not available.
 	robust func(c *Config, need int) error
+	// replaces says that it never writes the node's model in place: each
+	// update makes a new vector (Config.ShareInit).
+	replaces bool
 }
 
 // registry holds every protocol; Protocols lists its keys in order.
 var registry = map[string]protocolDef{
 	RandomWalk: {
-		new:   func(c *Config, _ *model.Layout) protocol { return newRandomWalk(c) },
-		kinds: []Kind{KindModel},
-		view:  true,
+		new:      func(c *Config, _ *model.Layout) protocol { return newRandomWalk(c) },
+		kinds:    []Kind{KindModel},
+		view:     true,
+		replaces: true,
 		robust: func(c *Config, need int) error {
 			if c.Variant != "mu" || c.Subsample > 0 || c.Partitions > 0 {
 				return fmt.Errorf("%w: aggregator %s: robust random walk merges whole models (variant mu, no compression)", ErrConfig, c.Aggregator.Name())
@@ -104,6 +108,7 @@ var registry = map[string]protocolDef{
 		kinds:     []Kind{KindParams, KindSecAdvert, KindSecRoster, KindSecDealt, KindSecRelay, KindSecMasked, KindSecRequest, KindSecReveal},
 		neighbors: true,
 		overView:  true,
+		replaces:  true,
 		robust: func(c *Config, need int) error {
 			if c.Topology == "" && len(c.Neighbors)+1 < need {
 				return fmt.Errorf("%w: aggregator %s needs %d inputs; this node has %d neighbours and itself", ErrConfig, c.Aggregator.Name(), need, len(c.Neighbors))
