@@ -86,6 +86,11 @@ type Config struct {
 	// each first updates. The caller must not write Init while a node may
 	// hold it. Default false.
 	ShareInit bool
+	// InitSum, where set, gives Init's Σ x² (merge.SumSquares), exactly:
+	// a node whose model is still the shared Init hands it on with its
+	// sends, and its receivers check the model by it instead of reading
+	// it, so that Init is read once for all the nodes that share it.
+	InitSum func() float64
 	// Rand is the node's random source. Required.
 	Rand *rand.Rand
 	// Delta is the protocol period Δ: random-walk sends, D-PSGD rounds,

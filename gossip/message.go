@@ -175,6 +175,15 @@ func sumOf(v []float32, ss float64) knownSum {
 	return knownSum{of: &v[0], n: len(v), ss: ss}
 }
 
+// initSum returns the known sum of v if v is the shared initial vector
+// and the config knows its sum (Config.InitSum).
+func (c *Config) initSum(v []float32) (knownSum, bool) {
+	if c.InitSum == nil || !c.ShareInit || len(v) == 0 || len(v) != len(c.Init) || &v[0] != &c.Init[0] {
+		return knownSum{}, false
+	}
+	return knownSum{of: &v[0], n: len(v), later: c.InitSum}, true
+}
+
 // get returns the sum if it was measured on v.
 func (k knownSum) get(v []float32) (float64, bool) {
 	if k.of == nil || len(v) != k.n || &v[0] != k.of {

@@ -63,6 +63,9 @@ func (n *Core) resolved(v []float32) []float32 {
 // sumOf is the known sum of a vector this node sends: measured now, or
 // by the mixer when it resolves the vector.
 func (d *dpsgd) sumOf(v []float32) knownSum {
+	if k, ok := d.cfg.initSum(v); ok {
+		return k
+	}
 	if d.mixes() {
 		k := sumOf(v, 0)
 		k.later = d.cfg.Mixer.SumLater(v)

@@ -82,6 +82,9 @@ func newRandomWalk(cfg *Config) *randomWalk {
 
 func (w *randomWalk) start(n *Core) {
 	w.next = n.firstWake()
+	if k, ok := w.cfg.initSum(n.params); ok {
+		w.sum = k
+	}
 }
 
 func (w *randomWalk) wake(n *Core) time.Duration { return w.next }

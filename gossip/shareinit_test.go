@@ -1,6 +1,7 @@
 package gossip_test
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -28,8 +29,8 @@ func inPlaceTrain(i int, req *gossip.TrainRequest) *gossip.TrainResult {
 	return &gossip.TrainResult{ID: req.ID, Grad: g, Examples: 3}
 }
 
-// TestShareInit: nodes given one initial vector with ShareInit never
-// write it, under every protocol and the options that change how a
+// TestShareInit: nodes given one initial vector with ShareInit (and its
+// sum) never write it, under every protocol and the options that change how a
 // random walk or D-PSGD builds its next model, and end where nodes with
 // copies of their own end.
 func TestShareInit(t *testing.T) {
@@ -96,6 +97,9 @@ func TestShareInit(t *testing.T) {
 						c.Init = slices.Clone(init)
 					}
 					c.ShareInit = share
+					if share {
+						c.InitSum = func() float64 { return merge.SumSquares(init) }
+					}
 				})
 				h.train = inPlaceTrain
 				for i, nd := range h.nodes {
@@ -126,5 +130,52 @@ func TestShareInit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestInitSum: nodes that share Init hand on the sum InitSum gives with
+// the sends of Init, and receivers check the model by it: a wrong sum
+// (+Inf) makes them drop those models, the exact one changes nothing,
+// and a node with a copy of its own never asks for it.
+func TestInitSum(t *testing.T) {
+	const n = 4
+	ring := gossip.Ring(n)
+	for _, proto := range []string{gossip.RandomWalk, gossip.DPSGD} {
+		for _, tc := range []struct {
+			name  string
+			share bool
+			sum   func(init []float32) float64
+			drops bool
+			calls bool
+		}{
+			{"exact", true, func(v []float32) float64 { return merge.SumSquares(v) }, false, true},
+			{"wrong", true, func([]float32) float64 { return math.Inf(1) }, true, true},
+			{"copied", false, func([]float32) float64 { return math.Inf(1) }, false, false},
+		} {
+			init := []float32{1, 2, 3, 4, 5, 6, 7, 8}
+			calls := 0
+			h := newHarness(t, n, func(i int, c *gossip.Config) {
+				c.Protocol, c.Sampling, c.RoundTimeout = proto, "oracle", 500*time.Millisecond
+				if proto == gossip.DPSGD {
+					c.Neighbors, c.SelfWeight = ring.MHWeights(i, name)
+				}
+				c.Init, c.ShareInit = init, tc.share
+				c.InitSum = func() float64 { calls++; return tc.sum(init) }
+			})
+			h.train = inPlaceTrain
+			for i, nd := range h.nodes {
+				nd.SetPeers([]gossip.PeerID{name((i + 1) % n)})
+			}
+			h.run(5*time.Second, 250*time.Millisecond)
+			drops := 0
+			for _, tr := range h.traces {
+				if tr.Event == "drop" {
+					drops++
+				}
+			}
+			if (drops > 0) != tc.drops || (calls > 0) != tc.calls {
+				t.Errorf("%s %s: %d drops, InitSum called %d times", proto, tc.name, drops, calls)
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -39,6 +40,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 	if s.init, err = s.initial(m); err != nil {
 		return err
 	}
+	s.initSum = sync.OnceValue(func() float64 { return merge.SumSquares(s.init) }) // once for all the peers that share it
 	s.ws = trainer.NewWorkspace(m)
 	defer s.ws.Close()
 	if n := s.peerBatch; n > 1 {
@@ -203,7 +205,7 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		data.Y = s.flippedY
 	}
 	gc := gossip.Config{
-		ID: id, Init: s.init, ShareInit: true, Rand: rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)), Jitter: cfg.Jitter,
+		ID: id, Init: s.init, ShareInit: true, InitSum: s.initSum, Rand: rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)), Jitter: cfg.Jitter,
 		CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Fanout: cfg.Fanout, Sampling: cfg.Sampling, ActiveView: cfg.ActiveView, PassiveView: cfg.PassiveView,
 		Join: join, Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}

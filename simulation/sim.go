@@ -70,6 +70,7 @@ type sim struct {
 	roster     *roster     // nil with a static roster (turnover.go)
 	// What peers are built from (cores.go).
 	init     []float32
+	initSum  func() float64 // Σ init², measured once
 	ws       *trainer.Workspace
 	graph    *gossip.Graph
 	flippedY []int32
