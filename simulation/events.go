@@ -1,7 +1,6 @@
 package simulation
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -44,42 +43,76 @@ type event struct {
 	job *trainJob
 }
 
-type eventHeap []*event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(*event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return e
+// queued is an event in the queue, with its order kept beside it, so
+// that ordering the queue reads no event.
+type queued struct {
+	at  time.Duration
+	seq uint64
+	e   *event
 }
 
-// queue is the simulator's event queue.
+func (a queued) before(b queued) bool { return a.at < b.at || (a.at == b.at && a.seq < b.seq) }
+
+// queue is the simulator's event queue: a binary heap by time, then by
+// the order of scheduling. Its keys are distinct, so any heap gives the
+// same order.
 type queue struct {
-	h   eventHeap
+	h   []queued
 	seq uint64
 }
 
+// push schedules e at e.at, which must not change while e is queued.
 func (q *queue) push(e *event) {
 	q.seq++
 	e.seq = q.seq
-	heap.Push(&q.h, e)
+	x := queued{e.at, e.seq, e}
+	i := len(q.h)
+	q.h = append(q.h, x)
+	for i > 0 {
+		up := (i - 1) / 2
+		if !x.before(q.h[up]) {
+			break
+		}
+		q.h[i] = q.h[up]
+		i = up
+	}
+	q.h[i] = x
 }
 
-func (q *queue) pop() *event { return heap.Pop(&q.h).(*event) }
+// pop removes the first event and returns it.
+func (q *queue) pop() *event {
+	h := q.h
+	top := h[0].e
+	n := len(h) - 1
+	x := h[n]
+	h[n] = queued{}
+	h = h[:n]
+	q.h = h
+	if n == 0 {
+		return top
+	}
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].before(h[c]) {
+			c = r
+		}
+		if !h[c].before(x) {
+			break
+		}
+		h[i] = h[c]
+		i = c
+	}
+	h[i] = x
+	return top
+}
 
 func (q *queue) peek() *event {
 	if len(q.h) == 0 {
 		return nil
 	}
-	return q.h[0]
+	return q.h[0].e
 }

@@ -213,8 +213,8 @@ func massInFlight(s *sim) float64 {
 	for _, p := range s.peers {
 		sum += p.Core().PushSumWeight()
 	}
-	for _, e := range s.q.h {
-		if e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
+	for _, x := range s.q.h {
+		if e := x.e; e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
 			sum += e.orig.Weight
 		}
 	}
