@@ -177,18 +177,20 @@ FUZZ_TARGETS := ./daemon:FuzzDecodeRecord ./dataset:FuzzReadIDX ./dataset:FuzzRe
 	./daemon/apiserver:FuzzParseToken ./daemon/apiserver:FuzzGuard ./gossip/compress:FuzzDecode ./model/nn:FuzzParse ./privacy/secagg:FuzzShare ./privacy/secagg:FuzzParseShares ./privacy/secagg:FuzzOpen
 
 # Each package's test binary is built once, instrumented for fuzzing
-# (go test -c -fuzz), and runs its targets itself, with the corpus where
+# (go test -c -fuzz), and runs its targets itself from the package's
+# directory, with the flags go test -fuzz gives it and the corpus where
 # go test keeps it: one go test -fuzz a target linked the binary anew
 # each time, most of this target's time.
 fuzz:
-	@mkdir -p bin/fuzz; cache=$$($(GO) env GOCACHE)/fuzz; \
+	@mkdir -p bin/fuzz; cache=$$($(GO) env GOCACHE) && mod=$$($(GO) list -m) && [ -n "$$cache" ] || { echo "fuzz: no GOCACHE or module"; exit 1; }; \
 	for pkg in $$(printf '%s\n' $(FUZZ_TARGETS) | sed 's/:.*//' | sort -u); do \
-		$(GO) test -c -fuzz=. -o bin/fuzz/$$(echo $${pkg#./} | tr / _).test $$pkg || exit 1; \
+		$(GO) test -c -fuzz=. -o "bin/fuzz/$$(echo $${pkg#./} | tr / _).test" $$pkg || exit 1; \
 	done; \
 	for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t#*:}; dir=$$cache/$$($(GO) list $$pkg) || exit 1; echo "== $$pkg $$fn"; \
-		(cd $$pkg && $(CURDIR)/bin/fuzz/$$(echo $${pkg#./} | tr / _).test -test.run '^$$' -test.fuzz "^$$fn\$$" \
-			-test.fuzztime $(FUZZTIME) -test.timeout 10m -test.fuzzcachedir $$dir) || exit 1; \
+		pkg=$${t%%:*}; fn=$${t#*:}; echo "== $$pkg $$fn"; \
+		(cd $$pkg && "$(CURDIR)/bin/fuzz/$$(echo $${pkg#./} | tr / _).test" -test.run '^$$' -test.fuzz "^$$fn\$$" \
+			-test.fuzztime $(FUZZTIME) -test.timeout 10m -test.paniconexit0 \
+			-test.fuzzcachedir "$$cache/fuzz/$$mod/$${pkg#./}") || exit 1; \
 	done
 
 # The linux/arm64 and linux/arm (v7) binaries run under qemu-user

@@ -17,7 +17,7 @@ import (
 // settings of f: progress on stderr, metrics.csv, summary.json and plots
 // in f.Out, and the summary on stdout (as JSON with f.JSON).
 func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) error {
-	cli.CollectSooner()
+	defer cli.CollectSooner()()
 	for _, d := range f.Deprecated {
 		fmt.Fprintf(stderr, "gossipd simulate: deprecated: %s\n", d)
 	}

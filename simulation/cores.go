@@ -22,7 +22,7 @@ import (
 
 // runCores simulates the peers of a core protocol: each is a peer.Peer
 // (the driver the daemon uses too) in a world of virtual time.
-func (s *sim) runCores(ctx context.Context, res *Result) error {
+func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 	cfg := s.cfg
 	parts, err := s.partition()
 	if err != nil {
@@ -41,6 +41,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 		return err
 	}
 	s.initSum = sync.OnceValue(func() float64 { return merge.SumSquares(s.init) }) // once for all the peers that share it
+	if testInitCheck {
+		defer s.checkInit(slices.Clone(s.init), &err)
+	}
 	s.ws = trainer.NewWorkspace(m)
 	defer s.ws.Close()
 	if n := s.peerBatch; n > 1 {
@@ -171,8 +174,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) error {
 
 // buildPeers builds the peers side by side: each from its index alone
 // (its seeds, its shard, its neighbours), so the peers are the same on
-// any number of cores. A million peers' first models alone are 31 GB to
-// copy, and most of the time a start took.
+// any number of cores. Random-walk and D-PSGD peers share the initial
+// model (gossip.Config.ShareInit); the others copy it, which for a
+// million softmax peers is 31 GB, and most of the time a start takes.
 func (s *sim) buildPeers(parts [][]int) error {
 	if s.cfg.SecureAggregation && s.stats.Secure == nil {
 		s.stats.Secure = &gossip.SecureCounts{} // newPeer's traces count here
@@ -194,6 +198,19 @@ func (s *sim) buildPeers(parts [][]int) error {
 // afterRun, set by tests, sees the finished simulation of the gossip
 // protocols.
 var afterRun func(*sim)
+
+// testInitCheck, set by the tests, fails a run after which the initial
+// model the peers share (gossip.Config.ShareInit) is not what it was.
+var testInitCheck bool
+
+// checkInit sets *err when s.init is not want any more.
+func (s *sim) checkInit(want []float32, err *error) {
+	for k, v := range s.init {
+		if v != want[k] && *err == nil {
+			*err = fmt.Errorf("simulation: the peers' shared initial model was written: [%d] = %v, was %v", k, v, want[k])
+		}
+	}
+}
 
 // newPeer builds peer i on its data shard: a driver around a core, with
 // its trainer and privacy budget; a joiner takes a live member's state.

@@ -83,7 +83,7 @@ func (f *CommTableFlags) Config(fs *flag.FlagSet) (CommTableConfig, error) {
 
 // ExecuteCommTable runs CommTable(c) as `gossipd commtable args` does.
 func ExecuteCommTable(ctx context.Context, c CommTableConfig, f *CommTableFlags, args []string, stdout, stderr io.Writer) error {
-	cli.CollectSooner()
+	defer cli.CollectSooner()()
 	start := time.Now()
 	table, err := CommTable(ctx, c, doneLine(stderr, start))
 	if err != nil {
@@ -143,7 +143,7 @@ func (f *TurnoverFlags) Config(fs *flag.FlagSet) (TurnoverTableConfig, error) {
 
 // ExecuteTurnover runs TurnoverTable(c) as `gossipd turnover` does.
 func ExecuteTurnover(ctx context.Context, c TurnoverTableConfig, f *TurnoverFlags, stdout, stderr io.Writer) error {
-	cli.CollectSooner()
+	defer cli.CollectSooner()()
 	start := time.Now()
 	table, err := TurnoverTable(ctx, c, doneLine(stderr, start))
 	if err != nil {
@@ -195,7 +195,7 @@ func (f *RobustnessFlags) Config(fs *flag.FlagSet) (RobustnessConfig, error) {
 
 // ExecuteRobustness runs Robustness(c) as `gossipd robustness` does.
 func ExecuteRobustness(ctx context.Context, c RobustnessConfig, f *RobustnessFlags, stdout, stderr io.Writer) error {
-	cli.CollectSooner()
+	defer cli.CollectSooner()()
 	start := time.Now()
 	tables, err := Robustness(ctx, c, doneLine(stderr, start))
 	if err != nil {

@@ -60,12 +60,15 @@ func SetMemoryLimit(s string) error {
 const ModelHeapGCPercent = 50
 
 // CollectSooner sets the collector's target to ModelHeapGCPercent,
-// unless $GOGC sets one. A simulator's heap is thousands of pointer-free
-// vectors, so a collection finds little to mark, while every page the
-// heap grows by is faulted in by the kernel: most of a large run's
-// system time on a virtual machine.
-func CollectSooner() {
-	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(ModelHeapGCPercent)
+// unless $GOGC sets one, and returns what puts the former target back
+// (for a command run inside another program, such as a test). A
+// simulator's heap is thousands of pointer-free vectors, so a collection
+// finds little to mark, while every page the heap grows by is faulted in
+// by the kernel: most of a large run's system time on a virtual machine.
+func CollectSooner() (restore func()) {
+	if _, ok := os.LookupEnv("GOGC"); ok {
+		return func() {}
 	}
+	old := debug.SetGCPercent(ModelHeapGCPercent)
+	return func() { debug.SetGCPercent(old) }
 }

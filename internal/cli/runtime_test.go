@@ -7,19 +7,23 @@ import (
 )
 
 // TestCollectSooner: without $GOGC the collector's target becomes
-// ModelHeapGCPercent; with it, the runtime's reading of it stays.
+// ModelHeapGCPercent until restored; with it, the runtime's reading of
+// it stays.
 func TestCollectSooner(t *testing.T) {
-	old := debug.SetGCPercent(100)
+	old := debug.SetGCPercent(77) // as the runtime read GOGC=77 at start
 	defer debug.SetGCPercent(old)
 	t.Setenv("GOGC", "77") // restored after the test, as it was
-	debug.SetGCPercent(77) // as the runtime read it at start
-	CollectSooner()
+	CollectSooner()()
 	if got := debug.SetGCPercent(77); got != 77 {
 		t.Errorf("with GOGC=77 the target became %d", got)
 	}
 	os.Unsetenv("GOGC")
-	CollectSooner()
-	if got := debug.SetGCPercent(100); got != ModelHeapGCPercent {
+	restore := CollectSooner()
+	if got := debug.SetGCPercent(ModelHeapGCPercent); got != ModelHeapGCPercent {
 		t.Errorf("without GOGC the target is %d, want %d", got, ModelHeapGCPercent)
+	}
+	restore()
+	if got := debug.SetGCPercent(77); got != 77 {
+		t.Errorf("restored, the target is %d, want 77", got)
 	}
 }
