@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/gossipd/gossipd/dataset"
 )
@@ -61,14 +62,34 @@ const ModelHeapGCPercent = 50
 
 // CollectSooner sets the collector's target to ModelHeapGCPercent,
 // unless $GOGC sets one, and returns what puts the former target back
-// (for a command run inside another program, such as a test). A
-// simulator's heap is thousands of pointer-free vectors, so a collection
-// finds little to mark, while every page the heap grows by is faulted in
-// by the kernel: most of a large run's system time on a virtual machine.
+// once every caller has (commands run inside another program, side by
+// side, such as tests). A simulator's heap is thousands of pointer-free
+// vectors, so a collection finds little to mark, while every page the
+// heap grows by is faulted in by the kernel: most of a large run's
+// system time on a virtual machine.
 func CollectSooner() (restore func()) {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		return func() {}
 	}
-	old := debug.SetGCPercent(ModelHeapGCPercent)
-	return func() { debug.SetGCPercent(old) }
+	sooner.mu.Lock()
+	defer sooner.mu.Unlock()
+	if sooner.users == 0 {
+		sooner.old = debug.SetGCPercent(ModelHeapGCPercent)
+	}
+	sooner.users++
+	return sync.OnceFunc(func() {
+		sooner.mu.Lock()
+		defer sooner.mu.Unlock()
+		if sooner.users--; sooner.users == 0 {
+			debug.SetGCPercent(sooner.old)
+		}
+	})
+}
+
+// sooner counts CollectSooner's callers that have not restored, and
+// keeps the target from before the first.
+var sooner struct {
+	mu    sync.Mutex
+	users int
+	old   int
 }

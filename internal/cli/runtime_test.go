@@ -18,11 +18,16 @@ func TestCollectSooner(t *testing.T) {
 		t.Errorf("with GOGC=77 the target became %d", got)
 	}
 	os.Unsetenv("GOGC")
-	restore := CollectSooner()
+	first, second := CollectSooner(), CollectSooner() // two commands side by side
 	if got := debug.SetGCPercent(ModelHeapGCPercent); got != ModelHeapGCPercent {
 		t.Errorf("without GOGC the target is %d, want %d", got, ModelHeapGCPercent)
 	}
-	restore()
+	first()
+	first() // once only
+	if got := debug.SetGCPercent(ModelHeapGCPercent); got != ModelHeapGCPercent {
+		t.Errorf("with one command still running the target is %d, want %d", got, ModelHeapGCPercent)
+	}
+	second()
 	if got := debug.SetGCPercent(77); got != 77 {
 		t.Errorf("restored, the target is %d, want 77", got)
 	}
