@@ -117,6 +117,19 @@ func (h *harness) run(until, step time.Duration) {
 	}
 }
 
+// connectAll gives every node all the others as its peers.
+func (h *harness) connectAll() {
+	for i, nd := range h.nodes {
+		var others []gossip.PeerID
+		for k := range h.nodes {
+			if k != i {
+				others = append(others, name(k))
+			}
+		}
+		nd.SetPeers(others)
+	}
+}
+
 func (h *harness) params() [][]float32 {
 	out := make([][]float32, len(h.nodes))
 	for i, nd := range h.nodes {

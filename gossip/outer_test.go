@@ -142,15 +142,7 @@ func rwOuterHarness(t *testing.T, n int, o gossip.OuterConfig) *harness {
 		}
 	})
 	h.train = zeroGrad
-	for i, nd := range h.nodes {
-		var all []gossip.PeerID
-		for k := range h.nodes {
-			if k != i {
-				all = append(all, name(k))
-			}
-		}
-		nd.SetPeers(all)
-	}
+	h.connectAll()
 	return h
 }
 

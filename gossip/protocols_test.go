@@ -748,14 +748,8 @@ func TestQuietTrainDone(t *testing.T) {
 			if nd.QuietTrainDone() {
 				t.Fatalf("%s: node %d quiet with no request out", tc.name, i)
 			}
-			var all []gossip.PeerID
-			for k := range h.nodes {
-				if k != i {
-					all = append(all, name(k))
-				}
-			}
-			nd.SetPeers(all)
 		}
+		h.connectAll()
 		h.run(30*time.Second, 250*time.Millisecond)
 		if (h.quiet[true] > 0) != tc.quiet || (h.quiet[false] > 0) != tc.notQuiet {
 			t.Errorf("%s: %d quiet results, %d not quiet", tc.name, h.quiet[true], h.quiet[false])

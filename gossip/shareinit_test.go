@@ -102,15 +102,7 @@ func TestShareInit(t *testing.T) {
 					}
 				})
 				h.train = inPlaceTrain
-				for i, nd := range h.nodes {
-					var others []gossip.PeerID
-					for k := range h.nodes {
-						if k != i {
-							others = append(others, name(k))
-						}
-					}
-					nd.SetPeers(others)
-				}
+				h.connectAll()
 				h.run(20*time.Second, 250*time.Millisecond)
 				got := slices.Concat(h.params()...)
 				if !share {

@@ -206,8 +206,11 @@ var testInitCheck bool
 // checkInit sets *err when s.init is not want any more.
 func (s *sim) checkInit(want []float32, err *error) {
 	for k, v := range s.init {
-		if v != want[k] && *err == nil {
-			*err = fmt.Errorf("simulation: the peers' shared initial model was written: [%d] = %v, was %v", k, v, want[k])
+		if v != want[k] {
+			if *err == nil {
+				*err = fmt.Errorf("simulation: the peers' shared initial model was written: [%d] = %v, was %v", k, v, want[k])
+			}
+			return
 		}
 	}
 }

@@ -23,10 +23,10 @@ const (
 )
 
 // event is one thing that happens at a virtual time. Events at equal times
-// run in the order they were scheduled (seq), which makes runs reproducible.
+// run in the order they were scheduled (queue), which makes runs
+// reproducible.
 type event struct {
 	at   time.Duration
-	seq  uint64
 	kind eventKind
 	peer int
 	// A delivery: from the sender's index, the message, or its encoding
@@ -64,8 +64,7 @@ type queue struct {
 // push schedules e at e.at, which must not change while e is queued.
 func (q *queue) push(e *event) {
 	q.seq++
-	e.seq = q.seq
-	x := queued{e.at, e.seq, e}
+	x := queued{e.at, q.seq, e}
 	i := len(q.h)
 	q.h = append(q.h, x)
 	for i > 0 {
