@@ -16,7 +16,7 @@ import (
 // can run.
 
 var amd64Asm = sync.OnceValues(func() (*asmProgram, error) {
-	return loadAsm("small_amd64.s", "exp_amd64.s", "kernel_amd64.s", "pool_amd64.s")
+	return loadAsm("small_amd64.s", "exp_amd64.s", "kernel_amd64.s", "pool_amd64.s", "interp_amd64.s")
 })
 
 func ptrArg[T any](p *T) uint64 { return uint64(uintptr(unsafe.Pointer(p))) }
@@ -29,7 +29,7 @@ func emulatedKernels(t testing.TB) []*kernels {
 	}
 	set := func(name, dot, axpy, exp string, rows int) *kernels {
 		return &kernels{name: name + "-emulated", packed: emuPacked(p), dot: emuDot(p, dot, rows), dotRows: rows, dotCols: 5,
-			axpy: emuAxpy(p, axpy), exp: emuExp(p, exp), pool2: emuPool2(p), pool2Back: emuPool2Back(p)}
+			axpy: emuAxpy(p, axpy), exp: emuExp(p, exp), pool2: emuPool2(p), pool2Back: emuPool2Back(p), interp: emuInterp(p)}
 	}
 	return []*kernels{set("avx2", "dot2x5AVX2", "axpy2x4AVX2", "expAVX2", 2), set("avx512", "dot4x5AVX512", "axpy2x4AVX512", "expAVX512", 4)}
 }
@@ -93,6 +93,17 @@ func emuPool2Back(p *asmProgram) pool2BackKernel {
 		if n := len(d); n > 0 {
 			p.call("maxPool2BackRowAVX2", []uint64{uint64(n), ptrArg(&r0[0]), ptrArg(&r1[0]), ptrArg(&d[0]), ptrArg(&dx0[0]), ptrArg(&dx1[0])},
 				bytesOf(&r0[0], 8*n), bytesOf(&r1[0], 8*n), bytesOf(&d[0], 4*n), bytesOf(&dx0[0], 8*n), bytesOf(&dx1[0], 8*n))
+		}
+	}
+}
+
+// emuInterp is the interp kernel on the interpreter, lent exactly the n
+// values of each row (d may be a or b itself).
+func emuInterp(p *asmProgram) interpKernel {
+	return func(d, a, b []float32, w float32) {
+		if n := len(a); n > 0 {
+			p.call("interpRowAVX2", []uint64{uint64(n), ptrArg(&d[0]), ptrArg(&a[0]), ptrArg(&b[0]), uint64(math.Float32bits(w))},
+				bytesOf(&d[0], 4*n), bytesOf(&a[0], 4*n), bytesOf(&b[0], 4*n))
 		}
 	}
 }
@@ -250,6 +261,13 @@ func TestEmulatorMatchesHardware(t *testing.T) {
 		emu.pool2Back(r0, r1, p1, b2[0], b2[1])
 		if !slices.Equal(b1[0], b2[0]) || !slices.Equal(b1[1], b2[1]) {
 			t.Fatalf("%s pool2Back: native %v, emulated %v", name, b1, b2)
+		}
+		a, b := randSlice(rng, 77), randSlice(rng, 77)
+		i1, i2 := make([]float32, 77), make([]float32, 77)
+		hw.interp(i1, a, b, 0.3)
+		emu.interp(i2, a, b, 0.3)
+		if !slices.Equal(i1, i2) {
+			t.Fatalf("%s interp: native %v, emulated %v", name, i1, i2)
 		}
 	}
 	t.Logf("%d of 2 amd64 kernel sets checked against this CPU", checked)

@@ -11,9 +11,9 @@ func archKernels() []*kernels {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return nil
 	}
-	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2}
+	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2}
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
-		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2}, avx2}
+		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2}, avx2}
 	}
 	return []*kernels{avx2}
 }
@@ -76,5 +76,17 @@ func maxPool2BackVecAVX2(r0, r1, d, dx0, dx1 []float32) {
 	if n := len(d); n > 0 {
 		_, _, _, _ = r0[2*n-1], r1[2*n-1], dx0[2*n-1], dx1[2*n-1]
 		maxPool2BackRowAVX2(n, &r0[0], &r1[0], &d[0], &dx0[0], &dx1[0])
+	}
+}
+
+//go:noescape
+func interpRowAVX2(n int, d, a, b *float32, w float32)
+
+// interpVecAVX2 is the interp kernel in assembly (the AVX-512 set uses it
+// too: the loop is bound by memory).
+func interpVecAVX2(d, a, b []float32, w float32) {
+	if n := len(a); n > 0 {
+		_, _ = d[n-1], b[n-1]
+		interpRowAVX2(n, &d[0], &a[0], &b[0], w)
 	}
 }

@@ -83,14 +83,31 @@ func (c *CPU) InterpolateRows(dt, st Tensor, n int, rows, a, b []int32, w []floa
 	CheckInterpolate(dt, st, n, rows, a, b, w)
 	d, s := host(dt), host(st)
 	ForEach(len(rows), c.rowWorkers(len(rows), n), func(i int) {
-		InterpolateInto(d[int(rows[i])*n:][:n], s[int(a[i])*n:][:n], s[int(b[i])*n:][:n], w[i])
+		c.ks.interp(d[int(rows[i])*n:][:n], s[int(a[i])*n:][:n], s[int(b[i])*n:][:n], w[i])
 	})
 }
 
-// InterpolateInto sets d = a + w·(b − a), rounding the product apart from
-// the sum (the explicit conversion forbids fusing them): merge's
-// Interpolate and InterpolateRows on every backend. d may alias a or b.
+// InterpolateInto sets d = a + w·(b − a), rounding the difference, the
+// product and the sum each (no fused multiply-add): merge's Interpolate
+// and InterpolateRows on every backend, which give the same values bit
+// for bit. It runs the kernel set $GOSSIPD_KERNEL names, else the best
+// this CPU has (vector code on amd64, which rounds the same way). d may
+// be a or b itself, and must not overlap them otherwise.
 func InterpolateInto(d, a, b []float32, w float32) {
+	ks, err := envKernels()
+	if err != nil {
+		panic(err) // as NewCPU does: programs check $GOSSIPD_KERNEL at start
+	}
+	ks.interp(d[:len(a)], a, b[:len(a)], w)
+}
+
+// interpKernel sets d = a + w·(b − a) over len(a) values, as
+// InterpolateInto; d and b hold at least as many.
+type interpKernel func(d, a, b []float32, w float32)
+
+// interpGo is the interp kernel in Go: the explicit conversion forbids
+// fusing the product and the sum.
+func interpGo(d, a, b []float32, w float32) {
 	b, d = b[:len(a)], d[:len(a)]
 	for j, av := range a {
 		d[j] = av + float32(w*(b[j]-av))

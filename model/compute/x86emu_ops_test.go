@@ -169,7 +169,12 @@ func (m *machine) execVec(in insn) {
 		}
 		m.setVec(a[2], m.vec(a[0], n, lanes, in), n, nil, in)
 	case "VBROADCASTSS":
-		w := binary.LittleEndian.Uint32(m.find(m.addr(a[0]), 4, in))
+		var w uint32
+		if a[0].fp { // a float32 argument, in its 8-byte word
+			w = uint32(m.args[a[0].disp/8] >> (8 * (a[0].disp % 8)))
+		} else {
+			w = binary.LittleEndian.Uint32(m.find(m.addr(a[0]), 4, in))
+		}
 		var out [16]uint32
 		for i := range n {
 			out[i] = w
@@ -192,6 +197,8 @@ func (m *machine) execVec(in insn) {
 		m.binary(in, func(x, y uint32) uint32 { return ^x & y })
 	case "VADDPS":
 		m.binary(in, fl(func(x, y float32) float32 { return x + y }))
+	case "VSUBPS":
+		m.binary(in, fl(func(x, y float32) float32 { return x - y }))
 	case "VMULPS":
 		m.binary(in, fl(func(x, y float32) float32 { return x * y }))
 	case "VMAXPS":

@@ -1,0 +1,106 @@
+package compute
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestInterpKernels: every kernel set this CPU runs, and the amd64 sets
+// on the interpreter, interpolate two models to the pure-Go loop's values
+// bit for bit, over every length of a tail and a model's length, into a
+// vector of its own and into a or b itself; nothing past the n values is
+// read or written (the interpreter fails a kernel that touches memory it
+// was not lent, and the guards around the rows must keep their values).
+func TestInterpKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	sets := append(slices.Clone(kernelSets), emulatedKernels(t)...)
+	lengths := []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 63, 77, 101770}
+	for _, ks := range sets {
+		for _, n := range lengths {
+			if n > 1000 && len(ks.name) > 9 && ks.name[len(ks.name)-9:] == "-emulated" {
+				continue // the interpreter is slow; short rows cover its paths
+			}
+			for _, w := range []float32{0.5, 0.3, 1e-3, 0.9999} {
+				a, b := randSlice(rng, n), randSlice(rng, n)
+				for i := range b {
+					b[i] *= 1e3 // magnitudes apart, where rounding shows
+				}
+				want := make([]float32, n)
+				interpGo(want, a, b, w)
+				// Guards: one value before and after each row.
+				guarded := func(v []float32) []float32 {
+					g := make([]float32, n+2)
+					g[0], g[n+1] = 1234, 5678
+					copy(g[1:], v)
+					return g
+				}
+				check := func(how string, g []float32) {
+					t.Helper()
+					if g[0] != 1234 || g[n+1] != 5678 {
+						t.Fatalf("%s n=%d w=%v %s: a guard value changed", ks.name, n, w, how)
+					}
+					for j, v := range g[1 : n+1] {
+						if math.Float32bits(v) != math.Float32bits(want[j]) {
+							t.Fatalf("%s n=%d w=%v %s: value %d = %v, want %v", ks.name, n, w, how, j, v, want[j])
+						}
+					}
+				}
+				ga, gb, gd := guarded(a), guarded(b), guarded(make([]float32, n))
+				ks.interp(gd[1:n+1], ga[1:n+1], gb[1:n+1], w)
+				check("into a vector of its own", gd)
+				ks.interp(ga[1:n+1], ga[1:n+1], gb[1:n+1], w)
+				check("into a", ga)
+				ga = guarded(a)
+				ks.interp(gb[1:n+1], ga[1:n+1], gb[1:n+1], w)
+				check("into b", gb)
+			}
+		}
+	}
+}
+
+// TestInterpolateIntoNaN: a NaN in either model gives NaN at its place
+// only, on every kernel set.
+func TestInterpolateIntoNaN(t *testing.T) {
+	for _, ks := range append(slices.Clone(kernelSets), emulatedKernels(t)...) {
+		a, b, d := make([]float32, 19), make([]float32, 19), make([]float32, 19)
+		for i := range a {
+			a[i], b[i] = float32(i), float32(2*i)
+		}
+		a[3], b[17] = float32(math.NaN()), float32(math.Inf(1))
+		ks.interp(d, a, b, 0.5)
+		for i, v := range d {
+			switch i {
+			case 3:
+				if !math.IsNaN(float64(v)) {
+					t.Errorf("%s: value 3 = %v, want NaN", ks.name, v)
+				}
+			case 17:
+				if !math.IsInf(float64(v), 1) {
+					t.Errorf("%s: value 17 = %v, want +Inf", ks.name, v)
+				}
+			default:
+				if want := float32(i) * 1.5; v != want {
+					t.Errorf("%s: value %d = %v, want %v", ks.name, i, v, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkInterpolate: a random walk's merge of two MLP 784-128-10
+// models (101,770 values) into a third, on each kernel set.
+func BenchmarkInterpolate(b *testing.B) {
+	const n = 101770
+	rng := rand.New(rand.NewPCG(1, 2))
+	x, y, d := randSlice(rng, n), randSlice(rng, n), make([]float32, n)
+	for _, ks := range kernelSets {
+		b.Run(ks.name, func(b *testing.B) {
+			b.SetBytes(3 * 4 * n)
+			for b.Loop() {
+				ks.interp(d, x, y, 0.5)
+			}
+		})
+	}
+}
