@@ -147,16 +147,24 @@ noasm:
 # (a CPU without AVX-512 cannot execute those kernels; the line says so).
 # The simulator's slow accuracy checks (trimmed() in its tests) run in
 # full on the set this CPU picks by itself; on the others, -short and
-# only the simulator's tests that train each kind of model (every
-# protocol, batched peers, DP-SGD, CNNs): the rest of the simulator is
-# the same code whatever the kernels.
+# of the simulator's tests those whose paths differ by kernel set: every
+# protocol and model trained, batched peers, DP-SGD, CNNs, SFB's factors,
+# PyTorch's weights, merges and mixes on a device against the host's (the
+# kernels themselves are checked against float64 sums on every set by
+# the model packages' tests). Each name must match a test: a renamed one
+# fails the target.
 # On every CPU, the AVX2 and AVX-512 kernels' generated assembly also runs
 # on the instruction interpreter of model/compute (x86emu_test.go: the
 # TestEmulated tests, in the race and noasm runs too), which is checked
 # against the hardware where the CPU has it.
-KERNEL_SIM_TESTS = '^(TestEveryProtocolLearns|TestPeerBatch|TestDPSimulation|TestLayeredModelDeterministic|TestDeterministic)$$'
+KERNEL_SIM_TESTS = TestEveryProtocolLearns TestPeerBatch TestDPSimulation TestLayeredModelDeterministic TestDeterministic \
+	TestSFBHybrid TestInitFrom TestMixesOnDevice TestPeersOnDevice
+space := $(empty) $(empty)
+KERNEL_SIM_RUN = '^($(subst $(space),|,$(strip $(KERNEL_SIM_TESTS))))$$'
 kernels: build
 	$(GO) test -count=1 -v -run 'Emulat' ./model/compute
+	@listed=$$($(GO) test -list $(KERNEL_SIM_RUN) ./simulation | grep -c '^Test'); \
+	[ "$$listed" -eq $(words $(KERNEL_SIM_TESTS)) ] || { echo "kernels: KERNEL_SIM_TESTS names $(words $(KERNEL_SIM_TESTS)) tests, ./simulation has $$listed of them"; exit 1; }
 
 	@own=$$(env -u GOSSIPD_KERNEL $(BIN) version | sed -n 's|.*compute cpu/\([a-z0-9]*\).*|\1|p'); \
 	[ -n "$$own" ] || { echo "kernels: gossipd version does not name this CPU's kernel set"; exit 1; }; \
@@ -164,9 +172,9 @@ kernels: build
 		if GOSSIPD_KERNEL=$$k $(BIN) version >/dev/null 2>&1; then \
 			if [ "$$k" = "$$own" ]; then echo "== GOSSIPD_KERNEL=$$k (this CPU's own: the simulator's slow checks in full)"; \
 				GOSSIPD_KERNEL=$$k $(GO) test -count=1 ./model/... ./peer/... ./central ./simulation || exit 1; \
-			else echo "== GOSSIPD_KERNEL=$$k -short (the simulator's slow checks trimmed, as under the race detector; of its tests, those that train each kind of model)"; \
+			else echo "== GOSSIPD_KERNEL=$$k -short (the simulator's slow checks trimmed, as under the race detector; of its tests, those whose paths differ by kernel set)"; \
 				GOSSIPD_KERNEL=$$k $(GO) test -count=1 -short ./model/... ./peer/... ./central || exit 1; \
-				GOSSIPD_KERNEL=$$k $(GO) test -count=1 -short -run $(KERNEL_SIM_TESTS) ./simulation || exit 1; \
+				GOSSIPD_KERNEL=$$k $(GO) test -count=1 -short -run $(KERNEL_SIM_RUN) ./simulation || exit 1; \
 			fi; \
 		else \
 			echo "== GOSSIPD_KERNEL=$$k: this CPU cannot run these kernels natively; their code ran on the interpreter above"; \

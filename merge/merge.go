@@ -55,8 +55,10 @@ func AgeWeighted(dst, local []float32, localAge float64, remote []float32, remot
 }
 
 // Interpolate sets dst = (1−w)·a + w·b, computed as a + w·(b − a) with
-// the product rounded apart from the sum (compute.InterpolateInto, as
-// compute.Rows does on every backend). dst may alias a or b.
+// each operation rounded (compute.InterpolateInto, as compute.Rows does
+// on every backend). dst may be a or b. It runs the kernel set
+// $GOSSIPD_KERNEL names, and panics if this CPU cannot run it: programs
+// call compute.CheckKernelEnv at start.
 func Interpolate(dst, a, b []float32, w float32) {
 	sameLen(dst, a, b)
 	compute.InterpolateInto(dst, a, b, w)

@@ -29,7 +29,7 @@ func TestDaemonPartialViews(t *testing.T) {
 	var views map[string][]string
 	// A daemon with room in its view asks passive peers, backing off
 	// after refusals (up to 16 periods, 8 s here), so on a loaded machine
-	// the views can take a minute to settle.
+	// the views can take up to two minutes to settle.
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		views = map[string][]string{}

@@ -102,6 +102,7 @@ func emuPool2Back(p *asmProgram) pool2BackKernel {
 func emuInterp(p *asmProgram) interpKernel {
 	return func(d, a, b []float32, w float32) {
 		if n := len(a); n > 0 {
+			d, b = d[:n], b[:n]
 			p.call("interpRowAVX2", []uint64{uint64(n), ptrArg(&d[0]), ptrArg(&a[0]), ptrArg(&b[0]), uint64(math.Float32bits(w))},
 				bytesOf(&d[0], 4*n), bytesOf(&a[0], 4*n), bytesOf(&b[0], 4*n))
 		}

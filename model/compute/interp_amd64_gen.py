@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes interp_amd64.s: the interpolation of two models (rows.go's
-InterpolateInto) for AVX2 (the AVX-512 set uses it too: the loop is bound
-by memory, not by the width).
+InterpolateInto) for AVX2 (the AVX-512 set uses it too: in a simulation
+a merge reads its models from memory).
 
 Run from this directory: python3 interp_amd64_gen.py.
 

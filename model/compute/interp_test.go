@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -16,10 +17,16 @@ import (
 func TestInterpKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
 	sets := append(slices.Clone(kernelSets), emulatedKernels(t)...)
-	lengths := []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 63, 77, 101770}
+	// Every tail after every mix of the 32- and 8-value passes, and a
+	// model's length.
+	var lengths []int
+	for n := range 80 {
+		lengths = append(lengths, n)
+	}
+	lengths = append(lengths, 101770)
 	for _, ks := range sets {
 		for _, n := range lengths {
-			if n > 1000 && len(ks.name) > 9 && ks.name[len(ks.name)-9:] == "-emulated" {
+			if n > 1000 && strings.HasSuffix(ks.name, "-emulated") {
 				continue // the interpreter is slow; short rows cover its paths
 			}
 			for _, w := range []float32{0.5, 0.3, 1e-3, 0.9999} {
@@ -60,31 +67,45 @@ func TestInterpKernels(t *testing.T) {
 	}
 }
 
-// TestInterpolateIntoNaN: a NaN in either model gives NaN at its place
-// only, on every kernel set.
+// TestInterpolateIntoNaN: a NaN or an infinity in either model gives NaN
+// or infinity at its place only, on every kernel set and through
+// InterpolateInto (the kernel set $GOSSIPD_KERNEL names, else the best).
 func TestInterpolateIntoNaN(t *testing.T) {
-	for _, ks := range append(slices.Clone(kernelSets), emulatedKernels(t)...) {
-		a, b, d := make([]float32, 19), make([]float32, 19), make([]float32, 19)
-		for i := range a {
-			a[i], b[i] = float32(i), float32(2*i)
+	sets := append(slices.Clone(kernelSets), emulatedKernels(t)...)
+	runs := map[string]interpKernel{"InterpolateInto": InterpolateInto}
+	for _, ks := range sets {
+		runs[ks.name] = ks.interp
+	}
+	for name, interp := range runs {
+		a, b := make([]float32, 19), make([]float32, 23) // b longer: only len(a) values count
+		d := make([]float32, 21)
+		for i := range b {
+			b[i] = float32(2 * i)
 		}
-		a[3], b[17] = float32(math.NaN()), float32(math.Inf(1))
-		ks.interp(d, a, b, 0.5)
-		for i, v := range d {
+		for i := range a {
+			a[i] = float32(i)
+		}
+		a[3], b[5], b[17] = float32(math.NaN()), float32(math.NaN()), float32(math.Inf(1))
+		d[20] = 42
+		interp(d, a, b, 0.5)
+		for i, v := range d[:19] {
 			switch i {
-			case 3:
+			case 3, 5:
 				if !math.IsNaN(float64(v)) {
-					t.Errorf("%s: value 3 = %v, want NaN", ks.name, v)
+					t.Errorf("%s: value %d = %v, want NaN", name, i, v)
 				}
 			case 17:
 				if !math.IsInf(float64(v), 1) {
-					t.Errorf("%s: value 17 = %v, want +Inf", ks.name, v)
+					t.Errorf("%s: value 17 = %v, want +Inf", name, v)
 				}
 			default:
 				if want := float32(i) * 1.5; v != want {
-					t.Errorf("%s: value %d = %v, want %v", ks.name, i, v, want)
+					t.Errorf("%s: value %d = %v, want %v", name, i, v, want)
 				}
 			}
+		}
+		if d[19] != 0 || d[20] != 42 {
+			t.Errorf("%s: wrote past len(a): %v", name, d[19:])
 		}
 	}
 }
