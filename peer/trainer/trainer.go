@@ -135,8 +135,7 @@ func New(ws *Workspace, data *Data, rng *rand.Rand, cfg Config) (*Trainer, error
 
 // Run carries out one request.
 func (t *Trainer) Run(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
-	req.Resolve()
-	if err := t.model.SetParams(req.Params); err != nil {
+	if err := t.start(req); err != nil {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	res := &gossip.TrainResult{ID: req.ID}
@@ -263,6 +262,27 @@ func (t *Trainer) batch(rows []int) compute.Tensor {
 // sampling state kept: a daemon whose GPU failed trains on the CPU. The
 // old workspace is the caller's (a failed device's is best left alone).
 func (t *Trainer) Move(ws *Workspace) { t.Workspace = ws }
+
+// start sets the model to req's starting point. An update that asks for
+// a mix, on a model whose parameters live on the host, is merged straight
+// into them (the same values as Resolve's), and req.Params becomes a new
+// vector that the result is stored to: the merge reads the two models
+// once and writes the parameters, already in the cache, instead of
+// writing a new vector and copying it in. The request's vectors are
+// never written: they may be shared (gossip.Message.Params).
+func (t *Trainer) start(req *gossip.TrainRequest) error {
+	if req.Op == gossip.OpUpdate && req.MixWith != nil && t.model.ParamTensor().OnHost() {
+		p := t.model.Params()
+		if len(req.Params) != len(p) || len(req.MixWith) != len(p) {
+			return fmt.Errorf("%w: a mix of %d and %d parameters, model has %d", model.ErrShape, len(req.Params), len(req.MixWith), len(p))
+		}
+		compute.InterpolateInto(p, req.Params, req.MixWith, req.MixWeight)
+		req.Params, req.MixWith, req.MixWeight = make([]float32, len(p)), nil, 0
+		return nil
+	}
+	req.Resolve()
+	return t.model.SetParams(req.Params)
+}
 
 // RunIn is Run computing in ws instead of the trainer's own workspace, so
 // that trainers which share one workspace can run requests on several

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -102,5 +103,48 @@ func TestPegasosStepFollowsAge(t *testing.T) {
 				t.Fatalf("age %v: param %d = %v, want %v (η = %v)", age, i, r.Params[i], want, eta)
 			}
 		}
+	}
+}
+
+// TestMixedUpdate: an update that asks for a mix merges into the model's
+// own parameters (Trainer.start) and ends exactly where resolving the mix
+// first ends, loss and measured Σx² included, without writing either
+// vector it was given (they may be shared); a mix of the wrong length is
+// an error naming the lengths.
+func TestMixedUpdate(t *testing.T) {
+	trA, m := setup(t, 30)
+	trB, _ := setup(t, 30)
+	x := slices.Clone(m.Params())
+	y := slices.Clone(x)
+	for i := range y {
+		y[i] = 0.5*y[i] + float32(i%7)*0.01
+	}
+	x0, y0 := slices.Clone(x), slices.Clone(y)
+	fused := &gossip.TrainRequest{ID: 1, Op: gossip.OpUpdate, Params: x, MixWith: y, MixWeight: 0.3, Steps: 3}
+	resolved := &gossip.TrainRequest{ID: 1, Op: gossip.OpUpdate, Params: x, MixWith: y, MixWeight: 0.3, Steps: 3}
+	resolved.Resolve()
+	a, err := trA.Run(fused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := trB.Run(resolved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x, x0) || !slices.Equal(y, y0) {
+		t.Fatal("the update wrote a vector it was given")
+	}
+	if &a.Params[0] == &x[0] || &a.Params[0] == &y[0] {
+		t.Fatal("the result shares a vector it was given")
+	}
+	if !slices.Equal(a.Params, b.Params) || a.Loss != b.Loss || a.Examples != b.Examples || a.SumSquares != b.SumSquares || !a.Measured {
+		t.Fatalf("merged into the model: loss %v, Σx² %v; resolved first: loss %v, Σx² %v", a.Loss, a.SumSquares, b.Loss, b.SumSquares)
+	}
+	if fused.MixWith != nil || &fused.Params[0] != &a.Params[0] {
+		t.Fatal("the request does not name its result's vector as Params, with no mix left")
+	}
+	bad := &gossip.TrainRequest{Op: gossip.OpUpdate, Params: x, MixWith: y[:5], MixWeight: 0.5}
+	if _, err := trA.Run(bad); err == nil || !strings.Contains(err.Error(), "5 parameters") {
+		t.Fatalf("a mix of the wrong length: %v", err)
 	}
 }
