@@ -34,10 +34,11 @@ type TrainRequest struct {
 	Params []float32
 	// MixWith, when set, moves the starting point to Params + MixWeight·
 	// (MixWith − Params) (merge.Interpolate): random walk's age-weighted
-	// merge, left to whoever runs the request (Resolve), so that it runs
-	// where training runs, beside a simulator's event loop or on its
-	// device, instead of on the core's goroutine. Params and MixWith are
-	// then shared with the core and a message, and only read.
+	// merge, left to whoever runs the request (Resolve, or a trainer
+	// that merges into its model's own parameters), so that it runs where
+	// training runs, beside a simulator's event loop or on its device,
+	// instead of on the core's goroutine. Params and MixWith are then
+	// shared with the core and a message, and only read.
 	MixWith   []float32
 	MixWeight float32
 	// Steps of local SGD for OpUpdate; 0 means one pass over the local data.
@@ -89,7 +90,9 @@ func (r *TrainResult) measuredSum(v []float32) (float64, bool) {
 
 // Resolve gives r a starting point of its own: the mix MixWith asks
 // for, in a new vector that becomes Params. A request without MixWith is
-// left as it is. Whoever runs a request resolves it first.
+// left as it is. Whoever runs a request resolves it first, or merges the
+// same values where it trains (trainer.Trainer.start) and gives the
+// request a vector of its own for the result.
 func (r *TrainRequest) Resolve() {
 	if r.MixWith == nil {
 		return

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -143,8 +144,29 @@ func TestMixedUpdate(t *testing.T) {
 	if fused.MixWith != nil || &fused.Params[0] != &a.Params[0] {
 		t.Fatal("the request does not name its result's vector as Params, with no mix left")
 	}
-	bad := &gossip.TrainRequest{Op: gossip.OpUpdate, Params: x, MixWith: y[:5], MixWeight: 0.5}
-	if _, err := trA.Run(bad); err == nil || !strings.Contains(err.Error(), "5 parameters") {
-		t.Fatalf("a mix of the wrong length: %v", err)
+	// The CPU path merges into the model itself: the request's Params is
+	// a new zero vector for the result, the model holds the mix.
+	direct := &gossip.TrainRequest{ID: 2, Op: gossip.OpUpdate, Params: x, MixWith: y, MixWeight: 0.3}
+	if err := trA.start(direct); err != nil {
+		t.Fatal(err)
+	}
+	mixed := &gossip.TrainRequest{Params: x, MixWith: y, MixWeight: 0.3}
+	mixed.Resolve()
+	if direct.MixWith != nil || &direct.Params[0] == &x[0] || slices.ContainsFunc(direct.Params, func(v float32) bool { return v != 0 }) ||
+		!slices.Equal(trA.model.Params(), mixed.Params) {
+		t.Fatal("start did not merge into the model's parameters and give the request a new vector")
+	}
+	for _, bad := range []*gossip.TrainRequest{
+		{Op: gossip.OpUpdate, Params: x, MixWith: y[:5], MixWeight: 0.5},
+		{Op: gossip.OpUpdate, Params: x[:5], MixWith: y, MixWeight: 0.5},
+	} {
+		p, q := bad.Params, bad.MixWith
+		want := fmt.Sprintf("a mix of %d and %d parameters, model has %d", len(p), len(q), len(x))
+		if _, err := trA.Run(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a mix of the wrong length: %v, want %q", err, want)
+		}
+		if &bad.Params[0] != &p[0] || &bad.MixWith[0] != &q[0] || bad.MixWeight != 0.5 {
+			t.Fatal("a refused request was changed")
+		}
 	}
 }
