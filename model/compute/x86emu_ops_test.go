@@ -169,12 +169,7 @@ func (m *machine) execVec(in insn) {
 		}
 		m.setVec(a[2], m.vec(a[0], n, lanes, in), n, nil, in)
 	case "VBROADCASTSS":
-		var w uint32
-		if a[0].fp { // a float32 argument, in its 8-byte word
-			w = uint32(m.args[a[0].disp/8] >> (8 * (a[0].disp % 8)))
-		} else {
-			w = binary.LittleEndian.Uint32(m.find(m.addr(a[0]), 4, in))
-		}
+		w := binary.LittleEndian.Uint32(m.find(m.addr(a[0]), 4, in))
 		var out [16]uint32
 		for i := range n {
 			out[i] = w

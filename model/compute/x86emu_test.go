@@ -255,7 +255,7 @@ type machine struct {
 	v       [32][16]uint32
 	k       [8]uint16
 	zf, lt  bool
-	args    []uint64
+	frame   []byte // the arguments, 8 bytes each, where name+off(FP) reads them
 	regions []region
 }
 
@@ -269,6 +269,9 @@ func (m *machine) find(addr uint64, n int, at insn) []byte {
 }
 
 func (m *machine) addr(o operand) uint64 {
+	if o.fp {
+		return uint64(uintptr(unsafe.Pointer(&m.frame[0]))) + uint64(o.disp)
+	}
 	if o.sym != "" {
 		return m.regions[m.symRegion(o.sym)].addr + uint64(o.disp)
 	}
@@ -300,9 +303,6 @@ func (m *machine) load64(o operand, at insn) uint64 {
 	case opGP:
 		return m.gp[o.reg]
 	case opMem:
-		if o.fp {
-			return m.args[o.disp/8]
-		}
 		return binary.LittleEndian.Uint64(m.find(m.addr(o), 8, at))
 	}
 	panic(fmt.Sprintf("line %d: bad operand", at.line))
@@ -372,7 +372,11 @@ func (p *asmProgram) call(fn string, args []uint64, lent ...[]byte) {
 	if !ok {
 		panic("no function " + fn)
 	}
-	m := &machine{p: p, args: args}
+	m := &machine{p: p, frame: make([]byte, 8*max(1, len(args)))}
+	for i, a := range args {
+		binary.LittleEndian.PutUint64(m.frame[8*i:], a)
+	}
+	m.regions = append(m.regions, region{uint64(uintptr(unsafe.Pointer(&m.frame[0]))), m.frame})
 	for _, b := range lent {
 		if len(b) > 0 {
 			m.regions = append(m.regions, region{uint64(uintptr(unsafe.Pointer(&b[0]))), b})
