@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"cmp"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -101,20 +100,37 @@ func (v *view) tick(n *Core) {
 		}
 	}
 	target := v.entries[oldest].ID
-	others := slices.Delete(slices.Clone(v.entries), oldest, oldest+1)
-	sent := pick(others, v.shuffleLen()-1, n.rng)
-	v.pushed, v.awaiting = append([]PeerID{target}, ids(sent)...), target
+	// The others, as a copy without the oldest would hold them: index i
+	// of it is entry i, or i+1 from the oldest on.
+	var buf [32]int
+	order := permute(buf[:0], len(v.entries)-1, n.rng)
+	k := min(v.shuffleLen()-1, len(order))
+	sent := make([]Descriptor, k, k+1)
+	v.pushed = append(make([]PeerID, 0, k+1), target)
+	for j, i := range order[:k] {
+		if i >= oldest {
+			i++
+		}
+		sent[j] = v.entries[i]
+		v.pushed = append(v.pushed, sent[j].ID)
+	}
+	v.awaiting = target
 	n.send(Message{Kind: KindViewPush, To: target, View: append(sent, Descriptor{ID: v.self})})
 }
 
-// pick returns k random entries of es (all if fewer), in random order.
-func pick(es []Descriptor, k int, rng *rand.Rand) []Descriptor {
-	k = min(k, len(es))
-	out := make([]Descriptor, 0, k)
-	for _, i := range rng.Perm(len(es))[:k] {
-		out = append(out, es[i])
+// permute appends to p a random permutation of 0…n−1 and returns it:
+// rng.Perm(n)'s, from the same draws, without allocating where p has
+// room (a view's entries).
+func permute(p []int, n int, rng *rand.Rand) []int {
+	for i := range n {
+		p = append(p, i)
 	}
-	return out
+	q := p[len(p)-n:]
+	for i := n - 1; i > 0; i-- { // rand.Shuffle's Fisher–Yates
+		j := int(rng.Uint64N(uint64(i + 1)))
+		q[i], q[j] = q[j], q[i]
+	}
+	return p
 }
 
 func ids(ds []Descriptor) []PeerID {
@@ -128,9 +144,18 @@ func ids(ds []Descriptor) []PeerID {
 func (v *view) step(n *Core, m *Message) {
 	switch m.Kind {
 	case KindViewPush:
-		sent := pick(v.entries, v.shuffleLen(), n.rng)
+		// shuffleLen random entries (all if fewer), in random order.
+		var buf [32]int
+		var idBuf [16]PeerID
+		order := permute(buf[:0], len(v.entries), n.rng)
+		sent := make([]Descriptor, min(v.shuffleLen(), len(order)))
+		ids := idBuf[:0]
+		for j := range sent {
+			sent[j] = v.entries[order[j]]
+			ids = append(ids, sent[j].ID)
+		}
 		n.send(Message{Kind: KindViewReply, To: m.From, View: sent})
-		v.merge(m.View, ids(sent))
+		v.merge(m.View, ids)
 	case KindViewReply:
 		if m.From == v.awaiting {
 			v.awaiting = ""
@@ -146,16 +171,11 @@ func (v *view) step(n *Core, m *Message) {
 // this node sent in the same shuffle (which now lives in the other view),
 // or else is dropped.
 func (v *view) merge(entries []Descriptor, sent []PeerID) {
-	// The entries stay sorted by ID: found by binary search, inserted in
-	// place.
-	find := func(id PeerID) (int, bool) {
-		return slices.BinarySearchFunc(v.entries, id, func(e Descriptor, id PeerID) int { return cmp.Compare(e.ID, id) })
-	}
 	for _, d := range entries {
 		if d.ID == v.self || d.ID == "" || d.Age < 0 {
 			continue
 		}
-		i, ok := find(d.ID)
+		i, ok := v.find(d.ID)
 		if ok {
 			v.entries[i].Age = min(v.entries[i].Age, d.Age)
 			continue
@@ -165,7 +185,7 @@ func (v *view) merge(entries []Descriptor, sent []PeerID) {
 			for len(sent) > 0 && !replaced {
 				s := sent[0]
 				sent = sent[1:]
-				if j, ok := find(s); ok {
+				if j, ok := v.find(s); ok {
 					v.entries = slices.Delete(v.entries, j, j+1)
 					replaced = true
 				}
@@ -173,10 +193,26 @@ func (v *view) merge(entries []Descriptor, sent []PeerID) {
 			if !replaced {
 				continue
 			}
-			i, _ = find(d.ID)
+			i, _ = v.find(d.ID)
 		}
 		v.entries = slices.Insert(v.entries, i, d)
 	}
+}
+
+// find returns where id is in the entries, which stay sorted by ID, or
+// where it would be inserted (slices.BinarySearch's answer, without its
+// three-way comparisons).
+func (v *view) find(id PeerID) (int, bool) {
+	lo, hi := 0, len(v.entries)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if v.entries[m].ID < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(v.entries) && v.entries[lo].ID == id
 }
 
 // ViewMembers returns the IDs in the node's view, sorted: Cyclon's, or

@@ -132,14 +132,7 @@ func Weighted(dst []float32, xs [][]float32, ws []float64) error {
 		return err
 	}
 	sameLen(dst, xs...)
-	if len(dst) < parallelFrom {
-		weighted(dst, xs, w, 0, len(dst))
-		return nil
-	}
-	// Range by range, all vectors at once: a range stays in the cache
-	// while each vector is added to it.
-	wh := slices.Clone(w) // small stays on the stack for short vectors
-	inRanges(len(dst), func(lo, hi int) { weighted(dst, xs, wh, lo, hi) })
+	weighted(dst, xs, w)
 	return nil
 }
 
@@ -152,26 +145,26 @@ func Combine(dst []float32, xs [][]float32, w []float32, g []float32, a float32)
 	}
 	sameLen(dst, xs...)
 	sameLen(dst, g)
-	step := func(lo, hi int) {
-		weighted(dst, xs, w, lo, hi)
-		axpy(dst[lo:hi], a, g[lo:hi])
-	}
-	if len(dst) < parallelFrom {
-		step(0, len(dst))
-		return
-	}
-	inRanges(len(dst), step)
+	// a·g is one more term, added last.
+	weighted(dst, append(slices.Clip(xs), g), append(slices.Clip(w), a))
 }
 
-// weighted is Weighted's sum over [lo, hi) with normalised weights w.
-func weighted(dst []float32, xs [][]float32, w []float32, lo, hi int) {
-	d := dst[lo:hi]
-	for i, v := range xs[0][lo:hi] {
-		d[i] = w[0] * v
+// weighted sets dst = Σ_k w[k]·xs[k], summed in the order of k, each
+// product and sum rounded on its own (compute.CombineInto: one pass, in
+// vector code where the CPU has it), a long vector split among
+// goroutines by ranges.
+func weighted(dst []float32, xs [][]float32, w []float32) {
+	if len(dst) < parallelFrom {
+		compute.CombineInto(dst, xs, w)
+		return
 	}
-	for k := 1; k < len(xs); k++ {
-		axpy(d, w[k], xs[k][lo:hi])
-	}
+	inRanges(len(dst), func(lo, hi int) {
+		rs := make([][]float32, len(xs))
+		for k, x := range xs {
+			rs[k] = x[lo:hi]
+		}
+		compute.CombineInto(dst[lo:hi], rs, w)
+	})
 }
 
 // Axpy sets dst += a·x, rounding each product apart from its sum (the

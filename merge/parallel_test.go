@@ -8,7 +8,8 @@ import (
 )
 
 // TestLongVectorsSameBits: Weighted and Axpy split a long vector among
-// goroutines (inRanges) and give the bits one goroutine gives, on any
+// goroutines (inRanges) and give the bits of a term-by-term sum on one
+// goroutine (the weighted sum in one pass, compute.CombineInto), on any
 // number of cores, each value written once.
 func TestLongVectorsSameBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -38,8 +39,13 @@ func TestLongVectorsSameBits(t *testing.T) {
 		for k := range w {
 			w[k] = float32(ws[k] / sum)
 		}
-		wantW := nan(n)
-		weighted(wantW, xs, w, 0, n)
+		wantW := nan(n) // term by term over the whole vector, on one goroutine
+		for j := range wantW {
+			wantW[j] = w[0] * xs[0][j]
+		}
+		for k := 1; k < len(xs); k++ {
+			axpy(wantW, w[k], xs[k])
+		}
 		wantA := append([]float32(nil), xs[1]...)
 		axpy(wantA, -0.37, xs[2])
 		for _, procs := range []int{1, 2, 3, 8} {

@@ -16,7 +16,7 @@ import (
 // can run.
 
 var amd64Asm = sync.OnceValues(func() (*asmProgram, error) {
-	return loadAsm("small_amd64.s", "exp_amd64.s", "kernel_amd64.s", "pool_amd64.s", "interp_amd64.s")
+	return loadAsm("small_amd64.s", "exp_amd64.s", "kernel_amd64.s", "pool_amd64.s", "interp_amd64.s", "combine_amd64.s")
 })
 
 func ptrArg[T any](p *T) uint64 { return uint64(uintptr(unsafe.Pointer(p))) }
@@ -29,7 +29,7 @@ func emulatedKernels(t testing.TB) []*kernels {
 	}
 	set := func(name, dot, axpy, exp string, rows int) *kernels {
 		return &kernels{name: name + "-emulated", packed: emuPacked(p), dot: emuDot(p, dot, rows), dotRows: rows, dotCols: 5,
-			axpy: emuAxpy(p, axpy), exp: emuExp(p, exp), pool2: emuPool2(p), pool2Back: emuPool2Back(p), interp: emuInterp(p)}
+			axpy: emuAxpy(p, axpy), exp: emuExp(p, exp), pool2: emuPool2(p), pool2Back: emuPool2Back(p), interp: emuInterp(p), combine: emuCombine(p)}
 	}
 	return []*kernels{set("avx2", "dot2x5AVX2", "axpy2x4AVX2", "expAVX2", 2), set("avx512", "dot4x5AVX512", "axpy2x4AVX512", "expAVX512", 4)}
 }
@@ -106,6 +106,25 @@ func emuInterp(p *asmProgram) interpKernel {
 			p.call("interpRowAVX2", []uint64{uint64(n), ptrArg(&d[0]), ptrArg(&a[0]), ptrArg(&b[0]), uint64(math.Float32bits(w))},
 				bytesOf(&d[0], 4*n), bytesOf(&a[0], 4*n), bytesOf(&b[0], 4*n))
 		}
+	}
+}
+
+// emuCombine is the combine kernel on the interpreter, lent exactly the
+// n values of d and of each model (d may be one of them), the models'
+// addresses and their weights.
+func emuCombine(p *asmProgram) combineKernel {
+	return func(d []float32, xs [][]float32, w []float32) {
+		n := len(d)
+		if n == 0 {
+			return
+		}
+		ptrs, hw := make([]*float32, len(xs)), slices.Clone(w[:len(xs)])
+		lent := [][]byte{bytesOf(&d[0], 4*n), bytesOf(&ptrs[0], 8*len(ptrs)), bytesOf(&hw[0], 4*len(hw))}
+		for k, x := range xs {
+			ptrs[k] = &x[:n][0]
+			lent = append(lent, bytesOf(ptrs[k], 4*n))
+		}
+		p.call("combineRowAVX2", []uint64{uint64(n), ptrArg(&d[0]), ptrArg(&ptrs[0]), ptrArg(&hw[0]), uint64(len(xs))}, lent...)
 	}
 }
 

@@ -11,9 +11,9 @@ func archKernels() []*kernels {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return nil
 	}
-	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2}
+	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2, combine: combineVecAVX2}
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
-		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2}, avx2}
+		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2, combine: combineVecAVX2}, avx2}
 	}
 	return []*kernels{avx2}
 }
@@ -90,4 +90,26 @@ func interpVecAVX2(d, a, b []float32, w float32) {
 		_, _ = d[n-1], b[n-1]
 		interpRowAVX2(n, &d[0], &a[0], &b[0], w)
 	}
+}
+
+//go:noescape
+func combineRowAVX2(n int, d *float32, xs **float32, w *float32, k int)
+
+// combineVecAVX2 is the combine kernel in assembly. The AVX-512 set uses
+// it too: the sum reads its models from memory.
+func combineVecAVX2(d []float32, xs [][]float32, w []float32) {
+	n := len(d)
+	if n == 0 {
+		return
+	}
+	var buf [16]*float32
+	ptrs := buf[:0]
+	if len(xs) > len(buf) {
+		ptrs = make([]*float32, 0, len(xs))
+	}
+	for _, x := range xs {
+		ptrs = append(ptrs, &x[:n][0])
+	}
+	_ = w[len(xs)-1]
+	combineRowAVX2(n, &d[0], &ptrs[0], &w[0], len(xs))
 }

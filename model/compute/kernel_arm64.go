@@ -5,7 +5,7 @@ package compute
 // archKernels returns the NEON kernel set: Advanced SIMD is part of every
 // arm64 CPU. The packed GEMM keeps the portable micro-kernel.
 func archKernels() []*kernels {
-	return []*kernels{{name: "neon", packed: kernelGo, dot: dotNEON, dotRows: 4, dotCols: 4, axpy: axpyNEON, exp: expGo, pool2: maxPool2Go, pool2Back: maxPool2BackGo, interp: interpGo}}
+	return []*kernels{{name: "neon", packed: kernelGo, dot: dotNEON, dotRows: 4, dotCols: 4, axpy: axpyNEON, exp: expGo, pool2: maxPool2Go, pool2Back: maxPool2BackGo, interp: interpGo, combine: combineGo}}
 }
 
 //go:noescape

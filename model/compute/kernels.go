@@ -15,8 +15,8 @@ import (
 const KernelEnv = "GOSSIPD_KERNEL"
 
 // kernels is one set of micro-kernels: the packed GEMM's, the small
-// path's, softmax's exponential, pooling's and the interpolation of two
-// models (InterpolateInto).
+// path's, softmax's exponential, pooling's, the interpolation of two
+// models (InterpolateInto) and a weighted sum of models (CombineInto).
 type kernels struct {
 	name             string
 	packed           kernelFunc
@@ -27,9 +27,10 @@ type kernels struct {
 	pool2            pool2Kernel
 	pool2Back        pool2BackKernel
 	interp           interpKernel
+	combine          combineKernel
 }
 
-var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, dotRows: 4, dotCols: 4, axpy: axpyGo, exp: expGo, pool2: maxPool2Go, pool2Back: maxPool2BackGo, interp: interpGo}
+var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, dotRows: 4, dotCols: 4, axpy: axpyGo, exp: expGo, pool2: maxPool2Go, pool2Back: maxPool2BackGo, interp: interpGo, combine: combineGo}
 
 // kernelSets lists the sets this build and CPU can run, best first; the
 // last is always the pure-Go set. Filled by the architecture files.

@@ -125,24 +125,58 @@ func (c *CPU) CombineRows(dt, st Tensor, n int, rows, start, from []int32, w []f
 			clear(d)
 			return
 		}
-		// Sources may include d itself: read them all before writing,
-		// a block of values at a time.
-		var acc [256]float32
-		for j0 := 0; j0 < n; j0 += len(acc) {
-			blk := acc[:min(len(acc), n-j0)]
-			s0, w0 := s[int(from[lo])*n+j0:][:len(blk)], w[lo]
-			for j, v := range s0 {
-				blk[j] = w0 * v
-			}
-			for k := lo + 1; k < hi; k++ {
-				sk, wk := s[int(from[k])*n+j0:][:len(blk)], w[k]
-				for j, v := range sk {
-					blk[j] += float32(wk * v)
-				}
-			}
-			copy(d[j0:], blk)
+		srcs := make([][]float32, hi-lo)
+		for k := range srcs {
+			srcs[k] = s[int(from[lo+k])*n:][:n]
 		}
+		c.ks.combine(d, srcs, w[lo:hi])
 	})
+}
+
+// CombineInto sets d = Σ_k w[k]·xs[k] over len(d) values, summed in the
+// order of k (the first product, then each next added), rounding every
+// product and every sum on its own: merge's Weighted and CombineRows on
+// every backend, which give the same values bit for bit. It runs the
+// kernel set $GOSSIPD_KERNEL names, else the best this CPU has, in one
+// pass over the values (each block is summed over all the models before
+// it is stored). d may be any of xs itself, and must not overlap them
+// otherwise; every xs[k] holds at least len(d) values, and len(w) =
+// len(xs) ≥ 1.
+func CombineInto(d []float32, xs [][]float32, w []float32) {
+	if len(xs) == 0 || len(w) != len(xs) {
+		panic(fmt.Sprintf("compute: CombineInto of %d vectors with %d weights", len(xs), len(w)))
+	}
+	ks, err := envKernels()
+	if err != nil {
+		panic(err) // as NewCPU does: programs check $GOSSIPD_KERNEL at start
+	}
+	ks.combine(d, xs, w)
+}
+
+// combineKernel is CombineInto's kernel: d = Σ_k w[k]·xs[k] over len(d)
+// values, len(xs) = len(w) ≥ 1.
+type combineKernel func(d []float32, xs [][]float32, w []float32)
+
+// combineGo is the combine kernel in Go, a block of values at a time
+// (summed in a buffer that stays in the cache, then stored): the
+// explicit conversion forbids fusing a product and its sum.
+func combineGo(d []float32, xs [][]float32, w []float32) {
+	n := len(d)
+	var acc [256]float32
+	for j0 := 0; j0 < n; j0 += len(acc) {
+		blk := acc[:min(len(acc), n-j0)]
+		w0 := w[0]
+		for j, v := range xs[0][j0:][:len(blk)] {
+			blk[j] = w0 * v
+		}
+		for k := 1; k < len(xs); k++ {
+			wk := w[k]
+			for j, v := range xs[k][j0:][:len(blk)] {
+				blk[j] += float32(wk * v)
+			}
+		}
+		copy(d[j0:], blk)
+	}
 }
 
 // SumSquaresRows implements Rows, summing each row as merge.SumSquares

@@ -2,7 +2,7 @@ package compute
 
 // An interpreter for the amd64 assembly this package generates
 // (small_amd64.s, exp_amd64.s, kernel_amd64.s, pool_amd64.s,
-// interp_amd64.s), so that every kernel set's
+// interp_amd64.s, combine_amd64.s), so that every kernel set's
 // code runs in the tests on any CPU: a CPU cannot execute AVX-512 (or AVX2)
 // instructions it lacks, and qemu-user does not emulate AVX-512. It reads
 // the .s files as text and executes the instructions they use, lane by
