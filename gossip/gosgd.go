@@ -25,12 +25,10 @@ func (p *pushSum) pushRandom(n *Core) {
 		return // alone for now: keep the whole mass
 	}
 	const share = 0.5
-	x := make([]float32, len(n.params))
-	for j, v := range n.params {
-		x[j] = share * v
-	}
+	x := make([]float32, len(n.params)) // share·x, the node's part too
+	merge.ScaleInto(x, n.params, share)
 	p.send(n, to, x, share*p.w)
-	merge.Scale(n.params, share)
+	copy(n.params, x)
 	p.w *= share
 	p.account(n)
 }

@@ -253,16 +253,16 @@ func (p *pushSum) push(n *Core) {
 		p.pushCompressed(n, k, share)
 		return
 	}
+	// Every share is share·x, the node's part too: one vector, sent to
+	// the k out-neighbours (a receiver only reads it), then copied into
+	// the node's own.
+	x := make([]float32, len(n.params))
+	merge.ScaleInto(x, n.params, float32(share))
 	for i := 0; i < k; i++ {
-		to := nb[(p.cursor+i)%len(nb)].ID
-		x := make([]float32, len(n.params))
-		for j, v := range n.params {
-			x[j] = float32(share) * v
-		}
-		p.send(n, to, x, share*p.w)
+		p.send(n, nb[(p.cursor+i)%len(nb)].ID, x, share*p.w)
 	}
 	p.cursor = (p.cursor + k) % len(nb)
-	merge.Scale(n.params, float32(share))
+	copy(n.params, x)
 	p.w *= share
 	p.account(n)
 }
@@ -360,9 +360,7 @@ func (p *pushSum) rescale(n *Core, w float64) {
 	}
 	z := p.estimate(n)
 	p.w = w
-	for j := range n.params {
-		n.params[j] = z[j] * float32(w)
-	}
+	merge.ScaleInto(n.params, z, float32(w))
 }
 
 func (p *pushSum) params(n *Core) []float32 { return p.estimate(n) }
@@ -389,11 +387,9 @@ func (p *pushSum) depart(n *Core) {
 	}
 	z := slices.Clone(p.estimate(n))
 	part := excess / float64(len(nb))
+	x := make([]float32, len(z)) // one share for all, read only
+	merge.ScaleInto(x, z, float32(part))
 	for _, to := range nb {
-		x := make([]float32, len(z))
-		for j, v := range z {
-			x[j] = v * float32(part)
-		}
 		p.send(n, to, x, part)
 	}
 	n.trace("handoff", "", fmt.Sprintf("weight %.4g: %.4g handed to %d out-neighbours", p.w, excess, len(nb)), excess)

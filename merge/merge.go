@@ -167,43 +167,30 @@ func weighted(dst []float32, xs [][]float32, w []float32) {
 	})
 }
 
-// Axpy sets dst += a·x, rounding each product apart from its sum (the
-// explicit conversions forbid fusing them, which arm64 would do), as
-// compute.Rows does on every backend. The loop is unrolled by four (each
-// value is computed alone, so the result is the same): the simulator
-// spends much of its time here, and a one-value loop ran at half speed
-// or full speed depending on where the linker happened to place it.
-// A long vector is split among goroutines (inRanges).
+// Axpy sets dst += a·x, rounding each product apart from its sum, as
+// compute.Rows does on every backend: the weighted sum 1·dst + a·x in one
+// pass (compute.CombineInto; the product by 1 is exact). A long vector is
+// split among goroutines (inRanges). dst may be x itself.
 func Axpy(dst []float32, a float32, x []float32) {
 	sameLen(dst, x)
-	if len(dst) < parallelFrom {
-		axpy(dst, a, x)
-		return
-	}
-	inRanges(len(dst), func(lo, hi int) { axpy(dst[lo:hi], a, x[lo:hi]) })
+	weighted(dst, [][]float32{dst, x}, []float32{1, a})
 }
 
-// axpy is Axpy on one goroutine.
+// axpy is Axpy term by term on one goroutine: the tests' reference.
 func axpy(dst []float32, a float32, x []float32) {
-	x = x[:len(dst)]
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		d, v := dst[i:i+4:i+4], x[i:i+4:i+4]
-		d[0] += float32(a * v[0])
-		d[1] += float32(a * v[1])
-		d[2] += float32(a * v[2])
-		d[3] += float32(a * v[3])
-	}
-	for ; i < len(x); i++ {
-		dst[i] += float32(a * x[i])
+	for i, v := range x[:len(dst)] {
+		dst[i] += float32(a * v)
 	}
 }
 
 // Scale sets dst *= a.
-func Scale(dst []float32, a float32) {
-	for i := range dst {
-		dst[i] *= a
-	}
+func Scale(dst []float32, a float32) { ScaleInto(dst, dst, a) }
+
+// ScaleInto sets dst = a·x (compute.CombineInto of one term); dst may be
+// x itself.
+func ScaleInto(dst, x []float32, a float32) {
+	sameLen(dst, x)
+	weighted(dst, [][]float32{x}, []float32{a})
 }
 
 // MetropolisHastings is the weight of the edge between nodes of degrees di
@@ -230,11 +217,7 @@ func PushSumShare(share, x []float32, w, p float64) (shareW, keepW float64) {
 
 // DeBias sets z = x/w, the push-sum estimate.
 func DeBias(z, x []float32, w float64) {
-	sameLen(z, x)
-	inv := float32(1 / w)
-	for i, v := range x {
-		z[i] = v * inv
-	}
+	ScaleInto(z, x, float32(1/w))
 }
 
 // SquaredDistance returns ‖a − b‖².

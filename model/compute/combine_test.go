@@ -27,7 +27,8 @@ func combineRef(d []float32, xs [][]float32, w []float32) {
 // addresses the assembly's wrapper keeps on its stack) to the term-by-term
 // loop's values bit for bit, over every length of a tail and a model's
 // length, into a vector of its own and into the first or the last model
-// itself; nothing past the n values is read or written (the interpreter
+// itself, and an axpy (a first weight of 1 into the first model, of
+// another model and of itself); nothing past the n values is read or written (the interpreter
 // fails a kernel that touches memory it was not lent, and the guards
 // around the rows must keep their values).
 func TestCombineKernels(t *testing.T) {
@@ -64,7 +65,7 @@ func TestCombineKernels(t *testing.T) {
 				}
 				want := make([]float32, n)
 				combineRef(want, xs, w)
-				check := func(how string, g []float32) {
+				check := func(how string, g []float32, want []float32) {
 					t.Helper()
 					if g[0] != 1234 || g[n+1] != 5678 {
 						t.Fatalf("%s n=%d k=%d %s: a guard value changed", ks.name, n, k, how)
@@ -91,17 +92,30 @@ func TestCombineKernels(t *testing.T) {
 				}
 				gs, gd := rows(), guarded(make([]float32, n))
 				ks.combine(gd[1:n+1], inner(gs), w)
-				check("into a vector of its own", gd)
+				check("into a vector of its own", gd, want)
 				for i, g := range gs {
 					if !slices.Equal(g[1:n+1], xs[i]) {
 						t.Fatalf("%s n=%d k=%d: model %d was written", ks.name, n, k, i)
 					}
 				}
 				ks.combine(gs[0][1:n+1], inner(gs), w)
-				check("into the first model", gs[0])
+				check("into the first model", gs[0], want)
 				gs = rows()
 				ks.combine(gs[k-1][1:n+1], inner(gs), w)
-				check("into the last model", gs[k-1])
+				check("into the last model", gs[k-1], want)
+				if k == 2 { // an axpy, d += a·x, of x and of d itself (the Go set's own path)
+					w1 := []float32{1, w[1]}
+					want1, want2 := make([]float32, n), make([]float32, n)
+					combineRef(want1, xs, w1)
+					combineRef(want2, [][]float32{xs[0], xs[0]}, w1)
+					gs = rows()
+					ks.combine(gs[0][1:n+1], inner(gs), w1)
+					check("axpy into the first model", gs[0], want1)
+					gs = rows()
+					d := gs[0][1 : n+1]
+					ks.combine(d, [][]float32{d, d}, w1)
+					check("axpy of the first model into itself", gs[0], want2)
+				}
 			}
 		}
 	}
