@@ -25,8 +25,10 @@ import (
 // A peer silent past RoundTimeout is skipped, so a dead peer stalls no one.
 type sfb struct {
 	base
-	cfg     *Config
-	layout  *model.Layout
+	cfg    *Config
+	layout *model.Layout
+	// be applies the factors: a rank-b update of each factored layer per
+	// peer, its rows split among the cores (the same values).
 	be      compute.Backend
 	peers   []PeerID // other peers, sorted
 	factors []string // weight tensors sent as factors
@@ -59,7 +61,7 @@ type sfbUpdate struct {
 }
 
 func newSFB(cfg *Config, layout *model.Layout) *sfb {
-	s := &sfb{cfg: cfg, layout: layout, be: compute.NewCPU(compute.WithThreads(1)),
+	s := &sfb{cfg: cfg, layout: layout, be: compute.NewCPU(compute.WithSplitSmall()),
 		updates: map[uint64]map[PeerID]*sfbUpdate{}, heard: map[uint64]int{}, synced: map[PeerID]uint64{},
 		outer: outer{cfg: &cfg.Outer}}
 	s.setPeers()

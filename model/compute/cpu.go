@@ -16,6 +16,9 @@ type CPU struct {
 	kernel  string // requested by WithKernel
 	path    gemmPath
 	im2col  bool // convolutions by im2col even where the direct path could run (tests)
+	// splitSmall: small-path products split C's rows among the threads
+	// (WithSplitSmall).
+	splitSmall bool
 }
 
 // CPUOption configures NewCPU.
@@ -24,6 +27,15 @@ type CPUOption func(*CPU)
 // WithThreads sets how many goroutines a GEMM may use. n ≤ 0 means
 // runtime.GOMAXPROCS(0), the default.
 func WithThreads(n int) CPUOption { return func(c *CPU) { c.threads = n } }
+
+// WithSplitSmall lets a large product on the small path (C += op(A)·B,
+// whose every row of C is summed on its own) split C's rows among the
+// threads, as the packed path splits its tiles: the same values bit for
+// bit. A training step's products are too small to gain from it (starting
+// the goroutines costs more), so it is off by default; merging sufficient
+// factors (a rank-32 update of a 784×128 layer from each of a hundred
+// peers, on a simulation's event loop) gains.
+func WithSplitSmall() CPUOption { return func(c *CPU) { c.splitSmall = true } }
 
 // WithPureGo forces the portable Go kernels even where assembly ones could
 // run (for tests and comparisons). It is WithKernel("go").
@@ -94,7 +106,32 @@ func (c *CPU) Free(Tensor) {}
 
 // Gemm implements Backend.
 func (c *CPU) Gemm(transA, transB bool, m, n, k int, alpha float32, a Tensor, lda int, b Tensor, ldb int, beta float32, cc Tensor, ldc int) {
+	if c.splitSmall && !transB && c.threads > 1 && m >= 4 && m*n*k >= gemmMinParallel && (c.path == pathSmall || c.path == pathAuto && useSmall(m, n, k)) {
+		gemmRowsApart(c.ks, c.threads, transA, m, n, k, alpha, host(a), lda, host(b), ldb, beta, host(cc), ldc)
+		return
+	}
 	gemm(c.ks, c.threads, c.path, transA, transB, m, n, k, alpha, host(a), lda, host(b), ldb, beta, host(cc), ldc)
+}
+
+// gemmRowsApart is a small-path C = α·op(A)·B + β·C with C's rows split
+// among up to threads goroutines, on even rows: smallAxpy sums each row
+// on its own (two at a time, the second a spare row when m is odd), so
+// every value is the one a single call gives.
+func gemmRowsApart(ks *kernels, threads int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(transA, false, m, n, k, a, lda, b, ldb, c, ldc)
+	pairs := (m + 1) / 2
+	t := min(threads, pairs)
+	ForEach(t, t, func(w int) {
+		lo, hi := 2*(w*pairs/t), min(m, 2*((w+1)*pairs/t))
+		if lo >= hi {
+			return
+		}
+		sub := lo * lda // op(A)'s rows lo…: A's rows, or with transA its columns
+		if transA {
+			sub = lo
+		}
+		gemm(ks, 1, pathSmall, transA, false, hi-lo, n, k, alpha, a[sub:], lda, b, ldb, beta, c[lo*ldc:], ldc)
+	})
 }
 
 // GemmGatherA implements Gatherer, on the small path.

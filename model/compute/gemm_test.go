@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -229,4 +230,41 @@ func TestKernelChoice(t *testing.T) {
 		}
 	}()
 	NewCPU(WithKernel("bogus"))
+}
+
+// TestSplitSmallSameBits: WithSplitSmall splits a small-path product's
+// rows of C among the threads and gives the values of one thread bit for
+// bit, for odd and even rows, k a multiple of 4 or not, op(A) transposed
+// or not, on every kernel set; the shapes the packed path takes, and those
+// with Bᵀ, are left to it.
+func TestSplitSmallSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	for _, ks := range kernelSets {
+		one := &CPU{threads: 1, ks: ks}
+		for _, sz := range [][3]int{{784, 128, 32}, {785, 130, 31}, {127, 1000, 33}, {9, 40000, 2}, {1001, 10, 32}} {
+			m, n, k := sz[0], sz[1], sz[2]
+			for _, transA := range []bool{false, true} {
+				lda := k + 3
+				rowsA := m
+				if transA {
+					lda, rowsA = m+1, k
+				}
+				a, b := randSlice(rng, rowsA*lda), randSlice(rng, k*(n+2))
+				c0 := randSlice(rng, m*(n+1))
+				for _, threads := range []int{2, 3, 8} {
+					split := NewCPU(WithKernel(ks.name), WithThreads(threads), WithSplitSmall())
+					for _, beta := range []float32{0, 1, 0.5} {
+						want, got := slices.Clone(c0), slices.Clone(c0)
+						one.Gemm(transA, false, m, n, k, -0.37, Host(a), lda, Host(b), n+2, beta, Host(want), n+1)
+						split.Gemm(transA, false, m, n, k, -0.37, Host(a), lda, Host(b), n+2, beta, Host(got), n+1)
+						for i := range want {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%s %v transA=%v threads=%d beta=%v: C[%d] = %v, want %v", ks.name, sz, transA, threads, beta, i, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
 }
