@@ -149,13 +149,13 @@ func (v *view) step(n *Core, m *Message) {
 		var idBuf [16]PeerID
 		order := permute(buf[:0], len(v.entries), n.rng)
 		sent := make([]Descriptor, min(v.shuffleLen(), len(order)))
-		ids := idBuf[:0]
+		sentIDs := idBuf[:0]
 		for j := range sent {
 			sent[j] = v.entries[order[j]]
-			ids = append(ids, sent[j].ID)
+			sentIDs = append(sentIDs, sent[j].ID)
 		}
 		n.send(Message{Kind: KindViewReply, To: m.From, View: sent})
-		v.merge(m.View, ids)
+		v.merge(m.View, sentIDs)
 	case KindViewReply:
 		if m.From == v.awaiting {
 			v.awaiting = ""

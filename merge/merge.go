@@ -146,7 +146,9 @@ func Combine(dst []float32, xs [][]float32, w []float32, g []float32, a float32)
 	sameLen(dst, xs...)
 	sameLen(dst, g)
 	// a·g is one more term, added last.
-	weighted(dst, append(slices.Clip(xs), g), append(slices.Clip(w), a))
+	var xb [9][]float32
+	var wb [9]float32
+	weighted(dst, append(append(xb[:0], xs...), g), append(append(wb[:0], w...), a))
 }
 
 // weighted sets dst = Σ_k w[k]·xs[k], summed in the order of k, each
@@ -158,6 +160,12 @@ func weighted(dst []float32, xs [][]float32, w []float32) {
 		compute.CombineInto(dst, xs, w)
 		return
 	}
+	weightedRanges(dst, slices.Clone(xs), slices.Clone(w))
+}
+
+// weightedRanges is weighted of a long vector, range by range side by
+// side; it keeps xs and w (its caller's may lie on the caller's stack).
+func weightedRanges(dst []float32, xs [][]float32, w []float32) {
 	inRanges(len(dst), func(lo, hi int) {
 		rs := make([][]float32, len(xs))
 		for k, x := range xs {

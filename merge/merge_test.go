@@ -3,6 +3,8 @@ package merge
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gossipd/gossipd/model"
@@ -171,5 +173,66 @@ func TestFiniteEveryPlace(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestNoAllocations: the merges of a model shorter than parallelFrom
+// (every message of a daemon's or a simulated softmax peer) allocate
+// nothing, as the package promises, whichever kernel set sums them.
+func TestNoAllocations(t *testing.T) {
+	const n = 7850
+	x, y, z, d := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	xs, w := [][]float32{x, y, z}, []float32{0.5, 0.25, 0.25}
+	for name, f := range map[string]func(){
+		"Axpy":      func() { Axpy(d, 0.5, x) },
+		"Axpy self": func() { Axpy(d, 0.5, d) },
+		"Scale":     func() { Scale(d, 0.5) },
+		"ScaleInto": func() { ScaleInto(d, x, 0.5) },
+		"DeBias":    func() { DeBias(d, x, 2) },
+		"Weighted": func() {
+			if err := Weighted(d, xs, []float64{2, 1, 1}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"Combine": func() { Combine(d, xs, w, z, -0.1) },
+	} {
+		if a := testing.AllocsPerRun(20, f); a != 0 {
+			t.Errorf("%s of %d values: %v allocations a call, want none", name, n, a)
+		}
+	}
+}
+
+// TestOnePassSameBits: Axpy (of another vector and of dst itself),
+// Scale, ScaleInto and DeBias, now sums of one or two terms in one pass,
+// give the values of the loops they replaced bit for bit, on vectors
+// short and long.
+func TestOnePassSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 7, 33, 7850, 101770} {
+		x, y := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i], y[i] = float32(r.NormFloat64()), float32(r.NormFloat64()*1e3)
+		}
+		same := func(name string, got []float32, want func(i int) float32) {
+			t.Helper()
+			for i, v := range got {
+				if w := want(i); math.Float32bits(v) != math.Float32bits(w) {
+					t.Fatalf("%s n=%d: [%d] = %v, want %v", name, n, i, v, w)
+				}
+			}
+		}
+		d := slices.Clone(y)
+		Axpy(d, -0.37, x)
+		same("Axpy", d, func(i int) float32 { return y[i] + float32(-0.37*x[i]) })
+		d = slices.Clone(y)
+		Axpy(d, -0.37, d)
+		same("Axpy of itself", d, func(i int) float32 { return y[i] + float32(-0.37*y[i]) })
+		d = slices.Clone(y)
+		Scale(d, 0.3)
+		same("Scale", d, func(i int) float32 { return y[i] * 0.3 })
+		ScaleInto(d, x, 0.3)
+		same("ScaleInto", d, func(i int) float32 { return x[i] * 0.3 })
+		DeBias(d, y, 0.7)
+		same("DeBias", d, func(i int) float32 { return y[i] * float32(1/0.7) })
 	}
 }

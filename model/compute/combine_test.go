@@ -108,7 +108,9 @@ func TestCombineKernels(t *testing.T) {
 					want1, want2 := make([]float32, n), make([]float32, n)
 					combineRef(want1, xs, w1)
 					combineRef(want2, [][]float32{xs[0], xs[0]}, w1)
-					gs = rows()
+					gs, gd = rows(), guarded(make([]float32, n))
+					ks.combine(gd[1:n+1], inner(gs), w1)
+					check("a first weight of 1 into a vector of its own", gd, want1)
 					ks.combine(gs[0][1:n+1], inner(gs), w1)
 					check("axpy into the first model", gs[0], want1)
 					gs = rows()
@@ -124,7 +126,8 @@ func TestCombineKernels(t *testing.T) {
 // TestCombineIntoNaN: a NaN or an infinity in a model gives NaN or an
 // infinity at its place only, on every kernel set and through CombineInto
 // (the set $GOSSIPD_KERNEL names, else the best), which refuses a sum of
-// no models or with a weight missing.
+// no models, with a weight missing, or of a model shorter than d (even
+// with the capacity to read past its length).
 func TestCombineIntoNaN(t *testing.T) {
 	sets := append(slices.Clone(kernelSets), emulatedKernels(t)...)
 	runs := map[string]combineKernel{"CombineInto": CombineInto}
@@ -166,14 +169,14 @@ func TestCombineIntoNaN(t *testing.T) {
 	for _, bad := range []struct {
 		xs [][]float32
 		w  []float32
-	}{{nil, nil}, {[][]float32{{1}, {2}}, []float32{1}}} {
+	}{{nil, nil}, {[][]float32{{1}, {2}}, []float32{1}}, {[][]float32{{1, 2}, make([]float32, 1, 2)}, []float32{1, 1}}} {
 		func() {
 			defer func() {
 				if r := recover(); r == nil || !strings.Contains(r.(string), "CombineInto of") {
 					t.Errorf("CombineInto of %d vectors, %d weights: recovered %v, want a panic naming the counts", len(bad.xs), len(bad.w), r)
 				}
 			}()
-			CombineInto(make([]float32, 1), bad.xs, bad.w)
+			CombineInto(make([]float32, 2), bad.xs, bad.w)
 		}()
 	}
 }

@@ -106,7 +106,7 @@ func (c *CPU) Free(Tensor) {}
 
 // Gemm implements Backend.
 func (c *CPU) Gemm(transA, transB bool, m, n, k int, alpha float32, a Tensor, lda int, b Tensor, ldb int, beta float32, cc Tensor, ldc int) {
-	if c.splitSmall && !transB && c.threads > 1 && m >= 4 && m*n*k >= gemmMinParallel && (c.path == pathSmall || c.path == pathAuto && useSmall(m, n, k)) {
+	if c.splitSmall && !transB && c.threads > 1 && m >= 4 && m*n*k >= gemmMinParallel && smallPath(c.path, m, n, k) {
 		gemmRowsApart(c.ks, c.threads, transA, m, n, k, alpha, host(a), lda, host(b), ldb, beta, host(cc), ldc)
 		return
 	}

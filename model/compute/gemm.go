@@ -52,7 +52,7 @@ func gemm(ks *kernels, threads int, path gemmPath, transA, transB bool, m, n, k 
 	if !scaleC(m, n, beta, c, ldc) || k == 0 || alpha == 0 {
 		return
 	}
-	if path == pathSmall || path == pathAuto && useSmall(m, n, k) {
+	if smallPath(path, m, n, k) {
 		if transB {
 			smallDot(ks, transA, m, n, k, alpha, a, lda, nil, b, ldb, nil, c, ldc)
 		} else {
@@ -84,6 +84,11 @@ func gemm(ks *kernels, threads int, path gemmPath, transA, transB bool, m, n, k 
 		}
 	}
 	wg.Wait()
+}
+
+// smallPath reports whether a product of this shape takes the small path.
+func smallPath(path gemmPath, m, n, k int) bool {
+	return path == pathSmall || path == pathAuto && useSmall(m, n, k)
 }
 
 // scaleC applies C = beta·C to the m×n matrix C and reports whether C is

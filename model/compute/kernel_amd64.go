@@ -11,9 +11,9 @@ func archKernels() []*kernels {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
 		return nil
 	}
-	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2, combine: combineVecAVX2}
+	avx2 := &kernels{name: "avx2", packed: kernelAsm, dot: dot2x5AVX2, dotRows: 2, dotCols: 5, axpy: axpy2x4AVX2, exp: expVecAVX2, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2, combine: combineVecAVX2, combineVec: true}
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL {
-		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2, combine: combineVecAVX2}, avx2}
+		return []*kernels{{name: "avx512", packed: kernelAsm, dot: dot4x5AVX512, dotRows: 4, dotCols: 5, axpy: axpy2x4AVX512, exp: expVecAVX512, pool2: maxPool2VecAVX2, pool2Back: maxPool2BackVecAVX2, interp: interpVecAVX2, combine: combineVecAVX2, combineVec: true}, avx2}
 	}
 	return []*kernels{avx2}
 }
@@ -94,6 +94,9 @@ func interpVecAVX2(d, a, b []float32, w float32) {
 
 //go:noescape
 func combineRowAVX2(n int, d *float32, xs **float32, w *float32, k int)
+
+// combineVec is the vector combine kernel, called directly.
+func combineVec(d []float32, xs [][]float32, w []float32) { combineVecAVX2(d, xs, w) }
 
 // combineVecAVX2 is the combine kernel in assembly. The AVX-512 set uses
 // it too: the sum reads its models from memory.

@@ -61,3 +61,6 @@ func axpyNEON(n int, coef *[8]float32, b *[4]*float32, c *[2]*float32) {
 	}
 	axpyGo(n-n4, coef, &bt, &ct)
 }
+
+// combineVec is the Go loop: no set here has a vector combine kernel.
+func combineVec(d []float32, xs [][]float32, w []float32) { combineGo(d, xs, w) }

@@ -28,6 +28,9 @@ type kernels struct {
 	pool2Back        pool2BackKernel
 	interp           interpKernel
 	combine          combineKernel
+	// combineVec: combine is the vector kernel (combineVec), which
+	// CombineInto calls directly.
+	combineVec bool
 }
 
 var goKernels = &kernels{name: "go", packed: kernelGo, dot: dotGo, dotRows: 4, dotCols: 4, axpy: axpyGo, exp: expGo, pool2: maxPool2Go, pool2Back: maxPool2BackGo, interp: interpGo, combine: combineGo}

@@ -141,16 +141,34 @@ func (c *CPU) CombineRows(dt, st Tensor, n int, rows, start, from []int32, w []f
 // pass over the values (each block is summed over all the models before
 // it is stored). d may be any of xs itself, and must not overlap them
 // otherwise; every xs[k] holds at least len(d) values, and len(w) =
-// len(xs) ≥ 1.
+// len(xs) ≥ 1 (it panics otherwise). It allocates nothing for up to 16
+// models. (A signalling NaN is the one exception to the same bits: the
+// Go loop may leave one in d as it is where the vector code quiets it.)
 func CombineInto(d []float32, xs [][]float32, w []float32) {
 	if len(xs) == 0 || len(w) != len(xs) {
 		panic(fmt.Sprintf("compute: CombineInto of %d vectors with %d weights", len(xs), len(w)))
+	}
+	for k, x := range xs {
+		if len(x) < len(d) {
+			panic(fmt.Sprintf("compute: CombineInto of %d values from a vector %d of %d", len(d), k, len(x)))
+		}
 	}
 	ks, err := envKernels()
 	if err != nil {
 		panic(err) // as NewCPU does: programs check $GOSSIPD_KERNEL at start
 	}
-	ks.combine(d, xs, w)
+	combineDirect(ks, d, xs, w)
+}
+
+// combineDirect runs ks's combine kernel by a direct call, so that the
+// arguments stay on the caller's stack (merge allocates nothing on its
+// hot path): the vector kernel where ks has one, else the Go loop.
+func combineDirect(ks *kernels, d []float32, xs [][]float32, w []float32) {
+	if ks.combineVec {
+		combineVec(d, xs, w)
+		return
+	}
+	combineGo(d, xs, w)
 }
 
 // combineKernel is CombineInto's kernel: d = Σ_k w[k]·xs[k] over len(d)
