@@ -100,22 +100,29 @@ func (v *view) tick(n *Core) {
 		}
 	}
 	target := v.entries[oldest].ID
-	// The others, as a copy without the oldest would hold them: index i
-	// of it is entry i, or i+1 from the oldest on.
+	sent, pushed := v.pick(len(v.entries)-1, v.shuffleLen()-1, oldest, append(make([]PeerID, 0, v.shuffleLen()), target), n.rng)
+	v.pushed, v.awaiting = pushed, target
+	n.send(Message{Kind: KindViewPush, To: target, View: append(sent, Descriptor{ID: v.self})})
+}
+
+// pick returns k random entries (all if fewer) of n, in random order:
+// rng.Perm(n)'s first k. The n are the view's entries, or, with skip ≥
+// 0, the entries but the one at skip (index i is entry i, or i+1 from
+// skip on). It appends their IDs to ids. The entries' slice has room for
+// one more (the sender's own descriptor).
+func (v *view) pick(n, k, skip int, ids []PeerID, rng *rand.Rand) ([]Descriptor, []PeerID) {
 	var buf [32]int
-	order := permute(buf[:0], len(v.entries)-1, n.rng)
-	k := min(v.shuffleLen()-1, len(order))
+	order := permute(buf[:0], n, rng)
+	k = min(k, n)
 	sent := make([]Descriptor, k, k+1)
-	v.pushed = append(make([]PeerID, 0, k+1), target)
 	for j, i := range order[:k] {
-		if i >= oldest {
+		if skip >= 0 && i >= skip {
 			i++
 		}
 		sent[j] = v.entries[i]
-		v.pushed = append(v.pushed, sent[j].ID)
+		ids = append(ids, sent[j].ID)
 	}
-	v.awaiting = target
-	n.send(Message{Kind: KindViewPush, To: target, View: append(sent, Descriptor{ID: v.self})})
+	return sent, ids
 }
 
 // permute appends to p a random permutation of 0…n−1 and returns it:
@@ -144,16 +151,8 @@ func ids(ds []Descriptor) []PeerID {
 func (v *view) step(n *Core, m *Message) {
 	switch m.Kind {
 	case KindViewPush:
-		// shuffleLen random entries (all if fewer), in random order.
-		var buf [32]int
 		var idBuf [16]PeerID
-		order := permute(buf[:0], len(v.entries), n.rng)
-		sent := make([]Descriptor, min(v.shuffleLen(), len(order)))
-		sentIDs := idBuf[:0]
-		for j := range sent {
-			sent[j] = v.entries[order[j]]
-			sentIDs = append(sentIDs, sent[j].ID)
-		}
+		sent, sentIDs := v.pick(len(v.entries), v.shuffleLen(), -1, idBuf[:0], n.rng)
 		n.send(Message{Kind: KindViewReply, To: m.From, View: sent})
 		v.merge(m.View, sentIDs)
 	case KindViewReply:

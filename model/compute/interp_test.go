@@ -1,6 +1,7 @@
 package compute
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -36,23 +37,9 @@ func TestInterpKernels(t *testing.T) {
 				}
 				want := make([]float32, n)
 				interpGo(want, a, b, w)
-				// Guards: one value before and after each row.
-				guarded := func(v []float32) []float32 {
-					g := make([]float32, n+2)
-					g[0], g[n+1] = 1234, 5678
-					copy(g[1:], v)
-					return g
-				}
 				check := func(how string, g []float32) {
 					t.Helper()
-					if g[0] != 1234 || g[n+1] != 5678 {
-						t.Fatalf("%s n=%d w=%v %s: a guard value changed", ks.name, n, w, how)
-					}
-					for j, v := range g[1 : n+1] {
-						if math.Float32bits(v) != math.Float32bits(want[j]) {
-							t.Fatalf("%s n=%d w=%v %s: value %d = %v, want %v", ks.name, n, w, how, j, v, want[j])
-						}
-					}
+					checkGuarded(t, fmt.Sprintf("%s n=%d w=%v %s", ks.name, n, w, how), g, want)
 				}
 				ga, gb, gd := guarded(a), guarded(b), guarded(make([]float32, n))
 				ks.interp(gd[1:n+1], ga[1:n+1], gb[1:n+1], w)
@@ -63,6 +50,30 @@ func TestInterpKernels(t *testing.T) {
 				ks.interp(gb[1:n+1], ga[1:n+1], gb[1:n+1], w)
 				check("into b", gb)
 			}
+		}
+	}
+}
+
+// guarded returns v between two guard values, which a kernel that writes
+// only its row leaves as they are.
+func guarded(v []float32) []float32 {
+	g := make([]float32, len(v)+2)
+	g[0], g[len(v)+1] = 1234, 5678
+	copy(g[1:], v)
+	return g
+}
+
+// checkGuarded fails t unless g's guards (guarded) hold and its row is
+// want bit for bit.
+func checkGuarded(t *testing.T, what string, g, want []float32) {
+	t.Helper()
+	n := len(want)
+	if g[0] != 1234 || g[n+1] != 5678 {
+		t.Fatalf("%s: a guard value changed", what)
+	}
+	for j, v := range g[1 : n+1] {
+		if math.Float32bits(v) != math.Float32bits(want[j]) {
+			t.Fatalf("%s: value %d = %v, want %v", what, j, v, want[j])
 		}
 	}
 }
