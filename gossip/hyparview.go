@@ -28,13 +28,24 @@ import (
 // a disconnect (or, when there is room, the link is taken up), which
 // repairs links that one side dropped without the other hearing.
 //
+// A view below half its size (but not empty) asks at a third priority,
+// which a full view does not refuse: it splits one of its links to take
+// the asker in, dropping a random neighbour and telling it (a disconnect
+// that names the asker) to link to the asker instead. The asker gains two
+// links, and nobody loses one, so a member left with few neighbours in a
+// fleet whose views are all full (the paper's protocol can leave it there:
+// every passive peer it asks is full and refuses) fills to half its view
+// within a few periods. The split neighbour asks the asker at high
+// priority, so that link cannot be refused either.
+//
 // Messages (kinds, and what they carry):
 //
 //	hv-join            a new node asks a contact to take it in
 //	hv-forward-join    View = [{joiner, ttl}]: the join walks the active views
-//	hv-neighbor        Round = 1: high priority (the asker has no neighbour)
+//	hv-neighbor        Round = 1: high priority (the asker has no neighbour);
+//	                   Round = 2: the asker's view is below half (hvLow)
 //	hv-neighbor-reply  Round = 1: accepted
-//	hv-disconnect      the link is dropped
+//	hv-disconnect      the link is dropped; View = [{p}]: link to p instead
 //	hv-shuffle         View = [{origin, ttl}, entries…]: walks, then answered
 //	hv-shuffle-reply   View = entries, to the origin
 //	hv-ping            nothing: keeps the link checked
@@ -92,6 +103,17 @@ const (
 	// one neighbour waits after refusals before it asks again.
 	promoteBackoff = 16
 )
+
+// Neighbour request priorities (an hv-neighbor message's Round).
+const (
+	hvPrioLow  = 0 // taken only into a view with room
+	hvPrioHigh = 1 // the asker has no neighbour: always taken
+	hvPrioFew  = 2 // the asker's view is below half: a full view splits a link
+)
+
+// few reports whether the active view is below half its size but not
+// empty: such a view asks at hvPrioFew.
+func (h *hyparview) few() bool { return len(h.active) > 0 && len(h.active) < h.activeSize/2 }
 
 // hvOn reports whether the node runs HyParView.
 func (n *Core) hvOn() bool {
@@ -168,6 +190,19 @@ func (h *hyparview) addActive(n *Core, p PeerID) {
 	}
 	n.trace("neighbor-up", p, "", float64(len(h.active)))
 	n.viewChanged()
+}
+
+// split makes room in a full view for q, whose own view is below half:
+// a random neighbour other than q is dropped and told to link to q
+// instead (a disconnect naming q), so that it keeps its number of links.
+func (h *hyparview) split(n *Core, q PeerID) {
+	d, ok := n.randomOf(h.active, q)
+	if !ok {
+		return
+	}
+	h.dropActive(n, d)
+	n.send(Message{Kind: KindHVDisconnect, To: d, View: []Descriptor{{ID: q}}})
+	h.addPassive(n, d, nil)
 }
 
 // dropActive removes p from the active view (nothing is sent).
@@ -254,7 +289,8 @@ func (h *hyparview) join(n *Core) {
 }
 
 // promote asks a random passive peer to become a neighbour, at high
-// priority when this node has none.
+// priority when this node has none, and at hvPrioFew when its view is
+// below half.
 func (h *hyparview) promote(n *Core) {
 	if h.asked != "" {
 		return
@@ -263,9 +299,12 @@ func (h *hyparview) promote(n *Core) {
 	if !ok {
 		return
 	}
-	var prio uint64
-	if len(h.active) == 0 {
-		prio = 1
+	var prio uint64 = hvPrioLow
+	switch {
+	case len(h.active) == 0:
+		prio = hvPrioHigh
+	case h.few():
+		prio = hvPrioFew
 	}
 	h.asked, h.askedAt = p, n.now
 	n.send(Message{Kind: KindHVNeighbor, To: p, Round: prio})
@@ -323,7 +362,10 @@ func (h *hyparview) step(n *Core, m *Message) {
 		}
 		n.send(Message{Kind: KindHVForwardJoin, To: next, View: []Descriptor{{ID: joiner, Age: ttl - 1}}})
 	case KindHVNeighbor:
-		if hasSorted(h.active, q) || m.Round == 1 || len(h.active) < h.activeSize {
+		if m.Round == hvPrioFew && !hasSorted(h.active, q) && len(h.active) >= h.activeSize {
+			h.split(n, q)
+		}
+		if hasSorted(h.active, q) || m.Round == hvPrioHigh || len(h.active) < h.activeSize {
 			h.addActive(n, q)
 			n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
 			return
@@ -345,6 +387,12 @@ func (h *hyparview) step(n *Core, m *Message) {
 	case KindHVDisconnect:
 		if h.dropActive(n, q) {
 			h.addPassive(n, q, nil)
+			if len(m.View) == 1 { // q split this link: link to its asker instead
+				if p := m.View[0].ID; p != h.self && !hasSorted(h.active, p) {
+					h.addActive(n, p)
+					n.send(Message{Kind: KindHVNeighbor, To: p, Round: hvPrioHigh})
+				}
+			}
 		}
 	case KindHVPing:
 		h.answerLink(n, q)

@@ -216,7 +216,8 @@ const maxFactorRank = 1 << 16
 // validateHV checks a HyParView message: only a node that runs HyParView
 // takes one; it carries no vectors, and a view only where its kind has
 // one (a forward join: the joiner and the walk's length; a shuffle: its
-// origin and length first), with no empty IDs.
+// origin and length first; a disconnect: at most the peer to link to
+// instead), with no empty IDs.
 func (n *Core) validateHV(m *Message) error {
 	if !n.hvOn() {
 		return invalid("kind", "%s message for a node that does not run HyParView", m.Kind)
@@ -241,6 +242,10 @@ func (n *Core) validateHV(m *Message) error {
 			return invalid("view", "%s walk length %d, want 0…%d", m.Kind, ttl, hvActiveWalk)
 		}
 	case KindHVShuffleReply:
+	case KindHVDisconnect:
+		if len(m.View) > 1 {
+			return invalid("view", "a %s message names %d peers to link to instead, want at most 1", m.Kind, len(m.View))
+		}
 	default:
 		if len(m.View) > 0 {
 			return invalid("view", "a %s message carries no view", m.Kind)
