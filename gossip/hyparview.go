@@ -28,13 +28,16 @@ import (
 // a disconnect (or, when there is room, the link is taken up), which
 // repairs links that one side dropped without the other hearing.
 //
-// A view below half its size (but not empty) asks at a third priority,
-// which a full view does not refuse: it splits one of its links to take
-// the asker in, dropping a random neighbour and telling it (a disconnect
-// that names the asker) to link to the asker instead. The asker gains two
-// links, and nobody loses one, so a member left with few neighbours in a
-// fleet whose views are all full (the paper's protocol can leave it there:
-// every passive peer it asks is full and refuses) fills to half its view
+// A view below half its size (fewer than activeSize/2 neighbours, but
+// not empty) asks every period, without backing off, at a third
+// priority, which a full view does not refuse: it splits one of its
+// links to take the asker in, dropping a random neighbour that is not
+// already the asker's (the request lists the asker's neighbours) and
+// telling it, with a disconnect that names the asker, to link to the
+// asker instead. The asker gains two links and nobody loses one (unless
+// messages cross), so a member left with few neighbours in a fleet whose
+// views are all full (the paper's protocol can leave it there: every
+// passive peer it asks is full and refuses) fills to half its view
 // within a few periods. The split neighbour asks the asker at high
 // priority, so that link cannot be refused either.
 //
@@ -43,7 +46,8 @@ import (
 //	hv-join            a new node asks a contact to take it in
 //	hv-forward-join    View = [{joiner, ttl}]: the join walks the active views
 //	hv-neighbor        Round = 1: high priority (the asker has no neighbour);
-//	                   Round = 2: the asker's view is below half (hvLow)
+//	                   Round = 2, View = the asker's neighbours: its view
+//	                   is below half (hvPrioFew)
 //	hv-neighbor-reply  Round = 1: accepted
 //	hv-disconnect      the link is dropped; View = [{p}]: link to p instead
 //	hv-shuffle         View = [{origin, ttl}, entries…]: walks, then answered
@@ -106,13 +110,14 @@ const (
 
 // Neighbour request priorities (an hv-neighbor message's Round).
 const (
-	hvPrioLow  = 0 // taken only into a view with room
+	hvPrioLow  = 0 // taken into a view with room (or that holds the asker)
 	hvPrioHigh = 1 // the asker has no neighbour: always taken
 	hvPrioFew  = 2 // the asker's view is below half: a full view splits a link
 )
 
-// few reports whether the active view is below half its size but not
-// empty: such a view asks at hvPrioFew.
+// few reports whether the active view is below half its size (fewer
+// than activeSize/2 neighbours) but not empty: such a view asks every
+// period, at hvPrioFew.
 func (h *hyparview) few() bool { return len(h.active) > 0 && len(h.active) < h.activeSize/2 }
 
 // hvOn reports whether the node runs HyParView.
@@ -172,7 +177,7 @@ func (h *hyparview) setContacts(n *Core, peers []PeerID) {
 // random member, which is told (disconnect) and moves to the passive
 // view.
 func (h *hyparview) addActive(n *Core, p PeerID) {
-	if p == h.self || hasSorted(h.active, p) {
+	if p == h.self || p == "" || p == Broadcast || hasSorted(h.active, p) {
 		return
 	}
 	if len(h.active) >= h.activeSize {
@@ -192,19 +197,6 @@ func (h *hyparview) addActive(n *Core, p PeerID) {
 	n.viewChanged()
 }
 
-// split makes room in a full view for q, whose own view is below half:
-// a random neighbour other than q is dropped and told to link to q
-// instead (a disconnect naming q), so that it keeps its number of links.
-func (h *hyparview) split(n *Core, q PeerID) {
-	d, ok := n.randomOf(h.active, q)
-	if !ok {
-		return
-	}
-	h.dropActive(n, d)
-	n.send(Message{Kind: KindHVDisconnect, To: d, View: []Descriptor{{ID: q}}})
-	h.addPassive(n, d, nil)
-}
-
 // dropActive removes p from the active view (nothing is sent).
 func (h *hyparview) dropActive(n *Core, p PeerID) bool {
 	var ok bool
@@ -219,7 +211,7 @@ func (h *hyparview) dropActive(n *Core, p PeerID) bool {
 // addPassive takes p into the passive view; a full view evicts one of
 // prefer first (what this node just sent away), else a random entry.
 func (h *hyparview) addPassive(n *Core, p PeerID, prefer []PeerID) []PeerID {
-	if p == h.self || p == "" || hasSorted(h.active, p) || hasSorted(h.passive, p) {
+	if p == h.self || p == "" || p == Broadcast || hasSorted(h.active, p) || hasSorted(h.passive, p) {
 		return prefer
 	}
 	if len(h.passive) >= h.passiveSize {
@@ -268,7 +260,7 @@ func (h *hyparview) tick(n *Core) {
 		h.join(n) // the first time: the join spreads this node
 	case len(h.active) == 0 && len(h.passive) == 0 && n.now >= h.joinAt:
 		h.join(n) // knows nobody any more: join again
-	case len(h.active) < h.activeSize && (len(h.active) == 0 || n.now >= h.promoteAt):
+	case len(h.active) < h.activeSize && (len(h.active) == 0 || h.few() || n.now >= h.promoteAt):
 		h.promote(n)
 	}
 	if h.periods%shuffleEvery == 0 {
@@ -306,8 +298,15 @@ func (h *hyparview) promote(n *Core) {
 	case h.few():
 		prio = hvPrioFew
 	}
+	var view []Descriptor
+	if prio == hvPrioFew {
+		view = make([]Descriptor, len(h.active))
+		for i, a := range h.active {
+			view[i] = Descriptor{ID: a}
+		}
+	}
 	h.asked, h.askedAt = p, n.now
-	n.send(Message{Kind: KindHVNeighbor, To: p, Round: prio})
+	n.send(Message{Kind: KindHVNeighbor, To: p, Round: prio, View: view})
 }
 
 // shuffle sends this node, a few active and a few passive peers on a
@@ -327,148 +326,11 @@ func (h *hyparview) shuffle(n *Core) {
 	n.send(Message{Kind: KindHVShuffle, To: to, View: view})
 }
 
-// step handles a membership message.
-func (h *hyparview) step(n *Core, m *Message) {
-	q := m.From
-	switch m.Kind {
-	case KindHVJoin:
-		h.addActive(n, q)
-		n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
-		for _, a := range h.active {
-			if a != q {
-				n.send(Message{Kind: KindHVForwardJoin, To: a, View: []Descriptor{{ID: q, Age: hvActiveWalk}}})
-			}
-		}
-	case KindHVForwardJoin:
-		joiner, ttl := m.View[0].ID, m.View[0].Age
-		if joiner == h.self {
-			return
-		}
-		if ttl <= 0 || len(h.active) <= 1 {
-			if !hasSorted(h.active, joiner) {
-				h.addActive(n, joiner)
-				n.send(Message{Kind: KindHVNeighbor, To: joiner, Round: 1})
-			}
-			return
-		}
-		if ttl == hvPassiveWalk {
-			h.addPassive(n, joiner, nil)
-		}
-		next, ok := n.randomOf(h.active, q, joiner)
-		if !ok {
-			h.addActive(n, joiner)
-			n.send(Message{Kind: KindHVNeighbor, To: joiner, Round: 1})
-			return
-		}
-		n.send(Message{Kind: KindHVForwardJoin, To: next, View: []Descriptor{{ID: joiner, Age: ttl - 1}}})
-	case KindHVNeighbor:
-		if m.Round == hvPrioFew && !hasSorted(h.active, q) && len(h.active) >= h.activeSize {
-			h.split(n, q)
-		}
-		if hasSorted(h.active, q) || m.Round == hvPrioHigh || len(h.active) < h.activeSize {
-			h.addActive(n, q)
-			n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
-			return
-		}
-		h.addPassive(n, q, nil)
-		n.send(Message{Kind: KindHVNeighborReply, To: q})
-	case KindHVNeighborReply:
-		if q == h.asked {
-			h.asked = ""
-			if m.Round != 1 {
-				h.backoff = min(max(2*h.backoff, 2), promoteBackoff)
-				h.promoteAt = n.now + time.Duration(h.backoff)*n.cfg.Delta
-			}
-		}
-		if m.Round == 1 {
-			h.backoff = 0
-			h.addActive(n, q)
-		}
-	case KindHVDisconnect:
-		if h.dropActive(n, q) {
-			h.addPassive(n, q, nil)
-			if len(m.View) == 1 { // q split this link: link to its asker instead
-				if p := m.View[0].ID; p != h.self && !hasSorted(h.active, p) {
-					h.addActive(n, p)
-					n.send(Message{Kind: KindHVNeighbor, To: p, Round: hvPrioHigh})
-				}
-			}
-		}
-	case KindHVPing:
-		h.answerLink(n, q)
-	case KindHVShuffle:
-		origin, ttl := m.View[0].ID, m.View[0].Age-1
-		if origin == h.self {
-			return
-		}
-		if ttl > 0 && len(h.active) > 1 {
-			if next, ok := n.randomOf(h.active, q, origin); ok {
-				view := slices.Clone(m.View)
-				view[0].Age = ttl
-				n.send(Message{Kind: KindHVShuffle, To: next, View: view})
-				return
-			}
-		}
-		got := make([]PeerID, 0, len(m.View))
-		for _, d := range m.View {
-			got = append(got, d.ID)
-		}
-		reply := n.sample(h.passive, len(got), got...)
-		view := make([]Descriptor, len(reply))
-		for i, p := range reply {
-			view[i] = Descriptor{ID: p}
-		}
-		n.send(Message{Kind: KindHVShuffleReply, To: origin, View: view})
-		prefer := slices.Clone(reply)
-		for _, p := range got {
-			prefer = h.addPassive(n, p, prefer)
-		}
-	case KindHVShuffleReply:
-		prefer := h.shuffled
-		for _, d := range m.View {
-			prefer = h.addPassive(n, d.ID, prefer)
-		}
-		h.shuffled = nil
-	}
-}
-
 // sent records a message to an active peer (the ping clock).
 func (h *hyparview) sent(n *Core, to PeerID) {
 	if _, ok := h.lastSent[to]; ok {
 		h.lastSent[to] = n.now
 	}
-}
-
-// answerLink answers a peer that holds a link to this node (its ping, or
-// a protocol message, which goes to active peers only) when this node
-// holds none to it: take the link up if there is room, else tell the
-// peer to drop it.
-func (h *hyparview) answerLink(n *Core, q PeerID) {
-	if hasSorted(h.active, q) {
-		return
-	}
-	if len(h.active) < h.activeSize {
-		h.addActive(n, q)
-		n.send(Message{Kind: KindHVNeighborReply, To: q, Round: 1})
-		return
-	}
-	n.send(Message{Kind: KindHVDisconnect, To: q})
-}
-
-// stray answers a protocol message from a peer outside the active view
-// as its ping (answerLink), at most once a period per peer, for the
-// messages already on their way. Without it a link one side dropped
-// (its disconnect lost) would last as long as the other kept sending
-// models over it, for only a silent link is pinged.
-func (h *hyparview) stray(n *Core, q PeerID) {
-	if q == "" || hasSorted(h.active, q) || h.strays[q] {
-		return
-	}
-	if h.strays == nil {
-		h.strays = map[PeerID]bool{}
-	}
-	h.strays[q] = true
-	h.answerLink(n, q)
 }
 
 // undelivered takes a peer the shell could not reach out of both views

@@ -35,6 +35,9 @@ func (n *Core) validate(m *Message) error {
 			if d.ID == "" {
 				return invalid("view", "empty peer ID in view")
 			}
+			if d.ID == Broadcast {
+				return invalid("view", "the broadcast address %q in a view", Broadcast)
+			}
 		}
 		return nil
 	case KindStateRequest:
@@ -217,7 +220,8 @@ const maxFactorRank = 1 << 16
 // takes one; it carries no vectors, and a view only where its kind has
 // one (a forward join: the joiner and the walk's length; a shuffle: its
 // origin and length first; a disconnect: at most the peer to link to
-// instead), with no empty IDs.
+// instead; a neighbour request: the asker's neighbours), with no empty
+// IDs and not the broadcast address.
 func (n *Core) validateHV(m *Message) error {
 	if !n.hvOn() {
 		return invalid("kind", "%s message for a node that does not run HyParView", m.Kind)
@@ -232,6 +236,9 @@ func (n *Core) validateHV(m *Message) error {
 		if d.ID == "" {
 			return invalid("view", "empty peer ID in view")
 		}
+		if d.ID == Broadcast {
+			return invalid("view", "the broadcast address %q in a view", Broadcast)
+		}
 	}
 	switch m.Kind {
 	case KindHVForwardJoin, KindHVShuffle:
@@ -241,7 +248,7 @@ func (n *Core) validateHV(m *Message) error {
 		if ttl := m.View[0].Age; ttl < 0 || ttl > hvActiveWalk {
 			return invalid("view", "%s walk length %d, want 0…%d", m.Kind, ttl, hvActiveWalk)
 		}
-	case KindHVShuffleReply:
+	case KindHVShuffleReply, KindHVNeighbor: // a neighbour request below half: the asker's neighbours
 	case KindHVDisconnect:
 		if len(m.View) > 1 {
 			return invalid("view", "a %s message names %d peers to link to instead, want at most 1", m.Kind, len(m.View))
