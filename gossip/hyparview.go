@@ -120,6 +120,13 @@ const (
 // period, at hvPrioFew.
 func (h *hyparview) few() bool { return len(h.active) > 0 && len(h.active) < h.activeSize/2 }
 
+// mayAsk reports whether the active view has room and may ask a passive
+// peer now: at once when it is empty or below half, else once the
+// backoff from refusals has run out.
+func (h *hyparview) mayAsk(n *Core) bool {
+	return len(h.active) < h.activeSize && (len(h.active) == 0 || h.few() || n.now >= h.promoteAt)
+}
+
 // hvOn reports whether the node runs HyParView.
 func (n *Core) hvOn() bool {
 	return (n.def.view || n.def.overView) && n.cfg.Sampling == SamplingHyParView
@@ -260,7 +267,7 @@ func (h *hyparview) tick(n *Core) {
 		h.join(n) // the first time: the join spreads this node
 	case len(h.active) == 0 && len(h.passive) == 0 && n.now >= h.joinAt:
 		h.join(n) // knows nobody any more: join again
-	case len(h.active) < h.activeSize && (len(h.active) == 0 || h.few() || n.now >= h.promoteAt):
+	case h.mayAsk(n):
 		h.promote(n)
 	}
 	if h.periods%shuffleEvery == 0 {
@@ -292,18 +299,12 @@ func (h *hyparview) promote(n *Core) {
 		return
 	}
 	var prio uint64 = hvPrioLow
+	var view []Descriptor
 	switch {
 	case len(h.active) == 0:
 		prio = hvPrioHigh
 	case h.few():
-		prio = hvPrioFew
-	}
-	var view []Descriptor
-	if prio == hvPrioFew {
-		view = make([]Descriptor, len(h.active))
-		for i, a := range h.active {
-			view[i] = Descriptor{ID: a}
-		}
+		prio, view = hvPrioFew, descriptors(h.active)
 	}
 	h.asked, h.askedAt = p, n.now
 	n.send(Message{Kind: KindHVNeighbor, To: p, Round: prio, View: view})
@@ -318,11 +319,7 @@ func (h *hyparview) shuffle(n *Core) {
 	}
 	list := append(n.sample(h.active, hvShuffleActive, to), n.sample(h.passive, hvShufflePassive)...)
 	h.shuffled = list
-	view := make([]Descriptor, 0, len(list)+1)
-	view = append(view, Descriptor{ID: h.self, Age: hvActiveWalk})
-	for _, p := range list {
-		view = append(view, Descriptor{ID: p})
-	}
+	view := append([]Descriptor{{ID: h.self, Age: hvActiveWalk}}, descriptors(list)...)
 	n.send(Message{Kind: KindHVShuffle, To: to, View: view})
 }
 

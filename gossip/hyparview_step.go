@@ -74,7 +74,7 @@ func (h *hyparview) step(n *Core, m *Message) {
 				return
 			}
 		}
-		if len(h.active) == 0 || h.few() || n.now >= h.promoteAt {
+		if h.mayAsk(n) {
 			h.promote(n) // a passive peer in its place
 		}
 	case KindHVPing:
@@ -97,11 +97,7 @@ func (h *hyparview) step(n *Core, m *Message) {
 			got = append(got, d.ID)
 		}
 		reply := n.sample(h.passive, len(got), got...)
-		view := make([]Descriptor, len(reply))
-		for i, p := range reply {
-			view[i] = Descriptor{ID: p}
-		}
-		n.send(Message{Kind: KindHVShuffleReply, To: origin, View: view})
+		n.send(Message{Kind: KindHVShuffleReply, To: origin, View: descriptors(reply)})
 		prefer := slices.Clone(reply)
 		for _, p := range got {
 			prefer = h.addPassive(n, p, prefer)
@@ -121,12 +117,7 @@ func (h *hyparview) step(n *Core, m *Message) {
 // naming q), so that it keeps its number of links. When every neighbour
 // is q's already nothing is dropped, and q's request is refused.
 func (h *hyparview) split(n *Core, q PeerID, has []Descriptor) {
-	skip := make([]PeerID, 0, len(has)+1)
-	skip = append(skip, q)
-	for _, d := range has {
-		skip = append(skip, d.ID)
-	}
-	d, ok := n.randomOf(h.active, skip...)
+	d, ok := n.randomOf(h.active, append(ids(has), q)...)
 	if !ok {
 		return
 	}

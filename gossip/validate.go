@@ -31,15 +31,7 @@ func (n *Core) validate(m *Message) error {
 		if len(m.View) > MaxViewEntries {
 			return invalid("view", "view of %d entries", len(m.View))
 		}
-		for _, d := range m.View {
-			if d.ID == "" {
-				return invalid("view", "empty peer ID in view")
-			}
-			if d.ID == Broadcast {
-				return invalid("view", "the broadcast address %q in a view", Broadcast)
-			}
-		}
-		return nil
+		return checkViewIDs(m.View)
 	case KindStateRequest:
 		if len(m.Params) > 0 || len(m.Factors) > 0 || len(m.View) > 0 || len(m.Indices) > 0 {
 			return invalid("shape", "a state request carries nothing")
@@ -216,6 +208,20 @@ func partitionSize(size, p, P int) int { return (size - p + P - 1) / P }
 // maxFactorRank bounds the minibatch size K of received factors.
 const maxFactorRank = 1 << 16
 
+// checkViewIDs refuses a view entry with an empty peer ID or the
+// broadcast address (which would make a member send to every peer).
+func checkViewIDs(view []Descriptor) error {
+	for _, d := range view {
+		if d.ID == "" {
+			return invalid("view", "empty peer ID in view")
+		}
+		if d.ID == Broadcast {
+			return invalid("view", "the broadcast address %q in a view", Broadcast)
+		}
+	}
+	return nil
+}
+
 // validateHV checks a HyParView message: only a node that runs HyParView
 // takes one; it carries no vectors, and a view only where its kind has
 // one (a forward join: the joiner and the walk's length; a shuffle: its
@@ -232,13 +238,8 @@ func (n *Core) validateHV(m *Message) error {
 	if len(m.View) > MaxViewEntries {
 		return invalid("view", "view of %d entries", len(m.View))
 	}
-	for _, d := range m.View {
-		if d.ID == "" {
-			return invalid("view", "empty peer ID in view")
-		}
-		if d.ID == Broadcast {
-			return invalid("view", "the broadcast address %q in a view", Broadcast)
-		}
+	if err := checkViewIDs(m.View); err != nil {
+		return err
 	}
 	switch m.Kind {
 	case KindHVForwardJoin, KindHVShuffle:

@@ -140,10 +140,20 @@ func permute(p []int, n int, rng *rand.Rand) []int {
 	return p
 }
 
+// ids returns the peers ds names, in order.
 func ids(ds []Descriptor) []PeerID {
 	out := make([]PeerID, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID
+	}
+	return out
+}
+
+// descriptors returns a view entry of age 0 for each of ps, in order.
+func descriptors(ps []PeerID) []Descriptor {
+	out := make([]Descriptor, len(ps))
+	for i, p := range ps {
+		out[i] = Descriptor{ID: p}
 	}
 	return out
 }
