@@ -231,22 +231,7 @@ func DeBias(z, x []float32, w float64) {
 // SquaredDistance returns ‖a − b‖².
 func SquaredDistance(a, b []float32) float64 {
 	sameLen(a, b)
-	// Four running sums: one would wait on each addition's latency.
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		d0, d1 := float64(a[i]-b[i]), float64(a[i+1]-b[i+1])
-		d2, d3 := float64(a[i+2]-b[i+2]), float64(a[i+3]-b[i+3])
-		s0 += d0 * d0
-		s1 += d1 * d1
-		s2 += d2 * d2
-		s3 += d3 * d3
-	}
-	for ; i < len(a); i++ {
-		d := float64(a[i] - b[i])
-		s0 += d * d
-	}
-	return s0 + s1 + s2 + s3
+	return compute.SquaredDistance4(a, b)
 }
 
 // Mean sets dst to the unweighted mean of xs.
@@ -273,9 +258,29 @@ func Mean(dst []float32, xs [][]float32) error {
 // of the vectors from their average: 0 when all replicas agree.
 func ConsensusDistance(xs [][]float32) float64 { return ConsensusDistanceN(xs, 1) }
 
-// consensusChunk is how many coordinates ConsensusDistanceN takes at a
+// ConsensusChunk is how many coordinates ConsensusDistanceN takes at a
 // time: the chunk's mean stays in the cache between its two passes.
-const consensusChunk = 1024
+const ConsensusChunk = 1024
+
+// ConsensusOfChunks returns ConsensusDistanceN of k vectors, bit for bit,
+// from their squared distances to the mean chunk by chunk: d[i·c + j] is
+// vector i's over chunk j of ConsensusChunk values (c chunks), as
+// compute.Rows's MeanRows and DistanceRows give them for vectors kept on
+// a device.
+func ConsensusOfChunks(d []float64, k, c int) float64 {
+	if k == 0 {
+		return 0
+	}
+	var s float64
+	for j := range c {
+		var part float64
+		for i := range k {
+			part += d[i*c+j]
+		}
+		s += part
+	}
+	return s * (1 / float64(k))
+}
 
 // ConsensusDistanceN is ConsensusDistance computed on up to workers
 // goroutines, for a simulator's thousands of replicas. Coordinates are
@@ -287,14 +292,14 @@ func ConsensusDistanceN(xs [][]float32, workers int) float64 {
 	}
 	sameLen(xs[0], xs...)
 	n := len(xs[0])
-	chunks := (n + consensusChunk - 1) / consensusChunk
+	chunks := (n + ConsensusChunk - 1) / ConsensusChunk
 	part := make([]float64, chunks)
 	inv := 1 / float64(len(xs))
 	run := func(first int) {
-		acc := make([]float64, consensusChunk)
-		mean := make([]float32, consensusChunk)
+		acc := make([]float64, ConsensusChunk)
+		mean := make([]float32, ConsensusChunk)
 		for c := first; c < chunks; c += workers {
-			lo, hi := c*consensusChunk, min(n, (c+1)*consensusChunk)
+			lo, hi := c*ConsensusChunk, min(n, (c+1)*ConsensusChunk)
 			acc, mean := acc[:hi-lo], mean[:hi-lo]
 			clear(acc)
 			for _, x := range xs {

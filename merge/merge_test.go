@@ -100,7 +100,7 @@ func TestConsensusDistance(t *testing.T) {
 	// and the same bits whatever the number of workers.
 	xs := make([][]float32, 37)
 	for i := range xs {
-		xs[i] = make([]float32, 2*consensusChunk+77)
+		xs[i] = make([]float32, 2*ConsensusChunk+77)
 		for j := range xs[i] {
 			xs[i][j] = float32(math.Sin(float64(i*7919+j*31))) * float32(1+j%5)
 		}
@@ -126,6 +126,28 @@ func TestConsensusDistance(t *testing.T) {
 		if got := ConsensusDistanceN(xs, w); got != one {
 			t.Fatalf("%d workers: %v, one worker: %v", w, got, one)
 		}
+	}
+	// The same bits from the vectors as rows of one matrix (a device's):
+	// their mean and chunked distances by compute.Rows, then
+	// ConsensusOfChunks.
+	n := len(xs[0])
+	mat := make([]float32, 0, len(xs)*n)
+	rows := make([]int32, len(xs))
+	for i, x := range xs {
+		mat = append(mat, x...)
+		rows[i] = int32(i)
+	}
+	be := compute.NewCPU(compute.WithThreads(3))
+	mean := make([]float32, n)
+	be.MeanRows(compute.Host(mean), compute.Host(mat), n, rows)
+	c := (n + ConsensusChunk - 1) / ConsensusChunk
+	d := make([]float64, len(xs)*c)
+	be.DistanceRows(d, compute.Host(mat), n, rows, compute.Host(mean), ConsensusChunk)
+	if got := ConsensusOfChunks(d, len(xs), c); math.Float64bits(got) != math.Float64bits(one) {
+		t.Fatalf("from the rows' chunked distances: %v, from the vectors: %v", got, one)
+	}
+	if ConsensusOfChunks(nil, 0, c) != 0 {
+		t.Fatal("the consensus of no vectors is not 0")
 	}
 }
 

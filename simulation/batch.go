@@ -135,14 +135,24 @@ type batchItem struct {
 	job *trainJob
 }
 
-// batchWork is a batch to train, or vectors to fetch from the device
-// (done is closed once they are on the host, err set first if not).
+// batchWork is a batch to train, vectors to fetch from the device, or
+// vectors whose consensus distance to measure there (done is closed once
+// it is done, err set first if it failed).
 type batchWork struct {
-	items []batchItem
-	fetch [][]float32
-	mix   bool // carry out the mixes pending (lazyMixer.flushOn)
-	done  chan struct{}
-	err   *error
+	items   []batchItem
+	fetch   [][]float32
+	mix     bool // carry out the mixes pending (lazyMixer.flushOn)
+	measure *consensusWork
+	done    chan struct{}
+	err     *error
+}
+
+// consensusWork is a consensus distance to measure on the device: of
+// vs, into dist, ok set if it was.
+type consensusWork struct {
+	vs   [][]float32
+	dist float64
+	ok   bool
 }
 
 // leaveOnDevice reports whether a run may leave the models its batches
@@ -183,6 +193,14 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 				func() {
 					defer deviceFailure(gpu, "mixing models on the device", wk.err)
 					b.mixer.flushOn(ws)
+				}()
+				close(wk.done)
+				continue
+			}
+			if m := wk.measure; m != nil {
+				func() {
+					defer deviceFailure(gpu, fmt.Sprintf("measuring the consensus distance of %d models on the device", len(m.vs)), wk.err)
+					m.dist, m.ok = ws.Consensus(m.vs)
 				}()
 				close(wk.done)
 				continue
@@ -279,6 +297,26 @@ func (b *batcher) fetch(vs [][]float32) error {
 	b.work <- batchWork{fetch: vs, done: done, err: &err}
 	<-done
 	return err
+}
+
+// onDevice reports whether the batches may leave the peers' models on
+// the device: their host vectors are then read only after fetch.
+func (b *batcher) onDevice() bool { return b.lazy || b.mixes() }
+
+// consensus measures the consensus distance of vs on the device, after
+// the batches started before it (false: it could not, for want of
+// room, or the run failed).
+func (b *batcher) consensus(vs [][]float32) (float64, bool) {
+	if b.closed || b.failure != nil {
+		return 0, false
+	}
+	var err error
+	m := &consensusWork{vs: vs}
+	done := make(chan struct{})
+	b.work <- batchWork{measure: m, done: done, err: &err}
+	<-done
+	b.failed(err)
+	return m.dist, m.ok && err == nil
 }
 
 // mixes reports whether D-PSGD's mixes run on the batches' device.

@@ -159,7 +159,9 @@ func TestPeerBatchRefused(t *testing.T) {
 // merge with on the device (the summary's resident counts), and leave
 // the models they train there (leaveOnDevice) but for a run that reads
 // them on the host (compression here): their host vectors are NaN until
-// fetched (testPoison), so a read that forgot to fetch would show.
+// fetched (testPoison), so a read that forgot to fetch would show. Where
+// they are left there, every row's consensus distance is measured there
+// too, and only the evaluated peers' models come to the host.
 func TestPeersOnDevice(t *testing.T) {
 	testPoison = true
 	defer func() { testPoison = false }()
@@ -206,6 +208,8 @@ func TestPeersOnDevice(t *testing.T) {
 				t.Fatalf("a random walk's %d batched updates: %+v; want a hit at least each, fewer uploads", res.BatchedUpdates, *st)
 			case st != nil && lazy != (st.Left > 0 && st.Fetched > 0 && st.Fetched <= st.Left):
 				t.Fatalf("%d batched updates: %+v; left on the device: %v", res.BatchedUpdates, *st, lazy)
+			case st != nil && (lazy || c.Protocol == gossip.DPSGD) != (st.Consensus == uint64(len(res.Rows))):
+				t.Fatalf("%d rows, %d consensus distances measured on the device; models left there: %v (D-PSGD's mixes: always)", len(res.Rows), st.Consensus, lazy)
 			}
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)

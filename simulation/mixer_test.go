@@ -125,6 +125,8 @@ func TestMixesOnDevice(t *testing.T) {
 				t.Fatalf("resident counts %+v: no mix ran on the device", st)
 			case (st.Gradients > 0) != !c.DP.Enabled():
 				t.Fatalf("resident counts %+v: gradients left on the device (DP-SGD %v: on the host)", *st, c.DP.Enabled())
+			case st.Consensus != uint64(len(res.Rows)):
+				t.Fatalf("%d rows, %d consensus distances measured on the device", len(res.Rows), st.Consensus)
 			}
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)

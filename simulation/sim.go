@@ -198,26 +198,54 @@ func (s *sim) partitionInto(n int) ([][]int, error) {
 
 func peerName(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("p%05d", i)) }
 
-// params returns every peer's current model, on the host.
-func (s *sim) params() [][]float32 {
+// models returns every peer's current model, its values on the host
+// only once fetched (onHost).
+func (s *sim) models() [][]float32 {
 	if s.mixer != nil {
 		s.mixer.resolvePending() // side by side, before the peers' models are read one by one
-		s.mixer.bulk = true      // copied back below, all at once
+		s.mixer.bulk = true      // copied back by onHost, all at once
 		defer func() { s.mixer.bulk = false }()
 	}
 	out := make([][]float32, len(s.peers))
 	for i, p := range s.peers {
 		out[i] = p.Core().Params()
 	}
-	if s.batch != nil {
-		if err := s.batch.fetch(out); err != nil && s.err == nil {
-			s.err = err
-		}
-		if s.batch.failure != nil && s.err == nil {
-			s.err = s.batch.failure // a mix on the device failed
+	return out
+}
+
+// onHost copies to the host the models xs[i] for i in peers (nil: all)
+// that the batches left on the device.
+func (s *sim) onHost(xs [][]float32, peers []int) {
+	if s.batch == nil {
+		return
+	}
+	vs := xs
+	if peers != nil {
+		vs = make([][]float32, len(peers))
+		for k, i := range peers {
+			vs[k] = xs[i]
 		}
 	}
-	return out
+	if err := s.batch.fetch(vs); err != nil && s.err == nil {
+		s.err = err
+	}
+	if s.batch.failure != nil && s.err == nil {
+		s.err = s.batch.failure // a mix on the device failed
+	}
+}
+
+// consensus is the consensus distance of xs (every peer's model, or the
+// live members'), measured on the device where the batches keep the
+// models (the models measured stay there), else on the host after
+// copying them back.
+func (s *sim) consensus(xs [][]float32) float64 {
+	if s.batch != nil && s.batch.onDevice() {
+		if d, ok := s.batch.consensus(xs); ok {
+			return d
+		}
+	}
+	s.onHost(xs, nil)
+	return merge.ConsensusDistanceN(xs, len(s.eval.workers))
 }
 
 // record takes the metrics row at the end of a round. The accuracy and
@@ -227,22 +255,24 @@ func (s *sim) params() [][]float32 {
 // the event loop does not wait for the test set to be walked.
 func (s *sim) record(res *Result, round int) {
 	s.fileRow(res)
-	xs := s.params()
+	xs := s.models()
 	peers := s.eval.roundPeers
 	if s.roster != nil {
 		peers = s.roster.evalPeers(s.cfg.EvalPeers, s.cfg.Seed, round)
 	}
 	row := Row{Round: round, Time: s.now.Seconds(), Messages: s.stats.Messages, Bytes: s.stats.Bytes}
+	s.onHost(xs, peers)
 	m := s.eval.start(xs, peers, s.eval.sub)
-	row.Consensus = merge.ConsensusDistanceN(xs, len(s.eval.workers))
-	for _, p := range s.peers {
-		if p.online {
-			row.Online++
-		}
-	}
 	if s.roster != nil {
-		row.Consensus = merge.ConsensusDistanceN(s.liveParams(xs), len(s.eval.workers))
+		row.Consensus = s.consensus(s.liveParams(xs))
 		row.Online = len(s.roster.live)
+	} else {
+		row.Consensus = s.consensus(xs)
+		for _, p := range s.peers {
+			if p.online {
+				row.Online++
+			}
+		}
 	}
 	s.pending = &pendingRow{row: row, m: m}
 }
@@ -280,7 +310,7 @@ func cacheSize(voting bool, aggregator string) int {
 
 func (s *sim) final(res *Result) {
 	s.fileRow(res)
-	xs := s.params()
+	xs := s.models()
 	finalPeers := s.eval.finalPeers
 	if s.roster != nil {
 		finalPeers = s.roster.evalPeers(s.cfg.FinalEvalPeers, s.cfg.Seed, -1)
@@ -298,6 +328,7 @@ func (s *sim) final(res *Result) {
 			}
 		}
 	}
+	s.onHost(xs, finalPeers) // the other models are not read
 	r := s.eval.row(xs, finalPeers, s.test)
 	res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.FinalLoss = r.MeanAcc, r.MinAcc, r.MaxAcc, r.MeanLoss
 	res.EvaluatedPeers = len(finalPeers)

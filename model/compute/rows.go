@@ -35,6 +35,45 @@ type Rows interface {
 	// gives their norms. The order of summation may differ between
 	// backends (within 1e-9 relative for rows of up to 10⁶ values).
 	SumSquaresRows(out []float64, x Tensor, n int, rows []int32)
+	// MeanRows sets dst's first n values to the mean of rows rows of
+	// src, every value summed in float64 over the rows in their order
+	// and rounded once, float32(Σ_i x_i · (1/len(rows))): the mean
+	// merge.ConsensusDistanceN measures from, with the same bits on
+	// every backend. rows must not be empty.
+	MeanRows(dst, src Tensor, n int, rows []int32)
+	// DistanceRows sets out[i·c + k], for the c = ⌈n/chunk⌉ chunks of
+	// chunk values of a row, to Σ (x − ref)² over chunk k of row rows[i]
+	// of x and the same values of ref (a vector of n values): each
+	// difference rounded to float32, its square and the sums in float64
+	// as SquaredDistance4 takes them (four running sums, no fused
+	// multiply-add), so with the same bits on every backend. The squared
+	// distances of many peers' models from their mean (MeanRows), chunk
+	// by chunk as merge.ConsensusDistanceN adds them, in one call.
+	DistanceRows(out []float64, x Tensor, n int, rows []int32, ref Tensor, chunk int)
+}
+
+// CheckMean panics unless a MeanRows call's rows lie in src and dst
+// holds n values.
+func CheckMean(dst, src Tensor, n int, rows []int32) {
+	CheckRows("MeanRows", src, n, rows)
+	if len(rows) == 0 || dst.Len() < n {
+		panic(fmt.Sprintf("compute: MeanRows of %d rows of %d values into %d", len(rows), n, dst.Len()))
+	}
+}
+
+// CheckDistance panics unless a DistanceRows call's rows lie in x, ref
+// holds n values, chunk is positive and out has room for every chunk
+// of every row; it returns the chunks a row.
+func CheckDistance(out []float64, x Tensor, n int, rows []int32, ref Tensor, chunk int) int {
+	CheckRows("DistanceRows", x, n, rows)
+	if chunk <= 0 || ref.Len() < n {
+		panic(fmt.Sprintf("compute: DistanceRows of rows of %d values from %d in chunks of %d", n, ref.Len(), chunk))
+	}
+	c := (n + chunk - 1) / chunk
+	if len(out) < len(rows)*c {
+		panic(fmt.Sprintf("compute: DistanceRows of %d rows of %d chunks into %d sums", len(rows), c, len(out)))
+	}
+	return c
 }
 
 // CheckRows panics unless every row index lies in x's rows of n values:
@@ -259,6 +298,65 @@ func SumSquares4(x []float32) float64 {
 	}
 	for ; i < len(x); i++ {
 		s0 += float64(x[i]) * float64(x[i])
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// MeanRows implements Rows, a chunk of values on each worker.
+func (c *CPU) MeanRows(dt, st Tensor, n int, rows []int32) {
+	CheckMean(dt, st, n, rows)
+	d, s := host(dt), host(st)
+	const chunk = 1024 // its sums stay in the cache while the rows pass
+	chunks := (n + chunk - 1) / chunk
+	inv := 1 / float64(len(rows))
+	ForEach(chunks, c.rowWorkers(len(rows), n), func(k int) {
+		lo, hi := k*chunk, min(n, (k+1)*chunk)
+		var acc [chunk]float64
+		a := acc[:hi-lo]
+		for _, r := range rows {
+			for j, v := range s[int(r)*n+lo : int(r)*n+hi] {
+				a[j] += float64(v)
+			}
+		}
+		for j, v := range a {
+			d[lo+j] = float32(v * inv)
+		}
+	})
+}
+
+// DistanceRows implements Rows, a row on each worker.
+func (c *CPU) DistanceRows(out []float64, xt Tensor, n int, rows []int32, rt Tensor, chunk int) {
+	cs := CheckDistance(out, xt, n, rows, rt, chunk)
+	x, ref := host(xt), host(rt)[:n]
+	ForEach(len(rows), c.rowWorkers(len(rows), n), func(i int) {
+		row := x[int(rows[i])*n:][:n]
+		for k := range cs {
+			lo, hi := k*chunk, min(n, (k+1)*chunk)
+			out[i*cs+k] = SquaredDistance4(row[lo:hi], ref[lo:hi])
+		}
+	})
+}
+
+// SquaredDistance4 returns Σ (a − b)² over a and b (as long as a), each
+// difference rounded to float32 and then squared and summed in float64
+// with four running sums (merge.SquaredDistance, DistanceRows). The
+// conversions forbid fusing a product and a sum, so the result has the
+// same bits on every machine.
+func SquaredDistance4(a, b []float32) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		d0, d1 := float64(a[i]-b[i]), float64(a[i+1]-b[i+1])
+		d2, d3 := float64(a[i+2]-b[i+2]), float64(a[i+3]-b[i+3])
+		s0 += float64(d0 * d0)
+		s1 += float64(d1 * d1)
+		s2 += float64(d2 * d2)
+		s3 += float64(d3 * d3)
+	}
+	for ; i < len(a); i++ {
+		d := float64(a[i] - b[i])
+		s0 += float64(d * d)
 	}
 	return s0 + s1 + s2 + s3
 }

@@ -68,7 +68,8 @@ func (w *BatchWorkspace) Close() {
 // served its calls: Hits vectors found there, Uploads copied in, Full
 // those copied in for want of room; Left trained models not copied back
 // (LeaveOnDevice), Gradients the gradients (LeaveGradients), Mixed the
-// sums Mix left there, Fetched those copied back later (Fetch).
+// sums Mix left there, Fetched those copied back later (Fetch);
+// Consensus the consensus distances measured there (Consensus).
 type ResidentStats struct {
 	Hits      uint64 `json:"hits"`
 	Uploads   uint64 `json:"uploads"`
@@ -77,6 +78,7 @@ type ResidentStats struct {
 	Gradients uint64 `json:"gradients,omitempty"`
 	Mixed     uint64 `json:"mixed,omitempty"`
 	Fetched   uint64 `json:"fetched"`
+	Consensus uint64 `json:"consensus,omitempty"`
 }
 
 // Resident returns the counts so far, and false where the workspace
@@ -88,7 +90,7 @@ func (w *BatchWorkspace) Resident() (ResidentStats, bool) {
 	r := w.res
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.grads, r.mixed, r.fetched}, true
+	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.grads, r.mixed, r.fetched, r.measured}, true
 }
 
 // Cap is how many requests one batched call takes.

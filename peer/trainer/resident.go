@@ -56,6 +56,8 @@ type resident struct {
 	// grads the gradients (LeaveGradients), Mixed the Mix results,
 	// Fetched those copied to the host since (guarded by mu).
 	left, grads, mixed, fetched uint64
+	// Measured counts the consensus distances measured here (Consensus).
+	measured uint64
 }
 
 type slotEntry struct {

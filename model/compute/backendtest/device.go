@@ -348,3 +348,14 @@ func (d *Device) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []i
 	d.wait()
 	d.cpu.SumSquaresRows(out, d.at(x), n, rows)
 }
+
+// MeanRows implements compute.Rows.
+func (d *Device) MeanRows(dst, src compute.Tensor, n int, rows []int32) {
+	d.cpu.MeanRows(d.at(dst), d.at(src), n, rows)
+}
+
+// DistanceRows implements compute.Rows.
+func (d *Device) DistanceRows(out []float64, x compute.Tensor, n int, rows []int32, ref compute.Tensor, chunk int) {
+	d.wait()
+	d.cpu.DistanceRows(out, d.at(x), n, rows, d.at(ref), chunk)
+}

@@ -166,7 +166,75 @@ func rows(t T, be compute.Backend, rng *rand.Rand) {
 				return
 			}
 		}
+		if !meanDistance(t, be, x, n) {
+			return
+		}
 	}
+}
+
+// meanDistance checks MeanRows and DistanceRows on the 9 rows of n
+// values of x, on host and device tensors, bit for bit against float64
+// sums in the order the interface gives, in chunks of 1024 values (the
+// consensus distance's), of 3 and of the whole row; it reports whether
+// they passed.
+func meanDistance(t T, be compute.Backend, x []float32, n int) bool {
+	t.Helper()
+	name := be.Name()
+	list := []int32{8, 2, 0, 6, 0, 5} // out of order, row 0 twice
+	want := make([]float32, n)
+	for j := range want {
+		var s float64
+		for _, r := range list {
+			s += float64(x[int(r)*n+j])
+		}
+		want[j] = float32(s * (1 / float64(len(list))))
+	}
+	for _, onDevice := range []bool{false, true} {
+		xt, mt := compute.Host(x), compute.Host(make([]float32, n+1))
+		if onDevice {
+			xt, mt = be.Load(x), be.Alloc(n+1)
+			defer be.Free(xt)
+			defer be.Free(mt)
+		}
+		be.Copy(mt.Slice(n, n+1), compute.Host([]float32{42}))
+		be.MeanRows(mt, xt, n, list)
+		mean := make([]float32, n+1)
+		be.Store(mean, mt)
+		if j := firstDiff(mean[:n], want); j >= 0 || mean[n] != 42 {
+			t.Errorf("%s: MeanRows (device %v, rows of %d): value %d = %v, want %v (past the end: %v)", name, onDevice, n, j, mean[max(j, 0)], want[max(j, 0)], mean[n])
+			return false
+		}
+		for _, chunk := range []int{1024, 3, n} {
+			c := (n + chunk - 1) / chunk
+			out := make([]float64, len(list)*c+1)
+			out[len(out)-1] = 42
+			be.DistanceRows(out, xt, n, list, mt, chunk)
+			for i, r := range list {
+				for k := range c {
+					a, b := x[int(r)*n+k*chunk:int(r)*n+min(n, (k+1)*chunk)], want[k*chunk:min(n, (k+1)*chunk)]
+					var lanes [4]float64
+					for j := range a {
+						d := float64(a[j] - b[j])
+						lane := j % 4
+						if j >= len(a)/4*4 {
+							lane = 0 // the tail goes to the first sum
+						}
+						lanes[lane] += float64(d * d)
+					}
+					w := lanes[0] + lanes[1] + lanes[2] + lanes[3]
+					if g := out[i*c+k]; math.Float64bits(g) != math.Float64bits(w) {
+						t.Errorf("%s: DistanceRows (device %v, rows of %d, chunks of %d): row %d chunk %d = %v, want %v", name, onDevice, n, chunk, r, k, g, w)
+						return false
+					}
+				}
+			}
+			if out[len(out)-1] != 42 {
+				t.Errorf("%s: DistanceRows wrote past its %d sums", name, len(out)-1)
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // firstDiff returns the first index where got and want differ in their

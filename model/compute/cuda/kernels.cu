@@ -528,3 +528,41 @@ extern "C" __global__ void sum_squares_rows(double *out, const float *x, const i
     s = block_sum(s, shd);
     if (threadIdx.x == 0) out[i] = s;
 }
+
+// mean_rows: dst[j] = (float)(Σ_i src[rows[i], j] · (1/count)) for j < n,
+// summed in double in the order of i (one thread a value).
+extern "C" __global__ void mean_rows(float *dst, const float *src, const int *rows, int count, int n) {
+    long j = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    double s = 0.0;
+    for (int i = 0; i < count; i++) s = __dadd_rn(s, (double)src[(long)rows[i] * n + j]);
+    dst[j] = (float)__dmul_rn(s, 1.0 / (double)count);
+}
+
+// distance_rows: out[i·chunks + k] = Σ (x − ref)² over chunk k (chunk
+// values) of row rows[i] of x, one thread a chunk of a row: each
+// difference rounded to float, then squared and summed in double with
+// four running sums, as compute.SquaredDistance4.
+extern "C" __global__ void distance_rows(double *out, const float *x, const float *ref, const int *rows, int count, int n, int chunk) {
+    int chunks = (n + chunk - 1) / chunk;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * chunks) return;
+    int i = (int)(t / chunks), k = (int)(t % chunks);
+    int lo = k * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    const float *r = x + (long)rows[i] * n;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int j = lo;
+    for (; j + 4 <= hi; j += 4) {
+        double d0 = __fsub_rn(r[j], ref[j]), d1 = __fsub_rn(r[j + 1], ref[j + 1]);
+        double d2 = __fsub_rn(r[j + 2], ref[j + 2]), d3 = __fsub_rn(r[j + 3], ref[j + 3]);
+        s0 = __dadd_rn(s0, __dmul_rn(d0, d0));
+        s1 = __dadd_rn(s1, __dmul_rn(d1, d1));
+        s2 = __dadd_rn(s2, __dmul_rn(d2, d2));
+        s3 = __dadd_rn(s3, __dmul_rn(d3, d3));
+    }
+    for (; j < hi; j++) {
+        double d = __fsub_rn(r[j], ref[j]);
+        s0 = __dadd_rn(s0, __dmul_rn(d, d));
+    }
+    out[t] = __dadd_rn(__dadd_rn(__dadd_rn(s0, s1), s2), s3);
+}

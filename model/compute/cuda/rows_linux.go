@@ -86,3 +86,32 @@ func (b *Backend) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []
 	b.launch("sum_squares_rows", len(rows), rowThreads, arg(&po), arg(&px), arg(&idx), arg(&count), arg(&nn))
 	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&out[0]), po, uintptr(8*len(rows))))
 }
+
+// MeanRows implements compute.Rows.
+func (b *Backend) MeanRows(dst, src compute.Tensor, n int, rows []int32) {
+	compute.CheckMean(dst, src, n, rows)
+	defer b.enter()()
+	pd, done := b.ptr(dst.Slice(0, n), 0, false, true)
+	ps, _ := b.ptr(src, 1, true, false)
+	idx, _ := b.uploadRowArgs(nil, rows)
+	count, nn := int32(len(rows)), int32(n)
+	b.launch("mean_rows", blocks(n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&count), arg(&nn))
+	done()
+}
+
+// DistanceRows implements compute.Rows.
+func (b *Backend) DistanceRows(out []float64, x compute.Tensor, n int, rows []int32, ref compute.Tensor, chunk int) {
+	c := compute.CheckDistance(out, x, n, rows, ref, chunk)
+	if len(rows) == 0 {
+		return
+	}
+	defer b.enter()()
+	px, _ := b.ptr(x, 0, true, false)
+	pr, _ := b.ptr(ref.Slice(0, n), 1, true, false)
+	idx, _ := b.uploadRowArgs(nil, rows)
+	m := len(rows) * c
+	po := b.grow(&b.rows, uintptr(8*m))
+	count, nn, ch := int32(len(rows)), int32(n), int32(chunk)
+	b.launch("distance_rows", blocks(m, threads), threads, arg(&po), arg(&px), arg(&pr), arg(&idx), arg(&count), arg(&nn), arg(&ch))
+	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&out[0]), po, uintptr(8*m)))
+}

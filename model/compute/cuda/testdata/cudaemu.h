@@ -218,6 +218,8 @@ static inline unsigned __float_as_uint(float f) { unsigned v; std::memcpy(&v, &f
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double atomicAdd(double *a, double v) { double o = *a; *a += v; return o; }
 static inline int atomicAdd(int *a, int v) { int o = *a; *a += v; return o; }
 using std::exp;

@@ -1,0 +1,81 @@
+package trainer
+
+import (
+	"github.com/gossipd/gossipd/merge"
+)
+
+// Consensus returns the consensus distance of vs, merge.ConsensusDistanceN
+// bit for bit, measured on the workspace's device (compute.Rows's
+// MeanRows and DistanceRows over the arena): a vector the arena holds is
+// read there, whether or not its host copy is current (LeaveOnDevice,
+// Mix), and the others are copied into free slots for the call, a
+// stack's capacity at a time. So a simulator measures its peers' models
+// every round without copying them to the host. It reports false, having
+// measured nothing, where the workspace has no device or the arena no
+// room for the vectors it lacks. It must not run beside RunBatch.
+func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
+	r := w.res
+	if r == nil {
+		return 0, false
+	}
+	if len(vs) == 0 {
+		return 0, true
+	}
+	rows := make([]int32, len(vs))
+	var missing []int // the vectors to copy in
+	for i, v := range vs {
+		s, ok := r.find(v)
+		if !ok {
+			missing = append(missing, i)
+		}
+		rows[i] = s
+	}
+	if !r.room(len(missing)) {
+		return 0, false
+	}
+	temp := make([]int32, 0, len(missing))
+	defer func() { // the borrowed slots go back, unnamed
+		r.mu.Lock()
+		r.free = append(r.free, temp...)
+		r.mu.Unlock()
+	}()
+	for _, i := range missing {
+		s, _ := r.alloc() // room said yes
+		temp = append(temp, s)
+		rows[i] = s
+	}
+	// Copied in through the stack, its capacity at a time: one copy to
+	// the device each, then a row copy into the slots.
+	var group [][]float32
+	w.cpRows, w.cpSrc = w.cpRows[:0], w.cpSrc[:0]
+	flush := func() {
+		if len(group) == 0 {
+			return
+		}
+		if err := w.stack.Load(group); err != nil {
+			panic(err) // every vector is a model of the stack's spec
+		}
+		w.copySlots(r.arena, w.stack.ParamRows(len(group)), w.cpRows, w.cpSrc)
+		group, w.cpRows, w.cpSrc = group[:0], w.cpRows[:0], w.cpSrc[:0]
+	}
+	for k, i := range missing {
+		w.cpRows, w.cpSrc = append(w.cpRows, temp[k]), append(w.cpSrc, int32(len(group)))
+		group = append(group, vs[i])
+		if len(group) == w.stack.Cap() {
+			flush()
+		}
+	}
+	flush()
+
+	be := w.stack.Backend()
+	mean := be.Alloc(r.size)
+	defer be.Free(mean)
+	be.MeanRows(mean, r.arena, r.size, rows)
+	c := (r.size + merge.ConsensusChunk - 1) / merge.ConsensusChunk
+	d := make([]float64, len(vs)*c)
+	be.DistanceRows(d, r.arena, r.size, rows, mean, merge.ConsensusChunk)
+	r.mu.Lock()
+	r.measured++
+	r.mu.Unlock()
+	return merge.ConsensusOfChunks(d, len(vs), c), true
+}
