@@ -305,3 +305,91 @@ func gather(x []float32, d int, rows []int) []float32 {
 	}
 	return out
 }
+
+// TestStackTallyRows: models measured side by side on one set of
+// examples (Stack.TallyRows) get the loss and correct predictions that
+// Model.TallyWith gives each, bit for bit, on every CPU kernel set and on
+// the emulated device, whatever their slots and however many share the
+// call; a layered network is refused.
+func TestStackTallyRows(t *testing.T) {
+	const d, classes, n = 40, 5, 37
+	x, y := stackData(n, d, classes)
+	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
+		{Kind: model.MLP, Inputs: d, Hidden: []int{8, 6}, Classes: classes}} {
+		params := make([][]float32, 5)
+		for i := range params {
+			m, err := model.New(spec, model.WithSeed(uint64(i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			params[i] = m.CopyParams()
+			for j := range params[i] {
+				params[i][j] *= 1 + float32(i)
+			}
+		}
+		// Each backend against a model alone on its kernel set (the
+		// emulated device's: the default).
+		kernels := map[compute.Backend]string{}
+		dev := backendtest.NewDevice()
+		backends := []compute.Backend{dev}
+		for _, k := range compute.Kernels() {
+			be := compute.NewCPU(compute.WithKernel(k), compute.WithThreads(2))
+			backends, kernels[be] = append(backends, be), k
+		}
+		for _, be := range backends {
+			opts := []compute.CPUOption{compute.WithThreads(1)}
+			if k, ok := kernels[be]; ok {
+				opts = append(opts, compute.WithKernel(k))
+			}
+			alone, err := model.New(spec, model.WithBackend(compute.NewCPU(opts...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]model.Tally, len(params))
+			for i, p := range params {
+				alone.TallyWith(&want[i], p, x, y, n)
+				alone.TallyWith(&want[i], p, x[:10*d], y[:10], 10) // a second call adds
+			}
+			st, err := model.NewStack(spec, 8, model.WithBackend(be))
+			if err != nil {
+				t.Fatal(err)
+			}
+			xt := be.Load(x)
+			for _, order := range [][]int{{0, 1, 2, 3, 4}, {3}, {4, 2, 0}} {
+				vs := make([][]float32, len(order))
+				for j, i := range order {
+					vs[j] = params[i]
+				}
+				if err := st.Load(vs); err != nil {
+					t.Fatal(err)
+				}
+				loss, correct := make([]float64, len(vs)), make([]int, len(vs))
+				st.TallyRows(xt, y, n, loss, correct)
+				st.TallyRows(xt, y[:10], 10, loss, correct)
+				for j, i := range order {
+					if loss[j] != want[i].Loss || correct[j] != want[i].Correct {
+						t.Fatalf("%v on %s, models %v: model %d in slot %d: loss %v, %d correct; alone %v, %d", spec.Kind, be.Name(), order, i, j, loss[j], correct[j], want[i].Loss, want[i].Correct)
+					}
+				}
+			}
+			if !xt.OnHost() {
+				be.Free(xt)
+			}
+			st.Close()
+		}
+	}
+	st, err := model.NewStack(stackNet, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.EvaluatesRows() {
+		t.Fatal("a layered network's stack says it measures models side by side")
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "layered network") {
+			t.Fatalf("TallyRows of a layered network: %v", r)
+		}
+	}()
+	st.TallyRows(compute.Host(x), y, n, []float64{0}, []int{0})
+}

@@ -119,7 +119,10 @@ func (s *sim) runBaseline(ctx context.Context, res *Result) error {
 		}
 		s.now = s.cfg.Delta * time.Duration(r)
 		if r%cfg.EvalEvery == 0 || r == cfg.Rounds {
-			row := s.eval.row([][]float32{global}, []int{0}, s.eval.sub)
+			row, err := s.eval.row([][]float32{global}, []int{0}, s.eval.sub)
+			if err != nil {
+				return err
+			}
 			row.Round, row.Time = r, s.now.Seconds()
 			row.Messages, row.Bytes, row.Online = s.stats.Messages, s.stats.Bytes, len(trainers)
 			res.Rows = append(res.Rows, row)
@@ -129,7 +132,10 @@ func (s *sim) runBaseline(ctx context.Context, res *Result) error {
 		}
 		s.endRound(r)
 	}
-	fr := s.eval.row([][]float32{global}, []int{0}, s.test)
+	fr, err := s.eval.row([][]float32{global}, []int{0}, s.test)
+	if err != nil {
+		return err
+	}
 	res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.FinalLoss = fr.MeanAcc, fr.MinAcc, fr.MaxAcc, fr.MeanLoss
 	res.EvaluatedPeers = 1
 	return nil

@@ -161,7 +161,9 @@ func TestPeerBatchRefused(t *testing.T) {
 // them on the host (compression here): their host vectors are NaN until
 // fetched (testPoison), so a read that forgot to fetch would show. Where
 // they are left there, every row's consensus distance is measured there
-// too, and only the evaluated peers' models come to the host.
+// too, and only the evaluated peers' models come to the host. The
+// evaluation runs on the device too (TallyRows), but for layered
+// networks, measured on the host.
 func TestPeersOnDevice(t *testing.T) {
 	testPoison = true
 	defer func() { testPoison = false }()
@@ -188,7 +190,8 @@ func TestPeersOnDevice(t *testing.T) {
 			c.Device = "cpu"
 			want, wantRes := csvOf(t, c)
 			dev := backendtest.NewDevice()
-			testDevice = dev
+			tallies := new(int)
+			testDevice = tallyCounter{dev, tallies}
 			defer func() { testDevice = nil }()
 			c.Device = "cuda"
 			var lazy bool // whether the run may leave its models on the device
@@ -200,6 +203,9 @@ func TestPeersOnDevice(t *testing.T) {
 			}
 			if !strings.HasPrefix(res.Device.Device, "emulated-device") {
 				t.Fatalf("summary's device: %+v", res.Device)
+			}
+			if layered := strings.HasPrefix(c.Model, "conv"); (*tallies > 0) == layered {
+				t.Fatalf("%d evaluations on the device (a layered network: %v, measured on the host)", *tallies, layered)
 			}
 			switch st := res.Resident; {
 			case wantRes.Resident != nil || (c.PeerBatch > 1) != (st != nil):
@@ -218,6 +224,37 @@ func TestPeersOnDevice(t *testing.T) {
 				t.Fatalf("device memory peak %d bytes in the summary, %d on the device; %d on the CPU", res.DevicePeakBytes, peak, wantRes.DevicePeakBytes)
 			}
 		})
+	}
+}
+
+// tallyCounter is the emulated device counting its TallyRows calls.
+type tallyCounter struct {
+	*backendtest.Device
+	n *int
+}
+
+func (d tallyCounter) TallyRows(logits compute.Tensor, y []int32, k, m, n int, hinge bool, loss []float64, correct []int) {
+	*d.n++
+	d.Device.TallyRows(logits, y, k, m, n, hinge, loss, correct)
+}
+
+// failingEvalDevice fails as a GPU would in the evaluation's loss kernel.
+type failingEvalDevice struct{ *backendtest.Device }
+
+func (failingEvalDevice) TallyRows(compute.Tensor, []int32, int, int, int, bool, []float64, []int) {
+	panic("cuda: tally_rows: an illegal memory access was encountered")
+}
+
+// TestEvalFailureEndsRun: a device that fails while evaluating the
+// peers' models ends the run with an error naming the evaluation, the
+// device and the failure.
+func TestEvalFailureEndsRun(t *testing.T) {
+	testDevice = failingEvalDevice{backendtest.NewDevice()}
+	defer func() { testDevice = nil }()
+	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4, Device: "cuda"}
+	_, err := Run(context.Background(), c, nil)
+	if err == nil || !strings.Contains(err.Error(), "evaluating 8 models on emulated-device") || !strings.Contains(err.Error(), "illegal memory access") {
+		t.Fatalf("err = %v", err)
 	}
 }
 

@@ -155,7 +155,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 		}
 		s.endRound(r)
 	}
-	s.final(res) // every model is on the host from here (sim.params)
+	s.final(res) // the evaluated peers' models are on the host from here (sim.onHost)
 	if s.err != nil {
 		return s.err
 	}

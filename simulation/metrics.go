@@ -124,20 +124,30 @@ type Result struct {
 const evalChunk = 256
 
 // evaluator measures peers' models on test data, several at once: one
-// model per core, each on one thread.
+// model per core, each on one thread, or on the simulation's device
+// (onDevice).
 type evaluator struct {
 	m          *model.Model
 	workers    []*model.Model
+	dev        *onDevice // nil: on the host
 	sub        *dataset.Dataset
 	roundPeers []int
 	finalPeers []int
 }
 
 // newEvaluator samples the peers to evaluate from eligible (nil: all).
-func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible []int) (*evaluator, error) {
+// With gpu (the peers' device; nil: the CPU), it measures there the
+// models a Stack can (model.Stack.EvaluatesRows).
+func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible []int, gpu compute.Backend) (*evaluator, error) {
 	m, err := model.New(spec)
 	if err != nil {
 		return nil, err
+	}
+	var dev *onDevice
+	if gpu != nil {
+		if dev, err = newOnDevice(spec, gpu); err != nil {
+			return nil, err
+		}
 	}
 	workers := make([]*model.Model, runtime.GOMAXPROCS(0))
 	for i := range workers {
@@ -165,13 +175,52 @@ func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible [
 		slices.Sort(out)
 		return out
 	}
-	return &evaluator{m: m, workers: workers, sub: test.Subset(idx), roundPeers: pick(cfg.EvalPeers), finalPeers: pick(cfg.FinalEvalPeers)}, nil
+	return &evaluator{m: m, workers: workers, dev: dev, sub: test.Subset(idx), roundPeers: pick(cfg.EvalPeers), finalPeers: pick(cfg.FinalEvalPeers)}, nil
+}
+
+// close frees what the evaluator holds on a device.
+func (e *evaluator) close() {
+	if e.dev != nil {
+		e.dev.close()
+	}
 }
 
 // row evaluates xs[i] for i in peers on ds (indices past len(xs) use the last
-// vector, so baselines with one model pass a single one).
-func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) Row {
+// vector, so baselines with one model pass a single one). It fails only
+// where the device does.
+func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) (Row, error) {
+	var tallies []model.Tally
+	if e.dev != nil {
+		var err error
+		if tallies, err = e.dev.tally(xs, peers, ds); err != nil {
+			return Row{}, err
+		}
+	} else {
+		tallies = e.tally(xs, peers, ds)
+	}
 	r := Row{MinAcc: math.Inf(1), MinLoss: math.Inf(1), MaxAcc: math.Inf(-1), MaxLoss: math.Inf(-1)}
+	mets := make([]model.Metrics, len(peers))
+	for j := range tallies {
+		mets[j] = tallies[j].Metrics(ds.Classes)
+	}
+	// Summed in the peers' order, whichever worker measured each.
+	for _, met := range mets {
+		r.MeanAcc += met.Accuracy
+		r.MeanLoss += met.Loss
+		r.MinAcc, r.MaxAcc = math.Min(r.MinAcc, met.Accuracy), math.Max(r.MaxAcc, met.Accuracy)
+		r.MinLoss, r.MaxLoss = math.Min(r.MinLoss, met.Loss), math.Max(r.MaxLoss, met.Loss)
+	}
+	r.MeanAcc /= float64(len(peers))
+	r.MeanLoss /= float64(len(peers))
+	r.accs = make([]float64, len(mets))
+	for j, met := range mets {
+		r.accs[j] = met.Accuracy
+	}
+	return r, nil
+}
+
+// tally measures xs[i] for i in peers on ds on the host's cores.
+func (e *evaluator) tally(xs [][]float32, peers []int, ds *dataset.Dataset) []model.Tally {
 	// Each worker takes every W-th peer and walks the test set once, in
 	// chunks that stay in its cache while all its peers are measured on
 	// them: the test set is read from memory once per worker instead of
@@ -192,24 +241,7 @@ func (e *evaluator) row(xs [][]float32, peers []int, ds *dataset.Dataset) Row {
 		})
 	}
 	wg.Wait()
-	mets := make([]model.Metrics, len(peers))
-	for j := range tallies {
-		mets[j] = tallies[j].Metrics(ds.Classes)
-	}
-	// Summed in the peers' order, whichever worker measured each.
-	for _, met := range mets {
-		r.MeanAcc += met.Accuracy
-		r.MeanLoss += met.Loss
-		r.MinAcc, r.MaxAcc = math.Min(r.MinAcc, met.Accuracy), math.Max(r.MaxAcc, met.Accuracy)
-		r.MinLoss, r.MaxLoss = math.Min(r.MinLoss, met.Loss), math.Max(r.MaxLoss, met.Loss)
-	}
-	r.MeanAcc /= float64(len(peers))
-	r.MeanLoss /= float64(len(peers))
-	r.accs = make([]float64, len(mets))
-	for j, met := range mets {
-		r.accs[j] = met.Accuracy
-	}
-	return r
+	return tallies
 }
 
 // maxSnapshot bounds the memory that measuring a round's row beside the
@@ -222,12 +254,13 @@ const maxSnapshot = 64 << 20
 type measurement struct {
 	done chan struct{}
 	row  Row
+	err  error
 }
 
-// wait returns the measured figures.
-func (m *measurement) wait() Row {
+// wait returns the measured figures, or the device's failure.
+func (m *measurement) wait() (Row, error) {
 	<-m.done
-	return m.row
+	return m.row, m.err
 }
 
 // start measures xs[i] for i in peers on ds, as row does, beside the
@@ -241,7 +274,7 @@ func (e *evaluator) start(xs [][]float32, peers []int, ds *dataset.Dataset) *mea
 		size += 4 * len(xs[min(i, len(xs)-1)])
 	}
 	if size > maxSnapshot {
-		m.row = e.row(xs, peers, ds)
+		m.row, m.err = e.row(xs, peers, ds)
 		close(m.done)
 		return m
 	}
@@ -252,7 +285,7 @@ func (e *evaluator) start(xs [][]float32, peers []int, ds *dataset.Dataset) *mea
 	}
 	go func() {
 		defer close(m.done)
-		m.row = e.row(snap, idx, ds)
+		m.row, m.err = e.row(snap, idx, ds)
 	}()
 	return m
 }

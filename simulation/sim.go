@@ -157,10 +157,16 @@ func run(ctx context.Context, cfg Config, gpu compute.Backend, choice device.Cho
 		s.adv = newAdversary(cfg)
 		eligible = s.adv.honest
 	}
-	s.eval, err = newEvaluator(spec, test, cfg, eligible)
+	s.eval, err = newEvaluator(spec, test, cfg, eligible, gpu)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if s.pending != nil {
+			s.pending.m.wait() // a trial of --device auto ends with a row being measured
+		}
+		s.eval.close()
+	}()
 	res := &Result{Config: cfg, Device: choice}
 	if s.peerBatch > 1 {
 		res.PeerBatch = s.peerBatch
@@ -290,7 +296,11 @@ func (s *sim) fileRow(res *Result) {
 		return
 	}
 	s.pending = nil
-	p.row.setAccuracy(p.m.wait())
+	acc, err := p.m.wait()
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	p.row.setAccuracy(acc)
 	res.Rows = append(res.Rows, p.row)
 	if s.onRound != nil {
 		s.onRound(p.row)
@@ -329,7 +339,10 @@ func (s *sim) final(res *Result) {
 		}
 	}
 	s.onHost(xs, finalPeers) // the other models are not read
-	r := s.eval.row(xs, finalPeers, s.test)
+	r, err := s.eval.row(xs, finalPeers, s.test)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
 	res.FinalAccuracy, res.FinalMinAccuracy, res.FinalMaxAccuracy, res.FinalLoss = r.MeanAcc, r.MinAcc, r.MaxAcc, r.MeanLoss
 	res.EvaluatedPeers = len(finalPeers)
 	res.FinalAccuracySpread = spreadOf(r.accs)

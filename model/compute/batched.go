@@ -24,6 +24,28 @@ type Batched interface {
 	// HingeOneVsRestRows is HingeOneVsRest with each row's loss in
 	// loss[i].
 	HingeOneVsRestRows(grad, scores Tensor, y []int32, m, n int, scale float32, loss []float64) int
+	// TallyRows measures k models on the same m examples: logits holds
+	// k·m rows of n classes (model i's from row i·m), y the m labels. It
+	// adds model i's loss over its rows (the softmax cross-entropy, or
+	// with hinge the one-vs-rest hinge loss) to loss[i], and its rows
+	// whose first arg-max is the label to correct[i]: on the CPU
+	// SoftmaxCrossEntropy's (HingeOneVsRest's) sum and count of each
+	// model's rows, on a device with one kernel for all and one copy
+	// back. The logits are overwritten (with probabilities, on the CPU).
+	// An evaluation of many models on one test set, in one call.
+	TallyRows(logits Tensor, y []int32, k, m, n int, hinge bool, loss []float64, correct []int)
+}
+
+// CheckTally panics unless a TallyRows call's sizes agree.
+func CheckTally(logits Tensor, y []int32, k, m, n int, loss []float64, correct []int) {
+	if k < 0 || m < 0 || n <= 0 || len(y) < m || len(loss) < k || len(correct) < k || logits.Len() < k*m*n {
+		panic(fmt.Sprintf("compute: TallyRows of %d models × %d rows of %d classes: %d logits, %d labels, %d losses, %d counts", k, m, n, logits.Len(), len(y), len(loss), len(correct)))
+	}
+	for _, c := range y[:m] {
+		if c < 0 || int(c) >= n {
+			panic(fmt.Sprintf("compute: TallyRows: label %d out of range [0,%d)", c, n))
+		}
+	}
 }
 
 // CheckStrided panics unless count, the strides and the C_i of a
@@ -131,4 +153,23 @@ func (c *CPU) HingeOneVsRestRows(gt, st Tensor, y []int32, m, n int, scale float
 	}
 	_, correct := hingeOVR(host(gt), host(st), y, m, n, scale, loss)
 	return correct
+}
+
+// TallyRows implements Batched: each model's rows by the summed kernel,
+// as a Model measures one (Model.TallyWith).
+func (c *CPU) TallyRows(lt Tensor, y []int32, k, m, n int, hinge bool, loss []float64, correct []int) {
+	CheckTally(lt, y, k, m, n, loss, correct)
+	z := host(lt)
+	for i := range k {
+		zi := z[i*m*n : (i+1)*m*n]
+		var l float64
+		var r int
+		if hinge {
+			l, r = hingeOVR(nil, zi, y, m, n, 0, nil)
+		} else {
+			l, r = c.softmaxXent(zi, nil, zi, y, m, n, 0, nil)
+		}
+		loss[i] += l
+		correct[i] += r
+	}
 }

@@ -101,4 +101,68 @@ func batched(t T, be compute.Backend, rng *rand.Rand) {
 			t.Errorf("%s: Rows losses %v sum to %v and %v, the summed kernels say %v and %v", name, sz, total, hTotal, sumLoss, hSum)
 		}
 	}
+	tally(t, be, rng)
+}
+
+// tally checks TallyRows, on host and device logits, against float64
+// sums of every model's rows: the losses and correct rows added to what
+// loss and correct held.
+func tally(t T, be compute.Backend, rng *rand.Rand) {
+	t.Helper()
+	name := be.Name()
+	for _, sz := range [][3]int{{1, 1, 2}, {3, 30, 10}, {4, 7, 3}} {
+		k, m, n := sz[0], sz[1], sz[2]
+		logits, _ := logitsAndLabels(rng, k*m, n)
+		_, y := logitsAndLabels(rng, m, n)
+		for _, hinge := range []bool{false, true} {
+			for _, onDevice := range []bool{false, true} {
+				z := compute.Host(slices.Clone(logits))
+				if onDevice {
+					z = be.Load(slices.Clone(logits)) // the CPU reads it in place
+				}
+				loss, correct := make([]float64, k+1), make([]int, k+1)
+				for i := range loss {
+					loss[i], correct[i] = 1.5, 2
+				}
+				be.TallyRows(z, y, k, m, n, hinge, loss, correct)
+				if onDevice {
+					be.Free(z)
+				}
+				for i := range k {
+					var want float64
+					right := 0
+					for r := range m {
+						row := logits[(i*m+r)*n : (i*m+r+1)*n]
+						mx := slices.Max(row)
+						if slices.Index(row, mx) == int(y[r]) {
+							right++
+						}
+						if hinge {
+							for j, v := range row {
+								tv := -1.0
+								if j == int(y[r]) {
+									tv = 1
+								}
+								want += max(0, 1-tv*float64(v))
+							}
+							continue
+						}
+						var s float64
+						for _, v := range row {
+							s += math.Exp(float64(v - mx))
+						}
+						want += math.Log(s) - float64(row[y[r]]-mx)
+					}
+					if got := loss[i] - 1.5; !near(got, want, 1e-5*max(1, want)) || correct[i]-2 != right {
+						t.Errorf("%s: TallyRows %v (hinge %v, device %v): model %d loss %v, %d correct; want %v, %d", name, sz, hinge, onDevice, i, got, correct[i]-2, want, right)
+						return
+					}
+				}
+				if loss[k] != 1.5 || correct[k] != 2 {
+					t.Errorf("%s: TallyRows %v wrote past its %d models", name, sz, k)
+					return
+				}
+			}
+		}
+	}
 }

@@ -262,6 +262,12 @@ func (d *Device) SoftmaxCrossEntropyRows(probs, grad, logits compute.Tensor, y [
 	return d.cpu.SoftmaxCrossEntropyRows(d.at(probs), d.at(grad), d.at(logits), y, m, n, scale, loss)
 }
 
+// TallyRows implements compute.Batched.
+func (d *Device) TallyRows(logits compute.Tensor, y []int32, k, m, n int, hinge bool, loss []float64, correct []int) {
+	d.wait()
+	d.cpu.TallyRows(d.at(logits), y, k, m, n, hinge, loss, correct)
+}
+
 // HingeOneVsRestRows implements compute.Batched.
 func (d *Device) HingeOneVsRestRows(grad, scores compute.Tensor, y []int32, m, n int, scale float32, loss []float64) int {
 	d.wait()

@@ -566,3 +566,35 @@ extern "C" __global__ void distance_rows(double *out, const float *x, const floa
     }
     out[t] = __dadd_rn(__dadd_rn(__dadd_rn(s0, s1), s2), s3);
 }
+
+// tally_rows: one block per row of k·m, model row / m's: loss[row / m]
+// gets the row's softmax cross-entropy (with hinge, its one-vs-rest
+// hinge loss) added, count[row / m] one where the row's first arg-max is
+// its label y[row % m] (compute.Batched's TallyRows).
+extern "C" __global__ void tally_rows(const float *z, const int *y, int k, int m, int n, int hinge, double *loss, int *count) {
+    __shared__ float shf[ROW_THREADS];
+    __shared__ double shd[ROW_THREADS];
+    int row = blockIdx.x;
+    if (row >= k * m) return;
+    const float *r = z + (long)row * n;
+    int label = y[row % m];
+    double l;
+    if (hinge) {
+        double h = 0.0;
+        for (int j = threadIdx.x; j < n; j += blockDim.x) {
+            float t = j == label ? 1.0f : -1.0f;
+            if (t * r[j] < 1.0f) h += (double)(1.0f - t * r[j]);
+        }
+        l = block_sum(h, shd);
+    } else {
+        float mx = row_max(r, n, shf);
+        double s = 0.0;
+        for (int j = threadIdx.x; j < n; j += blockDim.x) s += exp((double)(r[j] - mx));
+        s = block_sum(s, shd);
+        l = log(s) - (double)(r[label] - mx);
+    }
+    if (threadIdx.x == 0) {
+        atomicAdd(loss + row / m, l);
+        if (row_argmax(r, n) == label) atomicAdd(count + row / m, 1);
+    }
+}
