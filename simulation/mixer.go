@@ -34,7 +34,7 @@ type lazyMixer struct {
 	// copy to the host to its caller (params, which copies all at once).
 	dev  *batcher
 	bulk bool
-	// fresh holds new vectors for Vector, made (and cleared) by makers
+	// fresh holds new vectors for Vector, made by makers
 	// beside the event loop until stop is closed.
 	fresh chan []float32
 	stop  chan struct{}
@@ -62,7 +62,7 @@ func newLazyMixer(size int) *lazyMixer {
 	for range max(1, runtime.GOMAXPROCS(0)/4) {
 		go func() {
 			for {
-				v := make([]float32, size)
+				v := compute.Unzeroed(size) // written in full by its mix, here or on the device
 				select {
 				case m.fresh <- v:
 				case <-m.stop:
@@ -87,7 +87,7 @@ func (m *lazyMixer) Vector(n int) []float32 {
 		}
 	default:
 	}
-	return make([]float32, n)
+	return compute.Unzeroed(n)
 }
 
 var _ gossip.Mixer = (*lazyMixer)(nil)

@@ -308,7 +308,9 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 		w.rows, w.labels = append(w.rows, j.rows...), append(w.labels, j.y...)
 	}
 	w.grads = slices.Grow(w.grads, len(jobs))[:len(jobs)]
-	compute.ForEachRow(len(jobs), w.stack.NumParams(), func(i int) { w.grads[i] = make([]float32, w.stack.NumParams()) })
+	for i := range w.grads { // not cleared: copied back in full, or left on the device until fetched in full
+		w.grads[i] = compute.Unzeroed(w.stack.NumParams())
+	}
 	if err := w.load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}

@@ -242,12 +242,12 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 		}
 		w.params = append(w.params, req.Params)
 	}
-	// The mixes' new host vectors, allocated (and cleared) on every core.
-	compute.ForEachRow(len(w.mixRows), r.size, func(k int) {
-		i := w.mixRows[k]
-		jobs[i].req.Params = make([]float32, r.size)
+	// The mixes' new host vectors, not cleared: a result is stored to
+	// its vector in full, or left on the device until fetched in full.
+	for _, i := range w.mixRows {
+		jobs[i].req.Params = compute.Unzeroed(r.size)
 		w.params[i] = jobs[i].req.Params
-	})
+	}
 	be.InterpolateRows(dst, r.arena, r.size, w.mixRows, w.mixA, w.mixB, w.mixW)
 	w.copySlots(dst, r.arena, w.cpRows, w.cpSrc)
 	for _, v := range w.forget {

@@ -1,0 +1,38 @@
+package compute
+
+import (
+	"runtime"
+	"testing"
+	"unsafe"
+)
+
+// TestUnzeroed: vectors of n values (none for n ≤ 0), aligned, each its
+// own memory, writable in full and kept alive by the vector alone.
+func TestUnzeroed(t *testing.T) {
+	for _, n := range []int{-1, 0, 1, 3, 1000, 101770} {
+		a, b := Unzeroed(n), Unzeroed(n)
+		if len(a) != max(n, 0) || cap(a) != len(a) {
+			t.Fatalf("Unzeroed(%d): len %d cap %d", n, len(a), cap(a))
+		}
+		if n <= 0 {
+			continue
+		}
+		if uintptr(unsafe.Pointer(&a[0]))%4 != 0 || &a[0] == &b[0] {
+			t.Fatalf("Unzeroed(%d): at %p and %p", n, &a[0], &b[0])
+		}
+		for i := range a {
+			a[i], b[i] = float32(i), -float32(i)
+		}
+		runtime.GC() // the vectors' memory must stay theirs
+		for _, v := range [][]float32{Unzeroed(n), Unzeroed(n)} {
+			for i := range v {
+				v[i] = 7
+			}
+		}
+		for i := range a {
+			if a[i] != float32(i) || b[i] != -float32(i) {
+				t.Fatalf("Unzeroed(%d): value %d = %v, %v after a collection and other vectors written", n, i, a[i], b[i])
+			}
+		}
+	}
+}
