@@ -212,17 +212,27 @@ func (m *Model) netTally(t *Tally, x []float32, y []int32, n int) {
 		k := min(512, n-lo)
 		probs := m.ws.out[:k*C]
 		m.net.Predict(probs, m.params, host(x[lo*m.spec.Inputs:(lo+k)*m.spec.Inputs]), k)
-		for r := range k {
-			row, label := probs[r*C:(r+1)*C], y[lo+r]
-			t.Loss -= math.Log(max(float64(row[label]), 1e-45))
-			p := argmax(row)
-			if p == int(label) {
-				t.Correct++
-			}
-			t.Confusion[label][p]++
-		}
+		tallyProbs(probs, y[lo:lo+k], C, &t.Loss, &t.Correct, t.Confusion)
 	}
 	t.N += n
+}
+
+// tallyProbs adds the loss of the rows of C probabilities, one row at a
+// time, to *loss, the rows whose first arg-max is their label y[r] to
+// *correct and, with confusion, each row to confusion[label][arg-max]: a
+// layered network's tally (netTally, Stack.TallyRows).
+func tallyProbs(probs []float32, y []int32, C int, loss *float64, correct *int, confusion [][]int) {
+	for r, label := range y {
+		row := probs[r*C : (r+1)*C]
+		*loss -= math.Log(max(float64(row[label]), 1e-45))
+		p := argmax(row)
+		if p == int(label) {
+			*correct++
+		}
+		if confusion != nil {
+			confusion[label][p]++
+		}
+	}
 }
 
 // noFactors panics for a layered network: SufficientFactors is for the

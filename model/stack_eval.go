@@ -14,13 +14,12 @@ import (
 // forward pass is a few strided-batched GEMMs for all of them, every
 // model reading the one x, and the losses one kernel (compute.Batched's
 // TallyRows): a simulator evaluates the peers' models on its device this
-// way, instead of copying them to the host. Layered networks
-// (NetSpec models) are not measured here: EvaluatesRows says which are.
+// way, instead of copying them to the host. A layered network's models
+// are measured one after the other (the forward pass of each on the
+// device, its probabilities tallied on the host), as a stack trains
+// them.
 func (s *Stack) TallyRows(x compute.Tensor, y []int32, n int, loss []float64, correct []int) {
 	k := len(loss)
-	if !s.EvaluatesRows() {
-		panic("model: TallyRows of a layered network")
-	}
 	if k > s.cap || len(correct) < k || len(y) < n || n < 0 || x.Len() < n*s.spec.Inputs {
 		panic(fmt.Sprintf("model: TallyRows of %d models (stack of %d) on %d rows: %d values of x, %d labels, %d counts", k, s.cap, n, x.Len(), len(y), len(correct)))
 	}
@@ -28,6 +27,15 @@ func (s *Stack) TallyRows(x compute.Tensor, y []int32, n int, loss []float64, co
 		return
 	}
 	s.ensure(k)
+	if s.net != nil {
+		for _, c := range y[:n] {
+			if c < 0 || int(c) >= s.spec.Classes {
+				panic(fmt.Sprintf("model: TallyRows: label %d out of range [0,%d)", c, s.spec.Classes))
+			}
+		}
+		s.netTallyRows(x, y[:n], n, loss[:k], correct[:k])
+		return
+	}
 	s.grow(n)
 	be, P, L := s.be, s.size, len(s.layers)
 	ones := s.ones.Slice(0, n)
@@ -48,7 +56,3 @@ func (s *Stack) TallyRows(x compute.Tensor, y []int32, n int, loss []float64, co
 	last := s.layers[L-1]
 	be.TallyRows(s.z[L-1].Slice(0, k*n*last.out), y[:n], k, n, last.out, s.spec.Kind == SVM, loss, correct)
 }
-
-// EvaluatesRows reports whether TallyRows measures the stack's models:
-// softmax regression, SVMs and MLPs, not layered networks.
-func (s *Stack) EvaluatesRows() bool { return s.net == nil }

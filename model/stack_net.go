@@ -19,8 +19,9 @@ import (
 // netStack is the network a stack of layered models trains through:
 // a Model whose parameters point at one slot of the stack at a time.
 type netStack struct {
-	m   *Model
-	own compute.Tensor // m's own parameters, given back on close
+	m     *Model
+	own   compute.Tensor // m's own parameters, given back on close
+	probs []float32      // TallyRows' probabilities, on the host
 }
 
 // newNetStack builds the stack's network, or refuses spec.
@@ -80,6 +81,25 @@ func (s *Stack) netClippedRows(x compute.Tensor, rows []int, y []int32, batch in
 	}
 	s.storeGrads(grads)
 	return clipped
+}
+
+// netTallyRows is TallyRows for layered networks: each model's forward
+// pass alone, as Model.TallyWith's, its probabilities copied to the host
+// and tallied there row by row, with the same bits.
+func (s *Stack) netTallyRows(x compute.Tensor, y []int32, n int, loss []float64, correct []int) {
+	C := s.spec.Classes
+	if len(s.net.probs) < n*C {
+		s.net.probs = make([]float32, n*C)
+	}
+	probs := s.net.probs[:n*C]
+	for i := range loss {
+		m := s.netAt(i)
+		for lo := 0; lo < n; lo += 512 { // netTally's chunks
+			k := min(512, n-lo)
+			m.net.Predict(probs[:k*C], m.params, x.Slice(lo*s.spec.Inputs, (lo+k)*s.spec.Inputs), k)
+			tallyProbs(probs[:k*C], y[lo:lo+k], C, &loss[i], &correct[i], nil)
+		}
+	}
 }
 
 // close frees the network, its own parameters included.

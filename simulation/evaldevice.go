@@ -14,7 +14,8 @@ import (
 const evalGroup = 128
 
 // onDevice measures models on the simulation's device, evalGroup at a
-// time, side by side (model.Stack.TallyRows): the models are copied in,
+// time (model.Stack.TallyRows: side by side, a layered network's one
+// after the other): the models are copied in,
 // and every test set's examples once, so a metrics row needs the
 // evaluated models on the host (sim.onHost) but no pass of the host's
 // cores over the test set. On the CPU's arithmetic (the emulated
@@ -26,17 +27,11 @@ type onDevice struct {
 	data map[*dataset.Dataset]compute.Tensor
 }
 
-// newOnDevice returns the device's evaluator for spec on be, or nil
-// where a Stack cannot measure the models (layered networks: measured on
-// the host).
+// newOnDevice returns the device's evaluator for spec on be.
 func newOnDevice(spec model.Spec, be compute.Backend) (*onDevice, error) {
 	st, err := model.NewStack(spec, evalGroup, model.WithBackend(be))
 	if err != nil {
 		return nil, err
-	}
-	if !st.EvaluatesRows() {
-		st.Close()
-		return nil, nil
 	}
 	return &onDevice{be: be, st: st, data: map[*dataset.Dataset]compute.Tensor{}}, nil
 }

@@ -136,8 +136,7 @@ type evaluator struct {
 }
 
 // newEvaluator samples the peers to evaluate from eligible (nil: all).
-// With gpu (the peers' device; nil: the CPU), it measures there the
-// models a Stack can (model.Stack.EvaluatesRows).
+// With gpu (the peers' device; nil: the CPU), it measures them there.
 func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible []int, gpu compute.Backend) (*evaluator, error) {
 	m, err := model.New(spec)
 	if err != nil {
