@@ -41,16 +41,18 @@ cuda-check:
 # build (the PyTorch reference is built in) and the CUDA backend's tests as
 # a binary (TestCUDAConformance runs the checks on the GPU; the emulated
 # ones need g++ there too), the ONNX export's (TestONNXRuntime runs the
-# exported models in onnxruntime, which those machines have), stripped
+# exported models in onnxruntime, which those machines have), the
+# simulator's (BenchmarkHostWork: the host's share), stripped
 # and gzipped, with Fashion-MNIST for
-# GOSSIPD_DATA_DIR: bin/gpu, about 52 MB, under the device tool's 64 MiB
+# GOSSIPD_DATA_DIR: bin/gpu, about 60 MB, under the device tool's 64 MiB
 # a call (bench/gpu-check.sh unpacks it there).
 gpu-bundle:
 	rm -rf bin/gpu && mkdir -p bin/gpu/data/fashion-mnist
 	$(GO) build -tags cuda -trimpath -ldflags '-s -w' -o bin/gpu/gossipd-cuda ./cmd/gossipd
 	$(GO) test -c -tags cuda -ldflags '-s -w' -o bin/gpu/cuda.test ./model/compute/cuda
 	$(GO) test -c -ldflags '-s -w' -o bin/gpu/onnx.test ./model/onnx
-	gzip -9 bin/gpu/gossipd-cuda bin/gpu/cuda.test bin/gpu/onnx.test
+	$(GO) test -c -ldflags '-s -w' -o bin/gpu/simulation.test ./simulation
+	gzip -9 bin/gpu/gossipd-cuda bin/gpu/cuda.test bin/gpu/onnx.test bin/gpu/simulation.test
 	cp /usr/share/datasets/fashion-mnist/*.gz bin/gpu/data/fashion-mnist/
 
 IMAGE ?= gossipd:dev
