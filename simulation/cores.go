@@ -145,6 +145,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 			return err
 		}
 		if s.stopAfter > 0 && r > s.stopAfter {
+			s.settle()
 			return s.err // a trial of --device auto: no final evaluation
 		}
 		if err := s.runUntil(time.Duration(r) * cfg.Delta); err != nil {

@@ -20,11 +20,15 @@ const evalGroup = 128
 // evaluated models on the host (sim.onHost) but no pass of the host's
 // cores over the test set. On the CPU's arithmetic (the emulated
 // device) its figures are the host evaluator's, bit for bit; on a GPU
-// they agree to rounding (a GEMM's sums in another order).
+// they agree to rounding (a GEMM's sums in another order, the
+// softmax's in float64), and are the same from run to run.
 type onDevice struct {
 	be   compute.Backend
 	st   *model.Stack
 	data map[*dataset.Dataset]compute.Tensor
+	// failed: the device failed; its memory is not freed (a failed
+	// device's frees fail too, and would hide the failure).
+	failed bool
 }
 
 // newOnDevice returns the device's evaluator for spec on be.
@@ -42,6 +46,7 @@ func newOnDevice(spec model.Spec, be compute.Backend) (*onDevice, error) {
 func (o *onDevice) tally(xs [][]float32, peers []int, ds *dataset.Dataset) (out []model.Tally, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			o.failed = true
 			err = fmt.Errorf("simulation: evaluating %d models on %s failed: %v", len(peers), o.be.Name(), r)
 		}
 	}()
@@ -78,6 +83,9 @@ func (o *onDevice) tally(xs [][]float32, peers []int, ds *dataset.Dataset) (out 
 
 // close frees the stack and the test sets on the device.
 func (o *onDevice) close() {
+	if o.failed {
+		return
+	}
 	o.st.Close()
 	for _, x := range o.data {
 		if !x.OnHost() {

@@ -142,15 +142,15 @@ func newEvaluator(spec model.Spec, test *dataset.Dataset, cfg Config, eligible [
 	if err != nil {
 		return nil, err
 	}
-	var dev *onDevice
-	if gpu != nil {
-		if dev, err = newOnDevice(spec, gpu); err != nil {
-			return nil, err
-		}
-	}
 	workers := make([]*model.Model, runtime.GOMAXPROCS(0))
 	for i := range workers {
 		if workers[i], err = model.New(spec, model.WithBackend(compute.NewCPU(compute.WithThreads(1)))); err != nil {
+			return nil, err
+		}
+	}
+	var dev *onDevice // last: nothing after it fails
+	if gpu != nil {
+		if dev, err = newOnDevice(spec, gpu); err != nil {
 			return nil, err
 		}
 	}

@@ -162,9 +162,7 @@ func run(ctx context.Context, cfg Config, gpu compute.Backend, choice device.Cho
 		return nil, err
 	}
 	defer func() {
-		if s.pending != nil {
-			s.pending.m.wait() // a trial of --device auto ends with a row being measured
-		}
+		s.settle() // a trial of --device auto may end with a row being measured
 		s.eval.close()
 	}()
 	res := &Result{Config: cfg, Device: choice}
@@ -249,6 +247,9 @@ func (s *sim) consensus(xs [][]float32) float64 {
 		if d, ok := s.batch.consensus(xs); ok {
 			return d
 		}
+		if s.batch.failure != nil {
+			return math.NaN() // the run ends with the device's failure
+		}
 	}
 	s.onHost(xs, nil)
 	return merge.ConsensusDistanceN(xs, len(s.eval.workers))
@@ -283,6 +284,18 @@ func (s *sim) record(res *Result, round int) {
 	s.pending = &pendingRow{row: row, m: m}
 }
 
+// settle waits for the row being measured, if any, and makes its
+// device failure the run's, without filing it: a trial of --device auto
+// ends so (its rows are not the run's).
+func (s *sim) settle() {
+	if p := s.pending; p != nil {
+		s.pending = nil
+		if _, err := p.m.wait(); err != nil && s.err == nil {
+			s.err = err
+		}
+	}
+}
+
 // pendingRow is a metrics row whose accuracy is still being measured.
 type pendingRow struct {
 	row Row
@@ -297,8 +310,11 @@ func (s *sim) fileRow(res *Result) {
 	}
 	s.pending = nil
 	acc, err := p.m.wait()
-	if err != nil && s.err == nil {
-		s.err = err
+	if err != nil {
+		if s.err == nil {
+			s.err = err // the run ends with it, this row unfiled
+		}
+		return
 	}
 	p.row.setAccuracy(acc)
 	res.Rows = append(res.Rows, p.row)

@@ -2,6 +2,7 @@ package compute
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 )
@@ -31,14 +32,16 @@ type Batched interface {
 	// whose first arg-max is the label to correct[i]: on the CPU
 	// SoftmaxCrossEntropy's (HingeOneVsRest's) sum and count of each
 	// model's rows, on a device with one kernel for all and one copy
-	// back. The logits are overwritten (with probabilities, on the CPU).
-	// An evaluation of many models on one test set, in one call.
+	// back, the rows' losses added in a fixed order (the same from run
+	// to run; to rounding, the CPU's). The logits may be overwritten
+	// (with probabilities, by the CPU's softmax). An evaluation of many
+	// models on one test set, in one call. k·m must fit in an int32.
 	TallyRows(logits Tensor, y []int32, k, m, n int, hinge bool, loss []float64, correct []int)
 }
 
 // CheckTally panics unless a TallyRows call's sizes agree.
 func CheckTally(logits Tensor, y []int32, k, m, n int, loss []float64, correct []int) {
-	if k < 0 || m < 0 || n <= 0 || len(y) < m || len(loss) < k || len(correct) < k || logits.Len() < k*m*n {
+	if k < 0 || m < 0 || n <= 0 || len(y) < m || len(loss) < k || len(correct) < k || logits.Len() < k*m*n || k*m > math.MaxInt32 {
 		panic(fmt.Sprintf("compute: TallyRows of %d models × %d rows of %d classes: %d logits, %d labels, %d losses, %d counts", k, m, n, logits.Len(), len(y), len(loss), len(correct)))
 	}
 	for _, c := range y[:m] {

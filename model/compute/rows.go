@@ -36,8 +36,9 @@ type Rows interface {
 	// backends (within 1e-9 relative for rows of up to 10⁶ values).
 	SumSquaresRows(out []float64, x Tensor, n int, rows []int32)
 	// MeanRows sets dst's first n values to the mean of rows rows of
-	// src, every value summed in float64 over the rows in their order
-	// and rounded once, float32(Σ_i x_i · (1/len(rows))): the mean
+	// src, every value summed in float64 over the rows in their order,
+	// multiplied by 1/len(rows) in float64 and converted to float32,
+	// float32(Σ_i x_i · (1/len(rows))): the mean
 	// merge.ConsensusDistanceN measures from, with the same bits on
 	// every backend. rows must not be empty.
 	MeanRows(dst, src Tensor, n int, rows []int32)

@@ -20,8 +20,8 @@ func Unzeroed(n int) []float32 {
 	b.Grow(4 * n)
 	b.WriteByte(0) // the data pointer of a string of one byte is its buffer's
 	p := unsafe.StringData(b.String())
-	if p == nil || uintptr(unsafe.Pointer(p))%unsafe.Alignof(float32(0)) != 0 {
-		return make([]float32, n)
+	if p == nil || b.Cap() < 4*n || p != unsafe.StringData(b.String()) || uintptr(unsafe.Pointer(p))%unsafe.Alignof(float32(0)) != 0 {
+		return make([]float32, n) // not the buffer itself
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(p)), n)
 }

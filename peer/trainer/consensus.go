@@ -8,9 +8,10 @@ import (
 // bit for bit, measured on the workspace's device (compute.Rows's
 // MeanRows and DistanceRows over the arena): a vector the arena holds is
 // read there, whether or not its host copy is current (LeaveOnDevice,
-// Mix), and the others are copied into free slots for the call, a
-// stack's capacity at a time. So a simulator measures its peers' models
-// every round without copying them to the host. It reports false, having
+// Mix), and the others are copied into free slots for the call (one
+// each, however many peers share it), a stack's capacity at a time. So
+// a simulator measures its peers' models every round without copying
+// them to the host. It reports false, having
 // measured nothing, where the workspace has no device or the arena no
 // room for the vectors it lacks. It must not run beside RunBatch.
 func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
@@ -22,13 +23,20 @@ func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
 		return 0, true
 	}
 	rows := make([]int32, len(vs))
-	var missing []int // the vectors to copy in
+	var missing [][]float32  // the vectors to copy in, each once
+	at := map[*float32]int{} // their places in missing
 	for i, v := range vs {
-		s, ok := r.find(v)
-		if !ok {
-			missing = append(missing, i)
+		if s, ok := r.find(v); ok {
+			rows[i] = s
+			continue
 		}
-		rows[i] = s
+		k, ok := at[&v[0]]
+		if !ok { // peers that share a vector (the initial model) share its slot
+			k = len(missing)
+			at[&v[0]] = k
+			missing = append(missing, v)
+		}
+		rows[i] = int32(-1 - k)
 	}
 	if !r.room(len(missing)) {
 		return 0, false
@@ -39,10 +47,14 @@ func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
 		r.free = append(r.free, temp...)
 		r.mu.Unlock()
 	}()
-	for _, i := range missing {
+	for range missing {
 		s, _ := r.alloc() // room said yes
 		temp = append(temp, s)
-		rows[i] = s
+	}
+	for i, s := range rows {
+		if s < 0 {
+			rows[i] = temp[-1-s]
+		}
 	}
 	// Copied in through the stack, its capacity at a time: one copy to
 	// the device each, then a row copy into the slots.
@@ -58,9 +70,9 @@ func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
 		w.copySlots(r.arena, w.stack.ParamRows(len(group)), w.cpRows, w.cpSrc)
 		group, w.cpRows, w.cpSrc = group[:0], w.cpRows[:0], w.cpSrc[:0]
 	}
-	for k, i := range missing {
+	for k, v := range missing {
 		w.cpRows, w.cpSrc = append(w.cpRows, temp[k]), append(w.cpSrc, int32(len(group)))
-		group = append(group, vs[i])
+		group = append(group, v)
 		if len(group) == w.stack.Cap() {
 			flush()
 		}
@@ -69,11 +81,11 @@ func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
 
 	be := w.stack.Backend()
 	mean := be.Alloc(r.size)
-	defer be.Free(mean)
 	be.MeanRows(mean, r.arena, r.size, rows)
 	c := (r.size + merge.ConsensusChunk - 1) / merge.ConsensusChunk
 	d := make([]float64, len(vs)*c)
 	be.DistanceRows(d, r.arena, r.size, rows, mean, merge.ConsensusChunk)
+	be.Free(mean) // not on a failure: a failed device's free fails too
 	r.mu.Lock()
 	r.measured++
 	r.mu.Unlock()

@@ -89,6 +89,10 @@ func TestConsensusOnDevice(t *testing.T) {
 	if _, ok := ws.Consensus(more[:len(more)-1]); !ok {
 		t.Fatal("not measured with room for every vector the arena lacks")
 	}
+	shared := make([]float32, st.NumParams()) // one slot for all who share it
+	if _, ok := ws.Consensus(append(more[:len(more)-2:len(more)-2], shared, shared, shared)); !ok {
+		t.Fatal("a vector listed three times took more than one slot")
+	}
 	if d, ok := ws.Consensus(nil); !ok || d != 0 {
 		t.Fatalf("no vectors: %v, %v", d, ok)
 	}

@@ -183,8 +183,37 @@ func StackSteps(t T, be compute.Backend) {
 		}
 		stackGradients(t, be, st, models, xt, x, y, rng)
 		stackDP(t, be, st, models, xt, x, y, rng)
+		stackTally(t, be, st, models, xt, x, y)
 		be.Free(xt)
 		st.Close()
+	}
+}
+
+// stackTally checks Stack.TallyRows (the models measured side by side
+// on the same examples, in two calls) against each model's
+// Model.TallyWith alone on the pure-Go backend: the loss within 1e-5
+// relative, the correct predictions within one (a near tie that
+// rounding tips).
+func stackTally(t T, be compute.Backend, st *model.Stack, models []*model.Model, xt compute.Tensor, x []float32, y []int32) {
+	t.Helper()
+	params := make([][]float32, len(models))
+	for i, m := range models {
+		params[i] = m.CopyParams()
+	}
+	if err := st.Load(params); err != nil {
+		t.Errorf("%s: %v", be.Name(), err)
+		return
+	}
+	n, half, d := len(y), len(y)/2, st.Spec().Inputs
+	loss, correct := make([]float64, len(models)), make([]int, len(models))
+	st.TallyRows(xt, y, half, loss, correct)
+	st.TallyRows(xt.Slice(half*d, n*d), y[half:], n-half, loss, correct)
+	for i, m := range models {
+		var want model.Tally
+		m.TallyWith(&want, params[i], x, y, n)
+		if math.Abs(loss[i]-want.Loss) > 1e-5*max(1, math.Abs(want.Loss)) || correct[i] < want.Correct-1 || correct[i] > want.Correct+1 {
+			t.Errorf("%s: stacked %v: model %d measured side by side: loss %v, %d correct; alone on pure Go %v, %d", be.Name(), st.Spec(), i, loss[i], correct[i], want.Loss, want.Correct)
+		}
 	}
 }
 

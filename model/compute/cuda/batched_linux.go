@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/gossipd/gossipd/model/compute"
@@ -59,8 +58,10 @@ func (b *Backend) HingeOneVsRestRows(grad, scores compute.Tensor, y []int32, m, 
 	return correct
 }
 
-// TallyRows implements compute.Batched: tally_rows over every row, its
-// sums (k doubles, then k ints) zeroed first and copied back at once.
+// TallyRows implements compute.Batched: tally_rows over every row, the
+// rows' losses and the models' counts (zeroed first) copied back at once,
+// and each model's rows added in order on the host, so that a run's
+// losses are the same from run to run.
 func (b *Backend) TallyRows(logits compute.Tensor, y []int32, k, m, n int, hinge bool, loss []float64, correct []int) {
 	compute.CheckTally(logits, y, k, m, n, loss, correct)
 	if k == 0 || m == 0 {
@@ -69,19 +70,24 @@ func (b *Backend) TallyRows(logits compute.Tensor, y []int32, k, m, n int, hinge
 	defer b.enter()()
 	pz, _ := b.ptr(logits.Slice(0, k*m*n), 0, true, false)
 	yp := b.labels(y[:m])
-	sums := b.grow(&b.rows, uintptr(12*k))
-	b.must("cuMemsetD32", b.a.memset32(sums, 0, uintptr(3*k)))
-	pl, pc := sums, sums+8*uint64(k)
+	rows := k * m
+	buf := b.grow(&b.rows, uintptr(8*rows+4*k))
+	pr, pc := buf, buf+8*uint64(rows)
+	b.must("cuMemsetD32", b.a.memset32(pc, 0, uintptr(k)))
 	kk, mm, nn, h := int32(k), int32(m), int32(n), int32(0)
 	if hinge {
 		h = 1
 	}
-	b.launch("tally_rows", k*m, rowThreads, arg(&pz), arg(&yp), arg(&kk), arg(&mm), arg(&nn), arg(&h), arg(&pl), arg(&pc))
-	out := make([]uint64, (3*k+1)/2)
-	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&out[0]), sums, uintptr(12*k)))
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(&out[0])), 3*k)
+	b.launch("tally_rows", rows, rowThreads, arg(&pz), arg(&yp), arg(&kk), arg(&mm), arg(&nn), arg(&h), arg(&pr), arg(&pc))
+	out := make([]float64, rows+(k+1)/2)
+	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&out[0]), buf, uintptr(8*rows+4*k)))
+	counts := unsafe.Slice((*int32)(unsafe.Pointer(&out[rows])), k)
 	for i := range k {
-		loss[i] += math.Float64frombits(uint64(words[2*i]) | uint64(words[2*i+1])<<32)
-		correct[i] += int(int32(words[2*k+i]))
+		var l float64
+		for _, v := range out[i*m : (i+1)*m] {
+			l += v
+		}
+		loss[i] += l
+		correct[i] += int(counts[i])
 	}
 }

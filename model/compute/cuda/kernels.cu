@@ -567,11 +567,12 @@ extern "C" __global__ void distance_rows(double *out, const float *x, const floa
     out[t] = __dadd_rn(__dadd_rn(__dadd_rn(s0, s1), s2), s3);
 }
 
-// tally_rows: one block per row of k·m, model row / m's: loss[row / m]
-// gets the row's softmax cross-entropy (with hinge, its one-vs-rest
-// hinge loss) added, count[row / m] one where the row's first arg-max is
-// its label y[row % m] (compute.Batched's TallyRows).
-extern "C" __global__ void tally_rows(const float *z, const int *y, int k, int m, int n, int hinge, double *loss, int *count) {
+// tally_rows: one block per row of k·m, model row / m's: rows[row] gets
+// the row's softmax cross-entropy (with hinge, its one-vs-rest hinge
+// loss), count[row / m] one where the row's first arg-max is its label
+// y[row % m] (compute.Batched's TallyRows; the host adds each model's
+// rows in order, so that the sums do not depend on the blocks' order).
+extern "C" __global__ void tally_rows(const float *z, const int *y, int k, int m, int n, int hinge, double *rows, int *count) {
     __shared__ float shf[ROW_THREADS];
     __shared__ double shd[ROW_THREADS];
     int row = blockIdx.x;
@@ -594,7 +595,7 @@ extern "C" __global__ void tally_rows(const float *z, const int *y, int k, int m
         l = log(s) - (double)(r[label] - mx);
     }
     if (threadIdx.x == 0) {
-        atomicAdd(loss + row / m, l);
+        rows[row] = l;
         if (row_argmax(r, n) == label) atomicAdd(count + row / m, 1);
     }
 }
