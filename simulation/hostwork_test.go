@@ -20,7 +20,8 @@ import (
 //
 //	go test ./simulation -run '^$' -bench HostWork -benchtime 1x
 //
-// It checks that the models stayed on the device: a random walk's
+// It reports the updates a batch trained (a GPU's work per call), and
+// checks that the models stayed on the device: a random walk's
 // trained models left there, D-PSGD's mixes computed there, and the
 // consensus distance measured there.
 func BenchmarkHostWork(b *testing.B) {
@@ -42,6 +43,7 @@ func BenchmarkHostWork(b *testing.B) {
 				b.Fatalf("%s on the device: resident counts %+v, %d rows", protocol, st, len(res.Rows))
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(res.Stats.Updates), "µs/update")
+			b.ReportMetric(float64(res.BatchedUpdates)/float64(max(1, res.Batches)), "updates/batch")
 		})
 	}
 }
