@@ -400,19 +400,8 @@ func (s *Stack) pass(op string, x compute.Tensor, rows []int, y []int32, batch, 
 	s.grow(batch)
 	be, P, L := s.be, s.size, len(s.layers)
 	be.GatherRows(s.xg.Slice(0, n*d), x, rows[:n], d, d)
-	ones := s.ones.Slice(0, batch)
 	w := func(ly layer) compute.Tensor { return s.params.Slice(ly.wOff, k*P) }
-	b := func(ly layer) compute.Tensor { return s.params.Slice(ly.bOff, k*P) }
-
-	// Forward: z_i = 1·b_iᵀ + X_i·W_iᵀ, then ReLU for hidden layers.
-	for l, ly := range s.layers {
-		z := s.z[l].Slice(0, n*ly.out)
-		be.GemmStrided(false, false, batch, ly.out, 1, 1, ones, 1, 0, b(ly), ly.out, P, 0, z, ly.out, batch*ly.out, k)
-		be.GemmStrided(false, true, batch, ly.out, ly.in, 1, s.input(l, n), ly.in, batch*ly.in, w(ly), ly.in, P, 1, z, ly.out, batch*ly.out, k)
-		if l < L-1 {
-			reluInto(be, s.a[l].Slice(0, n*ly.out), z)
-		}
-	}
+	s.forward(s.xg.Slice(0, n*d), batch*d, k, batch)
 	// The loss of every row at once, its errors scaled by 1/batch.
 	last := s.layers[L-1]
 	logits, dzL := s.z[L-1].Slice(0, n*last.out), s.dz[L-1].Slice(0, n*last.out)

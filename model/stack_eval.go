@@ -37,22 +37,29 @@ func (s *Stack) TallyRows(x compute.Tensor, y []int32, n int, loss []float64, co
 		return
 	}
 	s.grow(n)
-	be, P, L := s.be, s.size, len(s.layers)
-	ones := s.ones.Slice(0, n)
-	// Forward: z_i = 1·b_iᵀ + X·W_iᵀ (the input read by every model:
-	// stride 0), then ReLU for hidden layers.
+	s.forward(x.Slice(0, n*s.spec.Inputs), 0, k, n) // every model reads the one x
+	L := len(s.layers)
+	last := s.layers[L-1]
+	s.be.TallyRows(s.z[L-1].Slice(0, k*n*last.out), y[:n], k, n, last.out, s.spec.Kind == SVM, loss, correct)
+}
+
+// forward runs models 0 to k−1 of a stack of dense layers forward on
+// batch rows each, z_i = 1·b_iᵀ + X_i·W_iᵀ, then ReLU for hidden layers:
+// layer 0 reads x, model i's rows at i·stride0 (0: one input for all),
+// the later layers their own activations.
+func (s *Stack) forward(x compute.Tensor, stride0, k, batch int) {
+	be, P, L, n := s.be, s.size, len(s.layers), k*batch
+	ones := s.ones.Slice(0, batch)
 	for l, ly := range s.layers {
-		z := s.z[l].Slice(0, k*n*ly.out)
-		in, stride := x.Slice(0, n*ly.in), 0
+		z := s.z[l].Slice(0, n*ly.out)
+		in, stride := x, stride0
 		if l > 0 {
-			in, stride = s.a[l-1].Slice(0, k*n*ly.in), n*ly.in
+			in, stride = s.input(l, n), batch*ly.in
 		}
-		be.GemmStrided(false, false, n, ly.out, 1, 1, ones, 1, 0, s.params.Slice(ly.bOff, k*P), ly.out, P, 0, z, ly.out, n*ly.out, k)
-		be.GemmStrided(false, true, n, ly.out, ly.in, 1, in, ly.in, stride, s.params.Slice(ly.wOff, k*P), ly.in, P, 1, z, ly.out, n*ly.out, k)
+		be.GemmStrided(false, false, batch, ly.out, 1, 1, ones, 1, 0, s.params.Slice(ly.bOff, k*P), ly.out, P, 0, z, ly.out, batch*ly.out, k)
+		be.GemmStrided(false, true, batch, ly.out, ly.in, 1, in, ly.in, stride, s.params.Slice(ly.wOff, k*P), ly.in, P, 1, z, ly.out, batch*ly.out, k)
 		if l < L-1 {
-			reluInto(be, s.a[l].Slice(0, k*n*ly.out), z)
+			reluInto(be, s.a[l].Slice(0, n*ly.out), z)
 		}
 	}
-	last := s.layers[L-1]
-	be.TallyRows(s.z[L-1].Slice(0, k*n*last.out), y[:n], k, n, last.out, s.spec.Kind == SVM, loss, correct)
 }

@@ -40,6 +40,21 @@ func stackData(n, d, classes int) ([]float32, []int32) {
 	return x, y
 }
 
+// seededParams returns the initial parameters of k models of spec,
+// model i's from seed i.
+func seededParams(t *testing.T, spec model.Spec, k int) [][]float32 {
+	t.Helper()
+	params := make([][]float32, k)
+	for i := range params {
+		m, err := model.New(spec, model.WithSeed(uint64(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		params[i] = m.CopyParams()
+	}
+	return params
+}
+
 // TestStackStepIndependent: on the CPU, a model's stacked step is the
 // same, bit for bit, alone in slot 0 and in slot 3 of five, whatever the
 // other models and their rates (so a simulator's results do not depend on
@@ -49,13 +64,8 @@ func TestStackStepIndependent(t *testing.T) {
 	x, y := stackData(n, d, classes)
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
 		{Kind: model.MLP, Inputs: d, Hidden: []int{8}, Classes: classes}, stackNet} {
-		params := make([][]float32, 5)
+		params := seededParams(t, spec, 5)
 		for i := range params {
-			m, err := model.New(spec, model.WithSeed(uint64(i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			params[i] = m.CopyParams()
 			if spec.Kind == model.SVM {
 				for j := range params[i] {
 					params[i][j] = float32(j%7) * 0.01 * float32(i+1)
@@ -316,13 +326,8 @@ func TestStackTallyRows(t *testing.T) {
 	x, y := stackData(n, d, classes)
 	for _, spec := range []model.Spec{{Kind: model.Softmax, Inputs: d, Classes: classes}, {Kind: model.SVM, Inputs: d, Classes: classes, Lambda: 0.01},
 		{Kind: model.MLP, Inputs: d, Hidden: []int{8, 6}, Classes: classes}, stackNet} {
-		params := make([][]float32, 5)
+		params := seededParams(t, spec, 5)
 		for i := range params {
-			m, err := model.New(spec, model.WithSeed(uint64(i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			params[i] = m.CopyParams()
 			for j := range params[i] {
 				params[i][j] *= 1 + float32(i)
 			}

@@ -289,13 +289,19 @@ func (b *batcher) leaveOnDevice() {
 // fetch copies to the host the models among vs that the batches left on
 // the device, after the batches started before it.
 func (b *batcher) fetch(vs [][]float32) error {
-	if !b.lazy && !b.mixes() || b.closed {
+	if !b.onDevice() || b.closed {
 		return nil
 	}
+	return b.call(batchWork{fetch: vs})
+}
+
+// call hands wk to the batches' goroutine, after the batches started
+// before it, and waits for it: its device failure, if any.
+func (b *batcher) call(wk batchWork) error {
 	var err error
-	done := make(chan struct{})
-	b.work <- batchWork{fetch: vs, done: done, err: &err}
-	<-done
+	wk.done, wk.err = make(chan struct{}), &err
+	b.work <- wk
+	<-wk.done
 	return err
 }
 
@@ -310,11 +316,8 @@ func (b *batcher) consensus(vs [][]float32) (float64, bool) {
 	if b.closed || b.failure != nil {
 		return 0, false
 	}
-	var err error
 	m := &consensusWork{vs: vs}
-	done := make(chan struct{})
-	b.work <- batchWork{measure: m, done: done, err: &err}
-	<-done
+	err := b.call(batchWork{measure: m})
 	b.failed(err)
 	return m.dist, m.ok && err == nil
 }
@@ -328,11 +331,7 @@ func (b *batcher) mix() {
 	if b.closed || b.failure != nil {
 		return // after a failure the run ends, with it
 	}
-	var err error
-	done := make(chan struct{})
-	b.work <- batchWork{mix: true, done: done, err: &err}
-	<-done
-	b.failed(err)
+	b.failed(b.call(batchWork{mix: true}))
 }
 
 // failed records err, the first device failure, as the run's (sim.err

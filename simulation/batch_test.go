@@ -244,19 +244,6 @@ func (failingEvalDevice) TallyRows(compute.Tensor, []int32, int, int, int, bool,
 	panic("cuda: tally_rows: an illegal memory access was encountered")
 }
 
-// TestEvalFailureEndsRun: a device that fails while evaluating the
-// peers' models ends the run with an error naming the evaluation, the
-// device and the failure.
-func TestEvalFailureEndsRun(t *testing.T) {
-	testDevice = failingEvalDevice{backendtest.NewDevice()}
-	defer func() { testDevice = nil }()
-	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4, Device: "cuda"}
-	_, err := Run(context.Background(), c, nil)
-	if err == nil || !strings.Contains(err.Error(), "evaluating 8 models on emulated-device") || !strings.Contains(err.Error(), "illegal memory access") {
-		t.Fatalf("err = %v", err)
-	}
-}
-
 // failingDevice fails as a GPU out of memory would, in its batched GEMM.
 type failingDevice struct{ *backendtest.Device }
 
@@ -264,15 +251,24 @@ func (failingDevice) GemmStrided(bool, bool, int, int, int, float32, compute.Ten
 	panic("cuda: cublasSgemmStridedBatched 3 × 6×10×64: status 3 (on cuda:0)")
 }
 
-// TestDeviceFailureEndsRun: a device that fails in a batch ends the run
-// with an error naming the batch, the device and the failure, not a crash.
+// TestDeviceFailureEndsRun: a device that fails in a batch, or while
+// evaluating the peers' models, ends the run with an error naming what
+// failed, the device and the failure, not a crash.
 func TestDeviceFailureEndsRun(t *testing.T) {
-	testDevice = failingDevice{backendtest.NewDevice()}
 	defer func() { testDevice = nil }()
-	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4, Device: "cuda"}
-	_, err := Run(context.Background(), c, nil)
-	if err == nil || !strings.Contains(err.Error(), "training requests on emulated-device") || !strings.Contains(err.Error(), "status 3") {
-		t.Fatalf("err = %v", err)
+	for _, tc := range []struct {
+		dev       compute.Backend
+		what, why string
+	}{
+		{failingDevice{backendtest.NewDevice()}, "training requests on emulated-device", "status 3"},
+		{failingEvalDevice{backendtest.NewDevice()}, "evaluating 8 models on emulated-device", "illegal memory access"},
+	} {
+		testDevice = tc.dev
+		c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4, Device: "cuda"}
+		_, err := Run(context.Background(), c, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.what) || !strings.Contains(err.Error(), tc.why) {
+			t.Fatalf("err = %v", err)
+		}
 	}
 }
 

@@ -44,12 +44,8 @@ func newOnDevice(spec model.Spec, be compute.Backend) (*onDevice, error) {
 // (chunks of evalChunk examples, each model's added in order), or fails
 // with the device's error.
 func (o *onDevice) tally(xs [][]float32, peers []int, ds *dataset.Dataset) (out []model.Tally, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			o.failed = true
-			err = fmt.Errorf("simulation: evaluating %d models on %s failed: %v", len(peers), o.be.Name(), r)
-		}
-	}()
+	defer func() { o.failed = o.failed || err != nil }()
+	defer deviceFailure(o.be, fmt.Sprintf("evaluating %d models", len(peers)), &err)
 	x, ok := o.data[ds]
 	if !ok {
 		x = o.be.Load(ds.X[:ds.N*ds.D])
@@ -65,7 +61,7 @@ func (o *onDevice) tally(xs [][]float32, peers []int, ds *dataset.Dataset) (out 
 			vs = append(vs, xs[min(i, len(xs)-1)])
 		}
 		if err := o.st.Load(vs); err != nil {
-			return nil, err
+			panic(err) // every vector is a model of the stack's spec
 		}
 		k := len(vs)
 		clear(loss)

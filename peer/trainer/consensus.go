@@ -22,9 +22,9 @@ func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
 	if len(vs) == 0 {
 		return 0, true
 	}
-	rows := make([]int32, len(vs))
-	var missing [][]float32  // the vectors to copy in, each once
-	at := map[*float32]int{} // their places in missing
+	rows := make([]int32, len(vs)) // a slot, or −1−k for missing[k] until it has one
+	var missing [][]float32        // the vectors to copy in, each once
+	at := map[*float32]int{}       // their places in missing
 	for i, v := range vs {
 		if s, ok := r.find(v); ok {
 			rows[i] = s
