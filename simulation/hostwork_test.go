@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"flag"
 	"sync"
 	"testing"
 
@@ -24,11 +25,14 @@ import (
 // checks that the models stayed on the device: a random walk's
 // trained models left there, D-PSGD's mixes computed there, and the
 // consensus distance measured there.
+//
+// -hostwork.peers sets the number of peers (the H200's figures are of
+// 10,000).
 func BenchmarkHostWork(b *testing.B) {
 	for _, protocol := range []string{gossip.RandomWalk, gossip.DPSGD} {
 		b.Run(protocol, func(b *testing.B) {
 			c := Config{Settings: job.Settings{Model: "mlp", Protocol: protocol}, Data: job.Data{Dataset: "fashion-mnist"}, Hidden: []int{128},
-				Peers: 2000, Rounds: 20, EvalEvery: 20, Seed: 1, Device: "cuda"}
+				Peers: *hostworkPeers, Rounds: 20, EvalEvery: 20, Seed: 1, Device: "cuda"}
 			testDevice = newNullDevice()
 			defer func() { testDevice = nil }()
 			var res *Result
@@ -47,6 +51,8 @@ func BenchmarkHostWork(b *testing.B) {
 		})
 	}
 }
+
+var hostworkPeers = flag.Int("hostwork.peers", 2000, "BenchmarkHostWork's peers")
 
 // nullDevice is a device of addresses only, whose kernels do nothing
 // (BenchmarkHostWork): the emulated device for what it does not

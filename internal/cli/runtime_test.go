@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -30,5 +31,24 @@ func TestCollectSooner(t *testing.T) {
 	second()
 	if got := debug.SetGCPercent(77); got != 77 {
 		t.Errorf("restored, the target is %d, want 77", got)
+	}
+}
+
+// TestNoHeapProfile: the heap profile's sampling stops until every caller
+// has restored, and then is what it was.
+func TestNoHeapProfile(t *testing.T) {
+	old := runtime.MemProfileRate
+	first, second := NoHeapProfile(), NoHeapProfile()
+	if runtime.MemProfileRate != 0 {
+		t.Fatalf("sampling every %d bytes, want none", runtime.MemProfileRate)
+	}
+	first()
+	first() // once only
+	if runtime.MemProfileRate != 0 {
+		t.Fatalf("with one command still running, sampling every %d bytes", runtime.MemProfileRate)
+	}
+	second()
+	if runtime.MemProfileRate != old {
+		t.Fatalf("restored, sampling every %d bytes, want %d", runtime.MemProfileRate, old)
 	}
 }
