@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/internal/cli"
 	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/backendtest"
@@ -33,6 +34,7 @@ func BenchmarkHostWork(b *testing.B) {
 		b.Run(protocol, func(b *testing.B) {
 			c := Config{Settings: job.Settings{Model: "mlp", Protocol: protocol}, Data: job.Data{Dataset: "fashion-mnist"}, Hidden: []int{128},
 				Peers: *hostworkPeers, Rounds: 20, EvalEvery: 20, Seed: 1, Device: "cuda"}
+			defer cli.NoHeapProfile()() // as the simulate command (Execute) runs
 			testDevice = newNullDevice()
 			defer func() { testDevice = nil }()
 			var res *Result
