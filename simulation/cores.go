@@ -86,11 +86,15 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 		s.roster = &roster{} // the topology follows the live members
 	}
 	if s.defersMixes() {
-		s.mixer = newLazyMixer(len(s.init))
+		on := false
+		if s.batch != nil {
+			_, on = s.batch.ws.Resident()
+		}
+		s.mixer = newLazyMixer(len(s.init), on)
 		defer s.mixer.close()
 		if s.batch != nil {
 			s.batch.mixer = s.mixer
-			if _, on := s.batch.ws.Resident(); on {
+			if on {
 				s.mixer.dev = s.batch // mixes on the device
 			}
 		}

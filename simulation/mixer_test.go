@@ -61,7 +61,7 @@ func TestDeferredMixes(t *testing.T) {
 // resolves them first, once, and gives their sums; a vector never mixed
 // is summed as it is.
 func TestLazyMixerResolvesInputs(t *testing.T) {
-	m := newLazyMixer(2)
+	m := newLazyMixer(2, false)
 	defer m.close()
 	a, b := []float32{1, 2}, []float32{3, 4}
 	g := []float32{1, 1}

@@ -34,3 +34,23 @@ func unzeroed(n int) ([]float32, bool) {
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(p)), n), true
 }
+
+// UnzeroedRows returns k vectors of n values each, unspecified as
+// Unzeroed's, cut from one allocation: a batch's results that live and
+// die together (a round's gradients) cost the allocator and the
+// collector one object instead of k. Each vector's capacity is its
+// length; all k stay in memory while any of them is reachable.
+func UnzeroedRows(k, n int) [][]float32 {
+	rows := make([][]float32, max(k, 0))
+	if k <= 0 || n <= 0 {
+		for i := range rows {
+			rows[i] = make([]float32, max(n, 0))
+		}
+		return rows
+	}
+	all := Unzeroed(k * n)
+	for i := range rows {
+		rows[i] = all[i*n : (i+1)*n : (i+1)*n]
+	}
+	return rows
+}

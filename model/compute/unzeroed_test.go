@@ -41,3 +41,30 @@ func TestUnzeroed(t *testing.T) {
 		}
 	}
 }
+
+// TestUnzeroedRows: k vectors of n values, each its own memory of
+// capacity n (an append cannot reach the next), writable in full.
+func TestUnzeroedRows(t *testing.T) {
+	for _, c := range [][2]int{{0, 5}, {3, 0}, {1, 1}, {4, 1000}} {
+		k, n := c[0], c[1]
+		rows := UnzeroedRows(k, n)
+		if len(rows) != k {
+			t.Fatalf("UnzeroedRows(%d, %d): %d vectors", k, n, len(rows))
+		}
+		for i, r := range rows {
+			if len(r) != n || cap(r) != n {
+				t.Fatalf("UnzeroedRows(%d, %d): vector %d has len %d cap %d", k, n, i, len(r), cap(r))
+			}
+			for j := range r {
+				r[j] = float32(i*n + j)
+			}
+		}
+		for i, r := range rows {
+			for j, v := range r {
+				if v != float32(i*n+j) {
+					t.Fatalf("UnzeroedRows(%d, %d): vector %d value %d = %v", k, n, i, j, v)
+				}
+			}
+		}
+	}
+}

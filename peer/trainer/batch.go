@@ -296,6 +296,12 @@ func (w *BatchWorkspace) run(jobs []*batchJob) error {
 	return nil
 }
 
+// gradBlock is how many gradients left on a device share an allocation:
+// the runtime keeps an object's weak pointers and cleanups (resident's
+// keys) in a list it walks for each one added, so thousands in one
+// object cost more than they save.
+var gradBlock = 32
+
 // gradients computes a group's gradients (one op, data matrix, batch size
 // and list of factor layers) in the stack, each into a new vector of its
 // result in out, with the sufficient factors asked for, as Run returns
@@ -307,12 +313,25 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 		w.params = append(w.params, j.req.Params)
 		w.rows, w.labels = append(w.rows, j.rows...), append(w.labels, j.y...)
 	}
-	w.grads = slices.Grow(w.grads, len(jobs))[:len(jobs)]
-	for i := range w.grads { // not cleared: copied back in full, or left on the device until fetched in full
-		w.grads[i] = compute.Unzeroed(w.stack.NumParams())
-	}
 	if err := w.load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
+	}
+	// The results' vectors (after load, which may take slots), not
+	// cleared: copied back in full, or left on the device until fetched
+	// in full. Gradients left there (D-PSGD's, which the round's mixes
+	// read and drop together) share one allocation: thousands of host
+	// vectors a round, never written, cost the allocator and the
+	// collector more than the device's work.
+	kept := w.leaveGrads && jobs[0].req.Op != gossip.OpFactors && w.res.room(len(jobs))
+	w.grads = slices.Grow(w.grads, len(jobs))[:len(jobs)]
+	if kept {
+		for i := 0; i < len(jobs); i += gradBlock {
+			copy(w.grads[i:], compute.UnzeroedRows(min(gradBlock, len(jobs)-i), w.stack.NumParams()))
+		}
+	} else {
+		for i := range w.grads {
+			w.grads[i] = compute.Unzeroed(w.stack.NumParams())
+		}
 	}
 	if len(w.loss) < len(jobs) {
 		w.loss = make([]float64, len(jobs))
@@ -322,7 +341,7 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 	switch {
 	case jobs[0].req.Op == gossip.OpFactors:
 		factors = w.stack.GradRowsFactors(x, w.rows, w.labels, jobs[0].bs, w.grads, w.loss[:len(jobs)], jobs[0].req.FactorLayers)
-	case w.leaveGrads && w.res.room(len(jobs)):
+	case kept:
 		if w.stack.GradRowsKept(x, w.rows, w.labels, jobs[0].bs, len(jobs), w.loss[:len(jobs)]) {
 			w.keepGradients(len(jobs))
 		}
