@@ -11,21 +11,13 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/internal/cli"
-	"github.com/gossipd/gossipd/model/device"
 )
 
 // Execute runs simulation c as `gossipd simulate` does, with the output
 // settings of f: progress on stderr, metrics.csv, summary.json and plots
 // in f.Out, and the summary on stdout (as JSON with f.JSON).
 func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) error {
-	// On the CPU, collections at ModelHeapGCPercent keep the heap, whose
-	// every page is written, from growing; on a GPU most of the heap is
-	// host vectors never written (compute.Unzeroed), which cost no memory
-	// until read, so Go's default target saves collections: a third of
-	// the host's time of 10,000 D-PSGD peers on a device that does
-	// nothing (BenchmarkHostWork).
-	collect := cli.CollectSooner()
-	defer collect()
+	defer cli.CollectSooner()()
 	defer cli.NoHeapProfile()()
 	for _, d := range f.Deprecated {
 		fmt.Fprintf(stderr, "gossipd simulate: deprecated: %s\n", d)
@@ -62,10 +54,6 @@ func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) 
 		prog.Round(r)
 		if r > 0 {
 			bar.Update("simulate", r, c.Rounds, barStatus(prog))
-		}
-	}), OnDevice(func(d device.Choice) {
-		if d.Device != "cpu" {
-			collect()
 		}
 	}))
 	bar.Finish()

@@ -34,7 +34,8 @@ func BenchmarkHostWork(b *testing.B) {
 		b.Run(protocol, func(b *testing.B) {
 			c := Config{Settings: job.Settings{Model: "mlp", Protocol: protocol}, Data: job.Data{Dataset: "fashion-mnist"}, Hidden: []int{128},
 				Peers: *hostworkPeers, Rounds: 20, EvalEvery: 20, Seed: 1, Device: "cuda"}
-			defer cli.NoHeapProfile()() // as the simulate command (Execute) runs
+			defer cli.CollectSooner()() // as the simulate command (Execute) runs
+			defer cli.NoHeapProfile()()
 			testDevice = newNullDevice()
 			defer func() { testDevice = nil }()
 			var res *Result

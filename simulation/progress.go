@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/gossipd/gossipd/model/device"
 )
 
 // Option adds an observer to Run. Observers see the run; none changes a
@@ -17,13 +15,6 @@ type Option func(*sim)
 // recorded), on Run's goroutine.
 func OnRound(fn func(round int)) Option {
 	return func(s *sim) { s.roundDone = fn }
-}
-
-// OnDevice has fn called with the device the peers train on, once it is
-// chosen (after --device auto's trial) and before the run starts, on
-// Run's goroutine.
-func OnDevice(fn func(device.Choice)) Option {
-	return func(s *sim) { s.deviceChosen = fn }
 }
 
 // endRound tells the OnRound observer that round r ended (0: the rounds

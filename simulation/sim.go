@@ -54,21 +54,20 @@ type sim struct {
 	deferred  []*event
 	deferredN int
 	// asideOrder lists set-aside events, oldest first (some handed over).
-	asideOrder   []*event
-	setAsides    int // over the run
-	late         gossip.PeerID
-	train        *dataset.Dataset
-	test         *dataset.Dataset
-	spec         model.Spec
-	eval         *evaluator
-	stats        Stats
-	onRound      func(Row)
-	roundDone    func(int)           // Option OnRound; nil: none
-	deviceChosen func(device.Choice) // Option OnDevice; nil: none
-	stopAfter    int                 // > 0: end after this many rounds, unevaluated (auto.go)
-	pending      *pendingRow         // the last row, being measured (record)
-	adv          *adversary          // nil without attackers
-	roster       *roster             // nil with a static roster (turnover.go)
+	asideOrder []*event
+	setAsides  int // over the run
+	late       gossip.PeerID
+	train      *dataset.Dataset
+	test       *dataset.Dataset
+	spec       model.Spec
+	eval       *evaluator
+	stats      Stats
+	onRound    func(Row)
+	roundDone  func(int)   // Option OnRound; nil: none
+	stopAfter  int         // > 0: end after this many rounds, unevaluated (auto.go)
+	pending    *pendingRow // the last row, being measured (record)
+	adv        *adversary  // nil without attackers
+	roster     *roster     // nil with a static roster (turnover.go)
 	// What peers are built from (cores.go).
 	init     []float32
 	initSum  func() float64 // Σ init², measured once
@@ -150,9 +149,6 @@ func run(ctx context.Context, cfg Config, gpu compute.Backend, choice device.Cho
 		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}
 	for _, o := range opts {
 		o(s)
-	}
-	if s.deviceChosen != nil {
-		s.deviceChosen(choice)
 	}
 	s.lat, _ = parseLatency(cfg.Latency)
 	s.speed, _ = parseCompute(cfg.Compute, cfg.ComputeTrace, cfg.Seed)
