@@ -55,16 +55,13 @@ type lazyMix struct {
 
 // newLazyMixer returns a mixer of models of size values, whose vectors
 // for results are made on goroutines of their own until close, up to
-// 64 MiB of them ready at a time. For mixes on a device (onDevice),
+// 64 MiB of them ready at a time. Up to block consecutive ones share an
+// allocation (compute.UnzeroedRows; sim.vectorBlock): mixes on a device,
 // whose host vectors are never written unless fetched and are dropped a
-// round later, about together, 32 consecutive ones share an allocation
-// (compute.UnzeroedRows).
-func newLazyMixer(size int, onDevice bool) *lazyMixer {
+// round later, about together.
+func newLazyMixer(size, block int) *lazyMixer {
 	ready := min(256, max(1, (64<<20)/(4*max(1, size))))
-	block := 1
-	if onDevice {
-		block = 32
-	}
+	block = max(1, min(block, ready/max(1, runtime.GOMAXPROCS(0)/4)))
 	m := &lazyMixer{pending: map[*float32]*lazyMix{}, fresh: make(chan []float32, ready), stop: make(chan struct{})}
 	for range max(1, runtime.GOMAXPROCS(0)/4) {
 		go func() {

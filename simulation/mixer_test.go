@@ -61,7 +61,7 @@ func TestDeferredMixes(t *testing.T) {
 // resolves them first, once, and gives their sums; a vector never mixed
 // is summed as it is.
 func TestLazyMixerResolvesInputs(t *testing.T) {
-	m := newLazyMixer(2, false)
+	m := newLazyMixer(2, 1)
 	defer m.close()
 	a, b := []float32{1, 2}, []float32{3, 4}
 	g := []float32{1, 1}
@@ -90,10 +90,14 @@ func TestLazyMixerResolvesInputs(t *testing.T) {
 // batch, to the last digit: CombineRows and its norms are the CPU's
 // arithmetic. The mixes' host vectors stay NaN until copied back
 // (testPoison), so a read that forgot to copy would show; no device
-// buffer outlives the run.
+// buffer outlives the run. The gradients and mixes share allocations,
+// 3 each here (vectorsPerBlock) so that a batch of 8 takes several, but
+// for the run with churn, whose peers go offline holding theirs.
 func TestMixesOnDevice(t *testing.T) {
 	testPoison = true
 	defer func() { testPoison = false }()
+	defer func(n int) { vectorsPerBlock = n }(vectorsPerBlock)
+	vectorsPerBlock = 3
 	for name, c := range map[string]Config{
 		"softmax":     {},
 		"mlp":         {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
@@ -115,12 +119,17 @@ func TestMixesOnDevice(t *testing.T) {
 			testDevice = dev
 			defer func() { testDevice = nil }()
 			c.Device = "cuda"
+			var block int
+			afterRun = func(s *sim) { block = s.vectorBlock() }
+			defer func() { afterRun = nil }()
 			got, res := csvOf(t, c)
 			if got != want || res.FinalAccuracy != wantRes.FinalAccuracy {
 				t.Fatalf("on the device:\n%s\non the CPU:\n%s", got, want)
 			}
 			st := res.Resident
 			switch {
+			case block != map[bool]int{true: 1, false: 3}[c.Churn > 0]:
+				t.Fatalf("%d vectors an allocation (churn %v)", block, c.Churn)
 			case st == nil || st.Mixed == 0:
 				t.Fatalf("resident counts %+v: no mix ran on the device", st)
 			case (st.Gradients > 0) != !c.DP.Enabled():

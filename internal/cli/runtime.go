@@ -99,7 +99,10 @@ var sooner struct {
 // and returns what starts it again once every caller has, for a command
 // that offers no heap profile (simulate): at Go's default of one sample
 // per 512 KiB allocated, nearly every model vector of 400 KB was
-// sampled, its stack walked: 8 % of a GPU run's host time.
+// sampled, its stack walked: 8 % of a GPU run's host time. The runtime
+// asks for the rate to be set once, early; changed later, only a heap
+// profile taken meanwhile is off, and the process offers none. A change
+// made by another caller while it runs is undone by the restore.
 func NoHeapProfile() (restore func()) {
 	quiet.mu.Lock()
 	defer quiet.mu.Unlock()

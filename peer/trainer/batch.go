@@ -35,6 +35,7 @@ type BatchWorkspace struct {
 	res                 *resident
 	lazy, poison        bool // LeaveOnDevice
 	leaveGrads          bool // LeaveGradients
+	gradBlock           int  // LeaveGradients: gradients an allocation
 	mixRows, mixA, mixB []int32
 	mixW                []float32
 	cpRows, cpSrc       []int32   // row copies (copySlots): to, from
@@ -296,12 +297,6 @@ func (w *BatchWorkspace) run(jobs []*batchJob) error {
 	return nil
 }
 
-// gradBlock is how many gradients left on a device share an allocation:
-// the runtime keeps an object's weak pointers and cleanups (resident's
-// keys) in a list it walks for each one added, so thousands in one
-// object cost more than they save.
-var gradBlock = 32
-
 // gradients computes a group's gradients (one op, data matrix, batch size
 // and list of factor layers) in the stack, each into a new vector of its
 // result in out, with the sufficient factors asked for, as Run returns
@@ -316,17 +311,14 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 	if err := w.load(w.params); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}
-	// The results' vectors (after load, which may take slots), not
-	// cleared: copied back in full, or left on the device until fetched
-	// in full. Gradients left there (D-PSGD's, which the round's mixes
-	// read and drop together) share one allocation: thousands of host
-	// vectors a round, never written, cost the allocator and the
-	// collector more than the device's work.
+	// The results' vectors, not cleared: copied back in full, or left on
+	// the device until fetched in full. Gradients left there share
+	// allocations, w.gradBlock each (LeaveGradients).
 	kept := w.leaveGrads && jobs[0].req.Op != gossip.OpFactors && w.res.room(len(jobs))
 	w.grads = slices.Grow(w.grads, len(jobs))[:len(jobs)]
 	if kept {
-		for i := 0; i < len(jobs); i += gradBlock {
-			copy(w.grads[i:], compute.UnzeroedRows(min(gradBlock, len(jobs)-i), w.stack.NumParams()))
+		for i := 0; i < len(jobs); i += w.gradBlock {
+			copy(w.grads[i:], compute.UnzeroedRows(min(w.gradBlock, len(jobs)-i), w.stack.NumParams()))
 		}
 	} else {
 		for i := range w.grads {

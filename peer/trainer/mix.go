@@ -163,13 +163,16 @@ func (w *BatchWorkspace) load(vs [][]float32) error {
 // (OpGradient, without DP-SGD) on its device, as LeaveOnDevice leaves
 // trained models: each in a slot of its own, its host vector stale until
 // Fetch, its Σx² measured there (TrainResult.Measured). For a caller
-// that hands them to Mix, which reads them there. It reports whether the
-// workspace has a device to leave them on.
-func (w *BatchWorkspace) LeaveGradients(poison bool) bool {
+// that hands them to Mix, which reads them there. Up to block of a
+// batch's gradients share a host allocation (compute.UnzeroedRows), for
+// a caller that drops them about together: one still held keeps the
+// others' memory and slots. It reports whether the workspace has a
+// device to leave them on.
+func (w *BatchWorkspace) LeaveGradients(poison bool, block int) bool {
 	if w.res == nil {
 		return false
 	}
-	w.leaveGrads, w.poison = true, w.poison || poison
+	w.leaveGrads, w.poison, w.gradBlock = true, w.poison || poison, max(1, block)
 	return true
 }
 

@@ -4,9 +4,11 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/backendtest"
 )
 
@@ -204,4 +206,52 @@ func TestResidentBound(t *testing.T) {
 	}
 	r.close()
 	runtime.KeepAlive(v)
+}
+
+// TestResidentBlock: vectors cut from one allocation
+// (compute.UnzeroedRows, as LeaveGradients' blocks) are keys of their own:
+// each finds its own slot, forgetting one frees its slot alone, and the
+// others' slots come back once the whole allocation is garbage.
+func TestResidentBlock(t *testing.T) {
+	r := newResident(backendtest.NewDevice(), 4)
+	defer r.close()
+	free := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.free)
+	}
+	rows := compute.UnzeroedRows(3, 4)
+	slots := make([]int32, 3)
+	for i, v := range rows {
+		s, ok := r.alloc()
+		if !ok {
+			t.Fatal("no room in the arena")
+		}
+		r.keep(v, s, true)
+		slots[i] = s
+	}
+	for i, v := range rows {
+		if s, ok := r.find(v); !ok || s != slots[i] {
+			t.Fatalf("vector %d of the block: slot %d, %v; want %d", i, s, ok, slots[i])
+		}
+	}
+	before := free()
+	r.forget(rows[1])
+	if _, ok := r.find(rows[1]); ok || free() != before+1 {
+		t.Fatalf("forgotten vector still found, or %d free slots, want %d", free(), before+1)
+	}
+	for _, i := range []int{0, 2} {
+		if s, ok := r.find(rows[i]); !ok || s != slots[i] {
+			t.Fatalf("vector %d lost its slot when vector 1 was forgotten", i)
+		}
+	}
+	runtime.KeepAlive(rows)
+	rows = nil
+	for deadline := time.Now().Add(10 * time.Second); free() != before+3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d free slots after the block became garbage, want %d", free(), before+3)
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
 }
