@@ -190,19 +190,28 @@ func (v *view) merge(entries []Descriptor, sent []PeerID) {
 			continue
 		}
 		if len(v.entries) >= v.size {
-			replaced := false
-			for len(sent) > 0 && !replaced {
+			j := -1
+			for len(sent) > 0 && j < 0 {
 				s := sent[0]
 				sent = sent[1:]
-				if j, ok := v.find(s); ok {
-					v.entries = slices.Delete(v.entries, j, j+1)
-					replaced = true
+				if k, ok := v.find(s); ok {
+					j = k
 				}
 			}
-			if !replaced {
+			if j < 0 {
 				continue
 			}
-			i, _ = v.find(d.ID)
+			// d takes entry j's place, the entries between moving by one
+			// to keep the order: what deleting j, then inserting d where
+			// it sorts, does.
+			if j < i {
+				i--
+				copy(v.entries[j:i], v.entries[j+1:i+1])
+			} else {
+				copy(v.entries[i+1:j+1], v.entries[i:j])
+			}
+			v.entries[i] = d
+			continue
 		}
 		v.entries = slices.Insert(v.entries, i, d)
 	}

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -52,3 +53,121 @@ func TestViewFind(t *testing.T) {
 		}
 	}
 }
+
+// TestViewMerge: merge gives what its plain statement does (mergeByDelete:
+// each entry dropped, kept younger, added, or put in place of the first
+// of the sent entries still in the view, deleted and the entry inserted
+// where it sorts), on random full and part-full views, with entries new,
+// known, sent, this node's own, empty and of negative age.
+func TestViewMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	id := func() PeerID { return PeerID(rune('a' + rng.IntN(30))) }
+	for trial := range 3000 {
+		size := 1 + rng.IntN(8)
+		v := newView("self", size)
+		for range rng.IntN(size + 1) {
+			v.merge([]Descriptor{{ID: id(), Age: int64(rng.IntN(5))}}, nil)
+		}
+		var in []Descriptor
+		for range rng.IntN(8) {
+			d := Descriptor{ID: id(), Age: int64(rng.IntN(6)) - 1}
+			switch rng.IntN(10) {
+			case 0:
+				d.ID = "self"
+			case 1:
+				d.ID = ""
+			}
+			in = append(in, d)
+		}
+		var sent []PeerID
+		for range rng.IntN(5) {
+			if len(v.entries) > 0 && rng.IntN(3) > 0 {
+				sent = append(sent, v.entries[rng.IntN(len(v.entries))].ID)
+			} else {
+				sent = append(sent, id())
+			}
+		}
+		want := &view{self: v.self, size: v.size, entries: slices.Clone(v.entries)}
+		mergeByDelete(want, in, slices.Clone(sent))
+		v.merge(in, sent)
+		if !slices.Equal(v.entries, want.entries) {
+			t.Fatalf("trial %d: merge of %v (sent %v) gave %v, want %v", trial, in, sent, v.entries, want.entries)
+		}
+	}
+}
+
+// mergeByDelete is view.merge as it reads in plain words: a replaced
+// entry deleted, the new one inserted where it sorts.
+func mergeByDelete(v *view, entries []Descriptor, sent []PeerID) {
+	for _, d := range entries {
+		if d.ID == v.self || d.ID == "" || d.Age < 0 {
+			continue
+		}
+		i, ok := v.find(d.ID)
+		if ok {
+			v.entries[i].Age = min(v.entries[i].Age, d.Age)
+			continue
+		}
+		if len(v.entries) >= v.size {
+			replaced := false
+			for len(sent) > 0 && !replaced {
+				s := sent[0]
+				sent = sent[1:]
+				if j, ok := v.find(s); ok {
+					v.entries = slices.Delete(v.entries, j, j+1)
+					replaced = true
+				}
+			}
+			if !replaced {
+				continue
+			}
+			i, _ = v.find(d.ID)
+		}
+		v.entries = slices.Insert(v.entries, i, d)
+	}
+}
+
+// BenchmarkViewMerge: a Cyclon shuffle's merge into a full view of the
+// default size (DefaultViewSize entries, shuffleLen in, as many sent),
+// merge against mergeByDelete in the same run:
+//
+//	go test ./gossip -run '^$' -bench ViewMerge
+func BenchmarkViewMerge(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	name := func() PeerID { return peerName(rng.IntN(10000)) }
+	type shuffle struct {
+		view []Descriptor
+		in   []Descriptor
+		sent []PeerID
+	}
+	shuffles := make([]shuffle, 256)
+	for i := range shuffles {
+		v := newView("self", DefaultViewSize)
+		for len(v.entries) < v.size {
+			v.merge([]Descriptor{{ID: name(), Age: int64(rng.IntN(5))}}, nil)
+		}
+		sh := shuffle{view: slices.Clone(v.entries)}
+		for range v.shuffleLen() {
+			sh.in = append(sh.in, Descriptor{ID: name(), Age: int64(rng.IntN(5))})
+			sh.sent = append(sh.sent, v.entries[rng.IntN(len(v.entries))].ID)
+		}
+		shuffles[i] = sh
+	}
+	for _, c := range []struct {
+		name  string
+		merge func(*view, []Descriptor, []PeerID)
+	}{{"merge", (*view).merge}, {"byDelete", mergeByDelete}} {
+		b.Run(c.name, func(b *testing.B) {
+			v := newView("self", DefaultViewSize)
+			i := 0
+			for b.Loop() {
+				sh := &shuffles[i%len(shuffles)]
+				v.entries = append(v.entries[:0], sh.view...)
+				c.merge(v, sh.in, sh.sent)
+				i++
+			}
+		})
+	}
+}
+
+func peerName(i int) PeerID { return PeerID(fmt.Sprintf("p%05d", i)) }
