@@ -36,7 +36,7 @@ func (s *Stack) TallyRows(x compute.Tensor, y []int32, n int, loss []float64, co
 		s.netTallyRows(x, y[:n], n, loss[:k], correct[:k])
 		return
 	}
-	s.grow(n)
+	s.grow(n, false)
 	s.forward(x.Slice(0, n*s.spec.Inputs), 0, k, n) // every model reads the one x
 	L := len(s.layers)
 	last := s.layers[L-1]

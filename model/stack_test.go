@@ -384,3 +384,65 @@ func TestStackTallyRows(t *testing.T) {
 		}
 	}
 }
+
+// TestStackTallyThenTrain: a stack that only measures (TallyRows) keeps
+// no gathered inputs or errors on the device, fewer buffers than one
+// that trains; trained afterwards, it allocates them and takes the same
+// steps as a stack that trained from the start.
+func TestStackTallyThenTrain(t *testing.T) {
+	const d, classes, n, batch = 12, 4, 30, 5
+	x, y := stackData(n, d, classes)
+	spec := model.Spec{Kind: model.MLP, Inputs: d, Hidden: []int{6}, Classes: classes}
+	params := seededParams(t, spec, 3)
+	dev := backendtest.NewDevice()
+	xt := dev.Load(x)
+	defer dev.Free(xt)
+	rows, labels := make([]int, 3*batch), make([]int32, 3*batch)
+	for i := range rows {
+		rows[i] = (7*i + 2) % n
+		labels[i] = y[rows[i]]
+	}
+	workspace := func(st *model.Stack, f func()) int {
+		before := dev.Stats().Live
+		f()
+		return dev.Stats().Live - before
+	}
+	var got, want [][]float32
+	var tallyWS, afterWS, freshWS int // buffers: measuring, then training; training alone
+	for _, tallyFirst := range []bool{true, false} {
+		st, err := model.NewStack(spec, 3, model.WithBackend(dev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Load(params); err != nil {
+			t.Fatal(err)
+		}
+		loss := make([]float64, 3)
+		step := func() { st.StepRows(xt, rows, labels, batch, []float32{0.1, 0.2, 0.3}, loss) }
+		if tallyFirst {
+			tallyWS = workspace(st, func() { st.TallyRows(xt, y, batch, loss, make([]int, 3)) })
+			afterWS = tallyWS + workspace(st, step)
+		} else {
+			freshWS = workspace(st, step)
+		}
+		out := make([][]float32, 3)
+		for i := range out {
+			out[i] = make([]float32, st.NumParams())
+		}
+		st.Store(out)
+		st.Close()
+		if tallyFirst {
+			got = out
+		} else {
+			want = out
+		}
+	}
+	if tallyWS <= 0 || tallyWS >= freshWS || afterWS != freshWS {
+		t.Fatalf("workspace buffers: %d measuring, %d after training too, %d training alone; want fewer, then the same", tallyWS, afterWS, freshWS)
+	}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("model %d trained after measuring differs from one trained alone", i)
+		}
+	}
+}
