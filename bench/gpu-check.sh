@@ -8,7 +8,7 @@
 # outputs stay in a scratch folder and their summary.json goes to the log.
 #
 # Usage: bench/gpu-check.sh [STEP...]: the named steps only (machine,
-# devices, conformance, onnxruntime, train, bench, bench-graphs, cnn-train, cnn-bench,
+# devices, warmup, conformance, onnxruntime, train, bench, bench-graphs, cnn-train, cnn-bench,
 # cnn-bench-graphs, daemons, sim-gpu,
 # sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu, and issue
 # 42's sim42-mlp-gpu, sim42-mlp-cpu, sim42-mlp-dpsgd-gpu,
@@ -76,6 +76,9 @@ echo "python3: $(command -v python3)"; python3 -c "import sys, torch; print(sys.
 ldconfig -p | grep -E "libcuda\.so|libnvrtc\.so|libcublas\.so" | head
 ls -d /usr/local/cuda*/lib64 2>/dev/null'
 step devices "$bin/gossipd-cuda" devices
+# A first small simulation writes the dataset's cache (about 1 s), so
+# that the timed runs after it all read it.
+step warmup "$bin/gossipd-cuda" simulate --dataset fashion-mnist --quiet --peers 10 --rounds 1 --device cpu --out "$scratch/warmup"
 step conformance "$bin/cuda.test" -test.run 'TestCUDAConformance|TestNVRTC' -test.v
 # Every exported model kind in onnxruntime against gossipd's predictions.
 step onnxruntime "$bin/onnx.test" -test.run 'TestONNXRuntime' -test.v
