@@ -86,17 +86,18 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 		s.roster = &roster{} // the topology follows the live members
 	}
 	if s.defersMixes() {
-		block := 1
+		on, block := false, 1
 		if s.batch != nil {
-			if _, on := s.batch.ws.Resident(); on {
-				block = s.vectorBlock()
-			}
+			_, on = s.batch.ws.Resident()
+		}
+		if on {
+			block = s.vectorBlock()
 		}
 		s.mixer = newLazyMixer(len(s.init), block)
 		defer s.mixer.close()
 		if s.batch != nil {
 			s.batch.mixer = s.mixer
-			if _, on := s.batch.ws.Resident(); on {
+			if on {
 				s.mixer.dev = s.batch // mixes on the device
 			}
 		}
@@ -178,27 +179,6 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 	}
 	return nil
 }
-
-// vectorBlock is how many host vectors of models left on a device
-// (D-PSGD's gradients and mixes, which the device fills only if they are
-// read) may share an allocation: vectorsPerBlock where every peer stays
-// online, so that a round's vectors are dropped about together, else 1.
-// One vector still held keeps its whole allocation, and with it every
-// other vector's device slot: an offline peer's gradient and model.
-func (s *sim) vectorBlock() int {
-	c := s.cfg
-	if c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 {
-		return 1
-	}
-	return vectorsPerBlock
-}
-
-// vectorsPerBlock: 32 vectors an allocation (compute.UnzeroedRows) saved
-// most of what the allocator and the collector spent on D-PSGD's host
-// vectors on a GPU; thousands in one allocation cost more, as the
-// runtime keeps an object's weak pointers and cleanups (the arena's
-// keys) in a list it walks for each one added. Tests lower it.
-var vectorsPerBlock = 32
 
 // buildPeers builds the peers side by side: each from its index alone
 // (its seeds, its shard, its neighbours), so the peers are the same on

@@ -271,3 +271,24 @@ func poison(v []float32) {
 		v[i] = nan
 	}
 }
+
+// vectorBlock is how many host vectors of models left on a device
+// (D-PSGD's gradients and mixes, which the device fills only if they are
+// read) may share an allocation: vectorsPerBlock where every peer stays
+// online, so that a round's vectors are dropped about together, else 1.
+// One vector still held keeps its whole allocation, and with it every
+// other vector's device slot: an offline peer's gradient and model.
+func (s *sim) vectorBlock() int {
+	c := s.cfg
+	if c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 {
+		return 1
+	}
+	return vectorsPerBlock
+}
+
+// vectorsPerBlock: 32 vectors an allocation (compute.UnzeroedRows) saved
+// most of what the allocator and the collector spent on D-PSGD's host
+// vectors on a GPU; thousands in one allocation cost more, as the
+// runtime keeps an object's weak pointers and cleanups (the arena's
+// keys) in a list it walks for each one added. Tests lower it.
+var vectorsPerBlock = 32

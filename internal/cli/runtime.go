@@ -72,27 +72,7 @@ func CollectSooner() (restore func()) {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		return func() {}
 	}
-	sooner.mu.Lock()
-	defer sooner.mu.Unlock()
-	if sooner.users == 0 {
-		sooner.old = debug.SetGCPercent(ModelHeapGCPercent)
-	}
-	sooner.users++
-	return sync.OnceFunc(func() {
-		sooner.mu.Lock()
-		defer sooner.mu.Unlock()
-		if sooner.users--; sooner.users == 0 {
-			debug.SetGCPercent(sooner.old)
-		}
-	})
-}
-
-// sooner counts CollectSooner's callers that have not restored, and
-// keeps the target from before the first.
-var sooner struct {
-	mu    sync.Mutex
-	users int
-	old   int
+	return sooner.hold(func() int { return debug.SetGCPercent(ModelHeapGCPercent) }, func(old int) { debug.SetGCPercent(old) })
 }
 
 // NoHeapProfile stops the heap profile's sampling (runtime.MemProfileRate)
@@ -104,26 +84,41 @@ var sooner struct {
 // profile taken meanwhile is off, and the process offers none. A change
 // made by another caller while it runs is undone by the restore.
 func NoHeapProfile() (restore func()) {
-	quiet.mu.Lock()
-	defer quiet.mu.Unlock()
-	if quiet.users == 0 {
-		quiet.old = runtime.MemProfileRate
+	return quiet.hold(func() int {
+		old := runtime.MemProfileRate
 		runtime.MemProfileRate = 0
-	}
-	quiet.users++
-	return sync.OnceFunc(func() {
-		quiet.mu.Lock()
-		defer quiet.mu.Unlock()
-		if quiet.users--; quiet.users == 0 {
-			runtime.MemProfileRate = quiet.old
-		}
-	})
+		return old
+	}, func(old int) { runtime.MemProfileRate = old })
 }
 
-// quiet counts NoHeapProfile's callers that have not restored, and keeps
-// the rate from before the first.
-var quiet struct {
+// sooner and quiet hold CollectSooner's and NoHeapProfile's settings.
+var sooner, quiet held
+
+// held is a process-wide setting that commands running side by side
+// (inside another program, such as tests) change together: the first
+// caller's set changes it and keeps what it was, and the last caller's
+// restore puts that back.
+type held struct {
 	mu    sync.Mutex
 	users int
 	old   int
+}
+
+// hold counts a caller in, calling set (which returns the former
+// setting) for the first, and returns its restore, which calls put with
+// that setting after the last; a second call of a restore does nothing.
+func (h *held) hold(set func() int, put func(int)) (restore func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.users == 0 {
+		h.old = set()
+	}
+	h.users++
+	return sync.OnceFunc(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.users--; h.users == 0 {
+			put(h.old)
+		}
+	})
 }

@@ -41,14 +41,8 @@ func unzeroed(n int) ([]float32, bool) {
 // collector one object instead of k. Each vector's capacity is its
 // length; all k stay in memory while any of them is reachable.
 func UnzeroedRows(k, n int) [][]float32 {
-	rows := make([][]float32, max(k, 0))
-	if k <= 0 || n <= 0 {
-		for i := range rows {
-			rows[i] = make([]float32, max(n, 0))
-		}
-		return rows
-	}
-	all := Unzeroed(k * n)
+	rows, n := make([][]float32, max(k, 0)), max(n, 0)
+	all := Unzeroed(len(rows) * n)
 	for i := range rows {
 		rows[i] = all[i*n : (i+1)*n : (i+1)*n]
 	}
