@@ -39,6 +39,9 @@ type protocol interface {
 	// quietTrainDone reports whether trainDone, called now, would send
 	// no message (Core.QuietTrainDone).
 	quietTrainDone(n *Core) bool
+	// trainDoneApart reports whether trainDone, called now, reads and
+	// writes nothing a Cyclon shuffle does (Core.StepsBeside).
+	trainDoneApart(n *Core) bool
 	// params is the node's model (push-sum: its de-biased estimate).
 	params(n *Core) []float32
 	// cache is the received models kept for voting (nil: none).
@@ -65,6 +68,7 @@ func (base) snapshot(*State)           {}
 func (base) restore(*State) error      { return nil }
 func (base) joined(*Core)              {}
 func (base) quietTrainDone(*Core) bool { return false }
+func (base) trainDoneApart(*Core) bool { return false }
 
 // protocolDef registers a protocol.
 type protocolDef struct {

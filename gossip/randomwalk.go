@@ -276,6 +276,14 @@ func (w *randomWalk) quietTrainDone(*Core) bool {
 	return w.reactive == 0 && !w.cfg.Outer.Enabled() // the outer optimizer sends each local result
 }
 
+// trainDoneApart: with no message waiting (resume) and no second update
+// to ask for (the um variant's first), a quiet result sets the model, its
+// age and sum, and commits: nothing the view holds, and no draw of the
+// node's randomness.
+func (w *randomWalk) trainDoneApart(*Core) bool {
+	return w.pending == nil && w.umStage != 1
+}
+
 func (w *randomWalk) resume(n *Core) {
 	if m := w.pending; m != nil {
 		w.pending = nil

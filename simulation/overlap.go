@@ -19,7 +19,12 @@ import (
 // before anything reads the peer. Taking it later changes nothing it
 // does: nothing has reached the peer in between, its model is its own,
 // and it sends nothing (a message sent from a set-aside update ends the
-// run with an error). The only difference from strict event order is the
+// run with an error). Cyclon's shuffles, delivered or started by a tick,
+// go on beside it (gossip.Core.StepsBeside, TicksBeside): they touch the
+// view alone, and the update does not, so the result is taken at the
+// next event that reads the model, which lets a batch of updates on a
+// GPU grow (batch.go; 10,000 MLP peers: 87 updates a batch instead of
+// 62). The only difference from strict event order is the
 // tie-break of events the update schedules (its next tick) against other
 // events at the very same nanosecond, and the runs stay the same whatever
 // the number of cores: what is set aside depends on the events alone,
@@ -95,7 +100,11 @@ func (s *sim) takeSetAside(e *event) (bool, error) {
 		involved = append(involved, e.from)
 	}
 	for _, k := range involved {
-		if s.deferred[k] != nil {
+		switch {
+		case s.deferred[k] == nil:
+		case s.stepsBeside(k, e):
+			s.besides++
+		default:
 			if err := s.takeResult(k); err != nil {
 				return false, err
 			}
@@ -103,6 +112,23 @@ func (s *sim) takeSetAside(e *event) (bool, error) {
 		}
 	}
 	return took, nil
+}
+
+// stepsBeside reports whether peer k's core may take the event e before
+// its set-aside result (gossip.Core.StepsBeside, TicksBeside): a tick or
+// a delivery of Cyclon's shuffle alone.
+func (s *sim) stepsBeside(k int, e *event) bool {
+	switch e.kind {
+	case evTick:
+		return s.peers[k].Core().TicksBeside(e.at)
+	case evDeliver:
+		kind := e.msgKind
+		if e.buf == nil {
+			kind = e.msg.Kind
+		}
+		return s.peers[k].Core().StepsBeside(kind)
+	}
+	return false
 }
 
 // takeAll hands every set-aside result to its peer, in peer order.

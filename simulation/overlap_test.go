@@ -9,10 +9,10 @@ import (
 )
 
 // TestOverlappedUpdates: training quiet peers' updates on every core while
-// other peers' events go on (overlap.go) gives byte for byte the metrics
-// and counts of strict event order, for every protocol and for the
-// random-walk options that change what an update's result does, and the
-// same on one core or three.
+// other peers' events, and their own Cyclon shuffles, go on (overlap.go)
+// gives byte for byte the metrics and counts of strict event order, for
+// every protocol and for the random-walk options that change what an
+// update's result does, and the same on one core or three.
 func TestOverlappedUpdates(t *testing.T) {
 	base := Config{Peers: 24, Rounds: 6, Seed: 11, EvalPeers: 5, EvalExamples: 200, FinalEvalPeers: 24}
 	tokens, err := gossip.ParseTokens("2:4")
@@ -43,8 +43,8 @@ func TestOverlappedUpdates(t *testing.T) {
 			if err := c.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			var aside int
-			afterRun = func(s *sim) { aside = s.setAsides }
+			var aside, besides int
+			afterRun = func(s *sim) { aside, besides = s.setAsides, s.besides }
 			defer func() { afterRun = nil }()
 
 			sequentialUpdates = true
@@ -74,6 +74,11 @@ func TestOverlappedUpdates(t *testing.T) {
 			quiet := c.Protocol == "" || c.Protocol == "randomwalk"
 			if quiet != (aside > 0) {
 				t.Fatalf("%d updates set aside", aside)
+			}
+			// Cyclon's shuffles went on beside them (all but oracle
+			// sampling), without a change above.
+			if cyclon := quiet && c.Sampling != "oracle"; cyclon != (besides > 0) {
+				t.Fatalf("%d events beside a set-aside update", besides)
 			}
 		})
 	}

@@ -56,6 +56,7 @@ type sim struct {
 	// asideOrder lists set-aside events, oldest first (some handed over).
 	asideOrder []*event
 	setAsides  int // over the run
+	besides    int // events a set-aside result waited beside (stepsBeside)
 	late       gossip.PeerID
 	train      *dataset.Dataset
 	test       *dataset.Dataset
