@@ -277,6 +277,9 @@ func (b *batcher) flush() {
 	}
 	b.batches++
 	b.updates += uint64(len(items))
+	if b.mixes() {
+		b.mixer.cover() // this batch mixes first
+	}
 	b.work <- batchWork{items: items}
 }
 

@@ -21,7 +21,9 @@ import (
 // it received finds it resolved, or resolves it. On a device (dev) it is
 // every mix pending, in one call on the batches' goroutine
 // (trainer.BatchWorkspace.Mix): before a batch trains, or when the event
-// loop needs a result's Σx² or values. Either way the event loop no
+// loop needs a result's Σx² or values and no batch already sent will mix
+// it first (it then waits for that batch's mixes, not for its training).
+// Either way the event loop no
 // longer waits for each mix, which took most of its time in a D-PSGD
 // run, and every mix is the same arithmetic wherever it runs
 // (merge.Combine, compute.Rows.CombineRows), so the numbers are those of
@@ -34,6 +36,16 @@ type lazyMixer struct {
 	// copy to the host to its caller (params, which copies all at once).
 	dev  *batcher
 	bulk bool
+	// On a device, covered is the order (seq) of the last mix recorded
+	// when the event loop last sent a batch: the batch's flush (flushOn,
+	// before it trains) carries out every mix up to it, so a mix the loop
+	// needs before then is waited for, not asked for in a call of its own
+	// queued behind the batches. Tried is the last mix a flush has taken
+	// on, done or failed; flushed signals the end of each flush (guarded
+	// by mu).
+	covered, tried uint64
+	flushed        *sync.Cond
+	waits          int // resolves that waited for a batch's flush
 	// fresh holds new vectors for Vector, made by makers
 	// beside the event loop until stop is closed.
 	fresh chan []float32
@@ -63,6 +75,7 @@ func newLazyMixer(size, block int) *lazyMixer {
 	ready := min(256, max(1, (64<<20)/(4*max(1, size))))
 	block = max(1, min(block, ready/max(1, runtime.GOMAXPROCS(0)/4)))
 	m := &lazyMixer{pending: map[*float32]*lazyMix{}, fresh: make(chan []float32, ready), stop: make(chan struct{})}
+	m.flushed = sync.NewCond(&m.mu)
 	for range max(1, runtime.GOMAXPROCS(0)/4) {
 		go func() {
 			for {
@@ -120,15 +133,20 @@ func (m *lazyMixer) find(v []float32) *lazyMix {
 	return m.pending[&v[0]]
 }
 
-// resolve carries out p: on a device, with every mix pending; on the
-// CPU, alone, once, after the mixes of its inputs still pending (each
-// older than p: no cycle).
+// resolve carries out p: on a device, with every mix pending (by the
+// flush of a batch already sent, if one covers p, else by a call of its
+// own); on the CPU, alone, once, after the mixes of its inputs still
+// pending (each older than p: no cycle).
 func (m *lazyMixer) resolve(p *lazyMix) {
 	if m.dev != nil {
 		m.mu.Lock()
+		for !p.done && p.seq > m.tried && p.seq <= m.covered {
+			m.waits++
+			m.flushed.Wait()
+		}
 		done := p.done
 		m.mu.Unlock()
-		if !done {
+		if !done { // no batch sent covers it, or its flush failed
 			m.dev.mix()
 		}
 		return
@@ -152,7 +170,13 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 // goroutine: a call per generation (a mix whose input is another's
 // result after it).
 func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace) {
-	ps := m.pendingMixes()
+	ps, upTo := m.pendingMixes()
+	defer func() { // done or failed (a device failure panics)
+		m.mu.Lock()
+		m.tried = max(m.tried, upTo)
+		m.mu.Unlock()
+		m.flushed.Broadcast()
+	}()
 	if len(ps) == 0 {
 		return
 	}
@@ -190,15 +214,24 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace) {
 	m.mu.Unlock()
 }
 
-// pendingMixes returns the mixes pending now, in no order.
-func (m *lazyMixer) pendingMixes() []*lazyMix {
+// pendingMixes returns the mixes pending now, in no order, and the order
+// of the last one recorded (every mix up to it is pending or done).
+func (m *lazyMixer) pendingMixes() ([]*lazyMix, uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ps := make([]*lazyMix, 0, len(m.pending))
 	for _, p := range m.pending {
 		ps = append(ps, p)
 	}
-	return ps
+	return ps, m.made
+}
+
+// cover records that a batch is sent, whose flush will carry out every
+// mix recorded so far (resolve).
+func (m *lazyMixer) cover() {
+	m.mu.Lock()
+	m.covered = m.made
+	m.mu.Unlock()
 }
 
 // Resolve implements gossip.Mixer.
@@ -246,7 +279,7 @@ func (m *lazyMixer) resolvePending() {
 		m.dev.mix()
 		return
 	}
-	ps := m.pendingMixes()
+	ps, _ := m.pendingMixes()
 	compute.ForEach(len(ps), runtime.GOMAXPROCS(0), func(i int) { m.resolve(ps[i]) })
 }
 

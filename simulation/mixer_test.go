@@ -2,13 +2,18 @@ package simulation
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
+	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/backendtest"
+	"github.com/gossipd/gossipd/peer/trainer"
 	"github.com/gossipd/gossipd/privacy"
 )
 
@@ -160,5 +165,82 @@ func TestMixFailureEndsRun(t *testing.T) {
 	_, err := Run(context.Background(), c, nil)
 	if err == nil || !strings.Contains(err.Error(), "emulated-device") || !strings.Contains(err.Error(), "illegal memory access") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestMixWaitsForSentBatch: on a device, the event loop that needs a mix
+// which a batch already sent will carry out (its flush, before it
+// trains) waits for that flush instead of queueing a call of its own
+// behind the batch; where the flush fails, it asks for the mix itself,
+// which reports the failure. The test plays the batches' goroutine.
+func TestMixWaitsForSentBatch(t *testing.T) {
+	for _, failing := range []bool{false, true} {
+		t.Run(map[bool]string{false: "flushed", true: "flush failed"}[failing], func(t *testing.T) {
+			var be compute.Backend = backendtest.NewDevice()
+			if failing {
+				be = failingMixDevice{backendtest.NewDevice()}
+			}
+			st, err := model.NewStack(model.Spec{Kind: model.Softmax, Inputs: 3, Classes: 2}, 2, model.WithBackend(be))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws := trainer.NewBatchWorkspace(st)
+			defer ws.Close()
+			m := newLazyMixer(8, 1)
+			defer m.close()
+			b := &batcher{size: 2, work: make(chan batchWork, 1), mixer: m, ws: ws}
+			m.dev = b
+			fill := func(v float32) []float32 { return []float32{v, v, v, v, v, v, v, v} }
+			x := m.Vector(8)
+			m.Mix(x, [][]float32{fill(1), fill(3)}, []float32{0.5, 0.5}, fill(1), -1) // 2 − 1 = 1 each
+			b.pending = []batchItem{{job: &trainJob{done: make(chan struct{})}}}
+			b.flush() // waits in b.work, which holds one
+			later := m.SumLater(x)
+			got := make(chan float64)
+			go func() { got <- later() }()
+			for deadline := time.Now().Add(time.Minute); ; runtime.Gosched() {
+				m.mu.Lock()
+				waits := m.waits
+				m.mu.Unlock()
+				if waits > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the mix was not waited for (a call of its own queued behind the batch?)")
+				}
+			}
+			if wk := <-b.work; len(wk.items) != 1 {
+				t.Fatalf("the work queued first is %+v, want the batch", wk)
+			}
+			func() {
+				defer func() {
+					if r := recover(); (r != nil) != failing {
+						t.Fatalf("flush: panic %v", r)
+					}
+				}()
+				m.flushOn(ws)
+			}()
+			if failing { // the mix asked for alone, which fails in turn
+				wk := <-b.work
+				if !wk.mix {
+					t.Fatalf("after the failed flush: %+v, want a call for the mixes", wk)
+				}
+				*wk.err = errors.New("combine_rows failed")
+				close(wk.done)
+				<-got
+				if b.failure == nil {
+					t.Fatal("the failure was not recorded")
+				}
+				return
+			}
+			if ss := <-got; ss != 8 {
+				t.Fatalf("Σ x² = %v, want 8", ss)
+			}
+			select {
+			case wk := <-b.work:
+				t.Fatalf("a call queued after all: %+v", wk)
+			default:
+			}
+		})
 	}
 }
