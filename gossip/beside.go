@@ -39,7 +39,7 @@ func (n *Core) StepsBeside(k Kind) bool {
 // Cyclon's shuffle is due, not the protocol's own tick (nor a join's).
 // The hand-over's traces then carry the tick's later time.
 func (n *Core) TicksBeside(now time.Duration) bool {
-	return n.viewOn() && n.started && !n.joining && now < n.proto.wake(n) && n.apart()
+	return n.viewOn() && n.started && !n.joining && max(now, n.now) < n.proto.wake(n) && n.apart()
 }
 
 // apart reports whether handing the node its outstanding training result

@@ -268,7 +268,6 @@ func (w *randomWalk) trainDone(n *Core, r *TrainResult) {
 	w.resume(n)
 }
 
-// resume starts on the model that arrived during training, if any.
 // quietTrainDone: an update's result sends only the reactive models that
 // tokens owe (trainDone); resuming a pending message trains, it does not
 // send.
@@ -284,6 +283,7 @@ func (w *randomWalk) trainDoneApart(*Core) bool {
 	return w.pending == nil && w.umStage != 1
 }
 
+// resume starts on the model that arrived during training, if any.
 func (w *randomWalk) resume(n *Core) {
 	if m := w.pending; m != nil {
 		w.pending = nil

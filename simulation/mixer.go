@@ -21,9 +21,10 @@ import (
 // it received finds it resolved, or resolves it. On a device (dev) it is
 // every mix pending, in one call on the batches' goroutine
 // (trainer.BatchWorkspace.Mix): before a batch trains, or when the event
-// loop needs a result's Σx² or values and no batch already sent will mix
-// it first (it then waits for that batch's mixes, not for its training).
-// Either way the event loop no
+// loop needs a result's Σx² or values: for its Σx² (a received model's
+// norm checked), where a batch already sent will mix it first, it waits
+// for that batch's mixes, not for its training; values come back in a
+// call after every batch sent. Either way the event loop no
 // longer waits for each mix, which took most of its time in a D-PSGD
 // run, and every mix is the same arithmetic wherever it runs
 // (merge.Combine, compute.Rows.CombineRows), so the numbers are those of

@@ -15,16 +15,16 @@ import (
 // done event can be set aside while the update runs on the pool
 // (trainPool) and the events of other peers go on; it is taken when the
 // next event that involves the peer comes up (a tick, a delivery to it or
-// one it sent that failed), or at the end of the round, in any case
-// before anything reads the peer. Taking it later changes nothing it
-// does: nothing has reached the peer in between, its model is its own,
-// and it sends nothing (a message sent from a set-aside update ends the
-// run with an error). Cyclon's shuffles, delivered or started by a tick,
-// go on beside it (gossip.Core.StepsBeside, TicksBeside): they touch the
-// view alone, and the update does not, so the result is taken at the
-// next event that reads the model, which lets a batch of updates on a
-// GPU grow (batch.go; 10,000 MLP peers: 87 updates a batch instead of
-// 62). The only difference from strict event order is the
+// one it sent that failed, churn), or at the end of the round, in any
+// case before anything reads the peer. Taking it later changes nothing
+// it does: nothing has reached the peer in between but Cyclon's
+// shuffles, its model is its own, and it sends nothing (a message sent
+// from a set-aside update ends the run with an error). The shuffles,
+// delivered or started by a tick, go on beside it
+// (gossip.Core.StepsBeside, TicksBeside): they touch the view alone, and
+// the update does not, so the result waits for the next event that needs
+// it, which lets a batch of updates on a GPU grow (batch.go; 10,000 MLP
+// peers: 87 updates a batch instead of 62). The only difference from strict event order is the
 // tie-break of events the update schedules (its next tick) against other
 // events at the very same nanosecond, and the runs stay the same whatever
 // the number of cores: what is set aside depends on the events alone,
@@ -91,8 +91,9 @@ func (s *sim) setAside(e *event) error {
 	return nil
 }
 
-// takeSetAside hands their results to the peers that the event e involves
-// and reports whether it did: the queue may then hold earlier events.
+// takeSetAside hands their results to the peers that the event e involves,
+// but where their cores take e beside them (stepsBeside), and reports
+// whether it did: the queue may then hold earlier events.
 func (s *sim) takeSetAside(e *event) (bool, error) {
 	took := false
 	involved := []int{e.peer}
