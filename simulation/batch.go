@@ -235,8 +235,8 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 				} else {
 					it.job.res = res[i]
 				}
-				close(it.job.done)
 			}
+			close(items[0].job.done) // the batch's, which its jobs share (flush)
 		}
 	})
 	return b, nil
@@ -257,7 +257,7 @@ func deviceFailure(gpu compute.Backend, what string, err *error) {
 
 // add queues req of tr and returns its job; a full batch starts.
 func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest) *trainJob {
-	j := &trainJob{done: make(chan struct{}), queued: true}
+	j := &trainJob{queued: true} // done is its batch's (flush)
 	b.pending = append(b.pending, batchItem{tr, req, j})
 	if len(b.pending) >= b.size {
 		b.flush()
@@ -272,8 +272,9 @@ func (b *batcher) flush() {
 	}
 	items := b.pending
 	b.pending = nil
+	done := make(chan struct{}) // one for the batch: its jobs end together
 	for _, it := range items {
-		it.job.queued = false
+		it.job.queued, it.job.done = false, done
 	}
 	b.batches++
 	b.updates += uint64(len(items))

@@ -160,7 +160,7 @@ type trainPool struct {
 }
 
 type trainJob struct {
-	done chan struct{}
+	done chan struct{} // closed once res or err is set; a batch's jobs share one
 	// queued: waiting in the batcher for its batch to start (batch.go).
 	queued bool
 	res    *gossip.TrainResult

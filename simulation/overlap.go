@@ -96,7 +96,7 @@ func (s *sim) setAside(e *event) error {
 // whether it did: the queue may then hold earlier events.
 func (s *sim) takeSetAside(e *event) (bool, error) {
 	took := false
-	involved := []int{e.peer}
+	involved := append(make([]int, 0, 2), e.peer) // on the stack
 	if e.kind == evDeliver { // a failed delivery tells its sender
 		involved = append(involved, e.from)
 	}
