@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model"
@@ -122,7 +123,12 @@ type batcher struct {
 	wg      sync.WaitGroup
 	// Batches counts the calls, Updates the updates trained in them.
 	batches, updates uint64
-	closed           bool
+	// busy is the time the batches' goroutine spent on its work (read
+	// once it has stopped); waited the time the event loop spent waiting
+	// for it, in waits waits (the loop's).
+	busy, waited time.Duration
+	waits        uint64
+	closed       bool
 	// resident is how the models kept on the device served the batches
 	// (set once they are done; residentOn: on a device).
 	resident   trainer.ResidentStats
@@ -189,57 +195,67 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 		trainers := make([]*trainer.Trainer, 0, size)
 		reqs := make([]*gossip.TrainRequest, 0, size)
 		for wk := range b.work {
-			if wk.mix {
-				func() {
-					defer deviceFailure(gpu, "mixing models on the device", wk.err)
-					b.mixer.flushOn(ws)
-				}()
-				close(wk.done)
-				continue
-			}
-			if m := wk.measure; m != nil {
-				func() {
-					defer deviceFailure(gpu, fmt.Sprintf("measuring the consensus distance of %d models on the device", len(m.vs)), wk.err)
-					m.dist, m.ok = ws.Consensus(m.vs)
-				}()
-				close(wk.done)
-				continue
-			}
-			if wk.done != nil {
-				func() {
-					defer deviceFailure(gpu, fmt.Sprintf("copying %d models from the device", len(wk.fetch)), wk.err)
-					ws.Fetch(wk.fetch...)
-				}()
-				close(wk.done)
-				continue
-			}
-			items := wk.items
-			trainers, reqs = trainers[:0], reqs[:0]
-			for _, it := range items {
-				trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
-			}
-			res, err := func() (res []*gossip.TrainResult, err error) {
-				defer deviceFailure(gpu, fmt.Sprintf("a batch of %d training requests", len(reqs)), &err)
-				switch {
-				case b.mixer == nil:
-				case b.mixer.dev != nil:
-					b.mixer.flushOn(ws) // the mixes the requests start from, with the rest pending
-				default:
-					compute.ForEach(len(reqs), runtime.GOMAXPROCS(0), func(i int) { b.mixer.hostValues(reqs[i].Params) })
-				}
-				return trainer.RunBatch(ws, trainers, reqs)
-			}()
-			for i, it := range items {
-				if err != nil {
-					it.job.err = err
-				} else {
-					it.job.res = res[i]
-				}
-			}
-			close(items[0].job.done) // the batch's, which its jobs share (flush)
+			t0 := time.Now()
+			trainers, reqs = b.serve(wk, ws, gpu, trainers[:0], reqs[:0])
+			b.busy += time.Since(t0)
 		}
 	})
 	return b, nil
+}
+
+// serve carries out wk on the batches' goroutine: a batch to train (its
+// jobs' done closed once their results are in), or mixes, a consensus
+// distance or copies to the host (wk.done closed). trainers and reqs are
+// scratch lists, returned for reuse.
+func (b *batcher) serve(wk batchWork, ws *trainer.BatchWorkspace, gpu compute.Backend, trainers []*trainer.Trainer, reqs []*gossip.TrainRequest) ([]*trainer.Trainer, []*gossip.TrainRequest) {
+	switch {
+	case wk.mix:
+		func() {
+			defer deviceFailure(gpu, "mixing models on the device", wk.err)
+			b.mixer.flushOn(ws)
+		}()
+		close(wk.done)
+		return trainers, reqs
+	case wk.measure != nil:
+		m := wk.measure
+		func() {
+			defer deviceFailure(gpu, fmt.Sprintf("measuring the consensus distance of %d models on the device", len(m.vs)), wk.err)
+			m.dist, m.ok = ws.Consensus(m.vs)
+		}()
+		close(wk.done)
+		return trainers, reqs
+	case wk.done != nil:
+		func() {
+			defer deviceFailure(gpu, fmt.Sprintf("copying %d models from the device", len(wk.fetch)), wk.err)
+			ws.Fetch(wk.fetch...)
+		}()
+		close(wk.done)
+		return trainers, reqs
+	}
+	items := wk.items
+	for _, it := range items {
+		trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
+	}
+	res, err := func() (res []*gossip.TrainResult, err error) {
+		defer deviceFailure(gpu, fmt.Sprintf("a batch of %d training requests", len(reqs)), &err)
+		switch {
+		case b.mixer == nil:
+		case b.mixer.dev != nil:
+			b.mixer.flushOn(ws) // the mixes the requests start from, with the rest pending
+		default:
+			compute.ForEach(len(reqs), runtime.GOMAXPROCS(0), func(i int) { b.mixer.hostValues(reqs[i].Params) })
+		}
+		return trainer.RunBatch(ws, trainers, reqs)
+	}()
+	for i, it := range items {
+		if err != nil {
+			it.job.err = err
+		} else {
+			it.job.res = res[i]
+		}
+	}
+	close(items[0].job.done) // the batch's, which its jobs share (flush)
+	return trainers, reqs
 }
 
 // deviceFailure turns a device backend's panic (a CUDA failure, such as
@@ -305,7 +321,7 @@ func (b *batcher) call(wk batchWork) error {
 	var err error
 	wk.done, wk.err = make(chan struct{}), &err
 	b.work <- wk
-	<-wk.done
+	b.wait(wk.done)
 	return err
 }
 
@@ -359,8 +375,38 @@ func (b *batcher) close() {
 
 // await waits for job's result, starting its batch if it is still queued.
 func (s *sim) await(j *trainJob) {
-	if j.queued {
+	switch {
+	case s.batch == nil: // the training pool's
+		<-j.done
+	case j.queued:
 		s.batch.flush()
+		fallthrough
+	default:
+		s.batch.wait(j.done)
 	}
-	<-j.done
+}
+
+// wait waits for done, counting the time if it is not closed yet.
+func (b *batcher) wait(done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	t0 := time.Now()
+	<-done
+	b.waited += time.Since(t0)
+	b.waits++
+}
+
+// deviceTime is the run's DeviceTime, once the batches are done.
+func (s *sim) deviceTime() *DeviceTime {
+	b := s.batch
+	waited, waits := b.waited, b.waits
+	if m := s.mixer; m != nil {
+		m.mu.Lock()
+		waited, waits = waited+m.waited, waits+m.waits
+		m.mu.Unlock()
+	}
+	return &DeviceTime{BusySeconds: b.busy.Seconds(), WaitedSeconds: waited.Seconds(), Waits: waits}
 }

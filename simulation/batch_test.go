@@ -74,8 +74,8 @@ func TestPeerBatch(t *testing.T) {
 			edit(&c)
 			c.PeerBatch = 1
 			alone, aloneRes := csvOf(t, c)
-			if aloneRes.Batches != 0 || aloneRes.PeerBatch != 0 {
-				t.Fatalf("--peer-batch 1: %d batches (peer_batch %d)", aloneRes.Batches, aloneRes.PeerBatch)
+			if aloneRes.Batches != 0 || aloneRes.PeerBatch != 0 || aloneRes.DeviceTime != nil {
+				t.Fatalf("--peer-batch 1: %d batches (peer_batch %d), device time %+v", aloneRes.Batches, aloneRes.PeerBatch, aloneRes.DeviceTime)
 			}
 			c.PeerBatch = 64
 			aside := -1
@@ -97,6 +97,12 @@ func TestPeerBatch(t *testing.T) {
 			}
 			if res.PeerBatch != 64 || res.Batches == 0 || res.BatchedUpdates < res.Batches || res.BatchedUpdates > res.Updates+uint64(c.Peers) {
 				t.Fatalf("peer_batch %d, %d batches of %d updates in all (%d updates)", res.PeerBatch, res.Batches, res.BatchedUpdates, res.Updates)
+			}
+			// The batches' goroutine worked; the loop's waits are counted
+			// with their time (both wall-clock: only their presence is
+			// checked).
+			if d := res.DeviceTime; d == nil || !(d.BusySeconds > 0) || d.WaitedSeconds < 0 || (d.Waits == 0) != (d.WaitedSeconds == 0) {
+				t.Fatalf("device time %+v", d)
 			}
 			if res.Messages != aloneRes.Messages || res.Updates != aloneRes.Updates {
 				t.Fatalf("batched: %d messages, %d updates; alone %d, %d", res.Messages, res.Updates, aloneRes.Messages, aloneRes.Updates)

@@ -100,6 +100,9 @@ func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) 
 	if res.AutoTrial != nil {
 		fmt.Fprintln(stdout, res.Device.Note)
 	}
+	if d := res.DeviceTime; d != nil && res.Device.Device != "cpu" {
+		fmt.Fprintf(stdout, "%d batches: the device busy %.2f s, the event loop waiting for it %.2f s (%d waits)\n", res.Batches, d.BusySeconds, d.WaitedSeconds, d.Waits)
+	}
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", f.Out)
 	return nil
 }

@@ -170,6 +170,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 	if s.batch != nil {
 		res.Batches, res.BatchedUpdates = s.batch.batches, s.batch.updates
 		s.batch.close() // the batches started are done: their counts are final
+		res.DeviceTime = s.deviceTime()
 		if s.batch.residentOn {
 			res.Resident = &s.batch.resident
 		}

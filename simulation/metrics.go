@@ -58,6 +58,20 @@ func WriteCSV(w io.Writer, rows []Row) error {
 	return nil
 }
 
+// DeviceTime is where a batched run's time went, as measured by the
+// wall clock (so, unlike the rest of the summary, not the same from run
+// to run): BusySeconds on the batches' goroutine (training, mixing,
+// measuring and copying on the device, with the driver's calls and their
+// host side), and WaitedSeconds of the event loop's, over Waits waits,
+// for a batch's results, a copy or a mix. Where the loop waits nearly as
+// long as the device works, the run is bound by the device; where it
+// hardly waits, by the event loop.
+type DeviceTime struct {
+	BusySeconds   float64 `json:"busy_seconds"`
+	WaitedSeconds float64 `json:"waited_seconds"`
+	Waits         uint64  `json:"waits"`
+}
+
 // Result is the outcome of a run.
 type Result struct {
 	Config Config `json:"-"`
@@ -83,6 +97,10 @@ type Result struct {
 	PeerBatch      int    `json:"peer_batch,omitempty"`
 	Batches        uint64 `json:"batches,omitempty"`
 	BatchedUpdates uint64 `json:"batched_updates,omitempty"`
+	// DeviceTime says, for a run whose updates trained in batches, how
+	// long the batches' goroutine worked and how long the event loop
+	// waited for it.
+	DeviceTime *DeviceTime `json:"device_time,omitempty"`
 	// Resident says, on a device, how the models its batches keep there
 	// between calls served them: vectors found there (hits), copied in
 	// (uploads), and copied in for want of room (full).

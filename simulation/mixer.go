@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/merge"
@@ -46,7 +47,8 @@ type lazyMixer struct {
 	// by mu).
 	covered, tried uint64
 	flushed        *sync.Cond
-	waits          int // resolves that waited for a batch's flush
+	waited         time.Duration // resolves' time waiting for a flush
+	waits          uint64        // and their number, counted as each starts
 	// fresh holds new vectors for Vector, made by makers
 	// beside the event loop until stop is closed.
 	fresh chan []float32
@@ -141,9 +143,13 @@ func (m *lazyMixer) find(v []float32) *lazyMix {
 func (m *lazyMixer) resolve(p *lazyMix) {
 	if m.dev != nil {
 		m.mu.Lock()
-		for !p.done && p.seq > m.tried && p.seq <= m.covered {
-			m.waits++
-			m.flushed.Wait()
+		if !p.done && p.seq > m.tried && p.seq <= m.covered {
+			m.waits++ // counted as it starts
+			t0 := time.Now()
+			for !p.done && p.seq > m.tried && p.seq <= m.covered {
+				m.flushed.Wait()
+			}
+			m.waited += time.Since(t0)
 		}
 		done := p.done
 		m.mu.Unlock()

@@ -96,8 +96,9 @@ func (s *sim) setAside(e *event) error {
 // whether it did: the queue may then hold earlier events.
 func (s *sim) takeSetAside(e *event) (bool, error) {
 	took := false
-	involved := append(make([]int, 0, 2), e.peer) // on the stack
-	if e.kind == evDeliver { // a failed delivery tells its sender
+	involved := append(make([]int, 0, 2), e.peer) // no allocation
+	// A failed delivery tells its sender.
+	if e.kind == evDeliver {
 		involved = append(involved, e.from)
 	}
 	for _, k := range involved {
