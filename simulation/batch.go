@@ -120,7 +120,10 @@ type batcher struct {
 	// outside a training request (the run ends with it).
 	failure error
 	ws      *trainer.BatchWorkspace
-	wg      sync.WaitGroup
+	// trainers and reqs are the batches' goroutine's scratch lists.
+	trainers []*trainer.Trainer
+	reqs     []*gossip.TrainRequest
+	wg       sync.WaitGroup
 	// Batches counts the calls, Updates the updates trained in them.
 	batches, updates uint64
 	// busy is the time the batches' goroutine spent on its work (read
@@ -192,11 +195,9 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 	b.wg.Go(func() {
 		defer ws.Close()
 		defer func() { b.resident, b.residentOn = ws.Resident() }()
-		trainers := make([]*trainer.Trainer, 0, size)
-		reqs := make([]*gossip.TrainRequest, 0, size)
 		for wk := range b.work {
 			t0 := time.Now()
-			trainers, reqs = b.serve(wk, ws, gpu, trainers[:0], reqs[:0])
+			b.serve(wk, gpu)
 			b.busy += time.Since(t0)
 		}
 	})
@@ -205,9 +206,9 @@ func newBatcher(spec model.Spec, be, gpu compute.Backend, size int) (*batcher, e
 
 // serve carries out wk on the batches' goroutine: a batch to train (its
 // jobs' done closed once their results are in), or mixes, a consensus
-// distance or copies to the host (wk.done closed). trainers and reqs are
-// scratch lists, returned for reuse.
-func (b *batcher) serve(wk batchWork, ws *trainer.BatchWorkspace, gpu compute.Backend, trainers []*trainer.Trainer, reqs []*gossip.TrainRequest) ([]*trainer.Trainer, []*gossip.TrainRequest) {
+// distance or copies to the host (wk.done closed).
+func (b *batcher) serve(wk batchWork, gpu compute.Backend) {
+	ws := b.ws
 	switch {
 	case wk.mix:
 		func() {
@@ -215,7 +216,7 @@ func (b *batcher) serve(wk batchWork, ws *trainer.BatchWorkspace, gpu compute.Ba
 			b.mixer.flushOn(ws)
 		}()
 		close(wk.done)
-		return trainers, reqs
+		return
 	case wk.measure != nil:
 		m := wk.measure
 		func() {
@@ -223,19 +224,21 @@ func (b *batcher) serve(wk batchWork, ws *trainer.BatchWorkspace, gpu compute.Ba
 			m.dist, m.ok = ws.Consensus(m.vs)
 		}()
 		close(wk.done)
-		return trainers, reqs
+		return
 	case wk.done != nil:
 		func() {
 			defer deviceFailure(gpu, fmt.Sprintf("copying %d models from the device", len(wk.fetch)), wk.err)
 			ws.Fetch(wk.fetch...)
 		}()
 		close(wk.done)
-		return trainers, reqs
+		return
 	}
 	items := wk.items
+	trainers, reqs := b.trainers[:0], b.reqs[:0]
 	for _, it := range items {
 		trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
 	}
+	b.trainers, b.reqs = trainers, reqs
 	res, err := func() (res []*gossip.TrainResult, err error) {
 		defer deviceFailure(gpu, fmt.Sprintf("a batch of %d training requests", len(reqs)), &err)
 		switch {
@@ -255,7 +258,6 @@ func (b *batcher) serve(wk batchWork, ws *trainer.BatchWorkspace, gpu compute.Ba
 		}
 	}
 	close(items[0].job.done) // the batch's, which its jobs share (flush)
-	return trainers, reqs
 }
 
 // deviceFailure turns a device backend's panic (a CUDA failure, such as
@@ -273,7 +275,7 @@ func deviceFailure(gpu compute.Backend, what string, err *error) {
 
 // add queues req of tr and returns its job; a full batch starts.
 func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest) *trainJob {
-	j := &trainJob{queued: true} // done is its batch's (flush)
+	j := &trainJob{queued: true, batched: true} // done is its batch's (flush)
 	b.pending = append(b.pending, batchItem{tr, req, j})
 	if len(b.pending) >= b.size {
 		b.flush()
@@ -375,15 +377,14 @@ func (b *batcher) close() {
 
 // await waits for job's result, starting its batch if it is still queued.
 func (s *sim) await(j *trainJob) {
-	switch {
-	case s.batch == nil: // the training pool's
+	if !j.batched { // the training pool's
 		<-j.done
-	case j.queued:
-		s.batch.flush()
-		fallthrough
-	default:
-		s.batch.wait(j.done)
+		return
 	}
+	if j.queued {
+		s.batch.flush()
+	}
+	s.batch.wait(j.done)
 }
 
 // wait waits for done, counting the time if it is not closed yet.

@@ -161,10 +161,11 @@ type trainPool struct {
 
 type trainJob struct {
 	done chan struct{} // closed once res or err is set; a batch's jobs share one
-	// queued: waiting in the batcher for its batch to start (batch.go).
-	queued bool
-	res    *gossip.TrainResult
-	err    error
+	// batched: trained in a batch (batch.go), not on the pool; queued:
+	// waiting in the batcher for its batch to start.
+	batched, queued bool
+	res             *gossip.TrainResult
+	err             error
 }
 
 func newTrainPool(spec model.Spec, workers int) (*trainPool, error) {

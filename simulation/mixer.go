@@ -143,10 +143,10 @@ func (m *lazyMixer) find(v []float32) *lazyMix {
 func (m *lazyMixer) resolve(p *lazyMix) {
 	if m.dev != nil {
 		m.mu.Lock()
-		if !p.done && p.seq > m.tried && p.seq <= m.covered {
+		if m.coming(p) {
 			m.waits++ // counted as it starts
 			t0 := time.Now()
-			for !p.done && p.seq > m.tried && p.seq <= m.covered {
+			for m.coming(p) {
 				m.flushed.Wait()
 			}
 			m.waited += time.Since(t0)
@@ -171,6 +171,12 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 		m.mu.Unlock()
 		p.xs, p.w, p.g = nil, nil, nil
 	})
+}
+
+// coming reports whether p is still to be carried out by the flush of a
+// batch already sent (guarded by mu).
+func (m *lazyMixer) coming(p *lazyMix) bool {
+	return !p.done && p.seq > m.tried && p.seq <= m.covered
 }
 
 // flushOn carries out every pending mix on ws's device, on the batches'

@@ -23,11 +23,10 @@ import (
 // delivered or started by a tick, go on beside it
 // (gossip.Core.StepsBeside, TicksBeside): they touch the view alone, and
 // the update does not, so the result waits for the next event that needs
-// it, which lets a batch of updates on a GPU grow (batch.go; 10,000 MLP
-// peers: 87 updates a batch instead of 62). The only difference from strict event order is the
-// tie-break of events the update schedules (its next tick) against other
-// events at the very same nanosecond, and the runs stay the same whatever
-// the number of cores: what is set aside depends on the events alone,
+// it, which lets a batch of updates on a GPU grow (batch.go). The only
+// difference from strict event order is the tie-break of events the
+// update schedules (its next tick) against other events at the very same
+// nanosecond, and the runs stay the same whatever the number of cores: what is set aside depends on the events alone,
 // never on which update finishes first. Updates that do send (D-PSGD's,
 // or a random walk's that owes token replies) are taken in event order
 // as before, but their updates still run on the pool, so a round's
