@@ -13,7 +13,8 @@
 # sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu, and issue
 # 42's sim42-mlp-gpu, sim42-mlp-cpu, sim42-mlp-dpsgd-gpu,
 # sim42-mlp-dpsgd-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
-# sim42-cnn-cpu, sim42-auto, sim42-auto-dpsgd, hostwork), to finish a run that was cut off; by default every step.
+# sim42-cnn-cpu, sim42-auto, sim42-auto-dpsgd, sim42-mlp-calls,
+# sim42-mlp-dpsgd-calls, hostwork), to finish a run that was cut off; by default every step.
 set -uo pipefail
 only=" $* "
 out=${OUT:-gpu-out}
@@ -122,6 +123,11 @@ limit=240 step sim42-cnn-cpu sim sim42-cnn-cpu --model lenet5 --peers 1000 --rou
 limit=240 step sim42-auto sim sim42-auto --model mlp --peers 10000 --rounds 20 --eval-every 20 --device auto
 # The same on D-PSGD's 10,000 MLP peers.
 limit=240 step sim42-auto-dpsgd sim sim42-auto-dpsgd --model mlp --protocol dpsgd --peers 10000 --rounds 20 --eval-every 20 --device auto
+# Where the GPU's time goes on the same peers: 5 rounds, each of the
+# backend's calls timed apart (--device-profile: summary.json's
+# device_time.calls; slower than the runs above, not to be compared).
+limit=240 step sim42-mlp-calls sim sim42-mlp-calls --model mlp --peers 10000 --rounds 5 --eval-every 5 --device cuda --device-profile
+limit=240 step sim42-mlp-dpsgd-calls sim sim42-mlp-dpsgd-calls --model mlp --protocol dpsgd --peers 10000 --rounds 5 --eval-every 5 --device cuda --device-profile
 # The host's share of a simulation on a GPU, on this machine's CPU:
 # BenchmarkHostWork (docs/explanation/gpu.md, "The host's share").
 step hostwork sh -c "cd simulation 2>/dev/null || true; \"$PWD/$bin/simulation.test\" -test.run '^\$' -test.bench HostWork -test.benchtime 1x -test.count 3"

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"runtime"
@@ -348,5 +349,60 @@ func TestAutoTimesBoth(t *testing.T) {
 	if tr := res.AutoTrial; res.Device.Device != "cpu" || tr == nil || !strings.Contains(tr.GPUError, "status 3") || tr.GPUSeconds != 0 || tr.CPUSeconds != 0 ||
 		!strings.Contains(res.Device.Note, "failed") || got != want["cpu"] {
 		t.Errorf("a GPU that fails: device %+v, trial %+v", res.Device, res.AutoTrial)
+	}
+}
+
+// profilingDevice is the emulated device as a compute.Profiler: it counts
+// its batched GEMMs before Profile and after, and profiles them as one
+// call name.
+type profilingDevice struct {
+	*backendtest.Device
+	on     *bool
+	before *int
+	calls  *compute.CallTimes
+}
+
+func (d profilingDevice) Profile() { *d.on = true }
+func (d profilingDevice) Profiled() []compute.CallTime {
+	return d.calls.List()
+}
+func (d profilingDevice) GemmStrided(ta, tb bool, m, n, k int, alpha float32, a compute.Tensor, lda, sa int, b compute.Tensor, ldb, sb int, beta float32, c compute.Tensor, ldc, sc, count int) {
+	if *d.on {
+		d.calls.Add("GemmStrided", time.Millisecond, time.Microsecond)
+	} else {
+		*d.before++
+	}
+	d.Device.GemmStrided(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count)
+}
+
+// TestDeviceProfile: --device-profile starts the GPU's profile before the
+// run's first call and puts what it timed in summary.json's device_time,
+// printed by simulate; it is refused where no GPU is named, and on a
+// device that cannot time its calls.
+func TestDeviceProfile(t *testing.T) {
+	defer func() { testDevice = nil }()
+	d := profilingDevice{backendtest.NewDevice(), new(bool), new(int), &compute.CallTimes{}}
+	testDevice = d
+	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4, Device: "cuda", DeviceProfile: true}
+	res, err := Run(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.before != 0 || res.DeviceTime == nil || len(res.DeviceTime.Calls) != 1 || res.DeviceTime.Calls[0].Name != "GemmStrided" || res.DeviceTime.Calls[0].Calls == 0 {
+		t.Fatalf("%d GEMMs before the profile; device_time %+v", *d.before, res.DeviceTime)
+	}
+	js, err := json.Marshal(res.DeviceTime)
+	if err != nil || !strings.Contains(string(js), `"calls":[{"name":"GemmStrided"`) {
+		t.Fatalf("device_time in JSON: %s (%v)", js, err)
+	}
+	testDevice = backendtest.NewDevice()
+	if _, err := Run(context.Background(), c, nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--device-profile: emulated-device") || !strings.HasSuffix(err.Error(), "cannot time its calls") {
+		t.Fatalf("a device without a profile: %v", err)
+	}
+	for _, dev := range []string{"cpu", "auto"} {
+		c.Device = dev
+		if err := c.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--device-profile times a GPU's calls: give --device cuda or cuda:N, not "+dev) {
+			t.Fatalf("--device %s: %v", dev, err)
+		}
 	}
 }

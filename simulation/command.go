@@ -103,6 +103,12 @@ func Execute(ctx context.Context, c Config, f *Flags, stdout, stderr io.Writer) 
 	if d := res.DeviceTime; d != nil && res.Device.Device != "cpu" {
 		fmt.Fprintf(stdout, "%d batches: the device busy %.2f s, the event loop waiting for it %.2f s (%d waits)\n", res.Batches, d.BusySeconds, d.WaitedSeconds, d.Waits)
 	}
+	if d := res.DeviceTime; d != nil && len(d.Calls) > 0 {
+		fmt.Fprintln(stdout, "the device's calls, each timed apart (--device-profile), the longest:")
+		for _, c := range d.Calls[:min(len(d.Calls), 8)] {
+			fmt.Fprintf(stdout, "  %-28s %8.3f s in %d calls (%.3f s on the host)\n", c.Name, c.Seconds, c.Calls, c.HostSeconds)
+		}
+	}
 	fmt.Fprintf(stdout, "wrote metrics.csv, summary.json, accuracy_vs_time.png and accuracy_vs_bytes.png in %s\n", f.Out)
 	return nil
 }

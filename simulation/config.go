@@ -82,6 +82,12 @@ type Config struct {
 	// needed, and trains them at once. 0 (default) is DefaultGPUPeerBatch
 	// on a GPU, 1 on the CPU. DP-SGD's lots train alone.
 	PeerBatch int
+	// DeviceProfile times each of the GPU's calls one at a time
+	// (compute.Profiler): summary.json's device_time then lists where the
+	// device's time went, by call, and the run is slower for it, since
+	// the host no longer queues work while the device computes. Only with
+	// Device cuda[:N].
+	DeviceProfile bool
 	// Drop is the probability that a message is lost.
 	Drop float64
 	// Churn is the long-run fraction of time a peer is offline (0: none);
@@ -204,8 +210,12 @@ func (c *Config) Validate() error {
 			*v = d
 		}
 	}
-	if _, err := device.Parse(c.Device); err != nil {
+	dev, err := device.Parse(c.Device)
+	if err != nil {
 		return fmt.Errorf("%w: --device: %v", ErrConfig, err)
+	}
+	if c.DeviceProfile && dev.Kind != "cuda" {
+		return fmt.Errorf("%w: --device-profile times a GPU's calls: give --device cuda or cuda:N, not %s", ErrConfig, dev)
 	}
 	def(&c.Peers, 100)
 	def(&c.Rounds, 100)

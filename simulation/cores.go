@@ -175,6 +175,12 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 			res.Resident = &s.batch.resident
 		}
 	}
+	if p, ok := s.gpu.(compute.Profiler); ok && s.cfg.DeviceProfile {
+		if res.DeviceTime == nil {
+			res.DeviceTime = &DeviceTime{}
+		}
+		res.DeviceTime.Calls = p.Profiled()
+	}
 	if afterRun != nil {
 		afterRun(s)
 	}

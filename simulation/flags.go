@@ -94,6 +94,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	cli.Group(fs, "Process", func() {
 		fs.StringVar(&c.Device, "device", "auto", "where training runs: "+device.Values+" (auto: where a GPU gossipd can use opens, the faster of it and the CPU on the run's first rounds; else the CPU)")
 		fs.IntVar(&c.PeerBatch, "peer-batch", 0, "peers trained in one batched call: 1 each alone, N up to N, 0 automatic")
+		fs.BoolVar(&c.DeviceProfile, "device-profile", false, "time each of the GPU's calls apart, into summary.json's device_time.calls (slower; --device cuda only)")
 		fs.StringVar(&f.MemoryLimit, "memory-limit", "", "soft memory limit of the Go runtime, e.g. 192MiB (\"\" given: $GOMEMLIMIT or none)")
 		fs.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile to this file")
 	})

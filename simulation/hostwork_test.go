@@ -22,8 +22,9 @@ import (
 //
 //	go test ./simulation -run '^$' -bench HostWork -benchtime 1x
 //
-// It reports the updates a batch trained (a GPU's work per call), and
-// checks that the models stayed on the device: a random walk's
+// It reports the updates a batch trained (a GPU's work per call), the
+// batches' goroutine's busy time and the event loop's waits for it
+// (summary.json's device_time), and checks that the models stayed on the device: a random walk's
 // trained models left there, D-PSGD's mixes computed there, and the
 // consensus distance measured there.
 //
@@ -51,6 +52,11 @@ func BenchmarkHostWork(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(res.Stats.Updates), "µs/update")
 			b.ReportMetric(float64(res.BatchedUpdates)/float64(max(1, res.Batches)), "updates/batch")
+			if dt := res.DeviceTime; dt != nil {
+				b.ReportMetric(dt.BusySeconds, "busy-s")
+				b.ReportMetric(dt.WaitedSeconds, "waited-s")
+				b.ReportMetric(float64(dt.Waits), "waits")
+			}
 		})
 	}
 }

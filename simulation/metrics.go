@@ -70,6 +70,10 @@ type DeviceTime struct {
 	BusySeconds   float64 `json:"busy_seconds"`
 	WaitedSeconds float64 `json:"waited_seconds"`
 	Waits         uint64  `json:"waits"`
+	// Calls, with Config.DeviceProfile, is the time of the device's calls
+	// by name, the longest first, each call timed apart (so the run's
+	// other figures are of a slower run).
+	Calls []compute.CallTime `json:"calls,omitempty"`
 }
 
 // Result is the outcome of a run.

@@ -114,6 +114,13 @@ func Run(ctx context.Context, cfg Config, onRow func(Row), opts ...Option) (*Res
 	if err != nil {
 		return nil, err
 	}
+	if cfg.DeviceProfile {
+		p, ok := gpu.(compute.Profiler)
+		if !ok {
+			return nil, fmt.Errorf("%w: --device-profile: %s cannot time its calls", ErrConfig, choice.Backend)
+		}
+		p.Profile()
+	}
 	var trial *AutoTrial
 	if choice.Requested == "auto" && gpu != nil {
 		if gpu, choice, trial, err = chooseAuto(ctx, cfg, gpu, choice); err != nil {

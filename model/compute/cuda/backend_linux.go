@@ -65,6 +65,8 @@ type Backend struct {
 	rec    *recording
 	stream uintptr
 	closed bool
+	// prof, where set, times each call (Profile).
+	prof *profile
 }
 
 // devBuf is a grow-only device buffer.
@@ -198,10 +200,14 @@ func (b *Backend) enter() func() {
 	}
 	runtime.LockOSThread()
 	b.must("cuCtxSetCurrent", b.a.setCtx(b.ctx))
-	return func() {
+	release := func() {
 		runtime.UnlockOSThread()
 		b.mu.Unlock()
 	}
+	if b.prof != nil && b.rec == nil { // not in a graph's capture or replay, which cannot wait
+		return b.timed(release)
+	}
+	return release
 }
 
 // Name implements compute.Backend.
