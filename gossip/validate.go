@@ -116,14 +116,33 @@ func (n *Core) checkSum(what string, v []float32, ss float64) error {
 	if n.cfg.MaxNorm < 0 {
 		return nil
 	}
-	bound := n.cfg.MaxNorm
-	if bound == 0 {
-		bound = DefaultMaxRMS * math.Sqrt(float64(len(v)))
-	}
+	bound := n.cfg.normBound(len(v))
 	if norm := math.Sqrt(ss); !(norm <= bound) {
 		return invalid("norm", "%s of L2 norm %.4g exceed the bound %.4g", what, norm, bound)
 	}
 	return nil
+}
+
+// normBound is the bound on the L2 norm of a received vector of n values
+// (Config.MaxNorm ≥ 0).
+func (c *Config) normBound(n int) float64 {
+	if c.MaxNorm == 0 {
+		return DefaultMaxRMS * math.Sqrt(float64(n))
+	}
+	return c.MaxNorm
+}
+
+// Admits reports whether a vector of n values whose Σ x² is ss passes
+// every check a node of this config puts a trained or received vector's
+// sum to: finite (a trained one, badVector), and within the norm bound
+// (a received one, checkSum). A simulator that hands a trained model
+// over before its values exist, with a sum that passes, checks the
+// real sum by it once they do.
+func (c *Config) Admits(ss float64, n int) bool {
+	if math.IsNaN(ss) || math.IsInf(ss, 0) {
+		return false
+	}
+	return c.MaxNorm < 0 || math.Sqrt(ss) <= c.normBound(n)
 }
 
 // DefaultMaxRMS is the default norm bound on received vectors, as a root

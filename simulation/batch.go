@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -136,12 +137,24 @@ type batcher struct {
 	// (set once they are done; residentOn: on a device).
 	resident   trainer.ResidentStats
 	residentOn bool
+	// admits, where set, checks a model's Σx² as the peers' cores do: the
+	// batcher then promises a random walk's results (promise.go), outputs
+	// being the vectors promised in the batch being gathered, and missed
+	// the first promise broken (or batch failed), found on the batches'
+	// goroutine (check).
+	admits  func(ss float64) bool
+	outputs map[*float32]struct{}
+	missed  atomic.Pointer[error]
+	intos   [][]float32 // the batches' goroutine's scratch list
+	// promised counts the results promised.
+	promised uint64
 }
 
 type batchItem struct {
-	tr  *trainer.Trainer
-	req *gossip.TrainRequest
-	job *trainJob
+	tr   *trainer.Trainer
+	req  *gossip.TrainRequest
+	job  *trainJob
+	into []float32 // a promised merge's vector (trainer.RunBatchInto)
 }
 
 // batchWork is a batch to train, vectors to fetch from the device, or
@@ -234,11 +247,11 @@ func (b *batcher) serve(wk batchWork, gpu compute.Backend) {
 		return
 	}
 	items := wk.items
-	trainers, reqs := b.trainers[:0], b.reqs[:0]
+	trainers, reqs, intos := b.trainers[:0], b.reqs[:0], b.intos[:0]
 	for _, it := range items {
-		trainers, reqs = append(trainers, it.tr), append(reqs, it.req)
+		trainers, reqs, intos = append(trainers, it.tr), append(reqs, it.req), append(intos, it.into)
 	}
-	b.trainers, b.reqs = trainers, reqs
+	b.trainers, b.reqs, b.intos = trainers, reqs, intos
 	res, err := func() (res []*gossip.TrainResult, err error) {
 		defer deviceFailure(gpu, fmt.Sprintf("a batch of %d training requests", len(reqs)), &err)
 		switch {
@@ -248,8 +261,11 @@ func (b *batcher) serve(wk batchWork, gpu compute.Backend) {
 		default:
 			compute.ForEach(len(reqs), runtime.GOMAXPROCS(0), func(i int) { b.mixer.hostValues(reqs[i].Params) })
 		}
-		return trainer.RunBatch(ws, trainers, reqs)
+		return trainer.RunBatchInto(ws, trainers, reqs, intos)
 	}()
+	if b.admits != nil {
+		b.keep(items, res, err)
+	}
 	for i, it := range items {
 		if err != nil {
 			it.job.err = err
@@ -273,10 +289,15 @@ func deviceFailure(gpu compute.Backend, what string, err *error) {
 	}
 }
 
-// add queues req of tr and returns its job; a full batch starts.
-func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest) *trainJob {
+// add queues req of peer's tr and returns its job, its result promised
+// where the batcher promises it (promise.go); a full batch starts.
+func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest, peer gossip.PeerID) *trainJob {
 	j := &trainJob{queued: true, batched: true} // done is its batch's (flush)
-	b.pending = append(b.pending, batchItem{tr, req, j})
+	var into []float32
+	if b.promises(req) {
+		into = b.promise(j, tr, req, string(peer))
+	}
+	b.pending = append(b.pending, batchItem{tr, req, j, into})
 	if len(b.pending) >= b.size {
 		b.flush()
 	}
@@ -290,6 +311,7 @@ func (b *batcher) flush() {
 	}
 	items := b.pending
 	b.pending = nil
+	clear(b.outputs)
 	done := make(chan struct{}) // one for the batch: its jobs end together
 	for _, it := range items {
 		it.job.queued, it.job.done = false, done
@@ -320,6 +342,9 @@ func (b *batcher) fetch(vs [][]float32) error {
 // call hands wk to the batches' goroutine, after the batches started
 // before it, and waits for it: its device failure, if any.
 func (b *batcher) call(wk batchWork) error {
+	if b.admits != nil {
+		b.flush() // its vectors may be promised in the batch being gathered
+	}
 	var err error
 	wk.done, wk.err = make(chan struct{}), &err
 	b.work <- wk
@@ -371,8 +396,12 @@ func (b *batcher) close() {
 		return
 	}
 	b.closed = true
+	if b.admits != nil {
+		b.flush() // promised, so their results are checked
+	}
 	close(b.work)
 	b.wg.Wait()
+	b.check()
 }
 
 // await waits for job's result, starting its batch if it is still queued.
@@ -409,5 +438,28 @@ func (s *sim) deviceTime() *DeviceTime {
 		waited, waits = waited+m.waited, waits+m.waits
 		m.mu.Unlock()
 	}
-	return &DeviceTime{BusySeconds: b.busy.Seconds(), WaitedSeconds: waited.Seconds(), Waits: waits}
+	return &DeviceTime{BusySeconds: b.busy.Seconds(), WaitedSeconds: waited.Seconds(), Waits: waits, Promised: b.promised}
+}
+
+// profiled puts the GPU's profile in res's device time
+// (Config.DeviceProfile).
+func (s *sim) profiled(res *Result) {
+	p, ok := s.gpu.(compute.Profiler)
+	if !ok || !s.cfg.DeviceProfile {
+		return
+	}
+	if res.DeviceTime == nil {
+		res.DeviceTime = &DeviceTime{}
+	}
+	res.DeviceTime.Calls = p.Profiled()
+}
+
+// batchFailed makes the batches' failure the run's, if it has none: a
+// mix or a copy on the device that failed, or a batch's, or a promise
+// broken (promise.go).
+func (s *sim) batchFailed() {
+	s.batch.check()
+	if s.batch.failure != nil && s.err == nil {
+		s.err = s.batch.failure
+	}
 }

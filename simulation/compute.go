@@ -166,6 +166,10 @@ type trainJob struct {
 	batched, queued bool
 	res             *gossip.TrainResult
 	err             error
+	// promise, where set, is the result handed over before the batch has
+	// run (promise.go), of peer's update.
+	promise *gossip.TrainResult
+	peer    string
 }
 
 func newTrainPool(spec model.Spec, workers int) (*trainPool, error) {

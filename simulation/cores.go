@@ -107,6 +107,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 	}
 	if s.batch != nil && s.leaveOnDevice() {
 		s.batch.leaveOnDevice()
+		s.promiseResults()
 	}
 	if gc := s.peers[0].Core().Config(); s.mixer != nil && s.mixer.dev != nil && gc.HandsMixes() {
 		// The gradients go nowhere but to the mixes, on the device.
@@ -175,12 +176,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 			res.Resident = &s.batch.resident
 		}
 	}
-	if p, ok := s.gpu.(compute.Profiler); ok && s.cfg.DeviceProfile {
-		if res.DeviceTime == nil {
-			res.DeviceTime = &DeviceTime{}
-		}
-		res.DeviceTime.Calls = p.Profiled()
-	}
+	s.profiled(res)
 	if afterRun != nil {
 		afterRun(s)
 	}
@@ -399,11 +395,13 @@ func (s *sim) runEvents(t time.Duration) error {
 				continue
 			}
 			if e.job != nil {
-				s.await(e.job)
-				if e.job.err != nil {
-					return fmt.Errorf("peer %s: %w", p.ID(), e.job.err)
+				if e.result = e.job.promise; e.result == nil {
+					s.await(e.job)
+					if e.job.err != nil {
+						return fmt.Errorf("peer %s: %w", p.ID(), e.job.err)
+					}
+					e.result = e.job.res
 				}
-				e.result = e.job.res
 			}
 			p.TrainDone(e.result)
 		case evChurn:
@@ -430,8 +428,8 @@ func (s *sim) runEvents(t time.Duration) error {
 		case evDrop:
 			s.setMembers() // the dead member timed out
 		}
-		if s.batch != nil && s.batch.failure != nil && s.err == nil {
-			s.err = s.batch.failure // a mix on the device failed
+		if s.batch != nil {
+			s.batchFailed()
 		}
 		if s.err != nil {
 			return s.err

@@ -56,6 +56,7 @@ func BenchmarkHostWork(b *testing.B) {
 				b.ReportMetric(dt.BusySeconds, "busy-s")
 				b.ReportMetric(dt.WaitedSeconds, "waited-s")
 				b.ReportMetric(float64(dt.Waits), "waits")
+				b.ReportMetric(float64(dt.Promised), "promised")
 			}
 		})
 	}

@@ -70,6 +70,10 @@ type DeviceTime struct {
 	BusySeconds   float64 `json:"busy_seconds"`
 	WaitedSeconds float64 `json:"waited_seconds"`
 	Waits         uint64  `json:"waits"`
+	// Promised counts the updates whose results the event loop took
+	// before their batch had computed them (a random walk's on a device:
+	// promise.go), so without waiting for it.
+	Promised uint64 `json:"promised,omitempty"`
 	// Calls, with Config.DeviceProfile, is the time of the device's calls
 	// by name, the longest first, each call timed apart (so the run's
 	// other figures are of a slower run).

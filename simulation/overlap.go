@@ -151,13 +151,17 @@ func (s *sim) takeResult(k int) error {
 	s.deferred[k] = nil
 	s.deferredN--
 	p := s.peers[k]
-	s.await(e.job)
-	if e.job.err != nil {
-		return fmt.Errorf("peer %s: %w", p.ID(), e.job.err)
+	res := e.job.promise // handed over before it is computed (promise.go)
+	if res == nil {
+		s.await(e.job)
+		if e.job.err != nil {
+			return fmt.Errorf("peer %s: %w", p.ID(), e.job.err)
+		}
+		res = e.job.res
 	}
 	now := s.now
 	s.now, s.late = e.at, p.ID()
-	p.TrainDone(e.job.res)
+	p.TrainDone(res)
 	if s.err == nil && p.online {
 		s.schedule(k)
 	}

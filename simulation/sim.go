@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gossipd/gossipd/dataset"
@@ -33,16 +34,19 @@ type simPeer struct {
 
 // sim is the state of one run.
 type sim struct {
-	cfg   Config
-	rng   *rand.Rand // the network's randomness
-	q     queue
-	now   time.Duration
-	peers []*simPeer
-	byID  map[gossip.PeerID]int
-	lat   latency
-	speed computeSpeeds // nil: training takes no virtual time
-	pool  *trainPool    // runs updates on every core (compute.go, overlap.go)
-	mixer *lazyMixer    // defers D-PSGD's mixes (mixer.go), or nil
+	cfg Config
+	// strictHandOver: no result is handed over before it is computed
+	// (promise.go), as when a run that did so broke a promise.
+	strictHandOver bool
+	rng            *rand.Rand // the network's randomness
+	q              queue
+	now            time.Duration
+	peers          []*simPeer
+	byID           map[gossip.PeerID]int
+	lat            latency
+	speed          computeSpeeds // nil: training takes no virtual time
+	pool           *trainPool    // runs updates on every core (compute.go, overlap.go)
+	mixer          *lazyMixer    // defers D-PSGD's mixes (mixer.go), or nil
 	// gpu is the device the peers train on (nil: the CPU), peerBatch
 	// Config.PeerBatch resolved for it, batch the batcher of their
 	// updates (nil: each alone; batch.go).
@@ -134,8 +138,41 @@ func Run(ctx context.Context, cfg Config, onRow func(Row), opts ...Option) (*Res
 	return res, err
 }
 
-// run simulates cfg on gpu (nil: the CPU), which choice describes.
+// run simulates cfg on gpu (nil: the CPU), which choice describes: once,
+// or, where a result handed over before it was computed broke its
+// promise (promise.go), again, each handed over once computed, the rows
+// filed before not filed twice.
 func run(ctx context.Context, cfg Config, gpu compute.Backend, choice device.Choice, onRow func(Row), opts ...Option) (*Result, error) {
+	filed := 0
+	count := func(r Row) {
+		filed++
+		if onRow != nil {
+			onRow(r)
+		}
+	}
+	res, err := runOnce(ctx, cfg, gpu, choice, count, opts...)
+	if !misspeculated(err) {
+		return res, err
+	}
+	why := err.Error()
+	again := func(r Row) {
+		if filed > 0 {
+			filed-- // filed by the first run, the same
+			return
+		}
+		if onRow != nil {
+			onRow(r)
+		}
+	}
+	res, err = runOnce(ctx, cfg, gpu, choice, again, append(opts, func(s *sim) { s.strictHandOver = true })...)
+	if res != nil {
+		res.Device.Note = strings.TrimPrefix(res.Device.Note+"; simulated twice: "+strings.TrimPrefix(why, "simulation: ")+", so the run was simulated again, each update handed over once computed", "; ")
+	}
+	return res, err
+}
+
+// runOnce is run's one simulation.
+func runOnce(ctx context.Context, cfg Config, gpu compute.Backend, choice device.Choice, onRow func(Row), opts ...Option) (*Result, error) {
 	train, test, _, err := dataset.Load(cfg.Dataset, dataset.LoadOptions{OpenOptions: dataset.OpenOptions{Seed: cfg.Seed,
 		CSV: dataset.CSVOptions{LabelColumn: cfg.LabelColumn}, TestFraction: cfg.TestFraction}, Scale: cfg.Scale})
 	if err != nil {
@@ -241,9 +278,7 @@ func (s *sim) onHost(xs [][]float32, peers []int) {
 	if err := s.batch.fetch(vs); err != nil && s.err == nil {
 		s.err = err
 	}
-	if s.batch.failure != nil && s.err == nil {
-		s.err = s.batch.failure // a mix on the device failed
-	}
+	s.batchFailed()
 }
 
 // consensus is the consensus distance of xs (every peer's model, or the

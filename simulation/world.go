@@ -81,7 +81,7 @@ func (w *world) Train(req *gossip.TrainRequest) {
 	if w.s.batch != nil && p.tr.Batchable(req) {
 		// The update waits for its batch (batch.go); its done event
 		// starts the batch if it comes up first.
-		job := w.s.batch.add(p.tr, req)
+		job := w.s.batch.add(p.tr, req, p.ID())
 		w.s.q.push(&event{at: w.s.now + w.s.trainTime(w.i, p.tr.Work(req)), kind: evTrainDone, peer: w.i, job: job})
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
 )
@@ -118,8 +119,9 @@ type batchJob struct {
 	req   *gossip.TrainRequest
 	steps int
 	bs    int
-	rows  []int   // steps×bs (none under DP-SGD)
-	y     []int32 // steps×bs
+	into  []float32 // where a merging update goes (RunBatchInto), if not nil
+	rows  []int     // steps×bs (none under DP-SGD)
+	y     []int32   // steps×bs
 	lr    []float32
 	loss  float64 // Σ over steps of the step's mean loss
 	// Under DP-SGD: the clip (0 without), the lot of the step being
@@ -138,16 +140,37 @@ type batchJob struct {
 // together, Cap at a time, the longest first; an update's result reuses
 // its request's Params, as Run does.
 func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainRequest) ([]*gossip.TrainResult, error) {
-	if len(trainers) != len(reqs) {
-		return nil, fmt.Errorf("trainer: %d trainers for %d requests", len(trainers), len(reqs))
+	return RunBatchInto(ws, trainers, reqs, nil)
+}
+
+// RunBatchInto is RunBatch writing the update of a request that merges
+// (MixWith) into[i], where into[i] is not nil, instead of a new vector:
+// a caller that hands the result over before the batch has run (a
+// simulator's) names its vector beforehand. The update of a request
+// without MixWith is written to its own Params, as always; into[i] must
+// be nil for it.
+func RunBatchInto(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainRequest, into [][]float32) ([]*gossip.TrainResult, error) {
+	if len(trainers) != len(reqs) || (into != nil && len(into) != len(reqs)) {
+		return nil, fmt.Errorf("trainer: %d trainers and %d vectors for %d requests", len(trainers), len(into), len(reqs))
 	}
 	st := ws.stack
 	spec := st.Spec()
+	dst := func(i int) []float32 {
+		if into == nil {
+			return nil
+		}
+		return into[i]
+	}
+	for i, req := range reqs {
+		if v := dst(i); v != nil && (req.Op != gossip.OpUpdate || req.MixWith == nil || len(v) != st.NumParams()) {
+			return nil, fmt.Errorf("trainer: request %d (op %d) given a vector of %d values to write to: only a merging update of %d takes one", req.ID, req.Op, len(v), st.NumParams())
+		}
+	}
 	// The merges, side by side, but for updates that start from models
 	// kept on the device, which merge there (run).
 	eachJob(len(reqs), func(i int) {
 		if ws.res == nil || reqs[i].Op != gossip.OpUpdate || trainers[i].cfg.DP.Enabled() {
-			reqs[i].Resolve()
+			resolveInto(reqs[i], dst(i))
 		}
 	})
 	jobs := make([]*batchJob, len(reqs))
@@ -162,7 +185,7 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 		if t.data.D != spec.Inputs {
 			return nil, fmt.Errorf("trainer: data has %d features, model %d inputs", t.data.D, spec.Inputs)
 		}
-		j := &batchJob{i: i, t: t, req: req, steps: t.Steps(req), bs: t.batchSize()}
+		j := &batchJob{i: i, t: t, req: req, steps: t.Steps(req), bs: t.batchSize(), into: dst(i)}
 		if t.cfg.DP.Enabled() {
 			j.clip = t.cfg.DP.Clip // its lots are drawn as it trains
 		}
@@ -354,4 +377,15 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 		out[j.i].SumSquares, out[j.i].Measured = w.sums[i], true
 	}
 	return nil
+}
+
+// resolveInto is req.Resolve, its merge written to into where into is
+// not nil.
+func resolveInto(req *gossip.TrainRequest, into []float32) {
+	if into == nil || req.MixWith == nil {
+		req.Resolve()
+		return
+	}
+	merge.Interpolate(into, req.Params, req.MixWith, req.MixWeight)
+	req.Params, req.MixWith, req.MixWeight = into, nil, 0
 }

@@ -230,7 +230,7 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 		case !okA || !okB:
 			r.fetch(req.Params) // merged on the host
 			r.fetch(req.MixWith)
-			req.Resolve()
+			resolveInto(req, j.into)
 			w.forget = append(w.forget, req.Params)
 			be.Copy(dst.Slice(i*r.size, (i+1)*r.size), compute.Host(req.Params))
 		case req.MixWith != nil:
@@ -245,8 +245,12 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 	// The mixes' new host vectors, not cleared: a result is stored to
 	// its vector in full, or left on the device until fetched in full.
 	for _, i := range w.mixRows {
-		jobs[i].req.Params = compute.Unzeroed(r.size)
-		w.params[i] = jobs[i].req.Params
+		v := jobs[i].into // named by the caller (RunBatchInto), or new
+		if v == nil {
+			v = compute.Unzeroed(r.size)
+		}
+		jobs[i].req.Params = v
+		w.params[i] = v
 	}
 	be.InterpolateRows(dst, r.arena, r.size, w.mixRows, w.mixA, w.mixB, w.mixW)
 	w.copySlots(dst, r.arena, w.cpRows, w.cpSrc)

@@ -3,6 +3,7 @@ package trainer
 import (
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,13 @@ func TestLeaveOnDevice(t *testing.T) {
 // returns the last round's models (fetched), the resident counts after
 // two rounds and how many of the last results were left on the device.
 func residentRounds(t *testing.T, dev *backendtest.Device, onDev bool, maxSlots int, lazy bool) ([][]float32, ResidentStats, int) {
+	return residentRoundsInto(t, dev, onDev, maxSlots, lazy, false)
+}
+
+// residentRoundsInto is residentRounds naming, with into, the vector each
+// merging update is written to beforehand (RunBatchInto), filled with NaN
+// so that a read of it before the batch wrote it shows.
+func residentRoundsInto(t *testing.T, dev *backendtest.Device, onDev bool, maxSlots int, lazy, into bool) ([][]float32, ResidentStats, int) {
 	t.Helper()
 	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
 	m, err := model.New(spec)
@@ -105,12 +113,27 @@ func residentRounds(t *testing.T, dev *backendtest.Device, onDev bool, maxSlots 
 		t.Fatal("no device to leave the models on")
 	}
 	type snapshot struct{ v, was []float32 }
-	var named []snapshot // every vector a request named, as it was
+	var shared []snapshot // every vector a request named, as it was
 	var stats ResidentStats
 	for round := range 4 {
-		out, err := RunBatch(ws, trainers, reqs)
+		var named [][]float32 // the vectors the updates go to (into)
+		if into {
+			named = make([][]float32, len(reqs))
+			for i, req := range reqs {
+				if req.MixWith != nil {
+					named[i] = make([]float32, len(req.Params))
+					poisonStale([][]float32{named[i]})
+				}
+			}
+		}
+		out, err := RunBatchInto(ws, trainers, reqs, named)
 		if err != nil {
 			t.Fatal(err)
+		}
+		for i, v := range named {
+			if v != nil && &out[i].Params[0] != &v[0] {
+				t.Fatalf("round %d: update %d not written to the vector named for it", round, i)
+			}
 		}
 		for _, r := range out {
 			if !lazy { // else once fetched, below
@@ -133,7 +156,7 @@ func residentRounds(t *testing.T, dev *backendtest.Device, onDev bool, maxSlots 
 			for _, r := range out {
 				checkMeasured(t, "resident", r)
 			}
-			for _, n := range named {
+			for _, n := range shared {
 				if !slices.Equal(n.v, n.was) {
 					t.Errorf("on the device %v: a vector a request named was written in place", onDev)
 				}
@@ -157,7 +180,7 @@ func residentRounds(t *testing.T, dev *backendtest.Device, onDev bool, maxSlots 
 				other := out[(i+1)%len(out)].Params
 				req.MixWith, req.MixWeight = other, 0.25*float32(1+i%3)
 				if !lazy { // a vector left on the device is NaN on the host until fetched
-					named = append(named, snapshot{r.Params, slices.Clone(r.Params)}, snapshot{other, slices.Clone(other)})
+					shared = append(shared, snapshot{r.Params, slices.Clone(r.Params)}, snapshot{other, slices.Clone(other)})
 				}
 			} else {
 				ws.Fetch(r.Params)                  // read on the host:
@@ -168,6 +191,43 @@ func residentRounds(t *testing.T, dev *backendtest.Device, onDev bool, maxSlots 
 		runtime.GC() // older vectors are garbage: their slots come back
 	}
 	panic("unreachable")
+}
+
+// TestRunBatchInto: merging updates written to vectors named beforehand
+// (RunBatchInto) give the CPU's bits, on the device with an arena of any
+// size (a full one merges on the host, into the named vector too) and
+// left there or not; a vector named for an update that does not merge
+// is refused.
+func TestRunBatchInto(t *testing.T) {
+	dev := backendtest.NewDevice()
+	want, _, _ := residentRounds(t, dev, false, 0, false)
+	for _, slots := range []int{0, 3} {
+		for _, lazy := range []bool{false, true} {
+			got, _, _ := residentRoundsInto(t, dev, true, slots, lazy, true)
+			for i := range want {
+				if !slices.Equal(got[i], want[i]) {
+					t.Errorf("arena of %d slots, left on the device %v: model %d differs from the CPU's", slots, lazy, i)
+				}
+			}
+		}
+	}
+	spec := model.Spec{Kind: model.MLP, Inputs: 12, Hidden: []int{8}, Classes: 4}
+	m, err := model.New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainers, reqs := batchFleet(t, spec, m)
+	st, err := model.NewStack(spec, 8, model.WithBackend(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := NewBatchWorkspace(st)
+	defer ws.Close()
+	named := make([][]float32, len(reqs))
+	named[0] = make([]float32, m.NumParams())
+	if _, err := RunBatchInto(ws, trainers, reqs, named); err == nil || !strings.Contains(err.Error(), "only a merging update") {
+		t.Fatalf("a vector named for an update that does not merge: %v", err)
+	}
 }
 
 // sizedDevice is the emulated device claiming a size.
