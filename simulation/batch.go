@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -143,11 +144,13 @@ type batcher struct {
 	// the first promise broken (or batch failed), found on the batches'
 	// goroutine (check).
 	admits  func(ss float64) bool
+	grads   bool // D-PSGD's gradients promised, not a random walk's updates
 	outputs map[*float32]struct{}
 	missed  atomic.Pointer[error]
 	intos   [][]float32 // the batches' goroutine's scratch list
-	// promised counts the results promised.
-	promised uint64
+	// promised counts the results promised, lastPromised is the number of
+	// the batch that holds the last.
+	promised, lastPromised uint64
 }
 
 type batchItem struct {
@@ -162,6 +165,7 @@ type batchItem struct {
 // it is done, err set first if it failed).
 type batchWork struct {
 	items   []batchItem
+	seq     uint64 // a batch's number, from 1 (batcher.batches)
 	fetch   [][]float32
 	mix     bool // carry out the mixes pending (lazyMixer.flushOn)
 	measure *consensusWork
@@ -226,7 +230,7 @@ func (b *batcher) serve(wk batchWork, gpu compute.Backend) {
 	case wk.mix:
 		func() {
 			defer deviceFailure(gpu, "mixing models on the device", wk.err)
-			b.mixer.flushOn(ws)
+			b.mixer.flushOn(ws, math.MaxUint64)
 		}()
 		close(wk.done)
 		return
@@ -257,7 +261,7 @@ func (b *batcher) serve(wk batchWork, gpu compute.Backend) {
 		switch {
 		case b.mixer == nil:
 		case b.mixer.dev != nil:
-			b.mixer.flushOn(ws) // the mixes the requests start from, with the rest pending
+			b.mixer.flushOn(ws, wk.seq) // the mixes the requests start from, with the rest pending
 		default:
 			compute.ForEach(len(reqs), runtime.GOMAXPROCS(0), func(i int) { b.mixer.hostValues(reqs[i].Params) })
 		}
@@ -294,6 +298,9 @@ func deviceFailure(gpu compute.Backend, what string, err *error) {
 func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest, peer gossip.PeerID) *trainJob {
 	j := &trainJob{queued: true, batched: true} // done is its batch's (flush)
 	var into []float32
+	if b.admits != nil && b.startsAfter(req) {
+		b.flush()
+	}
 	if b.promises(req) {
 		into = b.promise(j, tr, req, string(peer))
 	}
@@ -321,7 +328,7 @@ func (b *batcher) flush() {
 	if b.mixes() {
 		b.mixer.cover() // this batch mixes first
 	}
-	b.work <- batchWork{items: items}
+	b.work <- batchWork{items: items, seq: b.batches}
 }
 
 // leaveOnDevice makes the batches leave the models they train on the

@@ -107,12 +107,12 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 	}
 	if s.batch != nil && s.leaveOnDevice() {
 		s.batch.leaveOnDevice()
-		s.promiseResults()
 	}
 	if gc := s.peers[0].Core().Config(); s.mixer != nil && s.mixer.dev != nil && gc.HandsMixes() {
 		// The gradients go nowhere but to the mixes, on the device.
 		s.batch.ws.LeaveGradients(testPoison, s.vectorBlock())
 	}
+	s.promiseResults()
 	if gossip.SamplesPeers(cfg.Protocol) || cfg.Sampling == gossip.SamplingHyParView {
 		for i, contacts := range s.bootstraps(all) {
 			s.peers[i].SetPeers(contacts)

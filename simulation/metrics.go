@@ -71,8 +71,8 @@ type DeviceTime struct {
 	WaitedSeconds float64 `json:"waited_seconds"`
 	Waits         uint64  `json:"waits"`
 	// Promised counts the updates whose results the event loop took
-	// before their batch had computed them (a random walk's on a device:
-	// promise.go), so without waiting for it.
+	// before their batch had computed them (a random walk's or D-PSGD's
+	// gradients on a device: promise.go), so without waiting for it.
 	Promised uint64 `json:"promised,omitempty"`
 	// Calls, with Config.DeviceProfile, is the time of the device's calls
 	// by name, the longest first, each call timed apart (so the run's

@@ -53,6 +53,10 @@ type lazyMixer struct {
 	// beside the event loop until stop is closed.
 	fresh chan []float32
 	stop  chan struct{}
+	// admits, where set (D-PSGD's gradients promised: promise.go), checks
+	// a mix's Σx² as the peers' cores do: SumLater then gives a pending
+	// mix's as 0, which passes, and flushOn checks the real one.
+	admits func(ss float64) bool
 }
 
 // lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g.
@@ -66,6 +70,12 @@ type lazyMix struct {
 	ss   float64 // Σ dst², once resolved
 	seq  uint64  // its order among the mixes
 	done bool    // on a device: resolved (guarded by the mixer's mu)
+	// after is the number of the batch whose gradients it may read, still
+	// promised when it was recorded: it runs only once that batch has
+	// (0: none). Vouched says its sum was given as 0 before it was
+	// computed (SumLater), to be checked (guarded by mu).
+	after   uint64
+	vouched bool
 }
 
 // newLazyMixer returns a mixer of models of size values, whose vectors
@@ -116,6 +126,9 @@ var _ gossip.Mixer = (*lazyMixer)(nil)
 // Mix implements gossip.Mixer.
 func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
 	p := &lazyMix{dst: dst, xs: xs, w: w, g: g, a: a}
+	if m.admits != nil {
+		p.after = m.dev.lastPromised // the batch of the last gradient promised, which may be g
+	}
 	if testPoison {
 		poison(dst) // a read before it is resolved shows
 	}
@@ -179,12 +192,14 @@ func (m *lazyMixer) coming(p *lazyMix) bool {
 	return !p.done && p.seq > m.tried && p.seq <= m.covered
 }
 
-// flushOn carries out every pending mix on ws's device, on the batches'
+// flushOn carries out the pending mixes on ws's device that may run
+// before batch number next (all: math.MaxUint64), on the batches'
 // goroutine: a call per generation (a mix whose input is another's
 // result after it).
-func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace) {
+func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 	ps, upTo := m.pendingMixes()
-	defer func() { // done or failed (a device failure panics)
+	ps = slices.DeleteFunc(ps, func(p *lazyMix) bool { return p.after >= next }) // their gradients are to come
+	defer func() {                                                               // done or failed (a device failure panics)
 		m.mu.Lock()
 		m.tried = max(m.tried, upTo)
 		m.mu.Unlock()
@@ -219,12 +234,22 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace) {
 		}
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, p := range ps {
 		p.done = true
 		delete(m.pending, &p.dst[0])
 		p.xs, p.w, p.g = nil, nil, nil
+		if p.vouched && !m.admits(p.ss) {
+			m.dev.miss(&errMisspeculated{what: "a mixed model", ss: p.ss})
+		}
 	}
-	m.mu.Unlock()
+}
+
+// needs reports whether v is a pending mix that must wait for batch
+// number k (after).
+func (m *lazyMixer) needs(v []float32, k uint64) bool {
+	p := m.find(v)
+	return p != nil && p.after >= k
 }
 
 // pendingMixes returns the mixes pending now, in no order, and the order
@@ -267,6 +292,17 @@ func (m *lazyMixer) hostValues(vs ...[]float32) {
 
 // SumLater implements gossip.Mixer.
 func (m *lazyMixer) SumLater(v []float32) func() float64 {
+	if p := m.find(v); p != nil && m.admits != nil {
+		return func() float64 {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if p.done {
+				return p.ss
+			}
+			p.vouched = true // checked once computed (flushOn)
+			return 0
+		}
+	}
 	if p := m.find(v); p != nil {
 		return func() float64 {
 			m.resolve(p)

@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -218,7 +219,7 @@ func TestMixWaitsForSentBatch(t *testing.T) {
 						t.Fatalf("flush: panic %v", r)
 					}
 				}()
-				m.flushOn(ws)
+				m.flushOn(ws, math.MaxUint64)
 			}()
 			if failing { // the mix asked for alone, which fails in turn
 				wk := <-b.work

@@ -3,6 +3,7 @@ package simulation
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model/compute"
@@ -31,16 +32,28 @@ import (
 // would have refused it, so the run ends (errMisspeculated) and is
 // simulated again, handing each result over once computed (run). The
 // rows filed before were checked first, and are not filed twice.
+//
+// Plain D-PSGD's gradients (gossip.Config.HandsMixes) are promised the
+// same way: a gradient goes nowhere but into its peer's mix on the
+// device, and the core checks only that it is finite. Its mix may then
+// read a gradient still to come: it carries the number of the batch of
+// the last gradient promised before it (lazyMix.after) and runs only
+// after that batch, and a request that starts from such a mix starts a
+// new batch first. The sums of the mixes, which their receivers check,
+// are given as 0 while a mix is pending (lazyMixer.SumLater) and checked
+// once it has run (flushOn). A receiver that finds the mix run checks
+// the real sum, so whether a diverged run breaks a promise depends on
+// timing, but its numbers do not.
 
 // errMisspeculated is the error of a run whose promised result failed
 // the check its hand-over passed.
 type errMisspeculated struct {
-	peer string
+	what string // "peer p00011's update"
 	ss   float64
 }
 
 func (e *errMisspeculated) Error() string {
-	return fmt.Sprintf("simulation: peer %s's update, handed over before it was computed, has a model of Σx² %v, which the checks it passed refuse", e.peer, e.ss)
+	return fmt.Sprintf("simulation: %s, handed over before it was computed, has Σx² %v, which the checks it passed refuse", e.what, e.ss)
 }
 
 // misspeculated reports whether err is a run's errMisspeculated.
@@ -49,41 +62,66 @@ func misspeculated(err error) bool {
 	return errors.As(err, &e)
 }
 
-// promiseResults has the batcher promise the results of updates it
-// leaves on the device, unless the run hands each over once computed.
+// promiseResults has the batcher promise the results of a random walk's
+// updates it leaves on the device, or of plain D-PSGD's gradients, which
+// go nowhere but to mixes on the device (and the mixer the sums of the
+// mixes), unless the run hands each over once computed.
 func (s *sim) promiseResults() {
-	if !s.batch.lazy || s.strictHandOver {
+	if s.batch == nil || s.strictHandOver {
 		return
 	}
 	gc, n := s.peers[0].Core().Config(), len(s.init)
-	s.batch.admits = func(ss float64) bool { return gc.Admits(ss, n) }
+	admits := func(ss float64) bool { return gc.Admits(ss, n) }
+	switch {
+	case s.batch.lazy:
+		s.batch.admits = admits
+	case s.batch.mixes() && gc.HandsMixes() && !s.cfg.DP.Enabled():
+		s.batch.admits, s.batch.grads, s.mixer.admits = admits, true, admits
+	}
 }
 
-// promises reports whether the batcher promises req's result.
+// promises reports whether the batcher promises req's result: an
+// update's, or with grads a gradient's.
 func (b *batcher) promises(req *gossip.TrainRequest) bool {
-	return b.admits != nil && req.Op == gossip.OpUpdate && len(req.Params) > 0
+	if b.admits == nil || len(req.Params) == 0 {
+		return false
+	}
+	if b.grads {
+		return req.Op == gossip.OpGradient
+	}
+	return req.Op == gossip.OpUpdate
+}
+
+// startsAfter reports whether req, promised or not, starts from a result
+// still promised in the batch being gathered, or from a mix that must
+// wait for it: that batch must be sent first.
+func (b *batcher) startsAfter(req *gossip.TrainRequest) bool {
+	return b.gathering(req.Params) || b.gathering(req.MixWith) || (b.grads && b.mixer.needs(req.Params, b.batches+1))
 }
 
 // promise makes j, the job of req, a promise, and returns the vector the
-// update will be written to if it merges (nil: its own Params). A request
-// that starts from a result still promised in the batch being gathered
-// sends that batch first.
+// update will be written to if it merges or is a gradient (nil: its own
+// Params).
 func (b *batcher) promise(j *trainJob, tr *trainer.Trainer, req *gossip.TrainRequest, peer string) []float32 {
-	if b.gathering(req.Params) || b.gathering(req.MixWith) {
-		b.flush()
-	}
+	// Σx² 0 passes the core's checks; the batch checks the real one.
+	j.promise = &gossip.TrainResult{ID: req.ID, Examples: tr.Work(req), Measured: true}
+	j.peer = peer
 	out, into := req.Params, []float32(nil)
-	if req.MixWith != nil {
+	switch {
+	case b.grads:
+		into = b.mixer.Vector(len(req.Params)) // written in full by the batch
+		out, j.promise.Grad = into, into
+	case req.MixWith != nil:
 		into = compute.Unzeroed(len(req.Params)) // written in full by the batch
-		out = into
+		out, j.promise.Params = into, into
+	default:
+		j.promise.Params = out
 	}
 	if testPoison {
 		poison(into) // a read before the batch wrote it shows
 	}
-	// Σx² 0 passes the core's checks; the batch checks the real one.
-	j.promise = &gossip.TrainResult{ID: req.ID, Params: out, Examples: tr.Work(req), Measured: true}
-	j.peer = peer
 	b.promised++
+	b.lastPromised = b.batches + 1 // the number the batch being gathered will have
 	if b.outputs == nil {
 		b.outputs = map[*float32]struct{}{}
 	}
@@ -107,16 +145,23 @@ func (b *batcher) gathering(v []float32) bool {
 func (b *batcher) keep(items []batchItem, res []*gossip.TrainResult, err error) {
 	for i, it := range items {
 		p := it.job.promise
-		switch {
-		case p == nil:
-		case err != nil:
+		if p == nil {
+			continue
+		}
+		if err != nil {
 			b.miss(err)
 			return
-		case len(res[i].Params) != len(p.Params) || &res[i].Params[0] != &p.Params[0]:
-			b.miss(fmt.Errorf("simulation: peer %s's update was written to another vector than the one handed over", it.job.peer))
+		}
+		got, want, what, ok := res[i].Params, p.Params, "update", b.admits(res[i].SumSquares)
+		if b.grads { // a gradient is only checked to be finite (gossip.Core.badVector)
+			got, want, what, ok = res[i].Grad, p.Grad, "gradient", !math.IsNaN(res[i].SumSquares) && !math.IsInf(res[i].SumSquares, 0)
+		}
+		switch {
+		case len(got) != len(want) || &got[0] != &want[0]:
+			b.miss(fmt.Errorf("simulation: peer %s's %s was written to another vector than the one handed over", it.job.peer, what))
 			return
-		case !b.admits(res[i].SumSquares):
-			b.miss(&errMisspeculated{peer: it.job.peer, ss: res[i].SumSquares})
+		case !ok:
+			b.miss(&errMisspeculated{what: fmt.Sprintf("peer %s's %s", it.job.peer, what), ss: res[i].SumSquares})
 			return
 		}
 	}

@@ -144,11 +144,11 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 }
 
 // RunBatchInto is RunBatch writing the update of a request that merges
-// (MixWith) into[i], where into[i] is not nil, instead of a new vector:
-// a caller that hands the result over before the batch has run (a
-// simulator's) names its vector beforehand. The update of a request
-// without MixWith is written to its own Params, as always; into[i] must
-// be nil for it.
+// (MixWith), or a gradient (OpGradient), into[i], where into[i] is not
+// nil, instead of a new vector: a caller that hands the result over
+// before the batch has run (a simulator's) names its vector beforehand.
+// The update of a request without MixWith is written to its own Params,
+// as always; into[i] must be nil for it, and for sufficient factors.
 func RunBatchInto(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainRequest, into [][]float32) ([]*gossip.TrainResult, error) {
 	if len(trainers) != len(reqs) || (into != nil && len(into) != len(reqs)) {
 		return nil, fmt.Errorf("trainer: %d trainers and %d vectors for %d requests", len(trainers), len(into), len(reqs))
@@ -162,8 +162,8 @@ func RunBatchInto(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainR
 		return into[i]
 	}
 	for i, req := range reqs {
-		if v := dst(i); v != nil && (req.Op != gossip.OpUpdate || req.MixWith == nil || len(v) != st.NumParams()) {
-			return nil, fmt.Errorf("trainer: request %d (op %d) given a vector of %d values to write to: only a merging update of %d takes one", req.ID, req.Op, len(v), st.NumParams())
+		if v := dst(i); v != nil && (!(req.Op == gossip.OpUpdate && req.MixWith != nil || req.Op == gossip.OpGradient) || len(v) != st.NumParams()) {
+			return nil, fmt.Errorf("trainer: request %d (op %d) given a vector of %d values to write to: only a merging update or a gradient of %d takes one", req.ID, req.Op, len(v), st.NumParams())
 		}
 	}
 	// The merges, side by side, but for updates that start from models
@@ -339,11 +339,18 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 	// allocations, w.gradBlock each (LeaveGradients).
 	kept := w.leaveGrads && jobs[0].req.Op != gossip.OpFactors && w.res.room(len(jobs))
 	w.grads = slices.Grow(w.grads, len(jobs))[:len(jobs)]
-	if kept {
+	switch {
+	case jobs[0].into != nil: // named by the caller (RunBatchInto)
+		for i, j := range jobs {
+			if w.grads[i] = j.into; j.into == nil {
+				w.grads[i] = compute.Unzeroed(w.stack.NumParams())
+			}
+		}
+	case kept:
 		for i := 0; i < len(jobs); i += w.gradBlock {
 			copy(w.grads[i:], compute.UnzeroedRows(min(w.gradBlock, len(jobs)-i), w.stack.NumParams()))
 		}
-	} else {
+	default:
 		for i := range w.grads {
 			w.grads[i] = compute.Unzeroed(w.stack.NumParams())
 		}

@@ -223,6 +223,46 @@ func TestRunBatchInto(t *testing.T) {
 	}
 	ws := NewBatchWorkspace(st)
 	defer ws.Close()
+	// Gradients written to vectors named for them, left on the device or
+	// not: the values of gradients computed alone.
+	grads := func(into bool, leave bool) []*gossip.TrainResult {
+		trainers, reqs := batchFleet(t, spec, m)
+		st, err := model.NewStack(spec, 8, model.WithBackend(dev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := NewBatchWorkspace(st)
+		defer ws.Close()
+		if leave {
+			ws.LeaveGradients(true, 2)
+		}
+		named := make([][]float32, len(reqs))
+		for i, req := range reqs {
+			req.Op = gossip.OpGradient
+			if into {
+				named[i] = make([]float32, m.NumParams())
+			}
+		}
+		out, err := RunBatchInto(ws, trainers, reqs, named)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range named {
+			if v != nil && &out[i].Grad[0] != &v[0] {
+				t.Fatalf("gradient %d not written to the vector named for it", i)
+			}
+			ws.Fetch(out[i].Grad)
+		}
+		return out
+	}
+	want2 := grads(false, false)
+	for _, leave := range []bool{false, true} {
+		for i, r := range grads(true, leave) {
+			if !slices.Equal(r.Grad, want2[i].Grad) || r.SumSquares != want2[i].SumSquares {
+				t.Errorf("left on the device %v: gradient %d written where named differs", leave, i)
+			}
+		}
+	}
 	named := make([][]float32, len(reqs))
 	named[0] = make([]float32, m.NumParams())
 	if _, err := RunBatchInto(ws, trainers, reqs, named); err == nil || !strings.Contains(err.Error(), "only a merging update") {
