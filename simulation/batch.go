@@ -144,7 +144,8 @@ type batcher struct {
 	// the first promise broken (or batch failed), found on the batches'
 	// goroutine (check).
 	admits  func(ss float64) bool
-	grads   bool // D-PSGD's gradients promised, not a random walk's updates
+	grads   bool         // D-PSGD's gradients promised, not a random walk's updates
+	vectors *vectorMaker // a random walk's promised merges' vectors
 	outputs map[*float32]struct{}
 	missed  atomic.Pointer[error]
 	intos   [][]float32 // the batches' goroutine's scratch list
@@ -409,6 +410,9 @@ func (b *batcher) close() {
 	close(b.work)
 	b.wg.Wait()
 	b.check()
+	if b.vectors != nil {
+		b.vectors.close()
+	}
 }
 
 // await waits for job's result, starting its batch if it is still queued.

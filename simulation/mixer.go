@@ -49,10 +49,8 @@ type lazyMixer struct {
 	flushed        *sync.Cond
 	waited         time.Duration // resolves' time waiting for a flush
 	waits          uint64        // and their number, counted as each starts
-	// fresh holds new vectors for Vector, made by makers
-	// beside the event loop until stop is closed.
-	fresh chan []float32
-	stop  chan struct{}
+	// vectors makes new vectors for Vector beside the event loop.
+	vectors *vectorMaker
 	// admits, where set (D-PSGD's gradients promised: promise.go), checks
 	// a mix's Σx² as the peers' cores do: SumLater then gives a pending
 	// mix's as 0, which passes, and flushOn checks the real one.
@@ -79,47 +77,29 @@ type lazyMix struct {
 }
 
 // newLazyMixer returns a mixer of models of size values, whose vectors
-// for results are made on goroutines of their own until close, up to
-// 64 MiB of them ready at a time. Up to block consecutive ones share an
-// allocation (compute.UnzeroedRows; sim.vectorBlock): mixes on a device,
-// whose host vectors are never written unless fetched and are dropped a
-// round later, about together.
+// for results are made on goroutines of their own until close
+// (vectorMaker). Up to block consecutive ones share an allocation
+// (compute.UnzeroedRows; sim.vectorBlock): mixes on a device, whose host
+// vectors are never written unless fetched and are dropped a round
+// later, about together; up to 64 MiB of them are ready at a time on
+// the CPU, where they are written, and 1,024 on a device, where the
+// gradients promised take them too (promise.go).
 func newLazyMixer(size, block int) *lazyMixer {
 	ready := min(256, max(1, (64<<20)/(4*max(1, size))))
-	block = max(1, min(block, ready/max(1, runtime.GOMAXPROCS(0)/4)))
-	m := &lazyMixer{pending: map[*float32]*lazyMix{}, fresh: make(chan []float32, ready), stop: make(chan struct{})}
-	m.flushed = sync.NewCond(&m.mu)
-	for range max(1, runtime.GOMAXPROCS(0)/4) {
-		go func() {
-			for {
-				for _, v := range compute.UnzeroedRows(block, size) { // written in full by its mix, here or on the device
-					select {
-					case m.fresh <- v:
-					case <-m.stop:
-						return
-					}
-				}
-			}
-		}()
+	if block > 1 {
+		ready = 1024
 	}
+	m := &lazyMixer{pending: map[*float32]*lazyMix{}, vectors: newVectorMaker(size, block, ready)}
+	m.flushed = sync.NewCond(&m.mu)
 	return m
 }
 
 // close stops the vector makers.
-func (m *lazyMixer) close() { close(m.stop) }
+func (m *lazyMixer) close() { m.vectors.close() }
 
 // Vector implements gossip.Mixer: a vector made beside the event loop,
 // or here when none is ready.
-func (m *lazyMixer) Vector(n int) []float32 {
-	select {
-	case v := <-m.fresh:
-		if len(v) == n {
-			return v
-		}
-	default:
-	}
-	return compute.Unzeroed(n)
-}
+func (m *lazyMixer) Vector(n int) []float32 { return m.vectors.get(n) }
 
 var _ gossip.Mixer = (*lazyMixer)(nil)
 

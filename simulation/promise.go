@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/peer/trainer"
 )
 
@@ -74,7 +73,9 @@ func (s *sim) promiseResults() {
 	admits := func(ss float64) bool { return gc.Admits(ss, n) }
 	switch {
 	case s.batch.lazy:
-		s.batch.admits = admits
+		// A model's vector each: their lifetimes differ too much to share
+		// allocations (sim.vectorBlock).
+		s.batch.admits, s.batch.vectors = admits, newVectorMaker(n, 1, 256)
 	case s.batch.mixes() && gc.HandsMixes() && !s.cfg.DP.Enabled():
 		s.batch.admits, s.batch.grads, s.mixer.admits = admits, true, admits
 	}
@@ -112,7 +113,7 @@ func (b *batcher) promise(j *trainJob, tr *trainer.Trainer, req *gossip.TrainReq
 		into = b.mixer.Vector(len(req.Params)) // written in full by the batch
 		out, j.promise.Grad = into, into
 	case req.MixWith != nil:
-		into = compute.Unzeroed(len(req.Params)) // written in full by the batch
+		into = b.vectors.get(len(req.Params)) // written in full by the batch
 		out, j.promise.Params = into, into
 	default:
 		j.promise.Params = out

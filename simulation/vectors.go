@@ -1,0 +1,62 @@
+package simulation
+
+import (
+	"runtime"
+
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// vectorMaker makes new host vectors of one size on goroutines of their
+// own, beside the event loop, which takes them (get): the results'
+// vectors of mixes and promised updates (mixer.go, promise.go), written
+// in full where they are computed, or on a device only when fetched.
+// Making one is mostly what the runtime charges for it (its allocation,
+// and marking in proportion, compute.Unzeroed), which the event loop then
+// does not pay.
+type vectorMaker struct {
+	fresh chan []float32
+	stop  chan struct{}
+}
+
+// newVectorMaker starts makers of vectors of size values, up to ready
+// of them ready at a time, up to block consecutive ones sharing an
+// allocation (compute.UnzeroedRows): a quarter of the cores' worth, and
+// two at least where vectors come in blocks (a device's).
+func newVectorMaker(size, block, ready int) *vectorMaker {
+	makers := max(1, runtime.GOMAXPROCS(0)/4)
+	if block > 1 {
+		makers = max(2, makers)
+	}
+	block = max(1, min(block, ready/makers))
+	v := &vectorMaker{fresh: make(chan []float32, ready), stop: make(chan struct{})}
+	for range makers {
+		go func() {
+			for {
+				for _, x := range compute.UnzeroedRows(block, size) {
+					select {
+					case v.fresh <- x:
+					case <-v.stop:
+						return
+					}
+				}
+			}
+		}()
+	}
+	return v
+}
+
+// get returns a vector of n values, whatever it holds: a ready one, or
+// one made here when none is.
+func (v *vectorMaker) get(n int) []float32 {
+	select {
+	case x := <-v.fresh:
+		if len(x) == n {
+			return x
+		}
+	default:
+	}
+	return compute.Unzeroed(n)
+}
+
+// close stops the makers.
+func (v *vectorMaker) close() { close(v.stop) }
