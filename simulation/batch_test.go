@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -354,24 +355,34 @@ func TestAutoTimesBoth(t *testing.T) {
 
 // profilingDevice is the emulated device as a compute.Profiler: it counts
 // its batched GEMMs before Profile and after, and profiles them as one
-// call name.
+// call name. Like a GPU backend, it serialises its profile's updates
+// (the batches and the evaluation call it from goroutines of their own).
 type profilingDevice struct {
 	*backendtest.Device
+	mu     *sync.Mutex
 	on     *bool
 	before *int
 	calls  *compute.CallTimes
 }
 
-func (d profilingDevice) Profile() { *d.on = true }
+func (d profilingDevice) Profile() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	*d.on = true
+}
 func (d profilingDevice) Profiled() []compute.CallTime {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return d.calls.List()
 }
 func (d profilingDevice) GemmStrided(ta, tb bool, m, n, k int, alpha float32, a compute.Tensor, lda, sa int, b compute.Tensor, ldb, sb int, beta float32, c compute.Tensor, ldc, sc, count int) {
+	d.mu.Lock()
 	if *d.on {
 		d.calls.Add("GemmStrided", time.Millisecond, time.Microsecond)
 	} else {
 		*d.before++
 	}
+	d.mu.Unlock()
 	d.Device.GemmStrided(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count)
 }
 
@@ -381,7 +392,7 @@ func (d profilingDevice) GemmStrided(ta, tb bool, m, n, k int, alpha float32, a 
 // device that cannot time its calls.
 func TestDeviceProfile(t *testing.T) {
 	defer func() { testDevice = nil }()
-	d := profilingDevice{backendtest.NewDevice(), new(bool), new(int), &compute.CallTimes{}}
+	d := profilingDevice{backendtest.NewDevice(), &sync.Mutex{}, new(bool), new(int), &compute.CallTimes{}}
 	testDevice = d
 	c := Config{Peers: 8, Rounds: 2, Seed: 1, PeerBatch: 4, Device: "cuda", DeviceProfile: true}
 	res, err := Run(context.Background(), c, nil)

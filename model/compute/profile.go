@@ -32,7 +32,8 @@ type CallTime struct {
 }
 
 // CallTimes adds up the times of calls by name, for a Profiler. Its zero
-// value is empty and ready.
+// value is empty and ready. It is not safe for concurrent use: a
+// Profiler serialises its calls, and its updates with them.
 type CallTimes struct {
 	by map[string]*CallTime
 }
