@@ -76,7 +76,8 @@ type DeviceTime struct {
 	Promised uint64 `json:"promised,omitempty"`
 	// Calls, with Config.DeviceProfile, is the time of the device's calls
 	// by name, the longest first, each call timed apart (so the run's
-	// other figures are of a slower run).
+	// other figures are of a slower run; of both runs where a broken
+	// promise had the run simulated twice, promise.go).
 	Calls []compute.CallTime `json:"calls,omitempty"`
 }
 

@@ -82,12 +82,12 @@ type lazyMix struct {
 // (compute.UnzeroedRows; sim.vectorBlock): mixes on a device, whose host
 // vectors are never written unless fetched and are dropped a round
 // later, about together; up to 64 MiB of them are ready at a time on
-// the CPU, where they are written, and 1,024 on a device, where the
-// gradients promised take them too (promise.go).
+// the CPU, where they are written, and more on a device (readyOnDevice),
+// where they are written only if fetched.
 func newLazyMixer(size, block int) *lazyMixer {
 	ready := min(256, max(1, (64<<20)/(4*max(1, size))))
 	if block > 1 {
-		ready = 1024
+		ready = readyOnDevice(size)
 	}
 	m := &lazyMixer{pending: map[*float32]*lazyMix{}, vectors: newVectorMaker(size, block, ready)}
 	m.flushed = sync.NewCond(&m.mu)

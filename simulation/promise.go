@@ -30,7 +30,9 @@ import (
 // that diverged to NaN or past the norm bound), the checks that passed it
 // would have refused it, so the run ends (errMisspeculated) and is
 // simulated again, handing each result over once computed (run). The
-// rows filed before were checked first, and are not filed twice.
+// rows filed before were checked first, and are not filed twice (on a
+// GPU whose batched results differed by rounding with the batches' make-up,
+// they would be the first run's; the result's rows are all the second's).
 //
 // Plain D-PSGD's gradients (gossip.Config.HandsMixes) are promised the
 // same way: a gradient goes nowhere but into its peer's mix on the
@@ -75,9 +77,12 @@ func (s *sim) promiseResults() {
 	case s.batch.lazy:
 		// A model's vector each: their lifetimes differ too much to share
 		// allocations (sim.vectorBlock).
-		s.batch.admits, s.batch.vectors = admits, newVectorMaker(n, 1, 256)
+		s.batch.admits, s.batch.vectors = admits, newVectorMaker(n, 1, readyOnDevice(n))
 	case s.batch.mixes() && gc.HandsMixes() && !s.cfg.DP.Enabled():
+		// The gradients' vectors in blocks of their own, dropped together
+		// once their round's mixes have run, not held as long as the mixes.
 		s.batch.admits, s.batch.grads, s.mixer.admits = admits, true, admits
+		s.batch.vectors = newVectorMaker(n, s.vectorBlock(), readyOnDevice(n))
 	}
 }
 
@@ -110,7 +115,7 @@ func (b *batcher) promise(j *trainJob, tr *trainer.Trainer, req *gossip.TrainReq
 	out, into := req.Params, []float32(nil)
 	switch {
 	case b.grads:
-		into = b.mixer.Vector(len(req.Params)) // written in full by the batch
+		into = b.vectors.get(len(req.Params)) // written in full by the batch
 		out, j.promise.Grad = into, into
 	case req.MixWith != nil:
 		into = b.vectors.get(len(req.Params)) // written in full by the batch

@@ -31,8 +31,8 @@ func TestPromisedResults(t *testing.T) {
 		want, wantRes := csvOf(t, c)
 		testDevice, testPoison = backendtest.NewDevice(), true
 		c.Device = "cuda"
-		filed := 0
-		res, err := Run(context.Background(), c, func(Row) { filed++ })
+		var filed []Row
+		res, err := Run(context.Background(), c, func(r Row) { filed = append(filed, r) })
 		testDevice, testPoison = nil, false
 		if err != nil {
 			t.Fatal(err)
@@ -46,8 +46,8 @@ func TestPromisedResults(t *testing.T) {
 		switch {
 		case got.String() != want:
 			t.Fatalf("%s lr %g: on the device:\n%s\non the CPU:\n%s", tc.protocol, lr, got.String(), want)
-		case filed != len(res.Rows):
-			t.Fatalf("%s lr %g: %d rows filed, %d in the result", tc.protocol, lr, filed, len(res.Rows))
+		case csvString(t, filed) != want:
+			t.Fatalf("%s lr %g: the rows filed as the run went:\n%s\non the CPU:\n%s", tc.protocol, lr, csvString(t, filed), want)
 		case res.DeviceTime == nil || (res.DeviceTime.Promised == 0) != again: // the second run promises none
 			t.Fatalf("%s lr %g: device time %+v, simulated twice: %v", tc.protocol, lr, res.DeviceTime, again)
 		case (lr > 1) != (rejected > 0) || (lr > 1) != again && (tc.protocol == gossip.RandomWalk || !(lr > 1)):
@@ -58,4 +58,14 @@ func TestPromisedResults(t *testing.T) {
 			t.Fatalf("%s lr %g: the note does not say why: %q", tc.protocol, lr, res.Device.Note)
 		}
 	}
+}
+
+// csvString is rows as metrics.csv.
+func csvString(t *testing.T, rows []Row) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteCSV(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

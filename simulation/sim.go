@@ -359,6 +359,9 @@ func (s *sim) fileRow(res *Result) {
 		}
 		return
 	}
+	if s.err != nil {
+		return // the run ends with its error: a row taken since is not filed (a broken promise's, promise.go)
+	}
 	p.row.setAccuracy(acc)
 	res.Rows = append(res.Rows, p.row)
 	if s.onRound != nil {

@@ -60,3 +60,10 @@ func (v *vectorMaker) get(n int) []float32 {
 
 // close stops the makers.
 func (v *vectorMaker) close() { close(v.stop) }
+
+// readyOnDevice is how many vectors of size values a maker keeps ready
+// on a device, whose host vectors are written only if fetched: 1,024, up
+// to 256 MiB of them (a round of 10,000 peers takes thousands at once).
+func readyOnDevice(size int) int {
+	return min(1024, max(1, (256<<20)/(4*max(1, size))))
+}
