@@ -22,7 +22,6 @@ package gossip
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -471,7 +470,7 @@ func (n *Core) aggregateEqual(dst []float32, xs [][]float32) bool {
 func (n *Core) badVector(r *TrainResult, v []float32, what string) bool {
 	if len(v) == len(n.params) {
 		if ss, ok := r.measuredSum(v); ok {
-			if !math.IsNaN(ss) && !math.IsInf(ss, 0) {
+			if AdmitsTrained(ss) {
 				return false
 			}
 		} else if merge.Finite(v) {

@@ -139,11 +139,13 @@ func (c *Config) normBound(n int) float64 {
 // over before its values exist, with a sum that passes, checks the
 // real sum by it once they do.
 func (c *Config) Admits(ss float64, n int) bool {
-	if math.IsNaN(ss) || math.IsInf(ss, 0) {
-		return false
-	}
-	return c.MaxNorm < 0 || math.Sqrt(ss) <= c.normBound(n)
+	return AdmitsTrained(ss) && (c.MaxNorm < 0 || math.Sqrt(ss) <= c.normBound(n))
 }
+
+// AdmitsTrained reports whether a trained vector whose Σ x² is ss passes
+// the check a node puts a training result to (badVector): finite. A
+// gradient, which only its own node reads, is checked by this alone.
+func AdmitsTrained(ss float64) bool { return !math.IsNaN(ss) && !math.IsInf(ss, 0) }
 
 // DefaultMaxRMS is the default norm bound on received vectors, as a root
 // mean square per value: a vector of n values may have an L2 norm of at

@@ -51,10 +51,6 @@ type lazyMixer struct {
 	waits          uint64        // and their number, counted as each starts
 	// vectors makes new vectors for Vector beside the event loop.
 	vectors *vectorMaker
-	// admits, where set (D-PSGD's gradients promised: promise.go), checks
-	// a mix's Σx² as the peers' cores do: SumLater then gives a pending
-	// mix's as 0, which passes, and flushOn checks the real one.
-	admits func(ss float64) bool
 }
 
 // lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g.
@@ -106,7 +102,7 @@ var _ gossip.Mixer = (*lazyMixer)(nil)
 // Mix implements gossip.Mixer.
 func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
 	p := &lazyMix{dst: dst, xs: xs, w: w, g: g, a: a}
-	if m.admits != nil {
+	if m.promising() {
 		p.after = m.dev.lastPromised // the batch of the last gradient promised, which may be g
 	}
 	if testPoison {
@@ -219,11 +215,17 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 		p.done = true
 		delete(m.pending, &p.dst[0])
 		p.xs, p.w, p.g = nil, nil, nil
-		if p.vouched && !m.admits(p.ss) {
+		if p.vouched && !m.dev.admits(p.ss) {
 			m.dev.miss(&errMisspeculated{what: "a mixed model", ss: p.ss})
 		}
 	}
 }
+
+// promising reports whether the batches promise D-PSGD's gradients
+// (promise.go): a mix may then read one still to come (lazyMix.after),
+// and its Σx² is given as 0 until it has run (SumLater), then checked as
+// the peers' cores check it (flushOn).
+func (m *lazyMixer) promising() bool { return m.dev != nil && m.dev.grads }
 
 // needs reports whether v is a pending mix that must wait for batch
 // number k (after).
@@ -272,7 +274,7 @@ func (m *lazyMixer) hostValues(vs ...[]float32) {
 
 // SumLater implements gossip.Mixer.
 func (m *lazyMixer) SumLater(v []float32) func() float64 {
-	if p := m.find(v); p != nil && m.admits != nil {
+	if p := m.find(v); p != nil && m.promising() {
 		return func() float64 {
 			m.mu.Lock()
 			defer m.mu.Unlock()
@@ -282,8 +284,7 @@ func (m *lazyMixer) SumLater(v []float32) func() float64 {
 			p.vouched = true // checked once computed (flushOn)
 			return 0
 		}
-	}
-	if p := m.find(v); p != nil {
+	} else if p != nil {
 		return func() float64 {
 			m.resolve(p)
 			return p.ss

@@ -3,7 +3,6 @@ package simulation
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/peer/trainer"
@@ -65,8 +64,9 @@ func misspeculated(err error) bool {
 
 // promiseResults has the batcher promise the results of a random walk's
 // updates it leaves on the device, or of plain D-PSGD's gradients, which
-// go nowhere but to mixes on the device (and the mixer the sums of the
-// mixes), unless the run hands each over once computed.
+// go nowhere but to mixes on the device (and with them the mixer the
+// sums of the mixes: lazyMixer.promising), unless the run hands each
+// over once computed.
 func (s *sim) promiseResults() {
 	if s.batch == nil || s.strictHandOver {
 		return
@@ -81,7 +81,7 @@ func (s *sim) promiseResults() {
 	case s.batch.mixes() && gc.HandsMixes() && !s.cfg.DP.Enabled():
 		// The gradients' vectors in blocks of their own, dropped together
 		// once their round's mixes have run, not held as long as the mixes.
-		s.batch.admits, s.batch.grads, s.mixer.admits = admits, true, admits
+		s.batch.admits, s.batch.grads = admits, true
 		s.batch.vectors = newVectorMaker(n, s.vectorBlock(), readyOnDevice(n))
 	}
 }
@@ -159,8 +159,8 @@ func (b *batcher) keep(items []batchItem, res []*gossip.TrainResult, err error) 
 			return
 		}
 		got, want, what, ok := res[i].Params, p.Params, "update", b.admits(res[i].SumSquares)
-		if b.grads { // a gradient is only checked to be finite (gossip.Core.badVector)
-			got, want, what, ok = res[i].Grad, p.Grad, "gradient", !math.IsNaN(res[i].SumSquares) && !math.IsInf(res[i].SumSquares, 0)
+		if b.grads {
+			got, want, what, ok = res[i].Grad, p.Grad, "gradient", gossip.AdmitsTrained(res[i].SumSquares)
 		}
 		switch {
 		case len(got) != len(want) || &got[0] != &want[0]:

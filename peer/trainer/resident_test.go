@@ -216,23 +216,20 @@ func TestRunBatchInto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trainers, reqs := batchFleet(t, spec, m)
-	st, err := model.NewStack(spec, 8, model.WithBackend(dev))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := NewBatchWorkspace(st)
-	defer ws.Close()
-	// Gradients written to vectors named for them, left on the device or
-	// not: the values of gradients computed alone.
-	grads := func(into bool, leave bool) []*gossip.TrainResult {
-		trainers, reqs := batchFleet(t, spec, m)
+	workspace := func() *BatchWorkspace { // closed at the test's end
 		st, err := model.NewStack(spec, 8, model.WithBackend(dev))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ws := NewBatchWorkspace(st)
-		defer ws.Close()
+		t.Cleanup(ws.Close)
+		return ws
+	}
+	// Gradients written to vectors named for them, left on the device or
+	// not: the values of gradients computed alone.
+	grads := func(into bool, leave bool) []*gossip.TrainResult {
+		trainers, reqs := batchFleet(t, spec, m)
+		ws := workspace()
 		if leave {
 			ws.LeaveGradients(true, 2)
 		}
@@ -263,9 +260,10 @@ func TestRunBatchInto(t *testing.T) {
 			}
 		}
 	}
+	trainers, reqs := batchFleet(t, spec, m)
 	named := make([][]float32, len(reqs))
 	named[0] = make([]float32, m.NumParams())
-	if _, err := RunBatchInto(ws, trainers, reqs, named); err == nil || !strings.Contains(err.Error(), "only a merging update") {
+	if _, err := RunBatchInto(workspace(), trainers, reqs, named); err == nil || !strings.Contains(err.Error(), "only a merging update") {
 		t.Fatalf("a vector named for an update that does not merge: %v", err)
 	}
 }
