@@ -34,6 +34,10 @@ type view struct {
 	self    PeerID
 	size    int
 	entries []Descriptor // sorted by ID
+	// keys holds each entry's idKey, in the same order: the searches
+	// compare them first, and strings only where they tie.
+	keys    []uint64
+	selfKey uint64
 	next    time.Duration
 	started bool
 	// pushed is what the last shuffle sent, the contacted peer first,
@@ -43,7 +47,7 @@ type view struct {
 	awaiting PeerID
 }
 
-func newView(self PeerID, size int) *view { return &view{self: self, size: size} }
+func newView(self PeerID, size int) *view { return &view{self: self, size: size, selfKey: idKey(self)} }
 
 // shuffleLen is how many entries a shuffle moves each way.
 func (v *view) shuffleLen() int { return max(1, v.size/2) }
@@ -78,7 +82,10 @@ func (v *view) tick(n *Core) {
 	}
 	v.next = n.now + n.jittered()
 	if v.awaiting != "" { // no answer within a period: dead, gone or lossy
-		v.entries = slices.DeleteFunc(v.entries, func(e Descriptor) bool { return e.ID == v.awaiting })
+		if i, ok := v.find(v.awaiting); ok {
+			v.entries = slices.Delete(v.entries, i, i+1)
+			v.keys = slices.Delete(v.keys, i, i+1)
+		}
 		v.awaiting = ""
 	}
 	for i := range v.entries {
@@ -181,10 +188,14 @@ func (v *view) step(n *Core, m *Message) {
 // or else is dropped.
 func (v *view) merge(entries []Descriptor, sent []PeerID) {
 	for _, d := range entries {
-		if d.ID == v.self || d.ID == "" || d.Age < 0 {
+		if d.ID == "" || d.Age < 0 {
 			continue
 		}
-		i, ok := v.find(d.ID)
+		k := idKey(d.ID)
+		if k == v.selfKey && d.ID == v.self {
+			continue
+		}
+		i, ok := v.findKey(d.ID, k)
 		if ok {
 			v.entries[i].Age = min(v.entries[i].Age, d.Age)
 			continue
@@ -207,30 +218,57 @@ func (v *view) merge(entries []Descriptor, sent []PeerID) {
 			if j < i {
 				i--
 				copy(v.entries[j:i], v.entries[j+1:i+1])
+				copy(v.keys[j:i], v.keys[j+1:i+1])
 			} else {
 				copy(v.entries[i+1:j+1], v.entries[i:j])
+				copy(v.keys[i+1:j+1], v.keys[i:j])
 			}
-			v.entries[i] = d
+			v.entries[i], v.keys[i] = d, k
 			continue
 		}
 		v.entries = slices.Insert(v.entries, i, d)
+		v.keys = slices.Insert(v.keys, i, k)
 	}
 }
 
 // find returns where id is in the entries, which stay sorted by ID, or
 // where it would be inserted (slices.BinarySearch's answer, without its
 // three-way comparisons).
-func (v *view) find(id PeerID) (int, bool) {
-	lo, hi := 0, len(v.entries)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if v.entries[m].ID < id {
-			lo = m + 1
-		} else {
-			hi = m
+func (v *view) find(id PeerID) (int, bool) { return v.findKey(id, idKey(id)) }
+
+// findKey is find of an ID whose idKey is k. The keys order the entries
+// as their IDs do wherever they differ (an ID's key is its first 8 bytes,
+// big-endian, padded with zeros), so the entries whose keys are below k
+// come first, counted without a branch to mispredict (a view is a few
+// dozen entries), and the IDs are compared only among those whose keys
+// tie with k.
+func (v *view) findKey(id PeerID, k uint64) (int, bool) {
+	i := 0
+	for _, km := range v.keys {
+		if km < k {
+			i++
 		}
 	}
-	return lo, lo < len(v.entries) && v.entries[lo].ID == id
+	for ; i < len(v.keys) && v.keys[i] == k; i++ {
+		if e := v.entries[i].ID; e >= id {
+			return i, e == id
+		}
+	}
+	return i, false
+}
+
+// idKey is id's first 8 bytes as a big-endian number, padded with
+// zeros: if a < b, idKey(a) ≤ idKey(b).
+func idKey(id PeerID) uint64 {
+	if len(id) >= 8 {
+		return uint64(id[0])<<56 | uint64(id[1])<<48 | uint64(id[2])<<40 | uint64(id[3])<<32 |
+			uint64(id[4])<<24 | uint64(id[5])<<16 | uint64(id[6])<<8 | uint64(id[7])
+	}
+	var k uint64
+	for i := range len(id) {
+		k |= uint64(id[i]) << (56 - 8*i)
+	}
+	return k
 }
 
 // ViewMembers returns the IDs in the node's view, sorted: Cyclon's, or

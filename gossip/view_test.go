@@ -32,7 +32,7 @@ func TestPermuteIsPerm(t *testing.T) {
 func TestViewFind(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	randID := func() PeerID {
-		b := []byte([]string{"p", "12D3KooW", "12D3KooWAbc"}[rng.IntN(3)])
+		b := []byte([]string{"p", "12D3KooW", "12D3KooWAbc", "self"}[rng.IntN(4)])
 		for range rng.IntN(4) {
 			b = append(b, []byte{0, 'a', 'b', 0xff}[rng.IntN(4)])
 		}
@@ -49,6 +49,14 @@ func TestViewFind(t *testing.T) {
 			v.merge([]Descriptor{{ID: id, Age: int64(rng.IntN(5))}}, ids(v.entries[:min(1, len(v.entries))]))
 			if !slices.IsSortedFunc(v.entries, func(a, b Descriptor) int { return cmp.Compare(a.ID, b.ID) }) {
 				t.Fatalf("view %q is not sorted", ids(v.entries))
+			}
+			if slices.Contains(ids(v.entries), v.self) {
+				t.Fatalf("view %q holds its own node", ids(v.entries))
+			}
+			for i, e := range v.entries {
+				if len(v.keys) != len(v.entries) || v.keys[i] != idKey(e.ID) {
+					t.Fatalf("view %q: keys %x are not its entries'", ids(v.entries), v.keys)
+				}
 			}
 		}
 	}
@@ -103,7 +111,7 @@ func mergeByDelete(v *view, entries []Descriptor, sent []PeerID) {
 		if d.ID == v.self || d.ID == "" || d.Age < 0 {
 			continue
 		}
-		i, ok := v.find(d.ID)
+		i, ok := findByID(v.entries, d.ID)
 		if ok {
 			v.entries[i].Age = min(v.entries[i].Age, d.Age)
 			continue
@@ -113,7 +121,7 @@ func mergeByDelete(v *view, entries []Descriptor, sent []PeerID) {
 			for len(sent) > 0 && !replaced {
 				s := sent[0]
 				sent = sent[1:]
-				if j, ok := v.find(s); ok {
+				if j, ok := findByID(v.entries, s); ok {
 					v.entries = slices.Delete(v.entries, j, j+1)
 					replaced = true
 				}
@@ -121,10 +129,15 @@ func mergeByDelete(v *view, entries []Descriptor, sent []PeerID) {
 			if !replaced {
 				continue
 			}
-			i, _ = v.find(d.ID)
+			i, _ = findByID(v.entries, d.ID)
 		}
 		v.entries = slices.Insert(v.entries, i, d)
 	}
+}
+
+// findByID is a binary search of the entries by ID alone.
+func findByID(es []Descriptor, id PeerID) (int, bool) {
+	return slices.BinarySearchFunc(es, id, func(e Descriptor, id PeerID) int { return cmp.Compare(e.ID, id) })
 }
 
 // BenchmarkViewMerge: a Cyclon shuffle's merge into a full view of the
@@ -163,6 +176,10 @@ func BenchmarkViewMerge(b *testing.B) {
 			for b.Loop() {
 				sh := &shuffles[i%len(shuffles)]
 				v.entries = append(v.entries[:0], sh.view...)
+				v.keys = v.keys[:0]
+				for _, e := range sh.view {
+					v.keys = append(v.keys, idKey(e.ID))
+				}
 				c.merge(v, sh.in, sh.sent)
 				i++
 			}

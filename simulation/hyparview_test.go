@@ -214,10 +214,10 @@ func massInFlight(s *sim) float64 {
 	for _, p := range s.peers {
 		sum += p.Core().PushSumWeight()
 	}
-	for _, x := range s.q.h {
-		if e := x.e; e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
+	s.q.each(func(e *event) {
+		if e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
 			sum += e.orig.Weight
 		}
-	}
+	})
 	return sum
 }

@@ -203,3 +203,45 @@ func TestStepGathersOnce(t *testing.T) {
 	}
 	t.Logf("one step of an MLP 20-16-4 queues %v", counts)
 }
+
+// TestStageRingGrows: an upload larger than a quarter of the ring (a
+// batch's minibatch indices, hundreds of kilobytes) grows the ring instead
+// of copying from pageable memory, which waits for the stream: ten gathers
+// of 100,000 rows each (400 KB of indices apiece) queued one after the
+// other wait for the stream only when the ring grows or wraps, and all
+// come out right on the emulated device, whose stream runs only when the
+// host waits.
+func TestStageRingGrows(t *testing.T) {
+	b, e := emulated(t)
+	const rows, n = 120_000, 100_000
+	src := make([]float32, rows)
+	for i := range src {
+		src[i] = float32(i)
+	}
+	st := b.Load(src)
+	before, wraps := e.syncs, b.stage.wraps
+	dsts := make([]compute.Tensor, 10)
+	for k := range dsts {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = (7*i + 13*k) % rows
+		}
+		dsts[k] = b.Alloc(n)
+		b.GatherRows(dsts[k], st, idx, 1, 1)
+	}
+	if b.stage.grows != 1 || b.stage.size != 2<<20 {
+		t.Fatalf("400 KB uploads: the ring grew %d times to %d bytes, want once to 2 MiB", b.stage.grows, b.stage.size)
+	}
+	if waits, want := e.syncs-before, 1+b.stage.wraps-wraps; waits != want {
+		t.Errorf("ten 400 KB uploads waited for the stream %d times, want %d (the growth and %d wraps)", waits, want, b.stage.wraps-wraps)
+	}
+	for k, d := range dsts {
+		got := make([]float32, n)
+		b.Store(got, d)
+		for i := range got {
+			if want := float32((7*i + 13*k) % rows); got[i] != want {
+				t.Fatalf("gather %d, row %d: %v, want %v: indices overwritten before the device read them", k, i, got[i], want)
+			}
+		}
+	}
+}
