@@ -166,6 +166,12 @@ func (n *Core) Layout() *model.Layout { return n.layout }
 // node; callers must not modify it.
 func (n *Core) Params() []float32 { return n.resolved(n.proto.params(n)) }
 
+// ParamsLater returns Params without resolving it: a vector the Mixer
+// may still have to make (push-sum's estimate, a D-PSGD mix), which the
+// shell resolves, with others at once, before it reads it; Params then
+// returns the same vector while the model does not change.
+func (n *Core) ParamsLater() []float32 { return n.proto.params(n) }
+
 // Cache returns the models kept for voting prediction (random walk; nil
 // for other protocols). The slices must not be modified.
 func (n *Core) Cache() [][]float32 { return n.proto.cache() }

@@ -146,7 +146,7 @@ func (d *dpsgd) begin(n *Core) {
 		// It is measured once here, for receivers in this process
 		// (Message): they check its norm by that.
 		sent := n.params
-		sum := d.sumOf(sent)
+		sum := d.sumOf(n, sent)
 		for _, p := range d.order {
 			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: sent, Weight: deg, sum: sum})
 		}

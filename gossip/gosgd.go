@@ -1,7 +1,5 @@
 package gossip
 
-import "github.com/gossipd/gossipd/merge"
-
 // GoSGD (Blot et al. 2016, "Gossip training for deep learning") is
 // push-sum over a peer-sampling service instead of a graph: every Δ a
 // node takes a gradient step, then sends half of its (x, w) to one peer
@@ -25,10 +23,9 @@ func (p *pushSum) pushRandom(n *Core) {
 		return // alone for now: keep the whole mass
 	}
 	const share = 0.5
-	x := make([]float32, len(n.params)) // share·x, the node's part too
-	merge.ScaleInto(x, n.params, share)
+	x := p.scaled(n, n.params, share) // share·x, the node's part too
 	p.send(n, to, x, share*p.w)
-	copy(n.params, x)
+	p.keepShare(n, x)
 	p.w *= share
 	p.account(n)
 }

@@ -2,6 +2,7 @@ package gossip_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -30,6 +31,13 @@ type harness struct {
 	// quiet counts training results handed over by whether the node
 	// called them quiet; a quiet one that sent fails the test.
 	quiet map[bool]int
+	// recycle delivers each message's Params in a buffer of its own,
+	// overwritten with NaN once the receiver says it did not keep it
+	// (Core.Kept), as a daemon's receive buffer is reused; resolve, where
+	// set, first makes a vector a Mixer holds pending (as a daemon's
+	// encoder reads it).
+	recycle bool
+	resolve func([]float32)
 }
 
 func name(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("n%03d", i)) }
@@ -98,7 +106,20 @@ func (h *harness) deliver() {
 		if h.dead[j] {
 			continue
 		}
+		var buf []float32
+		if h.recycle && len(m.Params) > 0 {
+			if h.resolve != nil {
+				h.resolve(m.Params)
+			}
+			buf = slices.Clone(m.Params)
+			m.Params = buf
+		}
 		h.nodes[j].Step(&m)
+		if buf != nil && !h.nodes[j].Kept() {
+			for k := range buf {
+				buf[k] = float32(math.NaN())
+			}
+		}
 		h.drain(j)
 	}
 }

@@ -5,13 +5,15 @@ import (
 	"github.com/gossipd/gossipd/merge"
 )
 
-// A Mixer carries out D-PSGD's weighted mix for the core, where the shell
-// keeps the models: a simulator defers each peer's mix until something
-// reads it, so that mixes run beside its event loop, many at a time,
-// instead of on it. The core hands a Mixer only the plain weighted mean
-// (merge.WeightedMean) of plain D-PSGD: no compression, no secure
-// aggregation, no outer optimizer. Without one (Config.Mixer nil) the
-// core mixes on the spot.
+// A Mixer carries out a core's weighted mixes of models, where the shell
+// keeps the models: a simulator defers each mix until something reads
+// it, so that mixes run beside its event loop, many at a time, instead
+// of on it. The core hands a Mixer the mixes of plain D-PSGD (the
+// weighted mean, merge.WeightedMean) and of plain push-sum and GoSGD
+// (the step, the shares, the sums of shares received, the de-biased
+// estimate), all with no compression, secure aggregation, robust rule or
+// outer optimizer (HandsMixes). Without one (Config.Mixer nil) the core
+// mixes on the spot.
 //
 // A vector given to Mix as dst is pending until the mixer resolves it;
 // the core reads such a vector only after Resolve, and a pending vector
@@ -19,11 +21,11 @@ import (
 // Params) must be resolved by the shell before it is read. The vectors
 // Mix reads may themselves be pending: the mixer resolves them first.
 type Mixer interface {
-	// Mix arranges for dst to become Σ_j w[j]·xs[j] + a·g, each product
-	// rounded apart from its sum, the terms added in this order (as
-	// merge.Weighted and then merge.Axpy compute it, and
-	// compute.Rows.CombineRows), before anything reads dst. Mix owns
-	// xs and w from then on; the vectors themselves are read only.
+	// Mix arranges for dst to become Σ_j w[j]·xs[j] + a·g (no a·g
+	// where g is nil), each product rounded apart from its sum, the terms
+	// added in this order (merge.Combine; compute.Rows.CombineRows),
+	// before anything reads dst. Mix owns xs and w from then on; the
+	// vectors themselves are read only.
 	Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32)
 	// Resolve makes v hold its values, if it is pending.
 	Resolve(v []float32)
@@ -37,15 +39,39 @@ type Mixer interface {
 }
 
 // HandsMixes reports whether a core of this config hands its mixes to
-// its Mixer: plain D-PSGD (no sparse compression, secure aggregation or
-// outer optimizer) with the weighted mean. Its gradients then go nowhere
-// but to the Mixer, which may keep them where it mixes.
+// its Mixer: plain D-PSGD with the weighted mean, or plain push-sum or
+// GoSGD (no robust rule), with no sparse compression, secure aggregation
+// or outer optimizer. Its gradients then go nowhere but to the Mixer,
+// which may keep them where it mixes, and it never writes a model in
+// place: each mix makes a new vector (Vector).
 func (c *Config) HandsMixes() bool {
-	if c.Mixer == nil || c.Protocol != DPSGD || c.Sparse.Kind != compress.None || c.Secure.Enabled || c.Outer.Enabled() {
+	if c.Mixer == nil || c.Sparse.Kind != compress.None || c.Secure.Enabled || c.Outer.Enabled() {
 		return false
 	}
-	_, mean := c.Aggregator.(merge.WeightedMean)
-	return mean
+	switch c.Protocol {
+	case DPSGD:
+		_, mean := c.Aggregator.(merge.WeightedMean)
+		return mean
+	case PushSum, GoSGD:
+		return !c.robust()
+	}
+	return false
+}
+
+// mixed returns a new vector that the Mixer makes Σ_j w[j]·xs[j] + a·g
+// (Mixer.Mix), of the length of the node's model.
+func (n *Core) mixed(xs [][]float32, w []float32, g []float32, a float32) []float32 {
+	x := n.cfg.Mixer.Vector(len(n.params))
+	n.cfg.Mixer.Mix(x, xs, w, g, a)
+	return x
+}
+
+// laterSum is the known sum of a vector the Mixer makes, for the
+// receivers of the messages that carry it.
+func (n *Core) laterSum(v []float32) knownSum {
+	k := sumOf(v, 0)
+	k.later = n.cfg.Mixer.SumLater(v)
+	return k
 }
 
 // mixes reports whether the core hands its mixes to a Mixer.
@@ -62,14 +88,12 @@ func (n *Core) resolved(v []float32) []float32 {
 
 // sumOf is the known sum of a vector this node sends: measured now, or
 // by the mixer when it resolves the vector.
-func (d *dpsgd) sumOf(v []float32) knownSum {
+func (d *dpsgd) sumOf(n *Core, v []float32) knownSum {
 	if k, ok := d.cfg.initSum(v); ok {
 		return k
 	}
 	if d.mixes() {
-		k := sumOf(v, 0)
-		k.later = d.cfg.Mixer.SumLater(v)
-		return k
+		return n.laterSum(v)
 	}
 	return sumOf(v, merge.SumSquares(v))
 }

@@ -58,11 +58,16 @@ type pushSum struct {
 	// random: GoSGD (gosgd.go): each round's share goes to one peer
 	// drawn from the peer-sampling view, not to the topology's
 	// out-neighbours.
-	random  bool
-	w       float64
-	next    time.Duration
-	cursor  int
-	z       []float32
+	random bool
+	w      float64
+	next   time.Duration
+	cursor int
+	z      []float32
+	// zOf and zW are the model and weight z was made of, where the core
+	// hands its mixes (HandsMixes): z is then a vector of its own, never
+	// written again, remade when either changes.
+	zOf     *float32
+	zW      float64
 	links   map[PeerID]*psLink
 	leaving bool
 	resumed bool   // restored from a saved state: sync the links at start
@@ -123,15 +128,16 @@ func (p *pushSum) resumeAccounts(n *Core, a *Accounts) error {
 	if !(a.Weight > 0) {
 		return fmt.Errorf("%w: saved push-sum weight %v", ErrConfig, a.Weight)
 	}
-	z := slices.Clone(p.estimate(n))
+	z := p.estimate(n)
+	if !p.mixes() {
+		z = slices.Clone(z)
+	}
 	p.w, p.seq, p.accounted, p.resumed = a.Weight, a.Seq, true, len(a.Links) > 0
 	clear(p.links)
 	for _, l := range a.Links {
 		p.links[l.Peer] = &psLink{sent: l.Sent, recv: l.Recv, seqSent: l.SeqSent, seqRecv: l.SeqRecv}
 	}
-	for j := range n.params {
-		n.params[j] = z[j] * float32(p.w)
-	}
+	p.setScaled(n, z, float32(p.w))
 	return nil
 }
 
@@ -170,7 +176,7 @@ func (p *pushSum) undelivered(n *Core, m *Message) {
 		return
 	}
 	l.sent -= m.Weight
-	merge.Axpy(n.params, 1, m.Params)
+	p.add(n, 1, m.Params)
 	p.w += m.Weight
 	p.account(n)
 	n.trace("undelivered", m.To, fmt.Sprintf("share %d (weight %.4g) taken back", m.Round, m.Weight), m.Weight)
@@ -185,12 +191,69 @@ func (p *pushSum) link(id PeerID) *psLink {
 	return l
 }
 
+// estimate is the node's de-biased model, x/w. Where the core hands its
+// mixes it is a vector of its own, made once for each model and weight
+// (the model itself at weight 1: 1·x is x); else a buffer rewritten at
+// each call.
 func (p *pushSum) estimate(n *Core) []float32 {
+	if p.mixes() {
+		if p.w == 1 {
+			return n.params
+		}
+		if len(n.params) > 0 && (p.zOf != &n.params[0] || p.zW != p.w) {
+			p.z = n.mixed([][]float32{n.params}, []float32{float32(1 / p.w)}, nil, 0) // merge.DeBias
+			p.zOf, p.zW = &n.params[0], p.w
+		}
+		return p.z
+	}
 	if len(p.z) != len(n.params) {
 		p.z = make([]float32, len(n.params))
 	}
 	merge.DeBias(p.z, n.params, p.w)
 	return p.z
+}
+
+// mixes reports whether the core hands its mixes to the Mixer: the model
+// is then never written in place, each change a new vector.
+func (p *pushSum) mixes() bool { return p.cfg.HandsMixes() }
+
+// add sets the model to x + a·v (merge.Axpy).
+func (p *pushSum) add(n *Core, a float32, v []float32) {
+	if p.mixes() {
+		n.params = n.mixed([][]float32{n.params}, []float32{1}, v, a)
+		return
+	}
+	merge.Axpy(n.params, a, v)
+}
+
+// setScaled sets the model to a·v (merge.ScaleInto).
+func (p *pushSum) setScaled(n *Core, v []float32, a float32) {
+	if p.mixes() {
+		n.params = n.mixed([][]float32{v}, []float32{a}, nil, 0)
+		return
+	}
+	merge.ScaleInto(n.params, v, a)
+}
+
+// scaled returns a new vector a·v, read only once sent (merge.ScaleInto).
+func (p *pushSum) scaled(n *Core, v []float32, a float32) []float32 {
+	if p.mixes() {
+		return n.mixed([][]float32{v}, []float32{a}, nil, 0)
+	}
+	x := make([]float32, len(v))
+	merge.ScaleInto(x, v, a)
+	return x
+}
+
+// keepShare makes the node's model its share x, which went out in the
+// messages too: x itself where the core hands its mixes (neither is
+// written again), else a copy.
+func (p *pushSum) keepShare(n *Core, x []float32) {
+	if p.mixes() {
+		n.params = x
+		return
+	}
+	copy(n.params, x)
 }
 
 func (p *pushSum) wake(n *Core) time.Duration {
@@ -213,6 +276,10 @@ func (p *pushSum) tick(n *Core) {
 		n.train(OpUpdate, p.from, p.cfg.Outer.Steps, nil)
 		return
 	}
+	if p.mixes() {
+		n.trainShared(OpGradient, p.estimate(n)) // a vector of its own, never written
+		return
+	}
 	n.train(OpGradient, p.estimate(n), 0, nil)
 }
 
@@ -224,7 +291,7 @@ func (p *pushSum) trainDone(n *Core, r *TrainResult) {
 			n.age += float64(r.Examples)
 		}
 	case !n.badVector(r, r.Grad, "gradient"):
-		merge.Axpy(n.params, -float32(p.cfg.LR*p.w), r.Grad) // the step on z = x/w is γ
+		p.add(n, -float32(p.cfg.LR*p.w), r.Grad) // the step on z = x/w is γ
 		n.age += float64(r.Examples)
 	}
 	if p.leaving {
@@ -256,13 +323,12 @@ func (p *pushSum) push(n *Core) {
 	// Every share is share·x, the node's part too: one vector, sent to
 	// the k out-neighbours (a receiver only reads it), then copied into
 	// the node's own.
-	x := make([]float32, len(n.params))
-	merge.ScaleInto(x, n.params, float32(share))
+	x := p.scaled(n, n.params, float32(share))
 	for i := 0; i < k; i++ {
 		p.send(n, nb[(p.cursor+i)%len(nb)].ID, x, share*p.w)
 	}
 	p.cursor = (p.cursor + k) % len(nb)
-	copy(n.params, x)
+	p.keepShare(n, x)
 	p.w *= share
 	p.account(n)
 }
@@ -273,6 +339,9 @@ func (p *pushSum) send(n *Core, to PeerID, x []float32, w float64) {
 	l.sent += w
 	l.seqSent++
 	m := Message{Kind: KindPushSum, To: to, Params: x, Weight: w, Sent: l.sent, Round: l.seqSent}
+	if p.mixes() {
+		m.sum = n.laterSum(x) // checked by its receivers once the mixer has made it
+	}
 	if p.copies != nil {
 		// A handoff or a debt: the receiver takes it at the link's copy.
 		m.Params, m.Packed = p.copies.pack(n, to, p.estimate(n), l.seqSent)
@@ -319,8 +388,11 @@ func (p *pushSum) step(n *Core, m *Message) {
 	case m.Weight < 0:
 		p.absorb(n, m.Weight)
 	default:
-		merge.Axpy(n.params, 1, m.Params)
+		p.add(n, 1, m.Params)
 		p.w += m.Weight
+		if p.mixes() {
+			n.keep() // the mix reads the share later
+		}
 	}
 	if c != 0 {
 		n.trace("mass-correction", m.From, fmt.Sprintf("running sum differs by %.4g from the shares received", c), c)
@@ -345,8 +417,7 @@ func (p *pushSum) absorb(n *Core, debt float64) {
 		n.trace("debt-dropped", "", fmt.Sprintf("no out-neighbour to pass a debt of %.4g on to", rest), rest)
 		return
 	}
-	x := slices.Clone(p.estimate(n))
-	merge.Scale(x, float32(rest))
+	x := p.scaled(n, p.estimate(n), float32(rest))
 	p.send(n, to, x, rest)
 	n.trace("debt-passed", to, fmt.Sprintf("a debt of %.4g passed on", rest), rest)
 }
@@ -360,7 +431,7 @@ func (p *pushSum) rescale(n *Core, w float64) {
 	}
 	z := p.estimate(n)
 	p.w = w
-	merge.ScaleInto(n.params, z, float32(w))
+	p.setScaled(n, z, float32(w))
 }
 
 func (p *pushSum) params(n *Core) []float32 { return p.estimate(n) }
@@ -385,16 +456,18 @@ func (p *pushSum) depart(n *Core) {
 	if len(nb) == 0 || excess == 0 {
 		return
 	}
-	z := slices.Clone(p.estimate(n))
+	z := p.estimate(n)
+	if !p.mixes() {
+		z = slices.Clone(z)
+	}
 	part := excess / float64(len(nb))
-	x := make([]float32, len(z)) // one share for all, read only
-	merge.ScaleInto(x, z, float32(part))
+	x := p.scaled(n, z, float32(part)) // one share for all, read only
 	for _, to := range nb {
 		p.send(n, to, x, part)
 	}
 	n.trace("handoff", "", fmt.Sprintf("weight %.4g: %.4g handed to %d out-neighbours", p.w, excess, len(nb)), excess)
 	p.w = 1
-	copy(n.params, z)
+	p.keepShare(n, z)
 	p.account(n)
 	n.commit()
 }
@@ -408,7 +481,7 @@ func (p *pushSum) joined(n *Core) {
 		p.account(n)
 		return
 	}
-	merge.Scale(n.params, float32(p.w))
+	p.setScaled(n, n.params, float32(p.w))
 }
 
 func (p *pushSum) snapshot(s *State) {

@@ -136,14 +136,19 @@ func Weighted(dst []float32, xs [][]float32, ws []float64) error {
 	return nil
 }
 
-// Combine sets dst = Σ_k w[k]·xs[k] + a·g, with weights that Normalized
-// gave: Weighted and then Axpy, the same bits, in one pass over dst.
-// dst must not alias any vector but xs[0].
+// Combine sets dst = Σ_k w[k]·xs[k] + a·g (no a·g where g is nil), each
+// product rounded apart from its sum, the terms added in this order:
+// Weighted and then Axpy, the same bits, in one pass over dst. dst must
+// not alias any vector but xs[0].
 func Combine(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
 	if len(w) != len(xs) || len(xs) == 0 {
 		panic(fmt.Sprintf("merge: %d weights for %d vectors", len(w), len(xs)))
 	}
 	sameLen(dst, xs...)
+	if g == nil {
+		weighted(dst, xs, w)
+		return
+	}
 	sameLen(dst, g)
 	// a·g is one more term, added last.
 	var xb [9][]float32

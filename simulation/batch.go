@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"sync"
@@ -140,18 +141,20 @@ type batcher struct {
 	residentOn bool
 	// admits, where set, checks a model's Σx² as the peers' cores do: the
 	// batcher then promises a random walk's results (promise.go), outputs
-	// being the vectors promised in the batch being gathered, and missed
+	// being the vectors promised in the batches not yet run (each with
+	// its batch's number; ran is the number of the last batch run), and
+	// missed
 	// the first promise broken (or batch failed), found on the batches'
 	// goroutine (check).
 	admits  func(ss float64) bool
-	grads   bool         // D-PSGD's gradients promised, not a random walk's updates
+	grads   bool         // gradients promised (D-PSGD, push-sum, GoSGD), not a random walk's updates
 	vectors *vectorMaker // a random walk's promised merges' vectors
-	outputs map[*float32]struct{}
+	outputs map[*float32]uint64
+	ran     atomic.Uint64
 	missed  atomic.Pointer[error]
 	intos   [][]float32 // the batches' goroutine's scratch list
-	// promised counts the results promised, lastPromised is the number of
-	// the batch that holds the last.
-	promised, lastPromised uint64
+	// promised counts the results promised.
+	promised uint64
 }
 
 type batchItem struct {
@@ -278,6 +281,7 @@ func (b *batcher) serve(wk batchWork, gpu compute.Backend) {
 			it.job.res = res[i]
 		}
 	}
+	b.ran.Store(wk.seq)
 	close(items[0].job.done) // the batch's, which its jobs share (flush)
 }
 
@@ -319,7 +323,8 @@ func (b *batcher) flush() {
 	}
 	items := b.pending
 	b.pending = nil
-	clear(b.outputs)
+	ran := b.ran.Load()
+	maps.DeleteFunc(b.outputs, func(_ *float32, k uint64) bool { return k <= ran })
 	done := make(chan struct{}) // one for the batch: its jobs end together
 	for _, it := range items {
 		it.job.queued, it.job.done = false, done

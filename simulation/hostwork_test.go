@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"flag"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,20 +19,21 @@ import (
 // do nothing, so that the event loop, the batches' host side, the
 // allocations and the copies asked for are all that takes time (the
 // accuracy is meaningless). 2,000 MLP 784-128-10 peers of Fashion-MNIST,
-// 20 rounds evaluated at the end, a random walk and D-PSGD:
+// 20 rounds evaluated at the end, a random walk, D-PSGD, push-sum and
+// GoSGD (-hostwork.protocols names others):
 //
 //	go test ./simulation -run '^$' -bench HostWork -benchtime 1x
 //
 // It reports the updates a batch trained (a GPU's work per call), the
 // batches' goroutine's busy time and the event loop's waits for it
 // (summary.json's device_time), and checks that the models stayed on the device: a random walk's
-// trained models left there, D-PSGD's mixes computed there, and the
-// consensus distance measured there.
+// trained models left there, the other protocols' mixes computed there,
+// and the consensus distance measured there.
 //
 // -hostwork.peers sets the number of peers (the H200's figures are of
 // 10,000).
 func BenchmarkHostWork(b *testing.B) {
-	for _, protocol := range []string{gossip.RandomWalk, gossip.DPSGD} {
+	for _, protocol := range strings.Split(*hostworkProtocols, ",") {
 		b.Run(protocol, func(b *testing.B) {
 			c := Config{Settings: job.Settings{Model: "mlp", Protocol: protocol}, Data: job.Data{Dataset: "fashion-mnist"}, Hidden: []int{128},
 				Peers: *hostworkPeers, Rounds: 20, EvalEvery: 20, Seed: 1, Device: "cuda"}
@@ -47,7 +49,7 @@ func BenchmarkHostWork(b *testing.B) {
 				}
 			}
 			st := res.Resident
-			if st == nil || st.Consensus != uint64(len(res.Rows)) || (protocol == gossip.RandomWalk && st.Left == 0) || (protocol == gossip.DPSGD && st.Mixed == 0) {
+			if st == nil || st.Consensus != uint64(len(res.Rows)) || (protocol == gossip.RandomWalk && st.Left == 0) || (protocol != gossip.RandomWalk && st.Mixed == 0) {
 				b.Fatalf("%s on the device: resident counts %+v, %d rows", protocol, st, len(res.Rows))
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(res.Stats.Updates), "µs/update")
@@ -63,6 +65,8 @@ func BenchmarkHostWork(b *testing.B) {
 }
 
 var hostworkPeers = flag.Int("hostwork.peers", 2000, "BenchmarkHostWork's peers")
+
+var hostworkProtocols = flag.String("hostwork.protocols", strings.Join([]string{gossip.RandomWalk, gossip.DPSGD, gossip.PushSum, gossip.GoSGD}, ","), "BenchmarkHostWork's protocols")
 
 // nullDevice is a device of addresses only, whose kernels do nothing
 // (BenchmarkHostWork): the emulated device for what it does not

@@ -64,12 +64,21 @@ type lazyMix struct {
 	ss   float64 // Σ dst², once resolved
 	seq  uint64  // its order among the mixes
 	done bool    // on a device: resolved (guarded by the mixer's mu)
-	// after is the number of the batch whose gradients it may read, still
-	// promised when it was recorded: it runs only once that batch has
-	// (0: none). Vouched says its sum was given as 0 before it was
+	// after is the number of the batch whose gradient it reads, directly
+	// or through the mixes it reads, still being gathered when it was
+	// recorded: it runs only once that batch has (0: none; afterOf).
+	// Vouched says its sum was given as 0 before it was
 	// computed (SumLater), to be checked (guarded by mu).
 	after   uint64
 	vouched bool
+}
+
+// inputs returns the vectors p reads: xs, and g where set.
+func (p *lazyMix) inputs() [][]float32 {
+	if p.g == nil {
+		return p.xs
+	}
+	return append(p.xs[:len(p.xs):len(p.xs)], p.g)
 }
 
 // newLazyMixer returns a mixer of models of size values, whose vectors
@@ -103,7 +112,7 @@ var _ gossip.Mixer = (*lazyMixer)(nil)
 func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
 	p := &lazyMix{dst: dst, xs: xs, w: w, g: g, a: a}
 	if m.promising() {
-		p.after = m.dev.lastPromised // the batch of the last gradient promised, which may be g
+		p.after = m.afterOf(p.inputs())
 	}
 	if testPoison {
 		poison(dst) // a read before it is resolved shows
@@ -113,6 +122,22 @@ func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32,
 	p.seq = m.made
 	m.pending[&dst[0]] = p
 	m.mu.Unlock()
+}
+
+// afterOf is the after of a mix of vs (lazyMix.after): the latest
+// number of the batches not yet run that vs are results promised in, or
+// that the pending mixes among vs wait for (0: none). A mix that reads
+// only models already made runs in the next flush, whatever batches are
+// being gathered.
+func (m *lazyMixer) afterOf(vs [][]float32) uint64 {
+	var a uint64
+	for _, v := range vs {
+		a = max(a, m.dev.promisedIn(v))
+		if q := m.find(v); q != nil {
+			a = max(a, q.after)
+		}
+	}
+	return a
 }
 
 // find returns v's recorded mix, if v is pending.
@@ -148,7 +173,7 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 		return
 	}
 	p.once.Do(func() {
-		for _, x := range p.xs {
+		for _, x := range p.inputs() {
 			if q := m.find(x); q != nil {
 				m.resolve(q)
 			}
@@ -190,7 +215,7 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 	var of [][]*lazyMix
 	for _, p := range ps {
 		k := 0
-		for _, x := range p.xs {
+		for _, x := range p.inputs() {
 			if g, ok := gen[&x[0]]; ok {
 				k = max(k, g+1)
 			}
@@ -320,9 +345,16 @@ func (m *lazyMixer) size() int {
 	return len(m.pending)
 }
 
-// defersMixes reports whether the peers are given a lazyMixer: D-PSGD's
-// (the core hands it only plain D-PSGD's mixes: gossip.Mixer).
-func (s *sim) defersMixes() bool { return s.cfg.Protocol == gossip.DPSGD && !testMixNow }
+// defersMixes reports whether the peers are given a lazyMixer: under
+// D-PSGD, push-sum and GoSGD (whose cores hand it their plain mixes:
+// gossip.Config.HandsMixes).
+func (s *sim) defersMixes() bool {
+	switch s.cfg.Protocol {
+	case gossip.DPSGD, gossip.PushSum, gossip.GoSGD:
+		return !testMixNow
+	}
+	return false
+}
 
 // testMixNow, set by tests, leaves the mixes to the core, at once.
 var testMixNow bool

@@ -18,7 +18,8 @@ import (
 	"github.com/gossipd/gossipd/privacy"
 )
 
-// TestDeferredMixes: D-PSGD's mixes, deferred by the lazy mixer until
+// TestDeferredMixes: D-PSGD's, push-sum's and GoSGD's mixes, deferred by
+// the lazy mixer until
 // something reads them, give the numbers of the core mixing at once, to
 // the last digit, in every path a pending model can take: trained on the
 // pool, in a batch and alone, sent through the wire codec, quantized,
@@ -40,8 +41,13 @@ func TestDeferredMixes(t *testing.T) {
 		"attack":      func(c *Config) { c.Byzantine = 0.2; c.Attack = "gaussian" },
 		"hyparview":   func(c *Config) { c.Sampling = gossip.SamplingHyParView; c.Peers = 20 },
 		"late rounds": func(c *Config) { c.RoundTimeout = c.Delta / 4; c.Latency = "uniform:10ms:900ms" },
+		"pushsum":     func(c *Config) { c.Protocol = gossip.PushSum },
+		"gosgd":       func(c *Config) { c.Protocol = gossip.GoSGD; c.Model = "mlp"; c.Hidden = []int{16} },
+		"pushsum batched": func(c *Config) {
+			c.Protocol, c.PeerBatch, c.Codec, c.Drop, c.Churn = gossip.PushSum, 4, true, 0.1, 0.2
+		},
 	}
-	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds"} {
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched"} {
 		t.Run(name, func(t *testing.T) {
 			c := base
 			c.Delta = gossip.DefaultDelta
@@ -105,16 +111,22 @@ func TestMixesOnDevice(t *testing.T) {
 	defer func(n int) { vectorsPerBlock = n }(vectorsPerBlock)
 	vectorsPerBlock = 3
 	for name, c := range map[string]Config{
-		"softmax":     {},
-		"mlp":         {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
-		"dp-sgd":      {Settings: job.Settings{DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
-		"late rounds": {Settings: job.Settings{RoundTimeout: gossip.DefaultDelta / 4}, Latency: "uniform:10ms:900ms"},
-		"hyparview":   {Sampling: gossip.SamplingHyParView, Peers: 20},
-		"codec churn": {Codec: true, Churn: 0.2, Drop: 0.1},
-		"cnn":         {Settings: job.Settings{Model: "conv:4:3,relu,avgpool:2,dense"}},
+		"softmax":      {},
+		"mlp":          {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
+		"dp-sgd":       {Settings: job.Settings{DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
+		"late rounds":  {Settings: job.Settings{RoundTimeout: gossip.DefaultDelta / 4}, Latency: "uniform:10ms:900ms"},
+		"hyparview":    {Sampling: gossip.SamplingHyParView, Peers: 20},
+		"codec churn":  {Codec: true, Churn: 0.2, Drop: 0.1},
+		"cnn":          {Settings: job.Settings{Model: "conv:4:3,relu,avgpool:2,dense"}},
+		"pushsum":      {Settings: job.Settings{Protocol: gossip.PushSum}},
+		"pushsum late": {Settings: job.Settings{Protocol: gossip.PushSum, Model: "mlp"}, Hidden: []int{8}, Latency: "uniform:10ms:900ms"},
+		"gosgd":        {Settings: job.Settings{Protocol: gossip.GoSGD}},
+		"gosgd churn":  {Settings: job.Settings{Protocol: gossip.GoSGD}, Churn: 0.2},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
-			c.Protocol = gossip.DPSGD
+			if c.Protocol == "" {
+				c.Protocol = gossip.DPSGD
+			}
 			c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers, c.PeerBatch = 5, 7, 4, 200, 16, 8
 			if c.Peers == 0 {
 				c.Peers = 16

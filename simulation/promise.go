@@ -127,22 +127,27 @@ func (b *batcher) promise(j *trainJob, tr *trainer.Trainer, req *gossip.TrainReq
 		poison(into) // a read before the batch wrote it shows
 	}
 	b.promised++
-	b.lastPromised = b.batches + 1 // the number the batch being gathered will have
 	if b.outputs == nil {
-		b.outputs = map[*float32]struct{}{}
+		b.outputs = map[*float32]uint64{}
 	}
-	b.outputs[&out[0]] = struct{}{}
+	b.outputs[&out[0]] = b.batches + 1 // the number the batch being gathered will have
 	return into
 }
 
 // gathering reports whether v is a result promised in the batch being
 // gathered.
-func (b *batcher) gathering(v []float32) bool {
+func (b *batcher) gathering(v []float32) bool { return b.promisedIn(v) == b.batches+1 }
+
+// promisedIn is the number of the batch v is a result promised in, if
+// that batch has not run yet; else 0.
+func (b *batcher) promisedIn(v []float32) uint64 {
 	if len(v) == 0 || len(b.outputs) == 0 {
-		return false
+		return 0
 	}
-	_, ok := b.outputs[&v[0]]
-	return ok
+	if k := b.outputs[&v[0]]; k > b.ran.Load() {
+		return k
+	}
+	return 0
 }
 
 // keep checks the promised results of a batch that ran (on the batches'

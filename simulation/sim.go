@@ -251,6 +251,9 @@ func peerName(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("p%05d", i
 // only once fetched (onHost).
 func (s *sim) models() [][]float32 {
 	if s.mixer != nil {
+		for _, p := range s.peers {
+			p.Core().ParamsLater() // push-sum's estimates, mixed with the rest
+		}
 		s.mixer.resolvePending() // side by side, before the peers' models are read one by one
 		s.mixer.bulk = true      // copied back by onHost, all at once
 		defer func() { s.mixer.bulk = false }()

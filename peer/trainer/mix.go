@@ -8,10 +8,11 @@ import (
 	"github.com/gossipd/gossipd/model/compute"
 )
 
-// MixItem is one weighted sum for Mix: Dst = Σ_k W[k]·Xs[k] + A·G, each
-// product rounded apart from its sum, the terms added in that order
-// (merge.Combine; compute.Rows's CombineRows): a D-PSGD round's mix of a
-// peer's and its neighbours' models and its gradient step.
+// MixItem is one weighted sum for Mix: Dst = Σ_k W[k]·Xs[k] + A·G (no
+// A·G where G is nil), each product rounded apart from its sum, the terms
+// added in that order (merge.Combine; compute.Rows's CombineRows): a
+// D-PSGD round's mix of a peer's and its neighbours' models and its
+// gradient step, or one of push-sum's steps, shares and sums.
 type MixItem struct {
 	Dst []float32
 	Xs  [][]float32
@@ -44,7 +45,11 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 	for i, it := range items {
 		n0 := len(from)
 		ok := true
-		for _, x := range append(it.Xs[:len(it.Xs):len(it.Xs)], it.G) {
+		terms := it.Xs
+		if it.G != nil {
+			terms = append(terms[:len(terms):len(terms)], it.G)
+		}
+		for _, x := range terms {
 			s, found := r.slot(x)
 			if !found {
 				ok = false
@@ -64,7 +69,9 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 			host = append(host, i)
 			continue
 		}
-		wts = append(append(wts, it.W...), it.A)
+		if wts = append(wts, it.W...); it.G != nil {
+			wts = append(wts, it.A)
+		}
 		rows, start = append(rows, d), append(start, int32(len(from)))
 		kept = append(kept, i)
 	}

@@ -1,0 +1,114 @@
+package gossip_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
+)
+
+// lazyMixer records each mix, its result NaN until something resolves
+// it (Resolve, SumLater), as a simulator's that defers mixes: a read of a
+// mix's result before it is resolved shows as NaN. It counts the mixes.
+type lazyMixer struct {
+	pending map[*float32]func()
+	mixes   int
+}
+
+func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
+	m.mixes++
+	for i := range dst {
+		dst[i] = float32(math.NaN())
+	}
+	m.pending[&dst[0]] = func() {
+		for _, x := range append(slices.Clone(xs), g) {
+			m.Resolve(x)
+		}
+		merge.Combine(dst, xs, w, g, a)
+	}
+}
+
+func (m *lazyMixer) Resolve(v []float32) {
+	if len(v) == 0 {
+		return
+	}
+	if f, ok := m.pending[&v[0]]; ok {
+		delete(m.pending, &v[0])
+		f()
+	}
+}
+
+func (m *lazyMixer) SumLater(v []float32) func() float64 {
+	return func() float64 { m.Resolve(v); return merge.SumSquares(v) }
+}
+
+func (m *lazyMixer) Vector(n int) []float32 { return make([]float32, n) }
+
+// TestHandedMixes: push-sum's and GoSGD's cores that hand their mixes to
+// a Mixer that defers them give the numbers of the cores that mix on the
+// spot, to the last bit: the models (de-biased estimates) and weights after rounds of
+// gradient steps, shares and sums, with shares lost on the way (their
+// running sums corrected), a node leaving (its weight handed on), and
+// every share received in a buffer overwritten unless the core kept it.
+func TestHandedMixes(t *testing.T) {
+	for _, proto := range []string{gossip.PushSum, gossip.GoSGD} {
+		t.Run(proto, func(t *testing.T) {
+			run := func(mx gossip.Mixer) ([][]float32, []float64) {
+				h := newHarness(t, 6, func(i int, c *gossip.Config) {
+					c.Protocol, c.LR, c.Mixer = proto, 0.3, mx
+					for k := range c.Init {
+						c.Init[k] = float32(i*8+k) / 16
+					}
+					for _, k := range []int{(i + 1) % 6, (i + 3) % 6} {
+						c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(k), Weight: 1})
+					}
+				})
+				h.connectAll()
+				h.recycle = true
+				if mx != nil {
+					h.resolve = mx.Resolve
+				}
+				h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+					if mx != nil {
+						mx.Resolve(req.Params) // as a shell does
+					}
+					g := make([]float32, len(req.Params))
+					for k, v := range req.Params {
+						g[k] = v*0.5 - float32(k%3)/7
+					}
+					return &gossip.TrainResult{ID: req.ID, Grad: g, Examples: 4}
+				}
+				sent := 0
+				h.drop = func(m *gossip.Message) bool { sent++; return m.Kind == gossip.KindPushSum && sent%7 == 0 }
+				h.run(8*time.Second, 250*time.Millisecond)
+				h.nodes[2].Leave()
+				h.drain(2)
+				h.run(10*time.Second, 250*time.Millisecond)
+				h.nodes[2].Depart()
+				h.drain(2)
+				h.deliver()
+				h.dead[2] = true
+				h.run(12*time.Second, 250*time.Millisecond)
+				var ws []float64
+				for _, nd := range h.nodes {
+					ws = append(ws, nd.PushSumWeight())
+				}
+				return h.params(), ws
+			}
+			mx := &lazyMixer{pending: map[*float32]func(){}}
+			handed, hw := run(mx)
+			alone, aw := run(nil)
+			if mx.mixes == 0 {
+				t.Fatal("no mix was handed to the mixer")
+			}
+			for i := range handed {
+				if !slices.Equal(handed[i], alone[i]) || hw[i] != aw[i] {
+					t.Fatalf("node %d: handed mixes %v (weight %v), mixed on the spot %v (weight %v)", i, handed[i], hw[i], alone[i], aw[i])
+				}
+			}
+		})
+	}
+}
