@@ -372,10 +372,12 @@ func poison(v []float32) {
 // read) may share an allocation: vectorsPerBlock where every peer stays
 // online, so that a round's vectors are dropped about together, else 1.
 // One vector still held keeps its whole allocation, and with it every
-// other vector's device slot: an offline peer's gradient and model.
+// other vector's device slot: an offline peer's gradient and model, or
+// under push-sum and GoSGD, whose vectors live from a few events to
+// many rounds (a model no share has reached since), any peer's.
 func (s *sim) vectorBlock() int {
 	c := s.cfg
-	if c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 {
+	if c.Protocol != gossip.DPSGD || c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 {
 		return 1
 	}
 	return vectorsPerBlock
