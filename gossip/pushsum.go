@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"weak"
 
 	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
@@ -65,8 +66,9 @@ type pushSum struct {
 	z      []float32
 	// zOf and zW are the model and weight z was made of, where the core
 	// hands its mixes (HandsMixes): z is then a vector of its own, never
-	// written again, remade when either changes.
-	zOf     *float32
+	// written again, remade when either changes. zOf is weak, so as not to
+	// keep a model the node has moved on from (and its device slot).
+	zOf     weak.Pointer[float32]
 	zW      float64
 	links   map[PeerID]*psLink
 	leaving bool
@@ -200,9 +202,9 @@ func (p *pushSum) estimate(n *Core) []float32 {
 		if p.w == 1 {
 			return n.params
 		}
-		if len(n.params) > 0 && (p.zOf != &n.params[0] || p.zW != p.w) {
+		if len(n.params) > 0 && (p.zOf.Value() != &n.params[0] || p.zW != p.w) {
 			p.z = n.mixed([][]float32{n.params}, []float32{float32(1 / p.w)}, nil, 0) // merge.DeBias
-			p.zOf, p.zW = &n.params[0], p.w
+			p.zOf, p.zW = weak.Make(&n.params[0]), p.w
 		}
 		return p.z
 	}

@@ -93,7 +93,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 		if on {
 			block = s.vectorBlock()
 		}
-		s.mixer = newLazyMixer(len(s.init), block)
+		s.mixer = newLazyMixer(len(s.init), block, on)
 		defer s.mixer.close()
 		if s.batch != nil {
 			s.batch.mixer = s.mixer

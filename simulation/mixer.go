@@ -87,11 +87,11 @@ func (p *lazyMix) inputs() [][]float32 {
 // (compute.UnzeroedRows; sim.vectorBlock): mixes on a device, whose host
 // vectors are never written unless fetched and are dropped a round
 // later, about together; up to 64 MiB of them are ready at a time on
-// the CPU, where they are written, and more on a device (readyOnDevice),
-// where they are written only if fetched.
-func newLazyMixer(size, block int) *lazyMixer {
+// the CPU, where they are written, and more where they mix on a device
+// (onDevice: readyOnDevice), where they are written only if fetched.
+func newLazyMixer(size, block int, onDevice bool) *lazyMixer {
 	ready := min(256, max(1, (64<<20)/(4*max(1, size))))
-	if block > 1 {
+	if onDevice {
 		ready = readyOnDevice(size)
 	}
 	m := &lazyMixer{pending: map[*float32]*lazyMix{}, vectors: newVectorMaker(size, block, ready)}

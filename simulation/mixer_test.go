@@ -73,7 +73,7 @@ func TestDeferredMixes(t *testing.T) {
 // resolves them first, once, and gives their sums; a vector never mixed
 // is summed as it is.
 func TestLazyMixerResolvesInputs(t *testing.T) {
-	m := newLazyMixer(2, 1)
+	m := newLazyMixer(2, 1, false)
 	defer m.close()
 	a, b := []float32{1, 2}, []float32{3, 4}
 	g := []float32{1, 1}
@@ -199,7 +199,7 @@ func TestMixWaitsForSentBatch(t *testing.T) {
 			}
 			ws := trainer.NewBatchWorkspace(st)
 			defer ws.Close()
-			m := newLazyMixer(8, 1)
+			m := newLazyMixer(8, 1, false)
 			defer m.close()
 			b := &batcher{size: 2, work: make(chan batchWork, 1), mixer: m, ws: ws}
 			m.dev = b
