@@ -43,9 +43,13 @@ func (a *adpsgd) tick(n *Core) {
 	a.next = n.now + n.jittered()
 	if len(n.cfg.Neighbors) > 0 { // none: alone for now, train only
 		nb := n.cfg.Neighbors[n.rng.IntN(len(n.cfg.Neighbors))].ID
-		if a.links != nil {
+		switch {
+		case a.links != nil:
 			n.send(a.links.message(n, KindAvgRequest, nb, n.params))
-		} else {
+		case n.cfg.HandsMixes():
+			// The model itself: each change is a new vector (Mixer).
+			n.send(Message{Kind: KindAvgRequest, To: nb, Params: n.params, sum: n.laterSum(n.params)})
+		default:
 			n.send(Message{Kind: KindAvgRequest, To: nb, Params: slices.Clone(n.params)})
 		}
 	}
@@ -54,6 +58,8 @@ func (a *adpsgd) tick(n *Core) {
 	case a.outer.cfg.Enabled():
 		a.from = slices.Clone(n.params)
 		n.train(OpUpdate, a.from, a.outer.cfg.Steps, nil)
+	case n.cfg.HandsMixes():
+		n.trainShared(OpGradient, n.params) // never written
 	default:
 		n.train(OpGradient, n.params, 0, nil)
 	}
@@ -81,6 +87,15 @@ func (a *adpsgd) step(n *Core, m *Message) {
 		}
 		return
 	}
+	if n.cfg.HandsMixes() {
+		if m.Kind == KindAvgRequest {
+			n.send(Message{Kind: KindAvgReply, To: m.From, Params: n.params, sum: n.laterSum(n.params)})
+		}
+		n.params = n.blended(n.params, m.Params, 0.5)
+		n.keep() // the blend reads the message's model later
+		n.commit()
+		return
+	}
 	if m.Kind == KindAvgRequest {
 		n.send(Message{Kind: KindAvgReply, To: m.From, Params: slices.Clone(n.params)})
 	}
@@ -98,7 +113,11 @@ func (a *adpsgd) trainDone(n *Core, r *TrainResult) {
 		if n.badVector(r, r.Grad, "gradient") {
 			return
 		}
-		merge.Axpy(n.params, -float32(n.cfg.LR), r.Grad)
+		if n.cfg.HandsMixes() {
+			n.params = n.mixed([][]float32{n.params}, []float32{1}, r.Grad, -float32(n.cfg.LR)) // merge.Axpy
+		} else {
+			merge.Axpy(n.params, -float32(n.cfg.LR), r.Grad)
+		}
 	}
 	n.age += float64(r.Examples)
 	n.round++

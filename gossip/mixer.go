@@ -9,10 +9,11 @@ import (
 // keeps the models: a simulator defers each mix until something reads
 // it, so that mixes run beside its event loop, many at a time, instead
 // of on it. The core hands a Mixer the mixes of plain D-PSGD (the
-// weighted mean, merge.WeightedMean) and of plain push-sum and GoSGD
-// (the step, the shares, the sums of shares received, the de-biased
-// estimate), all with no compression, secure aggregation, robust rule or
-// outer optimizer (HandsMixes). Without one (Config.Mixer nil) the core
+// weighted mean, merge.WeightedMean), of plain push-sum and GoSGD (the
+// step, the shares, the sums of shares received, the de-biased estimate)
+// and of plain AD-PSGD (the pairwise average, a Blend, and the step),
+// all with no compression, secure aggregation, robust rule or outer
+// optimizer (HandsMixes). Without one (Config.Mixer nil) the core
 // mixes on the spot.
 //
 // A vector given to Mix as dst is pending until the mixer resolves it;
@@ -27,6 +28,10 @@ type Mixer interface {
 	// before anything reads dst. Mix owns xs and w from then on; the
 	// vectors themselves are read only.
 	Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32)
+	// Blend arranges for dst to become a + t·(b − a), rounded as
+	// merge.Interpolate rounds it (compute.Rows.InterpolateRows), before
+	// anything reads dst. a and b are read only.
+	Blend(dst, a, b []float32, t float32)
 	// Resolve makes v hold its values, if it is pending.
 	Resolve(v []float32)
 	// SumLater returns a function that gives Σ v² (merge.SumSquares)
@@ -39,9 +44,9 @@ type Mixer interface {
 }
 
 // HandsMixes reports whether a core of this config hands its mixes to
-// its Mixer: plain D-PSGD with the weighted mean, or plain push-sum or
-// GoSGD (no robust rule), with no sparse compression, secure aggregation
-// or outer optimizer. Its gradients then go nowhere but to the Mixer,
+// its Mixer: plain D-PSGD with the weighted mean, plain push-sum or
+// GoSGD (no robust rule), or plain AD-PSGD, with no sparse compression,
+// secure aggregation or outer optimizer. Its gradients then go nowhere but to the Mixer,
 // which may keep them where it mixes, and it never writes a model in
 // place: each mix makes a new vector (Vector).
 func (c *Config) HandsMixes() bool {
@@ -54,6 +59,8 @@ func (c *Config) HandsMixes() bool {
 		return mean
 	case PushSum, GoSGD:
 		return !c.robust()
+	case ADPSGD:
+		return true
 	}
 	return false
 }
@@ -66,9 +73,20 @@ func (n *Core) mixed(xs [][]float32, w []float32, g []float32, a float32) []floa
 	return x
 }
 
-// laterSum is the known sum of a vector the Mixer makes, for the
-// receivers of the messages that carry it.
+// blended returns a new vector that the Mixer makes a + t·(b − a)
+// (Mixer.Blend).
+func (n *Core) blended(a, b []float32, t float32) []float32 {
+	x := n.cfg.Mixer.Vector(len(n.params))
+	n.cfg.Mixer.Blend(x, a, b, t)
+	return x
+}
+
+// laterSum is the known sum of a vector the Mixer makes (or of the
+// shared initial model), for the receivers of the messages that carry it.
 func (n *Core) laterSum(v []float32) knownSum {
+	if k, ok := n.cfg.initSum(v); ok {
+		return k
+	}
 	k := sumOf(v, 0)
 	k.later = n.cfg.Mixer.SumLater(v)
 	return k
@@ -93,7 +111,7 @@ func (d *dpsgd) sumOf(n *Core, v []float32) knownSum {
 		return k
 	}
 	if d.mixes() {
-		return n.laterSum(v)
+		return n.laterSum(v) // after the shared initial model's, above
 	}
 	return sumOf(v, merge.SumSquares(v))
 }

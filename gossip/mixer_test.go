@@ -31,6 +31,18 @@ func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32,
 	}
 }
 
+func (m *lazyMixer) Blend(dst, a, b []float32, t float32) {
+	m.mixes++
+	for i := range dst {
+		dst[i] = float32(math.NaN())
+	}
+	m.pending[&dst[0]] = func() {
+		m.Resolve(a)
+		m.Resolve(b)
+		merge.Interpolate(dst, a, b, t)
+	}
+}
+
 func (m *lazyMixer) Resolve(v []float32) {
 	if len(v) == 0 {
 		return
@@ -47,14 +59,14 @@ func (m *lazyMixer) SumLater(v []float32) func() float64 {
 
 func (m *lazyMixer) Vector(n int) []float32 { return make([]float32, n) }
 
-// TestHandedMixes: push-sum's and GoSGD's cores that hand their mixes to
+// TestHandedMixes: push-sum's, GoSGD's and AD-PSGD's cores that hand their mixes to
 // a Mixer that defers them give the numbers of the cores that mix on the
 // spot, to the last bit: the models (de-biased estimates) and weights after rounds of
 // gradient steps, shares and sums, with shares lost on the way (their
 // running sums corrected), a node leaving (its weight handed on), and
 // every share received in a buffer overwritten unless the core kept it.
 func TestHandedMixes(t *testing.T) {
-	for _, proto := range []string{gossip.PushSum, gossip.GoSGD} {
+	for _, proto := range []string{gossip.PushSum, gossip.GoSGD, gossip.ADPSGD} {
 		t.Run(proto, func(t *testing.T) {
 			run := func(mx gossip.Mixer) ([][]float32, []float64) {
 				h := newHarness(t, 6, func(i int, c *gossip.Config) {

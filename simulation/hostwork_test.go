@@ -19,8 +19,8 @@ import (
 // do nothing, so that the event loop, the batches' host side, the
 // allocations and the copies asked for are all that takes time (the
 // accuracy is meaningless). 2,000 MLP 784-128-10 peers of Fashion-MNIST,
-// 20 rounds evaluated at the end, a random walk, D-PSGD, push-sum and
-// GoSGD (-hostwork.protocols names others):
+// 20 rounds evaluated at the end, a random walk, D-PSGD, push-sum, GoSGD
+// and AD-PSGD (-hostwork.protocols names others):
 //
 //	go test ./simulation -run '^$' -bench HostWork -benchtime 1x
 //
@@ -66,7 +66,7 @@ func BenchmarkHostWork(b *testing.B) {
 
 var hostworkPeers = flag.Int("hostwork.peers", 2000, "BenchmarkHostWork's peers")
 
-var hostworkProtocols = flag.String("hostwork.protocols", strings.Join([]string{gossip.RandomWalk, gossip.DPSGD, gossip.PushSum, gossip.GoSGD}, ","), "BenchmarkHostWork's protocols")
+var hostworkProtocols = flag.String("hostwork.protocols", strings.Join([]string{gossip.RandomWalk, gossip.DPSGD, gossip.PushSum, gossip.GoSGD, gossip.ADPSGD}, ","), "BenchmarkHostWork's protocols")
 
 // nullDevice is a device of addresses only, whose kernels do nothing
 // (BenchmarkHostWork): the emulated device for what it does not

@@ -53,17 +53,19 @@ type lazyMixer struct {
 	vectors *vectorMaker
 }
 
-// lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g.
+// lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g, or with blend
+// dst = xs[0] + w[0]·(xs[1] − xs[0]).
 type lazyMix struct {
-	once sync.Once // on the CPU
-	dst  []float32
-	xs   [][]float32
-	w    []float32
-	g    []float32
-	a    float32
-	ss   float64 // Σ dst², once resolved
-	seq  uint64  // its order among the mixes
-	done bool    // on a device: resolved (guarded by the mixer's mu)
+	once  sync.Once // on the CPU
+	dst   []float32
+	xs    [][]float32
+	w     []float32
+	g     []float32
+	a     float32
+	blend bool
+	ss    float64 // Σ dst², once resolved
+	seq   uint64  // its order among the mixes
+	done  bool    // on a device: resolved (guarded by the mixer's mu)
 	// after is the number of the batch whose gradient it reads, directly
 	// or through the mixes it reads, still being gathered when it was
 	// recorded: it runs only once that batch has (0: none; afterOf).
@@ -110,7 +112,17 @@ var _ gossip.Mixer = (*lazyMixer)(nil)
 
 // Mix implements gossip.Mixer.
 func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
-	p := &lazyMix{dst: dst, xs: xs, w: w, g: g, a: a}
+	m.record(&lazyMix{dst: dst, xs: xs, w: w, g: g, a: a})
+}
+
+// Blend implements gossip.Mixer.
+func (m *lazyMixer) Blend(dst, a, b []float32, t float32) {
+	m.record(&lazyMix{dst: dst, xs: [][]float32{a, b}, w: []float32{t}, blend: true})
+}
+
+// record makes p a pending mix.
+func (m *lazyMixer) record(p *lazyMix) {
+	dst := p.dst
 	if m.promising() {
 		p.after = m.afterOf(p.inputs())
 	}
@@ -178,7 +190,11 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 				m.resolve(q)
 			}
 		}
-		merge.Combine(p.dst, p.xs, p.w, p.g, p.a)
+		if p.blend {
+			merge.Interpolate(p.dst, p.xs[0], p.xs[1], p.w[0])
+		} else {
+			merge.Combine(p.dst, p.xs, p.w, p.g, p.a)
+		}
 		p.ss = merge.SumSquares(p.dst)
 		m.mu.Lock()
 		delete(m.pending, &p.dst[0])
@@ -224,7 +240,7 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 		for len(items) <= k {
 			items, of = append(items, nil), append(of, nil)
 		}
-		items[k] = append(items[k], trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a})
+		items[k] = append(items[k], trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend})
 		of[k] = append(of[k], p)
 	}
 	for k := range items {
@@ -346,11 +362,11 @@ func (m *lazyMixer) size() int {
 }
 
 // defersMixes reports whether the peers are given a lazyMixer: under
-// D-PSGD, push-sum and GoSGD (whose cores hand it their plain mixes:
-// gossip.Config.HandsMixes).
+// D-PSGD, push-sum, GoSGD and AD-PSGD (whose cores hand it their plain
+// mixes: gossip.Config.HandsMixes).
 func (s *sim) defersMixes() bool {
 	switch s.cfg.Protocol {
-	case gossip.DPSGD, gossip.PushSum, gossip.GoSGD:
+	case gossip.DPSGD, gossip.PushSum, gossip.GoSGD, gossip.ADPSGD:
 		return !testMixNow
 	}
 	return false

@@ -18,7 +18,7 @@ import (
 	"github.com/gossipd/gossipd/privacy"
 )
 
-// TestDeferredMixes: D-PSGD's, push-sum's and GoSGD's mixes, deferred by
+// TestDeferredMixes: D-PSGD's, push-sum's, GoSGD's and AD-PSGD's mixes, deferred by
 // the lazy mixer until
 // something reads them, give the numbers of the core mixing at once, to
 // the last digit, in every path a pending model can take: trained on the
@@ -32,22 +32,24 @@ func TestDeferredMixes(t *testing.T) {
 	defer func() { testPoison = false }()
 	base := Config{Settings: job.Settings{Protocol: gossip.DPSGD}, Peers: 12, Rounds: 6, Seed: 5, EvalPeers: 6, EvalExamples: 200, FinalEvalPeers: 6, Latency: "uniform:10ms:300ms"}
 	cases := map[string]func(c *Config){
-		"plain":       func(c *Config) {},
-		"mlp":         func(c *Config) { c.Model = "mlp"; c.Hidden = []int{16} },
-		"batched":     func(c *Config) { c.PeerBatch = 4 },
-		"alone":       func(c *Config) { c.PeerBatch = 1 },
-		"codec":       func(c *Config) { c.Codec = true; c.Drop = 0.1; c.Churn = 0.2 },
-		"fp16":        func(c *Config) { c.Compression = "fp16" },
-		"attack":      func(c *Config) { c.Byzantine = 0.2; c.Attack = "gaussian" },
-		"hyparview":   func(c *Config) { c.Sampling = gossip.SamplingHyParView; c.Peers = 20 },
-		"late rounds": func(c *Config) { c.RoundTimeout = c.Delta / 4; c.Latency = "uniform:10ms:900ms" },
-		"pushsum":     func(c *Config) { c.Protocol = gossip.PushSum },
-		"gosgd":       func(c *Config) { c.Protocol = gossip.GoSGD; c.Model = "mlp"; c.Hidden = []int{16} },
+		"plain":        func(c *Config) {},
+		"mlp":          func(c *Config) { c.Model = "mlp"; c.Hidden = []int{16} },
+		"batched":      func(c *Config) { c.PeerBatch = 4 },
+		"alone":        func(c *Config) { c.PeerBatch = 1 },
+		"codec":        func(c *Config) { c.Codec = true; c.Drop = 0.1; c.Churn = 0.2 },
+		"fp16":         func(c *Config) { c.Compression = "fp16" },
+		"attack":       func(c *Config) { c.Byzantine = 0.2; c.Attack = "gaussian" },
+		"hyparview":    func(c *Config) { c.Sampling = gossip.SamplingHyParView; c.Peers = 20 },
+		"late rounds":  func(c *Config) { c.RoundTimeout = c.Delta / 4; c.Latency = "uniform:10ms:900ms" },
+		"pushsum":      func(c *Config) { c.Protocol = gossip.PushSum },
+		"gosgd":        func(c *Config) { c.Protocol = gossip.GoSGD; c.Model = "mlp"; c.Hidden = []int{16} },
+		"adpsgd":       func(c *Config) { c.Protocol = gossip.ADPSGD },
+		"adpsgd codec": func(c *Config) { c.Protocol, c.Codec, c.Drop, c.Churn = gossip.ADPSGD, true, 0.1, 0.2 },
 		"pushsum batched": func(c *Config) {
 			c.Protocol, c.PeerBatch, c.Codec, c.Drop, c.Churn = gossip.PushSum, 4, true, 0.1, 0.2
 		},
 	}
-	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched"} {
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec"} {
 		t.Run(name, func(t *testing.T) {
 			c := base
 			c.Delta = gossip.DefaultDelta
@@ -122,6 +124,8 @@ func TestMixesOnDevice(t *testing.T) {
 		"pushsum late": {Settings: job.Settings{Protocol: gossip.PushSum, Model: "mlp"}, Hidden: []int{8}, Latency: "uniform:10ms:900ms"},
 		"gosgd":        {Settings: job.Settings{Protocol: gossip.GoSGD}},
 		"gosgd churn":  {Settings: job.Settings{Protocol: gossip.GoSGD}, Churn: 0.2},
+		"adpsgd":       {Settings: job.Settings{Protocol: gossip.ADPSGD, Model: "mlp"}, Hidden: []int{8}},
+		"adpsgd late":  {Settings: job.Settings{Protocol: gossip.ADPSGD}, Latency: "uniform:10ms:900ms"},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			if c.Protocol == "" {

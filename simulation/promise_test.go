@@ -16,7 +16,7 @@ import (
 // the CPU's, byte for byte. Where the models diverge past the norm bound
 // (a learning rate of 10⁶), a promise breaks: the run is simulated
 // again, each update handed over once computed, says so, gives the CPU's
-// numbers and files each row once. D-PSGD's, push-sum's and GoSGD's
+// numbers and files each row once. D-PSGD's, push-sum's, GoSGD's and AD-PSGD's
 // gradients and mixes are promised as well (a receiver may find a mix
 // computed by the time it checks it, and check its real sum: a diverged
 // run may then keep its promises).
@@ -26,7 +26,7 @@ func TestPromisedResults(t *testing.T) {
 		protocol string
 		lr       float64
 	}{{gossip.RandomWalk, 0}, {gossip.RandomWalk, 1e6}, {gossip.DPSGD, 0}, {gossip.DPSGD, 1e6},
-		{gossip.PushSum, 0}, {gossip.PushSum, 1e6}, {gossip.GoSGD, 0}, {gossip.GoSGD, 1e6}} {
+		{gossip.PushSum, 0}, {gossip.PushSum, 1e6}, {gossip.GoSGD, 0}, {gossip.GoSGD, 1e6}, {gossip.ADPSGD, 0}, {gossip.ADPSGD, 1e6}} {
 		lr := tc.lr
 		c := Config{Settings: job.Settings{Protocol: tc.protocol, LR: lr, Model: "mlp"}, Hidden: []int{8}, Peers: 12, Rounds: 4, Seed: 3, EvalPeers: 4, EvalExamples: 200, FinalEvalPeers: 12, PeerBatch: 8, Device: "cpu"}
 		want, wantRes := csvOf(t, c)

@@ -13,12 +13,17 @@ import (
 // added in that order (merge.Combine; compute.Rows's CombineRows): a
 // D-PSGD round's mix of a peer's and its neighbours' models and its
 // gradient step, or one of push-sum's steps, shares and sums.
+//
+// With Blend, Dst = Xs[0] + W[0]·(Xs[1] − Xs[0]) instead
+// (merge.Interpolate; compute.Rows's InterpolateRows): AD-PSGD's pairwise
+// average.
 type MixItem struct {
-	Dst []float32
-	Xs  [][]float32
-	W   []float32
-	G   []float32
-	A   float32
+	Dst   []float32
+	Xs    [][]float32
+	W     []float32
+	G     []float32
+	A     float32
+	Blend bool
 }
 
 // Mix computes the items' sums where the workspace keeps its models, and
@@ -38,9 +43,12 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 		compute.ForEachRow(len(items), w.stack.NumParams(), func(i int) { sums[i] = mixHost(items[i]) })
 		return
 	}
-	var rows, start, from []int32
+	var rows, start, from []int32 // CombineRows's
 	var wts []float32
+	var brows, ba, bb []int32 // InterpolateRows's (Blend)
+	var bw []float32
 	var kept, host []int
+	var keptRows []int32
 	start = append(start, 0)
 	for i, it := range items {
 		n0 := len(from)
@@ -69,20 +77,30 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 			host = append(host, i)
 			continue
 		}
-		if wts = append(wts, it.W...); it.G != nil {
-			wts = append(wts, it.A)
+		if it.Blend {
+			brows, ba, bb, bw = append(brows, d), append(ba, from[n0]), append(bb, from[n0+1]), append(bw, it.W[0])
+			from = from[:n0]
+		} else {
+			if wts = append(wts, it.W...); it.G != nil {
+				wts = append(wts, it.A)
+			}
+			rows, start = append(rows, d), append(start, int32(len(from)))
 		}
-		rows, start = append(rows, d), append(start, int32(len(from)))
-		kept = append(kept, i)
+		kept, keptRows = append(kept, i), append(keptRows, d)
 	}
-	if len(rows) > 0 {
+	if len(kept) > 0 {
 		be := w.stack.Backend()
-		be.CombineRows(r.arena, r.arena, r.size, rows, start, from, wts)
-		out := make([]float64, len(rows))
-		be.SumSquaresRows(out, r.arena, r.size, rows)
+		if len(rows) > 0 {
+			be.CombineRows(r.arena, r.arena, r.size, rows, start, from, wts)
+		}
+		if len(brows) > 0 {
+			be.InterpolateRows(r.arena, r.arena, r.size, brows, ba, bb, bw)
+		}
+		out := make([]float64, len(kept))
+		be.SumSquaresRows(out, r.arena, r.size, keptRows)
 		for k, i := range kept {
 			sums[i] = out[k]
-			r.keepSum(items[i].Dst, rows[k], out[k])
+			r.keepSum(items[i].Dst, keptRows[k], out[k])
 		}
 		if w.poison {
 			for _, i := range kept {
@@ -105,6 +123,10 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 
 // mixHost computes it on the host and returns Σ Dst².
 func mixHost(it MixItem) float64 {
+	if it.Blend {
+		merge.Interpolate(it.Dst, it.Xs[0], it.Xs[1], it.W[0])
+		return merge.SumSquares(it.Dst)
+	}
 	merge.Combine(it.Dst, it.Xs, it.W, it.G, it.A)
 	return merge.SumSquares(it.Dst)
 }
