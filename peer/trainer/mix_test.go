@@ -12,7 +12,9 @@ import (
 )
 
 // TestMixOnDevice: Mix on a device gives the host's bits and sums, once
-// fetched, over two generations (the second mixing the first's results,
+// fetched, for weighted sums with and without a gradient term and for
+// blends (InterpolateRows beside CombineRows in one call), over two
+// generations (the second mixing the first's results,
 // which only the device holds): with room for all, and with an arena so
 // small that most mixes run on the host, after copying back the stale
 // terms they read. A result is stale until fetched, and KnownSum gives
@@ -60,7 +62,14 @@ func TestMixOnDevice(t *testing.T) {
 			}
 			items := make([]MixItem, 4)
 			for i := range items {
-				items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%4], base[4]}, W: w, G: grads[i], A: -0.1}
+				switch i {
+				case 1: // AD-PSGD's pairwise average
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%4]}, W: []float32{0.3}, Blend: true}
+				case 2: // no gradient term (push-sum's share)
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], base[4]}, W: []float32{0.5, 0.25}}
+				default:
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%4], base[4]}, W: w, G: grads[i], A: -0.1}
+				}
 			}
 			s := make([]float64, 4)
 			ws.Mix(items, s)
