@@ -45,11 +45,13 @@ func TestDeferredMixes(t *testing.T) {
 		"gosgd":        func(c *Config) { c.Protocol = gossip.GoSGD; c.Model = "mlp"; c.Hidden = []int{16} },
 		"adpsgd":       func(c *Config) { c.Protocol = gossip.ADPSGD },
 		"adpsgd codec": func(c *Config) { c.Protocol, c.Codec, c.Drop, c.Churn = gossip.ADPSGD, true, 0.1, 0.2 },
+		"adpsgd fp16":  func(c *Config) { c.Protocol, c.Compression = gossip.ADPSGD, "fp16" },
+		"pushsum fp16": func(c *Config) { c.Protocol, c.Compression = gossip.PushSum, "fp16" },
 		"pushsum batched": func(c *Config) {
 			c.Protocol, c.PeerBatch, c.Codec, c.Drop, c.Churn = gossip.PushSum, 4, true, 0.1, 0.2
 		},
 	}
-	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec"} {
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16"} {
 		t.Run(name, func(t *testing.T) {
 			c := base
 			c.Delta = gossip.DefaultDelta
