@@ -128,6 +128,7 @@ func TestMixesOnDevice(t *testing.T) {
 		"gosgd churn":  {Settings: job.Settings{Protocol: gossip.GoSGD}, Churn: 0.2},
 		"adpsgd":       {Settings: job.Settings{Protocol: gossip.ADPSGD, Model: "mlp"}, Hidden: []int{8}},
 		"adpsgd late":  {Settings: job.Settings{Protocol: gossip.ADPSGD}, Latency: "uniform:10ms:900ms"},
+		"adpsgd fp16":  {Settings: job.Settings{Protocol: gossip.ADPSGD, Compression: "fp16"}},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			if c.Protocol == "" {
