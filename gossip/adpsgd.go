@@ -43,14 +43,10 @@ func (a *adpsgd) tick(n *Core) {
 	a.next = n.now + n.jittered()
 	if len(n.cfg.Neighbors) > 0 { // none: alone for now, train only
 		nb := n.cfg.Neighbors[n.rng.IntN(len(n.cfg.Neighbors))].ID
-		switch {
-		case a.links != nil:
+		if a.links != nil {
 			n.send(a.links.message(n, KindAvgRequest, nb, n.params))
-		case n.cfg.HandsMixes():
-			// The model itself: each change is a new vector (Mixer).
-			n.send(Message{Kind: KindAvgRequest, To: nb, Params: n.params, sum: n.laterSum(n.params)})
-		default:
-			n.send(Message{Kind: KindAvgRequest, To: nb, Params: slices.Clone(n.params)})
+		} else {
+			n.send(ownModel(n, KindAvgRequest, nb))
 		}
 	}
 	switch {
@@ -87,20 +83,26 @@ func (a *adpsgd) step(n *Core, m *Message) {
 		}
 		return
 	}
+	if m.Kind == KindAvgRequest {
+		n.send(ownModel(n, KindAvgReply, m.From))
+	}
 	if n.cfg.HandsMixes() {
-		if m.Kind == KindAvgRequest {
-			n.send(Message{Kind: KindAvgReply, To: m.From, Params: n.params, sum: n.laterSum(n.params)})
-		}
 		n.params = n.blended(n.params, m.Params, 0.5)
 		n.keep() // the blend reads the message's model later
-		n.commit()
-		return
+	} else {
+		merge.Interpolate(n.params, n.params, m.Params, 0.5)
 	}
-	if m.Kind == KindAvgRequest {
-		n.send(Message{Kind: KindAvgReply, To: m.From, Params: slices.Clone(n.params)})
-	}
-	merge.Interpolate(n.params, n.params, m.Params, 0.5)
 	n.commit()
+}
+
+// ownModel is a message of kind to peer to with the node's model: the
+// model itself where the core hands its mixes (each change is a new
+// vector), with the sum its receiver checks; else a copy.
+func ownModel(n *Core, kind Kind, to PeerID) Message {
+	if n.cfg.HandsMixes() {
+		return Message{Kind: kind, To: to, Params: n.params, sum: n.laterSum(n.params)}
+	}
+	return Message{Kind: kind, To: to, Params: slices.Clone(n.params)}
 }
 
 func (a *adpsgd) trainDone(n *Core, r *TrainResult) {
@@ -113,11 +115,7 @@ func (a *adpsgd) trainDone(n *Core, r *TrainResult) {
 		if n.badVector(r, r.Grad, "gradient") {
 			return
 		}
-		if n.cfg.HandsMixes() {
-			n.params = n.mixed([][]float32{n.params}, []float32{1}, r.Grad, -float32(n.cfg.LR)) // merge.Axpy
-		} else {
-			merge.Axpy(n.params, -float32(n.cfg.LR), r.Grad)
-		}
+		n.add(-float32(n.cfg.LR), r.Grad)
 	}
 	n.age += float64(r.Examples)
 	n.round++

@@ -46,11 +46,11 @@ type Mixer interface {
 // HandsMixes reports whether a core of this config hands its mixes to
 // its Mixer: plain D-PSGD with the weighted mean, plain push-sum or
 // GoSGD (no robust rule), or plain AD-PSGD, with no sparse compression,
-// secure aggregation or outer optimizer. Its gradients then go nowhere but to the Mixer,
-// which may keep them where it mixes, and it never writes a model in
-// place: each mix makes a new vector (Vector).
+// secure aggregation or outer optimizer. Its gradients then go nowhere
+// but to the Mixer, which may keep them where it mixes, and it never
+// writes a model in place: each mix makes a new vector (Vector).
 func (c *Config) HandsMixes() bool {
-	if c.Mixer == nil || c.Sparse.Kind != compress.None || c.Secure.Enabled || c.Outer.Enabled() {
+	if c.Mixer == nil || !MixesOf(c.Protocol) || c.Sparse.Kind != compress.None || c.Secure.Enabled || c.Outer.Enabled() {
 		return false
 	}
 	switch c.Protocol {
@@ -59,7 +59,16 @@ func (c *Config) HandsMixes() bool {
 		return mean
 	case PushSum, GoSGD:
 		return !c.robust()
-	case ADPSGD:
+	}
+	return true
+}
+
+// MixesOf reports whether a protocol's cores may hand their mixes to a
+// Mixer (HandsMixes, for the plain configurations): a shell gives them
+// one only then.
+func MixesOf(protocol string) bool {
+	switch protocol {
+	case DPSGD, PushSum, GoSGD, ADPSGD:
 		return true
 	}
 	return false
@@ -71,6 +80,16 @@ func (n *Core) mixed(xs [][]float32, w []float32, g []float32, a float32) []floa
 	x := n.cfg.Mixer.Vector(len(n.params))
 	n.cfg.Mixer.Mix(x, xs, w, g, a)
 	return x
+}
+
+// add sets the model to x + a·v (merge.Axpy): in a new vector the Mixer
+// makes where the core hands its mixes, else in place.
+func (n *Core) add(a float32, v []float32) {
+	if n.cfg.HandsMixes() {
+		n.params = n.mixed([][]float32{n.params}, []float32{1}, v, a)
+		return
+	}
+	merge.Axpy(n.params, a, v)
 }
 
 // blended returns a new vector that the Mixer makes a + t·(b − a)
@@ -107,11 +126,11 @@ func (n *Core) resolved(v []float32) []float32 {
 // sumOf is the known sum of a vector this node sends: measured now, or
 // by the mixer when it resolves the vector.
 func (d *dpsgd) sumOf(n *Core, v []float32) knownSum {
+	if d.mixes() {
+		return n.laterSum(v)
+	}
 	if k, ok := d.cfg.initSum(v); ok {
 		return k
-	}
-	if d.mixes() {
-		return n.laterSum(v) // after the shared initial model's, above
 	}
 	return sumOf(v, merge.SumSquares(v))
 }

@@ -10,15 +10,6 @@ import "github.com/gossipd/gossipd/merge"
 // is then never written in place, each change a new vector.
 func (p *pushSum) mixes() bool { return p.cfg.HandsMixes() }
 
-// add sets the model to x + a·v (merge.Axpy).
-func (p *pushSum) add(n *Core, a float32, v []float32) {
-	if p.mixes() {
-		n.params = n.mixed([][]float32{n.params}, []float32{1}, v, a)
-		return
-	}
-	merge.Axpy(n.params, a, v)
-}
-
 // setScaled sets the model to a·v (merge.ScaleInto).
 func (p *pushSum) setScaled(n *Core, v []float32, a float32) {
 	if p.mixes() {

@@ -178,7 +178,7 @@ func (p *pushSum) undelivered(n *Core, m *Message) {
 		return
 	}
 	l.sent -= m.Weight
-	p.add(n, 1, m.Params)
+	n.add(1, m.Params)
 	p.w += m.Weight
 	p.account(n)
 	n.trace("undelivered", m.To, fmt.Sprintf("share %d (weight %.4g) taken back", m.Round, m.Weight), m.Weight)
@@ -250,7 +250,7 @@ func (p *pushSum) trainDone(n *Core, r *TrainResult) {
 			n.age += float64(r.Examples)
 		}
 	case !n.badVector(r, r.Grad, "gradient"):
-		p.add(n, -float32(p.cfg.LR*p.w), r.Grad) // the step on z = x/w is γ
+		n.add(-float32(p.cfg.LR*p.w), r.Grad) // the step on z = x/w is γ
 		n.age += float64(r.Examples)
 	}
 	if p.leaving {
@@ -347,7 +347,7 @@ func (p *pushSum) step(n *Core, m *Message) {
 	case m.Weight < 0:
 		p.absorb(n, m.Weight)
 	default:
-		p.add(n, 1, m.Params)
+		n.add(1, m.Params)
 		p.w += m.Weight
 		if p.mixes() {
 			n.keep() // the mix reads the share later

@@ -116,7 +116,7 @@ type batcher struct {
 	// lazy: the models trained stay on the device until fetched
 	// (leaveOnDevice).
 	lazy bool
-	// mixer, where set, holds D-PSGD mixes the batches' requests may
+	// mixer, where set, holds the mixes the batches' requests may
 	// start from (mixer.go): resolved before they train.
 	mixer *lazyMixer
 	// failure is the first device failure of a mix or a copy asked for
@@ -143,11 +143,10 @@ type batcher struct {
 	// batcher then promises a random walk's results (promise.go), outputs
 	// being the vectors promised in the batches not yet run (each with
 	// its batch's number; ran is the number of the last batch run), and
-	// missed
-	// the first promise broken (or batch failed), found on the batches'
-	// goroutine (check).
+	// missed the first promise broken (or batch failed), found on the
+	// batches' goroutine (check).
 	admits  func(ss float64) bool
-	grads   bool         // gradients promised (D-PSGD, push-sum, GoSGD), not a random walk's updates
+	grads   bool         // gradients promised (to mixes: gossip.Config.HandsMixes), not a random walk's updates
 	vectors *vectorMaker // a random walk's promised merges' vectors
 	outputs map[*float32]uint64
 	ran     atomic.Uint64
@@ -382,7 +381,7 @@ func (b *batcher) consensus(vs [][]float32) (float64, bool) {
 	return m.dist, m.ok && err == nil
 }
 
-// mixes reports whether D-PSGD's mixes run on the batches' device.
+// mixes reports whether the mixes run on the batches' device.
 func (b *batcher) mixes() bool { return b.mixer != nil && b.mixer.dev == b }
 
 // mix carries out the mixes pending on the device, after the batches

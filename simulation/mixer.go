@@ -14,7 +14,7 @@ import (
 	"github.com/gossipd/gossipd/peer/trainer"
 )
 
-// lazyMixer is the simulator's gossip.Mixer: it records each D-PSGD mix
+// lazyMixer is the simulator's gossip.Mixer: it records each mix
 // and carries it out when something first needs the result. On the CPU
 // that is one mix, on whatever goroutine needs it: a peer's gradient
 // request on its new model resolves it on the training pool, beside the
@@ -73,6 +73,11 @@ type lazyMix struct {
 	// computed (SumLater), to be checked (guarded by mu).
 	after   uint64
 	vouched bool
+}
+
+// item is p as the batches' workspace computes it.
+func (p *lazyMix) item() trainer.MixItem {
+	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend}
 }
 
 // inputs returns the vectors p reads: xs, and g where set.
@@ -190,12 +195,7 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 				m.resolve(q)
 			}
 		}
-		if p.blend {
-			merge.Interpolate(p.dst, p.xs[0], p.xs[1], p.w[0])
-		} else {
-			merge.Combine(p.dst, p.xs, p.w, p.g, p.a)
-		}
-		p.ss = merge.SumSquares(p.dst)
+		p.ss = p.item().OnHost()
 		m.mu.Lock()
 		delete(m.pending, &p.dst[0])
 		m.mu.Unlock()
@@ -240,7 +240,7 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 		for len(items) <= k {
 			items, of = append(items, nil), append(of, nil)
 		}
-		items[k] = append(items[k], trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend})
+		items[k] = append(items[k], p.item())
 		of[k] = append(of[k], p)
 	}
 	for k := range items {
@@ -262,8 +262,8 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 	}
 }
 
-// promising reports whether the batches promise D-PSGD's gradients
-// (promise.go): a mix may then read one still to come (lazyMix.after),
+// promising reports whether the batches promise gradients that go to
+// mixes (promise.go): a mix may then read one still to come (lazyMix.after),
 // and its Σx² is given as 0 until it has run (SumLater), then checked as
 // the peers' cores check it (flushOn).
 func (m *lazyMixer) promising() bool { return m.dev != nil && m.dev.grads }
@@ -361,16 +361,10 @@ func (m *lazyMixer) size() int {
 	return len(m.pending)
 }
 
-// defersMixes reports whether the peers are given a lazyMixer: under
-// D-PSGD, push-sum, GoSGD and AD-PSGD (whose cores hand it their plain
-// mixes: gossip.Config.HandsMixes).
-func (s *sim) defersMixes() bool {
-	switch s.cfg.Protocol {
-	case gossip.DPSGD, gossip.PushSum, gossip.GoSGD, gossip.ADPSGD:
-		return !testMixNow
-	}
-	return false
-}
+// defersMixes reports whether the peers are given a lazyMixer: under a
+// protocol whose cores hand it their plain mixes (gossip.MixesOf,
+// gossip.Config.HandsMixes).
+func (s *sim) defersMixes() bool { return gossip.MixesOf(s.cfg.Protocol) && !testMixNow }
 
 // testMixNow, set by tests, leaves the mixes to the core, at once.
 var testMixNow bool
@@ -384,13 +378,13 @@ func poison(v []float32) {
 }
 
 // vectorBlock is how many host vectors of models left on a device
-// (D-PSGD's gradients and mixes, which the device fills only if they are
+// (gradients and mixes, which the device fills only if they are
 // read) may share an allocation: vectorsPerBlock where every peer stays
 // online, so that a round's vectors are dropped about together, else 1.
 // One vector still held keeps its whole allocation, and with it every
 // other vector's device slot: an offline peer's gradient and model, or
-// under push-sum and GoSGD, whose vectors live from a few events to
-// many rounds (a model no share has reached since), any peer's.
+// under the other protocols that mix (push-sum, GoSGD, AD-PSGD), whose
+// vectors live from a few events to many rounds, any peer's.
 func (s *sim) vectorBlock() int {
 	c := s.cfg
 	if c.Protocol != gossip.DPSGD || c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 {

@@ -33,15 +33,17 @@ import (
 // GPU whose batched results differed by rounding with the batches' make-up,
 // they would be the first run's; the result's rows are all the second's).
 //
-// Plain D-PSGD's gradients (gossip.Config.HandsMixes) are promised the
-// same way: a gradient goes nowhere but into its peer's mix on the
-// device, and the core checks only that it is finite. Its mix may then
-// read a gradient still to come: it carries the number of the batch of
-// the last gradient promised before it (lazyMix.after) and runs only
-// after that batch, and a request that starts from such a mix starts a
-// new batch first. The sums of the mixes, which their receivers check,
-// are given as 0 while a mix is pending (lazyMixer.SumLater) and checked
-// once it has run (flushOn). A receiver that finds the mix run checks
+// The gradients of cores that hand their mixes (plain D-PSGD, push-sum,
+// GoSGD, AD-PSGD: gossip.Config.HandsMixes) are promised the same way: a
+// gradient goes nowhere but into its peer's mixes on the device, and the
+// core checks only that it is finite. A mix may then read a gradient
+// still to come: it carries the number of the last batch not yet run
+// that its inputs come from, directly or through other mixes
+// (lazyMix.after, lazyMixer.afterOf), and runs only after that batch,
+// and a request that starts from such a mix starts a new batch first.
+// The sums of the mixes, which their receivers check, are given as 0
+// while a mix is pending (lazyMixer.SumLater) and checked once it has
+// run (flushOn). A receiver that finds the mix run checks
 // the real sum, so whether a diverged run breaks a promise depends on
 // timing, but its numbers do not.
 
@@ -63,8 +65,9 @@ func misspeculated(err error) bool {
 }
 
 // promiseResults has the batcher promise the results of a random walk's
-// updates it leaves on the device, or of plain D-PSGD's gradients, which
-// go nowhere but to mixes on the device (and with them the mixer the
+// updates it leaves on the device, or the gradients of cores that hand
+// their mixes (gossip.Config.HandsMixes), which go nowhere but to mixes
+// on the device (and with them the mixer the
 // sums of the mixes: lazyMixer.promising), unless the run hands each
 // over once computed.
 func (s *sim) promiseResults() {

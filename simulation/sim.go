@@ -46,7 +46,7 @@ type sim struct {
 	lat            latency
 	speed          computeSpeeds // nil: training takes no virtual time
 	pool           *trainPool    // runs updates on every core (compute.go, overlap.go)
-	mixer          *lazyMixer    // defers D-PSGD's mixes (mixer.go), or nil
+	mixer          *lazyMixer    // defers the cores' mixes (mixer.go), or nil
 	// gpu is the device the peers train on (nil: the CPU), peerBatch
 	// Config.PeerBatch resolved for it, batch the batcher of their
 	// updates (nil: each alone; batch.go).

@@ -41,7 +41,7 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 	}
 	r := w.res
 	if r == nil {
-		compute.ForEachRow(len(items), w.stack.NumParams(), func(i int) { sums[i] = mixHost(items[i]) })
+		compute.ForEachRow(len(items), w.stack.NumParams(), func(i int) { sums[i] = items[i].OnHost() })
 		return
 	}
 	var rows, start, from []int32 // CombineRows's
@@ -118,17 +118,18 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 		for _, x := range it.Xs {
 			r.fetch(x)
 		}
-		sums[i] = mixHost(it)
+		sums[i] = it.OnHost()
 	}
 }
 
-// mixHost computes it on the host and returns Σ Dst².
-func mixHost(it MixItem) float64 {
+// OnHost computes it on the host, its terms' values there, and returns
+// Σ Dst².
+func (it MixItem) OnHost() float64 {
 	if it.Blend {
 		merge.Interpolate(it.Dst, it.Xs[0], it.Xs[1], it.W[0])
-		return merge.SumSquares(it.Dst)
+	} else {
+		merge.Combine(it.Dst, it.Xs, it.W, it.G, it.A)
 	}
-	merge.Combine(it.Dst, it.Xs, it.W, it.G, it.A)
 	return merge.SumSquares(it.Dst)
 }
 
