@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +55,7 @@ func TestDaemonJoinLeave(t *testing.T) {
 				t.Fatalf("joiner: job %s (want %s), model age %v (a member's state has seen examples)", j.JobID, first.JobID, j.ModelAge)
 			}
 			all := append(slices.Clone(ds), joiner)
+			t.Cleanup(func() { dumpLogs(t, all) })
 			for _, d := range all {
 				poll(t, d, fmt.Sprintf("accuracy ≥ %.2f with five live members", floor), 120*time.Second, func(s status) bool {
 					return s.Accuracy >= floor && s.Members == 5 && s.JobID == first.JobID
@@ -205,4 +207,29 @@ func freeUDPPorts(t testing.TB, k int) []int {
 		out[i] = c.LocalAddr().(*net.UDPAddr).Port
 	}
 	return out
+}
+
+// dumpLogs, when t failed, logs whether each daemon still runs and the
+// tail of its log: a poll that timed out on one daemon may have been
+// kept waiting by another (one that died, or stopped announcing).
+func dumpLogs(t *testing.T, ds []*proc) {
+	if !t.Failed() {
+		return
+	}
+	for _, d := range ds {
+		state := "running"
+		switch {
+		case d.cmd == nil || d.cmd.Process == nil:
+			state = "not started"
+		case d.cmd.ProcessState != nil:
+			state = "exited: " + d.cmd.ProcessState.String()
+		default:
+			// A child that died is a zombie until waited for.
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid)); err != nil || strings.Contains(string(b), ") Z ") {
+				state = "died"
+			}
+		}
+		log, _ := os.ReadFile(d.log)
+		t.Logf("%s (%s), log tail:\n%s", d.api, state, tail(string(log), 1500))
+	}
 }

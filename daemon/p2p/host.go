@@ -165,6 +165,9 @@ type Host struct {
 	refusedPeers sync.Map // peer.ID → true: refused by the consortium gater
 	punches      *punchTracer
 	listening    atomic.Bool // the host is up and listening (dht.go)
+	// unidentified counts the connections closed because their
+	// identification failed (identify.go).
+	unidentified atomic.Uint64
 	// partial: the job keeps partial views; members are dialled when
 	// sent to, not on being heard of (SetPartialViews). keep is the
 	// neighbours whose connections stay (Keep).
@@ -316,6 +319,11 @@ func New(cfg Config) (*Host, error) {
 			h.Close()
 			return nil, err
 		}
+	}
+	if err := t.watchIdentify(); err != nil {
+		cancel()
+		h.Close()
+		return nil, err
 	}
 	h.Network().Notify(&network.NotifyBundle{DisconnectedF: func(nw network.Network, c network.Conn) {
 		if nw.Connectedness(c.RemotePeer()) != network.Connected {
