@@ -110,9 +110,13 @@ func peerBatch(cfg *Config, gpu compute.Backend, spec model.Spec) (int, error) {
 
 // batcher gathers batchable updates and trains them in batches.
 type batcher struct {
-	size    int
-	pending []batchItem
-	work    chan batchWork
+	size int
+	// open are the batches being gathered, in the order they will be
+	// sent: open[i] is to be batch number batches+1+i (gathering.go).
+	open [][]batchItem
+	// gathered counts the requests in open: at most size.
+	gathered int
+	work     chan batchWork
 	// lazy: the models trained stay on the device until fetched
 	// (leaveOnDevice).
 	lazy bool
@@ -298,37 +302,57 @@ func deviceFailure(gpu compute.Backend, what string, err *error) {
 }
 
 // add queues req of peer's tr and returns its job, its result promised
-// where the batcher promises it (promise.go); a full batch starts.
+// where the batcher promises it (promise.go), in the first batch being
+// gathered that may take it (gathering.go); a full batch starts.
 func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest, peer gossip.PeerID) *trainJob {
-	j := &trainJob{queued: true, batched: true} // done is its batch's (flush)
-	var into []float32
-	if b.admits != nil && b.startsAfter(req) {
-		b.flush()
+	j := &trainJob{queued: true, batched: true} // done is its batch's (send)
+	i := b.place(req)
+	for len(b.open) <= i {
+		b.open = append(b.open, nil)
 	}
+	j.seq = b.batches + 1 + uint64(i)
+	var into []float32
 	if b.promises(req) {
 		into = b.promise(j, tr, req, string(peer))
 	}
-	b.pending = append(b.pending, batchItem{tr, req, j, into})
-	if len(b.pending) >= b.size {
-		b.flush()
+	b.open[i] = append(b.open[i], batchItem{tr, req, j, into})
+	b.gathered++
+	for len(b.open) > 0 && (len(b.open[0]) >= b.size || b.gathered > b.size) {
+		b.send()
 	}
 	return j
 }
 
-// flush starts a batch of the queued updates.
-func (b *batcher) flush() {
-	if len(b.pending) == 0 {
-		return
+// flush starts every batch being gathered, in order.
+func (b *batcher) flush() { b.flushTo(math.MaxUint64) }
+
+// flushTo starts the batches being gathered up to number seq, in order.
+func (b *batcher) flushTo(seq uint64) {
+	for len(b.open) > 0 && b.batches < seq {
+		b.send()
 	}
-	items := b.pending
-	b.pending = nil
+}
+
+// send starts the first batch being gathered (the next number), or
+// drops it if it is empty.
+func (b *batcher) send() {
+	items := b.open[0]
+	b.open[0] = nil
+	b.open = b.open[1:]
+	if len(b.open) == 0 {
+		b.open = nil // let the array go
+	}
+	b.batches++
+	b.gathered -= len(items)
+	if len(items) == 0 {
+		return // its number unused: nothing is promised in it
+	}
 	ran := b.ran.Load()
 	maps.DeleteFunc(b.outputs, func(_ *float32, k uint64) bool { return k <= ran })
 	done := make(chan struct{}) // one for the batch: its jobs end together
 	for _, it := range items {
 		it.job.queued, it.job.done = false, done
 	}
-	b.batches++
 	b.updates += uint64(len(items))
 	if b.mixes() {
 		b.mixer.cover() // this batch mixes first
@@ -426,7 +450,7 @@ func (s *sim) await(j *trainJob) {
 		return
 	}
 	if j.queued {
-		s.batch.flush()
+		s.batch.flushTo(j.seq)
 	}
 	s.batch.wait(j.done)
 }

@@ -164,8 +164,10 @@ type trainJob struct {
 	// batched: trained in a batch (batch.go), not on the pool; queued:
 	// waiting in the batcher for its batch to start.
 	batched, queued bool
-	res             *gossip.TrainResult
-	err             error
+	// seq is the number of its batch (batcher.open).
+	seq uint64
+	res *gossip.TrainResult
+	err error
 	// promise, where set, is the result handed over before the batch has
 	// run (promise.go), of peer's update.
 	promise *gossip.TrainResult

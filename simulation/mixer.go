@@ -268,13 +268,6 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 // the peers' cores check it (flushOn).
 func (m *lazyMixer) promising() bool { return m.dev != nil && m.dev.grads }
 
-// needs reports whether v is a pending mix that must wait for batch
-// number k (after).
-func (m *lazyMixer) needs(v []float32, k uint64) bool {
-	p := m.find(v)
-	return p != nil && p.after >= k
-}
-
 // pendingMixes returns the mixes pending now, in no order, and the order
 // of the last one recorded (every mix up to it is pending or done).
 func (m *lazyMixer) pendingMixes() ([]*lazyMix, uint64) {

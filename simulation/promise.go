@@ -101,13 +101,6 @@ func (b *batcher) promises(req *gossip.TrainRequest) bool {
 	return req.Op == gossip.OpUpdate
 }
 
-// startsAfter reports whether req, promised or not, starts from a result
-// still promised in the batch being gathered, or from a mix that must
-// wait for it: that batch must be sent first.
-func (b *batcher) startsAfter(req *gossip.TrainRequest) bool {
-	return b.gathering(req.Params) || b.gathering(req.MixWith) || (b.grads && b.mixer.needs(req.Params, b.batches+1))
-}
-
 // promise makes j, the job of req, a promise, and returns the vector the
 // update will be written to if it merges or is a gradient (nil: its own
 // Params).
@@ -133,13 +126,9 @@ func (b *batcher) promise(j *trainJob, tr *trainer.Trainer, req *gossip.TrainReq
 	if b.outputs == nil {
 		b.outputs = map[*float32]uint64{}
 	}
-	b.outputs[&out[0]] = b.batches + 1 // the number the batch being gathered will have
+	b.outputs[&out[0]] = j.seq
 	return into
 }
-
-// gathering reports whether v is a result promised in the batch being
-// gathered.
-func (b *batcher) gathering(v []float32) bool { return b.promisedIn(v) == b.batches+1 }
 
 // promisedIn is the number of the batch v is a result promised in, if
 // that batch has not run yet; else 0.

@@ -1,0 +1,107 @@
+package simulation
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
+)
+
+// TestGatheringPlaces: a request joins the first batch being gathered
+// after every batch its inputs are promised in (its Params, its MixWith)
+// that has room; one that would need a batch beyond maxOpenBatches
+// sends the first; no more than a batch's worth of requests is held.
+func TestGatheringPlaces(t *testing.T) {
+	defer func(k int) { maxOpenBatches = k }(maxOpenBatches)
+	maxOpenBatches = 3
+	b := &batcher{size: 4, work: make(chan batchWork, 16), admits: func(float64) bool { return true }, outputs: map[*float32]uint64{}}
+	vec := func(batch uint64) []float32 { // a result promised in batch, or computed (0)
+		v := make([]float32, 2)
+		if batch > 0 {
+			b.outputs[&v[0]] = batch
+		}
+		return v
+	}
+	sent := func() []uint64 {
+		var seqs []uint64
+		for {
+			select {
+			case wk := <-b.work:
+				seqs = append(seqs, wk.seq)
+				for _, it := range wk.items {
+					if it.job.seq != wk.seq || it.job.queued || it.job.done == nil {
+						t.Fatalf("batch %d holds a job of batch %d (queued %v)", wk.seq, it.job.seq, it.job.queued)
+					}
+				}
+			default:
+				return seqs
+			}
+		}
+	}
+	add := func(params, mixWith []float32, want uint64) {
+		t.Helper()
+		// A gradient without grads: not promised, placed all the same.
+		j := b.add(nil, &gossip.TrainRequest{Op: gossip.OpGradient, Params: params, MixWith: mixWith}, "p")
+		if j.seq != want {
+			t.Fatalf("request placed in batch %d, want %d", j.seq, want)
+		}
+	}
+	add(vec(0), nil, 1)        // computed: the first
+	add(vec(1), nil, 2)        // from batch 1's result: the second
+	add(vec(0), vec(2), 3)     // merging batch 2's: the third
+	if s := sent(); s != nil { // three requests held, three batches open
+		t.Fatalf("batches %v sent, want none yet", s)
+	}
+	add(vec(3), nil, 4) // batch 4 is beyond 3 open: batch 1 goes first
+	if s := sent(); len(s) != 1 || s[0] != 1 || b.batches != 1 || len(b.open) != 3 {
+		t.Fatalf("sent %v (%d batches, %d open), want batch 1 alone", s, b.batches, len(b.open))
+	}
+	add(vec(1), nil, 2) // batch 1 is sent: it may join the first open
+	add(vec(0), nil, 2)
+	if s := sent(); len(s) != 1 || s[0] != 2 || b.gathered != 2 {
+		t.Fatalf("sent %v with %d held, want batch 2 (5 requests held, more than a batch's 4)", s, b.gathered)
+	}
+	j := b.add(nil, &gossip.TrainRequest{Op: gossip.OpGradient, Params: vec(0)}, "p")
+	b.flushTo(j.seq)
+	if s := sent(); len(s) != 1 || s[0] != 3 || j.queued || len(b.open) != 1 {
+		t.Fatalf("flushTo(%d) sent %v, %d left open", j.seq, s, len(b.open))
+	}
+	b.flush()
+	if s := sent(); len(s) != 1 || s[0] != 4 || b.open != nil || b.gathered != 0 || b.updates != 7 {
+		t.Fatalf("flush sent %v, %d open, %d held, %d trained", s, len(b.open), b.gathered, b.updates)
+	}
+}
+
+// TestGatheringSideBySide: random-walk and push-sum peers on the
+// emulated device train in far fewer batches when several are gathered
+// at once than when a batch is sent as soon as a request needs a later
+// one, and to the same numbers.
+func TestGatheringSideBySide(t *testing.T) {
+	defer func(k int) { maxOpenBatches, testDevice = k, nil }(maxOpenBatches)
+	for _, protocol := range []string{gossip.RandomWalk, gossip.PushSum} {
+		c := Config{Settings: job.Settings{Protocol: protocol, Model: "mlp"}, Hidden: []int{8}, Peers: 200, Rounds: 4, EvalEvery: 4, Seed: 3, EvalPeers: 4, EvalExamples: 200,
+			FinalEvalPeers: 8, PeerBatch: 1000, Device: "cuda"}
+		var csv [2]string
+		var batches [2]uint64
+		for i, k := range []int{1, 16} {
+			maxOpenBatches, testDevice = k, backendtest.NewDevice()
+			res, err := Run(context.Background(), c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.DeviceTime == nil || res.DeviceTime.Promised == 0 {
+				t.Fatalf("%s: no result promised (%+v): the batches' order is not what is tested", protocol, res.DeviceTime)
+			}
+			csv[i], batches[i] = csvString(t, res.Rows), res.Batches
+		}
+		if csv[0] != csv[1] {
+			t.Fatalf("%s: one batch gathered at a time:\n%s\nsixteen:\n%s", protocol, csv[0], csv[1])
+		}
+		if 2*batches[1] > batches[0] {
+			t.Fatalf("%s: %d batches gathering sixteen at a time, %d one at a time: want under half", protocol, batches[1], batches[0])
+		}
+		t.Logf("%s: %d batches one at a time, %d sixteen at a time", protocol, batches[0], batches[1])
+	}
+}
