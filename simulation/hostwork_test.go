@@ -54,6 +54,11 @@ func BenchmarkHostWork(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(res.Stats.Updates), "µs/update")
 			b.ReportMetric(float64(res.BatchedUpdates)/float64(max(1, res.Batches)), "updates/batch")
+			// Vectors that found the device's arena full: mixed on the
+			// host, where nullDevice left them unwritten, so that a
+			// promise may break and the run be simulated again
+			// (promised 0).
+			b.ReportMetric(float64(st.Full), "full")
 			if dt := res.DeviceTime; dt != nil {
 				b.ReportMetric(dt.BusySeconds, "busy-s")
 				b.ReportMetric(dt.WaitedSeconds, "waited-s")
