@@ -285,7 +285,7 @@ func (b *batcher) serve(wk batchWork, gpu compute.Backend) {
 		}
 	}
 	b.ran.Store(wk.seq)
-	close(items[0].job.done) // the batch's, which its jobs share (flush)
+	close(items[0].job.done) // the batch's, which its jobs share (send)
 }
 
 // deviceFailure turns a device backend's panic (a CUDA failure, such as
@@ -303,7 +303,8 @@ func deviceFailure(gpu compute.Backend, what string, err *error) {
 
 // add queues req of peer's tr and returns its job, its result promised
 // where the batcher promises it (promise.go), in the first batch being
-// gathered that may take it (gathering.go); a full batch starts.
+// gathered that may take it (gathering.go); the first batch starts when
+// it is full or when more than a batch's worth of requests is held.
 func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest, peer gossip.PeerID) *trainJob {
 	j := &trainJob{queued: true, batched: true} // done is its batch's (send)
 	i := b.place(req)
@@ -379,7 +380,7 @@ func (b *batcher) fetch(vs [][]float32) error {
 // before it, and waits for it: its device failure, if any.
 func (b *batcher) call(wk batchWork) error {
 	if b.admits != nil {
-		b.flush() // its vectors may be promised in the batch being gathered
+		b.flush() // its vectors may be promised in the batches being gathered
 	}
 	var err error
 	wk.done, wk.err = make(chan struct{}), &err

@@ -169,8 +169,8 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 		return s.err
 	}
 	if s.batch != nil {
-		res.Batches, res.BatchedUpdates = s.batch.batches, s.batch.updates
 		s.batch.close() // the batches started are done: their counts are final
+		res.Batches, res.BatchedUpdates = s.batch.batches, s.batch.updates
 		res.DeviceTime = s.deviceTime()
 		if s.batch.residentOn {
 			res.Resident = &s.batch.resident

@@ -13,13 +13,14 @@ import "github.com/gossipd/gossipd/gossip"
 //
 // So the batcher gathers several batches at once (batcher.open): a
 // request joins the first whose number is above every batch its inputs
-// are promised in (level) and that has room. One that starts from
-// results computed, or from batches already sent, joins the first; one
-// that starts from the first's results, the second; and so on. The
-// first is sent when it is full, when the simulation needs a result of
-// it (await, call), or when a request would need a batch beyond the
-// last maxOpenBatches, so that the device keeps working beside the
-// event loop and the promised vectors held stay bounded.
+// are promised in (level). One that starts from results computed, or
+// from batches already sent, joins the first; one that starts from the
+// first's results, the second; and so on. The first is sent when more
+// than a batch's worth of requests (size) is held, or it is full, when
+// the simulation needs a result of it (await, call), or when a request
+// would need a batch beyond the last maxOpenBatches, so that the device
+// keeps working beside the event loop and the promised vectors held stay
+// bounded (as many as one batch held before).
 //
 // Which requests train together, and in which order the batches run,
 // still depends on the events alone, and on the CPU backend a request's
@@ -33,22 +34,19 @@ var maxOpenBatches = 16
 
 // place returns the index in open of the batch req joins (open may have
 // to grow to it), sending the first batches where req would need one
-// beyond maxOpenBatches.
+// beyond maxOpenBatches. No batch gathered is full here: more than a
+// batch's worth held sends the first, and a batch is gathered only
+// above others that are not empty.
 func (b *batcher) place(req *gossip.TrainRequest) int {
 	i := 0
 	if b.admits != nil {
 		i = b.level(req)
 	}
-	for {
-		for i < len(b.open) && len(b.open[i]) >= b.size {
-			i++
-		}
-		if i < maxOpenBatches {
-			return i
-		}
+	for i >= maxOpenBatches {
 		b.send()
 		i--
 	}
+	return i
 }
 
 // level is the index in open of the first batch req may join: after

@@ -10,9 +10,10 @@ import (
 )
 
 // TestGatheringPlaces: a request joins the first batch being gathered
-// after every batch its inputs are promised in (its Params, its MixWith)
-// that has room; one that would need a batch beyond maxOpenBatches
-// sends the first; no more than a batch's worth of requests is held.
+// after every batch its inputs are promised in (its Params, its
+// MixWith, or a pending mix's inputs); one that would need a batch
+// beyond maxOpenBatches sends the first; no more than a batch's worth of
+// requests is held.
 func TestGatheringPlaces(t *testing.T) {
 	defer func(k int) { maxOpenBatches = k }(maxOpenBatches)
 	maxOpenBatches = 3
@@ -40,10 +41,12 @@ func TestGatheringPlaces(t *testing.T) {
 			}
 		}
 	}
+	// A gradient without grads (an update with): not promised, placed all
+	// the same.
+	op := gossip.OpGradient
 	add := func(params, mixWith []float32, want uint64) {
 		t.Helper()
-		// A gradient without grads: not promised, placed all the same.
-		j := b.add(nil, &gossip.TrainRequest{Op: gossip.OpGradient, Params: params, MixWith: mixWith}, "p")
+		j := b.add(nil, &gossip.TrainRequest{Op: op, Params: params, MixWith: mixWith}, "p")
 		if j.seq != want {
 			t.Fatalf("request placed in batch %d, want %d", j.seq, want)
 		}
@@ -71,6 +74,24 @@ func TestGatheringPlaces(t *testing.T) {
 	b.flush()
 	if s := sent(); len(s) != 1 || s[0] != 4 || b.open != nil || b.gathered != 0 || b.updates != 7 {
 		t.Fatalf("flush sent %v, %d open, %d held, %d trained", s, len(b.open), b.gathered, b.updates)
+	}
+
+	// A request that starts from a pending mix of a result promised in
+	// batch 6 joins batch 7 (gradients promised: grads).
+	m := newLazyMixer(2, 1, false)
+	defer m.close()
+	b.mixer, m.dev, b.grads, op = m, b, true, gossip.OpUpdate
+	add(vec(0), nil, 5)
+	add(vec(5), nil, 6)
+	x := m.Vector(2)
+	m.Mix(x, [][]float32{vec(0), vec(6)}, []float32{0.5, 0.5}, nil, 0)
+	if p := m.find(x); p == nil || p.after != 6 {
+		t.Fatalf("the mix of batch 6's result waits for batch %v", p)
+	}
+	add(x, nil, 7)
+	b.flush()
+	if s := sent(); len(s) != 3 || s[2] != 7 {
+		t.Fatalf("flush sent %v, want batches 5, 6 and 7", s)
 	}
 }
 

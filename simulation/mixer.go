@@ -40,9 +40,10 @@ type lazyMixer struct {
 	bulk bool
 	// On a device, covered is the order (seq) of the last mix recorded
 	// when the event loop last sent a batch: the batch's flush (flushOn,
-	// before it trains) carries out every mix up to it, so a mix the loop
-	// needs before then is waited for, not asked for in a call of its own
-	// queued behind the batches. Tried is the last mix a flush has taken
+	// before it trains) carries out every mix up to it but those that read
+	// a later batch's results, so a mix the loop needs before then is
+	// waited for, not asked for in a call of its own queued behind the
+	// batches (one that the flush left is asked for then). Tried is the last mix a flush has taken
 	// on, done or failed; flushed signals the end of each flush (guarded
 	// by mu).
 	covered, tried uint64
@@ -66,9 +67,10 @@ type lazyMix struct {
 	ss    float64 // Σ dst², once resolved
 	seq   uint64  // its order among the mixes
 	done  bool    // on a device: resolved (guarded by the mixer's mu)
-	// after is the number of the batch whose gradient it reads, directly
-	// or through the mixes it reads, still being gathered when it was
-	// recorded: it runs only once that batch has (0: none; afterOf).
+	// after is the number of the last batch whose results it reads,
+	// directly or through the mixes it reads, not yet run when it was
+	// recorded (sent or still gathered): it runs only once that batch has
+	// (0: none; afterOf).
 	// Vouched says its sum was given as 0 before it was
 	// computed (SumLater), to be checked (guarded by mu).
 	after   uint64

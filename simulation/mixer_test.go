@@ -213,7 +213,7 @@ func TestMixWaitsForSentBatch(t *testing.T) {
 			fill := func(v float32) []float32 { return []float32{v, v, v, v, v, v, v, v} }
 			x := m.Vector(8)
 			m.Mix(x, [][]float32{fill(1), fill(3)}, []float32{0.5, 0.5}, fill(1), -1) // 2 − 1 = 1 each
-			b.open = [][]batchItem{{{job: &trainJob{queued: true}}}}
+			b.open, b.gathered = [][]batchItem{{{job: &trainJob{queued: true}}}}, 1
 			b.flush() // waits in b.work, which holds one
 			later := m.SumLater(x)
 			got := make(chan float64)

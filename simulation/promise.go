@@ -21,7 +21,7 @@ import (
 // trainer.RunBatchInto), with a Σx² of 0, which passes; the event loop
 // hands it over without waiting for the batch, and the batch checks the
 // real sum once it has it. An update whose model starts from a result
-// still promised in the batch being gathered starts a new batch first,
+// still promised joins a later batch than that result's (gathering.go),
 // so a batch reads only models computed before it.
 //
 // If every real sum passes, the run is the one that waited for each
@@ -40,7 +40,7 @@ import (
 // still to come: it carries the number of the last batch not yet run
 // that its inputs come from, directly or through other mixes
 // (lazyMix.after, lazyMixer.afterOf), and runs only after that batch,
-// and a request that starts from such a mix starts a new batch first.
+// and a request that starts from such a mix joins a later batch.
 // The sums of the mixes, which their receivers check, are given as 0
 // while a mix is pending (lazyMixer.SumLater) and checked once it has
 // run (flushOn). A receiver that finds the mix run checks
