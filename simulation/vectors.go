@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"runtime"
+	"sync"
 
 	"github.com/gossipd/gossipd/model/compute"
 )
@@ -13,9 +14,16 @@ import (
 // Making one is mostly what the runtime charges for it (its allocation,
 // and marking in proportion, compute.Unzeroed), which the event loop then
 // does not pay.
+//
+// Where the makers fall behind (a D-PSGD round asks for thousands at
+// once), the loop makes a block of vectors itself, one allocation, and
+// hands out the rest of it next (spare), as the makers would have.
 type vectorMaker struct {
 	fresh chan []float32
 	stop  chan struct{}
+	block int
+	mu    sync.Mutex
+	spare [][]float32
 }
 
 // newVectorMaker starts makers of vectors of size values, up to ready
@@ -28,7 +36,7 @@ func newVectorMaker(size, block, ready int) *vectorMaker {
 		makers = max(2, makers)
 	}
 	block = max(1, min(block, ready/makers))
-	v := &vectorMaker{fresh: make(chan []float32, ready), stop: make(chan struct{})}
+	v := &vectorMaker{fresh: make(chan []float32, ready), stop: make(chan struct{}), block: block}
 	for range makers {
 		go func() {
 			for {
@@ -46,7 +54,7 @@ func newVectorMaker(size, block, ready int) *vectorMaker {
 }
 
 // get returns a vector of n values, whatever it holds: a ready one, or
-// one made here when none is.
+// one of a block made here when none is.
 func (v *vectorMaker) get(n int) []float32 {
 	select {
 	case x := <-v.fresh:
@@ -55,7 +63,19 @@ func (v *vectorMaker) get(n int) []float32 {
 		}
 	default:
 	}
-	return compute.Unzeroed(n)
+	if v.block <= 1 {
+		return compute.Unzeroed(n)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if k := len(v.spare); k == 0 || len(v.spare[k-1]) != n {
+		v.spare = compute.UnzeroedRows(v.block, n)
+	}
+	k := len(v.spare)
+	x := v.spare[k-1]
+	v.spare[k-1] = nil
+	v.spare = v.spare[:k-1]
+	return x
 }
 
 // close stops the makers.
