@@ -81,7 +81,8 @@ type Config struct {
 	Init []float32
 	// ShareInit lets the node start from Init itself, not a copy, where
 	// its protocol never writes its model in place (random walk and
-	// D-PSGD, which replace it with a new vector at each update): a
+	// D-PSGD, which replace it with a new vector at each update, and a
+	// core that hands its mixes to a Mixer: HandsMixes): a
 	// simulator's thousands of peers then hold one initial model until
 	// each first updates. The caller must not write Init while a node may
 	// hold it. Default false.

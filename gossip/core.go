@@ -83,7 +83,7 @@ func New(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("%w: initial parameters %d, layout %d", ErrConfig, len(cfg.Init), layout.Size)
 	}
 	n := &Core{cfg: cfg, def: registry[cfg.Protocol], rng: cfg.Rand, layout: layout, params: cfg.Init}
-	if !cfg.ShareInit || !n.def.replaces {
+	if !cfg.ShareInit || !(n.def.replaces || cfg.HandsMixes()) {
 		n.params = slices.Clone(cfg.Init)
 	}
 	n.view = newView(cfg.ID, cfg.ViewSize)

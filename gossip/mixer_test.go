@@ -68,11 +68,17 @@ func (m *lazyMixer) Vector(n int) []float32 { return make([]float32, n) }
 func TestHandedMixes(t *testing.T) {
 	for _, proto := range []string{gossip.PushSum, gossip.GoSGD, gossip.ADPSGD} {
 		t.Run(proto, func(t *testing.T) {
+			// With a mixer the nodes start from their initial vectors
+			// themselves (ShareInit), which they must never write.
+			var inits, copies [][]float32
 			run := func(mx gossip.Mixer) ([][]float32, []float64) {
 				h := newHarness(t, 6, func(i int, c *gossip.Config) {
-					c.Protocol, c.LR, c.Mixer = proto, 0.3, mx
+					c.Protocol, c.LR, c.Mixer, c.ShareInit = proto, 0.3, mx, mx != nil
 					for k := range c.Init {
 						c.Init[k] = float32(i*8+k) / 16
+					}
+					if mx != nil {
+						inits, copies = append(inits, c.Init), append(copies, slices.Clone(c.Init))
 					}
 					for _, k := range []int{(i + 1) % 6, (i + 3) % 6} {
 						c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(k), Weight: 1})
@@ -115,6 +121,11 @@ func TestHandedMixes(t *testing.T) {
 			alone, aw := run(nil)
 			if mx.mixes == 0 {
 				t.Fatal("no mix was handed to the mixer")
+			}
+			for i := range inits {
+				if !slices.Equal(inits[i], copies[i]) {
+					t.Fatalf("node %d wrote the initial vector it shares: %v, was %v", i, inits[i], copies[i])
+				}
 			}
 			for i := range handed {
 				if !slices.Equal(handed[i], alone[i]) || hw[i] != aw[i] {
