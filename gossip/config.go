@@ -168,6 +168,12 @@ type Config struct {
 	// the weight and running sums replace Resume's, and the model is
 	// rescaled to that weight.
 	Accounts *Accounts
+	// NoAccounts says that the shell keeps no push-sum accounts, so the
+	// node makes none (Ready.Accounts stays nil): a simulator's peers,
+	// which no store restarts, and whose thousands of links would be
+	// listed at every change of a weight. Default false: a daemon makes
+	// them durable before its shares leave.
+	NoAccounts bool
 	// SelfWeight is dpsgd's W_ii.
 	SelfWeight float64
 	// RoundTimeout is how long dpsgd and sfb wait for contributions before

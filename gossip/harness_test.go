@@ -38,6 +38,8 @@ type harness struct {
 	// encoder reads it).
 	recycle bool
 	resolve func([]float32)
+	// accounts counts the Readies that carried push-sum's accounts.
+	accounts int
 }
 
 func name(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("n%03d", i)) }
@@ -70,6 +72,9 @@ func (h *harness) drain(i int) {
 		rd := nd.Ready()
 		nd.Advance()
 		h.traces = append(h.traces, rd.Trace...)
+		if rd.Accounts != nil {
+			h.accounts++
+		}
 		for _, m := range rd.Messages {
 			h.sent++
 			if h.drop != nil && h.drop(&m) {

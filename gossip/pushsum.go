@@ -115,6 +115,9 @@ func newPushSum(cfg *Config) *pushSum {
 // carries the accounts, durable before its messages leave.
 func (p *pushSum) account(n *Core) {
 	p.seq++
+	if n.cfg.NoAccounts {
+		return
+	}
 	a := &Accounts{Seq: p.seq, Weight: p.w + p.inW} // a robust node's weight not yet merged is its own too
 	for _, id := range slices.Sorted(maps.Keys(p.links)) {
 		l := p.links[id]

@@ -236,7 +236,7 @@ func (s *sim) newPeer(i int, part []int, join bool) (*simPeer, error) {
 		data.Y = s.flippedY
 	}
 	gc := gossip.Config{
-		ID: id, Init: s.init, ShareInit: true, InitSum: s.initSum, Rand: rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)), Jitter: cfg.Jitter,
+		ID: id, Init: s.init, ShareInit: true, InitSum: s.initSum, NoAccounts: true, Rand: rand.New(rand.NewPCG(cfg.Seed, uint64(i)<<8|1)), Jitter: cfg.Jitter,
 		CacheSize: cacheSize(cfg.Voting, cfg.Aggregator), Tokens: cfg.Tokens, Fanout: cfg.Fanout, Sampling: cfg.Sampling, ActiveView: cfg.ActiveView, PassiveView: cfg.PassiveView,
 		Join: join, Topology: s.liveTopology(), TopologySeed: cfg.Seed,
 	}
