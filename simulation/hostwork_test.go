@@ -48,6 +48,9 @@ func BenchmarkHostWork(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			if res.Device.Note != "" { // simulated twice, for one
+				b.Logf("%s: %s", protocol, res.Device.Note)
+			}
 			st := res.Resident
 			if st == nil || st.Consensus != uint64(len(res.Rows)) || (protocol == gossip.RandomWalk && st.Left == 0) || (protocol != gossip.RandomWalk && st.Mixed == 0) {
 				b.Fatalf("%s on the device: resident counts %+v, %d rows", protocol, st, len(res.Rows))
