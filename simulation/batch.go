@@ -2,7 +2,6 @@ package simulation
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"runtime"
 	"sync"
@@ -322,43 +321,6 @@ func (b *batcher) add(tr *trainer.Trainer, req *gossip.TrainRequest, peer gossip
 		b.send()
 	}
 	return j
-}
-
-// flush starts every batch being gathered, in order.
-func (b *batcher) flush() { b.flushTo(math.MaxUint64) }
-
-// flushTo starts the batches being gathered up to number seq, in order.
-func (b *batcher) flushTo(seq uint64) {
-	for len(b.open) > 0 && b.batches < seq {
-		b.send()
-	}
-}
-
-// send starts the first batch being gathered (the next number), or
-// drops it if it is empty.
-func (b *batcher) send() {
-	items := b.open[0]
-	b.open[0] = nil
-	b.open = b.open[1:]
-	if len(b.open) == 0 {
-		b.open = nil // let the array go
-	}
-	b.batches++
-	b.gathered -= len(items)
-	if len(items) == 0 {
-		return // its number unused: nothing is promised in it
-	}
-	ran := b.ran.Load()
-	maps.DeleteFunc(b.outputs, func(_ *float32, k uint64) bool { return k <= ran })
-	done := make(chan struct{}) // one for the batch: its jobs end together
-	for _, it := range items {
-		it.job.queued, it.job.done = false, done
-	}
-	b.updates += uint64(len(items))
-	if b.mixes() {
-		b.mixer.cover() // this batch mixes first
-	}
-	b.work <- batchWork{items: items, seq: b.batches}
 }
 
 // leaveOnDevice makes the batches leave the models they train on the

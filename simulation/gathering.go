@@ -1,6 +1,11 @@
 package simulation
 
-import "github.com/gossipd/gossipd/gossip"
+import (
+	"maps"
+	"math"
+
+	"github.com/gossipd/gossipd/gossip"
+)
 
 // Batches gathered side by side. A request that starts from a result
 // still promised (promise.go), directly or through a pending mix, must
@@ -63,4 +68,41 @@ func (b *batcher) level(req *gossip.TrainRequest) int {
 		return 0 // computed, or in a batch sent: the batches run in order
 	}
 	return int(k - b.batches)
+}
+
+// flush starts every batch being gathered, in order.
+func (b *batcher) flush() { b.flushTo(math.MaxUint64) }
+
+// flushTo starts the batches being gathered up to number seq, in order.
+func (b *batcher) flushTo(seq uint64) {
+	for len(b.open) > 0 && b.batches < seq {
+		b.send()
+	}
+}
+
+// send starts the first batch being gathered (the next number), or
+// drops it if it is empty.
+func (b *batcher) send() {
+	items := b.open[0]
+	b.open[0] = nil
+	b.open = b.open[1:]
+	if len(b.open) == 0 {
+		b.open = nil // let the array go
+	}
+	b.batches++
+	b.gathered -= len(items)
+	if len(items) == 0 {
+		return // its number unused: nothing is promised in it
+	}
+	ran := b.ran.Load()
+	maps.DeleteFunc(b.outputs, func(_ *float32, k uint64) bool { return k <= ran })
+	done := make(chan struct{}) // one for the batch: its jobs end together
+	for _, it := range items {
+		it.job.queued, it.job.done = false, done
+	}
+	b.updates += uint64(len(items))
+	if b.mixes() {
+		b.mixer.cover() // this batch mixes first
+	}
+	b.work <- batchWork{items: items, seq: b.batches}
 }
