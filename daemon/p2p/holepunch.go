@@ -75,20 +75,9 @@ func startPuncher(t *Host, basic host.Host) (*puncher, error) {
 		return nil, fmt.Errorf("p2p: hole punching: %w", err)
 	}
 	p.svc = svc
-	t.wg.Go(func() {
-		defer sub.Close()
-		for {
-			select {
-			case <-t.ctx.Done():
-				return
-			case e, ok := <-sub.Out():
-				if !ok {
-					return
-				}
-				ev := e.(event.EvtPeerIdentificationCompleted)
-				p.observe(ev.Conn, ev.ObservedAddr)
-			}
-		}
+	t.watch(sub, func(e any) {
+		ev := e.(event.EvtPeerIdentificationCompleted)
+		p.observe(ev.Conn, ev.ObservedAddr)
 	})
 	t.wg.Go(p.retry)
 	return p, nil

@@ -26,6 +26,16 @@ func (t *Host) watchIdentify() error {
 	if err != nil {
 		return fmt.Errorf("p2p: identify events: %w", err)
 	}
+	t.watch(sub, func(e any) {
+		ev := e.(event.EvtPeerIdentificationFailed)
+		t.identifyFailed(ev.Peer, ev.Reason)
+	})
+	return nil
+}
+
+// watch hands each event sub delivers to f, on a goroutine of its own,
+// until the host closes.
+func (t *Host) watch(sub event.Subscription, f func(any)) {
 	t.wg.Go(func() {
 		defer sub.Close()
 		for {
@@ -36,12 +46,10 @@ func (t *Host) watchIdentify() error {
 				if !ok {
 					return
 				}
-				ev := e.(event.EvtPeerIdentificationFailed)
-				t.identifyFailed(ev.Peer, ev.Reason)
+				f(e)
 			}
 		}
 	})
-	return nil
 }
 
 // identifyFailed closes the connections to p after an identification
