@@ -185,11 +185,9 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 
 // buildPeers builds the peers side by side: each from its index alone
 // (its seeds, its shard, its neighbours), so the peers are the same on
-// any number of cores. Random-walk and D-PSGD peers, and the peers whose
-// cores hand their mixes (push-sum, GoSGD, AD-PSGD: HandsMixes), share
-// the initial model (gossip.Config.ShareInit); the others copy it, which
-// for a million softmax peers is 31 GB, and most of the time a start
-// takes.
+// any number of cores. Peers that never write their model in place share
+// the initial model (gossip.Config.ShareInit); the others copy it (for a
+// million softmax peers 31 GB, and most of the time a start takes).
 func (s *sim) buildPeers(parts [][]int) error {
 	if s.cfg.SecureAggregation && s.stats.Secure == nil {
 		s.stats.Secure = &gossip.SecureCounts{} // newPeer's traces count here
