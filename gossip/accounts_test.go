@@ -1,7 +1,10 @@
 package gossip_test
 
 import (
+	"errors"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,5 +45,15 @@ func TestNoAccounts(t *testing.T) {
 				t.Fatalf("%s node %d: %v (weight %v) with accounts, %v (weight %v) without", proto, i, with[i], ww[i], without[i], wo[i])
 			}
 		}
+	}
+}
+
+// TestNoAccountsRefusesAccounts: saved accounts given to a node that
+// keeps none are a configuration error, not silently dropped.
+func TestNoAccountsRefusesAccounts(t *testing.T) {
+	c := gossip.Config{ID: "n", Protocol: gossip.PushSum, Spec: tinySpec, Init: make([]float32, 8), Rand: rand.New(rand.NewPCG(1, 2)),
+		Neighbors: []gossip.Neighbor{{ID: "m", Weight: 1}}, NoAccounts: true, Accounts: &gossip.Accounts{Weight: 1}}
+	if _, err := gossip.New(c); !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), "NoAccounts") {
+		t.Fatalf("New: %v, want a configuration error naming NoAccounts", err)
 	}
 }

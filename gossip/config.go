@@ -246,6 +246,9 @@ func (c *Config) Validate() error {
 	if !ok {
 		return fmt.Errorf("%w: protocol %q, want one of %v", ErrConfig, c.Protocol, Protocols)
 	}
+	if c.NoAccounts && c.Accounts != nil {
+		return fmt.Errorf("%w: saved accounts given to a node that keeps none (NoAccounts)", ErrConfig)
+	}
 	if err := c.Spec.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
