@@ -3,6 +3,7 @@ package trainer
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"weak"
 
 	"github.com/gossipd/gossipd/model/compute"
@@ -58,6 +59,9 @@ type resident struct {
 	left, grads, mixed, fetched uint64
 	// Measured counts the consensus distances measured here (Consensus).
 	measured uint64
+	// collecting: a collection asked for when the arena was full
+	// (collect) has not ended yet.
+	collecting atomic.Bool
 }
 
 type slotEntry struct {
@@ -129,6 +133,7 @@ func (r *resident) alloc() (int32, bool) {
 	}
 	r.mu.Unlock()
 	if r.slots >= r.max {
+		r.collect()
 		return 0, false
 	}
 	grown := min(r.max, max(64, 2*r.slots))
@@ -145,6 +150,21 @@ func (r *resident) alloc() (int32, bool) {
 	s := int32(r.slots)
 	r.arena, r.slots = arena, grown
 	return s, true
+}
+
+// collect asks for a collection when the arena is full, one at a time,
+// on a goroutine of its own: a slot is freed only once the collector
+// finds its host vector garbage, which a run that allocates little on
+// the host may not do for long, while a full arena sends every model
+// that finds no slot to the host. The request that found it full is
+// served on the host all the same.
+func (r *resident) collect() {
+	if r.collecting.CompareAndSwap(false, true) {
+		go func() {
+			runtime.GC()
+			r.collecting.Store(false)
+		}()
+	}
 }
 
 // keep records that slot s holds v's values, until v is garbage; stale:

@@ -353,3 +353,33 @@ func TestResidentBlock(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// TestResidentCollects: an arena full of slots whose host vectors are
+// garbage asks for a collection, so that their slots come back without
+// waiting for the host to allocate enough to collect by itself.
+func TestResidentCollects(t *testing.T) {
+	const size = 1000
+	r := newResident(backendtest.NewDevice(), size)
+	defer r.close()
+	r.max = 2
+	func() {
+		for range 2 {
+			if _, ok := r.slot(make([]float32, size)); !ok {
+				t.Fatal("no room in an arena of 2")
+			}
+		}
+	}() // both vectors garbage from here
+	v := make([]float32, size)
+	if _, ok := r.slot(v); ok {
+		t.Fatal("an arena of 2 took a third vector")
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := r.slot(v); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the arena stayed full of garbage for 30 s (%d tries)", r.full)
+		}
+	}
+	runtime.KeepAlive(v)
+}
