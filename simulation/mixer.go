@@ -43,9 +43,9 @@ type lazyMixer struct {
 	// before it trains) carries out every mix up to it but those that read
 	// a later batch's results, so a mix the loop needs before then is
 	// waited for, not asked for in a call of its own queued behind the
-	// batches (one that the flush left is asked for then). Tried is the last mix a flush has taken
-	// on, done or failed; flushed signals the end of each flush (guarded
-	// by mu).
+	// batches (one that the flush left is asked for then). Tried is the
+	// last mix a flush has taken on, done or failed; flushed signals the
+	// end of each flush (guarded by mu).
 	covered, tried uint64
 	flushed        *sync.Cond
 	waited         time.Duration // resolves' time waiting for a flush

@@ -30,11 +30,11 @@ type MixItem struct {
 // sets sums[i] to Σ Dst² (merge.SumSquares) of item i. On a device, each
 // sum is one row of a CombineRows over the models kept there (a blend's,
 // of an InterpolateRows in the same call; its terms read there, or copied
-// in), left there in a slot of its own: its host
-// vector is stale until Fetch, as LeaveOnDevice leaves trained models,
-// and KnownSum gives its Σx². On the CPU, and for an item the arena has
-// no room for, the sum is computed on the host. No item's Dst may be a
-// term of another in the same call.
+// in), left there in a slot of its own: its host vector is stale until
+// Fetch, as LeaveOnDevice leaves trained models, and KnownSum gives its
+// Σx². On the CPU, and for an item the arena has no room for, the sum is
+// computed on the host. No item's Dst may be a term of another in the
+// same call.
 func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 	if len(sums) < len(items) {
 		panic(fmt.Sprintf("trainer: Mix of %d items into %d sums", len(items), len(sums)))
