@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -43,7 +44,7 @@ type view struct {
 	// pushed is what the last shuffle sent, the contacted peer first,
 	// which its reply replaces; awaiting is the contacted peer until it
 	// answers.
-	pushed   []PeerID
+	pushed   []keyed
 	awaiting PeerID
 }
 
@@ -107,7 +108,7 @@ func (v *view) tick(n *Core) {
 		}
 	}
 	target := v.entries[oldest].ID
-	sent, pushed := v.pick(len(v.entries)-1, v.shuffleLen()-1, oldest, append(make([]PeerID, 0, v.shuffleLen()), target), n.rng)
+	sent, pushed := v.pick(len(v.entries)-1, v.shuffleLen()-1, oldest, append(make([]keyed, 0, v.shuffleLen()), keyed{target, v.keys[oldest]}), n.rng)
 	v.pushed, v.awaiting = pushed, target
 	n.send(Message{Kind: KindViewPush, To: target, View: append(sent, Descriptor{ID: v.self})})
 }
@@ -115,9 +116,9 @@ func (v *view) tick(n *Core) {
 // pick returns k random entries (all if fewer) of n, in random order:
 // rng.Perm(n)'s first k. The n are the view's entries, or, with skip ≥
 // 0, the entries but the one at skip (index i is entry i, or i+1 from
-// skip on). It appends their IDs to ids. The entries' slice has room for
-// one more (the sender's own descriptor).
-func (v *view) pick(n, k, skip int, ids []PeerID, rng *rand.Rand) ([]Descriptor, []PeerID) {
+// skip on). It appends their IDs and keys to ids. The entries' slice has
+// room for one more (the sender's own descriptor).
+func (v *view) pick(n, k, skip int, ids []keyed, rng *rand.Rand) ([]Descriptor, []keyed) {
 	var buf [32]int
 	order := permute(buf[:0], n, rng)
 	k = min(k, n)
@@ -127,7 +128,7 @@ func (v *view) pick(n, k, skip int, ids []PeerID, rng *rand.Rand) ([]Descriptor,
 			i++
 		}
 		sent[j] = v.entries[i]
-		ids = append(ids, sent[j].ID)
+		ids = append(ids, keyed{sent[j].ID, v.keys[i]})
 	}
 	return sent, ids
 }
@@ -168,7 +169,7 @@ func descriptors(ps []PeerID) []Descriptor {
 func (v *view) step(n *Core, m *Message) {
 	switch m.Kind {
 	case KindViewPush:
-		var idBuf [16]PeerID
+		var idBuf [16]keyed
 		sent, sentIDs := v.pick(len(v.entries), v.shuffleLen(), -1, idBuf[:0], n.rng)
 		n.send(Message{Kind: KindViewReply, To: m.From, View: sent})
 		v.merge(m.View, sentIDs)
@@ -186,7 +187,7 @@ func (v *view) step(n *Core, m *Message) {
 // age; a new one fills a free slot, or else takes the place of an entry
 // this node sent in the same shuffle (which now lives in the other view),
 // or else is dropped.
-func (v *view) merge(entries []Descriptor, sent []PeerID) {
+func (v *view) merge(entries []Descriptor, sent []keyed) {
 	for _, d := range entries {
 		if d.ID == "" || d.Age < 0 {
 			continue
@@ -205,7 +206,7 @@ func (v *view) merge(entries []Descriptor, sent []PeerID) {
 			for len(sent) > 0 && j < 0 {
 				s := sent[0]
 				sent = sent[1:]
-				if k, ok := v.find(s); ok {
+				if k, ok := v.findKey(s.id, s.key); ok {
 					j = k
 				}
 			}
@@ -260,15 +261,20 @@ func (v *view) findKey(id PeerID, k uint64) (int, bool) {
 // idKey is id's first 8 bytes as a big-endian number, padded with
 // zeros: if a < b, idKey(a) ≤ idKey(b).
 func idKey(id PeerID) uint64 {
-	if len(id) >= 8 {
-		return uint64(id[0])<<56 | uint64(id[1])<<48 | uint64(id[2])<<40 | uint64(id[3])<<32 |
-			uint64(id[4])<<24 | uint64(id[5])<<16 | uint64(id[6])<<8 | uint64(id[7])
+	if len(id) < 8 {
+		var b [8]byte
+		copy(b[:], id)
+		return binary.BigEndian.Uint64(b[:])
 	}
-	var k uint64
-	for i := range len(id) {
-		k |= uint64(id[i]) << (56 - 8*i)
-	}
-	return k
+	return uint64(id[0])<<56 | uint64(id[1])<<48 | uint64(id[2])<<40 | uint64(id[3])<<32 |
+		uint64(id[4])<<24 | uint64(id[5])<<16 | uint64(id[6])<<8 | uint64(id[7])
+}
+
+// keyed is a view entry's ID with its idKey, which a shuffle keeps for
+// the IDs it sent, so that finding them again hashes nothing.
+type keyed struct {
+	id  PeerID
+	key uint64
 }
 
 // ViewMembers returns the IDs in the node's view, sorted: Cyclon's, or

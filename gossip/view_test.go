@@ -46,7 +46,7 @@ func TestViewFind(t *testing.T) {
 			if got, gotOK := v.find(id); got != want || gotOK != wantOK {
 				t.Fatalf("find(%q) in %q = %d, %v; want %d, %v", id, ids(v.entries), got, gotOK, want, wantOK)
 			}
-			v.merge([]Descriptor{{ID: id, Age: int64(rng.IntN(5))}}, ids(v.entries[:min(1, len(v.entries))]))
+			v.merge([]Descriptor{{ID: id, Age: int64(rng.IntN(5))}}, keyedOf(ids(v.entries[:min(1, len(v.entries))])))
 			if !slices.IsSortedFunc(v.entries, func(a, b Descriptor) int { return cmp.Compare(a.ID, b.ID) }) {
 				t.Fatalf("view %q is not sorted", ids(v.entries))
 			}
@@ -96,8 +96,8 @@ func TestViewMerge(t *testing.T) {
 			}
 		}
 		want := &view{self: v.self, size: v.size, entries: slices.Clone(v.entries)}
-		mergeByDelete(want, in, slices.Clone(sent))
-		v.merge(in, sent)
+		mergeByDelete(want, in, keyedOf(sent))
+		v.merge(in, keyedOf(sent))
 		if !slices.Equal(v.entries, want.entries) {
 			t.Fatalf("trial %d: merge of %v (sent %v) gave %v, want %v", trial, in, sent, v.entries, want.entries)
 		}
@@ -106,7 +106,7 @@ func TestViewMerge(t *testing.T) {
 
 // mergeByDelete is view.merge as it reads in plain words: a replaced
 // entry deleted, the new one inserted where it sorts.
-func mergeByDelete(v *view, entries []Descriptor, sent []PeerID) {
+func mergeByDelete(v *view, entries []Descriptor, sent []keyed) {
 	for _, d := range entries {
 		if d.ID == v.self || d.ID == "" || d.Age < 0 {
 			continue
@@ -121,7 +121,7 @@ func mergeByDelete(v *view, entries []Descriptor, sent []PeerID) {
 			for len(sent) > 0 && !replaced {
 				s := sent[0]
 				sent = sent[1:]
-				if j, ok := findByID(v.entries, s); ok {
+				if j, ok := findByID(v.entries, s.id); ok {
 					v.entries = slices.Delete(v.entries, j, j+1)
 					replaced = true
 				}
@@ -133,6 +133,15 @@ func mergeByDelete(v *view, entries []Descriptor, sent []PeerID) {
 		}
 		v.entries = slices.Insert(v.entries, i, d)
 	}
+}
+
+// keyedOf gives each of ps its key, as a shuffle keeps what it sent.
+func keyedOf(ps []PeerID) []keyed {
+	out := make([]keyed, len(ps))
+	for i, p := range ps {
+		out[i] = keyed{p, idKey(p)}
+	}
+	return out
 }
 
 // findByID is a binary search of the entries by ID alone.
@@ -151,7 +160,7 @@ func BenchmarkViewMerge(b *testing.B) {
 	type shuffle struct {
 		view []Descriptor
 		in   []Descriptor
-		sent []PeerID
+		sent []keyed
 	}
 	shuffles := make([]shuffle, 256)
 	for i := range shuffles {
@@ -162,13 +171,14 @@ func BenchmarkViewMerge(b *testing.B) {
 		sh := shuffle{view: slices.Clone(v.entries)}
 		for range v.shuffleLen() {
 			sh.in = append(sh.in, Descriptor{ID: name(), Age: int64(rng.IntN(5))})
-			sh.sent = append(sh.sent, v.entries[rng.IntN(len(v.entries))].ID)
+			id := v.entries[rng.IntN(len(v.entries))].ID
+			sh.sent = append(sh.sent, keyed{id, idKey(id)})
 		}
 		shuffles[i] = sh
 	}
 	for _, c := range []struct {
 		name  string
-		merge func(*view, []Descriptor, []PeerID)
+		merge func(*view, []Descriptor, []keyed)
 	}{{"merge", (*view).merge}, {"byDelete", mergeByDelete}} {
 		b.Run(c.name, func(b *testing.B) {
 			v := newView("self", DefaultViewSize)

@@ -197,11 +197,10 @@ func (s *sim) buildPeers(parts [][]int) error {
 	compute.ForEach(len(s.peers), min(runtime.GOMAXPROCS(0), len(s.peers)/16), func(i int) {
 		s.peers[i], errs[i] = s.newPeer(i, parts[i], false)
 	})
-	for i, p := range s.peers {
-		if errs[i] != nil {
-			return errs[i]
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
-		s.byID[p.ID()] = i
 	}
 	return nil
 }
@@ -309,7 +308,7 @@ func (s *sim) bootstraps(all []gossip.PeerID) [][]gossip.PeerID {
 	}
 	for i := range out {
 		for _, p := range out[i][:k] {
-			j := s.byID[p]
+			j, _ := s.index(p)
 			if !slices.Contains(out[j], all[i]) {
 				out[j] = append(out[j], all[i])
 			}

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -36,7 +37,11 @@ func checkViews(s *sim) viewCheck {
 			c.isolated++
 		}
 		for _, q := range a {
-			other := s.peers[s.byID[q]]
+			j, ok := s.index(q)
+			if !ok {
+				panic(fmt.Sprintf("%s's active view names %q, no peer of the run", p.ID(), q))
+			}
+			other := s.peers[j]
 			if !other.online {
 				c.toDead++
 				continue

@@ -42,7 +42,6 @@ type sim struct {
 	q              queue
 	now            time.Duration
 	peers          []*simPeer
-	byID           map[gossip.PeerID]int
 	lat            latency
 	speed          computeSpeeds // nil: training takes no virtual time
 	pool           *trainPool    // runs updates on every core (compute.go, overlap.go)
@@ -191,7 +190,7 @@ func runOnce(ctx context.Context, cfg Config, gpu compute.Backend, choice device
 		return nil, err
 	}
 	s := &sim{cfg: cfg, gpu: gpu, peerBatch: batch, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574)), train: train, test: test, spec: spec, onRound: onRow,
-		byID: map[gossip.PeerID]int{}, stats: Stats{Rejected: map[string]uint64{}}}
+		stats: Stats{Rejected: map[string]uint64{}}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -246,6 +245,23 @@ func (s *sim) partitionInto(n int) ([][]int, error) {
 }
 
 func peerName(i int) gossip.PeerID { return gossip.PeerID(fmt.Sprintf("p%05d", i)) }
+
+// index returns the index of the peer named id: peerName's inverse, read
+// from the name's digits instead of hashing it into a map (every message
+// is looked up, a cache miss into a map of every peer at 10,000). ok is
+// false for a name peerName gives no peer of this run.
+func (s *sim) index(id gossip.PeerID) (i int, ok bool) {
+	if len(id) < 6 || id[0] != 'p' || (len(id) > 6 && id[1] == '0') {
+		return 0, false
+	}
+	for _, c := range []byte(id[1:]) {
+		if c < '0' || c > '9' || i >= len(s.peers) {
+			return 0, false
+		}
+		i = i*10 + int(c-'0')
+	}
+	return i, i < len(s.peers)
+}
 
 // models returns every peer's current model, its values on the host
 // only once fetched (onHost).

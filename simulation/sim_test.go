@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
 )
 
@@ -248,5 +249,21 @@ func TestReadCSVErrors(t *testing.T) {
 	rows, err := ReadCSV(strings.NewReader(CSVHeader+row+row), "m.csv")
 	if err != nil || len(rows) != 2 || rows[1].MaxAcc != 0.75 || rows[0].Online != 4 {
 		t.Errorf("two rows: %+v, %v", rows, err)
+	}
+}
+
+// TestPeerIndex checks that index inverts peerName for every peer of a
+// run, above 99,999 too, and names no peer for anything else.
+func TestPeerIndex(t *testing.T) {
+	s := &sim{peers: make([]*simPeer, 123457)}
+	for _, i := range []int{0, 1, 9, 10, 99999, 100000, 123456} {
+		if got, ok := s.index(peerName(i)); !ok || got != i {
+			t.Errorf("index(%q) = %d, %v; want %d", peerName(i), got, ok, i)
+		}
+	}
+	for _, id := range []gossip.PeerID{"", "p", "p0000", "q00001", "p0000x", "p-0001", "p00001 ", "p012345", "p123457", "p999999999999999999999", "P00001"} {
+		if got, ok := s.index(id); ok {
+			t.Errorf("index(%q) = %d, true; want no peer", id, got)
+		}
 	}
 }

@@ -147,7 +147,6 @@ func (s *sim) turnover() error {
 		return err
 	}
 	s.peers = append(s.peers, p)
-	s.byID[p.ID()] = j
 	r.live = append(r.live, j)
 	r.joined++
 	if gossip.SamplesPeers(s.cfg.Protocol) {

@@ -141,7 +141,7 @@ func (s *sim) send(from int, m *gossip.Message) error {
 	if s.adv != nil {
 		s.adv.tamper(s, from, m)
 	}
-	to, ok := s.byID[m.To]
+	to, ok := s.index(m.To)
 	if !ok {
 		return fmt.Errorf("peer %s sent to unknown peer %q", m.From, m.To)
 	}
