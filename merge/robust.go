@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // Robust aggregation rules (He, Karimireddy, Jaggi 2022 and references):
@@ -28,7 +30,9 @@ func (t TrimmedMean) MinInputs() int { return 2*t.Trim + 1 }
 func (k Krum) MinInputs() int { return k.F + 3 }
 
 // Median is the coordinate-wise median (for an even count, the mean of the
-// two middle values).
+// two middle values). The values are ordered totally (compute.Trimmed:
+// −0 before +0, NaNs at the ends by sign), so that a device picks the
+// same one.
 type Median struct{}
 
 // Name implements Aggregator.
@@ -39,24 +43,13 @@ func (Median) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 	if err := checkInputs(dst, xs, 1); err != nil {
 		return err
 	}
-	col := make([]float32, len(xs))
-	n := len(xs)
-	for k := range dst {
-		for i, x := range xs {
-			col[i] = x[k]
-		}
-		slices.Sort(col)
-		if n%2 == 1 {
-			dst[k] = col[n/2]
-		} else {
-			dst[k] = float32((float64(col[n/2-1]) + float64(col[n/2])) / 2)
-		}
-	}
+	trimmedInto(dst, xs, compute.Median)
 	return nil
 }
 
 // TrimmedMean drops the Trim largest and Trim smallest values of every
-// coordinate and averages the rest (TM(b)).
+// coordinate and averages the rest (TM(b)), ordered as Median orders
+// them.
 type TrimmedMean struct{ Trim int }
 
 // Name implements Aggregator.
@@ -67,20 +60,20 @@ func (t TrimmedMean) Aggregate(dst []float32, xs [][]float32, ws []float64, self
 	if err := checkInputs(dst, xs, 2*t.Trim+1); err != nil {
 		return err
 	}
+	trimmedInto(dst, xs, t.Trim)
+	return nil
+}
+
+// trimmedInto sets each value of dst to compute.Trimmed of the values of
+// xs there (trim compute.Median: the median).
+func trimmedInto(dst []float32, xs [][]float32, trim int) {
 	col := make([]float32, len(xs))
 	for k := range dst {
 		for i, x := range xs {
 			col[i] = x[k]
 		}
-		slices.Sort(col)
-		keep := col[t.Trim : len(col)-t.Trim]
-		var s float64
-		for _, v := range keep {
-			s += float64(v)
-		}
-		dst[k] = float32(s / float64(len(keep)))
+		dst[k] = compute.Trimmed(col, trim)
 	}
-	return nil
 }
 
 // Krum picks the input with the smallest sum of squared distances to its

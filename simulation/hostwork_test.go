@@ -112,6 +112,8 @@ func (nullDevice) Gemm(bool, bool, int, int, int, float32, compute.Tensor, int, 
 }
 func (nullDevice) CombineRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []float32) {
 }
+func (nullDevice) TrimmedRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []int32) {
+}
 func (nullDevice) InterpolateRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []float32) {
 }
 func (nullDevice) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {

@@ -51,6 +51,15 @@ type Rows interface {
 	// distances of many peers' models from their mean (MeanRows), chunk
 	// by chunk as merge.ConsensusDistanceN adds them, in one call.
 	DistanceRows(out []float64, x Tensor, n int, rows []int32, ref Tensor, chunk int)
+	// TrimmedRows sets value j of row rows[i] of dst to Trimmed of value
+	// j of the rows from[k] of src, k in [start[i], start[i+1]), with
+	// trim[i] (Median: the median): the coordinate-wise median or trimmed
+	// mean of merge's robust rules, with the host's bits (but for a NaN a
+	// sum makes, whose sign and payload may differ). Each result
+	// is taken over 1 to MaxTrimmedInputs rows (CheckTrimmed); start has
+	// len(rows)+1 entries, rising, from 0 to len(from). The same rules of
+	// aliasing as InterpolateRows hold.
+	TrimmedRows(dst, src Tensor, n int, rows, start, from, trim []int32)
 }
 
 // CheckMean panics unless a MeanRows call's rows lie in src and dst

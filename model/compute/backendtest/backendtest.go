@@ -157,6 +157,7 @@ func Kernels(t T, be compute.Backend) {
 	batched(t, be, rng)
 	lossSums(t, be, rng)
 	rows(t, be, rng)
+	trimmedRows(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

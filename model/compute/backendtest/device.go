@@ -349,6 +349,11 @@ func (d *Device) CombineRows(dst, src compute.Tensor, n int, rows, start, from [
 	d.cpu.CombineRows(d.at(dst), d.at(src), n, rows, start, from, w)
 }
 
+// TrimmedRows implements compute.Rows.
+func (d *Device) TrimmedRows(dst, src compute.Tensor, n int, rows, start, from, trim []int32) {
+	d.cpu.TrimmedRows(d.at(dst), d.at(src), n, rows, start, from, trim)
+}
+
 // SumSquaresRows implements compute.Rows.
 func (d *Device) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {
 	d.wait()

@@ -513,6 +513,47 @@ extern "C" __global__ void combine_rows(float *dst, const float *src, const int 
     dst[(long)idx[i] * n + j] = acc;
 }
 
+// trimmed_rows: value j of row rows[i] of dst = compute.Trimmed of value
+// j of the rows from[k] of src, k in [start[i], start[i+1]) (at most
+// MAX_TRIMMED of them), with trim[i] (−1: the median), one thread a value:
+// the values sorted by their bits' total order (sort_key: −0 before +0,
+// NaNs at the ends by their sign), the kept ones summed in double from 0
+// in ascending order and divided by their count; idx holds rows (count),
+// start (count + 1), trim (count) and from.
+#define MAX_TRIMMED 64 // compute.MaxTrimmedInputs
+__device__ unsigned sort_key(float v) {
+    unsigned b = __float_as_uint(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ float from_sort_key(unsigned k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+extern "C" __global__ void trimmed_rows(float *dst, const float *src, const int *idx, int count, int n) {
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * n) return;
+    int i = (int)(t / n), j = (int)(t % n);
+    const int *start = idx + count, *trim = idx + 2 * count + 1, *from = idx + 3 * count + 1;
+    int lo = start[i], k = start[i + 1] - lo, tr = trim[i];
+    unsigned keys[MAX_TRIMMED];
+    for (int a = 0; a < k; a++) { // insertion sort, as the data come
+        unsigned v = sort_key(src[(long)from[lo + a] * n + j]);
+        int b = a;
+        for (; b > 0 && keys[b - 1] > v; b--) keys[b] = keys[b - 1];
+        keys[b] = v;
+    }
+    float out;
+    if (tr < 0 && k % 2 == 1) {
+        out = from_sort_key(keys[k / 2]);
+    } else if (tr < 0) {
+        out = (float)__ddiv_rn(__dadd_rn((double)from_sort_key(keys[k / 2 - 1]), (double)from_sort_key(keys[k / 2])), 2.0);
+    } else {
+        double s = 0.0;
+        for (int a = tr; a < k - tr; a++) s = __dadd_rn(s, (double)from_sort_key(keys[a]));
+        out = (float)__ddiv_rn(s, (double)(k - 2 * tr));
+    }
+    dst[(long)idx[i] * n + j] = out;
+}
+
 // sum_squares_rows: one block per listed row, out[i] = Σ x² over row
 // rows[i] in double (NaN or +Inf where the row holds one).
 extern "C" __global__ void sum_squares_rows(double *out, const float *x, const int *rows, int count, int n) {

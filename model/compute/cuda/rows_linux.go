@@ -69,6 +69,20 @@ func (b *Backend) CombineRows(dst, src compute.Tensor, n int, rows, start, from 
 	b.combine("combine_rows", dst, src, n, len(rows), w, rows, start, from)
 }
 
+// TrimmedRows implements compute.Rows.
+func (b *Backend) TrimmedRows(dst, src compute.Tensor, n int, rows, start, from, trim []int32) {
+	compute.CheckTrimmed(dst, src, n, rows, start, from, trim)
+	if len(rows) == 0 {
+		return
+	}
+	defer b.enter()()
+	pd, ps, done := b.rowTensors(dst, src)
+	idx, _ := b.uploadRowArgs(nil, rows, start, trim, from)
+	cnt, nn := int32(len(rows)), int32(n)
+	b.launch("trimmed_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&cnt), arg(&nn))
+	done()
+}
+
 // SumSquaresRows implements compute.Rows.
 func (b *Backend) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {
 	if len(out) < len(rows) {

@@ -213,6 +213,7 @@ static inline void __syncthreads() {
 static inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
 static inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
 static inline unsigned __float_as_uint(float f) { unsigned v; std::memcpy(&v, &f, 4); return v; }
+static inline float __uint_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
 // The round-to-nearest intrinsics: each operation rounded on its own, as
 // -std=c++20 (no contraction into fused multiply-adds) does anyway.
 static inline float __fadd_rn(float a, float b) { return a + b; }
@@ -220,6 +221,7 @@ static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
 static inline double atomicAdd(double *a, double v) { double o = *a; *a += v; return o; }
 static inline int atomicAdd(int *a, int v) { int o = *a; *a += v; return o; }
 using std::exp;
