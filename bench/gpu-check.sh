@@ -13,7 +13,8 @@
 # sim-cpu, dpsgd-gpu, dpsgd-cpu, dpsgd-dp-gpu, dpsgd-dp-cpu, and issue
 # 42's sim42-mlp-gpu, sim42-mlp-cpu, sim42-mlp-dpsgd-gpu,
 # sim42-mlp-dpsgd-cpu, sim42-mlp-pushsum-gpu, sim42-mlp-pushsum-cpu,
-# sim42-mlp-adpsgd-gpu, sim42-mlp-adpsgd-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
+# sim42-mlp-adpsgd-gpu, sim42-mlp-adpsgd-cpu, sim42-mlp-median-gpu,
+# sim42-mlp-median-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
 # sim42-cnn-cpu, sim42-auto, sim42-auto-dpsgd, sim42-mlp-calls,
 # sim42-mlp-dpsgd-calls, hostwork), to finish a run that was cut off; by default every step.
 set -uo pipefail
@@ -123,6 +124,10 @@ limit=240 step sim42-mlp-pushsum-cpu sim sim42-mlp-pushsum-cpu --model mlp --pro
 # And by AD-PSGD, whose pairwise averages run on the device too.
 limit=240 step sim42-mlp-adpsgd-gpu sim sim42-mlp-adpsgd-gpu --model mlp --protocol adpsgd --peers 10000 --rounds 20 --eval-every 20 --device cuda
 limit=240 step sim42-mlp-adpsgd-cpu sim sim42-mlp-adpsgd-cpu --model mlp --protocol adpsgd --peers 10000 --rounds 20 --eval-every 20 --device cpu
+# And by D-PSGD with the coordinate-wise median against a tenth of
+# peers sending noise, whose robust mixes run on the device too.
+limit=240 step sim42-mlp-median-gpu sim sim42-mlp-median-gpu --model mlp --protocol dpsgd --aggregator median --byzantine 0.1 --attack gaussian --peers 10000 --rounds 20 --eval-every 20 --device cuda
+limit=240 step sim42-mlp-median-cpu sim sim42-mlp-median-cpu --model mlp --protocol dpsgd --aggregator median --byzantine 0.1 --attack gaussian --peers 10000 --rounds 20 --eval-every 20 --device cpu
 limit=240 step sim42-cnn-gpu sim sim42-cnn-gpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --peer-batch 256 --device cuda
 limit=240 step sim42-cnn-cpu sim sim42-cnn-cpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --device cpu
 # --device auto on the random walk's 10,000 MLP peers: its summary says

@@ -342,10 +342,19 @@ func (d *dpsgd) tryFinish(n *Core) {
 	// old one, which went to them as it is (begin).
 	if d.mixes() {
 		x := d.cfg.Mixer.Vector(len(n.params))
-		// Without usable weights, the step from the node's own model
-		// alone (1·x is x).
+		// Without usable weights, or too few inputs for a robust rule,
+		// the step from the node's own model alone (1·x is x).
 		xs, w := [][]float32{n.params}, []float32{1}
-		if nw, err := merge.Normalized(nil, d.ws); err != nil {
+		if trim, ok := trimOf(d.cfg.Aggregator, len(d.xs)); ok {
+			if len(d.xs) >= max(1, 2*trim+1) {
+				// Mixed later, where the mixer says; Trim owns the list.
+				d.cfg.Mixer.Trim(x, slices.Clone(d.xs), trim, d.grad, -float32(d.cfg.LR))
+				d.finish(n, x)
+				return
+			}
+			err := fmt.Errorf("%w: %d inputs, the rule needs at least %d", merge.ErrAggregate, len(d.xs), 2*trim+1) // as the rule says it
+			n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
+		} else if nw, err := merge.Normalized(nil, d.ws); err != nil {
 			n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
 		} else {
 			xs, w = slices.Clone(d.xs), nw

@@ -16,6 +16,7 @@ import (
 type lazyMixer struct {
 	pending map[*float32]func()
 	mixes   int
+	trims   int // of mixes, by Trim
 }
 
 func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
@@ -40,6 +41,23 @@ func (m *lazyMixer) Blend(dst, a, b []float32, t float32) {
 		m.Resolve(a)
 		m.Resolve(b)
 		merge.Interpolate(dst, a, b, t)
+	}
+}
+
+func (m *lazyMixer) Trim(dst []float32, xs [][]float32, trim int, g []float32, a float32) {
+	m.mixes++
+	m.trims++
+	for i := range dst {
+		dst[i] = float32(math.NaN())
+	}
+	m.pending[&dst[0]] = func() {
+		for _, x := range append(slices.Clone(xs), g) {
+			m.Resolve(x)
+		}
+		merge.TrimmedInto(dst, xs, trim)
+		if g != nil {
+			merge.Axpy(dst, a, g)
+		}
 	}
 }
 
@@ -130,6 +148,73 @@ func TestHandedMixes(t *testing.T) {
 			for i := range handed {
 				if !slices.Equal(handed[i], alone[i]) || hw[i] != aw[i] {
 					t.Fatalf("node %d: handed mixes %v (weight %v), mixed on the spot %v (weight %v)", i, handed[i], hw[i], alone[i], aw[i])
+				}
+			}
+		})
+	}
+}
+
+// TestHandedRobustMixes: D-PSGD's cores that hand their median and
+// trimmed-mean mixes to a Mixer that defers them (Mixer.Trim) give the
+// numbers of the cores that aggregate on the spot, to the last bit, with
+// models lost on the way so that some rounds close with too few inputs
+// for the rule (the step from the node's own model, as on the spot).
+func TestHandedRobustMixes(t *testing.T) {
+	for _, agg := range []merge.Aggregator{merge.Median{}, merge.TrimmedMean{Trim: 1}} {
+		t.Run(agg.Name(), func(t *testing.T) {
+			run := func(mx gossip.Mixer) ([][]float32, uint64) {
+				h := newHarness(t, 6, func(i int, c *gossip.Config) {
+					c.Protocol, c.LR, c.Mixer, c.Aggregator = gossip.DPSGD, 0.3, mx, agg
+					for k := range c.Init {
+						c.Init[k] = float32(i*8+k) / 16
+					}
+					for _, k := range []int{(i + 1) % 6, (i + 3) % 6, (i + 5) % 6} {
+						c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(k), Weight: 1})
+					}
+				})
+				h.connectAll()
+				if mx != nil {
+					h.resolve = mx.Resolve
+				}
+				h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+					if mx != nil {
+						mx.Resolve(req.Params) // as a shell does
+					}
+					g := make([]float32, len(req.Params))
+					for k, v := range req.Params {
+						g[k] = v*0.5 - float32((k+i)%3)/7
+					}
+					return &gossip.TrainResult{ID: req.ID, Grad: g, Examples: 4}
+				}
+				sent := 0
+				h.drop = func(m *gossip.Message) bool { sent++; return m.Kind == gossip.KindParams && sent%5 < 3 }
+				h.run(10*time.Second, 250*time.Millisecond)
+				var failed uint64
+				for _, e := range h.traces {
+					if e.Code == gossip.DropAggregation {
+						failed++
+					}
+				}
+				return h.params(), failed
+			}
+			mx := &lazyMixer{pending: map[*float32]func(){}}
+			handed, hf := run(mx)
+			alone, af := run(nil)
+			if mx.mixes == 0 {
+				t.Fatal("no mix was handed to the mixer")
+			}
+			if mx.trims == 0 {
+				t.Fatalf("no robust mix was handed to the mixer (%d mixes)", mx.mixes)
+			}
+			if _, trims := agg.(merge.TrimmedMean); trims && hf == 0 {
+				t.Fatal("no round closed short of inputs: the losses test nothing")
+			}
+			if hf != af {
+				t.Fatalf("rounds closed with too few inputs: %d handed, %d on the spot", hf, af)
+			}
+			for i := range handed {
+				if !slices.Equal(handed[i], alone[i]) {
+					t.Fatalf("node %d: handed mixes %v, mixed on the spot %v", i, handed[i], alone[i])
 				}
 			}
 		})

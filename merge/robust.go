@@ -43,7 +43,7 @@ func (Median) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 	if err := checkInputs(dst, xs, 1); err != nil {
 		return err
 	}
-	trimmedInto(dst, xs, compute.Median)
+	TrimmedInto(dst, xs, compute.Median)
 	return nil
 }
 
@@ -60,13 +60,15 @@ func (t TrimmedMean) Aggregate(dst []float32, xs [][]float32, ws []float64, self
 	if err := checkInputs(dst, xs, 2*t.Trim+1); err != nil {
 		return err
 	}
-	trimmedInto(dst, xs, t.Trim)
+	TrimmedInto(dst, xs, t.Trim)
 	return nil
 }
 
-// trimmedInto sets each value of dst to compute.Trimmed of the values of
-// xs there (trim compute.Median: the median).
-func trimmedInto(dst []float32, xs [][]float32, trim int) {
+// TrimmedInto sets each value of dst to compute.Trimmed of the values of
+// xs there (trim compute.Median: the median): TrimmedMean's and Median's
+// arithmetic, for a caller that checked the inputs (at least 2·trim+1
+// vectors of len(dst) values; one for a median).
+func TrimmedInto(dst []float32, xs [][]float32, trim int) {
 	col := make([]float32, len(xs))
 	for k := range dst {
 		for i, x := range xs {

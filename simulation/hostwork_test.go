@@ -31,11 +31,12 @@ import (
 // and the consensus distance measured there.
 //
 // -hostwork.peers sets the number of peers (the H200's figures are of
-// 10,000).
+// 10,000), -hostwork.aggregator D-PSGD's rule (median, trimmed:B: mixes
+// on the device too).
 func BenchmarkHostWork(b *testing.B) {
 	for _, protocol := range strings.Split(*hostworkProtocols, ",") {
 		b.Run(protocol, func(b *testing.B) {
-			c := Config{Settings: job.Settings{Model: "mlp", Protocol: protocol}, Data: job.Data{Dataset: "fashion-mnist"}, Hidden: []int{128},
+			c := Config{Settings: job.Settings{Model: "mlp", Protocol: protocol, Aggregator: *hostworkAggregator}, Data: job.Data{Dataset: "fashion-mnist"}, Hidden: []int{128},
 				Peers: *hostworkPeers, Rounds: 20, EvalEvery: 20, Seed: 1, Device: "cuda"}
 			defer cli.CollectSooner()() // as the simulate command (Execute) runs
 			defer cli.NoHeapProfile()()
@@ -73,6 +74,8 @@ func BenchmarkHostWork(b *testing.B) {
 }
 
 var hostworkPeers = flag.Int("hostwork.peers", 2000, "BenchmarkHostWork's peers")
+
+var hostworkAggregator = flag.String("hostwork.aggregator", "", "BenchmarkHostWork's --aggregator (D-PSGD's median, trimmed:B)")
 
 var hostworkProtocols = flag.String("hostwork.protocols", strings.Join([]string{gossip.RandomWalk, gossip.DPSGD, gossip.PushSum, gossip.GoSGD, gossip.ADPSGD}, ","), "BenchmarkHostWork's protocols")
 

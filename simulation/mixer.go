@@ -55,18 +55,21 @@ type lazyMixer struct {
 }
 
 // lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g, or with blend
-// dst = xs[0] + w[0]·(xs[1] − xs[0]).
+// dst = xs[0] + w[0]·(xs[1] − xs[0]), or with trimmed the coordinate-wise
+// trimmed mean of xs (trim; compute.Median: the median) + a·g.
 type lazyMix struct {
-	once  sync.Once // on the CPU
-	dst   []float32
-	xs    [][]float32
-	w     []float32
-	g     []float32
-	a     float32
-	blend bool
-	ss    float64 // Σ dst², once resolved
-	seq   uint64  // its order among the mixes
-	done  bool    // on a device: resolved (guarded by the mixer's mu)
+	once    sync.Once // on the CPU
+	dst     []float32
+	xs      [][]float32
+	w       []float32
+	g       []float32
+	a       float32
+	blend   bool
+	trimmed bool
+	trim    int
+	ss      float64 // Σ dst², once resolved
+	seq     uint64  // its order among the mixes
+	done    bool    // on a device: resolved (guarded by the mixer's mu)
 	// after is the number of the last batch whose results it reads,
 	// directly or through the mixes it reads, not yet run when it was
 	// recorded (sent or still gathered): it runs only once that batch has
@@ -79,7 +82,7 @@ type lazyMix struct {
 
 // item is p as the batches' workspace computes it.
 func (p *lazyMix) item() trainer.MixItem {
-	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend}
+	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Trimmed: p.trimmed, Trim: p.trim}
 }
 
 // inputs returns the vectors p reads: xs, and g where set.
@@ -125,6 +128,11 @@ func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32,
 // Blend implements gossip.Mixer.
 func (m *lazyMixer) Blend(dst, a, b []float32, t float32) {
 	m.record(&lazyMix{dst: dst, xs: [][]float32{a, b}, w: []float32{t}, blend: true})
+}
+
+// Trim implements gossip.Mixer.
+func (m *lazyMixer) Trim(dst []float32, xs [][]float32, trim int, g []float32, a float32) {
+	m.record(&lazyMix{dst: dst, xs: xs, g: g, a: a, trimmed: true, trim: trim})
 }
 
 // record makes p a pending mix.

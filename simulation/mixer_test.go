@@ -32,26 +32,30 @@ func TestDeferredMixes(t *testing.T) {
 	defer func() { testPoison = false }()
 	base := Config{Settings: job.Settings{Protocol: gossip.DPSGD}, Peers: 12, Rounds: 6, Seed: 5, EvalPeers: 6, EvalExamples: 200, FinalEvalPeers: 6, Latency: "uniform:10ms:300ms"}
 	cases := map[string]func(c *Config){
-		"plain":        func(c *Config) {},
-		"mlp":          func(c *Config) { c.Model = "mlp"; c.Hidden = []int{16} },
-		"batched":      func(c *Config) { c.PeerBatch = 4 },
-		"alone":        func(c *Config) { c.PeerBatch = 1 },
-		"codec":        func(c *Config) { c.Codec = true; c.Drop = 0.1; c.Churn = 0.2 },
-		"fp16":         func(c *Config) { c.Compression = "fp16" },
-		"attack":       func(c *Config) { c.Byzantine = 0.2; c.Attack = "gaussian" },
-		"hyparview":    func(c *Config) { c.Sampling = gossip.SamplingHyParView; c.Peers = 20 },
-		"late rounds":  func(c *Config) { c.RoundTimeout = c.Delta / 4; c.Latency = "uniform:10ms:900ms" },
-		"pushsum":      func(c *Config) { c.Protocol = gossip.PushSum },
-		"gosgd":        func(c *Config) { c.Protocol = gossip.GoSGD; c.Model = "mlp"; c.Hidden = []int{16} },
-		"adpsgd":       func(c *Config) { c.Protocol = gossip.ADPSGD },
-		"adpsgd codec": func(c *Config) { c.Protocol, c.Codec, c.Drop, c.Churn = gossip.ADPSGD, true, 0.1, 0.2 },
-		"adpsgd fp16":  func(c *Config) { c.Protocol, c.Compression = gossip.ADPSGD, "fp16" },
-		"pushsum fp16": func(c *Config) { c.Protocol, c.Compression = gossip.PushSum, "fp16" },
+		"plain":         func(c *Config) {},
+		"mlp":           func(c *Config) { c.Model = "mlp"; c.Hidden = []int{16} },
+		"batched":       func(c *Config) { c.PeerBatch = 4 },
+		"alone":         func(c *Config) { c.PeerBatch = 1 },
+		"codec":         func(c *Config) { c.Codec = true; c.Drop = 0.1; c.Churn = 0.2 },
+		"fp16":          func(c *Config) { c.Compression = "fp16" },
+		"attack":        func(c *Config) { c.Byzantine = 0.2; c.Attack = "gaussian" },
+		"hyparview":     func(c *Config) { c.Sampling = gossip.SamplingHyParView; c.Peers = 20 },
+		"late rounds":   func(c *Config) { c.RoundTimeout = c.Delta / 4; c.Latency = "uniform:10ms:900ms" },
+		"pushsum":       func(c *Config) { c.Protocol = gossip.PushSum },
+		"gosgd":         func(c *Config) { c.Protocol = gossip.GoSGD; c.Model = "mlp"; c.Hidden = []int{16} },
+		"adpsgd":        func(c *Config) { c.Protocol = gossip.ADPSGD },
+		"adpsgd codec":  func(c *Config) { c.Protocol, c.Codec, c.Drop, c.Churn = gossip.ADPSGD, true, 0.1, 0.2 },
+		"adpsgd fp16":   func(c *Config) { c.Protocol, c.Compression = gossip.ADPSGD, "fp16" },
+		"pushsum fp16":  func(c *Config) { c.Protocol, c.Compression = gossip.PushSum, "fp16" },
+		"median attack": func(c *Config) { c.Aggregator, c.Byzantine, c.Attack = "median", 0.2, "gaussian" },
+		"trimmed late": func(c *Config) {
+			c.Aggregator, c.RoundTimeout, c.Latency = "trimmed:1", c.Delta/4, "uniform:10ms:900ms"
+		},
 		"pushsum batched": func(c *Config) {
 			c.Protocol, c.PeerBatch, c.Codec, c.Drop, c.Churn = gossip.PushSum, 4, true, 0.1, 0.2
 		},
 	}
-	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16"} {
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late"} {
 		t.Run(name, func(t *testing.T) {
 			c := base
 			c.Delta = gossip.DefaultDelta
@@ -115,20 +119,23 @@ func TestMixesOnDevice(t *testing.T) {
 	defer func(n int) { vectorsPerBlock = n }(vectorsPerBlock)
 	vectorsPerBlock = 3
 	for name, c := range map[string]Config{
-		"softmax":      {},
-		"mlp":          {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
-		"dp-sgd":       {Settings: job.Settings{DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
-		"late rounds":  {Settings: job.Settings{RoundTimeout: gossip.DefaultDelta / 4}, Latency: "uniform:10ms:900ms"},
-		"hyparview":    {Sampling: gossip.SamplingHyParView, Peers: 20},
-		"codec churn":  {Codec: true, Churn: 0.2, Drop: 0.1},
-		"cnn":          {Settings: job.Settings{Model: "conv:4:3,relu,avgpool:2,dense"}},
-		"pushsum":      {Settings: job.Settings{Protocol: gossip.PushSum}},
-		"pushsum late": {Settings: job.Settings{Protocol: gossip.PushSum, Model: "mlp"}, Hidden: []int{8}, Latency: "uniform:10ms:900ms"},
-		"gosgd":        {Settings: job.Settings{Protocol: gossip.GoSGD}},
-		"gosgd churn":  {Settings: job.Settings{Protocol: gossip.GoSGD}, Churn: 0.2},
-		"adpsgd":       {Settings: job.Settings{Protocol: gossip.ADPSGD, Model: "mlp"}, Hidden: []int{8}},
-		"adpsgd late":  {Settings: job.Settings{Protocol: gossip.ADPSGD}, Latency: "uniform:10ms:900ms"},
-		"adpsgd fp16":  {Settings: job.Settings{Protocol: gossip.ADPSGD, Compression: "fp16"}},
+		"softmax":        {},
+		"mlp":            {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
+		"dp-sgd":         {Settings: job.Settings{DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
+		"late rounds":    {Settings: job.Settings{RoundTimeout: gossip.DefaultDelta / 4}, Latency: "uniform:10ms:900ms"},
+		"hyparview":      {Sampling: gossip.SamplingHyParView, Peers: 20},
+		"codec churn":    {Codec: true, Churn: 0.2, Drop: 0.1},
+		"cnn":            {Settings: job.Settings{Model: "conv:4:3,relu,avgpool:2,dense"}},
+		"pushsum":        {Settings: job.Settings{Protocol: gossip.PushSum}},
+		"pushsum late":   {Settings: job.Settings{Protocol: gossip.PushSum, Model: "mlp"}, Hidden: []int{8}, Latency: "uniform:10ms:900ms"},
+		"gosgd":          {Settings: job.Settings{Protocol: gossip.GoSGD}},
+		"gosgd churn":    {Settings: job.Settings{Protocol: gossip.GoSGD}, Churn: 0.2},
+		"adpsgd":         {Settings: job.Settings{Protocol: gossip.ADPSGD, Model: "mlp"}, Hidden: []int{8}},
+		"adpsgd late":    {Settings: job.Settings{Protocol: gossip.ADPSGD}, Latency: "uniform:10ms:900ms"},
+		"adpsgd fp16":    {Settings: job.Settings{Protocol: gossip.ADPSGD, Compression: "fp16"}},
+		"median":         {Settings: job.Settings{Aggregator: "median", Model: "mlp"}, Hidden: []int{8}},
+		"trimmed attack": {Settings: job.Settings{Aggregator: "trimmed:1"}, Byzantine: 0.2, Attack: "bitflip"},
+		"trimmed late":   {Settings: job.Settings{Aggregator: "trimmed:1", RoundTimeout: gossip.DefaultDelta / 4}, Latency: "uniform:10ms:900ms"},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			if c.Protocol == "" {
@@ -164,6 +171,9 @@ func TestMixesOnDevice(t *testing.T) {
 			}
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)
+			}
+			if tr := dev.Stats().Trimmed; (tr > 0) != (c.Aggregator != "") {
+				t.Fatalf("%d rows of robust mixes on the device (aggregator %q)", tr, c.Aggregator)
 			}
 		})
 	}

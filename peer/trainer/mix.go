@@ -17,13 +17,21 @@ import (
 // With Blend, Dst = Xs[0] + W[0]·(Xs[1] − Xs[0]) instead
 // (merge.Interpolate; compute.Rows's InterpolateRows): AD-PSGD's pairwise
 // average.
+//
+// With Trimmed, Dst = T + A·G, where T is the coordinate-wise trimmed
+// mean of Xs that drops Trim values at each end (compute.Trimmed; Trim
+// compute.Median: the median; merge.TrimmedMean and merge.Median), and
+// A·G is added as merge.Axpy adds it; W is unused: a D-PSGD round's
+// robust mix.
 type MixItem struct {
-	Dst   []float32
-	Xs    [][]float32
-	W     []float32
-	G     []float32
-	A     float32
-	Blend bool
+	Dst     []float32
+	Xs      [][]float32
+	W       []float32
+	G       []float32
+	A       float32
+	Blend   bool
+	Trimmed bool
+	Trim    int
 }
 
 // Mix computes the items' sums where the workspace keeps its models, and
@@ -48,6 +56,8 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 	var wts []float32
 	var brows, ba, bb []int32 // InterpolateRows's (Blend)
 	var bw []float32
+	var trows, tstart, tfrom, ttrim []int32 // TrimmedRows's, then CombineRows adds A·G
+	tstart = append(tstart, 0)
 	var kept, host []int
 	var keptRows []int32
 	start = append(start, 0)
@@ -67,6 +77,9 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 			from = append(from, s)
 		}
 		d, room := int32(0), false
+		if ok && it.Trimmed && len(it.Xs) > compute.MaxTrimmedInputs {
+			ok = false // more than a device sorts
+		}
 		if ok {
 			d, room = r.alloc()
 		}
@@ -78,10 +91,22 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 			host = append(host, i)
 			continue
 		}
-		if it.Blend {
+		switch {
+		case it.Blend:
 			brows, ba, bb, bw = append(brows, d), append(ba, from[n0]), append(bb, from[n0+1]), append(bw, it.W[0])
 			from = from[:n0]
-		} else {
+		case it.Trimmed:
+			trows, ttrim = append(trows, d), append(ttrim, int32(it.Trim))
+			tfrom = append(tfrom, from[n0:n0+len(it.Xs)]...)
+			tstart = append(tstart, int32(len(tfrom)))
+			if it.G != nil { // d ← 1·d + A·G
+				rows, wts = append(rows, d), append(wts, 1, it.A)
+				from = append(from[:n0], d, from[n0+len(it.Xs)])
+				start = append(start, int32(len(from)))
+			} else {
+				from = from[:n0]
+			}
+		default:
 			if wts = append(wts, it.W...); it.G != nil {
 				wts = append(wts, it.A)
 			}
@@ -91,6 +116,9 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 	}
 	if len(kept) > 0 {
 		be := w.stack.Backend()
+		if len(trows) > 0 { // before the CombineRows that add their steps
+			be.TrimmedRows(r.arena, r.arena, r.size, trows, tstart, tfrom, ttrim)
+		}
 		if len(rows) > 0 {
 			be.CombineRows(r.arena, r.arena, r.size, rows, start, from, wts)
 		}
@@ -125,9 +153,15 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 // OnHost computes it on the host, its terms' values there, and returns
 // Σ Dst².
 func (it MixItem) OnHost() float64 {
-	if it.Blend {
+	switch {
+	case it.Blend:
 		merge.Interpolate(it.Dst, it.Xs[0], it.Xs[1], it.W[0])
-	} else {
+	case it.Trimmed:
+		merge.TrimmedInto(it.Dst, it.Xs, it.Trim)
+		if it.G != nil {
+			merge.Axpy(it.Dst, it.A, it.G)
+		}
+	default:
 		merge.Combine(it.Dst, it.Xs, it.W, it.G, it.A)
 	}
 	return merge.SumSquares(it.Dst)

@@ -8,12 +8,15 @@ import (
 
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
+	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/backendtest"
 )
 
 // TestMixOnDevice: Mix on a device gives the host's bits and sums, once
-// fetched, for weighted sums with and without a gradient term and for
-// blends (InterpolateRows beside CombineRows in one call), over two
+// fetched, for weighted sums with and without a gradient term, for
+// blends, and for trimmed means and medians with and without one
+// (InterpolateRows and TrimmedRows beside CombineRows in one call; a
+// median of more than compute.MaxTrimmedInputs on the host), over two
 // generations (the second mixing the first's results,
 // which only the device holds): with room for all, and with an arena so
 // small that most mixes run on the host, after copying back the stale
@@ -35,10 +38,11 @@ func TestMixOnDevice(t *testing.T) {
 	}
 	P := st.NumParams()
 	st.Close()
-	base := [][]float32{vec(P), vec(P), vec(P), vec(P), vec(P)}
-	grads := [][]float32{vec(P), vec(P), vec(P), vec(P)}
+	base := [][]float32{vec(P), vec(P), vec(P), vec(P), vec(P), vec(P)}
+	grads := [][]float32{vec(P), vec(P), vec(P), vec(P), vec(P), vec(P)}
+	const k = 6 // mixes a generation
 	w, _ := merge.Normalized(nil, []float64{0.5, 0.25, 0.25})
-	// Two generations of four mixes: the second mixes the first's results.
+	// Two generations of k mixes: the second mixes the first's results.
 	run := func(onDev bool, slots int) ([][]float32, []float64, ResidentStats) {
 		var opts []model.Option
 		if onDev {
@@ -58,23 +62,33 @@ func TestMixOnDevice(t *testing.T) {
 		for gen := range 2 {
 			src := base
 			if gen == 1 {
-				src = out[len(out)-4:]
+				src = out[len(out)-k:]
 			}
-			items := make([]MixItem, 4)
+			items := make([]MixItem, k)
 			for i := range items {
 				switch i {
 				case 1: // AD-PSGD's pairwise average
-					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%4]}, W: []float32{0.3}, Blend: true}
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k]}, W: []float32{0.3}, Blend: true}
 				case 2: // no gradient term (push-sum's share)
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], base[4]}, W: []float32{0.5, 0.25}}
+				case 4: // D-PSGD's trimmed mean, with no gradient term
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4], src[(i+3)%k]}, Trimmed: true, Trim: 1}
+				case 5: // D-PSGD's median and step: over too many for a device in the first generation
+					xs := [][]float32{src[i], src[(i+2)%k], base[4], src[(i+4)%k]}
+					if gen == 0 {
+						for len(xs) <= compute.MaxTrimmedInputs {
+							xs = append(xs, base[len(xs)%len(base)])
+						}
+					}
+					items[i] = MixItem{Dst: make([]float32, P), Xs: xs, Trimmed: true, Trim: compute.Median, G: grads[i], A: -0.1}
 				default:
-					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%4], base[4]}, W: w, G: grads[i], A: -0.1}
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4]}, W: w, G: grads[i], A: -0.1}
 				}
 			}
-			s := make([]float64, 4)
+			s := make([]float64, k)
 			ws.Mix(items, s)
 			for i, it := range items {
-				if onDev && slots == 0 {
+				if onDev && slots == 0 && len(it.Xs) <= compute.MaxTrimmedInputs {
 					if !ws.Stale(it.Dst) {
 						t.Fatalf("generation %d, mix %d: not left on the device", gen, i)
 					}
@@ -104,9 +118,9 @@ func TestMixOnDevice(t *testing.T) {
 			}
 		}
 		switch {
-		case slots == 0 && (stats.Mixed != 8 || stats.Full != 0):
-			t.Errorf("room for all: %+v, want 8 mixed", stats)
-		case slots > 0 && (stats.Full == 0 || stats.Mixed == 8):
+		case slots == 0 && (stats.Mixed != 2*k-1 || stats.Full != 0):
+			t.Errorf("room for all: %+v, want %d mixed", stats, 2*k-1)
+		case slots > 0 && (stats.Full == 0 || stats.Mixed >= 2*k-1):
 			t.Errorf("an arena of %d slots: %+v, want some mixes on the host", slots, stats)
 		}
 	}

@@ -42,6 +42,8 @@ type DeviceStats struct {
 	// host buffers included), Allocs how many tensors were ever
 	// allocated.
 	Live, Allocs int
+	// Trimmed counts the rows TrimmedRows wrote.
+	Trimmed int
 }
 
 // NewDevice returns an emulated device over a CPU backend (one thread, the
@@ -351,6 +353,9 @@ func (d *Device) CombineRows(dst, src compute.Tensor, n int, rows, start, from [
 
 // TrimmedRows implements compute.Rows.
 func (d *Device) TrimmedRows(dst, src compute.Tensor, n int, rows, start, from, trim []int32) {
+	d.mu.Lock()
+	d.st.Trimmed += len(rows)
+	d.mu.Unlock()
 	d.cpu.TrimmedRows(d.at(dst), d.at(src), n, rows, start, from, trim)
 }
 
