@@ -345,14 +345,14 @@ func (d *dpsgd) tryFinish(n *Core) {
 		// Without usable weights, or too few inputs for a robust rule,
 		// the step from the node's own model alone (1·x is x).
 		xs, w := [][]float32{n.params}, []float32{1}
-		if trim, ok := trimOf(d.cfg.Aggregator, len(d.xs)); ok {
-			if len(d.xs) >= max(1, 2*trim+1) {
-				// Mixed later, where the mixer says; Trim owns the list.
-				d.cfg.Mixer.Trim(x, slices.Clone(d.xs), trim, d.grad, -float32(d.cfg.LR))
+		if agg := d.cfg.Aggregator; merge.Checked(agg) {
+			err := merge.Check(agg, len(d.xs), d.ws, 0)
+			if err == nil {
+				// Combined later, where the mixer says; it owns the lists.
+				d.cfg.Mixer.Aggregate(x, slices.Clone(d.xs), slices.Clone(d.ws), agg, d.grad, -float32(d.cfg.LR))
 				d.finish(n, x)
 				return
 			}
-			err := fmt.Errorf("%w: %d inputs, the rule needs at least %d", merge.ErrAggregate, len(d.xs), 2*trim+1) // as the rule says it
 			n.drop(DropAggregation, "", "aggregation failed: "+err.Error())
 		} else if nw, err := merge.Normalized(nil, d.ws); err != nil {
 			n.drop(DropAggregation, "", "aggregation failed: "+err.Error())

@@ -3,15 +3,14 @@ package gossip
 import (
 	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
-	"github.com/gossipd/gossipd/model/compute"
 )
 
 // A Mixer carries out a core's weighted mixes of models, where the shell
 // keeps the models: a simulator defers each mix until something reads
 // it, so that mixes run beside its event loop, many at a time, instead
 // of on it. The core hands a Mixer the mixes of plain D-PSGD (the
-// weighted mean, merge.WeightedMean, or the coordinate-wise median or
-// trimmed mean, merge.Median and merge.TrimmedMean), of plain push-sum and GoSGD (the
+// weighted mean, merge.WeightedMean, or a robust rule that merge.Check
+// answers for), of plain push-sum and GoSGD (the
 // step, the shares, the sums of shares received, the de-biased estimate)
 // and of plain AD-PSGD (the pairwise average, a Blend, and the step),
 // all with no compression, secure aggregation, robust rule or outer
@@ -34,13 +33,13 @@ type Mixer interface {
 	// merge.Interpolate rounds it (compute.Rows.InterpolateRows), before
 	// anything reads dst. a and b are read only.
 	Blend(dst, a, b []float32, t float32)
-	// Trim arranges for dst to become the coordinate-wise trimmed mean
-	// of xs that drops trim values at each end (compute.Median: the
-	// median), as merge.TrimmedInto computes it, plus a·g added as
-	// merge.Axpy adds it (none where g is nil), before anything reads
-	// dst: D-PSGD's robust mix (merge.Median, merge.TrimmedMean). xs
-	// holds at least 2·trim+1 vectors (one for a median). Trim owns xs.
-	Trim(dst []float32, xs [][]float32, trim int, g []float32, a float32)
+	// Aggregate arranges for dst to become agg's combination of xs with
+	// weights ws, the node's own vector first (agg.Aggregate(dst, xs, ws,
+	// 0)), plus a·g added as merge.Axpy adds it (none where g is nil),
+	// before anything reads dst: D-PSGD's robust mix. agg is a rule
+	// merge.Check answers for, and Check found nothing wrong with the
+	// inputs. Aggregate owns xs and ws.
+	Aggregate(dst []float32, xs [][]float32, ws []float64, agg merge.Aggregator, g []float32, a float32)
 	// Resolve makes v hold its values, if it is pending.
 	Resolve(v []float32)
 	// SumLater returns a function that gives Σ v² (merge.SumSquares)
@@ -53,8 +52,8 @@ type Mixer interface {
 }
 
 // HandsMixes reports whether a core of this config hands its mixes to
-// its Mixer: plain D-PSGD with the weighted mean, the median or a
-// trimmed mean, plain push-sum or
+// its Mixer: plain D-PSGD with the weighted mean or a robust rule
+// (merge.Checked), plain push-sum or
 // GoSGD (no robust rule), or plain AD-PSGD, with no sparse compression,
 // secure aggregation or outer optimizer. Its gradients then go nowhere
 // but to the Mixer, which may keep them where it mixes, and it never
@@ -66,8 +65,7 @@ func (c *Config) HandsMixes() bool {
 	switch c.Protocol {
 	case DPSGD:
 		_, mean := c.Aggregator.(merge.WeightedMean)
-		_, trims := trimOf(c.Aggregator, 1)
-		return mean || trims
+		return mean || merge.Checked(c.Aggregator)
 	case PushSum, GoSGD:
 		return !c.robust()
 	}
@@ -125,18 +123,6 @@ func (n *Core) laterSum(v []float32) knownSum {
 // mixes reports whether the core hands its mixes to a Mixer.
 func (d *dpsgd) mixes() bool { return d.cfg.HandsMixes() }
 
-// trimOf returns the trim of a coordinate-wise rule over k inputs, for
-// Mixer.Trim: compute.Median for the median, the rule's own for a
-// trimmed mean; ok is false for any other aggregator.
-func trimOf(a merge.Aggregator, k int) (trim int, ok bool) {
-	switch a := a.(type) {
-	case merge.Median:
-		return compute.Median, true
-	case merge.TrimmedMean:
-		return a.Trim, true
-	}
-	return 0, false
-}
 
 // resolved returns n's parameters with their values: resolved by the
 // mixer where they may be pending.

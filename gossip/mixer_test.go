@@ -16,7 +16,7 @@ import (
 type lazyMixer struct {
 	pending map[*float32]func()
 	mixes   int
-	trims   int // of mixes, by Trim
+	robust  int // of mixes, by Aggregate
 }
 
 func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
@@ -44,9 +44,9 @@ func (m *lazyMixer) Blend(dst, a, b []float32, t float32) {
 	}
 }
 
-func (m *lazyMixer) Trim(dst []float32, xs [][]float32, trim int, g []float32, a float32) {
+func (m *lazyMixer) Aggregate(dst []float32, xs [][]float32, ws []float64, agg merge.Aggregator, g []float32, a float32) {
 	m.mixes++
-	m.trims++
+	m.robust++
 	for i := range dst {
 		dst[i] = float32(math.NaN())
 	}
@@ -54,7 +54,9 @@ func (m *lazyMixer) Trim(dst []float32, xs [][]float32, trim int, g []float32, a
 		for _, x := range append(slices.Clone(xs), g) {
 			m.Resolve(x)
 		}
-		merge.TrimmedInto(dst, xs, trim)
+		if err := agg.Aggregate(dst, xs, ws, 0); err != nil {
+			panic(err) // Check said it would not fail
+		}
 		if g != nil {
 			merge.Axpy(dst, a, g)
 		}
@@ -154,13 +156,13 @@ func TestHandedMixes(t *testing.T) {
 	}
 }
 
-// TestHandedRobustMixes: D-PSGD's cores that hand their median and
-// trimmed-mean mixes to a Mixer that defers them (Mixer.Trim) give the
+// TestHandedRobustMixes: D-PSGD's cores that hand their robust mixes to
+// a Mixer that defers them (Mixer.Aggregate) give the
 // numbers of the cores that aggregate on the spot, to the last bit, with
 // models lost on the way so that some rounds close with too few inputs
-// for the rule (the step from the node's own model, as on the spot).
+// for Krum (the step from the node's own model, as on the spot).
 func TestHandedRobustMixes(t *testing.T) {
-	for _, agg := range []merge.Aggregator{merge.Median{}, merge.TrimmedMean{Trim: 1}} {
+	for _, agg := range []merge.Aggregator{merge.Median{}, merge.TrimmedMean{Trim: 1}, merge.Krum{F: 1}, merge.Krum{F: 1, Multi: true}, merge.ClippedGossip{}, merge.ClippedGossip{Tau: 0.5}} {
 		t.Run(agg.Name(), func(t *testing.T) {
 			run := func(mx gossip.Mixer) ([][]float32, uint64) {
 				h := newHarness(t, 6, func(i int, c *gossip.Config) {
@@ -168,7 +170,7 @@ func TestHandedRobustMixes(t *testing.T) {
 					for k := range c.Init {
 						c.Init[k] = float32(i*8+k) / 16
 					}
-					for _, k := range []int{(i + 1) % 6, (i + 3) % 6, (i + 5) % 6} {
+					for _, k := range []int{(i + 1) % 6, (i + 2) % 6, (i + 4) % 6, (i + 5) % 6} {
 						c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(k), Weight: 1})
 					}
 				})
@@ -187,7 +189,7 @@ func TestHandedRobustMixes(t *testing.T) {
 					return &gossip.TrainResult{ID: req.ID, Grad: g, Examples: 4}
 				}
 				sent := 0
-				h.drop = func(m *gossip.Message) bool { sent++; return m.Kind == gossip.KindParams && sent%5 < 3 }
+				h.drop = func(m *gossip.Message) bool { sent++; return m.Kind == gossip.KindParams && sent%5 < 2 }
 				h.run(10*time.Second, 250*time.Millisecond)
 				var failed uint64
 				for _, e := range h.traces {
@@ -203,11 +205,11 @@ func TestHandedRobustMixes(t *testing.T) {
 			if mx.mixes == 0 {
 				t.Fatal("no mix was handed to the mixer")
 			}
-			if mx.trims == 0 {
+			if mx.robust == 0 {
 				t.Fatalf("no robust mix was handed to the mixer (%d mixes)", mx.mixes)
 			}
-			if _, trims := agg.(merge.TrimmedMean); trims && hf == 0 {
-				t.Fatal("no round closed short of inputs: the losses test nothing")
+			if m, ok := agg.(merge.MinInputs); ok && m.MinInputs() == 4 && hf == 0 {
+				t.Fatal("no round closed short of the 4 inputs Krum needs: the losses test nothing")
 			}
 			if hf != af {
 				t.Fatalf("rounds closed with too few inputs: %d handed, %d on the spot", hf, af)

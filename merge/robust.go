@@ -169,18 +169,12 @@ func (c ClippedGossip) Aggregate(dst []float32, xs [][]float32, ws []float64, se
 	if err := checkInputs(dst, xs, 1); err != nil {
 		return err
 	}
-	if self < 0 || self >= len(xs) || len(ws) != len(xs) {
-		return fmt.Errorf("%w: clipped gossip needs the node's own vector and one weight per input", ErrAggregate)
+	if err := c.weights(len(xs), ws, self); err != nil {
+		return err
 	}
 	var wsum float64
 	for _, w := range ws {
-		if w < 0 || math.IsNaN(w) {
-			return fmt.Errorf("%w: weight %v", ErrAggregate, w)
-		}
 		wsum += w
-	}
-	if wsum == 0 {
-		return fmt.Errorf("%w: weights sum to 0", ErrAggregate)
 	}
 	x := xs[self]
 	dist := make([]float64, len(xs))
@@ -225,12 +219,72 @@ func MedianDistance(x []float32, others [][]float32) float64 {
 	return d[(len(d)-1)/2]
 }
 
+// weights checks clipped gossip's inputs beyond their count: the node's
+// own among the n, a weight each, none negative or NaN, not all 0.
+func (ClippedGossip) weights(n int, ws []float64, self int) error {
+	if self < 0 || self >= n || len(ws) != n {
+		return fmt.Errorf("%w: clipped gossip needs the node's own vector and one weight per input", ErrAggregate)
+	}
+	var wsum float64
+	for _, w := range ws {
+		if w < 0 || math.IsNaN(w) {
+			return fmt.Errorf("%w: weight %v", ErrAggregate, w)
+		}
+		wsum += w
+	}
+	if wsum == 0 {
+		return fmt.Errorf("%w: weights sum to 0", ErrAggregate)
+	}
+	return nil
+}
+
+// Checked reports whether Check answers for a: the robust rules, whose
+// Aggregate fails only for the number of inputs, the weights and self,
+// never for the values.
+func Checked(a Aggregator) bool {
+	switch a.(type) {
+	case Median, TrimmedMean, Krum, ClippedGossip:
+		return true
+	}
+	return false
+}
+
+// Check returns the error a.Aggregate would return for n inputs of one
+// length with weights ws and self, or nil where it would combine them,
+// without combining anything: for a caller that decides now and
+// combines later (gossip.Mixer.Aggregate). a is a rule Checked answers
+// for.
+func Check(a Aggregator, n int, ws []float64, self int) error {
+	switch a := a.(type) {
+	case Median:
+		return tooFew(n, 1)
+	case TrimmedMean:
+		return tooFew(n, a.MinInputs())
+	case Krum:
+		return tooFew(n, a.MinInputs())
+	case ClippedGossip:
+		if err := tooFew(n, 1); err != nil {
+			return err
+		}
+		return a.weights(n, ws, self)
+	}
+	panic(fmt.Sprintf("merge: Check of aggregator %s", a.Name()))
+}
+
 // ErrAggregate marks inputs an aggregator cannot combine.
 var ErrAggregate = fmt.Errorf("merge: cannot aggregate")
 
+// tooFew is the error of n inputs to a rule that needs min.
+func tooFew(n, min int) error {
+	if n < min {
+		return fmt.Errorf("%w: %d inputs, the rule needs at least %d", ErrAggregate, n, min)
+	}
+	return nil
+}
+
 func checkInputs(dst []float32, xs [][]float32, min int) error {
-	if len(xs) < min {
-		return fmt.Errorf("%w: %d inputs, the rule needs at least %d", ErrAggregate, len(xs), min)
+	if err := tooFew(len(xs), min); err != nil {
+		return err
 	}
 	for _, x := range xs {
 		if len(x) != len(dst) {

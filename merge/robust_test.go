@@ -104,3 +104,42 @@ func TestParseAggregator(t *testing.T) {
 		}
 	}
 }
+
+// TestCheck: Check gives the error each robust rule's Aggregate gives,
+// word for word, or nil where it combines, over counts of inputs,
+// weights and selves that pass and fail, without combining anything.
+func TestCheck(t *testing.T) {
+	rules := []Aggregator{Median{}, TrimmedMean{Trim: 1}, TrimmedMean{Trim: 2}, Krum{F: 1}, Krum{F: 1, Multi: true}, ClippedGossip{}, ClippedGossip{Tau: 0.5}}
+	weights := [][]float64{nil, {1}, {1, 1}, {0.5, 0.25, 0.25}, {1, -1, 1}, {0, 0, 0}, {1, math.NaN(), 1}, {1, 1, 1, 1, 1}}
+	tried, failed := 0, 0
+	for _, a := range rules {
+		if !Checked(a) {
+			t.Fatalf("Checked(%s) = false", a.Name())
+		}
+		for n := range 6 {
+			for _, ws := range weights {
+				for _, self := range []int{-1, 0, 2} {
+					xs := make([][]float32, n)
+					for i := range xs {
+						xs[i] = []float32{float32(i), 1, -float32(i)}
+					}
+					want := a.Aggregate(make([]float32, 3), xs, ws, self)
+					got := Check(a, n, ws, self)
+					if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
+						t.Fatalf("%s, %d inputs, weights %v, self %d: Check = %v, Aggregate = %v", a.Name(), n, ws, self, got, want)
+					}
+					tried++
+					if want != nil {
+						failed++
+					}
+				}
+			}
+		}
+	}
+	if failed == 0 || failed == tried {
+		t.Fatalf("%d of %d cases failed: the cases test nothing", failed, tried)
+	}
+	if Checked(WeightedMean{}) {
+		t.Fatal("Checked(mean) = true")
+	}
+}

@@ -55,21 +55,21 @@ type lazyMixer struct {
 }
 
 // lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g, or with blend
-// dst = xs[0] + w[0]·(xs[1] − xs[0]), or with trimmed the coordinate-wise
-// trimmed mean of xs (trim; compute.Median: the median) + a·g.
+// dst = xs[0] + w[0]·(xs[1] − xs[0]), or with agg agg's combination of
+// xs with weights ws + a·g.
 type lazyMix struct {
-	once    sync.Once // on the CPU
-	dst     []float32
-	xs      [][]float32
-	w       []float32
-	g       []float32
-	a       float32
-	blend   bool
-	trimmed bool
-	trim    int
-	ss      float64 // Σ dst², once resolved
-	seq     uint64  // its order among the mixes
-	done    bool    // on a device: resolved (guarded by the mixer's mu)
+	once  sync.Once // on the CPU
+	dst   []float32
+	xs    [][]float32
+	w     []float32
+	g     []float32
+	a     float32
+	blend bool
+	agg   merge.Aggregator
+	ws    []float64
+	ss    float64 // Σ dst², once resolved
+	seq   uint64  // its order among the mixes
+	done  bool    // on a device: resolved (guarded by the mixer's mu)
 	// after is the number of the last batch whose results it reads,
 	// directly or through the mixes it reads, not yet run when it was
 	// recorded (sent or still gathered): it runs only once that batch has
@@ -82,7 +82,7 @@ type lazyMix struct {
 
 // item is p as the batches' workspace computes it.
 func (p *lazyMix) item() trainer.MixItem {
-	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Trimmed: p.trimmed, Trim: p.trim}
+	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Agg: p.agg, Ws: p.ws}
 }
 
 // inputs returns the vectors p reads: xs, and g where set.
@@ -130,9 +130,9 @@ func (m *lazyMixer) Blend(dst, a, b []float32, t float32) {
 	m.record(&lazyMix{dst: dst, xs: [][]float32{a, b}, w: []float32{t}, blend: true})
 }
 
-// Trim implements gossip.Mixer.
-func (m *lazyMixer) Trim(dst []float32, xs [][]float32, trim int, g []float32, a float32) {
-	m.record(&lazyMix{dst: dst, xs: xs, g: g, a: a, trimmed: true, trim: trim})
+// Aggregate implements gossip.Mixer.
+func (m *lazyMixer) Aggregate(dst []float32, xs [][]float32, ws []float64, agg merge.Aggregator, g []float32, a float32) {
+	m.record(&lazyMix{dst: dst, xs: xs, ws: ws, g: g, a: a, agg: agg})
 }
 
 // record makes p a pending mix.
@@ -209,7 +209,7 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 		m.mu.Lock()
 		delete(m.pending, &p.dst[0])
 		m.mu.Unlock()
-		p.xs, p.w, p.g = nil, nil, nil
+		p.xs, p.w, p.g, p.ws = nil, nil, nil, nil
 	})
 }
 
@@ -265,7 +265,7 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 	for _, p := range ps {
 		p.done = true
 		delete(m.pending, &p.dst[0])
-		p.xs, p.w, p.g = nil, nil, nil
+		p.xs, p.w, p.g, p.ws = nil, nil, nil, nil
 		if p.vouched && !m.dev.admits(p.ss) {
 			m.dev.miss(&errMisspeculated{what: "a mixed model", ss: p.ss})
 		}

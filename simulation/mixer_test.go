@@ -51,11 +51,15 @@ func TestDeferredMixes(t *testing.T) {
 		"trimmed late": func(c *Config) {
 			c.Aggregator, c.RoundTimeout, c.Latency = "trimmed:1", c.Delta/4, "uniform:10ms:900ms"
 		},
+		"multikrum": func(c *Config) {
+			c.Aggregator, c.Topology, c.Byzantine, c.Attack = "multikrum:1", "complete", 0.2, "bitflip"
+		},
+		"clipped mlp": func(c *Config) { c.Aggregator, c.Model, c.Hidden = "clipped", "mlp", []int{16} },
 		"pushsum batched": func(c *Config) {
 			c.Protocol, c.PeerBatch, c.Codec, c.Drop, c.Churn = gossip.PushSum, 4, true, 0.1, 0.2
 		},
 	}
-	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late"} {
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late", "multikrum", "clipped mlp"} {
 		t.Run(name, func(t *testing.T) {
 			c := base
 			c.Delta = gossip.DefaultDelta
@@ -108,7 +112,9 @@ func TestLazyMixerResolvesInputs(t *testing.T) {
 // there, a call for all those pending (the summary's resident counts
 // say how many), and the run gives the CPU's numbers with the same peer
 // batch, to the last digit: CombineRows and its norms are the CPU's
-// arithmetic. The mixes' host vectors stay NaN until copied back
+// arithmetic, and so are TrimmedRows' medians and trimmed means (Krum
+// and clipped gossip combine on the host, their inputs fetched). The
+// mixes' host vectors stay NaN until copied back
 // (testPoison), so a read that forgot to copy would show; no device
 // buffer outlives the run. The gradients and mixes share allocations,
 // 3 each here (vectorsPerBlock) so that a batch of 8 takes several, but
@@ -136,6 +142,8 @@ func TestMixesOnDevice(t *testing.T) {
 		"median":         {Settings: job.Settings{Aggregator: "median", Model: "mlp"}, Hidden: []int{8}},
 		"trimmed attack": {Settings: job.Settings{Aggregator: "trimmed:1"}, Byzantine: 0.2, Attack: "bitflip"},
 		"trimmed late":   {Settings: job.Settings{Aggregator: "trimmed:1", RoundTimeout: gossip.DefaultDelta / 4}, Latency: "uniform:10ms:900ms"},
+		"krum":           {Settings: job.Settings{Aggregator: "krum:1", Topology: "complete"}},
+		"clipped":        {Settings: job.Settings{Aggregator: "clipped:0.5"}},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			if c.Protocol == "" {
@@ -159,11 +167,13 @@ func TestMixesOnDevice(t *testing.T) {
 				t.Fatalf("on the device:\n%s\non the CPU:\n%s", got, want)
 			}
 			st := res.Resident
+			trimmed := c.Aggregator == "median" || strings.HasPrefix(c.Aggregator, "trimmed:")
+			onHost := c.Aggregator != "" && !trimmed // robust mixes of no kernel
 			switch {
 			case block != map[bool]int{true: 3, false: 1}[c.Churn == 0 && c.Protocol == gossip.DPSGD]:
 				t.Fatalf("%d vectors an allocation (%s, churn %v)", block, c.Protocol, c.Churn)
-			case st == nil || st.Mixed == 0:
-				t.Fatalf("resident counts %+v: no mix ran on the device", st)
+			case st == nil || (st.Mixed == 0) != onHost:
+				t.Fatalf("resident counts %+v: mixes on the device, aggregator %q", st, c.Aggregator)
 			case (st.Gradients > 0) != !c.DP.Enabled():
 				t.Fatalf("resident counts %+v: gradients left on the device (DP-SGD %v: on the host)", *st, c.DP.Enabled())
 			case st.Consensus != uint64(len(res.Rows)):
@@ -172,7 +182,7 @@ func TestMixesOnDevice(t *testing.T) {
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)
 			}
-			if tr := dev.Stats().Trimmed; (tr > 0) != (c.Aggregator != "") {
+			if tr := dev.Stats().Trimmed; (tr > 0) != trimmed {
 				t.Fatalf("%d rows of robust mixes on the device (aggregator %q)", tr, c.Aggregator)
 			}
 		})

@@ -18,20 +18,32 @@ import (
 // (merge.Interpolate; compute.Rows's InterpolateRows): AD-PSGD's pairwise
 // average.
 //
-// With Trimmed, Dst = T + A·G, where T is the coordinate-wise trimmed
-// mean of Xs that drops Trim values at each end (compute.Trimmed; Trim
-// compute.Median: the median; merge.TrimmedMean and merge.Median), and
-// A·G is added as merge.Axpy adds it; W is unused: a D-PSGD round's
-// robust mix.
+// With Agg, Dst = Agg's combination of Xs with weights Ws, Xs[0] the
+// node's own (Agg.Aggregate(Dst, Xs, Ws, 0)), + A·G added as merge.Axpy
+// adds it; W is unused: a D-PSGD round's robust mix, whose inputs
+// merge.Check has passed. On a device the median and trimmed means run
+// there (compute.Rows' TrimmedRows), the other rules on the host.
 type MixItem struct {
-	Dst     []float32
-	Xs      [][]float32
-	W       []float32
-	G       []float32
-	A       float32
-	Blend   bool
-	Trimmed bool
-	Trim    int
+	Dst   []float32
+	Xs    [][]float32
+	W     []float32
+	G     []float32
+	A     float32
+	Blend bool
+	Agg   merge.Aggregator
+	Ws    []float64
+}
+
+// trimOf returns the trim of TrimmedRows that computes a's combination
+// (compute.Median for the median); ok is false for a rule it does not.
+func trimOf(a merge.Aggregator) (trim int, ok bool) {
+	switch a := a.(type) {
+	case merge.Median:
+		return compute.Median, true
+	case merge.TrimmedMean:
+		return a.Trim, true
+	}
+	return 0, false
 }
 
 // Mix computes the items' sums where the workspace keeps its models, and
@@ -77,8 +89,9 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 			from = append(from, s)
 		}
 		d, room := int32(0), false
-		if ok && it.Trimmed && len(it.Xs) > compute.MaxTrimmedInputs {
-			ok = false // more than a device sorts
+		trim, trims := trimOf(it.Agg)
+		if ok && it.Agg != nil && (!trims || len(it.Xs) > compute.MaxTrimmedInputs) {
+			ok = false // a rule of no kernel, or more than a device sorts
 		}
 		if ok {
 			d, room = r.alloc()
@@ -95,8 +108,8 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 		case it.Blend:
 			brows, ba, bb, bw = append(brows, d), append(ba, from[n0]), append(bb, from[n0+1]), append(bw, it.W[0])
 			from = from[:n0]
-		case it.Trimmed:
-			trows, ttrim = append(trows, d), append(ttrim, int32(it.Trim))
+		case it.Agg != nil:
+			trows, ttrim = append(trows, d), append(ttrim, int32(trim))
 			tfrom = append(tfrom, from[n0:n0+len(it.Xs)]...)
 			tstart = append(tstart, int32(len(tfrom)))
 			if it.G != nil { // d ← 1·d + A·G
@@ -156,8 +169,10 @@ func (it MixItem) OnHost() float64 {
 	switch {
 	case it.Blend:
 		merge.Interpolate(it.Dst, it.Xs[0], it.Xs[1], it.W[0])
-	case it.Trimmed:
-		merge.TrimmedInto(it.Dst, it.Xs, it.Trim)
+	case it.Agg != nil:
+		if err := it.Agg.Aggregate(it.Dst, it.Xs, it.Ws, 0); err != nil {
+			panic(fmt.Sprintf("trainer: a robust mix merge.Check passed: %v", err))
+		}
 		if it.G != nil {
 			merge.Axpy(it.Dst, it.A, it.G)
 		}
