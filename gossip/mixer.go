@@ -123,7 +123,6 @@ func (n *Core) laterSum(v []float32) knownSum {
 // mixes reports whether the core hands its mixes to a Mixer.
 func (d *dpsgd) mixes() bool { return d.cfg.HandsMixes() }
 
-
 // resolved returns n's parameters with their values: resolved by the
 // mixer where they may be pending.
 func (n *Core) resolved(v []float32) []float32 {
