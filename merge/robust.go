@@ -103,16 +103,34 @@ func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 		return err
 	}
 	n := len(xs)
-	d := make([][]float64, n)
-	for i := range d {
-		d[i] = make([]float64, n)
-	}
+	d := make([]float64, n*n)
 	for i := 0; i < n; i++ {
 		for j := i + 1; j < n; j++ {
-			d[i][j] = SquaredDistance(xs[i], xs[j])
-			d[j][i] = d[i][j]
+			d[i*n+j] = SquaredDistance(xs[i], xs[j])
 		}
 	}
+	keep := k.Keep(n, d)
+	if !k.Multi {
+		copy(dst, xs[keep[0]])
+		return nil
+	}
+	for c := range dst {
+		var s float64
+		for _, i := range keep {
+			s += float64(xs[i][c])
+		}
+		dst[c] = float32(s / float64(len(keep)))
+	}
+	return nil
+}
+
+// Keep returns the inputs Krum keeps of n ≥ F+3, given their squared
+// distances d[i·n+j] for i < j (SquaredDistance; the rest unread): the
+// one whose n−F−2 nearest others are nearest in all, or multi-Krum's n−F
+// of the smallest such sums, in input order (so that their mean does
+// not depend on the scores' ties).
+func (k Krum) Keep(n int, d []float64) []int {
+	dist := func(i, j int) float64 { return d[min(i, j)*n+max(i, j)] }
 	scores := make([]float64, n)
 	order := make([]int, n)
 	others := make([]float64, 0, n-1)
@@ -120,7 +138,7 @@ func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 		others = others[:0]
 		for j := 0; j < n; j++ {
 			if j != i {
-				others = append(others, d[i][j])
+				others = append(others, dist(i, j))
 			}
 		}
 		slices.Sort(others)
@@ -132,19 +150,11 @@ func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 	// Ties go to the lowest index, deterministically.
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[a], scores[b]) })
 	if !k.Multi {
-		copy(dst, xs[order[0]])
-		return nil
+		return order[:1]
 	}
 	keep := order[:n-k.F]
-	slices.Sort(keep) // sum in input order: the result does not depend on the scores' ties
-	for c := range dst {
-		var s float64
-		for _, i := range keep {
-			s += float64(xs[i][c])
-		}
-		dst[c] = float32(s / float64(len(keep)))
-	}
-	return nil
+	slices.Sort(keep)
+	return keep
 }
 
 // ClippedGossip is x_i + Σ_j W_ij·clip(x_j − x_i, τ) with
@@ -172,37 +182,55 @@ func (c ClippedGossip) Aggregate(dst []float32, xs [][]float32, ws []float64, se
 	if err := c.weights(len(xs), ws, self); err != nil {
 		return err
 	}
-	var wsum float64
-	for _, w := range ws {
-		wsum += w
-	}
 	x := xs[self]
 	dist := make([]float64, len(xs))
-	var others [][]float32
 	for j := range xs {
 		if j != self {
 			dist[j] = math.Sqrt(SquaredDistance(xs[j], x))
-			others = append(others, xs[j])
 		}
 	}
-	tau := c.Tau
-	if tau == 0 {
-		tau = MedianDistance(x, others)
-	}
+	pulls, scales := c.Scales(dist, ws, self)
 	acc := make([]float64, len(x))
-	for j, xj := range xs {
-		if j == self || dist[j] == 0 {
-			continue
-		}
-		s := ws[j] / wsum * math.Min(1, tau/dist[j])
+	for p, j := range pulls {
+		xj, s := xs[j], scales[p]
 		for k := range acc {
-			acc[k] += s * (float64(xj[k]) - float64(x[k]))
+			acc[k] += float64(s * (float64(xj[k]) - float64(x[k]))) // no fused multiply-add
 		}
 	}
 	for k := range dst {
 		dst[k] = float32(float64(x[k]) + acc[k])
 	}
 	return nil
+}
+
+// Scales returns the inputs that pull the node's own (self) under
+// clipped gossip, in order, and their scales w_j/Σw·min(1, τ/dist[j]),
+// given each input's distance from the node's own (math.Sqrt of
+// SquaredDistance(x_j, x); dist[self] unread): every input but self and
+// those at distance 0; τ is Tau, or where 0 the lower median of the
+// others' distances (MedianDistance). ws passed Check.
+func (c ClippedGossip) Scales(dist, ws []float64, self int) (pulls []int, scales []float64) {
+	var wsum float64
+	for _, w := range ws {
+		wsum += w
+	}
+	tau := c.Tau
+	if tau == 0 {
+		others := make([]float64, 0, len(dist))
+		for j, d := range dist {
+			if j != self {
+				others = append(others, d)
+			}
+		}
+		tau = lowerMedian(others)
+	}
+	for j, d := range dist {
+		if j == self || d == 0 {
+			continue
+		}
+		pulls, scales = append(pulls, j), append(scales, ws[j]/wsum*math.Min(1, tau/d))
+	}
+	return pulls, scales
 }
 
 // MedianDistance is the lower median of the L2 distances of others
@@ -214,6 +242,14 @@ func MedianDistance(x []float32, others [][]float32) float64 {
 	d := make([]float64, len(others))
 	for i, o := range others {
 		d[i] = math.Sqrt(SquaredDistance(o, x))
+	}
+	return lowerMedian(d)
+}
+
+// lowerMedian sorts d and returns its lower median (0 for none).
+func lowerMedian(d []float64) float64 {
+	if len(d) == 0 {
+		return 0
 	}
 	slices.Sort(d)
 	return d[(len(d)-1)/2]

@@ -60,6 +60,23 @@ type Rows interface {
 	// len(rows)+1 entries, rising, from 0 to len(from). The same rules of
 	// aliasing as InterpolateRows hold.
 	TrimmedRows(dst, src Tensor, n int, rows, start, from, trim []int32)
+	// PairDistanceRows sets out[i] to SquaredDistance4 of rows a[i] and
+	// b[i] of x, with its bits: the distances Krum scores its inputs by
+	// and clipped gossip clips by (merge.SquaredDistance).
+	PairDistanceRows(out []float64, x Tensor, n int, a, b []int32)
+	// AverageRows sets value j of row rows[i] of dst to float32(Σ_k
+	// x_k / m) over value j of the m rows from[k] of src, k in
+	// [start[i], start[i+1]) (at least one), summed in float64 from 0 in
+	// the order of k and divided in float64: multi-Krum's mean of the
+	// inputs it keeps. The same rules of aliasing as InterpolateRows
+	// hold.
+	AverageRows(dst, src Tensor, n int, rows, start, from []int32)
+	// ClipRows sets value j of row rows[i] of dst to ClipValue of value
+	// j of the rows from[k] of src, k in [start[i], start[i+1]) (at
+	// least one; the first is the node's own), with the scales
+	// scale[k]: clipped gossip's x + Σ s_k·(x_k − x), in float64. The
+	// same rules of aliasing as InterpolateRows hold.
+	ClipRows(dst, src Tensor, n int, rows, start, from []int32, scale []float64)
 }
 
 // CheckMean panics unless a MeanRows call's rows lie in src and dst

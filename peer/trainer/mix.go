@@ -34,18 +34,6 @@ type MixItem struct {
 	Ws    []float64
 }
 
-// trimOf returns the trim of TrimmedRows that computes a's combination
-// (compute.Median for the median); ok is false for a rule it does not.
-func trimOf(a merge.Aggregator) (trim int, ok bool) {
-	switch a := a.(type) {
-	case merge.Median:
-		return compute.Median, true
-	case merge.TrimmedMean:
-		return a.Trim, true
-	}
-	return 0, false
-}
-
 // Mix computes the items' sums where the workspace keeps its models, and
 // sets sums[i] to Σ Dst² (merge.SumSquares) of item i. On a device, each
 // sum is one row of a CombineRows over the models kept there (a blend's,
@@ -64,35 +52,25 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 		compute.ForEachRow(len(items), w.stack.NumParams(), func(i int) { sums[i] = items[i].OnHost() })
 		return
 	}
-	var rows, start, from []int32 // CombineRows's
-	var wts []float32
-	var brows, ba, bb []int32 // InterpolateRows's (Blend)
-	var bw []float32
-	var trows, tstart, tfrom, ttrim []int32 // TrimmedRows's, then CombineRows adds A·G
-	tstart = append(tstart, 0)
+	var c mixCalls
 	var kept, host []int
 	var keptRows []int32
-	start = append(start, 0)
 	for i, it := range items {
-		n0 := len(from)
-		ok := true
-		terms := it.Xs
-		if it.G != nil {
-			terms = append(terms[:len(terms):len(terms)], it.G)
-		}
-		for _, x := range terms {
+		slots := make([]int32, 0, len(it.Xs)+1)
+		ok := c.placed(it)
+		for _, x := range it.Xs {
 			s, found := r.slot(x)
 			if !found {
 				ok = false
 				break
 			}
-			from = append(from, s)
+			slots = append(slots, s)
+		}
+		g := int32(-1)
+		if ok && it.G != nil {
+			g, ok = r.slot(it.G)
 		}
 		d, room := int32(0), false
-		trim, trims := trimOf(it.Agg)
-		if ok && it.Agg != nil && (!trims || len(it.Xs) > compute.MaxTrimmedInputs) {
-			ok = false // a rule of no kernel, or more than a device sorts
-		}
 		if ok {
 			d, room = r.alloc()
 		}
@@ -100,44 +78,15 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 			if ok {
 				r.full++
 			}
-			from = from[:n0]
 			host = append(host, i)
 			continue
 		}
-		switch {
-		case it.Blend:
-			brows, ba, bb, bw = append(brows, d), append(ba, from[n0]), append(bb, from[n0+1]), append(bw, it.W[0])
-			from = from[:n0]
-		case it.Agg != nil:
-			trows, ttrim = append(trows, d), append(ttrim, int32(trim))
-			tfrom = append(tfrom, from[n0:n0+len(it.Xs)]...)
-			tstart = append(tstart, int32(len(tfrom)))
-			if it.G != nil { // d ← 1·d + A·G
-				rows, wts = append(rows, d), append(wts, 1, it.A)
-				from = append(from[:n0], d, from[n0+len(it.Xs)])
-				start = append(start, int32(len(from)))
-			} else {
-				from = from[:n0]
-			}
-		default:
-			if wts = append(wts, it.W...); it.G != nil {
-				wts = append(wts, it.A)
-			}
-			rows, start = append(rows, d), append(start, int32(len(from)))
-		}
+		c.add(it, d, slots, g)
 		kept, keptRows = append(kept, i), append(keptRows, d)
 	}
 	if len(kept) > 0 {
 		be := w.stack.Backend()
-		if len(trows) > 0 { // before the CombineRows that add their steps
-			be.TrimmedRows(r.arena, r.arena, r.size, trows, tstart, tfrom, ttrim)
-		}
-		if len(rows) > 0 {
-			be.CombineRows(r.arena, r.arena, r.size, rows, start, from, wts)
-		}
-		if len(brows) > 0 {
-			be.InterpolateRows(r.arena, r.arena, r.size, brows, ba, bb, bw)
-		}
+		c.run(be, r.arena, r.size)
 		out := make([]float64, len(kept))
 		be.SumSquaresRows(out, r.arena, r.size, keptRows)
 		for k, i := range kept {

@@ -14,10 +14,10 @@ import (
 
 // TestMixOnDevice: Mix on a device gives the host's bits and sums, once
 // fetched, for weighted sums with and without a gradient term, for
-// blends, and for trimmed means and medians with and without one
-// (InterpolateRows and TrimmedRows beside CombineRows in one call; a
-// median of more than compute.MaxTrimmedInputs, and clipped gossip, on
-// the host), over two
+// blends, for trimmed means and medians with and without one, and for
+// clipped gossip, Krum and multi-Krum (InterpolateRows, TrimmedRows,
+// PairDistanceRows, AverageRows and ClipRows beside CombineRows; a
+// median of more than compute.MaxTrimmedInputs on the host), over two
 // generations (the second mixing the first's results,
 // which only the device holds): with room for all, and with an arena so
 // small that most mixes run on the host, after copying back the stale
@@ -39,10 +39,12 @@ func TestMixOnDevice(t *testing.T) {
 	}
 	P := st.NumParams()
 	st.Close()
-	base := [][]float32{vec(P), vec(P), vec(P), vec(P), vec(P), vec(P), vec(P)}
-	grads := [][]float32{vec(P), vec(P), vec(P), vec(P), vec(P), vec(P), vec(P)}
-	const k = 7      // mixes a generation
-	const onHost = 3 // of both: the median of too many, clipped gossip twice
+	var base, grads [][]float32
+	const k = 9 // mixes a generation
+	for range k {
+		base, grads = append(base, vec(P)), append(grads, vec(P))
+	}
+	const onHost = 1 // of both: the median of too many
 	w, _ := merge.Normalized(nil, []float64{0.5, 0.25, 0.25})
 	// Two generations of k mixes: the second mixes the first's results.
 	run := func(onDev bool, slots int) ([][]float32, []float64, ResidentStats) {
@@ -83,8 +85,12 @@ func TestMixOnDevice(t *testing.T) {
 						}
 					}
 					items[i] = MixItem{Dst: make([]float32, P), Xs: xs, Agg: merge.Median{}, G: grads[i], A: -0.1}
-				case 6: // a robust rule of no kernel: on the host
-					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4]}, Agg: merge.ClippedGossip{}, Ws: []float64{0.5, 0.25, 0.25}, G: grads[i], A: -0.1}
+				case 6: // clipped gossip's, τ the median distance, then τ 4 (most distances are near 17)
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4], src[(i+5)%k]}, Agg: merge.ClippedGossip{Tau: 4 * float64(gen)}, Ws: []float64{0.5, 0.25, 0.25, 0.125}, G: grads[i], A: -0.1}
+				case 7: // Krum's pick and step
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4], src[(i+4)%k], src[(i+6)%k]}, Agg: merge.Krum{F: 1}, G: grads[i], A: -0.1}
+				case 8: // multi-Krum's mean, with no step
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+2)%k], base[4], src[(i+5)%k]}, Agg: merge.Krum{F: 1, Multi: true}}
 				default:
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4]}, W: w, G: grads[i], A: -0.1}
 				}
@@ -92,7 +98,7 @@ func TestMixOnDevice(t *testing.T) {
 			s := make([]float64, k)
 			ws.Mix(items, s)
 			for i, it := range items {
-				if _, clipped := it.Agg.(merge.ClippedGossip); onDev && slots == 0 && len(it.Xs) <= compute.MaxTrimmedInputs && !clipped {
+				if onDev && slots == 0 && len(it.Xs) <= compute.MaxTrimmedInputs {
 					if !ws.Stale(it.Dst) {
 						t.Fatalf("generation %d, mix %d: not left on the device", gen, i)
 					}

@@ -158,6 +158,7 @@ func Kernels(t T, be compute.Backend) {
 	lossSums(t, be, rng)
 	rows(t, be, rng)
 	trimmedRows(t, be, rng)
+	robustRows(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

@@ -42,8 +42,9 @@ type DeviceStats struct {
 	// host buffers included), Allocs how many tensors were ever
 	// allocated.
 	Live, Allocs int
-	// Trimmed counts the rows TrimmedRows wrote.
-	Trimmed int
+	// Trimmed counts the rows TrimmedRows wrote, Pairs the distances
+	// PairDistanceRows measured.
+	Trimmed, Pairs int
 }
 
 // NewDevice returns an emulated device over a CPU backend (one thread, the
@@ -357,6 +358,25 @@ func (d *Device) TrimmedRows(dst, src compute.Tensor, n int, rows, start, from, 
 	d.st.Trimmed += len(rows)
 	d.mu.Unlock()
 	d.cpu.TrimmedRows(d.at(dst), d.at(src), n, rows, start, from, trim)
+}
+
+// PairDistanceRows implements compute.Rows.
+func (d *Device) PairDistanceRows(out []float64, x compute.Tensor, n int, a, b []int32) {
+	d.mu.Lock()
+	d.st.Pairs += len(a)
+	d.mu.Unlock()
+	d.wait()
+	d.cpu.PairDistanceRows(out, d.at(x), n, a, b)
+}
+
+// AverageRows implements compute.Rows.
+func (d *Device) AverageRows(dst, src compute.Tensor, n int, rows, start, from []int32) {
+	d.cpu.AverageRows(d.at(dst), d.at(src), n, rows, start, from)
+}
+
+// ClipRows implements compute.Rows.
+func (d *Device) ClipRows(dst, src compute.Tensor, n int, rows, start, from []int32, scale []float64) {
+	d.cpu.ClipRows(d.at(dst), d.at(src), n, rows, start, from, scale)
 }
 
 // SumSquaresRows implements compute.Rows.

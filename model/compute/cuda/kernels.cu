@@ -580,17 +580,10 @@ extern "C" __global__ void mean_rows(float *dst, const float *src, const int *ro
     dst[j] = (float)__dmul_rn(s, 1.0 / (double)count);
 }
 
-// distance_rows: out[i·chunks + k] = Σ (x − ref)² over chunk k (chunk
-// values) of row rows[i] of x, one thread a chunk of a row: each
-// difference rounded to float, then squared and summed in double with
-// four running sums, as compute.SquaredDistance4.
-extern "C" __global__ void distance_rows(double *out, const float *x, const float *ref, const int *rows, int count, int n, int chunk) {
-    int chunks = (n + chunk - 1) / chunk;
-    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (long)count * chunks) return;
-    int i = (int)(t / chunks), k = (int)(t % chunks);
-    int lo = k * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    const float *r = x + (long)rows[i] * n;
+// squared_distance4: Σ (r − ref)² over values [lo, hi), each difference
+// rounded to float, then squared and summed in double with four running
+// sums, as compute.SquaredDistance4.
+__device__ double squared_distance4(const float *r, const float *ref, int lo, int hi) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     int j = lo;
     for (; j + 4 <= hi; j += 4) {
@@ -605,7 +598,60 @@ extern "C" __global__ void distance_rows(double *out, const float *x, const floa
         double d = __fsub_rn(r[j], ref[j]);
         s0 = __dadd_rn(s0, __dmul_rn(d, d));
     }
-    out[t] = __dadd_rn(__dadd_rn(__dadd_rn(s0, s1), s2), s3);
+    return __dadd_rn(__dadd_rn(__dadd_rn(s0, s1), s2), s3);
+}
+
+// distance_rows: out[i·chunks + k] = Σ (x − ref)² over chunk k (chunk
+// values) of row rows[i] of x, one thread a chunk of a row: each
+// difference rounded to float, then squared and summed in double with
+// four running sums, as compute.SquaredDistance4.
+extern "C" __global__ void distance_rows(double *out, const float *x, const float *ref, const int *rows, int count, int n, int chunk) {
+    int chunks = (n + chunk - 1) / chunk;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * chunks) return;
+    int i = (int)(t / chunks), k = (int)(t % chunks);
+    int lo = k * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    out[t] = squared_distance4(x + (long)rows[i] * n, ref, lo, hi);
+}
+
+// pair_distance_rows: out[i] = Σ (x − y)² over rows a[i] and b[i] of x,
+// one thread a pair, summed as squared_distance4 sums (Krum's and
+// clipped gossip's distances); idx holds a (count) and b (count).
+extern "C" __global__ void pair_distance_rows(double *out, const float *x, const int *idx, int count, int n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    out[i] = squared_distance4(x + (long)idx[i] * n, x + (long)idx[count + i] * n, 0, n);
+}
+
+// average_rows: value j of row rows[i] of dst = (float)(Σ_k src[from[k],
+// j] / m) over the m rows k in [start[i], start[i+1]), summed in double
+// from 0 in the order of k (multi-Krum's mean); idx holds rows (count),
+// start (count + 1) and from.
+extern "C" __global__ void average_rows(float *dst, const float *src, const int *idx, int count, int n) {
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * n) return;
+    int i = (int)(t / n), j = (int)(t % n);
+    const int *start = idx + count, *from = idx + 2 * count + 1;
+    int lo = start[i], hi = start[i + 1];
+    double s = 0.0;
+    for (int k = lo; k < hi; k++) s = __dadd_rn(s, (double)src[(long)from[k] * n + j]);
+    dst[(long)idx[i] * n + j] = (float)__ddiv_rn(s, (double)(hi - lo));
+}
+
+// clip_rows: value j of row rows[i] of dst = (float)(v + Σ_k scale[k]·
+// (src[from[k], j] − v)) over k in (start[i], start[i+1]), v the value
+// of the first row from[start[i]], in double, each product rounded apart
+// from its sum (clipped gossip, compute.ClipValue); idx holds rows
+// (count), start (count + 1) and from.
+extern "C" __global__ void clip_rows(float *dst, const float *src, const int *idx, const double *scale, int count, int n) {
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * n) return;
+    int i = (int)(t / n), j = (int)(t % n);
+    const int *start = idx + count, *from = idx + 2 * count + 1;
+    int lo = start[i], hi = start[i + 1];
+    double v = (double)src[(long)from[lo] * n + j], acc = 0.0;
+    for (int k = lo + 1; k < hi; k++) acc = __dadd_rn(acc, __dmul_rn(scale[k], __dsub_rn((double)src[(long)from[k] * n + j], v)));
+    dst[(long)idx[i] * n + j] = (float)__dadd_rn(v, acc);
 }
 
 // tally_rows: one block per row of k·m, model row / m's: rows[row] gets

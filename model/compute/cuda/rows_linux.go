@@ -83,6 +83,61 @@ func (b *Backend) TrimmedRows(dst, src compute.Tensor, n int, rows, start, from,
 	done()
 }
 
+// PairDistanceRows implements compute.Rows.
+func (b *Backend) PairDistanceRows(out []float64, x compute.Tensor, n int, a, bb []int32) {
+	compute.CheckPairs(out, x, n, a, bb)
+	if len(a) == 0 {
+		return
+	}
+	defer b.enter()()
+	px, _ := b.ptr(x, 0, true, false)
+	idx, _ := b.uploadRowArgs(nil, a, bb)
+	po := b.grow(&b.rows, uintptr(8*len(a)))
+	count, nn := int32(len(a)), int32(n)
+	b.launch("pair_distance_rows", blocks(len(a), threads), threads, arg(&po), arg(&px), arg(&idx), arg(&count), arg(&nn))
+	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&out[0]), po, uintptr(8*len(a))))
+}
+
+// AverageRows implements compute.Rows.
+func (b *Backend) AverageRows(dst, src compute.Tensor, n int, rows, start, from []int32) {
+	compute.CheckLists("AverageRows", dst, src, n, rows, start, from)
+	if len(rows) == 0 {
+		return
+	}
+	defer b.enter()()
+	pd, ps, done := b.rowTensors(dst, src)
+	idx, _ := b.uploadRowArgs(nil, rows, start, from)
+	cnt, nn := int32(len(rows)), int32(n)
+	b.launch("average_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&cnt), arg(&nn))
+	done()
+}
+
+// ClipRows implements compute.Rows: the scales go up after the lists,
+// in the same buffer, at a multiple of 8 bytes.
+func (b *Backend) ClipRows(dst, src compute.Tensor, n int, rows, start, from []int32, scale []float64) {
+	compute.CheckLists("ClipRows", dst, src, n, rows, start, from, len(scale))
+	if len(rows) == 0 {
+		return
+	}
+	defer b.enter()()
+	pd, ps, done := b.rowTensors(dst, src)
+	words := len(rows) + len(start) + len(from)
+	words += words % 2 // the scales 8-byte aligned
+	bytes := uintptr(4*words + 8*len(scale))
+	idx := b.grow(&b.ints, bytes)
+	b.upload(idx, bytes, func(p []byte) {
+		out := unsafe.Slice((*int32)(unsafe.Pointer(&p[0])), words)
+		k := copy(out, rows)
+		k += copy(out[k:], start)
+		copy(out[k:], from)
+		copy(unsafe.Slice((*float64)(unsafe.Pointer(&p[4*words])), len(scale)), scale)
+	})
+	sp := idx + uint64(4*words)
+	cnt, nn := int32(len(rows)), int32(n)
+	b.launch("clip_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&sp), arg(&cnt), arg(&nn))
+	done()
+}
+
 // SumSquaresRows implements compute.Rows.
 func (b *Backend) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {
 	if len(out) < len(rows) {

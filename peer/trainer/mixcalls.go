@@ -1,0 +1,200 @@
+package trainer
+
+import (
+	"math"
+
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// mixCalls gathers the lists of the calls one Mix makes over the arena:
+// each item's result is a row d of it, its terms the rows of its inputs
+// (slots) and of its gradient (g, or −1).
+type mixCalls struct {
+	rows, start, from []int32 // CombineRows's
+	wts               []float32
+	brows, ba, bb     []int32 // InterpolateRows's (Blend)
+	bw                []float32
+	trows, tfrom      []int32 // TrimmedRows's
+	tstart, ttrim     []int32
+	arows, afrom      []int32 // AverageRows's (multi-Krum)
+	astart            []int32
+	crows, cfrom      []int32 // ClipRows's (clipped gossip)
+	cstart            []int32
+	cscale            []float64
+	// pa and pb are the pairs whose distances Krum and clipped gossip
+	// choose by (PairDistanceRows); picks are their items, completed once
+	// the distances are known.
+	pa, pb []int32
+	picks  []pick
+}
+
+// pick is a Krum or clipped-gossip item waiting for its distances:
+// pairs from pair on in pa and pb.
+type pick struct {
+	it    MixItem
+	d, g  int32
+	slots []int32
+	pair  int
+}
+
+// placed reports whether the arena can compute it: every mix but a
+// robust rule of no kernel, or a trimmed mean of more inputs than a
+// device sorts.
+func (c *mixCalls) placed(it MixItem) bool {
+	switch it.Agg.(type) {
+	case nil, merge.Krum, merge.ClippedGossip:
+		return true
+	case merge.Median, merge.TrimmedMean:
+		return len(it.Xs) <= compute.MaxTrimmedInputs
+	}
+	return false
+}
+
+// trimOf returns the trim of TrimmedRows that computes a's combination
+// (compute.Median for the median); ok is false for a rule it does not.
+func trimOf(a merge.Aggregator) (trim int, ok bool) {
+	switch a := a.(type) {
+	case merge.Median:
+		return compute.Median, true
+	case merge.TrimmedMean:
+		return a.Trim, true
+	}
+	return 0, false
+}
+
+// add places it, whose result is row d (placed said yes).
+func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
+	if it.Blend {
+		c.brows, c.ba, c.bb, c.bw = append(c.brows, d), append(c.ba, slots[0]), append(c.bb, slots[1]), append(c.bw, it.W[0])
+		return
+	}
+	if trim, ok := trimOf(it.Agg); ok {
+		if len(c.tstart) == 0 {
+			c.tstart = append(c.tstart, 0)
+		}
+		c.trows, c.ttrim = append(c.trows, d), append(c.ttrim, int32(trim))
+		c.tfrom = append(c.tfrom, slots...)
+		c.tstart = append(c.tstart, int32(len(c.tfrom)))
+		c.step(d, d, g, it.A)
+		return
+	}
+	switch it.Agg.(type) {
+	case merge.Krum: // every pair
+		c.picks = append(c.picks, pick{it, d, g, slots, len(c.pa)})
+		for i := range slots {
+			for j := i + 1; j < len(slots); j++ {
+				c.pa, c.pb = append(c.pa, slots[i]), append(c.pb, slots[j])
+			}
+		}
+		return
+	case merge.ClippedGossip: // each from the node's own
+		c.picks = append(c.picks, pick{it, d, g, slots, len(c.pa)})
+		for _, s := range slots[1:] {
+			c.pa, c.pb = append(c.pa, s), append(c.pb, slots[0])
+		}
+		return
+	}
+	from, w := slots, it.W
+	if g >= 0 {
+		from, w = append(from, g), append(w[:len(w):len(w)], it.A)
+	}
+	c.combine(d, from, w)
+}
+
+// combine adds row d ← Σ w[k]·(row from[k]) to CombineRows.
+func (c *mixCalls) combine(d int32, from []int32, w []float32) {
+	if len(c.start) == 0 {
+		c.start = append(c.start, 0)
+	}
+	c.rows, c.wts = append(c.rows, d), append(c.wts, w...)
+	c.from = append(c.from, from...)
+	c.start = append(c.start, int32(len(c.from)))
+}
+
+// step adds row d ← 1·(row x) + a·(row g) to CombineRows, after the
+// call that computed x (none without a gradient where x is d itself;
+// a copy of x where g < 0).
+func (c *mixCalls) step(d, x, g int32, a float32) {
+	switch {
+	case g >= 0:
+		c.combine(d, []int32{x, g}, []float32{1, a})
+	case x != d:
+		c.combine(d, []int32{x}, []float32{1})
+	}
+}
+
+// run makes the calls: the distances first and the choices they give,
+// then the robust combinations, then the weighted sums (which add the
+// robust ones' steps) and the blends.
+func (c *mixCalls) run(be compute.Backend, arena compute.Tensor, n int) {
+	if len(c.pa) > 0 {
+		dist := make([]float64, len(c.pa))
+		be.PairDistanceRows(dist, arena, n, c.pa, c.pb)
+		for _, p := range c.picks {
+			c.choose(p, dist[p.pair:])
+		}
+	}
+	if len(c.trows) > 0 {
+		be.TrimmedRows(arena, arena, n, c.trows, c.tstart, c.tfrom, c.ttrim)
+	}
+	if len(c.arows) > 0 {
+		be.AverageRows(arena, arena, n, c.arows, c.astart, c.afrom)
+	}
+	if len(c.crows) > 0 {
+		be.ClipRows(arena, arena, n, c.crows, c.cstart, c.cfrom, c.cscale)
+	}
+	if len(c.rows) > 0 {
+		be.CombineRows(arena, arena, n, c.rows, c.start, c.from, c.wts)
+	}
+	if len(c.brows) > 0 {
+		be.InterpolateRows(arena, arena, n, c.brows, c.ba, c.bb, c.bw)
+	}
+}
+
+// choose completes a Krum or clipped-gossip item from its distances
+// (PairDistanceRows' from its pair on), as the rule chooses on the host
+// (merge.Krum.Keep, merge.ClippedGossip.Scales).
+func (c *mixCalls) choose(p pick, dist []float64) {
+	k := len(p.slots)
+	switch a := p.it.Agg.(type) {
+	case merge.Krum:
+		d := make([]float64, k*k)
+		q := 0
+		for i := range k {
+			for j := i + 1; j < k; j++ {
+				d[i*k+j] = dist[q]
+				q++
+			}
+		}
+		keep := a.Keep(k, d)
+		if !a.Multi {
+			c.step(p.d, p.slots[keep[0]], p.g, p.it.A)
+			return
+		}
+		if len(c.astart) == 0 {
+			c.astart = append(c.astart, 0)
+		}
+		c.arows = append(c.arows, p.d)
+		for _, i := range keep {
+			c.afrom = append(c.afrom, p.slots[i])
+		}
+		c.astart = append(c.astart, int32(len(c.afrom)))
+		c.step(p.d, p.d, p.g, p.it.A)
+	case merge.ClippedGossip:
+		ds := make([]float64, k) // ds[0], the node's own, unread
+		for j := 1; j < k; j++ {
+			ds[j] = math.Sqrt(dist[j-1])
+		}
+		pulls, scales := a.Scales(ds, p.it.Ws, 0)
+		if len(c.cstart) == 0 {
+			c.cstart = append(c.cstart, 0)
+		}
+		c.crows, c.cfrom, c.cscale = append(c.crows, p.d), append(c.cfrom, p.slots[0]), append(c.cscale, 0)
+		for q, j := range pulls {
+			c.cfrom, c.cscale = append(c.cfrom, p.slots[j]), append(c.cscale, scales[q])
+		}
+		c.cstart = append(c.cstart, int32(len(c.cfrom)))
+		c.step(p.d, p.d, p.g, p.it.A)
+	}
+}
