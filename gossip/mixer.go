@@ -13,9 +13,9 @@ import (
 // answers for), of plain push-sum and GoSGD (the
 // step, the shares, the sums of shares received, the de-biased estimate)
 // and of plain AD-PSGD (the pairwise average, a Blend, and the step),
-// all with no compression, secure aggregation, robust rule or outer
-// optimizer (HandsMixes). Without one (Config.Mixer nil) the core
-// mixes on the spot.
+// all with no sparse compression, secure aggregation or outer optimizer,
+// and no robust rule but D-PSGD's (HandsMixes). Without one
+// (Config.Mixer nil) the core mixes on the spot.
 //
 // A vector given to Mix as dst is pending until the mixer resolves it;
 // the core reads such a vector only after Resolve, and a pending vector
