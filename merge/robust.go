@@ -30,9 +30,9 @@ func (t TrimmedMean) MinInputs() int { return 2*t.Trim + 1 }
 func (k Krum) MinInputs() int { return k.F + 3 }
 
 // Median is the coordinate-wise median (for an even count, the mean of the
-// two middle values). The values are ordered totally (compute.Trimmed:
-// −0 before +0, NaNs at the ends by sign), so that a device picks the
-// same one.
+// two middle values). The values are ordered the same way on every
+// machine (compute.Trimmed: NaNs first whatever their sign, −0 before
+// +0), so that a device picks the same one.
 type Median struct{}
 
 // Name implements Aggregator.
@@ -57,6 +57,9 @@ func (t TrimmedMean) Name() string { return fmt.Sprintf("trimmed:%d", t.Trim) }
 
 // Aggregate implements Aggregator.
 func (t TrimmedMean) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) error {
+	if err := t.trim(); err != nil {
+		return err
+	}
 	if err := checkInputs(dst, xs, 2*t.Trim+1); err != nil {
 		return err
 	}
@@ -120,6 +123,14 @@ func (k Krum) Aggregate(dst []float32, xs [][]float32, ws []float64, self int) e
 			s += float64(xs[i][c])
 		}
 		dst[c] = float32(s / float64(len(keep)))
+	}
+	return nil
+}
+
+// trim refuses a negative Trim, which ParseAggregator never makes.
+func (t TrimmedMean) trim() error {
+	if t.Trim < 0 {
+		return fmt.Errorf("%w: a trimmed mean dropping %d values", ErrAggregate, t.Trim)
 	}
 	return nil
 }
@@ -295,6 +306,9 @@ func Check(a Aggregator, n int, ws []float64, self int) error {
 	case Median:
 		return tooFew(n, 1)
 	case TrimmedMean:
+		if err := a.trim(); err != nil {
+			return err
+		}
 		return tooFew(n, a.MinInputs())
 	case Krum:
 		return tooFew(n, a.MinInputs())

@@ -109,7 +109,7 @@ func TestParseAggregator(t *testing.T) {
 // word for word, or nil where it combines, over counts of inputs,
 // weights and selves that pass and fail, without combining anything.
 func TestCheck(t *testing.T) {
-	rules := []Aggregator{Median{}, TrimmedMean{Trim: 1}, TrimmedMean{Trim: 2}, Krum{F: 1}, Krum{F: 1, Multi: true}, ClippedGossip{}, ClippedGossip{Tau: 0.5}}
+	rules := []Aggregator{Median{}, TrimmedMean{Trim: 1}, TrimmedMean{Trim: 2}, TrimmedMean{Trim: -1}, Krum{F: 1}, Krum{F: 1, Multi: true}, ClippedGossip{}, ClippedGossip{Tau: 0.5}}
 	weights := [][]float64{nil, {1}, {1, 1}, {0.5, 0.25, 0.25}, {1, -1, 1}, {0, 0, 0}, {1, math.NaN(), 1}, {1, 1, 1, 1, 1}}
 	tried, failed := 0, 0
 	for _, a := range rules {

@@ -31,8 +31,8 @@ import (
 // and the consensus distance measured there.
 //
 // -hostwork.peers sets the number of peers (the H200's figures are of
-// 10,000), -hostwork.aggregator D-PSGD's rule (median, trimmed:B: mixes
-// on the device too).
+// 10,000), -hostwork.aggregator D-PSGD's robust rule (its mixes on the
+// device too).
 func BenchmarkHostWork(b *testing.B) {
 	for _, protocol := range strings.Split(*hostworkProtocols, ",") {
 		b.Run(protocol, func(b *testing.B) {
@@ -75,7 +75,7 @@ func BenchmarkHostWork(b *testing.B) {
 
 var hostworkPeers = flag.Int("hostwork.peers", 2000, "BenchmarkHostWork's peers")
 
-var hostworkAggregator = flag.String("hostwork.aggregator", "", "BenchmarkHostWork's --aggregator (D-PSGD's median, trimmed:B)")
+var hostworkAggregator = flag.String("hostwork.aggregator", "", "BenchmarkHostWork's --aggregator (D-PSGD's robust rules: median, trimmed:B, krum:F, multikrum:F, clipped[:TAU])")
 
 var hostworkProtocols = flag.String("hostwork.protocols", strings.Join([]string{gossip.RandomWalk, gossip.DPSGD, gossip.PushSum, gossip.GoSGD, gossip.ADPSGD}, ","), "BenchmarkHostWork's protocols")
 
@@ -116,6 +116,10 @@ func (nullDevice) Gemm(bool, bool, int, int, int, float32, compute.Tensor, int, 
 func (nullDevice) CombineRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []float32) {
 }
 func (nullDevice) TrimmedRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []int32) {
+}
+func (nullDevice) PairDistanceRows([]float64, compute.Tensor, int, []int32, []int32)          {}
+func (nullDevice) AverageRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32) {}
+func (nullDevice) ClipRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []float64) {
 }
 func (nullDevice) InterpolateRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []float32) {
 }

@@ -184,8 +184,10 @@ func TestMixesOnDevice(t *testing.T) {
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)
 			}
-			if ds := dev.Stats(); (ds.Trimmed > 0) != trimmed || (ds.Pairs > 0) != picks {
-				t.Fatalf("%d rows of trimmed means, %d distances of pairs on the device (aggregator %q)", ds.Trimmed, ds.Pairs, c.Aggregator)
+			ds := dev.Stats()
+			multi, clipped := strings.HasPrefix(c.Aggregator, "multikrum"), strings.HasPrefix(c.Aggregator, "clipped")
+			if (ds.Trimmed > 0) != trimmed || (ds.Pairs > 0) != picks || (ds.Averaged > 0) != multi || (ds.Clipped > 0) != clipped {
+				t.Fatalf("robust rows on the device (aggregator %q): %d trimmed means, %d distances of pairs, %d means, %d clips", c.Aggregator, ds.Trimmed, ds.Pairs, ds.Averaged, ds.Clipped)
 			}
 		})
 	}

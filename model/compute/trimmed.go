@@ -22,9 +22,8 @@ const Median = -1
 // summed in float64 from 0 in ascending order and divided by their count
 // in float64; with trim Median the middle value, or for an even count
 // the float64 mean of the two middle ones (merge.Median). The values are
-// ordered totally, as their bits order them (sortKey): −0 before +0, and
-// NaNs at the ends by their sign, so that every backend picks the same
-// value. It sorts col in place; col holds more than 2·trim values.
+// ordered as sortTotal orders them, so that every backend picks the same
+// one. It sorts col in place; col holds more than 2·trim values.
 func Trimmed(col []float32, trim int) float32 {
 	sortTotal(col)
 	n := len(col)
@@ -42,33 +41,56 @@ func Trimmed(col []float32, trim int) float32 {
 	return float32(s / float64(len(keep)))
 }
 
-// sortTotal sorts xs by sortKey.
+// sortTotal sorts xs stably with NaNs first, whatever their sign (the
+// sign of a NaN that arithmetic made differs between machines), and the
+// numbers after them by sortKey: −0 before +0. A device sorts by the same
+// order (insertion, as here for a few values).
 func sortTotal(xs []float32) {
-	if len(xs) <= 16 { // insertion sort, as a device sorts
+	if len(xs) <= 16 {
 		for i := 1; i < len(xs); i++ {
-			v, k := xs[i], sortKey(xs[i])
+			v := xs[i]
 			j := i
-			for ; j > 0 && sortKey(xs[j-1]) > k; j-- {
+			for ; j > 0 && sortsBefore(v, xs[j-1]); j-- {
 				xs[j] = xs[j-1]
 			}
 			xs[j] = v
 		}
 		return
 	}
-	ks := unsafe.Slice((*uint32)(unsafe.Pointer(&xs[0])), len(xs)) // the keys in xs's place
+	nan := 0 // the NaNs to the front, in their order
 	for i, v := range xs {
+		if v != v {
+			copy(xs[nan+1:i+1], xs[nan:i])
+			xs[nan] = v
+			nan++
+		}
+	}
+	rest := xs[nan:]
+	if len(rest) == 0 {
+		return
+	}
+	ks := unsafe.Slice((*uint32)(unsafe.Pointer(&rest[0])), len(rest)) // the keys in rest's place
+	for i, v := range rest {
 		ks[i] = sortKey(v)
 	}
 	slices.Sort(ks)
 	for i, k := range ks {
-		xs[i] = fromSortKey(k)
+		rest[i] = fromSortKey(k)
 	}
 }
 
-// sortKey maps a float32 to an unsigned key that orders as the values
-// do, with −0 before +0, negative NaNs first and positive NaNs last (the
-// IEEE 754 totalOrder): the bits with the sign flipped, or all of them
-// flipped for a negative value.
+// sortsBefore is sortTotal's order: a NaN before a number, numbers by
+// sortKey.
+func sortsBefore(a, b float32) bool {
+	if a != a || b != b {
+		return a != a && b == b
+	}
+	return sortKey(a) < sortKey(b)
+}
+
+// sortKey maps a number to an unsigned key that orders as the values do,
+// with −0 before +0 (the IEEE 754 totalOrder): the bits with the sign
+// flipped, or all of them flipped for a negative value.
 func sortKey(v float32) uint32 {
 	b := math.Float32bits(v)
 	if b&(1<<31) != 0 {

@@ -59,6 +59,9 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 		slots := make([]int32, 0, len(it.Xs)+1)
 		ok := c.placed(it)
 		for _, x := range it.Xs {
+			if !ok {
+				break
+			}
 			s, found := r.slot(x)
 			if !found {
 				ok = false

@@ -87,8 +87,11 @@ func TestMixOnDevice(t *testing.T) {
 					items[i] = MixItem{Dst: make([]float32, P), Xs: xs, Agg: merge.Median{}, G: grads[i], A: -0.1}
 				case 6: // clipped gossip's, τ the median distance, then τ 4 (most distances are near 17)
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4], src[(i+5)%k]}, Agg: merge.ClippedGossip{Tau: 4 * float64(gen)}, Ws: []float64{0.5, 0.25, 0.25, 0.125}, G: grads[i], A: -0.1}
-				case 7: // Krum's pick and step
-					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4], src[(i+4)%k], src[(i+6)%k]}, Agg: merge.Krum{F: 1}, G: grads[i], A: -0.1}
+				case 7: // Krum's pick and step, then its pick alone
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4], src[(i+4)%k], src[(i+6)%k]}, Agg: merge.Krum{F: 1}}
+					if gen == 0 {
+						items[i].G, items[i].A = grads[i], -0.1
+					}
 				case 8: // multi-Krum's mean, with no step
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+2)%k], base[4], src[(i+5)%k]}, Agg: merge.Krum{F: 1, Multi: true}}
 				default:

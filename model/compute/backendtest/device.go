@@ -42,9 +42,10 @@ type DeviceStats struct {
 	// host buffers included), Allocs how many tensors were ever
 	// allocated.
 	Live, Allocs int
-	// Trimmed counts the rows TrimmedRows wrote, Pairs the distances
+	// Trimmed, Averaged and Clipped count the rows TrimmedRows,
+	// AverageRows and ClipRows wrote, Pairs the distances
 	// PairDistanceRows measured.
-	Trimmed, Pairs int
+	Trimmed, Averaged, Clipped, Pairs int
 }
 
 // NewDevice returns an emulated device over a CPU backend (one thread, the
@@ -371,11 +372,17 @@ func (d *Device) PairDistanceRows(out []float64, x compute.Tensor, n int, a, b [
 
 // AverageRows implements compute.Rows.
 func (d *Device) AverageRows(dst, src compute.Tensor, n int, rows, start, from []int32) {
+	d.mu.Lock()
+	d.st.Averaged += len(rows)
+	d.mu.Unlock()
 	d.cpu.AverageRows(d.at(dst), d.at(src), n, rows, start, from)
 }
 
 // ClipRows implements compute.Rows.
 func (d *Device) ClipRows(dst, src compute.Tensor, n int, rows, start, from []int32, scale []float64) {
+	d.mu.Lock()
+	d.st.Clipped += len(rows)
+	d.mu.Unlock()
 	d.cpu.ClipRows(d.at(dst), d.at(src), n, rows, start, from, scale)
 }
 

@@ -13,13 +13,27 @@ import (
 // apart: PairDistanceRows (pairs in both orders, a row with itself),
 // AverageRows (one row read twice, a row writing itself, a mean of three, of one)
 // and ClipRows (the first row the node's own, scales of 0 and above 1,
-// a row writing itself), on rows of 1, 7 and 4,099 values.
+// a row writing itself), on rows of 1, 7 and 4,099 values that hold −0
+// and +0 (whose sums must start from +0 as the host's do), infinities
+// and NaNs (any NaN equal to any other: a GPU makes its own).
 func robustRows(t T, be compute.Backend, rng *rand.Rand) {
 	t.Helper()
 	name := be.Name()
+	negZero := float32(math.Copysign(0, -1))
+	specials := []float32{0, negZero, negZero, negZero, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	for _, n := range []int{1, 7, 4099} {
 		const m = 8
 		x := randSlice(rng, m*n)
+		for i := range x {
+			if rng.IntN(4) == 0 {
+				x[i] = specials[rng.IntN(len(specials))]
+			}
+		}
+		if n == 1 { // a coordinate of −0 in every row
+			for i := range x {
+				x[i] = negZero
+			}
+		}
 		row := func(v []float32, r int32) []float32 { return v[int(r)*n:][:n] }
 		load := func(onDevice bool, v []float32) (compute.Tensor, func() []float32) {
 			if !onDevice {
@@ -50,7 +64,7 @@ func robustRows(t T, be compute.Backend, rng *rand.Rand) {
 					d := float64(ra[j] - rb[j])
 					s[0] += float64(d * d)
 				}
-				if want := s[0] + s[1] + s[2] + s[3]; math.Float64bits(out[i]) != math.Float64bits(want) {
+				if want := s[0] + s[1] + s[2] + s[3]; math.Float64bits(out[i]) != math.Float64bits(want) && !(math.IsNaN(out[i]) && math.IsNaN(want)) {
 					t.Errorf("%s: PairDistanceRows (device %v, rows of %d): pair %d = %v, want %v", name, onDevice, n, i, out[i], want)
 					return
 				}
@@ -75,8 +89,8 @@ func robustRows(t T, be compute.Backend, rng *rand.Rand) {
 			}
 			xt, done = load(onDevice, slices.Clone(x))
 			be.AverageRows(xt, xt, n, rows, start, from)
-			if got := done(); firstDiff(got, want) >= 0 {
-				j := firstDiff(got, want)
+			if got := done(); firstDiffNaN(got, want) >= 0 {
+				j := firstDiffNaN(got, want)
 				t.Errorf("%s: AverageRows (device %v, rows of %d): value %d (row %d) = %v, want %v", name, onDevice, n, j, j/n, got[j], want[j])
 				return
 			}
@@ -99,8 +113,8 @@ func robustRows(t T, be compute.Backend, rng *rand.Rand) {
 			}
 			xt, done = load(onDevice, slices.Clone(x))
 			be.ClipRows(xt, xt, n, rows, start, from, scale)
-			if got := done(); firstDiff(got, want) >= 0 {
-				j := firstDiff(got, want)
+			if got := done(); firstDiffNaN(got, want) >= 0 {
+				j := firstDiffNaN(got, want)
 				t.Errorf("%s: ClipRows (device %v, rows of %d): value %d (row %d) = %v, want %v", name, onDevice, n, j, j/n, got[j], want[j])
 				return
 			}

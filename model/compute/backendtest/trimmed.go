@@ -14,8 +14,9 @@ import (
 // (a NaN that a sum made is any NaN: a GPU makes its own):
 // medians of odd and even counts, trimmed means, one row in place, a
 // result over a single row, and over MaxTrimmedInputs rows (a row listed
-// many times), on values that hold ties of −0 and +0, NaNs of both signs,
-// infinities and repeats, where the order matters.
+// many times), on values that hold ties of −0 and +0, NaNs of both signs
+// (first, whatever their sign), infinities and repeats, where the order
+// matters.
 func trimmedRows(t T, be compute.Backend, rng *rand.Rand) {
 	t.Helper()
 	name := be.Name()
@@ -71,23 +72,15 @@ func trimmedRows(t T, be compute.Backend, rng *rand.Rand) {
 	}
 }
 
-// refTrimmed is compute.Trimmed written apart: the values ordered
-// negative NaNs, then by value with −0 before +0, then positive NaNs.
+// refTrimmed is compute.Trimmed written apart: the values ordered NaNs
+// first, in their order, then by value with −0 before +0.
 func refTrimmed(col []float32, trim int) float32 {
-	class := func(v float32) int {
+	slices.SortStableFunc(col, func(a, b float32) int {
+		an, bn := a != a, b != b
 		switch {
-		case v != v && math.Signbit(float64(v)):
-			return 0
-		case v != v:
-			return 2
-		}
-		return 1
-	}
-	slices.SortFunc(col, func(a, b float32) int {
-		if c := cmp.Compare(class(a), class(b)); c != 0 || class(a) != 1 {
-			return c
-		}
-		if a == b { // −0 before +0
+		case an || bn:
+			return cmp.Compare(b2i(!an), b2i(!bn))
+		case a == b: // −0 before +0
 			return cmp.Compare(b2i(!math.Signbit(float64(a))), b2i(!math.Signbit(float64(b))))
 		}
 		return cmp.Compare(a, b)

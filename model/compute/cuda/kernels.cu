@@ -516,17 +516,19 @@ extern "C" __global__ void combine_rows(float *dst, const float *src, const int 
 // trimmed_rows: value j of row rows[i] of dst = compute.Trimmed of value
 // j of the rows from[k] of src, k in [start[i], start[i+1]) (at most
 // MAX_TRIMMED of them), with trim[i] (−1: the median), one thread a value:
-// the values sorted by their bits' total order (sort_key: −0 before +0,
-// NaNs at the ends by their sign), the kept ones summed in double from 0
-// in ascending order and divided by their count; idx holds rows (count),
-// start (count + 1), trim (count) and from.
+// the values sorted stably, NaNs first whatever their sign, then the
+// numbers by their bits' total order (sort_key: −0 before +0), the kept
+// ones summed in double from 0 in ascending order and divided by their
+// count; idx holds rows (count), start (count + 1), trim (count) and
+// from.
 #define MAX_TRIMMED 64 // compute.MaxTrimmedInputs
 __device__ unsigned sort_key(float v) {
     unsigned b = __float_as_uint(v);
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
-__device__ float from_sort_key(unsigned k) {
-    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+__device__ bool sorts_before(float a, float b) {
+    if (a != a || b != b) return a != a && b == b;
+    return sort_key(a) < sort_key(b);
 }
 extern "C" __global__ void trimmed_rows(float *dst, const float *src, const int *idx, int count, int n) {
     long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -534,21 +536,21 @@ extern "C" __global__ void trimmed_rows(float *dst, const float *src, const int 
     int i = (int)(t / n), j = (int)(t % n);
     const int *start = idx + count, *trim = idx + 2 * count + 1, *from = idx + 3 * count + 1;
     int lo = start[i], k = start[i + 1] - lo, tr = trim[i];
-    unsigned keys[MAX_TRIMMED];
+    float vals[MAX_TRIMMED];
     for (int a = 0; a < k; a++) { // insertion sort, as the data come
-        unsigned v = sort_key(src[(long)from[lo + a] * n + j]);
+        float v = src[(long)from[lo + a] * n + j];
         int b = a;
-        for (; b > 0 && keys[b - 1] > v; b--) keys[b] = keys[b - 1];
-        keys[b] = v;
+        for (; b > 0 && sorts_before(v, vals[b - 1]); b--) vals[b] = vals[b - 1];
+        vals[b] = v;
     }
     float out;
     if (tr < 0 && k % 2 == 1) {
-        out = from_sort_key(keys[k / 2]);
+        out = vals[k / 2];
     } else if (tr < 0) {
-        out = (float)__ddiv_rn(__dadd_rn((double)from_sort_key(keys[k / 2 - 1]), (double)from_sort_key(keys[k / 2])), 2.0);
+        out = (float)__ddiv_rn(__dadd_rn((double)vals[k / 2 - 1], (double)vals[k / 2]), 2.0);
     } else {
         double s = 0.0;
-        for (int a = tr; a < k - tr; a++) s = __dadd_rn(s, (double)from_sort_key(keys[a]));
+        for (int a = tr; a < k - tr; a++) s = __dadd_rn(s, (double)vals[a]);
         out = (float)__ddiv_rn(s, (double)(k - 2 * tr));
     }
     dst[(long)idx[i] * n + j] = out;
