@@ -90,3 +90,63 @@ func ParseCompression(spec string) (Compression, error) {
 	}
 	return Compression{}, fmt.Errorf("%w: compression %q, want %s", ErrConfig, spec, CompressionValues)
 }
+
+// packedKind is the kind of compressed vector the job's messages carry
+// (None: plain float32): D-PSGD's sparse steps, random walk's subsampled
+// models (rand-k, with int8 values under int8), or every vector under
+// Quantize.
+func (n *Core) packedKind() compress.Kind {
+	switch {
+	case n.cfg.Sparse.Kind != compress.None:
+		return n.cfg.Sparse.Kind
+	case n.cfg.Subsample > 0 && n.cfg.Quantize.Kind == compress.Int8:
+		return compress.RandKInt8
+	case n.cfg.Subsample > 0:
+		return compress.RandK
+	}
+	return n.cfg.Quantize.Kind
+}
+
+// unpack puts a compressed message's vector back in Params (a subsampled
+// model's in Indices and Params), checking it against the job's
+// compression first. Under sparse compression a plain vector is a
+// keyframe.
+func (n *Core) unpack(m *Message) error {
+	want, subsampled := n.packedKind(), n.cfg.Subsample > 0
+	if m.Packed == nil {
+		switch {
+		case n.cfg.Sparse.Kind != compress.None && m.Kind == KindFactors && len(m.Params) > 0:
+			return invalid("compression", "a %s job received an uncompressed update", n.cfg.Sparse.Kind)
+		case n.cfg.Sparse.Kind != compress.None:
+			m.keyframe = len(m.Params) > 0
+		case n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0:
+			return invalid("compression", "a %s job received an uncompressed vector", n.cfg.Quantize.Kind)
+		}
+		return nil
+	}
+	switch {
+	case want == compress.None:
+		return invalid("compression", "a job without compression received a %s vector", m.Packed.Kind)
+	case m.Packed.Kind != want:
+		return invalid("compression", "a job sending %s vectors received a %s vector", want, m.Packed.Kind)
+	case len(m.Params) > 0 || subsampled && len(m.Indices) > 0:
+		return invalid("compression", "a message with both a plain and a compressed vector")
+	case m.Packed.N > n.layout.Size || subsampled && m.Packed.N != n.layout.Size:
+		return invalid("shape", "a compressed vector of %d values, the model has %d", m.Packed.N, n.layout.Size)
+	}
+	if subsampled {
+		m.Indices, m.Params = compress.Sparse(m.Packed)
+	} else if d := m.Packed.Deferred; d != nil {
+		if !n.cfg.HandsMixes() || len(d) != m.Packed.N {
+			return invalid("compression", "a deferred vector, which only a simulator's cores that hand their mixes exchange")
+		}
+		x := n.cfg.Mixer.Vector(m.Packed.N)
+		n.cfg.Mixer.Quantize(x, d, m.Packed.Kind)
+		m.Params, m.sum = x, n.laterSum(x)
+	} else {
+		m.Params = make([]float32, m.Packed.N)
+		compress.Decompress(m.Params, m.Packed)
+	}
+	m.Packed = nil
+	return nil
+}

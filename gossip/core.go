@@ -345,64 +345,17 @@ func (n *Core) send(m Message) {
 		n.hv.sent(n, m.To)
 	}
 	if n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0 {
-		m.Packed = new(compress.Payload)
-		compress.Compress(m.Packed, n.resolved(m.Params), n.cfg.Quantize, n.rng)
+		if n.cfg.HandsMixes() {
+			// Compressed where the receiver's mixer rounds it (fp16 and
+			// int8 draw nothing from the rng): the vector never changes.
+			m.Packed = &compress.Payload{Kind: n.cfg.Quantize.Kind, N: len(m.Params), Deferred: m.Params}
+		} else {
+			m.Packed = new(compress.Payload)
+			compress.Compress(m.Packed, n.resolved(m.Params), n.cfg.Quantize, n.rng)
+		}
 		m.Params = nil
 	}
 	n.rd.Messages = append(n.rd.Messages, m)
-}
-
-// packedKind is the kind of compressed vector the job's messages carry
-// (None: plain float32): D-PSGD's sparse steps, random walk's subsampled
-// models (rand-k, with int8 values under int8), or every vector under
-// Quantize.
-func (n *Core) packedKind() compress.Kind {
-	switch {
-	case n.cfg.Sparse.Kind != compress.None:
-		return n.cfg.Sparse.Kind
-	case n.cfg.Subsample > 0 && n.cfg.Quantize.Kind == compress.Int8:
-		return compress.RandKInt8
-	case n.cfg.Subsample > 0:
-		return compress.RandK
-	}
-	return n.cfg.Quantize.Kind
-}
-
-// unpack puts a compressed message's vector back in Params (a subsampled
-// model's in Indices and Params), checking it against the job's
-// compression first. Under sparse compression a plain vector is a
-// keyframe.
-func (n *Core) unpack(m *Message) error {
-	want, subsampled := n.packedKind(), n.cfg.Subsample > 0
-	if m.Packed == nil {
-		switch {
-		case n.cfg.Sparse.Kind != compress.None && m.Kind == KindFactors && len(m.Params) > 0:
-			return invalid("compression", "a %s job received an uncompressed update", n.cfg.Sparse.Kind)
-		case n.cfg.Sparse.Kind != compress.None:
-			m.keyframe = len(m.Params) > 0
-		case n.cfg.Quantize.Kind != compress.None && len(m.Params) > 0:
-			return invalid("compression", "a %s job received an uncompressed vector", n.cfg.Quantize.Kind)
-		}
-		return nil
-	}
-	switch {
-	case want == compress.None:
-		return invalid("compression", "a job without compression received a %s vector", m.Packed.Kind)
-	case m.Packed.Kind != want:
-		return invalid("compression", "a job sending %s vectors received a %s vector", want, m.Packed.Kind)
-	case len(m.Params) > 0 || subsampled && len(m.Indices) > 0:
-		return invalid("compression", "a message with both a plain and a compressed vector")
-	case m.Packed.N > n.layout.Size || subsampled && m.Packed.N != n.layout.Size:
-		return invalid("shape", "a compressed vector of %d values, the model has %d", m.Packed.N, n.layout.Size)
-	}
-	if subsampled {
-		m.Indices, m.Params = compress.Sparse(m.Packed)
-	} else {
-		m.Params = make([]float32, m.Packed.N)
-		compress.Decompress(m.Params, m.Packed)
-	}
-	m.Packed = nil
-	return nil
 }
 
 // commit records a new model.

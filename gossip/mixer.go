@@ -40,6 +40,12 @@ type Mixer interface {
 	// merge.Check answers for, and Check found nothing wrong with the
 	// inputs. Aggregate owns xs and ws.
 	Aggregate(dst []float32, xs [][]float32, ws []float64, agg merge.Aggregator, g []float32, a float32)
+	// Quantize arranges for dst to become src compressed under kind
+	// (compress.FP16 or compress.Int8) and decompressed, as the receiver
+	// of a message whose vector was sent compressed holds it, before
+	// anything reads dst: a compressed vector sent by a core that hands
+	// its mixes (compress.Payload.Deferred). src is read only.
+	Quantize(dst, src []float32, kind compress.Kind)
 	// Resolve makes v hold its values, if it is pending.
 	Resolve(v []float32)
 	// SumLater returns a function that gives Σ v² (merge.SumSquares)

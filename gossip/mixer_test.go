@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 )
 
@@ -17,6 +18,8 @@ type lazyMixer struct {
 	pending map[*float32]func()
 	mixes   int
 	robust  int // of mixes, by Aggregate
+	// quantized counts the mixes by Quantize.
+	quantized int
 }
 
 func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
@@ -63,6 +66,20 @@ func (m *lazyMixer) Aggregate(dst []float32, xs [][]float32, ws []float64, agg m
 	}
 }
 
+func (m *lazyMixer) Quantize(dst, src []float32, kind compress.Kind) {
+	m.mixes++
+	m.quantized++
+	for i := range dst {
+		dst[i] = float32(math.NaN())
+	}
+	m.pending[&dst[0]] = func() {
+		m.Resolve(src)
+		var p compress.Payload
+		compress.Compress(&p, src, compress.Spec{Kind: kind}, nil)
+		compress.Decompress(dst, &p)
+	}
+}
+
 func (m *lazyMixer) Resolve(v []float32) {
 	if len(v) == 0 {
 		return
@@ -84,16 +101,31 @@ func (m *lazyMixer) Vector(n int) []float32 { return make([]float32, n) }
 // spot, to the last bit: the models (de-biased estimates) and weights after rounds of
 // gradient steps, shares and sums, with shares lost on the way (their
 // running sums corrected), a node leaving (its weight handed on), and
-// every share received in a buffer overwritten unless the core kept it.
+// every share received in a buffer overwritten unless the core kept it;
+// and with the vectors sent as fp16 or int8, which the receivers' mixer
+// rounds (Mixer.Quantize), D-PSGD's too.
 func TestHandedMixes(t *testing.T) {
-	for _, proto := range []string{gossip.PushSum, gossip.GoSGD, gossip.ADPSGD} {
-		t.Run(proto, func(t *testing.T) {
+	type run struct {
+		proto string
+		q     compress.Kind
+	}
+	var runs []run
+	for _, q := range []compress.Kind{compress.None, compress.FP16, compress.Int8} {
+		for _, proto := range []string{gossip.PushSum, gossip.GoSGD, gossip.ADPSGD, gossip.DPSGD} {
+			if proto != gossip.DPSGD || q != compress.None {
+				runs = append(runs, run{proto, q})
+			}
+		}
+	}
+	for _, r := range runs {
+		proto := r.proto
+		t.Run(proto+"/"+r.q.String(), func(t *testing.T) {
 			// With a mixer the nodes start from their initial vectors
 			// themselves (ShareInit), which they must never write.
 			var inits, copies [][]float32
 			run := func(mx gossip.Mixer) ([][]float32, []float64) {
 				h := newHarness(t, 6, func(i int, c *gossip.Config) {
-					c.Protocol, c.LR, c.Mixer, c.ShareInit = proto, 0.3, mx, mx != nil
+					c.Protocol, c.LR, c.Mixer, c.ShareInit, c.Quantize = proto, 0.3, mx, mx != nil, compress.Spec{Kind: r.q}
 					for k := range c.Init {
 						c.Init[k] = float32(i*8+k) / 16
 					}
@@ -139,8 +171,8 @@ func TestHandedMixes(t *testing.T) {
 			mx := &lazyMixer{pending: map[*float32]func(){}}
 			handed, hw := run(mx)
 			alone, aw := run(nil)
-			if mx.mixes == 0 {
-				t.Fatal("no mix was handed to the mixer")
+			if mx.mixes == 0 || (mx.quantized == 0) != (r.q == compress.None) {
+				t.Fatalf("%d mixes handed to the mixer, %d roundings of vectors sent %v", mx.mixes, mx.quantized, r.q)
 			}
 			for i := range inits {
 				if !slices.Equal(inits[i], copies[i]) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/peer/trainer"
@@ -56,7 +57,8 @@ type lazyMixer struct {
 
 // lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g, or with blend
 // dst = xs[0] + w[0]·(xs[1] − xs[0]), or with agg agg's combination of
-// xs with weights ws + a·g.
+// xs with weights ws + a·g, or with quant xs[0] compressed so and
+// decompressed.
 type lazyMix struct {
 	once  sync.Once // on the CPU
 	dst   []float32
@@ -67,6 +69,7 @@ type lazyMix struct {
 	blend bool
 	agg   merge.Aggregator
 	ws    []float64
+	quant compress.Kind
 	ss    float64 // Σ dst², once resolved
 	seq   uint64  // its order among the mixes
 	done  bool    // on a device: resolved (guarded by the mixer's mu)
@@ -82,7 +85,7 @@ type lazyMix struct {
 
 // item is p as the batches' workspace computes it.
 func (p *lazyMix) item() trainer.MixItem {
-	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Agg: p.agg, Ws: p.ws}
+	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Agg: p.agg, Ws: p.ws, Quantize: p.quant}
 }
 
 // inputs returns the vectors p reads: xs, and g where set.
@@ -133,6 +136,11 @@ func (m *lazyMixer) Blend(dst, a, b []float32, t float32) {
 // Aggregate implements gossip.Mixer.
 func (m *lazyMixer) Aggregate(dst []float32, xs [][]float32, ws []float64, agg merge.Aggregator, g []float32, a float32) {
 	m.record(&lazyMix{dst: dst, xs: xs, ws: ws, g: g, a: a, agg: agg})
+}
+
+// Quantize implements gossip.Mixer.
+func (m *lazyMixer) Quantize(dst, src []float32, kind compress.Kind) {
+	m.record(&lazyMix{dst: dst, xs: [][]float32{src}, quant: kind})
 }
 
 // record makes p a pending mix.

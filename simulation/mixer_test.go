@@ -51,6 +51,8 @@ func TestDeferredMixes(t *testing.T) {
 		"trimmed late": func(c *Config) {
 			c.Aggregator, c.RoundTimeout, c.Latency = "trimmed:1", c.Delta/4, "uniform:10ms:900ms"
 		},
+		"int8":       func(c *Config) { c.Compression = "int8" },
+		"int8 codec": func(c *Config) { c.Compression, c.Codec, c.Drop = "int8", true, 0.1 },
 		"multikrum": func(c *Config) {
 			c.Aggregator, c.Topology, c.Byzantine, c.Attack = "multikrum:1", "complete", 0.2, "bitflip"
 		},
@@ -59,7 +61,7 @@ func TestDeferredMixes(t *testing.T) {
 			c.Protocol, c.PeerBatch, c.Codec, c.Drop, c.Churn = gossip.PushSum, 4, true, 0.1, 0.2
 		},
 	}
-	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late", "multikrum", "clipped mlp"} {
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late", "multikrum", "clipped mlp", "int8", "int8 codec"} {
 		t.Run(name, func(t *testing.T) {
 			c := base
 			c.Delta = gossip.DefaultDelta
@@ -146,6 +148,8 @@ func TestMixesOnDevice(t *testing.T) {
 		"krum":             {Settings: job.Settings{Aggregator: "krum:1", Topology: "complete"}},
 		"multikrum attack": {Settings: job.Settings{Aggregator: "multikrum:1", Topology: "complete"}, Byzantine: 0.2, Attack: "gaussian"},
 		"clipped":          {Settings: job.Settings{Aggregator: "clipped:0.5"}},
+		"int8":             {Settings: job.Settings{Compression: "int8", Model: "mlp"}, Hidden: []int{8}},
+		"pushsum fp16":     {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "fp16"}},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			if c.Protocol == "" {
@@ -186,6 +190,9 @@ func TestMixesOnDevice(t *testing.T) {
 			}
 			ds := dev.Stats()
 			multi, clipped := strings.HasPrefix(c.Aggregator, "multikrum"), strings.HasPrefix(c.Aggregator, "clipped")
+			if quantized := c.Compression == "fp16" || c.Compression == "int8"; (ds.Quantized > 0) != quantized {
+				t.Fatalf("%d vectors rounded to %q on the device", ds.Quantized, c.Compression)
+			}
 			if (ds.Trimmed > 0) != trimmed || (ds.Pairs > 0) != picks || (ds.Averaged > 0) != multi || (ds.Clipped > 0) != clipped {
 				t.Fatalf("robust rows on the device (aggregator %q): %d trimmed means, %d distances of pairs, %d means, %d clips", c.Aggregator, ds.Trimmed, ds.Pairs, ds.Averaged, ds.Clipped)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/peer"
 )
 
@@ -137,6 +138,12 @@ func (w *world) Halt(err error) {
 func (s *sim) send(from int, m *gossip.Message) error {
 	if s.mixer != nil && s.cfg.Codec {
 		s.mixer.hostValues(m.Params) // encoded here
+		if p := m.Packed; p != nil && p.Deferred != nil {
+			// Compressed here, to be encoded (fp16 and int8 draw no
+			// randomness).
+			s.mixer.hostValues(p.Deferred)
+			compress.Compress(p, p.Deferred, compress.Spec{Kind: p.Kind}, nil)
+		}
 	}
 	if s.adv != nil {
 		s.adv.tamper(s, from, m)

@@ -26,7 +26,11 @@ func EncodedSize(p *Payload) int {
 	case FP16:
 		n += 2 * p.N
 	case Int8:
-		n += 4*len(p.Scales) + p.N
+		scales := len(p.Scales)
+		if p.Deferred != nil {
+			scales = (p.N + Int8Chunk - 1) / Int8Chunk
+		}
+		n += 4*scales + p.N
 	case TopK:
 		n += 4 + 4*len(p.Values)
 		prev := -1
@@ -53,6 +57,9 @@ func uvarintLen(v uint64) int {
 
 // AppendEncode appends p's encoding to dst.
 func AppendEncode(dst []byte, p *Payload) []byte {
+	if p.Deferred != nil {
+		panic("compress: AppendEncode of a deferred payload")
+	}
 	le := binary.LittleEndian
 	dst = append(dst, byte(p.Kind))
 	dst = le.AppendUint32(dst, uint32(p.N))

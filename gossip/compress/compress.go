@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // Kind is a compression method.
@@ -125,6 +127,12 @@ type Payload struct {
 	Indices []uint32
 	Values  []float32
 	Seed    uint64
+	// Deferred, in a simulator only, is the vector the payload carries
+	// before it is compressed: the receiver's mixer rounds it as the
+	// payload would (gossip.Mixer.Quantize; FP16 and Int8 only). Half,
+	// Scales and Bytes stay empty, EncodedSize counts its bytes from N,
+	// and it is never encoded nor decompressed.
+	Deferred []float32
 }
 
 // Compress writes x compressed under spec into p (reusing its slices).
@@ -136,7 +144,7 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 		p.Values = append(p.Values, x...)
 	case FP16:
 		for _, v := range x {
-			p.Half = append(p.Half, toHalf(v))
+			p.Half = append(p.Half, compute.ToHalf(v))
 		}
 	case Int8:
 		p.Scales, p.Bytes = quantize8(p.Scales, p.Bytes, x)
@@ -183,22 +191,14 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 }
 
 // quantize8 appends x as int8 with a scale per Int8Chunk values (the
-// chunk's largest magnitude / 127).
+// chunk's largest magnitude / 127: compute.Int8Scale, compute.ToInt8).
 func quantize8(scales []float32, bytes []int8, x []float32) ([]float32, []int8) {
 	for lo := 0; lo < len(x); lo += Int8Chunk {
 		chunk := x[lo:min(lo+Int8Chunk, len(x))]
-		var mx float32
-		for _, v := range chunk {
-			mx = max(mx, abs32(v))
-		}
-		scale := mx / 127
+		scale := compute.Int8Scale(chunk)
 		scales = append(scales, scale)
 		for _, v := range chunk {
-			q := int8(0)
-			if scale > 0 {
-				q = int8(math.Round(float64(v / scale)))
-			}
-			bytes = append(bytes, q)
+			bytes = append(bytes, compute.ToInt8(v, scale))
 		}
 	}
 	return scales, bytes
@@ -293,6 +293,9 @@ func RandIndices(dst []uint32, n, k int, seed uint64) []uint32 {
 // Decompress writes p's vector into dst (len p.N): coordinates a sparse
 // payload does not carry are 0. p must be valid (Decode checks).
 func Decompress(dst []float32, p *Payload) {
+	if p.Deferred != nil {
+		panic("compress: Decompress of a deferred payload")
+	}
 	if len(dst) != p.N {
 		panic(fmt.Sprintf("compress: destination holds %d values, payload %d", len(dst), p.N))
 	}
@@ -301,7 +304,7 @@ func Decompress(dst []float32, p *Payload) {
 		copy(dst, p.Values)
 	case FP16:
 		for i, h := range p.Half {
-			dst[i] = fromHalf(h)
+			dst[i] = compute.FromHalf(h)
 		}
 	case Int8:
 		for i, q := range p.Bytes {

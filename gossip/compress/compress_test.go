@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 func TestParse(t *testing.T) {
@@ -28,11 +30,11 @@ func TestParse(t *testing.T) {
 // narrowing rounds to the nearest half (ties to even).
 func TestHalf(t *testing.T) {
 	for h := range 1 << 16 {
-		f := fromHalf(uint16(h))
+		f := compute.FromHalf(uint16(h))
 		if math.IsNaN(float64(f)) {
 			continue
 		}
-		if back := toHalf(f); back != uint16(h) {
+		if back := compute.ToHalf(f); back != uint16(h) {
 			t.Fatalf("half %#04x → %v → %#04x", h, f, back)
 		}
 	}
@@ -40,7 +42,7 @@ func TestHalf(t *testing.T) {
 	for range 200000 {
 		f := math.Float32frombits(rng.Uint32())
 		if math.IsNaN(float64(f)) {
-			if h := toHalf(f); h&0x7c00 != 0x7c00 || h&0x3ff == 0 {
+			if h := compute.ToHalf(f); h&0x7c00 != 0x7c00 || h&0x3ff == 0 {
 				t.Fatalf("NaN → %#04x", h)
 			}
 			continue
@@ -48,10 +50,10 @@ func TestHalf(t *testing.T) {
 		if rng.IntN(2) == 0 { // mostly values in fp16's range
 			f = float32(math.Ldexp(float64(f)/math.Pow(2, float64(math.Ilogb(float64(f)))), rng.IntN(40)-26))
 		}
-		h := toHalf(f)
-		got := float64(fromHalf(h))
+		h := compute.ToHalf(f)
+		got := float64(compute.FromHalf(h))
 		if math.IsInf(got, 0) != (math.Abs(float64(f)) >= 65520) {
-			t.Fatalf("toHalf(%v) = %v: overflow starts at 65520", f, got)
+			t.Fatalf("compute.ToHalf(%v) = %v: overflow starts at 65520", f, got)
 		}
 		if math.IsInf(got, 0) {
 			continue
@@ -60,10 +62,10 @@ func TestHalf(t *testing.T) {
 			if nb&0x7c00 == 0x7c00 || (nb^h)&0x8000 != 0 {
 				continue
 			}
-			alt := float64(fromHalf(nb))
+			alt := float64(compute.FromHalf(nb))
 			d, da := math.Abs(got-float64(f)), math.Abs(alt-float64(f))
 			if da < d || (da == d && h&1 == 1) {
-				t.Fatalf("toHalf(%v) = %v, but %v is nearer (or even)", f, got, alt)
+				t.Fatalf("compute.ToHalf(%v) = %v, but %v is nearer (or even)", f, got, alt)
 			}
 		}
 	}

@@ -111,8 +111,6 @@ func TestGemmMatchesNaive(t *testing.T) {
 	}
 }
 
-func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
-
 // TestGemmThreadCountInvariant: the thread split follows tile boundaries, so
 // the result is bit-identical whatever the thread count.
 func TestGemmThreadCountInvariant(t *testing.T) {

@@ -77,6 +77,12 @@ type Rows interface {
 	// scale[k]: clipped gossip's x + Σ s_k·(x_k − x), in float64. The
 	// same rules of aliasing as InterpolateRows hold.
 	ClipRows(dst, src Tensor, n int, rows, start, from []int32, scale []float64)
+	// QuantizeRows sets row rows[i] of dst to row from[i] of src rounded
+	// as q rounds it and widened back (RoundTrip; chunk values share an
+	// int8 scale): what the receiver of a vector sent quantized holds.
+	// A NaN may come back as another NaN. The same rules of aliasing as
+	// InterpolateRows hold.
+	QuantizeRows(dst, src Tensor, n int, rows, from []int32, q Quantization, chunk int)
 }
 
 // CheckMean panics unless a MeanRows call's rows lie in src and dst

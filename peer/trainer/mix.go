@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"weak"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/compute"
 )
@@ -24,14 +25,15 @@ import (
 // merge.Check has passed. On a device the median and trimmed means run
 // there (compute.Rows' TrimmedRows), the other rules on the host.
 type MixItem struct {
-	Dst   []float32
-	Xs    [][]float32
-	W     []float32
-	G     []float32
-	A     float32
-	Blend bool
-	Agg   merge.Aggregator
-	Ws    []float64
+	Dst      []float32
+	Xs       [][]float32
+	W        []float32
+	G        []float32
+	A        float32
+	Blend    bool
+	Agg      merge.Aggregator
+	Ws       []float64
+	Quantize compress.Kind
 }
 
 // Mix computes the items' sums where the workspace keeps its models, and
@@ -119,6 +121,10 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 // Σ Dst².
 func (it MixItem) OnHost() float64 {
 	switch {
+	case it.Quantize != compress.None:
+		var p compress.Payload
+		compress.Compress(&p, it.Xs[0], compress.Spec{Kind: it.Quantize}, nil)
+		compress.Decompress(it.Dst, &p)
 	case it.Blend:
 		merge.Interpolate(it.Dst, it.Xs[0], it.Xs[1], it.W[0])
 	case it.Agg != nil:

@@ -3,6 +3,7 @@ package trainer
 import (
 	"math"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model/compute"
 )
@@ -22,6 +23,7 @@ type mixCalls struct {
 	crows, cfrom      []int32 // ClipRows's (clipped gossip)
 	cstart            []int32
 	cscale            []float64
+	qrows, qfrom      [2][]int32 // QuantizeRows's, by kind (fp16, int8)
 	// pa and pb are the pairs whose distances Krum and clipped gossip
 	// choose by (PairDistanceRows); picks are their items, completed once
 	// the distances are known.
@@ -43,7 +45,9 @@ type pick struct {
 // device sorts.
 func (c *mixCalls) placed(it MixItem) bool {
 	switch it.Agg.(type) {
-	case nil, merge.Krum, merge.ClippedGossip:
+	case nil:
+		return it.Quantize == compress.None || it.Quantize == compress.FP16 || it.Quantize == compress.Int8
+	case merge.Krum, merge.ClippedGossip:
 		return true
 	case merge.Median, merge.TrimmedMean:
 		return len(it.Xs) <= compute.MaxTrimmedInputs
@@ -65,6 +69,11 @@ func trimOf(a merge.Aggregator) (trim int, ok bool) {
 
 // add places it, whose result is row d (placed said yes).
 func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
+	if it.Quantize != compress.None {
+		k := map[compress.Kind]int{compress.FP16: 0, compress.Int8: 1}[it.Quantize]
+		c.qrows[k], c.qfrom[k] = append(c.qrows[k], d), append(c.qfrom[k], slots[0])
+		return
+	}
 	if it.Blend {
 		c.brows, c.ba, c.bb, c.bw = append(c.brows, d), append(c.ba, slots[0]), append(c.bb, slots[1]), append(c.bw, it.W[0])
 		return
@@ -149,6 +158,11 @@ func (c *mixCalls) run(be compute.Backend, arena compute.Tensor, n int) {
 	}
 	if len(c.brows) > 0 {
 		be.InterpolateRows(arena, arena, n, c.brows, c.ba, c.bb, c.bw)
+	}
+	for k, q := range []compute.Quantization{compute.QuantFP16, compute.QuantInt8} {
+		if len(c.qrows[k]) > 0 {
+			be.QuantizeRows(arena, arena, n, c.qrows[k], c.qfrom[k], q, compress.Int8Chunk)
+		}
 	}
 }
 

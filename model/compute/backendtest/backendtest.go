@@ -159,6 +159,7 @@ func Kernels(t T, be compute.Backend) {
 	rows(t, be, rng)
 	trimmedRows(t, be, rng)
 	robustRows(t, be, rng)
+	quantizeRows(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

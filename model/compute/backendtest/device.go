@@ -46,6 +46,8 @@ type DeviceStats struct {
 	// AverageRows and ClipRows wrote, Pairs the distances
 	// PairDistanceRows measured.
 	Trimmed, Averaged, Clipped, Pairs int
+	// Quantized counts the rows QuantizeRows wrote.
+	Quantized int
 }
 
 // NewDevice returns an emulated device over a CPU backend (one thread, the
@@ -384,6 +386,14 @@ func (d *Device) ClipRows(dst, src compute.Tensor, n int, rows, start, from []in
 	d.st.Clipped += len(rows)
 	d.mu.Unlock()
 	d.cpu.ClipRows(d.at(dst), d.at(src), n, rows, start, from, scale)
+}
+
+// QuantizeRows implements compute.Rows.
+func (d *Device) QuantizeRows(dst, src compute.Tensor, n int, rows, from []int32, q compute.Quantization, chunk int) {
+	d.mu.Lock()
+	d.st.Quantized += len(rows)
+	d.mu.Unlock()
+	d.cpu.QuantizeRows(d.at(dst), d.at(src), n, rows, from, q, chunk)
 }
 
 // SumSquaresRows implements compute.Rows.

@@ -556,6 +556,71 @@ extern "C" __global__ void trimmed_rows(float *dst, const float *src, const int 
     dst[(long)idx[i] * n + j] = out;
 }
 
+// quantize_rows: row rows[i] of dst = row from[i] of src as
+// compute.RoundTrip rounds it, one thread a chunk of a row: q 1 (fp16)
+// each value to the nearest binary16, ties to even, and back (to_half,
+// from_half: compute.ToHalf and FromHalf, bit for bit); q 2 (int8) each
+// value at its chunk's scale (its largest magnitude / 127, NaN if a value
+// is), v / scale rounded half away from zero, times the scale. idx holds
+// rows (count) and from (count).
+__device__ unsigned to_half(float f) {
+    unsigned b = __float_as_uint(f);
+    unsigned sign = (b >> 16) & 0x8000u;
+    int exp = (int)((b >> 23) & 0xffu);
+    unsigned mant = b & 0x7fffffu;
+    if (exp == 0xff) return sign | (mant != 0 ? 0x7e00u : 0x7c00u);
+    if (exp - 127 > 15) return sign | 0x7c00u;
+    if (exp - 127 >= -14) {
+        unsigned h = (unsigned)(exp - 127 + 15) << 10 | mant >> 13;
+        unsigned rest = mant & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
+        return sign | h;
+    }
+    if (exp - 127 >= -25) {
+        unsigned m = mant | 0x800000u;
+        unsigned shift = (unsigned)(-14 - (exp - 127)) + 13;
+        unsigned h = m >> shift, rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rest > half || (rest == half && (h & 1u))) h++;
+        return sign | h;
+    }
+    return sign;
+}
+__device__ float from_half(unsigned h) {
+    unsigned sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | mant << 13);
+    if (exp == 0) {
+        if (mant == 0) return __uint_as_float(sign);
+        float v = __fmul_rn((float)mant, 1.0f / 16777216.0f); // mant·2^-24, exact
+        return sign ? -v : v;
+    }
+    return __uint_as_float(sign | (exp + 127 - 15) << 23 | mant << 13);
+}
+extern "C" __global__ void quantize_rows(float *dst, const float *src, const int *idx, int count, int n, int q, int chunk) {
+    int chunks = (n + chunk - 1) / chunk;
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * chunks) return;
+    int i = (int)(t / chunks), c = (int)(t % chunks);
+    int lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    const float *s = src + (long)idx[count + i] * n;
+    float *d = dst + (long)idx[i] * n;
+    if (q == 1) {
+        for (int j = lo; j < hi; j++) d[j] = from_half(to_half(s[j]));
+        return;
+    }
+    float mx = 0.0f;
+    for (int j = lo; j < hi; j++) {
+        float a = __uint_as_float(__float_as_uint(s[j]) & 0x7fffffffu);
+        if (a != a || mx != mx) mx = __uint_as_float(0x7fc00000u);
+        else if (a > mx) mx = a;
+    }
+    float scale = __fdiv_rn(mx, 127.0f);
+    for (int j = lo; j < hi; j++) {
+        float v = 0.0f;
+        if (scale > 0.0f) v = (float)(signed char)(int)round((double)__fdiv_rn(s[j], scale));
+        d[j] = __fmul_rn(v, scale);
+    }
+}
+
 // sum_squares_rows: one block per listed row, out[i] = Σ x² over row
 // rows[i] in double (NaN or +Inf where the row holds one).
 extern "C" __global__ void sum_squares_rows(double *out, const float *x, const int *rows, int count, int n) {

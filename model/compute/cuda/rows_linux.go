@@ -138,6 +138,21 @@ func (b *Backend) ClipRows(dst, src compute.Tensor, n int, rows, start, from []i
 	done()
 }
 
+// QuantizeRows implements compute.Rows.
+func (b *Backend) QuantizeRows(dst, src compute.Tensor, n int, rows, from []int32, q compute.Quantization, chunk int) {
+	compute.CheckQuantize(dst, src, n, rows, from, q, chunk)
+	if len(rows) == 0 {
+		return
+	}
+	defer b.enter()()
+	pd, ps, done := b.rowTensors(dst, src)
+	idx, _ := b.uploadRowArgs(nil, rows, from)
+	chunks := (n + chunk - 1) / chunk
+	cnt, nn, qq, ch := int32(len(rows)), int32(n), int32(q), int32(chunk)
+	b.launch("quantize_rows", blocks(len(rows)*chunks, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&cnt), arg(&nn), arg(&qq), arg(&ch))
+	done()
+}
+
 // SumSquaresRows implements compute.Rows.
 func (b *Backend) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {
 	if len(out) < len(rows) {

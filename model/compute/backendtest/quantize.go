@@ -1,0 +1,64 @@
+package backendtest
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gossipd/gossipd/gossip/compress"
+	"github.com/gossipd/gossipd/model/compute"
+)
+
+// quantizeRows checks compute.Rows' QuantizeRows on host and device
+// tensors against what a receiver of each row sent by gossip/compress
+// decompresses (Compress, then Decompress), bit for bit but for NaNs
+// (any NaN equal to any other): fp16 and int8, rows of 1, 300 and 1,100
+// values (int8's last chunk short), one row in place, on values that
+// hold binary16's ties and subnormals, overflows, −0, infinities, NaNs
+// and chunks of zeros.
+func quantizeRows(t T, be compute.Backend, rng *rand.Rand) {
+	t.Helper()
+	name := be.Name()
+	specials := []float32{0, float32(math.Copysign(0, -1)), 65504, 65520, 65519.99, -70000, 1e-8, -3e-8, 5.96e-8, 2.98e-8, 1 + 1.0/2048, 1 + 3.0/2048,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 6.1e-5, -6.1e-5}
+	for _, n := range []int{1, 300, 1100} {
+		const m = 6
+		x := randSlice(rng, m*n)
+		for i := range x {
+			switch rng.IntN(8) {
+			case 0:
+				x[i] = specials[rng.IntN(len(specials))]
+			case 1:
+				x[i] *= 1e-6
+			}
+		}
+		clear(x[2*n : 2*n+min(n, compress.Int8Chunk)]) // a chunk of zeros
+		row := func(v []float32, r int32) []float32 { return v[int(r)*n:][:n] }
+		for _, q := range []compute.Quantization{compute.QuantFP16, compute.QuantInt8} {
+			kind := map[compute.Quantization]compress.Kind{compute.QuantFP16: compress.FP16, compute.QuantInt8: compress.Int8}[q]
+			// 1 ← 0, 3 ← 3 (in place), 5 ← 2.
+			rows, from := []int32{1, 3, 5}, []int32{0, 3, 2}
+			want := slices.Clone(x)
+			for i, d := range rows {
+				var p compress.Payload
+				compress.Compress(&p, row(x, from[i]), compress.Spec{Kind: kind}, nil)
+				compress.Decompress(row(want, d), &p)
+			}
+			for _, onDevice := range []bool{false, true} {
+				got := slices.Clone(x)
+				if onDevice {
+					d := be.Load(got)
+					be.QuantizeRows(d, d, n, rows, from, q, compress.Int8Chunk)
+					be.Store(got, d)
+					be.Free(d)
+				} else {
+					be.QuantizeRows(compute.Host(got), compute.Host(got), n, rows, from, q, compress.Int8Chunk)
+				}
+				if j := firstDiffNaN(got, want); j >= 0 {
+					t.Errorf("%s: QuantizeRows %v (device %v, rows of %d): value %d (row %d) = %v (%#x), want %v (%#x)", name, kind, onDevice, n, j, j/n, got[j], math.Float32bits(got[j]), want[j], math.Float32bits(want[j]))
+					return
+				}
+			}
+		}
+	}
+}
