@@ -72,7 +72,7 @@ func (n *Core) stepJoin(m *Message) {
 		n.drop(DropUnsolicited, m.From, "a state this node did not ask for")
 		return
 	}
-	n.params = slices.Clone(m.Params) // a fresh vector: the old one may be in a sent message
+	n.params = slices.Clone(n.resolved(m.Params)) // a fresh vector: the old one may be in a sent message
 	n.age, n.round = m.Age, m.Round
 	n.joining = false
 	n.started = true

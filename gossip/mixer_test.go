@@ -20,6 +20,10 @@ type lazyMixer struct {
 	robust  int // of mixes, by Aggregate
 	// quantized counts the mixes by Quantize.
 	quantized int
+	// vouch makes SumLater give 0 for a pending vector and leave it
+	// pending, as a simulator does on a device while it promises: a
+	// core that reads such a vector before Resolve reads NaN.
+	vouch bool
 }
 
 func (m *lazyMixer) Mix(dst []float32, xs [][]float32, w []float32, g []float32, a float32) {
@@ -91,6 +95,9 @@ func (m *lazyMixer) Resolve(v []float32) {
 }
 
 func (m *lazyMixer) SumLater(v []float32) func() float64 {
+	if _, pending := m.pending[&v[0]]; pending && m.vouch {
+		return func() float64 { return 0 } // as a device's promise: v stays NaN
+	}
 	return func() float64 { m.Resolve(v); return merge.SumSquares(v) }
 }
 
@@ -101,9 +108,12 @@ func (m *lazyMixer) Vector(n int) []float32 { return make([]float32, n) }
 // spot, to the last bit: the models (de-biased estimates) and weights after rounds of
 // gradient steps, shares and sums, with shares lost on the way (their
 // running sums corrected), a node leaving (its weight handed on), and
-// every share received in a buffer overwritten unless the core kept it;
-// and with the vectors sent as fp16 or int8, which the receivers' mixer
-// rounds (Mixer.Quantize), D-PSGD's too.
+// every share received in a buffer overwritten unless the core kept it,
+// and a node joining (taking a member's state); with the vectors sent as
+// fp16 or int8, which the receivers' mixer rounds (Mixer.Quantize),
+// D-PSGD's too; and with a mixer that vouches for the sums of pending
+// vectors without resolving them, as a device does, so that a core that
+// read one before resolving it would read NaN.
 func TestHandedMixes(t *testing.T) {
 	type run struct {
 		proto string
@@ -123,9 +133,11 @@ func TestHandedMixes(t *testing.T) {
 			// With a mixer the nodes start from their initial vectors
 			// themselves (ShareInit), which they must never write.
 			var inits, copies [][]float32
+			joined := 0
 			run := func(mx gossip.Mixer) ([][]float32, []float64) {
 				h := newHarness(t, 6, func(i int, c *gossip.Config) {
 					c.Protocol, c.LR, c.Mixer, c.ShareInit, c.Quantize = proto, 0.3, mx, mx != nil, compress.Spec{Kind: r.q}
+					c.Join = i == 5
 					for k := range c.Init {
 						c.Init[k] = float32(i*8+k) / 16
 					}
@@ -166,11 +178,26 @@ func TestHandedMixes(t *testing.T) {
 				for _, nd := range h.nodes {
 					ws = append(ws, nd.PushSumWeight())
 				}
+				for _, e := range h.traces {
+					if e.Event == "joined" {
+						joined++
+					}
+				}
 				return h.params(), ws
 			}
+			vouching := &lazyMixer{pending: map[*float32]func(){}, vouch: true}
+			vouched, vw := run(vouching)
 			mx := &lazyMixer{pending: map[*float32]func(){}}
 			handed, hw := run(mx)
 			alone, aw := run(nil)
+			if joined != 3 {
+				t.Fatalf("%d of 3 runs saw node 5 join", joined)
+			}
+			for i := range vouched {
+				if !slices.Equal(vouched[i], alone[i]) || vw[i] != aw[i] {
+					t.Fatalf("node %d: mixes handed to a mixer that vouches %v (weight %v), mixed on the spot %v (weight %v)", i, vouched[i], vw[i], alone[i], aw[i])
+				}
+			}
 			if mx.mixes == 0 || (mx.quantized == 0) != (r.q == compress.None) {
 				t.Fatalf("%d mixes handed to the mixer, %d roundings of vectors sent %v", mx.mixes, mx.quantized, r.q)
 			}

@@ -121,10 +121,8 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 // Σ Dst².
 func (it MixItem) OnHost() float64 {
 	switch {
-	case it.Quantize != compress.None:
-		var p compress.Payload
-		compress.Compress(&p, it.Xs[0], compress.Spec{Kind: it.Quantize}, nil)
-		compress.Decompress(it.Dst, &p)
+	case it.Quantize != compress.None: // as compress.Compress and Decompress round it
+		compute.RoundTrip(it.Dst, it.Xs[0], quantization(it.Quantize), compress.Int8Chunk)
 	case it.Blend:
 		merge.Interpolate(it.Dst, it.Xs[0], it.Xs[1], it.W[0])
 	case it.Agg != nil:

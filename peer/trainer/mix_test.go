@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
@@ -15,8 +16,9 @@ import (
 // TestMixOnDevice: Mix on a device gives the host's bits and sums, once
 // fetched, for weighted sums with and without a gradient term, for
 // blends, for trimmed means and medians with and without one, and for
-// clipped gossip, Krum and multi-Krum (InterpolateRows, TrimmedRows,
-// PairDistanceRows, AverageRows and ClipRows beside CombineRows; a
+// clipped gossip, Krum and multi-Krum, and vectors sent as int8 and
+// fp16 (InterpolateRows, TrimmedRows, PairDistanceRows, AverageRows,
+// ClipRows and QuantizeRows beside CombineRows; a
 // median of more than compute.MaxTrimmedInputs on the host), over two
 // generations (the second mixing the first's results,
 // which only the device holds): with room for all, and with an arena so
@@ -40,7 +42,7 @@ func TestMixOnDevice(t *testing.T) {
 	P := st.NumParams()
 	st.Close()
 	var base, grads [][]float32
-	const k = 9 // mixes a generation
+	const k = 11 // mixes a generation
 	for range k {
 		base, grads = append(base, vec(P)), append(grads, vec(P))
 	}
@@ -94,6 +96,10 @@ func TestMixOnDevice(t *testing.T) {
 					}
 				case 8: // multi-Krum's mean, with no step
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+2)%k], base[4], src[(i+5)%k]}, Agg: merge.Krum{F: 1, Multi: true}}
+				case 9: // a vector sent as int8, as its receiver holds it
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[(i+3)%k]}, Quantize: compress.Int8}
+				case 10: // and as fp16
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[(i+5)%k]}, Quantize: compress.FP16}
 				default:
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4]}, W: w, G: grads[i], A: -0.1}
 				}

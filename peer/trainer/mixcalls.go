@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gossipd/gossipd/gossip/compress"
@@ -55,6 +56,18 @@ func (c *mixCalls) placed(it MixItem) bool {
 	return false
 }
 
+// quantization is QuantizeRows' rounding of a compressed kind (placed
+// admits FP16 and Int8 only).
+func quantization(k compress.Kind) compute.Quantization {
+	switch k {
+	case compress.FP16:
+		return compute.QuantFP16
+	case compress.Int8:
+		return compute.QuantInt8
+	}
+	panic(fmt.Sprintf("trainer: a mix rounding vectors to %v", k))
+}
+
 // trimOf returns the trim of TrimmedRows that computes a's combination
 // (compute.Median for the median); ok is false for a rule it does not.
 func trimOf(a merge.Aggregator) (trim int, ok bool) {
@@ -70,7 +83,7 @@ func trimOf(a merge.Aggregator) (trim int, ok bool) {
 // add places it, whose result is row d (placed said yes).
 func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
 	if it.Quantize != compress.None {
-		k := map[compress.Kind]int{compress.FP16: 0, compress.Int8: 1}[it.Quantize]
+		k := quantization(it.Quantize) - compute.QuantFP16
 		c.qrows[k], c.qfrom[k] = append(c.qrows[k], d), append(c.qfrom[k], slots[0])
 		return
 	}

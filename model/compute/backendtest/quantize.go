@@ -33,6 +33,16 @@ func quantizeRows(t T, be compute.Backend, rng *rand.Rand) {
 			}
 		}
 		clear(x[2*n : 2*n+min(n, compress.Int8Chunk)]) // a chunk of zeros
+		// Row 0's first values are exact ties of int8 at scale 1 (127 its
+		// largest magnitude) and of binary16's subnormals (k·2⁻²⁵, k odd),
+		// whose rounding is checked against known values below.
+		ties := []float32{127, 0.5, 1.5, -2.5, 126.5, -0.5, 0x1p-25, 0x3p-25, -0x5p-25, 0x7p-25}
+		if n >= len(ties) {
+			copy(x, ties)
+			for j := len(ties); j < min(n, compress.Int8Chunk); j++ {
+				x[j] = float32(j%100) / 7 // finite, below 127
+			}
+		}
 		row := func(v []float32, r int32) []float32 { return v[int(r)*n:][:n] }
 		for _, q := range []compute.Quantization{compute.QuantFP16, compute.QuantInt8} {
 			kind := map[compute.Quantization]compress.Kind{compute.QuantFP16: compress.FP16, compute.QuantInt8: compress.Int8}[q]
@@ -43,6 +53,18 @@ func quantizeRows(t T, be compute.Backend, rng *rand.Rand) {
 				var p compress.Payload
 				compress.Compress(&p, row(x, from[i]), compress.Spec{Kind: kind}, nil)
 				compress.Decompress(row(want, d), &p)
+			}
+			if n >= len(ties) { // rounded half away from zero; ties to even
+				known := map[compute.Quantization][]float32{
+					compute.QuantInt8: {127, 1, 2, -3, 127, -1, 0, 0, 0, 0},
+					compute.QuantFP16: {127, 0.5, 1.5, -2.5, 126.5, -0.5, 0, 0x1p-23, -0x1p-23, 0x2p-23},
+				}[q]
+				for j, v := range known {
+					if w := row(want, 1)[j]; w != v {
+						t.Errorf("%v of %v: %v, want %v", kind, ties[j], w, v)
+						return
+					}
+				}
 			}
 			for _, onDevice := range []bool{false, true} {
 				got := slices.Clone(x)
