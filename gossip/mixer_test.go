@@ -103,6 +103,22 @@ func (m *lazyMixer) SumLater(v []float32) func() float64 {
 
 func (m *lazyMixer) Vector(n int) []float32 { return make([]float32, n) }
 
+// gradients answers node i's requests with the gradient whose value k
+// is grad(i, k, v), v the parameter there, once mx (if any) has resolved
+// the parameters, as a shell does.
+func gradients(mx gossip.Mixer, grad func(i, k int, v float32) float32) func(int, *gossip.TrainRequest) *gossip.TrainResult {
+	return func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
+		if mx != nil {
+			mx.Resolve(req.Params)
+		}
+		g := make([]float32, len(req.Params))
+		for k, v := range req.Params {
+			g[k] = grad(i, k, v)
+		}
+		return &gossip.TrainResult{ID: req.ID, Grad: g, Examples: 4}
+	}
+}
+
 // TestHandedMixes: push-sum's, GoSGD's and AD-PSGD's cores that hand their mixes to
 // a Mixer that defers them give the numbers of the cores that mix on the
 // spot, to the last bit: the models (de-biased estimates) and weights after rounds of
@@ -153,16 +169,7 @@ func TestHandedMixes(t *testing.T) {
 				if mx != nil {
 					h.resolve = mx.Resolve
 				}
-				h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
-					if mx != nil {
-						mx.Resolve(req.Params) // as a shell does
-					}
-					g := make([]float32, len(req.Params))
-					for k, v := range req.Params {
-						g[k] = v*0.5 - float32(k%3)/7
-					}
-					return &gossip.TrainResult{ID: req.ID, Grad: g, Examples: 4}
-				}
+				h.train = gradients(mx, func(i, k int, v float32) float32 { return v*0.5 - float32(k%3)/7 })
 				sent := 0
 				h.drop = func(m *gossip.Message) bool { sent++; return m.Kind == gossip.KindPushSum && sent%7 == 0 }
 				h.run(8*time.Second, 250*time.Millisecond)
@@ -237,16 +244,7 @@ func TestHandedRobustMixes(t *testing.T) {
 				if mx != nil {
 					h.resolve = mx.Resolve
 				}
-				h.train = func(i int, req *gossip.TrainRequest) *gossip.TrainResult {
-					if mx != nil {
-						mx.Resolve(req.Params) // as a shell does
-					}
-					g := make([]float32, len(req.Params))
-					for k, v := range req.Params {
-						g[k] = v*0.5 - float32((k+i)%3)/7
-					}
-					return &gossip.TrainResult{ID: req.ID, Grad: g, Examples: 4}
-				}
+				h.train = gradients(mx, func(i, k int, v float32) float32 { return v*0.5 - float32((k+i)%3)/7 })
 				sent := 0
 				h.drop = func(m *gossip.Message) bool { sent++; return m.Kind == gossip.KindParams && sent%5 < 2 }
 				h.run(10*time.Second, 250*time.Millisecond)

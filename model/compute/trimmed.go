@@ -111,14 +111,13 @@ func fromSortKey(k uint32) float32 {
 // its matrices, and every result is taken over 1 to MaxTrimmedInputs
 // rows, more than twice its trim (or any number, for a median).
 func CheckTrimmed(dst, src Tensor, n int, rows, start, from, trim []int32) {
-	CheckRows("TrimmedRows", dst, n, rows)
-	CheckRows("TrimmedRows", src, n, from)
-	if len(start) != len(rows)+1 || len(trim) != len(rows) || start[0] != 0 || int(start[len(rows)]) != len(from) {
-		panic(fmt.Sprintf("compute: TrimmedRows: %d rows, %d starts, %d trims, %d sources", len(rows), len(start), len(trim), len(from)))
+	CheckLists("TrimmedRows", dst, src, n, rows, start, from)
+	if len(trim) != len(rows) {
+		panic(fmt.Sprintf("compute: TrimmedRows: %d rows, %d trims", len(rows), len(trim)))
 	}
 	for i := range rows {
 		k := int(start[i+1]) - int(start[i])
-		if k < 1 || k > MaxTrimmedInputs || trim[i] < Median || (trim[i] >= 0 && k <= 2*int(trim[i])) {
+		if k > MaxTrimmedInputs || trim[i] < Median || (trim[i] >= 0 && k <= 2*int(trim[i])) {
 			panic(fmt.Sprintf("compute: TrimmedRows: result %d over %d rows with trim %d", i, k, trim[i]))
 		}
 	}

@@ -23,7 +23,14 @@ import (
 // node's own (Agg.Aggregate(Dst, Xs, Ws, 0)), + A·G added as merge.Axpy
 // adds it; W is unused: a D-PSGD round's robust mix, whose inputs
 // merge.Check has passed. On a device the median and trimmed means run
-// there (compute.Rows' TrimmedRows), the other rules on the host.
+// there (compute.Rows' TrimmedRows; on the host over more than
+// compute.MaxTrimmedInputs), and so do Krum, multi-Krum and clipped
+// gossip (PairDistanceRows, the choice on the host, then CombineRows,
+// AverageRows or ClipRows); any other rule runs on the host.
+//
+// With Quantize (compress.FP16 or Int8), Dst = Xs[0] compressed so and
+// decompressed: what the receiver of Xs[0] sent compressed holds
+// (compute.Rows' QuantizeRows on a device).
 type MixItem struct {
 	Dst      []float32
 	Xs       [][]float32
@@ -38,9 +45,10 @@ type MixItem struct {
 
 // Mix computes the items' sums where the workspace keeps its models, and
 // sets sums[i] to Σ Dst² (merge.SumSquares) of item i. On a device, each
-// sum is one row of a CombineRows over the models kept there (a blend's,
-// of an InterpolateRows in the same call; its terms read there, or copied
-// in), left there in a slot of its own: its host vector is stale until
+// sum is one row of the Rows calls over the models kept there (mixCalls:
+// a CombineRows, an InterpolateRows, the robust rules' and the roundings'
+// calls; its terms read there, or copied in), left there in a slot of
+// its own: its host vector is stale until
 // Fetch, as LeaveOnDevice leaves trained models, and KnownSum gives its
 // Σx². On the CPU, and for an item the arena has no room for, the sum is
 // computed on the host. No item's Dst may be a term of another in the

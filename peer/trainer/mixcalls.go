@@ -13,23 +13,34 @@ import (
 // each item's result is a row d of it, its terms the rows of its inputs
 // (slots) and of its gradient (g, or −1).
 type mixCalls struct {
-	rows, start, from []int32 // CombineRows's
-	wts               []float32
-	brows, ba, bb     []int32 // InterpolateRows's (Blend)
-	bw                []float32
-	trows, tfrom      []int32 // TrimmedRows's
-	tstart, ttrim     []int32
-	arows, afrom      []int32 // AverageRows's (multi-Krum)
-	astart            []int32
-	crows, cfrom      []int32 // ClipRows's (clipped gossip)
-	cstart            []int32
-	cscale            []float64
-	qrows, qfrom      [2][]int32 // QuantizeRows's, by kind (fp16, int8)
+	comb          rowLists // CombineRows's, with their weights
+	wts           []float32
+	brows, ba, bb []int32 // InterpolateRows's (Blend)
+	bw            []float32
+	trim          rowLists // TrimmedRows's, with their trims
+	ttrim         []int32
+	avg           rowLists // AverageRows's (multi-Krum)
+	clip          rowLists // ClipRows's (clipped gossip), with their scales
+	cscale        []float64
+	qrows, qfrom  [2][]int32 // QuantizeRows's, by kind (fp16, int8)
 	// pa and pb are the pairs whose distances Krum and clipped gossip
 	// choose by (PairDistanceRows); picks are their items, completed once
 	// the distances are known.
 	pa, pb []int32
 	picks  []pick
+}
+
+// rowLists are the lists of a Rows call that writes each row rows[i]
+// from the source rows from[start[i]:start[i+1]].
+type rowLists struct{ rows, start, from []int32 }
+
+// add lists row d, written from the rows from.
+func (l *rowLists) add(d int32, from ...int32) {
+	if len(l.start) == 0 {
+		l.start = append(l.start, 0)
+	}
+	l.rows, l.from = append(l.rows, d), append(l.from, from...)
+	l.start = append(l.start, int32(len(l.from)))
 }
 
 // pick is a Krum or clipped-gossip item waiting for its distances:
@@ -92,12 +103,8 @@ func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
 		return
 	}
 	if trim, ok := trimOf(it.Agg); ok {
-		if len(c.tstart) == 0 {
-			c.tstart = append(c.tstart, 0)
-		}
-		c.trows, c.ttrim = append(c.trows, d), append(c.ttrim, int32(trim))
-		c.tfrom = append(c.tfrom, slots...)
-		c.tstart = append(c.tstart, int32(len(c.tfrom)))
+		c.trim.add(d, slots...)
+		c.ttrim = append(c.ttrim, int32(trim))
 		c.step(d, d, g, it.A)
 		return
 	}
@@ -126,12 +133,8 @@ func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
 
 // combine adds row d ← Σ w[k]·(row from[k]) to CombineRows.
 func (c *mixCalls) combine(d int32, from []int32, w []float32) {
-	if len(c.start) == 0 {
-		c.start = append(c.start, 0)
-	}
-	c.rows, c.wts = append(c.rows, d), append(c.wts, w...)
-	c.from = append(c.from, from...)
-	c.start = append(c.start, int32(len(c.from)))
+	c.comb.add(d, from...)
+	c.wts = append(c.wts, w...)
 }
 
 // step adds row d ← 1·(row x) + a·(row g) to CombineRows, after the
@@ -157,17 +160,17 @@ func (c *mixCalls) run(be compute.Backend, arena compute.Tensor, n int) {
 			c.choose(p, dist[p.pair:])
 		}
 	}
-	if len(c.trows) > 0 {
-		be.TrimmedRows(arena, arena, n, c.trows, c.tstart, c.tfrom, c.ttrim)
+	if t := c.trim; len(t.rows) > 0 {
+		be.TrimmedRows(arena, arena, n, t.rows, t.start, t.from, c.ttrim)
 	}
-	if len(c.arows) > 0 {
-		be.AverageRows(arena, arena, n, c.arows, c.astart, c.afrom)
+	if a := c.avg; len(a.rows) > 0 {
+		be.AverageRows(arena, arena, n, a.rows, a.start, a.from)
 	}
-	if len(c.crows) > 0 {
-		be.ClipRows(arena, arena, n, c.crows, c.cstart, c.cfrom, c.cscale)
+	if l := c.clip; len(l.rows) > 0 {
+		be.ClipRows(arena, arena, n, l.rows, l.start, l.from, c.cscale)
 	}
-	if len(c.rows) > 0 {
-		be.CombineRows(arena, arena, n, c.rows, c.start, c.from, c.wts)
+	if l := c.comb; len(l.rows) > 0 {
+		be.CombineRows(arena, arena, n, l.rows, l.start, l.from, c.wts)
 	}
 	if len(c.brows) > 0 {
 		be.InterpolateRows(arena, arena, n, c.brows, c.ba, c.bb, c.bw)
@@ -199,14 +202,11 @@ func (c *mixCalls) choose(p pick, dist []float64) {
 			c.step(p.d, p.slots[keep[0]], p.g, p.it.A)
 			return
 		}
-		if len(c.astart) == 0 {
-			c.astart = append(c.astart, 0)
+		from := make([]int32, len(keep))
+		for q, i := range keep {
+			from[q] = p.slots[i]
 		}
-		c.arows = append(c.arows, p.d)
-		for _, i := range keep {
-			c.afrom = append(c.afrom, p.slots[i])
-		}
-		c.astart = append(c.astart, int32(len(c.afrom)))
+		c.avg.add(p.d, from...)
 		c.step(p.d, p.d, p.g, p.it.A)
 	case merge.ClippedGossip:
 		ds := make([]float64, k) // ds[0], the node's own, unread
@@ -214,14 +214,12 @@ func (c *mixCalls) choose(p pick, dist []float64) {
 			ds[j] = math.Sqrt(dist[j-1])
 		}
 		pulls, scales := a.Scales(ds, p.it.Ws, 0)
-		if len(c.cstart) == 0 {
-			c.cstart = append(c.cstart, 0)
+		from := []int32{p.slots[0]} // the node's own, its scale unread
+		for _, j := range pulls {
+			from = append(from, p.slots[j])
 		}
-		c.crows, c.cfrom, c.cscale = append(c.crows, p.d), append(c.cfrom, p.slots[0]), append(c.cscale, 0)
-		for q, j := range pulls {
-			c.cfrom, c.cscale = append(c.cfrom, p.slots[j]), append(c.cscale, scales[q])
-		}
-		c.cstart = append(c.cstart, int32(len(c.cfrom)))
+		c.clip.add(p.d, from...)
+		c.cscale = append(append(c.cscale, 0), scales...)
 		c.step(p.d, p.d, p.g, p.it.A)
 	}
 }

@@ -72,14 +72,21 @@ func (b *Backend) CombineRows(dst, src compute.Tensor, n int, rows, start, from 
 // TrimmedRows implements compute.Rows.
 func (b *Backend) TrimmedRows(dst, src compute.Tensor, n int, rows, start, from, trim []int32) {
 	compute.CheckTrimmed(dst, src, n, rows, start, from, trim)
-	if len(rows) == 0 {
+	b.listed("trimmed_rows", dst, src, n, len(rows), rows, start, trim, from)
+}
+
+// listed launches a Rows kernel of one thread a value that writes count
+// rows of dst from rows of src, its lists uploaded as one buffer: the
+// kernels whose only arguments are dst, src, the lists, count and n.
+func (b *Backend) listed(kernel string, dst, src compute.Tensor, n, count int, lists ...[]int32) {
+	if count == 0 {
 		return
 	}
 	defer b.enter()()
 	pd, ps, done := b.rowTensors(dst, src)
-	idx, _ := b.uploadRowArgs(nil, rows, start, trim, from)
-	cnt, nn := int32(len(rows)), int32(n)
-	b.launch("trimmed_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&cnt), arg(&nn))
+	idx, _ := b.uploadRowArgs(nil, lists...)
+	cnt, nn := int32(count), int32(n)
+	b.launch(kernel, blocks(count*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&cnt), arg(&nn))
 	done()
 }
 
@@ -101,15 +108,7 @@ func (b *Backend) PairDistanceRows(out []float64, x compute.Tensor, n int, a, bb
 // AverageRows implements compute.Rows.
 func (b *Backend) AverageRows(dst, src compute.Tensor, n int, rows, start, from []int32) {
 	compute.CheckLists("AverageRows", dst, src, n, rows, start, from)
-	if len(rows) == 0 {
-		return
-	}
-	defer b.enter()()
-	pd, ps, done := b.rowTensors(dst, src)
-	idx, _ := b.uploadRowArgs(nil, rows, start, from)
-	cnt, nn := int32(len(rows)), int32(n)
-	b.launch("average_rows", blocks(len(rows)*n, threads), threads, arg(&pd), arg(&ps), arg(&idx), arg(&cnt), arg(&nn))
-	done()
+	b.listed("average_rows", dst, src, n, len(rows), rows, start, from)
 }
 
 // ClipRows implements compute.Rows: the scales go up after the lists,
