@@ -423,6 +423,33 @@ func (n *Core) aggregateEqual(dst []float32, xs [][]float32) bool {
 	return false
 }
 
+// robustMix returns the node's rule's (agg's) combination of xs with
+// weights ws, xs[0] the node's own vector, in a new vector: one the
+// Mixer makes where the core hands its mixes, after merge.Check has
+// passed the inputs. Where the rule cannot combine them it returns xs[0]
+// itself: quietly for fewer inputs than the rule needs, else dropped
+// (DropAggregation).
+func (n *Core) robustMix(xs [][]float32, ws []float64, agg merge.Aggregator) []float32 {
+	if len(xs) < minInputs(agg) {
+		return xs[0]
+	}
+	if n.cfg.HandsMixes() {
+		if err := merge.Check(agg, len(xs), ws, 0); err != nil {
+			n.drop(DropAggregation, "", "robust merge: "+err.Error())
+			return xs[0]
+		}
+		z := n.cfg.Mixer.Vector(len(n.params))
+		n.cfg.Mixer.Aggregate(z, xs, ws, agg, nil, 0)
+		return z
+	}
+	z := make([]float32, len(n.params))
+	if err := agg.Aggregate(z, xs, ws, 0); err != nil {
+		n.drop(DropAggregation, "", "robust merge: "+err.Error())
+		return xs[0]
+	}
+	return z
+}
+
 // badVector reports whether training returned, in r, a vector v of the
 // wrong length or with non-finite values, tracing the drop. A sum the
 // trainer measured says whether v is finite without reading it.

@@ -14,7 +14,7 @@ import (
 // step, the shares, the sums of shares received, the de-biased estimate)
 // and of plain AD-PSGD (the pairwise average, a Blend, and the step),
 // all with no sparse compression, secure aggregation or outer optimizer,
-// and no robust rule but D-PSGD's (HandsMixes). Without one
+// and of D-PSGD's and push-sum's robust rules (HandsMixes). Without one
 // (Config.Mixer nil) the core mixes on the spot.
 //
 // A vector given to Mix as dst is pending until the mixer resolves it;
@@ -36,7 +36,8 @@ type Mixer interface {
 	// Aggregate arranges for dst to become agg's combination of xs with
 	// weights ws, the node's own vector first (agg.Aggregate(dst, xs, ws,
 	// 0)), plus a·g added as merge.Axpy adds it (none where g is nil),
-	// before anything reads dst: D-PSGD's robust mix. agg is a rule
+	// before anything reads dst: D-PSGD's robust mix, or push-sum's
+	// (merge.ClippedWindow for its clipped gossip). agg is a rule
 	// merge.Check answers for, and Check found nothing wrong with the
 	// inputs. Aggregate owns xs and ws.
 	Aggregate(dst []float32, xs [][]float32, ws []float64, agg merge.Aggregator, g []float32, a float32)
@@ -58,9 +59,8 @@ type Mixer interface {
 }
 
 // HandsMixes reports whether a core of this config hands its mixes to
-// its Mixer: plain D-PSGD with the weighted mean or a robust rule
-// (merge.Checked), plain push-sum or
-// GoSGD (no robust rule), or plain AD-PSGD, with no sparse compression,
+// its Mixer: plain D-PSGD or push-sum with their own mixes or a robust
+// rule (merge.Checked), plain GoSGD, or plain AD-PSGD, with no sparse compression,
 // secure aggregation or outer optimizer. Its gradients then go nowhere
 // but to the Mixer, which may keep them where it mixes, and it never
 // writes a model in place: each mix makes a new vector (Vector).
@@ -73,7 +73,7 @@ func (c *Config) HandsMixes() bool {
 		_, mean := c.Aggregator.(merge.WeightedMean)
 		return mean || merge.Checked(c.Aggregator)
 	case PushSum, GoSGD:
-		return !c.robust()
+		return !c.robust() || merge.Checked(c.Aggregator)
 	}
 	return true
 }

@@ -222,60 +222,75 @@ func TestHandedMixes(t *testing.T) {
 	}
 }
 
-// TestHandedRobustMixes: D-PSGD's cores that hand their robust mixes to
-// a Mixer that defers them (Mixer.Aggregate) give the
-// numbers of the cores that aggregate on the spot, to the last bit, with
-// models lost on the way so that some rounds close with too few inputs
-// for Krum (the step from the node's own model, as on the spot).
+// TestHandedRobustMixes: D-PSGD's and push-sum's cores that hand
+// their robust mixes to a Mixer that defers them (Mixer.Aggregate;
+// push-sum's clipped gossip as merge.ClippedWindow, its window's τ set
+// where the mix runs) give the numbers of the cores that aggregate on
+// the spot, to the last bit, models and weights, and so does a mixer that
+// vouches for pending sums as a device does; with models lost on the way
+// so that some D-PSGD rounds close with too few inputs for Krum (the step
+// from the node's own model, as on the spot).
 func TestHandedRobustMixes(t *testing.T) {
-	for _, agg := range []merge.Aggregator{merge.Median{}, merge.TrimmedMean{Trim: 1}, merge.Krum{F: 1}, merge.Krum{F: 1, Multi: true}, merge.ClippedGossip{}, merge.ClippedGossip{Tau: 0.5}} {
-		t.Run(agg.Name(), func(t *testing.T) {
-			run := func(mx gossip.Mixer) ([][]float32, uint64) {
-				h := newHarness(t, 6, func(i int, c *gossip.Config) {
-					c.Protocol, c.LR, c.Mixer, c.Aggregator = gossip.DPSGD, 0.3, mx, agg
-					for k := range c.Init {
-						c.Init[k] = float32(i*8+k) / 16
+	for _, proto := range []string{gossip.DPSGD, gossip.PushSum} {
+		for _, agg := range []merge.Aggregator{merge.Median{}, merge.TrimmedMean{Trim: 1}, merge.Krum{F: 1}, merge.Krum{F: 1, Multi: true}, merge.ClippedGossip{}, merge.ClippedGossip{Tau: 0.5}} {
+			t.Run(proto+"/"+agg.Name(), func(t *testing.T) {
+				run := func(mx gossip.Mixer) ([][]float32, []float64, uint64) {
+					h := newHarness(t, 6, func(i int, c *gossip.Config) {
+						c.Protocol, c.LR, c.Mixer, c.Aggregator = proto, 0.3, mx, agg
+						for k := range c.Init {
+							c.Init[k] = float32(i*8+k) / 16
+						}
+						for _, k := range []int{(i + 1) % 6, (i + 2) % 6, (i + 4) % 6, (i + 5) % 6} {
+							c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(k), Weight: 1})
+						}
+					})
+					h.connectAll()
+					h.recycle = true
+					if mx != nil {
+						h.resolve = mx.Resolve
 					}
-					for _, k := range []int{(i + 1) % 6, (i + 2) % 6, (i + 4) % 6, (i + 5) % 6} {
-						c.Neighbors = append(c.Neighbors, gossip.Neighbor{ID: name(k), Weight: 1})
+					h.train = gradients(mx, func(i, k int, v float32) float32 { return v*0.5 - float32((k+i)%3)/7 })
+					sent := 0
+					h.drop = func(m *gossip.Message) bool {
+						sent++
+						return (m.Kind == gossip.KindParams && sent%5 < 2) || (m.Kind == gossip.KindPushSum && sent%7 == 0)
 					}
-				})
-				h.connectAll()
-				if mx != nil {
-					h.resolve = mx.Resolve
+					h.run(10*time.Second, 250*time.Millisecond)
+					var failed uint64
+					for _, e := range h.traces {
+						if e.Code == gossip.DropAggregation {
+							failed++
+						}
+					}
+					var ws []float64
+					for _, nd := range h.nodes {
+						ws = append(ws, nd.PushSumWeight())
+					}
+					return h.params(), ws, failed
 				}
-				h.train = gradients(mx, func(i, k int, v float32) float32 { return v*0.5 - float32((k+i)%3)/7 })
-				sent := 0
-				h.drop = func(m *gossip.Message) bool { sent++; return m.Kind == gossip.KindParams && sent%5 < 2 }
-				h.run(10*time.Second, 250*time.Millisecond)
-				var failed uint64
-				for _, e := range h.traces {
-					if e.Code == gossip.DropAggregation {
-						failed++
+				vouching := &lazyMixer{pending: map[*float32]func(){}, vouch: true}
+				vouched, vw, vf := run(vouching)
+				mx := &lazyMixer{pending: map[*float32]func(){}}
+				handed, hw, hf := run(mx)
+				alone, aw, af := run(nil)
+				if mx.robust == 0 {
+					t.Fatalf("no robust mix was handed to the mixer (%d mixes)", mx.mixes)
+				}
+				if m, ok := agg.(merge.MinInputs); ok && proto == gossip.DPSGD && m.MinInputs() == 4 && hf == 0 {
+					t.Fatal("no round closed short of the 4 inputs Krum needs: the losses test nothing")
+				}
+				if hf != af || vf != af {
+					t.Fatalf("rounds closed with too few inputs: %d handed, %d handed while vouching, %d on the spot", hf, vf, af)
+				}
+				for i := range handed {
+					if !slices.Equal(handed[i], alone[i]) || hw[i] != aw[i] {
+						t.Fatalf("node %d: handed mixes %v (weight %v), mixed on the spot %v (weight %v)", i, handed[i], hw[i], alone[i], aw[i])
+					}
+					if !slices.Equal(vouched[i], alone[i]) || vw[i] != aw[i] {
+						t.Fatalf("node %d: mixes handed to a mixer that vouches %v (weight %v), mixed on the spot %v (weight %v)", i, vouched[i], vw[i], alone[i], aw[i])
 					}
 				}
-				return h.params(), failed
-			}
-			mx := &lazyMixer{pending: map[*float32]func(){}}
-			handed, hf := run(mx)
-			alone, af := run(nil)
-			if mx.mixes == 0 {
-				t.Fatal("no mix was handed to the mixer")
-			}
-			if mx.robust == 0 {
-				t.Fatalf("no robust mix was handed to the mixer (%d mixes)", mx.mixes)
-			}
-			if m, ok := agg.(merge.MinInputs); ok && m.MinInputs() == 4 && hf == 0 {
-				t.Fatal("no round closed short of the 4 inputs Krum needs: the losses test nothing")
-			}
-			if hf != af {
-				t.Fatalf("rounds closed with too few inputs: %d handed, %d on the spot", hf, af)
-			}
-			for i := range handed {
-				if !slices.Equal(handed[i], alone[i]) {
-					t.Fatalf("node %d: handed mixes %v, mixed on the spot %v", i, handed[i], alone[i])
-				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -13,9 +13,15 @@ import (
 // de-biased model into the window (and the fresh list for clipped
 // gossip), its weight, with the link's correction c, into what the next
 // merge takes in.
-func (p *pushSum) keep(m *Message, c float64) {
-	z := make([]float32, len(m.Params))
-	merge.DeBias(z, m.Params, m.Weight)
+func (p *pushSum) keep(n *Core, m *Message, c float64) {
+	var z []float32
+	if p.mixes() {
+		z = n.mixed([][]float32{m.Params}, []float32{float32(1 / m.Weight)}, nil, 0) // merge.DeBias
+		n.keep()                                                                     // the mix reads the share later
+	} else {
+		z = make([]float32, len(m.Params))
+		merge.DeBias(z, m.Params, m.Weight)
+	}
 	if len(p.window) < p.cfg.CacheSize {
 		p.window = append(p.window, z)
 	} else {
@@ -44,49 +50,33 @@ func (p *pushSum) keep(m *Message, c float64) {
 // to τ (the median distance of the window's models from the estimate,
 // or clipped:TAU): the estimate keeps its progress, which a CNN needs
 // (a robust combination of the window's stale models undoes it).
+// merge.ClippedWindow is that rule.
 func (p *pushSum) robustMerge(n *Core) {
-	z := make([]float32, len(n.params))
-	if c, ok := p.cfg.Aggregator.(merge.ClippedGossip); ok {
-		p.clippedMerge(n, c.Tau, z)
+	own := p.estimate(n) // read before estimate is called again
+	xs := append([][]float32{own}, p.window...)
+	var ws []float64
+	agg := p.cfg.Aggregator
+	if c, ok := agg.(merge.ClippedGossip); ok {
+		// Each model's weight as its share claims, but at most the
+		// node's own: a sender claiming a huge weight does not drown the
+		// others. The window's count for nothing.
+		ws = []float64{p.w}
+		for _, w := range p.freshW {
+			ws = append(ws, min(max(w, 0), p.w))
+		}
+		ws = append(ws, make([]float64, len(p.window))...)
+		xs = append(append([][]float32{own}, p.fresh...), p.window...)
+		agg = merge.ClippedWindow{Tau: c.Tau, Pulls: len(p.fresh)}
 	} else {
-		n.aggregateEqual(z, append([][]float32{p.estimate(n)}, p.window...))
+		ws = make([]float64, len(xs))
+		for i := range ws {
+			ws[i] = 1
+		}
 	}
+	z := n.robustMix(xs, ws, agg)
 	p.fresh, p.freshW = p.fresh[:0], p.freshW[:0]
 	p.w = max(p.w+p.inW, minWeight)
 	p.inW = 0
 	p.account(n)
-	for j := range n.params {
-		n.params[j] = z[j] * float32(p.w)
-	}
-}
-
-// clippedMerge sets z to the node's estimate plus the fresh models'
-// clipped pulls, weighted by push-sum's weights, each capped at the
-// node's own (the estimate itself where nothing arrived, or where no
-// window sets an adaptive τ).
-func (p *pushSum) clippedMerge(n *Core, tau float64, z []float32) {
-	own := p.estimate(n)
-	copy(z, own)
-	if len(p.fresh) == 0 {
-		return
-	}
-	if tau == 0 {
-		if len(p.window) == 0 {
-			return
-		}
-		if tau = merge.MedianDistance(own, p.window); tau == 0 {
-			return
-		}
-	}
-	// Each model's weight as its share claims, but at most the node's
-	// own: a sender claiming a huge weight does not drown the others.
-	ws := []float64{p.w}
-	for _, w := range p.freshW {
-		ws = append(ws, min(max(w, 0), p.w))
-	}
-	xs := append([][]float32{own}, p.fresh...)
-	if err := (merge.ClippedGossip{Tau: tau}).Aggregate(z, xs, ws, 0); err != nil {
-		n.drop(DropAggregation, "", "robust merge: "+err.Error())
-		copy(z, own)
-	}
+	p.setScaled(n, z, float32(p.w))
 }

@@ -341,7 +341,7 @@ func (p *pushSum) step(n *Core, m *Message) {
 		return
 	}
 	if p.cfg.robust() {
-		p.keep(m, c)
+		p.keep(n, m, c)
 		return
 	}
 	switch {

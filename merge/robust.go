@@ -201,6 +201,13 @@ func (c ClippedGossip) Aggregate(dst []float32, xs [][]float32, ws []float64, se
 		}
 	}
 	pulls, scales := c.Scales(dist, ws, self)
+	clipInto(dst, x, xs, pulls, scales)
+	return nil
+}
+
+// clipInto sets dst to x + Σ_p scales[p]·(xs[pulls[p]] − x), summed in
+// float64 in the order of p: clipped gossip's combination.
+func clipInto(dst, x []float32, xs [][]float32, pulls []int, scales []float64) {
 	acc := make([]float64, len(x))
 	for p, j := range pulls {
 		xj, s := xs[j], scales[p]
@@ -211,7 +218,6 @@ func (c ClippedGossip) Aggregate(dst []float32, xs [][]float32, ws []float64, se
 	for k := range dst {
 		dst[k] = float32(float64(x[k]) + acc[k])
 	}
-	return nil
 }
 
 // Scales returns the inputs that pull the node's own (self) under
@@ -290,7 +296,7 @@ func (ClippedGossip) weights(n int, ws []float64, self int) error {
 // never for the values.
 func Checked(a Aggregator) bool {
 	switch a.(type) {
-	case Median, TrimmedMean, Krum, ClippedGossip:
+	case Median, TrimmedMean, Krum, ClippedGossip, ClippedWindow:
 		return true
 	}
 	return false
@@ -317,6 +323,9 @@ func Check(a Aggregator, n int, ws []float64, self int) error {
 			return err
 		}
 		return a.weights(n, ws, self)
+	case ClippedWindow:
+		_, err := a.check(n, ws, self)
+		return err
 	}
 	panic(fmt.Sprintf("merge: Check of aggregator %s", a.Name()))
 }

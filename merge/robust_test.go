@@ -3,6 +3,8 @@ package merge
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -109,7 +111,7 @@ func TestParseAggregator(t *testing.T) {
 // word for word, or nil where it combines, over counts of inputs,
 // weights and selves that pass and fail, without combining anything.
 func TestCheck(t *testing.T) {
-	rules := []Aggregator{Median{}, TrimmedMean{Trim: 1}, TrimmedMean{Trim: 2}, TrimmedMean{Trim: -1}, Krum{F: 1}, Krum{F: 1, Multi: true}, ClippedGossip{}, ClippedGossip{Tau: 0.5}}
+	rules := []Aggregator{Median{}, TrimmedMean{Trim: 1}, TrimmedMean{Trim: 2}, TrimmedMean{Trim: -1}, Krum{F: 1}, Krum{F: 1, Multi: true}, ClippedGossip{}, ClippedGossip{Tau: 0.5}, ClippedWindow{Pulls: 1}, ClippedWindow{Pulls: 2}, ClippedWindow{Tau: 0.5, Pulls: 2}, ClippedWindow{Pulls: -1}}
 	weights := [][]float64{nil, {1}, {1, 1}, {0.5, 0.25, 0.25}, {1, -1, 1}, {0, 0, 0}, {1, math.NaN(), 1}, {1, 1, 1, 1, 1}}
 	tried, failed := 0, 0
 	for _, a := range rules {
@@ -141,5 +143,67 @@ func TestCheck(t *testing.T) {
 	}
 	if Checked(WeightedMean{}) {
 		t.Fatal("Checked(mean) = true")
+	}
+}
+
+// TestClippedWindow: push-sum's clipped gossip is the node's own vector
+// pulled by the first inputs after it, clipped to the window's median
+// distance (MedianDistance, then ClippedGossip with that τ), or the
+// node's own vector itself, bit for bit, where nothing pulls or the
+// window sets no τ.
+func TestClippedWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vec := func() []float32 {
+		v := make([]float32, 7)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		v[3] = float32(math.Copysign(0, -1)) // kept as -0 where the result is the node's own
+		return v
+	}
+	own := vec()
+	fresh, window := [][]float32{vec(), vec(), own}, [][]float32{vec(), vec(), vec()}
+	combined := 0
+	for _, tau := range []float64{0, 0.5} {
+		for p := range len(fresh) + 1 {
+			for w := range len(window) + 1 {
+				for _, same := range []bool{false, true} { // a window at distance 0 sets τ 0
+					win := window[:w]
+					if same {
+						win = [][]float32{own, own, own}[:w]
+					}
+					xs := append(append([][]float32{own}, fresh[:p]...), win...)
+					ws := []float64{1}
+					for j := range p {
+						ws = append(ws, 0.25*float64(j+1))
+					}
+					ws = append(ws, make([]float64, w)...)
+					got := make([]float32, len(own))
+					if err := (ClippedWindow{Tau: tau, Pulls: p}).Aggregate(got, xs, ws, 0); err != nil {
+						t.Fatal(err)
+					}
+					want := slices.Clone(own)
+					if tc := tau; p > 0 && (tc > 0 || w > 0) {
+						if tc == 0 {
+							tc = MedianDistance(own, win)
+						}
+						if tc != 0 {
+							if err := (ClippedGossip{Tau: tc}).Aggregate(want, xs[:1+p], ws[:1+p], 0); err != nil {
+								t.Fatal(err)
+							}
+							combined++
+						}
+					}
+					for k := range want {
+						if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+							t.Fatalf("τ %v, %d pulls, window of %d (at distance 0: %v): got %v, want %v", tau, p, w, same, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+	if combined == 0 {
+		t.Fatal("no case clipped anything")
 	}
 }

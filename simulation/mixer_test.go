@@ -151,6 +151,10 @@ func TestMixesOnDevice(t *testing.T) {
 		"clipped":               {Settings: job.Settings{Aggregator: "clipped:0.5"}},
 		"int8":                  {Settings: job.Settings{Compression: "int8", Model: "mlp"}, Hidden: []int{8}},
 		"pushsum fp16":          {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "fp16"}},
+		"pushsum median":        {Settings: job.Settings{Protocol: gossip.PushSum, Aggregator: "median", Model: "mlp"}, Hidden: []int{8}},
+		"pushsum multikrum":     {Settings: job.Settings{Protocol: gossip.PushSum, Aggregator: "multikrum:1"}, Byzantine: 0.2, Attack: "bitflip"},
+		"pushsum clipped":       {Settings: job.Settings{Protocol: gossip.PushSum, Aggregator: "clipped"}, Byzantine: 0.2, Attack: "gaussian"},
+		"pushsum clipped int8":  {Settings: job.Settings{Protocol: gossip.PushSum, Aggregator: "clipped:0.5", Compression: "int8"}, Drop: 0.1},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			if c.Protocol == "" {

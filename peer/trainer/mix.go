@@ -21,12 +21,13 @@ import (
 //
 // With Agg, Dst = Agg's combination of Xs with weights Ws, Xs[0] the
 // node's own (Agg.Aggregate(Dst, Xs, Ws, 0)), + A·G added as merge.Axpy
-// adds it; W is unused: a D-PSGD round's robust mix, whose inputs
+// adds it; W is unused: a D-PSGD round's robust mix or push-sum's, whose inputs
 // merge.Check has passed. On a device the median and trimmed means run
 // there (compute.Rows' TrimmedRows; on the host over more than
 // compute.MaxTrimmedInputs), and so do Krum, multi-Krum and clipped
-// gossip (PairDistanceRows, the choice on the host, then CombineRows,
-// AverageRows or ClipRows); any other rule runs on the host.
+// gossip, push-sum's too (merge.ClippedWindow) (PairDistanceRows, the
+// choice on the host, then CombineRows, AverageRows or ClipRows); any
+// other rule runs on the host.
 //
 // With Quantize (compress.FP16 or Int8), Dst = Xs[0] compressed so and
 // decompressed: what the receiver of Xs[0] sent compressed holds

@@ -42,9 +42,10 @@ func TestMixOnDevice(t *testing.T) {
 	P := st.NumParams()
 	st.Close()
 	var base, grads [][]float32
-	const k = 11 // mixes a generation
+	const k = 14 // mixes a generation
 	for range k {
 		base, grads = append(base, vec(P)), append(grads, vec(P))
+		base[len(base)-1][1] = float32(math.Copysign(0, -1)) // a copy keeps it, a sum makes it +0
 	}
 	const onHost = 1 // of both: the median of too many
 	w, _ := merge.Normalized(nil, []float64{0.5, 0.25, 0.25})
@@ -100,6 +101,12 @@ func TestMixOnDevice(t *testing.T) {
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[(i+3)%k]}, Quantize: compress.Int8}
 				case 10: // and as fp16
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[(i+5)%k]}, Quantize: compress.FP16}
+				case 11: // push-sum's clipped gossip: two pulls, τ the window's median distance, then τ 4
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], src[(i+2)%k], base[4], src[(i+6)%k], src[(i+7)%k]}, Agg: merge.ClippedWindow{Tau: 4 * float64(gen), Pulls: 2}, Ws: []float64{1, 0.5, 0.25, 0, 0, 0}}
+				case 12: // and its own: nothing to pull, then a window at distance 0
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+3)%k], src[i]}, Agg: merge.ClippedWindow{Pulls: gen}, Ws: []float64{1, 0.5, 0}}
+				case 13: // and its own again: no window to set τ
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+3)%k], src[(i+4)%k]}, Agg: merge.ClippedWindow{Pulls: 2}, Ws: []float64{1, 0.5, 0.5}}
 				default:
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], base[4]}, W: w, G: grads[i], A: -0.1}
 				}

@@ -59,7 +59,7 @@ func (c *mixCalls) placed(it MixItem) bool {
 	switch it.Agg.(type) {
 	case nil:
 		return it.Quantize == compress.None || it.Quantize == compress.FP16 || it.Quantize == compress.Int8
-	case merge.Krum, merge.ClippedGossip:
+	case merge.Krum, merge.ClippedGossip, merge.ClippedWindow:
 		return true
 	case merge.Median, merge.TrimmedMean:
 		return len(it.Xs) <= compute.MaxTrimmedInputs
@@ -117,7 +117,11 @@ func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
 			}
 		}
 		return
-	case merge.ClippedGossip: // each from the node's own
+	case merge.ClippedGossip, merge.ClippedWindow: // each from the node's own
+		if a, ok := it.Agg.(merge.ClippedWindow); ok && (a.Pulls == 0 || (a.Tau == 0 && len(slots) == 1+a.Pulls)) {
+			c.step(d, slots[0], g, it.A) // the node's own, whatever the values
+			return
+		}
 		c.picks = append(c.picks, pick{it, d, g, slots, len(c.pa)})
 		for _, s := range slots[1:] {
 			c.pa, c.pb = append(c.pa, s), append(c.pb, slots[0])
@@ -214,12 +218,29 @@ func (c *mixCalls) choose(p pick, dist []float64) {
 			ds[j] = math.Sqrt(dist[j-1])
 		}
 		pulls, scales := a.Scales(ds, p.it.Ws, 0)
-		from := []int32{p.slots[0]} // the node's own, its scale unread
-		for _, j := range pulls {
-			from = append(from, p.slots[j])
+		c.clipped(p, pulls, scales)
+	case merge.ClippedWindow:
+		ds := make([]float64, k)
+		for j := 1; j < k; j++ {
+			ds[j] = math.Sqrt(dist[j-1])
 		}
-		c.clip.add(p.d, from...)
-		c.cscale = append(append(c.cscale, 0), scales...)
-		c.step(p.d, p.d, p.g, p.it.A)
+		pulls, scales, own := a.Scales(ds, p.it.Ws)
+		if own {
+			c.step(p.d, p.slots[0], p.g, p.it.A)
+			return
+		}
+		c.clipped(p, pulls, scales)
 	}
+}
+
+// clipped completes a clipped-gossip item whose inputs pulls pull the
+// node's own with scales (ClipRows), then adds its step.
+func (c *mixCalls) clipped(p pick, pulls []int, scales []float64) {
+	from := []int32{p.slots[0]} // the node's own, its scale unread
+	for _, j := range pulls {
+		from = append(from, p.slots[j])
+	}
+	c.clip.add(p.d, from...)
+	c.cscale = append(append(c.cscale, 0), scales...)
+	c.step(p.d, p.d, p.g, p.it.A)
 }
