@@ -152,10 +152,13 @@ func (n *Core) Config() Config { return n.cfg }
 // them by the sums measured where they trained, leaves their merges to
 // training requests and sends them as they are. A driver that keeps those
 // models where they trained (a device) may then leave them there until it
-// reads them itself. A plain random walk does: merge-update, no robust
-// rule, compression or outer optimizer.
+// reads them itself. A plain random walk does: merge-update, weighted by
+// age or by a robust rule merge.Check answers for, with no compression
+// or outer optimizer.
 func (n *Core) TrainedModelsUnread() bool {
-	return n.cfg.Protocol == RandomWalk && n.cfg.mergesInTraining() && n.cfg.Quantize.Kind == compress.None && !n.cfg.Outer.Enabled()
+	c := &n.cfg
+	merges := c.mergesInTraining() || (c.Variant == "mu" && c.robust() && merge.Checked(c.Aggregator) && c.Subsample == 0 && c.Partitions == 0)
+	return c.Protocol == RandomWalk && merges && c.Quantize.Kind == compress.None && !c.Outer.Enabled()
 }
 
 // Layout returns the parameter layout.

@@ -141,7 +141,7 @@ func (w *randomWalk) step(n *Core, m *Message) {
 		return
 	}
 	if len(m.Params) == len(n.params) { // voting needs whole models
-		w.remember(m)
+		w.remember(n, m)
 	}
 	if n.training {
 		if w.pending != nil {
@@ -154,12 +154,20 @@ func (w *randomWalk) step(n *Core, m *Message) {
 	w.process(n, m)
 }
 
-// remember keeps the received model for voting prediction.
-func (w *randomWalk) remember(m *Message) {
+// remember keeps the received model for voting prediction, a copy, and
+// for the robust merges: then the message's vector itself, which nobody
+// writes (Message.Params), so that it is not read here (the merges run
+// where the requests do: TrainRequest.MixRule).
+func (w *randomWalk) remember(n *Core, m *Message) {
 	if w.cfg.CacheSize <= 0 {
 		return
 	}
-	c := cachedModel{params: slices.Clone(m.Params), age: m.Age}
+	c := cachedModel{params: m.Params, age: m.Age}
+	if w.cfg.robust() {
+		n.keep()
+	} else {
+		c.params = slices.Clone(m.Params)
+	}
 	if len(w.cached) < w.cfg.CacheSize {
 		w.cached = append(w.cached, c)
 		return
@@ -196,12 +204,25 @@ func (w *randomWalk) process(n *Core, m *Message) {
 			n.keep()
 			return
 		}
+		if w.cfg.robust() {
+			agg, xs, ws, age, ok := w.robustMerge(n, m)
+			w.baseAge = age
+			n.trace("merge", m.From, "", 0) // not an interpolation
+			if !ok {
+				// The node's own model, copied where the request runs
+				// (clipped gossip with nothing to pull), not read here.
+				agg, xs, ws = merge.ClippedWindow{}, [][]float32{n.params}, []float64{1}
+			}
+			// Merged by whoever runs the request, as the age-weighted
+			// merge is; the models are only read.
+			req := n.trainOwned(OpUpdate, n.params, steps, nil)
+			req.MixRule, req.MixInputs, req.MixWeights, req.Age = agg, xs, ws, age
+			n.keep()
+			return
+		}
 		merged := make([]float32, len(n.params))
 		var omega float64
 		switch {
-		case w.cfg.robust():
-			w.baseAge = w.robustMerge(n, m, merged)
-			omega = 0 // not an interpolation
 		case w.cfg.Subsample > 0:
 			copy(merged, n.params)
 			omega = merge.AgeWeight(n.age, m.Age)
@@ -316,57 +337,62 @@ func (w *randomWalk) restore(s *State) error {
 	return nil
 }
 
-// robustMerge combines the node's model with the cached ones by the robust
-// aggregator and returns the age to give the result: the median age of
-// the inputs (one attacker cannot inflate it). With too few cached models
-// the node keeps its own.
+// robustMerge returns the robust merge of the node's model with the
+// cached ones that the update it leads to starts from (the rule, its
+// inputs, the node's model first, and their weights:
+// TrainRequest.MixRule), and the age to give the result: the median age
+// of the inputs (one attacker cannot inflate it). ok is false where the
+// node keeps its own model: too few cached models, or inputs the rule
+// cannot combine (merge.Check, traced as DropAggregation); the age is
+// then the node's.
 //
 // Clipped gossip is the merge of a plain random walk with the arriving
 // model's pull bounded: x + ω·clip(m − x, τ), ω the age weight, τ (when
-// adaptive) the median distance of the cached models from the node's.
-// The walk's model carries its progress on, as in the plain merge, which
-// a nonconvex model needs (averaging it with stale cached models undoes
-// a CNN's training); the cache only sets how far an honest model lies.
-func (w *randomWalk) robustMerge(n *Core, m *Message, dst []float32) float64 {
+// adaptive) the median distance of the cached models from the node's
+// (merge.ClippedWindow, the arriving model its one pull and the cache its
+// window). The walk's model carries its progress on, as in the plain
+// merge, which a nonconvex model needs (averaging it with stale cached
+// models undoes a CNN's training); the cache only sets how far an honest
+// model lies. An age weight of 0 keeps the node's model, at the median
+// age.
+func (w *randomWalk) robustMerge(n *Core, m *Message) (agg merge.Aggregator, xs [][]float32, ws []float64, age float64, ok bool) {
 	xs, ages := [][]float32{n.params}, []float64{n.age}
 	for _, c := range w.cached {
 		xs, ages = append(xs, c.params), append(ages, c.age)
 	}
-	if c, ok := w.cfg.Aggregator.(merge.ClippedGossip); ok {
-		if !w.clippedMerge(n, m, c.Tau, xs, dst) {
-			return n.age
+	agg = w.cfg.Aggregator
+	if c, clipped := agg.(merge.ClippedGossip); clipped {
+		if c.Tau == 0 && len(xs) < 2 {
+			return nil, nil, nil, n.age, false // no cached model sets τ
 		}
-	} else if !n.aggregateEqual(dst, xs) {
-		return n.age
+		omega := merge.AgeWeight(n.age, m.Age)
+		if omega == 0 {
+			return nil, nil, nil, median(ages), false
+		}
+		xs = append([][]float32{n.params, m.Params}, xs[1:]...)
+		ws = make([]float64, len(xs))
+		ws[0], ws[1] = 1-omega, omega
+		agg = merge.ClippedWindow{Tau: c.Tau, Pulls: 1}
+	} else {
+		if len(xs) < minInputs(agg) {
+			return nil, nil, nil, n.age, false
+		}
+		ws = make([]float64, len(xs))
+		for i := range ws {
+			ws[i] = 1
+		}
 	}
-	slices.Sort(ages)
-	return ages[len(ages)/2]
+	if err := merge.Check(agg, len(xs), ws, 0); err != nil {
+		n.drop(DropAggregation, "", "robust merge: "+err.Error())
+		return nil, nil, nil, n.age, false
+	}
+	return agg, xs, ws, median(ages), true
 }
 
-// clippedMerge sets dst to the node's model plus the arriving model's
-// age-weighted pull clipped to tau (0: the median distance of the cached
-// models xs[1:] from the node's xs[0]). It reports false, dst the node's
-// model, where no cached model sets an adaptive bound.
-func (w *randomWalk) clippedMerge(n *Core, m *Message, tau float64, xs [][]float32, dst []float32) bool {
-	if tau == 0 {
-		if len(xs) < 2 {
-			copy(dst, xs[0])
-			return false
-		}
-		tau = merge.MedianDistance(xs[0], xs[1:])
-	}
-	omega := merge.AgeWeight(n.age, m.Age)
-	if tau == 0 || omega == 0 {
-		copy(dst, xs[0])
-		return true
-	}
-	err := merge.ClippedGossip{Tau: tau}.Aggregate(dst, [][]float32{xs[0], m.Params}, []float64{1 - omega, omega}, 0)
-	if err != nil {
-		n.drop(DropAggregation, "", "robust merge: "+err.Error())
-		copy(dst, xs[0])
-		return false
-	}
-	return true
+// median sorts ages and returns their upper median.
+func median(ages []float64) float64 {
+	slices.Sort(ages)
+	return ages[len(ages)/2]
 }
 
 // ParseTokens reads a token account "A:B" (TokenConfig); "" is off.

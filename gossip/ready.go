@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -41,6 +42,15 @@ type TrainRequest struct {
 	// shared with the core and a message, and only read.
 	MixWith   []float32
 	MixWeight float32
+	// MixRule, when set, makes the starting point its combination of
+	// MixInputs with weights MixWeights, MixInputs[0] being Params, the
+	// node's own model (MixRule.Aggregate(dst, MixInputs, MixWeights,
+	// 0)): random walk's robust merge of the model received and the
+	// cached ones, left to whoever runs the request as MixWith is, the
+	// inputs passed by merge.Check and only read. MixWith is then nil.
+	MixRule    merge.Aggregator
+	MixInputs  [][]float32
+	MixWeights []float64
 	// Steps of local SGD for OpUpdate; 0 means one pass over the local data.
 	Steps int
 	// Age is the number of examples the starting model has seen (random
@@ -88,18 +98,34 @@ func (r *TrainResult) measuredSum(v []float32) (float64, bool) {
 	return sumOf(out, r.SumSquares).get(v)
 }
 
-// Resolve gives r a starting point of its own: the mix MixWith asks
-// for, in a new vector that becomes Params. A request without MixWith is
-// left as it is. Whoever runs a request resolves it first, or merges the
-// same values where it trains (trainer.Trainer.start) and gives the
-// request a vector of its own for the result.
+// Resolve gives r a starting point of its own: the mix MixWith or
+// MixRule asks for, in a new vector that becomes Params. A request
+// without either is left as it is. Whoever runs a request resolves it
+// first, or merges the same values where it trains
+// (trainer.Trainer.start) and gives the request a vector of its own for
+// the result.
 func (r *TrainRequest) Resolve() {
-	if r.MixWith == nil {
-		return
+	if r.Mixes() {
+		r.ResolveInto(make([]float32, len(r.Params)))
 	}
-	out := make([]float32, len(r.Params))
-	merge.Interpolate(out, r.Params, r.MixWith, r.MixWeight)
+}
+
+// Mixes reports whether the starting point is a mix (MixWith or
+// MixRule) that Resolve computes.
+func (r *TrainRequest) Mixes() bool { return r.MixWith != nil || r.MixRule != nil }
+
+// ResolveInto is Resolve writing the mix to out, a vector of Params'
+// length that becomes Params.
+func (r *TrainRequest) ResolveInto(out []float32) {
+	if r.MixRule != nil {
+		if err := r.MixRule.Aggregate(out, r.MixInputs, r.MixWeights, 0); err != nil {
+			panic(fmt.Sprintf("gossip: a robust merge merge.Check passed: %v", err))
+		}
+	} else {
+		merge.Interpolate(out, r.Params, r.MixWith, r.MixWeight)
+	}
 	r.Params, r.MixWith, r.MixWeight = out, nil, 0
+	r.MixRule, r.MixInputs, r.MixWeights = nil, nil, nil
 }
 
 // Skip is the result of a request answered without training (a paused

@@ -164,7 +164,8 @@ func TestPeerBatchRefused(t *testing.T) {
 // steps in a stack on the device; the device's stack, data and model are
 // freed at the end, and the summary gives the device's memory peak. A
 // random walk's batches find most of the models they start from and
-// merge with on the device (the summary's resident counts), and leave
+// merge with on the device (the summary's resident counts: its robust
+// rules' merges run there too), and leave
 // the models they train there (leaveOnDevice) but for a run that reads
 // them on the host (compression here): their host vectors are NaN until
 // fetched (testPoison), so a read that forgot to fetch would show. Where
@@ -178,10 +179,16 @@ func TestPeersOnDevice(t *testing.T) {
 		"randomwalk":        {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}},
 		"randomwalk int8":   {Settings: job.Settings{Model: "mlp", Compression: "int8"}, Hidden: []int{8}},
 		"randomwalk eval 4": {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}, EvalEvery: 4},
-		"dpsgd":             {Settings: job.Settings{Protocol: "dpsgd"}},
-		"dpsgd local-steps": {Settings: job.Settings{Protocol: "dpsgd", LocalSteps: 2}},
-		"sfb":               {Settings: job.Settings{Protocol: "sfb", Model: "mlp"}, Hidden: []int{8}},
-		"dpsgd dp-sgd":      {Settings: job.Settings{Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
+		// Robust merges, run where the models are (TrainRequest.MixRule).
+		"randomwalk median":    {Settings: job.Settings{Model: "mlp", Aggregator: "median"}, Hidden: []int{8}},
+		"randomwalk trimmed":   {Settings: job.Settings{Aggregator: "trimmed:1"}},
+		"randomwalk multikrum": {Settings: job.Settings{Aggregator: "multikrum:1"}},
+		"randomwalk clipped":   {Settings: job.Settings{Model: "mlp", Aggregator: "clipped"}, Hidden: []int{8}},
+		"randomwalk clipped:1": {Settings: job.Settings{Aggregator: "clipped:1"}},
+		"dpsgd":                {Settings: job.Settings{Protocol: "dpsgd"}},
+		"dpsgd local-steps":    {Settings: job.Settings{Protocol: "dpsgd", LocalSteps: 2}},
+		"sfb":                  {Settings: job.Settings{Protocol: "sfb", Model: "mlp"}, Hidden: []int{8}},
+		"dpsgd dp-sgd":         {Settings: job.Settings{Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
 		// Layered networks, each update alone and in a stack on the device.
 		"cnn randomwalk":       {Settings: job.Settings{Model: "conv:4:3:1:1,gelu,maxpool:2,groupnorm:2,dense:8,relu,dense"}, PeerBatch: 1},
 		"cnn dpsgd":            {Settings: job.Settings{Protocol: "dpsgd", Model: "conv:4:3,relu,avgpool:2,dense"}, PeerBatch: 1},
@@ -219,6 +226,8 @@ func TestPeersOnDevice(t *testing.T) {
 				t.Fatalf("resident counts %+v on the device (batch %d), %+v on the CPU", st, c.PeerBatch, wantRes.Resident)
 			case st != nil && c.Protocol == "" && c.Compression == "" && (st.Hits < res.BatchedUpdates || st.Uploads >= res.BatchedUpdates || st.Full != 0):
 				t.Fatalf("a random walk's %d batched updates: %+v; want a hit at least each, fewer uploads", res.BatchedUpdates, *st)
+			case st != nil && c.Aggregator != "" && (st.Merged == 0 || !lazy):
+				t.Fatalf("%d batched updates: %+v; robust merges on the device: none (models left there: %v)", res.BatchedUpdates, *st, lazy)
 			case st != nil && lazy != (st.Left > 0 && st.Fetched > 0 && st.Fetched <= st.Left):
 				t.Fatalf("%d batched updates: %+v; left on the device: %v", res.BatchedUpdates, *st, lazy)
 			case st != nil && (lazy || c.Protocol == gossip.DPSGD) != (st.Consensus == uint64(len(res.Rows))):

@@ -59,6 +59,9 @@ func (b *batcher) place(req *gossip.TrainRequest) int {
 // mix that waits for one (lazyMix.after).
 func (b *batcher) level(req *gossip.TrainRequest) int {
 	k := max(b.promisedIn(req.Params), b.promisedIn(req.MixWith))
+	for _, x := range req.MixInputs { // a robust merge's
+		k = max(k, b.promisedIn(x))
+	}
 	if b.grads {
 		if p := b.mixer.find(req.Params); p != nil {
 			k = max(k, p.after)

@@ -31,8 +31,8 @@ import (
 // and the consensus distance measured there.
 //
 // -hostwork.peers sets the number of peers (the H200's figures are of
-// 10,000), -hostwork.aggregator D-PSGD's robust rule (its mixes on the
-// device too).
+// 10,000), -hostwork.aggregator a robust rule (its merges on the device
+// too; not GoSGD's or AD-PSGD's, which have none).
 func BenchmarkHostWork(b *testing.B) {
 	for _, protocol := range strings.Split(*hostworkProtocols, ",") {
 		b.Run(protocol, func(b *testing.B) {
@@ -75,7 +75,7 @@ func BenchmarkHostWork(b *testing.B) {
 
 var hostworkPeers = flag.Int("hostwork.peers", 2000, "BenchmarkHostWork's peers")
 
-var hostworkAggregator = flag.String("hostwork.aggregator", "", "BenchmarkHostWork's --aggregator (D-PSGD's robust rules: median, trimmed:B, krum:F, multikrum:F, clipped[:TAU])")
+var hostworkAggregator = flag.String("hostwork.aggregator", "", "BenchmarkHostWork's --aggregator (a robust rule of random walk, D-PSGD and push-sum: median, trimmed:B, krum:F, multikrum:F, clipped[:TAU])")
 
 var hostworkProtocols = flag.String("hostwork.protocols", strings.Join([]string{gossip.RandomWalk, gossip.DPSGD, gossip.PushSum, gossip.GoSGD, gossip.ADPSGD}, ","), "BenchmarkHostWork's protocols")
 

@@ -113,7 +113,7 @@ func (b *batcher) promise(j *trainJob, tr *trainer.Trainer, req *gossip.TrainReq
 	case b.grads:
 		into = b.vectors.get(len(req.Params)) // written in full by the batch
 		out, j.promise.Grad = into, into
-	case req.MixWith != nil:
+	case req.Mixes():
 		into = b.vectors.get(len(req.Params)) // written in full by the batch
 		out, j.promise.Params = into, into
 	default:

@@ -101,7 +101,7 @@ func (w *world) Train(req *gossip.TrainRequest) {
 		}
 		if w.s.batch != nil {
 			// Its models may have been left on the device by a batch.
-			if err := w.s.batch.fetch([][]float32{req.Params, req.MixWith}); err != nil {
+			if err := w.s.batch.fetch(append([][]float32{req.Params, req.MixWith}, req.MixInputs...)); err != nil {
 				return nil, err
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/gossipd/gossipd/gossip"
-	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
 )
@@ -70,8 +69,10 @@ func (w *BatchWorkspace) Close() {
 // served its calls: Hits vectors found there, Uploads copied in, Full
 // those copied in for want of room; Left trained models not copied back
 // (LeaveOnDevice), Gradients the gradients (LeaveGradients), Mixed the
-// sums Mix left there, Fetched those copied back later (Fetch);
-// Consensus the consensus distances measured there (Consensus).
+// sums Mix left there, Merged the robust merges that updates started
+// from (gossip.TrainRequest.MixRule) computed there, Fetched those
+// copied back later (Fetch); Consensus the consensus distances measured
+// there (Consensus).
 type ResidentStats struct {
 	Hits      uint64 `json:"hits"`
 	Uploads   uint64 `json:"uploads"`
@@ -79,6 +80,7 @@ type ResidentStats struct {
 	Left      uint64 `json:"left"`
 	Gradients uint64 `json:"gradients,omitempty"`
 	Mixed     uint64 `json:"mixed,omitempty"`
+	Merged    uint64 `json:"merged,omitempty"`
 	Fetched   uint64 `json:"fetched"`
 	Consensus uint64 `json:"consensus,omitempty"`
 }
@@ -92,7 +94,7 @@ func (w *BatchWorkspace) Resident() (ResidentStats, bool) {
 	r := w.res
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.grads, r.mixed, r.fetched, r.measured}, true
+	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.grads, r.mixed, r.merged, r.fetched, r.measured}, true
 }
 
 // Cap is how many requests one batched call takes.
@@ -144,10 +146,10 @@ func RunBatch(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainReque
 }
 
 // RunBatchInto is RunBatch writing the update of a request that merges
-// (MixWith), or a gradient (OpGradient), into[i], where into[i] is not
+// (MixWith or MixRule), or a gradient (OpGradient), into[i], where into[i] is not
 // nil, instead of a new vector: a caller that hands the result over
 // before the batch has run (a simulator's) names its vector beforehand.
-// The update of a request without MixWith is written to its own Params,
+// The update of a request without a merge is written to its own Params,
 // as always; into[i] must be nil for it, and for sufficient factors.
 func RunBatchInto(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainRequest, into [][]float32) ([]*gossip.TrainResult, error) {
 	if len(trainers) != len(reqs) || (into != nil && len(into) != len(reqs)) {
@@ -162,7 +164,7 @@ func RunBatchInto(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainR
 		return into[i]
 	}
 	for i, req := range reqs {
-		if v := dst(i); v != nil && (!(req.Op == gossip.OpUpdate && req.MixWith != nil || req.Op == gossip.OpGradient) || len(v) != st.NumParams()) {
+		if v := dst(i); v != nil && (!(req.Op == gossip.OpUpdate && req.Mixes() || req.Op == gossip.OpGradient) || len(v) != st.NumParams()) {
 			return nil, fmt.Errorf("trainer: request %d (op %d) given a vector of %d values to write to: only a merging update or a gradient of %d takes one", req.ID, req.Op, len(v), st.NumParams())
 		}
 	}
@@ -389,10 +391,9 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 // resolveInto is req.Resolve, its merge written to into where into is
 // not nil.
 func resolveInto(req *gossip.TrainRequest, into []float32) {
-	if into == nil || req.MixWith == nil {
+	if into == nil || !req.Mixes() {
 		req.Resolve()
 		return
 	}
-	merge.Interpolate(into, req.Params, req.MixWith, req.MixWeight)
-	req.Params, req.MixWith, req.MixWeight = into, nil, 0
+	req.ResolveInto(into)
 }

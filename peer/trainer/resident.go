@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"weak"
 
+	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/model/compute"
 )
 
@@ -57,6 +58,8 @@ type resident struct {
 	// grads the gradients (LeaveGradients), Mixed the Mix results,
 	// Fetched those copied to the host since (guarded by mu).
 	left, grads, mixed, fetched uint64
+	// Merged counts the robust merges computed here (loadResident).
+	merged uint64
 	// Measured counts the consensus distances measured here (Consensus).
 	measured uint64
 	// collecting: a collection asked for when the arena was full
@@ -239,17 +242,30 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 	// their slots are queued: a slot freed before would be taken, and
 	// written, by the next vector copied in.
 	w.forget = w.forget[:0]
+	var robust mixCalls
+	var robustRows, temps []int32
 	for i, j := range jobs {
 		req := j.req
+		if req.MixRule != nil {
+			if d, ok := w.robustMerge(&robust, req); ok {
+				robustRows, temps = append(robustRows, int32(i)), append(temps, d)
+				req.Params, req.MixRule, req.MixInputs, req.MixWeights = nil, nil, nil, nil // a new vector, below
+				w.params = append(w.params, nil)
+				continue
+			}
+		}
 		a, okA := r.slot(req.Params)
 		b, okB := a, true
 		if req.MixWith != nil {
 			b, okB = r.slot(req.MixWith)
 		}
 		switch {
-		case !okA || !okB:
+		case !okA || !okB || req.MixRule != nil:
 			r.fetch(req.Params) // merged on the host
 			r.fetch(req.MixWith)
+			for _, x := range req.MixInputs {
+				r.fetch(x)
+			}
 			resolveInto(req, j.into)
 			w.forget = append(w.forget, req.Params)
 			be.Copy(dst.Slice(i*r.size, (i+1)*r.size), compute.Host(req.Params))
@@ -264,7 +280,7 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 	}
 	// The mixes' new host vectors, not cleared: a result is stored to
 	// its vector in full, or left on the device until fetched in full.
-	for _, i := range w.mixRows {
+	for _, i := range append(w.mixRows, robustRows...) {
 		v := jobs[i].into // named by the caller (RunBatchInto), or new
 		if v == nil {
 			v = compute.Unzeroed(r.size)
@@ -272,11 +288,51 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 		jobs[i].req.Params = v
 		w.params[i] = v
 	}
+	if len(robustRows) > 0 {
+		// The robust merges into slots of their own, then copied in as
+		// the other starting points are; the slots are free once the
+		// copy is queued.
+		robust.run(be, r.arena, r.size)
+		w.cpRows, w.cpSrc = append(w.cpRows, robustRows...), append(w.cpSrc, temps...)
+	}
 	be.InterpolateRows(dst, r.arena, r.size, w.mixRows, w.mixA, w.mixB, w.mixW)
 	w.copySlots(dst, r.arena, w.cpRows, w.cpSrc)
 	for _, v := range w.forget {
 		r.forget(v)
 	}
+	if len(temps) > 0 {
+		r.mu.Lock()
+		r.free = append(r.free, temps...)
+		r.merged += uint64(len(temps))
+		r.mu.Unlock()
+	}
+}
+
+// robustMerge places req's robust merge (TrainRequest.MixRule) in c, its
+// result a slot of its own, which it returns, its inputs read where the
+// arena holds them (copied in where it does not): false, with nothing
+// placed, where the rule has no kernel for them or the arena no room.
+func (w *BatchWorkspace) robustMerge(c *mixCalls, req *gossip.TrainRequest) (int32, bool) {
+	r := w.res
+	it := MixItem{Xs: req.MixInputs, Agg: req.MixRule, Ws: req.MixWeights}
+	if !c.placed(it) || len(req.MixInputs) == 0 || &req.MixInputs[0][0] != &req.Params[0] {
+		return 0, false
+	}
+	slots := make([]int32, len(req.MixInputs))
+	for k, x := range req.MixInputs {
+		s, ok := r.slot(x)
+		if !ok {
+			return 0, false
+		}
+		slots[k] = s
+	}
+	d, ok := r.alloc()
+	if !ok {
+		r.full++
+		return 0, false
+	}
+	c.add(it, d, slots, -1)
+	return d, true
 }
 
 // keepResults copies the stack's trained models 0 to k−1 to slots of

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 	"github.com/gossipd/gossipd/model/compute"
 	"github.com/gossipd/gossipd/model/compute/backendtest"
@@ -16,8 +17,9 @@ import (
 // TestResidentBatches: on a device, batches keep the models they train
 // and start from (resident.go) and give the CPU's bits. Three rounds of a
 // random walk's requests: each trainer's next request starts from its
-// last result mixed with its neighbour's (TrainRequest.MixWith), or from
-// a copy of it; from the second round on every vector is found on the
+// last result mixed with its neighbour's (TrainRequest.MixWith), or
+// merged with four others by a robust rule (MixRule: Krum, median and
+// clipped gossip in turn), or from a copy of it; from the second round on every vector is found on the
 // device (but a request's own copy), the host vectors named stay
 // untouched, and every slot of the arena is free or holds a vector. With
 // an arena too small, requests merge on the host, to the same bits.
@@ -42,10 +44,11 @@ func TestResidentBatches(t *testing.T) {
 		t.Errorf("an arena of 3 slots: %+v, never full", smallStats)
 	}
 	// Round 0 copies in its five requests' vectors; round 1 finds the
-	// four mixes' eight vectors on the device and copies in the one copy
-	// (a vector of its own, new to the device).
-	if stats.Uploads != 6 || stats.Hits != 8 || stats.Full != 0 {
-		t.Errorf("after two rounds: %+v, want 6 uploads, 8 hits", stats)
+	// three mixes' six vectors and the robust merge's five on the device,
+	// merges there, and copies in the one copy (a vector of its own, new
+	// to the device).
+	if stats.Uploads != 6 || stats.Hits != 11 || stats.Full != 0 || stats.Merged != 1 {
+		t.Errorf("after two rounds: %+v, want 6 uploads, 11 hits, 1 robust merge", stats)
 	}
 }
 
@@ -120,7 +123,7 @@ func residentRoundsInto(t *testing.T, dev *backendtest.Device, onDev bool, maxSl
 		if into {
 			named = make([][]float32, len(reqs))
 			for i, req := range reqs {
-				if req.MixWith != nil {
+				if req.Mixes() {
 					named[i] = make([]float32, len(req.Params))
 					poisonStale([][]float32{named[i]})
 				}
@@ -176,7 +179,14 @@ func residentRoundsInto(t *testing.T, dev *backendtest.Device, onDev bool, maxSl
 		reqs = reqs[:0]
 		for i, r := range out {
 			req := &gossip.TrainRequest{ID: uint64(100*round + i), Op: gossip.OpUpdate, Params: r.Params, Steps: 1 + i%2}
-			if i%3 != 2 {
+			if i%3 == 1 && i%2 == 1 { // a random walk's robust merge
+				rules := []merge.Aggregator{merge.Krum{F: 1}, merge.ClippedWindow{Pulls: 1}, merge.Median{}, merge.ClippedWindow{Tau: 0.5, Pulls: 1}}
+				req.MixRule = rules[(round+i)%len(rules)]
+				for k := range 5 {
+					req.MixInputs = append(req.MixInputs, out[(i+k)%len(out)].Params)
+				}
+				req.MixWeights = []float64{0.75, 0.25, 0, 0, 0}
+			} else if i%3 != 2 {
 				other := out[(i+1)%len(out)].Params
 				req.MixWith, req.MixWeight = other, 0.25*float32(1+i%3)
 				if !lazy { // a vector left on the device is NaN on the host until fetched
