@@ -14,7 +14,8 @@
 # 42's sim42-mlp-gpu, sim42-mlp-cpu, sim42-mlp-dpsgd-gpu,
 # sim42-mlp-dpsgd-cpu, sim42-mlp-pushsum-gpu, sim42-mlp-pushsum-cpu,
 # sim42-mlp-adpsgd-gpu, sim42-mlp-adpsgd-cpu, sim42-mlp-median-gpu,
-# sim42-mlp-median-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
+# sim42-mlp-median-cpu, sim42-mlp-clipped-gpu, sim42-mlp-clipped-cpu,
+# sim42-mlp-pushsum-clipped-gpu, sim42-mlp-pushsum-clipped-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
 # sim42-cnn-cpu, sim42-auto, sim42-auto-dpsgd, sim42-mlp-calls,
 # sim42-mlp-dpsgd-calls, hostwork), to finish a run that was cut off; by default every step.
 set -uo pipefail
@@ -128,6 +129,14 @@ limit=240 step sim42-mlp-adpsgd-cpu sim sim42-mlp-adpsgd-cpu --model mlp --proto
 # peers sending noise, whose robust mixes run on the device too.
 limit=240 step sim42-mlp-median-gpu sim sim42-mlp-median-gpu --model mlp --protocol dpsgd --aggregator median --byzantine 0.1 --attack gaussian --peers 10000 --rounds 20 --eval-every 20 --device cuda
 limit=240 step sim42-mlp-median-cpu sim sim42-mlp-median-cpu --model mlp --protocol dpsgd --aggregator median --byzantine 0.1 --attack gaussian --peers 10000 --rounds 20 --eval-every 20 --device cpu
+# And by random walk and push-sum with clipped gossip, with no attackers
+# (whose models are made on the host), merged on the device too: 5,000
+# peers, whose caches of 10 models each fit the arena (a quarter of the
+# device).
+limit=240 step sim42-mlp-clipped-gpu sim sim42-mlp-clipped-gpu --model mlp --aggregator clipped --peers 5000 --rounds 20 --eval-every 20 --device cuda
+limit=240 step sim42-mlp-clipped-cpu sim sim42-mlp-clipped-cpu --model mlp --aggregator clipped --peers 5000 --rounds 20 --eval-every 20 --device cpu
+limit=240 step sim42-mlp-pushsum-clipped-gpu sim sim42-mlp-pushsum-clipped-gpu --model mlp --protocol pushsum --aggregator clipped --peers 5000 --rounds 20 --eval-every 20 --device cuda
+limit=240 step sim42-mlp-pushsum-clipped-cpu sim sim42-mlp-pushsum-clipped-cpu --model mlp --protocol pushsum --aggregator clipped --peers 5000 --rounds 20 --eval-every 20 --device cpu
 limit=240 step sim42-cnn-gpu sim sim42-cnn-gpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --peer-batch 256 --device cuda
 limit=240 step sim42-cnn-cpu sim sim42-cnn-cpu --model lenet5 --peers 1000 --rounds 5 --eval-every 5 --device cpu
 # --device auto on the random walk's 10,000 MLP peers: its summary says
