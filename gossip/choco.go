@@ -57,12 +57,21 @@ func newChoco(cfg *Config) *choco {
 	return c
 }
 
+// Where the core hands its mixes (HandsMixes: rand-k), every vector here
+// is a new one the Mixer makes, never written again, and so are the
+// messages' (a rand-k step goes as the dense step itself, deferred,
+// with the indices that say its size: compress.Payload.Deferred): the
+// same arithmetic, step by step, as merge.Axpy's in place.
+
 // init starts the public copies: each node sends its own as a keyframe
 // in its first round (the nodes need not start from the same model, and
 // a restarted or joining node's copies are not what its neighbours hold),
 // and a neighbour's copy counts once its keyframe is in.
 func (c *choco) init(n *Core, order []PeerID) {
-	c.self, c.key = slices.Clone(n.params), true
+	c.self, c.key = n.params, true
+	if !n.cfg.HandsMixes() {
+		c.self = slices.Clone(n.params)
+	}
 	clear(c.hats)
 	for _, p := range order {
 		c.hats[p] = &copyOf{stale: true}
@@ -88,10 +97,13 @@ func (c *choco) rewire(n *Core, order []PeerID) {
 // step takes the local step x' = x − lr·g and sends the round's message:
 // a compressed step of the public copy, or a keyframe.
 func (c *choco) step(n *Core, d *dpsgd, g []float32) {
+	if d.mixes() {
+		c.stepMixed(n, d, g)
+		return
+	}
 	c.half = slices.Clone(n.params)
 	merge.Axpy(c.half, -float32(d.cfg.LR), g)
-	if c.key || (c.every > 0 && n.round > 0 && n.round%c.every == 0) {
-		c.key, c.lastKey = false, n.round+1
+	if c.keyframe(n) {
 		copy(c.self, c.half)
 		for _, p := range d.order {
 			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: c.self, Weight: d.degree()})
@@ -110,8 +122,46 @@ func (c *choco) step(n *Core, d *dpsgd, g []float32) {
 	}
 }
 
+// keyframe reports whether this round's message is a keyframe, and
+// records that it goes out.
+func (c *choco) keyframe(n *Core) bool {
+	if c.key || (c.every > 0 && n.round > 0 && n.round%c.every == 0) {
+		c.key, c.lastKey = false, n.round+1
+		return true
+	}
+	return false
+}
+
+// stepMixed is step where the core hands its mixes: the local step, the
+// public copy's step and its rand-k compression (the indices drawn as
+// compress.Compress draws them, the values masked by the Mixer), each a
+// new vector.
+func (c *choco) stepMixed(n *Core, d *dpsgd, g []float32) {
+	c.half = n.mixed([][]float32{n.params}, []float32{1}, g, -float32(d.cfg.LR))
+	if c.keyframe(n) {
+		c.self = c.half // the messages share it; nobody writes it
+		for _, p := range d.order {
+			n.send(Message{Kind: KindParams, To: p, Round: n.round, Params: c.self, Weight: d.degree(), sum: n.laterSum(c.self)})
+		}
+		return
+	}
+	diff := n.mixed([][]float32{c.half, c.self}, []float32{1, -1}, nil, 0)
+	size := len(diff)
+	seed := n.rng.Uint64()
+	keep := compress.RandIndices(nil, size, c.spec.Keep(size), seed)
+	q := n.cfg.Mixer.Vector(size)
+	n.cfg.Mixer.Mask(q, diff, slices.Clone(keep))
+	c.self = n.mixed([][]float32{c.self, q}, []float32{1, 1}, nil, 0)
+	p := &compress.Payload{Kind: compress.RandK, N: size, Seed: seed, Indices: keep, Deferred: q}
+	for _, to := range d.order {
+		n.send(Message{Kind: KindParams, To: to, Round: n.round, Packed: p, Weight: d.degree()})
+	}
+}
+
 // receive applies a neighbour's message to its copy: a step in order (or
 // kept until the ones before it come), a keyframe whatever came before.
+// The copy keeps the message's vector (a keyframe's, an early step's) or
+// a new one the Mixer makes from it, where the core hands its mixes.
 func (c *choco) receive(n *Core, m *Message) {
 	h := c.hats[m.From]
 	if h == nil {
@@ -131,7 +181,12 @@ func (c *choco) receive(n *Core, m *Message) {
 			if !h.stale && (c.every == 0 || m.Round%c.every != 0) && !answered {
 				c.key = true
 			}
-			h.x = append(h.x[:0], m.Params...)
+			if n.cfg.HandsMixes() {
+				h.x = m.Params
+				n.keep()
+			} else {
+				h.x = append(h.x[:0], m.Params...)
+			}
 			h.round, h.stale, h.early = m.Round+1, false, nil
 		}
 		return
@@ -149,30 +204,50 @@ func (c *choco) receive(n *Core, m *Message) {
 			h.early = map[uint64][]float32{}
 		}
 		h.early[m.Round] = m.Params
+		n.keep()
 		return
 	}
-	merge.Axpy(h.x, 1, m.Params)
+	h.x = c.add(n, h.x, m.Params)
 	h.round++
 	for q, ok := h.early[h.round]; ok; q, ok = h.early[h.round] {
 		delete(h.early, h.round)
-		merge.Axpy(h.x, 1, q)
+		h.x = c.add(n, h.x, q)
 		h.round++
 	}
 }
 
+// add returns x + q (merge.Axpy): x itself, written in place, or a new
+// vector the Mixer makes where the core hands its mixes.
+func (c *choco) add(n *Core, x, q []float32) []float32 {
+	if n.cfg.HandsMixes() {
+		return n.mixed([][]float32{x, q}, []float32{1, 1}, nil, 0)
+	}
+	merge.Axpy(x, 1, q)
+	return x
+}
+
 // mix returns x' + γ·Σ_j W_ij·(x̂_j − x̂_i) over the neighbours whose
 // copies are current.
-func (c *choco) mix(d *dpsgd) []float32 {
+func (c *choco) mix(n *Core, d *dpsgd) []float32 {
 	x := c.half
 	c.half = nil
+	xs, ws := [][]float32{x}, []float32{1}
 	for _, p := range d.order {
 		h := c.hats[p]
 		if h == nil || h.stale {
 			continue
 		}
 		w := float32(c.gamma * d.weights[p])
-		merge.Axpy(x, w, h.x)
-		merge.Axpy(x, -w, c.self)
+		if !d.mixes() {
+			merge.Axpy(x, w, h.x)
+			merge.Axpy(x, -w, c.self)
+		}
+		xs, ws = append(xs, h.x, c.self), append(ws, w, -w)
+	}
+	if d.mixes() && len(xs) > 1 {
+		// The same sums in the same order (merge.Combine adds each
+		// product, rounded, to the sum so far, as each Axpy does).
+		return n.mixed(xs, ws, nil, 0)
 	}
 	return x
 }

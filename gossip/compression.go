@@ -140,9 +140,13 @@ func (n *Core) unpack(m *Message) error {
 		if !n.cfg.HandsMixes() || len(d) != m.Packed.N {
 			return invalid("compression", "a deferred vector, which only a simulator's cores that hand their mixes exchange")
 		}
-		x := n.cfg.Mixer.Vector(m.Packed.N)
-		n.cfg.Mixer.Quantize(x, d, m.Packed.Kind)
-		m.Params, m.sum = x, n.laterSum(x)
+		if m.Packed.Kind == compress.RandK { // already as decompressed (Mixer.Mask)
+			m.Params, m.sum = d, n.laterSum(d)
+		} else {
+			x := n.cfg.Mixer.Vector(m.Packed.N)
+			n.cfg.Mixer.Quantize(x, d, m.Packed.Kind)
+			m.Params, m.sum = x, n.laterSum(x)
+		}
 	} else {
 		m.Params = make([]float32, m.Packed.N)
 		compress.Decompress(m.Params, m.Packed)

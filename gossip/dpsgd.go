@@ -158,6 +158,10 @@ func (d *dpsgd) begin(n *Core) {
 		n.train(OpUpdate, n.params, d.cfg.Outer.Steps, nil)
 		return
 	}
+	if d.mixes() { // CHOCO: the model is never written in place
+		n.trainShared(OpGradient, n.params)
+		return
+	}
 	n.train(OpGradient, n.resolved(n.params), 0, nil)
 }
 
@@ -320,7 +324,7 @@ func (d *dpsgd) tryFinish(n *Core) {
 		return
 	}
 	if d.choco != nil {
-		d.finish(n, d.choco.mix(d))
+		d.finish(n, d.choco.mix(n, d))
 		return
 	}
 	own := n.params

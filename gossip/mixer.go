@@ -13,8 +13,10 @@ import (
 // answers for), of plain push-sum and GoSGD (the
 // step, the shares, the sums of shares received, the de-biased estimate)
 // and of plain AD-PSGD (the pairwise average, a Blend, and the step),
-// all with no sparse compression, secure aggregation or outer optimizer,
-// and of D-PSGD's and push-sum's robust rules (HandsMixes). Without one
+// all with no secure aggregation or outer optimizer, and of D-PSGD's and
+// push-sum's robust rules and D-PSGD's CHOCO steps under rand-k (its
+// local step, the steps of the public copies, their compression, a
+// Mask, and the consensus step: HandsMixes). Without one
 // (Config.Mixer nil) the core mixes on the spot.
 //
 // A vector given to Mix as dst is pending until the mixer resolves it;
@@ -47,6 +49,12 @@ type Mixer interface {
 	// anything reads dst: a compressed vector sent by a core that hands
 	// its mixes (compress.Payload.Deferred). src is read only.
 	Quantize(dst, src []float32, kind compress.Kind)
+	// Mask arranges for dst to become src at the indices keep (ascending)
+	// and 0 elsewhere, before anything reads dst: CHOCO's rand-k step as
+	// its receivers decompress it (compress.Compress and Decompress of
+	// the indices compress.RandIndices draws). src is read only; Mask
+	// owns keep.
+	Mask(dst, src []float32, keep []uint32)
 	// Resolve makes v hold its values, if it is pending.
 	Resolve(v []float32)
 	// SumLater returns a function that gives Σ v² (merge.SumSquares)
@@ -59,14 +67,18 @@ type Mixer interface {
 }
 
 // HandsMixes reports whether a core of this config hands its mixes to
-// its Mixer: plain D-PSGD or push-sum with their own mixes or a robust
-// rule (merge.Checked), plain GoSGD, or plain AD-PSGD, with no sparse compression,
-// secure aggregation or outer optimizer. Its gradients then go nowhere
+// its Mixer: plain D-PSGD (or CHOCO-SGD's under rand-k) or push-sum with
+// their own mixes or a robust rule (merge.Checked), plain GoSGD, or
+// plain AD-PSGD, with no other sparse compression, secure aggregation or
+// outer optimizer. Its gradients then go nowhere
 // but to the Mixer, which may keep them where it mixes, and it never
 // writes a model in place: each mix makes a new vector (Vector).
 func (c *Config) HandsMixes() bool {
-	if c.Mixer == nil || !MixesOf(c.Protocol) || c.Sparse.Kind != compress.None || c.Secure.Enabled || c.Outer.Enabled() {
+	if c.Mixer == nil || !MixesOf(c.Protocol) || c.Secure.Enabled || c.Outer.Enabled() {
 		return false
+	}
+	if c.Sparse.Kind != compress.None && !(c.Protocol == DPSGD && c.Sparse.Kind == compress.RandK) {
+		return false // top-k's message sizes depend on where its values lie
 	}
 	switch c.Protocol {
 	case DPSGD:

@@ -18,8 +18,8 @@ type lazyMixer struct {
 	pending map[*float32]func()
 	mixes   int
 	robust  int // of mixes, by Aggregate
-	// quantized counts the mixes by Quantize.
-	quantized int
+	// quantized counts the mixes by Quantize, masked those by Mask.
+	quantized, masked int
 	// vouch makes SumLater give 0 for a pending vector and leave it
 	// pending, as a simulator does on a device while it promises: a
 	// core that reads such a vector before Resolve reads NaN.
@@ -84,6 +84,21 @@ func (m *lazyMixer) Quantize(dst, src []float32, kind compress.Kind) {
 	}
 }
 
+func (m *lazyMixer) Mask(dst, src []float32, keep []uint32) {
+	m.mixes++
+	m.masked++
+	for i := range dst {
+		dst[i] = float32(math.NaN())
+	}
+	m.pending[&dst[0]] = func() {
+		m.Resolve(src)
+		clear(dst)
+		for _, i := range keep {
+			dst[i] = src[i]
+		}
+	}
+}
+
 func (m *lazyMixer) Resolve(v []float32) {
 	if len(v) == 0 {
 		return
@@ -132,27 +147,33 @@ func gradients(mx gossip.Mixer, grad func(i, k int, v float32) float32) func(int
 // read one before resolving it would read NaN.
 func TestHandedMixes(t *testing.T) {
 	type run struct {
-		proto string
-		q     compress.Kind
+		proto  string
+		q      compress.Kind
+		sparse compress.Spec // D-PSGD's CHOCO steps
 	}
 	var runs []run
 	for _, q := range []compress.Kind{compress.None, compress.FP16, compress.Int8} {
 		for _, proto := range []string{gossip.PushSum, gossip.GoSGD, gossip.ADPSGD, gossip.DPSGD} {
 			if proto != gossip.DPSGD || q != compress.None {
-				runs = append(runs, run{proto, q})
+				runs = append(runs, run{proto: proto, q: q})
 			}
 		}
 	}
+	runs = append(runs, run{proto: gossip.DPSGD, sparse: compress.Spec{Kind: compress.RandK, Fraction: 0.3}})
 	for _, r := range runs {
 		proto := r.proto
-		t.Run(proto+"/"+r.q.String(), func(t *testing.T) {
+		sub := r.q.String()
+		if r.sparse.Kind != compress.None {
+			sub = r.sparse.String()
+		}
+		t.Run(proto+"/"+sub, func(t *testing.T) {
 			// With a mixer the nodes start from their initial vectors
 			// themselves (ShareInit), which they must never write.
 			var inits, copies [][]float32
 			joined := 0
 			run := func(mx gossip.Mixer) ([][]float32, []float64) {
 				h := newHarness(t, 6, func(i int, c *gossip.Config) {
-					c.Protocol, c.LR, c.Mixer, c.ShareInit, c.Quantize = proto, 0.3, mx, mx != nil, compress.Spec{Kind: r.q}
+					c.Protocol, c.LR, c.Mixer, c.ShareInit, c.Quantize, c.Sparse = proto, 0.3, mx, mx != nil, compress.Spec{Kind: r.q}, r.sparse
 					c.Join = i == 5
 					for k := range c.Init {
 						c.Init[k] = float32(i*8+k) / 16
@@ -205,8 +226,8 @@ func TestHandedMixes(t *testing.T) {
 					t.Fatalf("node %d: mixes handed to a mixer that vouches %v (weight %v), mixed on the spot %v (weight %v)", i, vouched[i], vw[i], alone[i], aw[i])
 				}
 			}
-			if mx.mixes == 0 || (mx.quantized == 0) != (r.q == compress.None) {
-				t.Fatalf("%d mixes handed to the mixer, %d roundings of vectors sent %v", mx.mixes, mx.quantized, r.q)
+			if mx.mixes == 0 || (mx.quantized == 0) != (r.q == compress.None) || (mx.masked == 0) != (r.sparse.Kind == compress.None) {
+				t.Fatalf("%d mixes handed to the mixer, %d roundings of vectors sent %v, %d masks of steps sent %v", mx.mixes, mx.quantized, r.q, mx.masked, r.sparse)
 			}
 			for i := range inits {
 				if !slices.Equal(inits[i], copies[i]) {

@@ -123,6 +123,8 @@ func (nullDevice) ClipRows(compute.Tensor, compute.Tensor, int, []int32, []int32
 }
 func (nullDevice) QuantizeRows(compute.Tensor, compute.Tensor, int, []int32, []int32, compute.Quantization, int) {
 }
+func (nullDevice) MaskRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []int32) {
+}
 func (nullDevice) InterpolateRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []float32) {
 }
 func (nullDevice) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,7 +59,7 @@ type lazyMixer struct {
 // lazyMix is one recorded mix, dst = Σ w[k]·xs[k] + a·g, or with blend
 // dst = xs[0] + w[0]·(xs[1] − xs[0]), or with agg agg's combination of
 // xs with weights ws + a·g, or with quant xs[0] compressed so and
-// decompressed.
+// decompressed, or with mask xs[0] at the indices keep, 0 elsewhere.
 type lazyMix struct {
 	once  sync.Once // on the CPU
 	dst   []float32
@@ -70,6 +71,8 @@ type lazyMix struct {
 	agg   merge.Aggregator
 	ws    []float64
 	quant compress.Kind
+	keep  []uint32 // with mask
+	mask  bool
 	ss    float64 // Σ dst², once resolved
 	seq   uint64  // its order among the mixes
 	done  bool    // on a device: resolved (guarded by the mixer's mu)
@@ -85,7 +88,7 @@ type lazyMix struct {
 
 // item is p as the batches' workspace computes it.
 func (p *lazyMix) item() trainer.MixItem {
-	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Agg: p.agg, Ws: p.ws, Quantize: p.quant}
+	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Agg: p.agg, Ws: p.ws, Quantize: p.quant, Mask: p.mask, Keep: p.keep}
 }
 
 // inputs returns the vectors p reads: xs, and g where set.
@@ -141,6 +144,11 @@ func (m *lazyMixer) Aggregate(dst []float32, xs [][]float32, ws []float64, agg m
 // Quantize implements gossip.Mixer.
 func (m *lazyMixer) Quantize(dst, src []float32, kind compress.Kind) {
 	m.record(&lazyMix{dst: dst, xs: [][]float32{src}, quant: kind})
+}
+
+// Mask implements gossip.Mixer.
+func (m *lazyMixer) Mask(dst, src []float32, keep []uint32) {
+	m.record(&lazyMix{dst: dst, xs: [][]float32{src}, mask: true, keep: keep})
 }
 
 // record makes p a pending mix.
@@ -391,14 +399,16 @@ func poison(v []float32) {
 // vectorBlock is how many host vectors of models left on a device
 // (gradients and mixes, which the device fills only if they are
 // read) may share an allocation: vectorsPerBlock where every peer stays
-// online, so that a round's vectors are dropped about together, else 1.
+// online, so that a round's vectors are dropped about together, else 1
+// (CHOCO's copies of a neighbour's model, under rand-k, may outlive the
+// round).
 // One vector still held keeps its whole allocation, and with it every
 // other vector's device slot: an offline peer's gradient and model, or
 // under the other protocols that mix (push-sum, GoSGD, AD-PSGD), whose
 // vectors live from a few events to many rounds, any peer's.
 func (s *sim) vectorBlock() int {
 	c := s.cfg
-	if c.Protocol != gossip.DPSGD || c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 {
+	if c.Protocol != gossip.DPSGD || c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 || strings.HasPrefix(c.Compression, "randk") {
 		return 1
 	}
 	return vectorsPerBlock

@@ -116,12 +116,15 @@ func TestLazyMixerResolvesInputs(t *testing.T) {
 // batch, to the last digit: CombineRows and its norms are the CPU's
 // arithmetic, and so are the robust rules' (TrimmedRows' medians and
 // trimmed means; Krum's and clipped gossip's distances, then their
-// picks, means and clips). The
+// picks, means and clips), push-sum's robust rules, and CHOCO's rand-k
+// steps (MaskRows). The
 // mixes' host vectors stay NaN until copied back
 // (testPoison), so a read that forgot to copy would show; no device
 // buffer outlives the run. The gradients and mixes share allocations,
 // 3 each here (vectorsPerBlock) so that a batch of 8 takes several, but
-// for the run with churn, whose peers go offline holding theirs.
+// for the runs with churn, whose peers go offline holding theirs, and
+// under rand-k, whose copies of the neighbours' models may outlive a
+// round.
 func TestMixesOnDevice(t *testing.T) {
 	testPoison = true
 	defer func() { testPoison = false }()
@@ -155,6 +158,8 @@ func TestMixesOnDevice(t *testing.T) {
 		"pushsum multikrum":     {Settings: job.Settings{Protocol: gossip.PushSum, Aggregator: "multikrum:1"}, Byzantine: 0.2, Attack: "bitflip"},
 		"pushsum clipped":       {Settings: job.Settings{Protocol: gossip.PushSum, Aggregator: "clipped"}, Byzantine: 0.2, Attack: "gaussian"},
 		"pushsum clipped int8":  {Settings: job.Settings{Protocol: gossip.PushSum, Aggregator: "clipped:0.5", Compression: "int8"}, Drop: 0.1},
+		"randk":                 {Settings: job.Settings{Compression: "randk:0.1", Model: "mlp"}, Hidden: []int{8}},
+		"randk churn":           {Settings: job.Settings{Compression: "randk:0.2:0.3"}, Churn: 0.2, Drop: 0.1},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			if c.Protocol == "" {
@@ -181,7 +186,7 @@ func TestMixesOnDevice(t *testing.T) {
 			trimmed := c.Aggregator == "median" || strings.HasPrefix(c.Aggregator, "trimmed:")
 			picks := strings.Contains(c.Aggregator, "krum") || strings.HasPrefix(c.Aggregator, "clipped")
 			switch {
-			case block != map[bool]int{true: 3, false: 1}[c.Churn == 0 && c.Protocol == gossip.DPSGD]:
+			case block != map[bool]int{true: 3, false: 1}[c.Churn == 0 && c.Protocol == gossip.DPSGD && !strings.HasPrefix(c.Compression, "randk")]:
 				t.Fatalf("%d vectors an allocation (%s, churn %v)", block, c.Protocol, c.Churn)
 			case st == nil || st.Mixed == 0:
 				t.Fatalf("resident counts %+v: no mix ran on the device", st)
@@ -197,6 +202,9 @@ func TestMixesOnDevice(t *testing.T) {
 			multi, clipped := strings.HasPrefix(c.Aggregator, "multikrum"), strings.HasPrefix(c.Aggregator, "clipped")
 			if quantized := c.Compression == "fp16" || c.Compression == "int8"; (ds.Quantized > 0) != quantized {
 				t.Fatalf("%d vectors rounded to %q on the device", ds.Quantized, c.Compression)
+			}
+			if masked := strings.HasPrefix(c.Compression, "randk"); (ds.Masked > 0) != masked {
+				t.Fatalf("%d steps masked under %q on the device", ds.Masked, c.Compression)
 			}
 			if (ds.Trimmed > 0) != trimmed || (ds.Pairs > 0) != picks || (ds.Averaged > 0) != multi || (ds.Clipped > 0) != clipped {
 				t.Fatalf("robust rows on the device (aggregator %q): %d trimmed means, %d distances of pairs, %d means, %d clips", c.Aggregator, ds.Trimmed, ds.Pairs, ds.Averaged, ds.Clipped)

@@ -140,9 +140,18 @@ func (s *sim) send(from int, m *gossip.Message) error {
 		s.mixer.hostValues(m.Params) // encoded here
 		if p := m.Packed; p != nil && p.Deferred != nil {
 			// Compressed here, to be encoded (fp16 and int8 draw no
-			// randomness).
+			// randomness; rand-k's values are the kept ones, its
+			// indices drawn from the seed it carries).
 			s.mixer.hostValues(p.Deferred)
-			compress.Compress(p, p.Deferred, compress.Spec{Kind: p.Kind}, nil)
+			if p.Kind == compress.RandK {
+				vals := make([]float32, len(p.Indices))
+				for k, i := range p.Indices {
+					vals[k] = p.Deferred[i]
+				}
+				p.Values, p.Indices, p.Deferred = vals, nil, nil
+			} else {
+				compress.Compress(p, p.Deferred, compress.Spec{Kind: p.Kind}, nil)
+			}
 		}
 	}
 	if s.adv != nil {

@@ -39,7 +39,11 @@ func EncodedSize(p *Payload) int {
 			prev = int(i)
 		}
 	case RandK:
-		n += 12 + 4*len(p.Values)
+		k := len(p.Values)
+		if p.Deferred != nil {
+			k = len(p.Indices)
+		}
+		n += 12 + 4*k
 	case RandKInt8:
 		n += 12 + 4*len(p.Scales) + len(p.Bytes)
 	}

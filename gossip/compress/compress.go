@@ -129,9 +129,12 @@ type Payload struct {
 	Seed    uint64
 	// Deferred, in a simulator only, is the vector the payload carries
 	// before it is compressed: the receiver's mixer rounds it as the
-	// payload would (gossip.Mixer.Quantize; FP16 and Int8 only). Half,
-	// Scales and Bytes stay empty, EncodedSize counts its bytes from N,
-	// and it is never encoded nor decompressed.
+	// payload would (gossip.Mixer.Quantize; FP16 and Int8), or, for
+	// RandK, the vector already as its receivers decompress it (zero but
+	// at the Indices drawn from Seed: gossip.Mixer.Mask). Half, Scales,
+	// Bytes and Values stay empty, EncodedSize counts its bytes from N
+	// (RandK: from the Indices), and it is never encoded nor
+	// decompressed.
 	Deferred []float32
 }
 

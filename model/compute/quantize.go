@@ -143,3 +143,41 @@ func (c *CPU) QuantizeRows(dt, st Tensor, n int, rows, from []int32, q Quantizat
 		RoundTrip(x[int(rows[i])*n:][:n], s[int(from[i])*n:][:n], q, chunk)
 	})
 }
+
+// CheckMask panics unless a MaskRows call's lists agree and lie in its
+// matrices, and each row's indices ascend below n.
+func CheckMask(dst, src Tensor, n int, rows, start, from, keep []int32) {
+	CheckRows("MaskRows", dst, n, rows)
+	CheckRows("MaskRows", src, n, from)
+	if len(rows) != len(from) || len(start) != len(rows)+1 || start[0] != 0 || int(start[len(rows)]) != len(keep) {
+		panic(fmt.Sprintf("compute: MaskRows: %d rows, %d sources, %d starts, %d indices", len(rows), len(from), len(start), len(keep)))
+	}
+	for i := range rows {
+		lo, hi := start[i], start[i+1]
+		if lo > hi || int(hi) > len(keep) {
+			panic(fmt.Sprintf("compute: MaskRows: row %d's indices %d to %d of %d", i, lo, hi, len(keep)))
+		}
+		for k := lo; k < hi; k++ {
+			if keep[k] < 0 || int(keep[k]) >= n || (k > lo && keep[k] <= keep[k-1]) {
+				panic(fmt.Sprintf("compute: MaskRows: row %d keeps index %d, not ascending below %d", i, keep[k], n))
+			}
+		}
+	}
+}
+
+// MaskRows implements Rows.
+func (c *CPU) MaskRows(dt, st Tensor, n int, rows, start, from, keep []int32) {
+	CheckMask(dt, st, n, rows, start, from, keep)
+	x, s := host(dt), host(st)
+	ForEach(len(rows), c.rowWorkers(len(rows), n), func(i int) {
+		d, v := x[int(rows[i])*n:][:n], s[int(from[i])*n:][:n]
+		ks := keep[start[i]:start[i+1]]
+		j := 0
+		for _, k := range ks { // in place too: each value read before it is written
+			clear(d[j:k])
+			d[k] = v[k]
+			j = int(k) + 1
+		}
+		clear(d[j:])
+	})
+}

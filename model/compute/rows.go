@@ -83,6 +83,11 @@ type Rows interface {
 	// A NaN may come back as another NaN. The same rules of aliasing as
 	// InterpolateRows hold.
 	QuantizeRows(dst, src Tensor, n int, rows, from []int32, q Quantization, chunk int)
+	// MaskRows sets row rows[i] of dst to row from[i] of src at the
+	// indices keep[start[i]:start[i+1]] (ascending, below n) and to 0
+	// elsewhere: a rand-k compression of the row as its receivers
+	// decompress it. The same rules of aliasing as InterpolateRows hold.
+	MaskRows(dst, src Tensor, n int, rows, start, from, keep []int32)
 }
 
 // CheckMean panics unless a MeanRows call's rows lie in src and dst

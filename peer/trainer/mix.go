@@ -32,6 +32,10 @@ import (
 // With Quantize (compress.FP16 or Int8), Dst = Xs[0] compressed so and
 // decompressed: what the receiver of Xs[0] sent compressed holds
 // (compute.Rows' QuantizeRows on a device).
+//
+// With Mask, Dst = Xs[0] at the indices Keep (ascending, distinct) and 0
+// elsewhere: CHOCO's rand-k step as its receivers decompress it
+// (compute.Rows' MaskRows on a device).
 type MixItem struct {
 	Dst      []float32
 	Xs       [][]float32
@@ -42,6 +46,8 @@ type MixItem struct {
 	Agg      merge.Aggregator
 	Ws       []float64
 	Quantize compress.Kind
+	Mask     bool
+	Keep     []uint32
 }
 
 // Mix computes the items' sums where the workspace keeps its models, and
@@ -132,6 +138,11 @@ func (it MixItem) OnHost() float64 {
 	switch {
 	case it.Quantize != compress.None: // as compress.Compress and Decompress round it
 		compute.RoundTrip(it.Dst, it.Xs[0], quantization(it.Quantize), compress.Int8Chunk)
+	case it.Mask:
+		clear(it.Dst)
+		for _, i := range it.Keep {
+			it.Dst[i] = it.Xs[0][i]
+		}
 	case it.Blend:
 		merge.Interpolate(it.Dst, it.Xs[0], it.Xs[1], it.W[0])
 	case it.Agg != nil:

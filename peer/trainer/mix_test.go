@@ -17,8 +17,8 @@ import (
 // fetched, for weighted sums with and without a gradient term, for
 // blends, for trimmed means and medians with and without one, and for
 // clipped gossip, Krum and multi-Krum, and vectors sent as int8 and
-// fp16 (InterpolateRows, TrimmedRows, PairDistanceRows, AverageRows,
-// ClipRows and QuantizeRows beside CombineRows; a
+// fp16, a rand-k step (InterpolateRows, TrimmedRows, PairDistanceRows,
+// AverageRows, ClipRows, QuantizeRows and MaskRows beside CombineRows; a
 // median of more than compute.MaxTrimmedInputs on the host), over two
 // generations (the second mixing the first's results,
 // which only the device holds): with room for all, and with an arena so
@@ -42,7 +42,7 @@ func TestMixOnDevice(t *testing.T) {
 	P := st.NumParams()
 	st.Close()
 	var base, grads [][]float32
-	const k = 14 // mixes a generation
+	const k = 15 // mixes a generation
 	for range k {
 		base, grads = append(base, vec(P)), append(grads, vec(P))
 		base[len(base)-1][1] = float32(math.Copysign(0, -1)) // a copy keeps it, a sum makes it +0
@@ -105,6 +105,9 @@ func TestMixOnDevice(t *testing.T) {
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+1)%k], src[(i+2)%k], base[4], src[(i+6)%k], src[(i+7)%k]}, Agg: merge.ClippedWindow{Tau: 4 * float64(gen), Pulls: 2}, Ws: []float64{1, 0.5, 0.25, 0, 0, 0}}
 				case 12: // and its own: nothing to pull, then a window at distance 0
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+3)%k], src[i]}, Agg: merge.ClippedWindow{Pulls: gen}, Ws: []float64{1, 0.5, 0}}
+				case 14: // CHOCO's rand-k step, a tenth of the values kept
+					keep := compress.RandIndices(nil, P, compress.Spec{Kind: compress.RandK, Fraction: 0.1}.Keep(P), uint64(gen+1))
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[(i+2)%k]}, Mask: true, Keep: keep}
 				case 13: // and its own again: no window to set τ
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+3)%k], src[(i+4)%k]}, Agg: merge.ClippedWindow{Pulls: 2}, Ws: []float64{1, 0.5, 0.5}}
 				default:

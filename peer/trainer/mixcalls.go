@@ -23,6 +23,9 @@ type mixCalls struct {
 	clip          rowLists // ClipRows's (clipped gossip), with their scales
 	cscale        []float64
 	qrows, qfrom  [2][]int32 // QuantizeRows's, by kind (fp16, int8)
+	// MaskRows's: each row mrows[i] from mfrom[i] at the indices
+	// mkeep[mstart[i]:mstart[i+1]].
+	mrows, mfrom, mstart, mkeep []int32
 	// pa and pb are the pairs whose distances Krum and clipped gossip
 	// choose by (PairDistanceRows); picks are their items, completed once
 	// the distances are known.
@@ -93,6 +96,17 @@ func trimOf(a merge.Aggregator) (trim int, ok bool) {
 
 // add places it, whose result is row d (placed said yes).
 func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
+	if it.Mask {
+		if len(c.mstart) == 0 {
+			c.mstart = append(c.mstart, 0)
+		}
+		c.mrows, c.mfrom = append(c.mrows, d), append(c.mfrom, slots[0])
+		for _, k := range it.Keep {
+			c.mkeep = append(c.mkeep, int32(k))
+		}
+		c.mstart = append(c.mstart, int32(len(c.mkeep)))
+		return
+	}
 	if it.Quantize != compress.None {
 		k := quantization(it.Quantize) - compute.QuantFP16
 		c.qrows[k], c.qfrom[k] = append(c.qrows[k], d), append(c.qfrom[k], slots[0])
@@ -183,6 +197,9 @@ func (c *mixCalls) run(be compute.Backend, arena compute.Tensor, n int) {
 		if len(c.qrows[k]) > 0 {
 			be.QuantizeRows(arena, arena, n, c.qrows[k], c.qfrom[k], q, compress.Int8Chunk)
 		}
+	}
+	if len(c.mrows) > 0 {
+		be.MaskRows(arena, arena, n, c.mrows, c.mstart, c.mfrom, c.mkeep)
 	}
 }
 

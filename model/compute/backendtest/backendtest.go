@@ -160,6 +160,7 @@ func Kernels(t T, be compute.Backend) {
 	trimmedRows(t, be, rng)
 	robustRows(t, be, rng)
 	quantizeRows(t, be, rng)
+	maskRows(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

@@ -46,8 +46,9 @@ type DeviceStats struct {
 	// AverageRows and ClipRows wrote, Pairs the distances
 	// PairDistanceRows measured.
 	Trimmed, Averaged, Clipped, Pairs int
-	// Quantized counts the rows QuantizeRows wrote.
-	Quantized int
+	// Quantized counts the rows QuantizeRows wrote, Masked those
+	// MaskRows wrote.
+	Quantized, Masked int
 }
 
 // NewDevice returns an emulated device over a CPU backend (one thread, the
@@ -394,6 +395,14 @@ func (d *Device) QuantizeRows(dst, src compute.Tensor, n int, rows, from []int32
 	d.st.Quantized += len(rows)
 	d.mu.Unlock()
 	d.cpu.QuantizeRows(d.at(dst), d.at(src), n, rows, from, q, chunk)
+}
+
+// MaskRows implements compute.Rows.
+func (d *Device) MaskRows(dst, src compute.Tensor, n int, rows, start, from, keep []int32) {
+	d.mu.Lock()
+	d.st.Masked += len(rows)
+	d.mu.Unlock()
+	d.cpu.MaskRows(d.at(dst), d.at(src), n, rows, start, from, keep)
 }
 
 // SumSquaresRows implements compute.Rows.

@@ -84,3 +84,64 @@ func quantizeRows(t T, be compute.Backend, rng *rand.Rand) {
 		}
 	}
 }
+
+// maskRows checks compute.Rows' MaskRows on host and device tensors
+// against what a receiver of each row sent by gossip/compress as rand-k
+// decompresses (the values kept at compress.RandIndices, zeros
+// elsewhere), bit for bit, NaNs too: rows of 1, 300 and 1,100 values,
+// keeping none, some (the first and last among them) and all of a row,
+// one row in place, on values that hold −0, infinities and NaNs.
+func maskRows(t T, be compute.Backend, rng *rand.Rand) {
+	t.Helper()
+	name := be.Name()
+	specials := []float32{float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0x7fc00123)}
+	for _, n := range []int{1, 300, 1100} {
+		const m = 6
+		x := randSlice(rng, m*n)
+		for i := range x {
+			if rng.IntN(6) == 0 {
+				x[i] = specials[rng.IntN(len(specials))]
+			}
+		}
+		row := func(v []float32, r int32) []float32 { return v[int(r)*n:][:n] }
+		// 1 ← 0 (a tenth), 3 ← 3 in place (a third, with the first and
+		// last indices), 5 ← 2 (all), 4 ← 0 (none).
+		rows, from := []int32{1, 3, 5, 4}, []int32{0, 3, 2, 0}
+		kept := [][]uint32{
+			compress.RandIndices(nil, n, compress.Spec{Kind: compress.RandK, Fraction: 0.1}.Keep(n), rng.Uint64()),
+			compress.RandIndices(nil, n, compress.Spec{Kind: compress.RandK, Fraction: 0.3}.Keep(n), rng.Uint64()),
+			compress.RandIndices(nil, n, n, rng.Uint64()),
+			nil,
+		}
+		if k := kept[1]; n > 2 {
+			kept[1] = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(k), 0, uint32(n-1)))))
+		}
+		start, keep := []int32{0}, []int32(nil)
+		want := slices.Clone(x)
+		for i, d := range rows {
+			var p compress.Payload
+			p.Kind, p.N, p.Indices = compress.TopK, n, kept[i] // the kept values, as a payload names them
+			for _, k := range kept[i] {
+				p.Values = append(p.Values, row(x, from[i])[k])
+				keep = append(keep, int32(k))
+			}
+			compress.Decompress(row(want, d), &p)
+			start = append(start, int32(len(keep)))
+		}
+		for _, onDevice := range []bool{false, true} {
+			got := slices.Clone(x)
+			if onDevice {
+				d := be.Load(got)
+				be.MaskRows(d, d, n, rows, start, from, keep)
+				be.Store(got, d)
+				be.Free(d)
+			} else {
+				be.MaskRows(compute.Host(got), compute.Host(got), n, rows, start, from, keep)
+			}
+			if j := firstDiff(got, want); j >= 0 {
+				t.Errorf("%s: MaskRows (device %v, rows of %d): value %d (row %d) = %v (%#x), want %v (%#x)", name, onDevice, n, j, j/n, got[j], math.Float32bits(got[j]), want[j], math.Float32bits(want[j]))
+				return
+			}
+		}
+	}
+}

@@ -623,6 +623,24 @@ extern "C" __global__ void quantize_rows(float *dst, const float *src, const int
 
 // sum_squares_rows: one block per listed row, out[i] = Σ x² over row
 // rows[i] in double (NaN or +Inf where the row holds one).
+// mask_rows: row rows[i] of dst = row from[i] of src at the indices
+// keep[start[i]..start[i+1]) (ascending), 0 elsewhere: one thread a
+// value, which looks for its index among its row's (rand-k's step as its
+// receivers decompress it).
+extern "C" __global__ void mask_rows(float *dst, const float *src, const int *idx, int count, int n) {
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long)count * n) return;
+    int i = (int)(t / n), j = (int)(t % n);
+    const int *start = idx + count, *from = idx + 2 * count + 1, *keep = idx + 3 * count + 1;
+    int lo = start[i], hi = start[i + 1];
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (keep[mid] < j) lo = mid + 1; else hi = mid;
+    }
+    float v = src[(long)from[i] * n + j];
+    dst[(long)idx[i] * n + j] = (lo < start[i + 1] && keep[lo] == j) ? v : 0.0f;
+}
+
 extern "C" __global__ void sum_squares_rows(double *out, const float *x, const int *rows, int count, int n) {
     __shared__ double shd[ROW_THREADS];
     int i = blockIdx.x;

@@ -152,6 +152,12 @@ func (b *Backend) QuantizeRows(dst, src compute.Tensor, n int, rows, from []int3
 	done()
 }
 
+// MaskRows implements compute.Rows.
+func (b *Backend) MaskRows(dst, src compute.Tensor, n int, rows, start, from, keep []int32) {
+	compute.CheckMask(dst, src, n, rows, start, from, keep)
+	b.listed("mask_rows", dst, src, n, len(rows), rows, start, from, keep)
+}
+
 // SumSquaresRows implements compute.Rows.
 func (b *Backend) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {
 	if len(out) < len(rows) {
