@@ -78,7 +78,7 @@ func (a *adpsgd) step(n *Core, m *Message) {
 			n.send(a.links.message(n, KindAvgReply, m.From, n.params))
 		}
 		if theirs != nil {
-			a.links.average(n.params, theirs, m.From)
+			n.params = a.links.average(n, n.params, theirs, m.From)
 			n.commit()
 		}
 		return

@@ -145,14 +145,8 @@ func (c *choco) stepMixed(n *Core, d *dpsgd, g []float32) {
 		}
 		return
 	}
-	diff := n.mixed([][]float32{c.half, c.self}, []float32{1, -1}, nil, 0)
-	size := len(diff)
-	seed := n.rng.Uint64()
-	keep := compress.RandIndices(nil, size, c.spec.Keep(size), seed)
-	q := n.cfg.Mixer.Vector(size)
-	n.cfg.Mixer.Mask(q, diff, slices.Clone(keep))
+	q, p := n.maskedStep(c.half, c.self, c.spec)
 	c.self = n.mixed([][]float32{c.self, q}, []float32{1, 1}, nil, 0)
-	p := &compress.Payload{Kind: compress.RandK, N: size, Seed: seed, Indices: keep, Deferred: q}
 	for _, to := range d.order {
 		n.send(Message{Kind: KindParams, To: to, Round: n.round, Packed: p, Weight: d.degree()})
 	}
@@ -217,9 +211,11 @@ func (c *choco) receive(n *Core, m *Message) {
 }
 
 // add returns x + q (merge.Axpy): x itself, written in place, or a new
-// vector the Mixer makes where the core hands its mixes.
+// vector the Mixer makes where the core hands its mixes, which reads q
+// (a message's) later.
 func (c *choco) add(n *Core, x, q []float32) []float32 {
 	if n.cfg.HandsMixes() {
+		n.keep()
 		return n.mixed([][]float32{x, q}, []float32{1, 1}, nil, 0)
 	}
 	merge.Axpy(x, 1, q)
@@ -250,4 +246,19 @@ func (c *choco) mix(n *Core, d *dpsgd) []float32 {
 		return n.mixed(xs, ws, nil, 0)
 	}
 	return x
+}
+
+// maskedStep hands the Mixer the rand-k compression of x − ref (spec):
+// the indices drawn from the node's randomness as compress.Compress
+// draws them, the values kept by Mixer.Mask. It returns the step as its
+// receivers decompress it, and the payload that carries it
+// (compress.Payload.Deferred), its bytes counted from the indices.
+func (n *Core) maskedStep(x, ref []float32, spec compress.Spec) ([]float32, *compress.Payload) {
+	diff := n.mixed([][]float32{x, ref}, []float32{1, -1}, nil, 0)
+	size := len(diff)
+	seed := n.rng.Uint64()
+	keep := compress.RandIndices(nil, size, spec.Keep(size), seed)
+	q := n.cfg.Mixer.Vector(size)
+	n.cfg.Mixer.Mask(q, diff, slices.Clone(keep))
+	return q, &compress.Payload{Kind: compress.RandK, N: size, Seed: seed, Indices: keep, Deferred: q}
 }

@@ -67,7 +67,11 @@ func (l *links) message(n *Core, kind Kind, to PeerID, x []float32) Message {
 		seq = o.seq + 1
 	}
 	params, packed := l.pack(n, to, x, seq)
-	return Message{Kind: kind, To: to, Round: seq, Params: params, Packed: packed}
+	m := Message{Kind: kind, To: to, Round: seq, Params: params, Packed: packed}
+	if params != nil && n.cfg.HandsMixes() {
+		m.sum = n.laterSum(params) // checked by its receiver once made
+	}
+	return m
 }
 
 // pack moves the link's copy towards x as message seq and returns what
@@ -79,6 +83,15 @@ func (l *links) pack(n *Core, to PeerID, x []float32, seq uint64) (params []floa
 		l.out[to] = o
 	}
 	o.seq = seq
+	if n.cfg.HandsMixes() { // rand-k: every vector a new one, never written
+		if o.x == nil || l.every > 0 && seq%l.every == 0 {
+			o.x = x
+			return x, nil
+		}
+		q, packed := n.maskedStep(x, o.x, l.spec)
+		o.x = n.mixed([][]float32{o.x, q}, []float32{1, 1}, nil, 0)
+		return nil, packed
+	}
 	if o.x == nil || l.every > 0 && seq%l.every == 0 {
 		o.x = append(o.x[:0], x...)
 		return slices.Clone(x), nil
@@ -125,13 +138,23 @@ func (l *links) receive(n *Core, m *Message) []float32 {
 			}
 		}
 		if l.resets && m.Round == 1 || m.Round > in.seq || in.stale {
-			in.x = append(in.x[:0], m.Params...)
+			if n.cfg.HandsMixes() {
+				in.x = m.Params
+				n.keep()
+			} else {
+				in.x = append(in.x[:0], m.Params...)
+			}
 			in.seq, in.stale = m.Round, false
 		}
 	case in.stale || m.Round <= in.seq:
 		// Waiting for a keyframe, or a step already applied.
 	case m.Round == in.seq+1:
-		merge.Axpy(in.x, 1, m.Params)
+		if n.cfg.HandsMixes() {
+			in.x = n.mixed([][]float32{in.x, m.Params}, []float32{1, 1}, nil, 0)
+			n.keep() // the mix reads the step later
+		} else {
+			merge.Axpy(in.x, 1, m.Params)
+		}
 		in.seq++
 	default:
 		n.trace("choco-gap", m.From, "missed compressed steps: the link resets", float64(m.Round-in.seq))
@@ -143,15 +166,21 @@ func (l *links) receive(n *Core, m *Message) []float32 {
 	return in.x
 }
 
-// average moves x towards the peer's copy: x + γ·½·(x̂_{j→i} − x̂_{i→j}).
-func (l *links) average(x, theirs []float32, from PeerID) {
+// average moves x towards the peer's copy: x + γ·½·(x̂_{j→i} − x̂_{i→j}),
+// in place, or in a new vector the Mixer makes where the core hands its
+// mixes; it returns the result.
+func (l *links) average(n *Core, x, theirs []float32, from PeerID) []float32 {
 	o := l.out[from]
 	if theirs == nil || o == nil || o.x == nil {
-		return
+		return x
 	}
 	w := float32(l.gamma / 2)
+	if n.cfg.HandsMixes() { // the same sums in the same order
+		return n.mixed([][]float32{x, theirs, o.x}, []float32{1, w, -w}, nil, 0)
+	}
 	merge.Axpy(x, w, theirs)
 	merge.Axpy(x, -w, o.x)
+	return x
 }
 
 // prune forgets the links to peers that are no longer neighbours.

@@ -14,9 +14,10 @@ import (
 // step, the shares, the sums of shares received, the de-biased estimate)
 // and of plain AD-PSGD (the pairwise average, a Blend, and the step),
 // all with no secure aggregation or outer optimizer, and of D-PSGD's and
-// push-sum's robust rules and D-PSGD's CHOCO steps under rand-k (its
-// local step, the steps of the public copies, their compression, a
-// Mask, and the consensus step: HandsMixes). Without one
+// push-sum's robust rules and the CHOCO steps of D-PSGD, push-sum and
+// AD-PSGD under rand-k (the steps of the public copies, their
+// compression, a Mask, and the steps towards the copies: HandsMixes).
+// Without one
 // (Config.Mixer nil) the core mixes on the spot.
 //
 // A vector given to Mix as dst is pending until the mixer resolves it;
@@ -67,17 +68,16 @@ type Mixer interface {
 }
 
 // HandsMixes reports whether a core of this config hands its mixes to
-// its Mixer: plain D-PSGD (or CHOCO-SGD's under rand-k) or push-sum with
-// their own mixes or a robust rule (merge.Checked), plain GoSGD, or
-// plain AD-PSGD, with no other sparse compression, secure aggregation or
-// outer optimizer. Its gradients then go nowhere
+// its Mixer: D-PSGD or push-sum with their own mixes or a robust rule
+// (merge.Checked), GoSGD, or AD-PSGD, with no sparse compression but
+// rand-k (CHOCO's steps), no secure aggregation and no outer optimizer. Its gradients then go nowhere
 // but to the Mixer, which may keep them where it mixes, and it never
 // writes a model in place: each mix makes a new vector (Vector).
 func (c *Config) HandsMixes() bool {
 	if c.Mixer == nil || !MixesOf(c.Protocol) || c.Secure.Enabled || c.Outer.Enabled() {
 		return false
 	}
-	if c.Sparse.Kind != compress.None && !(c.Protocol == DPSGD && c.Sparse.Kind == compress.RandK) {
+	if c.Sparse.Kind != compress.None && c.Sparse.Kind != compress.RandK {
 		return false // top-k's message sizes depend on where its values lie
 	}
 	switch c.Protocol {

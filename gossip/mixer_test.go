@@ -142,7 +142,9 @@ func gradients(mx gossip.Mixer, grad func(i, k int, v float32) float32) func(int
 // every share received in a buffer overwritten unless the core kept it,
 // and a node joining (taking a member's state); with the vectors sent as
 // fp16 or int8, which the receivers' mixer rounds (Mixer.Quantize),
-// D-PSGD's too; and with a mixer that vouches for the sums of pending
+// D-PSGD's too; with CHOCO's rand-k steps (D-PSGD's public copy,
+// push-sum's and AD-PSGD's links), each compressed by a Mask; and with a
+// mixer that vouches for the sums of pending
 // vectors without resolving them, as a device does, so that a core that
 // read one before resolving it would read NaN.
 func TestHandedMixes(t *testing.T) {
@@ -159,7 +161,9 @@ func TestHandedMixes(t *testing.T) {
 			}
 		}
 	}
-	runs = append(runs, run{proto: gossip.DPSGD, sparse: compress.Spec{Kind: compress.RandK, Fraction: 0.3}})
+	for _, proto := range []string{gossip.DPSGD, gossip.PushSum, gossip.ADPSGD} { // CHOCO's steps
+		runs = append(runs, run{proto: proto, sparse: compress.Spec{Kind: compress.RandK, Fraction: 0.3}})
+	}
 	for _, r := range runs {
 		proto := r.proto
 		sub := r.q.String()

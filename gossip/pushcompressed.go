@@ -3,8 +3,6 @@ package gossip
 import (
 	"fmt"
 	"slices"
-
-	"github.com/gossipd/gossipd/merge"
 )
 
 // Push-sum with top-k or rand-k (Config.Sparse), in the style of CHOCO's
@@ -32,7 +30,10 @@ import (
 // pushCompressed sends the round's k shares of γ·share each.
 func (p *pushSum) pushCompressed(n *Core, k int, share float64) {
 	nb := p.cfg.Neighbors
-	z := slices.Clone(p.estimate(n))
+	z := p.estimate(n)
+	if !p.mixes() {
+		z = slices.Clone(z) // estimate's buffer, rewritten as the model changes
+	}
 	s := p.cfg.ConsensusStep * share * p.w
 	for i := 0; i < k; i++ {
 		to := nb[(p.cursor+i)%len(nb)].ID
@@ -40,9 +41,13 @@ func (p *pushSum) pushCompressed(n *Core, k int, share float64) {
 		l.sent += s
 		l.seqSent++
 		params, packed := p.copies.pack(n, to, z, l.seqSent)
-		merge.Axpy(n.params, -float32(s), p.copies.sent(to))
+		n.add(-float32(s), p.copies.sent(to))
 		p.w -= s
-		n.send(Message{Kind: KindPushSum, To: to, Params: params, Packed: packed, Weight: s, Sent: l.sent, Round: l.seqSent})
+		m := Message{Kind: KindPushSum, To: to, Params: params, Packed: packed, Weight: s, Sent: l.sent, Round: l.seqSent}
+		if params != nil && p.mixes() {
+			m.sum = n.laterSum(params)
+		}
+		n.send(m)
 	}
 	p.cursor = (p.cursor + k) % len(nb)
 	p.account(n)
@@ -58,7 +63,7 @@ func (p *pushSum) receiveCompressed(n *Core, m *Message) {
 		n.trace("stale-copy", m.From, fmt.Sprintf("share %d taken at this node's estimate: the link's copy waits for a keyframe", m.Round), m.Weight)
 		p.rescale(n, p.w+m.Weight)
 	default:
-		merge.Axpy(n.params, float32(m.Weight), zhat)
+		n.add(float32(m.Weight), zhat)
 		p.w += m.Weight
 	}
 }
@@ -68,7 +73,7 @@ func (p *pushSum) receiveCompressed(n *Core, m *Message) {
 // again since), and the link's next share is a keyframe.
 func (p *pushSum) undeliveredCompressed(n *Core, m *Message, l *psLink) {
 	if zhat := p.copies.sent(m.To); zhat != nil {
-		merge.Axpy(n.params, float32(m.Weight), zhat)
+		n.add(float32(m.Weight), zhat)
 	}
 	l.sent -= m.Weight
 	p.w += m.Weight

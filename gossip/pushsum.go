@@ -301,12 +301,12 @@ func (p *pushSum) send(n *Core, to PeerID, x []float32, w float64) {
 	l.sent += w
 	l.seqSent++
 	m := Message{Kind: KindPushSum, To: to, Params: x, Weight: w, Sent: l.sent, Round: l.seqSent}
-	if p.mixes() {
-		m.sum = n.laterSum(x) // checked by its receivers once the mixer has made it
-	}
 	if p.copies != nil {
 		// A handoff or a debt: the receiver takes it at the link's copy.
 		m.Params, m.Packed = p.copies.pack(n, to, p.estimate(n), l.seqSent)
+	}
+	if p.mixes() && m.Params != nil {
+		m.sum = n.laterSum(m.Params) // checked by its receivers once the mixer has made it
 	}
 	n.send(m)
 }
