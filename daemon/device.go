@@ -21,7 +21,9 @@ func (n *Node) train(req *gossip.TrainRequest) (*gossip.TrainResult, error) {
 	if n.onCPU || n.cfg.device.Device == "cpu" {
 		return n.peer.Run(req)
 	}
-	req.Resolve()
+	if err := req.Resolve(); err != nil {
+		return nil, err
+	}
 	params := slices.Clone(req.Params) // a failure may leave req's half written
 	r, err := n.tryDevice(req)
 	var failed *deviceFailure

@@ -215,9 +215,9 @@ type Config struct {
 	// instead of the age-weighted or push-sum sum that one attacker could
 	// steer; until the cache holds enough models the node keeps its own.
 	Aggregator merge.Aggregator
-	// Mixer, when set, carries out the mixes of plain D-PSGD, push-sum,
-	// GoSGD and AD-PSGD (mixer.go): a simulator's, which defers them.
-	// Nil: the core mixes at once.
+	// Mixer, when set, carries out the mixes of D-PSGD, push-sum, GoSGD
+	// and AD-PSGD where HandsMixes says (mixer.go): a simulator's, which
+	// defers them. Nil: the core mixes at once.
 	Mixer Mixer
 	// Secure turns on secure aggregation (dpsgd; secure.go).
 	Secure SecureConfig

@@ -30,8 +30,9 @@ type TrainRequest struct {
 	ID uint64
 	Op TrainOp
 	// Params is the starting point; the request owns this copy, unless
-	// MixWith is set, or the op only reads it (OpGradient and OpFactors
-	// may share it with messages, which nobody writes).
+	// MixWith or MixRule is set (then it is the core's model, read only),
+	// or the op only reads it (OpGradient and OpFactors may share it with
+	// messages, which nobody writes).
 	Params []float32
 	// MixWith, when set, moves the starting point to Params + MixWeight·
 	// (MixWith − Params) (merge.Interpolate): random walk's age-weighted
@@ -104,10 +105,11 @@ func (r *TrainResult) measuredSum(v []float32) (float64, bool) {
 // first, or merges the same values where it trains
 // (trainer.Trainer.start) and gives the request a vector of its own for
 // the result.
-func (r *TrainRequest) Resolve() {
-	if r.Mixes() {
-		r.ResolveInto(make([]float32, len(r.Params)))
+func (r *TrainRequest) Resolve() error {
+	if !r.Mixes() {
+		return nil
 	}
+	return r.ResolveInto(make([]float32, len(r.Params)))
 }
 
 // Mixes reports whether the starting point is a mix (MixWith or
@@ -115,17 +117,25 @@ func (r *TrainRequest) Resolve() {
 func (r *TrainRequest) Mixes() bool { return r.MixWith != nil || r.MixRule != nil }
 
 // ResolveInto is Resolve writing the mix to out, a vector of Params'
-// length that becomes Params.
-func (r *TrainRequest) ResolveInto(out []float32) {
+// length that becomes Params. Inputs of other lengths (never a core's)
+// are an error, the request left as it was.
+func (r *TrainRequest) ResolveInto(out []float32) error {
 	if r.MixRule != nil {
+		if len(r.Params) != len(out) {
+			return fmt.Errorf("gossip: a robust merge of %d values into %d", len(r.Params), len(out))
+		}
 		if err := r.MixRule.Aggregate(out, r.MixInputs, r.MixWeights, 0); err != nil {
-			panic(fmt.Sprintf("gossip: a robust merge merge.Check passed: %v", err))
+			return fmt.Errorf("gossip: a robust merge: %w", err)
 		}
 	} else {
+		if len(r.Params) != len(out) || len(r.MixWith) != len(out) {
+			return fmt.Errorf("gossip: a merge of %d and %d values into %d", len(r.Params), len(r.MixWith), len(out))
+		}
 		merge.Interpolate(out, r.Params, r.MixWith, r.MixWeight)
 	}
 	r.Params, r.MixWith, r.MixWeight = out, nil, 0
 	r.MixRule, r.MixInputs, r.MixWeights = nil, nil, nil
+	return nil
 }
 
 // Skip is the result of a request answered without training (a paused
@@ -134,7 +144,7 @@ func (r *TrainRequest) ResolveInto(out []float32) {
 // the step had been taken with a learning rate of zero: it still
 // averages, forwards and pushes.
 func (r *TrainRequest) Skip() *TrainResult {
-	r.Resolve()
+	_ = r.Resolve() // a mix it cannot make (never a core's): from Params, copied below
 	s := &TrainResult{ID: r.ID}
 	if r.Op == OpUpdate {
 		s.Params = slices.Clone(r.Params)

@@ -190,8 +190,8 @@ type consensusWork struct {
 // leaveOnDevice reports whether a run may leave the models its batches
 // train on the device until it reads them (trainer.LeaveOnDevice): where
 // nothing but the evaluation reads a model on the host. Its peers' cores
-// must not read them (gossip.Core.TrainedModelsUnread: a plain random
-// walk), nor may the simulation: no codec, attack, voting, DP-SGD (whose
+// must not read them (gossip.Core.TrainedModelsUnread: a random walk
+// that merges by age or by a robust rule), nor may the simulation: no codec, attack, voting, DP-SGD (whose
 // unrecorded steps are skipped on the host), churn (a paused peer's
 // request too), netsplit or turnover.
 func (s *sim) leaveOnDevice() bool {

@@ -167,6 +167,11 @@ func RunBatchInto(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainR
 		if v := dst(i); v != nil && (!(req.Op == gossip.OpUpdate && req.Mixes() || req.Op == gossip.OpGradient) || len(v) != st.NumParams()) {
 			return nil, fmt.Errorf("trainer: request %d (op %d) given a vector of %d values to write to: only a merging update or a gradient of %d takes one", req.ID, req.Op, len(v), st.NumParams())
 		}
+		for _, x := range append([][]float32{req.Params}, req.MixInputs...) {
+			if req.Mixes() && (len(x) != st.NumParams() || req.MixWith != nil && len(req.MixWith) != st.NumParams()) {
+				return nil, fmt.Errorf("trainer: request %d merges vectors of %d and %d values, the model has %d", req.ID, len(x), len(req.MixWith), st.NumParams())
+			}
+		}
 	}
 	// The merges, side by side, but for updates that start from models
 	// kept on the device, which merge there (run).
@@ -391,9 +396,13 @@ func (w *BatchWorkspace) gradients(jobs []*batchJob, out []*gossip.TrainResult) 
 // resolveInto is req.Resolve, its merge written to into where into is
 // not nil.
 func resolveInto(req *gossip.TrainRequest, into []float32) {
+	var err error
 	if into == nil || !req.Mixes() {
-		req.Resolve()
-		return
+		err = req.Resolve()
+	} else {
+		err = req.ResolveInto(into)
 	}
-	req.ResolveInto(into)
+	if err != nil {
+		panic(fmt.Sprintf("trainer: %v (RunBatchInto checked the lengths)", err))
+	}
 }

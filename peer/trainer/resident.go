@@ -37,7 +37,8 @@ func residentBound(be compute.Backend) int64 {
 // vector is found again only where it is shared, and shared vectors are
 // never written in place (gossip.Message.Params): a random walk's
 // request's Params with MixWith, and MixWith (its model and the model it
-// received), a gradient request's Params (load), Mix's terms. A request's
+// received), a robust merge's MixInputs, a gradient request's Params
+// (load), Mix's terms. A request's
 // own vector, which a result overwrites, is forgotten first, and an
 // update's under DP-SGD never kept.
 type resident struct {
@@ -244,8 +245,13 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 	w.forget = w.forget[:0]
 	var robust mixCalls
 	var robustRows, temps []int32
+	// The vectors whose slots the calls read, held until the calls are
+	// queued: a slot is freed once its vector is garbage, and the
+	// requests' references go below.
+	var read [][]float32
 	for i, j := range jobs {
 		req := j.req
+		read = append(append(read, req.Params, req.MixWith), req.MixInputs...)
 		if req.MixRule != nil {
 			if d, ok := w.robustMerge(&robust, req); ok {
 				robustRows, temps = append(robustRows, int32(i)), append(temps, d)
@@ -297,6 +303,7 @@ func (w *BatchWorkspace) loadResident(jobs []*batchJob) {
 	}
 	be.InterpolateRows(dst, r.arena, r.size, w.mixRows, w.mixA, w.mixB, w.mixW)
 	w.copySlots(dst, r.arena, w.cpRows, w.cpSrc)
+	runtime.KeepAlive(read)
 	for _, v := range w.forget {
 		r.forget(v)
 	}

@@ -280,12 +280,9 @@ func (t *Trainer) start(req *gossip.TrainRequest) error {
 		req.Params, req.MixWith, req.MixWeight = make([]float32, len(p)), nil, 0
 		return nil
 	}
-	for _, x := range req.MixInputs {
-		if len(x) != len(req.Params) {
-			return fmt.Errorf("%w: a robust merge of %d and %d parameters", model.ErrShape, len(req.Params), len(x))
-		}
+	if err := req.Resolve(); err != nil {
+		return fmt.Errorf("%w: %v", model.ErrShape, err)
 	}
-	req.Resolve()
 	return t.model.SetParams(req.Params)
 }
 

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
 	"github.com/gossipd/gossipd/model"
 )
 
@@ -111,7 +113,7 @@ func TestPegasosStepFollowsAge(t *testing.T) {
 // own parameters (Trainer.start) and ends exactly where resolving the mix
 // first ends, loss and measured Σx² included, without writing either
 // vector it was given (they may be shared); a mix of the wrong length is
-// an error naming the lengths.
+// an error naming the lengths; and so for a robust merge (MixRule).
 func TestMixedUpdate(t *testing.T) {
 	trA, m := setup(t, 30)
 	trB, _ := setup(t, 30)
@@ -168,5 +170,28 @@ func TestMixedUpdate(t *testing.T) {
 		if &bad.Params[0] != &p[0] || &bad.MixWith[0] != &q[0] || bad.MixWeight != 0.5 {
 			t.Fatal("a refused request was changed")
 		}
+	}
+	// A robust merge (MixRule) of the same inputs ends where resolving
+	// it first ends; one of the wrong lengths is an error naming them,
+	// the request unchanged (a daemon resolves it before it trains).
+	robust := &gossip.TrainRequest{ID: 3, Op: gossip.OpUpdate, Params: x, MixRule: merge.Median{}, MixInputs: [][]float32{x, y, y}, MixWeights: []float64{1, 1, 1}, Steps: 2}
+	first := &gossip.TrainRequest{ID: 3, Op: gossip.OpUpdate, Params: x, MixRule: merge.Median{}, MixInputs: [][]float32{x, y, y}, MixWeights: []float64{1, 1, 1}, Steps: 2}
+	if err := first.Resolve(); err != nil || !slices.Equal(first.Params, y) || first.MixRule != nil {
+		t.Fatalf("resolving the median of x, y, y: %v, %v", err, first.MixRule)
+	}
+	ra, err := trA.Run(robust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := trB.Run(first)
+	if err != nil || !slices.Equal(ra.Params, rb.Params) || !slices.Equal(x, x0) || !slices.Equal(y, y0) {
+		t.Fatalf("a robust merge run: %v; the same as resolved first: %v; inputs unwritten: %v", err, slices.Equal(ra.Params, rb.Params), slices.Equal(x, x0) && slices.Equal(y, y0))
+	}
+	bad := &gossip.TrainRequest{Op: gossip.OpUpdate, Params: x, MixRule: merge.Median{}, MixInputs: [][]float32{x, y[:5]}, MixWeights: []float64{1, 1}}
+	if _, err := trA.Run(bad); !errors.Is(err, model.ErrShape) || !strings.Contains(err.Error(), "vector of 5 values") {
+		t.Fatalf("a robust merge of the wrong lengths: %v", err)
+	}
+	if bad.MixRule == nil || &bad.Params[0] != &x[0] {
+		t.Fatal("a refused robust merge was changed")
 	}
 }

@@ -621,8 +621,6 @@ extern "C" __global__ void quantize_rows(float *dst, const float *src, const int
     }
 }
 
-// sum_squares_rows: one block per listed row, out[i] = Σ x² over row
-// rows[i] in double (NaN or +Inf where the row holds one).
 // mask_rows: row rows[i] of dst = row from[i] of src at the indices
 // keep[start[i]..start[i+1]) (ascending), 0 elsewhere: one thread a
 // value, which looks for its index among its row's (rand-k's step as its
@@ -641,6 +639,8 @@ extern "C" __global__ void mask_rows(float *dst, const float *src, const int *id
     dst[(long)idx[i] * n + j] = (lo < start[i + 1] && keep[lo] == j) ? v : 0.0f;
 }
 
+// sum_squares_rows: one block per listed row, out[i] = Σ x² over row
+// rows[i] in double (NaN or +Inf where the row holds one).
 extern "C" __global__ void sum_squares_rows(double *out, const float *x, const int *rows, int count, int n) {
     __shared__ double shd[ROW_THREADS];
     int i = blockIdx.x;
