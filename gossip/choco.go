@@ -175,12 +175,7 @@ func (c *choco) receive(n *Core, m *Message) {
 			if !h.stale && (c.every == 0 || m.Round%c.every != 0) && !answered {
 				c.key = true
 			}
-			if n.cfg.HandsMixes() {
-				h.x = m.Params
-				n.keep()
-			} else {
-				h.x = append(h.x[:0], m.Params...)
-			}
+			h.x = n.copyIn(h.x, m.Params)
 			h.round, h.stale, h.early = m.Round+1, false, nil
 		}
 		return
@@ -201,25 +196,13 @@ func (c *choco) receive(n *Core, m *Message) {
 		n.keep()
 		return
 	}
-	h.x = c.add(n, h.x, m.Params)
+	h.x = n.stepIn(h.x, m.Params)
 	h.round++
 	for q, ok := h.early[h.round]; ok; q, ok = h.early[h.round] {
 		delete(h.early, h.round)
-		h.x = c.add(n, h.x, q)
+		h.x = n.stepIn(h.x, q)
 		h.round++
 	}
-}
-
-// add returns x + q (merge.Axpy): x itself, written in place, or a new
-// vector the Mixer makes where the core hands its mixes, which reads q
-// (a message's) later.
-func (c *choco) add(n *Core, x, q []float32) []float32 {
-	if n.cfg.HandsMixes() {
-		n.keep()
-		return n.mixed([][]float32{x, q}, []float32{1, 1}, nil, 0)
-	}
-	merge.Axpy(x, 1, q)
-	return x
 }
 
 // mix returns x' + γ·Σ_j W_ij·(x̂_j − x̂_i) over the neighbours whose
@@ -246,19 +229,4 @@ func (c *choco) mix(n *Core, d *dpsgd) []float32 {
 		return n.mixed(xs, ws, nil, 0)
 	}
 	return x
-}
-
-// maskedStep hands the Mixer the rand-k compression of x − ref (spec):
-// the indices drawn from the node's randomness as compress.Compress
-// draws them, the values kept by Mixer.Mask. It returns the step as its
-// receivers decompress it, and the payload that carries it
-// (compress.Payload.Deferred), its bytes counted from the indices.
-func (n *Core) maskedStep(x, ref []float32, spec compress.Spec) ([]float32, *compress.Payload) {
-	diff := n.mixed([][]float32{x, ref}, []float32{1, -1}, nil, 0)
-	size := len(diff)
-	seed := n.rng.Uint64()
-	keep := compress.RandIndices(nil, size, spec.Keep(size), seed)
-	q := n.cfg.Mixer.Vector(size)
-	n.cfg.Mixer.Mask(q, diff, slices.Clone(keep))
-	return q, &compress.Payload{Kind: compress.RandK, N: size, Seed: seed, Indices: keep, Deferred: q}
 }

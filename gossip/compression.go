@@ -2,10 +2,12 @@ package gossip
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gossipd/gossipd/gossip/compress"
+	"github.com/gossipd/gossipd/merge"
 )
 
 // Compression is a job's --compression: random walk's subsampling or
@@ -153,4 +155,43 @@ func (n *Core) unpack(m *Message) error {
 	}
 	m.Packed = nil
 	return nil
+}
+
+// maskedStep hands the Mixer the rand-k compression of x − ref (spec):
+// the indices drawn from the node's randomness as compress.Compress
+// draws them, the values kept by Mixer.Mask. It returns the step as its
+// receivers decompress it, and the payload that carries it
+// (compress.Payload.Deferred), its bytes counted from the indices.
+func (n *Core) maskedStep(x, ref []float32, spec compress.Spec) ([]float32, *compress.Payload) {
+	diff := n.mixed([][]float32{x, ref}, []float32{1, -1}, nil, 0)
+	size := len(diff)
+	seed := n.rng.Uint64()
+	keep := compress.RandIndices(nil, size, spec.Keep(size), seed)
+	q := n.cfg.Mixer.Vector(size)
+	n.cfg.Mixer.Mask(q, diff, slices.Clone(keep))
+	return q, &compress.Payload{Kind: compress.RandK, N: size, Seed: seed, Indices: keep, Deferred: q}
+}
+
+// copyIn returns a public copy (CHOCO's) that holds v, a message's
+// vector: v itself where the core hands its mixes (nobody writes it; the
+// message is kept), else dst rewritten.
+func (n *Core) copyIn(dst, v []float32) []float32 {
+	if n.cfg.HandsMixes() {
+		n.keep()
+		return v
+	}
+	return append(dst[:0], v...)
+}
+
+// stepIn returns the public copy x moved by q, a message's step:
+// x + q (merge.Axpy), x written in place, or a new vector the Mixer
+// makes where the core hands its mixes (the message kept: the mix reads
+// q later).
+func (n *Core) stepIn(x, q []float32) []float32 {
+	if n.cfg.HandsMixes() {
+		n.keep()
+		return n.mixed([][]float32{x, q}, []float32{1, 1}, nil, 0)
+	}
+	merge.Axpy(x, 1, q)
+	return x
 }

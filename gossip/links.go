@@ -138,23 +138,13 @@ func (l *links) receive(n *Core, m *Message) []float32 {
 			}
 		}
 		if l.resets && m.Round == 1 || m.Round > in.seq || in.stale {
-			if n.cfg.HandsMixes() {
-				in.x = m.Params
-				n.keep()
-			} else {
-				in.x = append(in.x[:0], m.Params...)
-			}
+			in.x = n.copyIn(in.x, m.Params)
 			in.seq, in.stale = m.Round, false
 		}
 	case in.stale || m.Round <= in.seq:
 		// Waiting for a keyframe, or a step already applied.
 	case m.Round == in.seq+1:
-		if n.cfg.HandsMixes() {
-			in.x = n.mixed([][]float32{in.x, m.Params}, []float32{1, 1}, nil, 0)
-			n.keep() // the mix reads the step later
-		} else {
-			merge.Axpy(in.x, 1, m.Params)
-		}
+		in.x = n.stepIn(in.x, m.Params)
 		in.seq++
 	default:
 		n.trace("choco-gap", m.From, "missed compressed steps: the link resets", float64(m.Round-in.seq))

@@ -52,26 +52,24 @@ func (p *pushSum) keep(n *Core, m *Message, c float64) {
 // (a robust combination of the window's stale models undoes it).
 // merge.ClippedWindow is that rule.
 func (p *pushSum) robustMerge(n *Core) {
-	own := p.estimate(n) // read before estimate is called again
-	xs := append([][]float32{own}, p.window...)
+	xs := [][]float32{p.estimate(n)} // read before estimate is called again
 	var ws []float64
+	window := 1.0 // the window's weights: equal, or nothing under clipped gossip
 	agg := p.cfg.Aggregator
 	if c, ok := agg.(merge.ClippedGossip); ok {
 		// Each model's weight as its share claims, but at most the
 		// node's own: a sender claiming a huge weight does not drown the
-		// others. The window's count for nothing.
+		// others.
 		ws = []float64{p.w}
 		for _, w := range p.freshW {
 			ws = append(ws, min(max(w, 0), p.w))
 		}
-		ws = append(ws, make([]float64, len(p.window))...)
-		xs = append(append([][]float32{own}, p.fresh...), p.window...)
-		agg = merge.ClippedWindow{Tau: c.Tau, Pulls: len(p.fresh)}
-	} else {
-		ws = make([]float64, len(xs))
-		for i := range ws {
-			ws[i] = 1
-		}
+		xs = append(xs, p.fresh...)
+		agg, window = merge.ClippedWindow{Tau: c.Tau, Pulls: len(p.fresh)}, 0
+	}
+	xs = append(xs, p.window...)
+	for len(ws) < len(xs) {
+		ws = append(ws, window)
 	}
 	z := n.robustMix(xs, ws, agg)
 	p.fresh, p.freshW = p.fresh[:0], p.freshW[:0]

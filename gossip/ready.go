@@ -116,21 +116,35 @@ func (r *TrainRequest) Resolve() error {
 // MixRule) that Resolve computes.
 func (r *TrainRequest) Mixes() bool { return r.MixWith != nil || r.MixRule != nil }
 
-// ResolveInto is Resolve writing the mix to out, a vector of Params'
-// length that becomes Params. Inputs of other lengths (never a core's)
-// are an error, the request left as it was.
-func (r *TrainRequest) ResolveInto(out []float32) error {
-	if r.MixRule != nil {
-		if len(r.Params) != len(out) {
-			return fmt.Errorf("gossip: a robust merge of %d values into %d", len(r.Params), len(out))
+// CheckMix returns an error unless every vector the request's mix reads
+// (Params, MixWith, MixInputs) holds n values: never so of a core's.
+func (r *TrainRequest) CheckMix(n int) error {
+	if !r.Mixes() {
+		return nil
+	}
+	if len(r.Params) != n || r.MixWith != nil && len(r.MixWith) != n {
+		return fmt.Errorf("gossip: a merge of %d and %d values, the model has %d", len(r.Params), len(r.MixWith), n)
+	}
+	for _, x := range r.MixInputs {
+		if len(x) != n {
+			return fmt.Errorf("gossip: a robust merge of a vector of %d values, the model has %d", len(x), n)
 		}
+	}
+	return nil
+}
+
+// ResolveInto is Resolve writing the mix to out, a vector of Params'
+// length that becomes Params. Inputs of other lengths (CheckMix) are an
+// error, the request left as it was.
+func (r *TrainRequest) ResolveInto(out []float32) error {
+	if err := r.CheckMix(len(out)); err != nil {
+		return err
+	}
+	if r.MixRule != nil {
 		if err := r.MixRule.Aggregate(out, r.MixInputs, r.MixWeights, 0); err != nil {
 			return fmt.Errorf("gossip: a robust merge: %w", err)
 		}
 	} else {
-		if len(r.Params) != len(out) || len(r.MixWith) != len(out) {
-			return fmt.Errorf("gossip: a merge of %d and %d values into %d", len(r.Params), len(r.MixWith), len(out))
-		}
 		merge.Interpolate(out, r.Params, r.MixWith, r.MixWeight)
 	}
 	r.Params, r.MixWith, r.MixWeight = out, nil, 0

@@ -64,7 +64,7 @@ func (c ClippedWindow) check(n int, ws []float64, self int) (pulls bool, err err
 	if c.Pulls < 0 || c.Pulls >= n {
 		return false, fmt.Errorf("%w: clipped gossip of %d pulls over %d inputs", ErrAggregate, c.Pulls, n)
 	}
-	if c.Pulls == 0 || (c.Tau == 0 && n == 1+c.Pulls) {
+	if c.Own(n) {
 		return false, nil
 	}
 	if self != 0 {
@@ -72,6 +72,11 @@ func (c ClippedWindow) check(n int, ws []float64, self int) (pulls bool, err err
 	}
 	return true, ClippedGossip{}.weights(n, ws, self)
 }
+
+// Own reports whether the combination of n inputs is the node's own
+// xs[0] whatever their values: nothing pulls, or no window sets an
+// adaptive τ.
+func (c ClippedWindow) Own(n int) bool { return c.Pulls == 0 || (c.Tau == 0 && n == 1+c.Pulls) }
 
 // Scales returns the inputs that pull the node's own xs[0] and their
 // scales, as ClippedGossip.Scales gives them for the inputs 1 to Pulls

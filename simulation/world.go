@@ -143,15 +143,7 @@ func (s *sim) send(from int, m *gossip.Message) error {
 			// randomness; rand-k's values are the kept ones, its
 			// indices drawn from the seed it carries).
 			s.mixer.hostValues(p.Deferred)
-			if p.Kind == compress.RandK {
-				vals := make([]float32, len(p.Indices))
-				for k, i := range p.Indices {
-					vals[k] = p.Deferred[i]
-				}
-				p.Values, p.Indices, p.Deferred = vals, nil, nil
-			} else {
-				compress.Compress(p, p.Deferred, compress.Spec{Kind: p.Kind}, nil)
-			}
+			compress.Settle(p)
 		}
 	}
 	if s.adv != nil {

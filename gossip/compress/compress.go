@@ -293,6 +293,24 @@ func RandIndices(dst []uint32, n, k int, seed uint64) []uint32 {
 	return dst
 }
 
+// Settle makes a deferred payload (Deferred) one that can be encoded:
+// fp16 and int8 compressed from its vector (they draw no randomness),
+// rand-k's kept values read at its indices, which the receiver draws
+// again from Seed. A payload that is not deferred is left as it is.
+func Settle(p *Payload) {
+	switch d := p.Deferred; {
+	case d == nil:
+	case p.Kind == RandK:
+		vals := make([]float32, len(p.Indices))
+		for k, i := range p.Indices {
+			vals[k] = d[i]
+		}
+		p.Values, p.Indices, p.Deferred = vals, nil, nil
+	default:
+		Compress(p, d, Spec{Kind: p.Kind}, nil)
+	}
+}
+
 // Decompress writes p's vector into dst (len p.N): coordinates a sparse
 // payload does not carry are 0. p must be valid (Decode checks).
 func Decompress(dst []float32, p *Payload) {

@@ -167,10 +167,8 @@ func RunBatchInto(ws *BatchWorkspace, trainers []*Trainer, reqs []*gossip.TrainR
 		if v := dst(i); v != nil && (!(req.Op == gossip.OpUpdate && req.Mixes() || req.Op == gossip.OpGradient) || len(v) != st.NumParams()) {
 			return nil, fmt.Errorf("trainer: request %d (op %d) given a vector of %d values to write to: only a merging update or a gradient of %d takes one", req.ID, req.Op, len(v), st.NumParams())
 		}
-		for _, x := range append([][]float32{req.Params}, req.MixInputs...) {
-			if req.Mixes() && (len(x) != st.NumParams() || req.MixWith != nil && len(req.MixWith) != st.NumParams()) {
-				return nil, fmt.Errorf("trainer: request %d merges vectors of %d and %d values, the model has %d", req.ID, len(x), len(req.MixWith), st.NumParams())
-			}
+		if err := req.CheckMix(st.NumParams()); err != nil {
+			return nil, fmt.Errorf("trainer: request %d: %w", req.ID, err)
 		}
 	}
 	// The merges, side by side, but for updates that start from models

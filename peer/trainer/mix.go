@@ -73,18 +73,10 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 	var kept, host []int
 	var keptRows []int32
 	for i, it := range items {
-		slots := make([]int32, 0, len(it.Xs)+1)
+		var slots []int32
 		ok := c.placed(it)
-		for _, x := range it.Xs {
-			if !ok {
-				break
-			}
-			s, found := r.slot(x)
-			if !found {
-				ok = false
-				break
-			}
-			slots = append(slots, s)
+		if ok {
+			slots, ok = r.slotsOf(it.Xs)
 		}
 		g := int32(-1)
 		if ok && it.G != nil {

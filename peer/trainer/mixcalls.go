@@ -132,7 +132,7 @@ func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
 		}
 		return
 	case merge.ClippedGossip, merge.ClippedWindow: // each from the node's own
-		if a, ok := it.Agg.(merge.ClippedWindow); ok && (a.Pulls == 0 || (a.Tau == 0 && len(slots) == 1+a.Pulls)) {
+		if a, ok := it.Agg.(merge.ClippedWindow); ok && a.Own(len(slots)) {
 			c.step(d, slots[0], g, it.A) // the node's own, whatever the values
 			return
 		}

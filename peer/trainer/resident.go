@@ -325,13 +325,9 @@ func (w *BatchWorkspace) robustMerge(c *mixCalls, req *gossip.TrainRequest) (int
 	if !c.placed(it) || len(req.MixInputs) == 0 || &req.MixInputs[0][0] != &req.Params[0] {
 		return 0, false
 	}
-	slots := make([]int32, len(req.MixInputs))
-	for k, x := range req.MixInputs {
-		s, ok := r.slot(x)
-		if !ok {
-			return 0, false
-		}
-		slots[k] = s
+	slots, ok := r.slotsOf(req.MixInputs)
+	if !ok {
+		return 0, false
 	}
 	d, ok := r.alloc()
 	if !ok {
@@ -340,6 +336,20 @@ func (w *BatchWorkspace) robustMerge(c *mixCalls, req *gossip.TrainRequest) (int
 	}
 	c.add(it, d, slots, -1)
 	return d, true
+}
+
+// slotsOf returns the slots holding vs, copying in those none holds
+// (slot); false where the arena has no room for one.
+func (r *resident) slotsOf(vs [][]float32) ([]int32, bool) {
+	slots := make([]int32, 0, len(vs)+1)
+	for _, v := range vs {
+		s, ok := r.slot(v)
+		if !ok {
+			return nil, false
+		}
+		slots = append(slots, s)
+	}
+	return slots, true
 }
 
 // keepResults copies the stack's trained models 0 to k−1 to slots of
