@@ -156,6 +156,17 @@ type Message struct {
 	sum knownSum
 }
 
+// SetParams replaces the message's vector by v, whose Σ x²
+// (merge.SumSquares) ss gives when called, without reading v where v is
+// a vector a Mixer still makes (its SumLater): a simulated attacker's
+// vector. Where ss is nil the receiver measures v.
+func (m *Message) SetParams(v []float32, ss func() float64) {
+	m.Params, m.sum = v, knownSum{}
+	if ss != nil && len(v) > 0 {
+		m.sum = knownSum{of: &v[0], n: len(v), later: ss}
+	}
+}
+
 // knownSum is Σ x² of one vector, known without reading it: the vector is
 // named by its first element and length, so that a sum stays with the
 // memory it was measured on (vectors shared in messages are never

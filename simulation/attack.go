@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // Byzantine attacks (ALGORITHMS.md, after He, Karimireddy, Jaggi 2022):
@@ -16,7 +19,8 @@ import (
 // parameters of every message they send:
 //
 //	bitflip   −x, the negation of what they would have sent;
-//	gaussian  pure noise N(0, 1) per coordinate;
+//	gaussian  pure noise N(0, 1) per coordinate (the k-th such message's
+//	          drawn by a PCG of the seed and k: noiseMaker);
 //	ipm       −ε·μ, μ the honest peers' mean, ε = 0.1 (inner-product manipulation);
 //	alie      μ − z·σ per coordinate ("a little is enough"; z from the numbers of peers and attackers).
 //
@@ -32,6 +36,8 @@ type adversary struct {
 	honest []int
 	rng    *rand.Rand
 	z      float64
+	// noise makes the gaussian attack's vectors (set by the run).
+	noise *noiseMaker
 	// The honest moments of all coordinates at momentsAt: every attacker's
 	// messages of one instant share them.
 	momentsAt  time.Duration
@@ -64,25 +70,20 @@ func newAdversary(cfg Config) *adversary {
 // count is the number of Byzantine peers.
 func (a *adversary) count() int { return len(a.byz) - len(a.honest) }
 
-// tamper rewrites a message a Byzantine peer sends.
+// tamper rewrites a message a Byzantine peer sends. Only bitflip reads
+// what the peer would have sent: the others' vectors are new, and none
+// is fetched from where a mixer keeps it.
 func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 	if !a.byz[from] || a.attack == "labelflip" || len(m.Params) == 0 {
 		return
 	}
-	if s.mixer != nil {
-		s.mixer.hostValues(m.Params) // a D-PSGD mix still pending
-	}
-	x := slices.Clone(m.Params) // the message owns its slice; do not touch the sender's model
 	switch a.attack {
 	case "bitflip":
-		for i := range x {
-			x[i] = -x[i]
-		}
+		m.SetParams(s.negated(m.Params)) // the message owns its slice; the sender's model stays
 	case "gaussian":
-		for i := range x {
-			x[i] = float32(a.rng.NormFloat64())
-		}
+		m.SetParams(a.noise.get(len(m.Params)))
 	case "ipm", "alie":
+		x := make([]float32, len(m.Params))
 		mu, sd := a.moments(s, m)
 		for i := range x {
 			if a.attack == "ipm" {
@@ -96,8 +97,24 @@ func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 				x[i] *= float32(m.Weight)
 			}
 		}
+		m.SetParams(x, nil)
 	}
-	m.Params = x
+}
+
+// negated returns a new vector −v and its Σ x² later: made by the mixer,
+// where it keeps v (−1·v rounds to −v exactly, the sign of a zero too),
+// else here (measured by its receivers).
+func (s *sim) negated(v []float32) ([]float32, func() float64) {
+	if s.mixer != nil {
+		x := s.mixer.Vector(len(v))
+		s.mixer.Mix(x, [][]float32{v}, []float32{-1}, nil, 0)
+		return x, s.mixer.SumLater(x)
+	}
+	x := make([]float32, len(v))
+	for i, f := range v {
+		x[i] = -f
+	}
+	return x, nil
 }
 
 // moments returns the per-coordinate mean and standard deviation of the
@@ -161,3 +178,82 @@ func (c *Config) validateAttack() error {
 	}
 	return nil
 }
+
+// noiseMaker makes the gaussian attack's vectors beside the event loop,
+// which takes them in order (get): the k-th (k = 0, 1, …) holds n values
+// of N(0, 1) drawn by a PCG of the run's seed and k, so that which
+// goroutine draws it, and when, changes nothing. Drawing a model's worth
+// of normal values for every message an attacker sends took most of the
+// event loop's time in runs whose merges run elsewhere (a GPU's).
+type noiseMaker struct {
+	seed  uint64
+	ready chan *noiseAt // in order of k
+	stop  chan struct{}
+}
+
+// noiseAt is the k-th vector, once done is closed.
+type noiseAt struct {
+	k    uint64
+	x    []float32
+	ss   float64 // Σ x² (merge.SumSquares)
+	done chan struct{}
+}
+
+// newNoiseMaker starts drawing vectors of n values on all cores but one,
+// a few of them ahead of the loop.
+func newNoiseMaker(n int, seed uint64) *noiseMaker {
+	workers := max(1, runtime.GOMAXPROCS(0)-1)
+	nm := &noiseMaker{seed: seed, ready: make(chan *noiseAt, 2*workers), stop: make(chan struct{})}
+	work := make(chan *noiseAt, workers)
+	go func() {
+		defer close(work)
+		for k := uint64(0); ; k++ {
+			v := &noiseAt{k: k, done: make(chan struct{})}
+			for _, ch := range []chan *noiseAt{work, nm.ready} {
+				select {
+				case ch <- v:
+				case <-nm.stop:
+					return
+				}
+			}
+		}
+	}()
+	for range workers {
+		go func() {
+			for v := range work {
+				v.x = nm.draw(v.k, n)
+				v.ss = merge.SumSquares(v.x)
+				close(v.done)
+			}
+		}()
+	}
+	return nm
+}
+
+// draw returns the first n values of the k-th vector.
+func (nm *noiseMaker) draw(k uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(nm.seed, k))
+	x := compute.Unzeroed(n) // every value written
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// get returns the next vector and its Σ x², cut to its first n values
+// (a subsampled model's message, its sum then measured by the receiver),
+// or drawn here where n is longer than those made.
+func (nm *noiseMaker) get(n int) ([]float32, func() float64) {
+	v := <-nm.ready
+	<-v.done
+	switch {
+	case n > len(v.x):
+		return nm.draw(v.k, n), nil
+	case n < len(v.x):
+		return v.x[:n:n], nil
+	}
+	return v.x, func() float64 { return v.ss }
+}
+
+// close stops the makers.
+func (nm *noiseMaker) close() { close(nm.stop) }

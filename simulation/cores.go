@@ -72,12 +72,17 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 			return err
 		}
 	}
+	if s.adv != nil && cfg.Attack == "gaussian" {
+		s.adv.noise = newNoiseMaker(len(s.init), cfg.Seed^0x6761757373)
+		defer s.adv.noise.close()
+	}
 	if s.adv != nil && cfg.Attack == "labelflip" {
 		s.flippedY = make([]int32, len(s.train.Y))
 		for i, y := range s.train.Y {
 			s.flippedY[i] = int32(s.train.Classes-1) - y
 		}
 	}
+	reservePeerNames(cfg.Peers)
 	all := make([]gossip.PeerID, cfg.Peers)
 	for i := range all {
 		all[i] = peerName(i)

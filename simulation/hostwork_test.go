@@ -34,12 +34,15 @@ import (
 // 10,000), -hostwork.aggregator a robust rule (its merges on the device
 // too; not GoSGD's or AD-PSGD's, which have none), -hostwork.compression
 // a --compression (fp16, int8, or CHOCO's randk:F for D-PSGD, push-sum
-// and AD-PSGD).
+// and AD-PSGD), -hostwork.attack an attack by a tenth of the peers.
 func BenchmarkHostWork(b *testing.B) {
 	for _, protocol := range strings.Split(*hostworkProtocols, ",") {
 		b.Run(protocol, func(b *testing.B) {
 			c := Config{Settings: job.Settings{Model: "mlp", Protocol: protocol, Aggregator: *hostworkAggregator, Compression: *hostworkCompression}, Data: job.Data{Dataset: "fashion-mnist"}, Hidden: []int{128},
 				Peers: *hostworkPeers, Rounds: 20, EvalEvery: 20, Seed: 1, Device: "cuda"}
+			if *hostworkAttack != "" {
+				c.Byzantine, c.Attack = 0.1, *hostworkAttack
+			}
 			defer cli.CollectSooner()() // as the simulate command (Execute) runs
 			defer cli.NoHeapProfile()()
 			testDevice = newNullDevice()
@@ -80,6 +83,8 @@ var hostworkPeers = flag.Int("hostwork.peers", 2000, "BenchmarkHostWork's peers"
 var hostworkAggregator = flag.String("hostwork.aggregator", "", "BenchmarkHostWork's --aggregator (a robust rule of random walk, D-PSGD and push-sum: median, trimmed:B, krum:F, multikrum:F, clipped[:TAU])")
 
 var hostworkCompression = flag.String("hostwork.compression", "", "BenchmarkHostWork's --compression (fp16, int8, randk:F)")
+
+var hostworkAttack = flag.String("hostwork.attack", "", "BenchmarkHostWork's --attack of a tenth of the peers (bitflip, gaussian, ipm, alie, labelflip)")
 
 var hostworkProtocols = flag.String("hostwork.protocols", strings.Join([]string{gossip.RandomWalk, gossip.DPSGD, gossip.PushSum, gossip.GoSGD, gossip.ADPSGD}, ","), "BenchmarkHostWork's protocols")
 

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/job"
@@ -265,5 +267,22 @@ func TestPeerIndex(t *testing.T) {
 		if got, ok := s.index(id); ok {
 			t.Errorf("index(%q) = %d, true; want no peer", id, got)
 		}
+	}
+}
+
+// TestPeerNames checks that the names reservePeerNames keeps side by
+// side are peerName's, past the reservation too, and that a smaller
+// reservation keeps the larger table.
+func TestPeerNames(t *testing.T) {
+	reservePeerNames(100001)
+	reservePeerNames(3)
+	for _, i := range []int{0, 1, 9, 10, 99999, 100000, 100001, 123456} {
+		if got, want := peerName(i), gossip.PeerID(fmt.Sprintf("p%05d", i)); got != want {
+			t.Errorf("peerName(%d) = %q, want %q", i, got, want)
+		}
+	}
+	a, b := peerName(99999), peerName(100000)
+	if at, bt := uintptr(unsafe.Pointer(unsafe.StringData(string(a)))), uintptr(unsafe.Pointer(unsafe.StringData(string(b)))); bt != at+uintptr(len(a)) {
+		t.Errorf("%q at %#x and %q at %#x: not side by side", a, at, b, bt)
 	}
 }

@@ -1,0 +1,46 @@
+package simulation
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gossipd/gossipd/merge"
+)
+
+// TestNoiseMaker: the gaussian attack's k-th vector is the k-th PCG
+// stream's draws whichever goroutine made it, two makers of one seed give
+// the same vectors in the same order, a shorter message takes the first
+// values, a longer one the same stream drawn further, and the sums given
+// are merge.SumSquares's.
+func TestNoiseMaker(t *testing.T) {
+	const n, seed = 1000, 42
+	a, b := newNoiseMaker(n, seed), newNoiseMaker(n, seed)
+	defer a.close()
+	defer b.close()
+	for k := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, k))
+		want := make([]float32, n+5)
+		for i := range want {
+			want[i] = float32(rng.NormFloat64())
+		}
+		size := n
+		switch k % 3 {
+		case 1:
+			size = n / 2
+		case 2:
+			size = n + 5
+		}
+		x, ss := a.get(size)
+		y, _ := b.get(size)
+		if !slices.Equal(x, want[:size]) || !slices.Equal(y, x) {
+			t.Fatalf("vector %d of %d values: not the stream's draws", k, size)
+		}
+		if (ss != nil) != (size == n) {
+			t.Fatalf("vector %d of %d values: sum given %v, want one only for whole vectors", k, size, ss != nil)
+		}
+		if ss != nil && ss() != merge.SumSquares(x) {
+			t.Fatalf("vector %d: sum %v, want %v", k, ss(), merge.SumSquares(x))
+		}
+	}
+}
