@@ -252,20 +252,35 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 		return
 	}
 	slices.SortFunc(ps, func(a, b *lazyMix) int { return cmp.Compare(a.seq, b.seq) })
+	// Each mix's generation, then the generations' items, each list
+	// made once at its length (thousands of items a round).
 	gen := make(map[*float32]int, len(ps))
-	var items [][]trainer.MixItem
-	var of [][]*lazyMix
-	for _, p := range ps {
+	gens := make([]int, len(ps))
+	var count []int
+	for i, p := range ps {
 		k := 0
-		for _, x := range p.inputs() {
+		for _, x := range p.xs {
 			if g, ok := gen[&x[0]]; ok {
 				k = max(k, g+1)
 			}
 		}
-		gen[&p.dst[0]] = k
-		for len(items) <= k {
-			items, of = append(items, nil), append(of, nil)
+		if p.g != nil {
+			if g, ok := gen[&p.g[0]]; ok {
+				k = max(k, g+1)
+			}
 		}
+		gen[&p.dst[0]], gens[i] = k, k
+		for len(count) <= k {
+			count = append(count, 0)
+		}
+		count[k]++
+	}
+	items, of := make([][]trainer.MixItem, len(count)), make([][]*lazyMix, len(count))
+	for k, n := range count {
+		items[k], of[k] = make([]trainer.MixItem, 0, n), make([]*lazyMix, 0, n)
+	}
+	for i, p := range ps {
+		k := gens[i]
 		items[k] = append(items[k], p.item())
 		of[k] = append(of[k], p)
 	}
