@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"math"
-	"weak"
 )
 
 // LeaveOnDevice makes the workspace leave the models it trains on its
@@ -70,15 +69,14 @@ func (r *resident) settle(v []float32) (int32, bool) {
 	if len(v) == 0 {
 		return 0, false
 	}
-	key := weak.Make(&v[0])
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.byVec[key]
+	e, ok := r.entry(v)
 	if !ok || !e.stale {
 		return 0, false
 	}
 	e.stale = false
-	r.byVec[key] = e
+	r.byVec[addrOf(v)] = e
 	r.fetched++
 	return e.slot, true
 }

@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"fmt"
-	"weak"
 
 	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
@@ -169,7 +168,8 @@ func (w *BatchWorkspace) Stale(v []float32) bool {
 	r := w.res
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.byVec[weak.Make(&v[0])].stale
+	e, _ := r.entry(v)
+	return e.stale
 }
 
 // load sets the stack's models 0 to len(vs)−1 to vs, which the calls

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 	"weak"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -48,8 +49,14 @@ type resident struct {
 	slots int
 	max   int // the most slots the arena may grow to
 
-	mu    sync.Mutex // guards byVec and free: cleanups run on goroutines of their own
-	byVec map[weak.Pointer[float32]]slotEntry
+	mu sync.Mutex // guards byVec and free: cleanups run on goroutines of their own
+	// byVec holds the slots by their host vectors' addresses; an entry
+	// is v's only while its weak pointer still gives v (entry): a vector
+	// found dead there has left its address to a new one, which the
+	// lookup then does not find, and its cleanup may not have run yet.
+	// Looking up by the address makes no weak pointer (weak.Make would
+	// add one to a vector found nowhere, for as long as it lives).
+	byVec map[uintptr]slotEntry
 	free  []int32
 
 	// Hits counts the vectors found on the device, Uploads those
@@ -69,6 +76,7 @@ type resident struct {
 }
 
 type slotEntry struct {
+	key     weak.Pointer[float32]
 	slot    int32
 	cleanup runtime.Cleanup
 	stale   bool    // the host vector is not written yet (LeaveOnDevice, Mix)
@@ -77,13 +85,39 @@ type slotEntry struct {
 }
 
 type slotKey struct {
+	addr uintptr
 	key  weak.Pointer[float32]
 	slot int32
 }
 
+// addrOf is the address byVec knows v by.
+func addrOf(v []float32) uintptr { return uintptr(unsafe.Pointer(&v[0])) }
+
+// entry returns v's entry (guarded by mu).
+func (r *resident) entry(v []float32) (slotEntry, bool) {
+	e, ok := r.byVec[addrOf(v)]
+	if !ok || e.key.Value() != &v[0] {
+		return slotEntry{}, false
+	}
+	return e, true
+}
+
+// put records e as v's entry (guarded by mu). An entry of a dead vector
+// at v's address gives its slot back now, its cleanup stopped (one
+// already queued finds the entry another's: release); one of v itself
+// in another slot too.
+func (r *resident) put(v []float32, e slotEntry) {
+	a := addrOf(v)
+	if old, ok := r.byVec[a]; ok && old.slot != e.slot {
+		old.cleanup.Stop()
+		r.free = append(r.free, old.slot)
+	}
+	r.byVec[a] = e
+}
+
 // newResident returns an empty arena for models of size values on be.
 func newResident(be compute.Backend, size int) *resident {
-	return &resident{be: be, size: size, max: int(max(1, min(residentBound(be)/int64(4*size), 1<<30))), byVec: map[weak.Pointer[float32]]slotEntry{}}
+	return &resident{be: be, size: size, max: int(max(1, min(residentBound(be)/int64(4*size), 1<<30))), byVec: map[uintptr]slotEntry{}}
 }
 
 // onDevice reports whether be keeps its tensors apart from the host's
@@ -98,7 +132,7 @@ func onDevice(be compute.Backend) bool {
 func (r *resident) find(v []float32) (int32, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.byVec[weak.Make(&v[0])]
+	e, ok := r.entry(v)
 	return e.slot, ok
 }
 
@@ -175,18 +209,18 @@ func (r *resident) collect() {
 // v itself does not hold them yet (LeaveOnDevice).
 func (r *resident) keep(v []float32, s int32, stale bool) {
 	key := weak.Make(&v[0])
-	c := runtime.AddCleanup(&v[0], r.release, slotKey{key, s})
+	c := runtime.AddCleanup(&v[0], r.release, slotKey{addrOf(v), key, s})
 	r.mu.Lock()
-	r.byVec[key] = slotEntry{slot: s, cleanup: c, stale: stale}
+	r.put(v, slotEntry{key: key, slot: s, cleanup: c, stale: stale})
 	r.mu.Unlock()
 }
 
 // keepSum is keep of a Mix result, left here (stale) with its Σ x².
 func (r *resident) keepSum(v []float32, s int32, ss float64) {
 	key := weak.Make(&v[0])
-	c := runtime.AddCleanup(&v[0], r.release, slotKey{key, s})
+	c := runtime.AddCleanup(&v[0], r.release, slotKey{addrOf(v), key, s})
 	r.mu.Lock()
-	r.byVec[key] = slotEntry{slot: s, cleanup: c, stale: true, ss: ss, hasSS: true}
+	r.put(v, slotEntry{key: key, slot: s, cleanup: c, stale: true, ss: ss, hasSS: true})
 	r.mu.Unlock()
 }
 
@@ -194,7 +228,7 @@ func (r *resident) keepSum(v []float32, s int32, ss float64) {
 func (r *resident) knownSum(v []float32) (float64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.byVec[weak.Make(&v[0])]
+	e, ok := r.entry(v)
 	return e.ss, ok && e.hasSS
 }
 
@@ -202,20 +236,19 @@ func (r *resident) knownSum(v []float32) (float64, bool) {
 func (r *resident) release(k slotKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.byVec[k.key]; ok && e.slot == k.slot {
-		delete(r.byVec, k.key)
+	if e, ok := r.byVec[k.addr]; ok && e.key == k.key && e.slot == k.slot {
+		delete(r.byVec, k.addr)
 		r.free = append(r.free, k.slot)
 	}
 }
 
 // forget frees v's slot, if it has one, before v is written.
 func (r *resident) forget(v []float32) {
-	key := weak.Make(&v[0])
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.byVec[key]; ok {
+	if e, ok := r.entry(v); ok {
 		e.cleanup.Stop()
-		delete(r.byVec, key)
+		delete(r.byVec, addrOf(v))
 		r.free = append(r.free, e.slot)
 	}
 }

@@ -393,3 +393,50 @@ func TestResidentCollects(t *testing.T) {
 	}
 	runtime.KeepAlive(v)
 }
+
+// TestResidentAddressReuse: the arena knows its vectors by their
+// addresses, each entry only while its weak pointer still gives its
+// vector. An entry left at an address by a vector that died (its
+// cleanup not run yet, stood in for here by another vector's) is not
+// found for the new vector there; keeping the new one gives the old
+// slot back once, and the old cleanup, run later, frees nothing more.
+func TestResidentAddressReuse(t *testing.T) {
+	const size = 8
+	r := newResident(backendtest.NewDevice(), size)
+	defer r.close()
+	gone, v := make([]float32, size), make([]float32, size)
+	old, ok := r.slot(gone)
+	if !ok {
+		t.Fatal("no slot")
+	}
+	r.mu.Lock()
+	e := r.byVec[addrOf(gone)]
+	delete(r.byVec, addrOf(gone))
+	r.byVec[addrOf(v)] = e // as if gone had lived at v's address
+	free := len(r.free)
+	r.mu.Unlock()
+	if s, ok := r.find(v); ok {
+		t.Fatalf("v found in slot %d, the entry of another vector", s)
+	}
+	s, ok := r.alloc()
+	if !ok || s == old {
+		t.Fatalf("slot %d (%v) for v, the old one %d", s, ok, old)
+	}
+	r.keep(v, s, false)
+	if got, ok := r.find(v); !ok || got != s {
+		t.Fatalf("v in slot %d (%v), want %d", got, ok, s)
+	}
+	r.release(slotKey{addrOf(v), e.key, old}) // the old cleanup, queued before it could be stopped
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.free); n != free {
+		t.Fatalf("%d free slots, want %d: the old slot given back once, v's kept", n, free)
+	}
+	if !slices.Contains(r.free, old) {
+		t.Fatalf("the old slot %d not given back: free %v", old, r.free)
+	}
+	if _, ok := r.entry(v); !ok {
+		t.Fatal("v's entry gone after the old cleanup ran")
+	}
+	runtime.KeepAlive(gone)
+}
