@@ -134,6 +134,7 @@ func (nullDevice) QuantizeRows(compute.Tensor, compute.Tensor, int, []int32, []i
 }
 func (nullDevice) MaskRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []int32) {
 }
+func (nullDevice) TopKRows(compute.Tensor, compute.Tensor, int, []int32, []int32, int, []int32) {}
 func (nullDevice) InterpolateRows(compute.Tensor, compute.Tensor, int, []int32, []int32, []int32, []float32) {
 }
 func (nullDevice) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {

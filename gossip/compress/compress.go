@@ -152,33 +152,7 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 	case Int8:
 		p.Scales, p.Bytes = quantize8(p.Scales, p.Bytes, x)
 	case TopK:
-		// The k largest magnitudes, ties to the lower index: the k-th
-		// largest magnitude t by selection (linear time), then every
-		// coordinate above t and the first of those at t.
-		k := spec.Keep(len(x))
-		if k == 0 {
-			break
-		}
-		mags := make([]float32, len(x))
-		for i, v := range x {
-			mags[i] = abs32(v)
-		}
-		t := kthLargest(mags, k)
-		ties := k
-		for _, v := range x {
-			if abs32(v) > t {
-				ties--
-			}
-		}
-		for i, v := range x {
-			if a := abs32(v); a > t || a == t && ties > 0 {
-				if a == t {
-					ties--
-				}
-				p.Indices = append(p.Indices, uint32(i))
-				p.Values = append(p.Values, v)
-			}
-		}
+		topK(p, x, spec.Keep(len(x)))
 	case RandK, RandKInt8:
 		p.Seed = rng.Uint64()
 		p.Indices = RandIndices(p.Indices, len(x), spec.Keep(len(x)), p.Seed)
@@ -189,6 +163,24 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 		if spec.Kind == RandKInt8 {
 			p.Scales, p.Bytes = quantize8(p.Scales, p.Bytes, p.Values)
 			p.Values = p.Values[:0]
+		}
+	}
+}
+
+// topK keeps x's k largest magnitudes, ties to the lower index
+// (compute.TopKThreshold: magnitudes by their bits, a NaN above +Inf).
+func topK(p *Payload, x []float32, k int) {
+	if k == 0 {
+		return
+	}
+	t, ties := compute.TopKThreshold(x, k)
+	for i, v := range x {
+		if key := compute.TopKey(v); key > t || key == t && ties > 0 {
+			if key == t {
+				ties--
+			}
+			p.Indices = append(p.Indices, uint32(i))
+			p.Values = append(p.Values, v)
 		}
 	}
 }
@@ -226,53 +218,6 @@ func Sparse(p *Payload) ([]uint32, []float32) {
 	return idx, vals
 }
 
-func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
-
-// kthLargest returns the k-th largest of a (1 ≤ k ≤ len(a)), reordering
-// a: quickselect with a median-of-three pivot.
-func kthLargest(a []float32, k int) float32 {
-	lo, hi, want := 0, len(a)-1, k-1 // want: index in descending order
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		// Median of three to a[hi] as the pivot.
-		if a[mid] > a[lo] {
-			a[mid], a[lo] = a[lo], a[mid]
-		}
-		if a[hi] > a[lo] {
-			a[hi], a[lo] = a[lo], a[hi]
-		}
-		if a[mid] > a[hi] {
-			a[mid], a[hi] = a[hi], a[mid]
-		}
-		pivot := a[hi]
-		// Partition descending: [lo, i) > pivot, then == pivot, then <.
-		i := lo
-		for j := lo; j < hi; j++ {
-			if a[j] > pivot {
-				a[i], a[j] = a[j], a[i]
-				i++
-			}
-		}
-		eq := i
-		for j := i; j < hi; j++ {
-			if a[j] == pivot {
-				a[eq], a[j] = a[j], a[eq]
-				eq++
-			}
-		}
-		a[eq], a[hi] = a[hi], a[eq]
-		// [i, eq] hold the pivot.
-		switch {
-		case want < i:
-			hi = i - 1
-		case want > eq:
-			lo = eq + 1
-		default:
-			return pivot
-		}
-	}
-	return a[lo]
-}
 
 // RandIndices appends to dst k distinct indices below n, ascending, drawn
 // from seed (Floyd's algorithm on a PCG stream): sender and receiver of a

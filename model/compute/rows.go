@@ -88,6 +88,13 @@ type Rows interface {
 	// elsewhere: a rand-k compression of the row as its receivers
 	// decompress it. The same rules of aliasing as InterpolateRows hold.
 	MaskRows(dst, src Tensor, n int, rows, start, from, keep []int32)
+	// TopKRows sets row rows[i] of dst to row from[i] of src at its k
+	// largest magnitudes and to 0 elsewhere (TopKInto: ties to the lower
+	// index, magnitudes by their bits), and bytes[i] to the bytes of the
+	// kept indices' encoding: a top-k compression of the row as its
+	// receivers decompress it, and what its indices cost on the wire.
+	// The same rules of aliasing as InterpolateRows hold.
+	TopKRows(dst, src Tensor, n int, rows, from []int32, k int, bytes []int32)
 }
 
 // CheckMean panics unless a MeanRows call's rows lie in src and dst

@@ -161,6 +161,7 @@ func Kernels(t T, be compute.Backend) {
 	robustRows(t, be, rng)
 	quantizeRows(t, be, rng)
 	maskRows(t, be, rng)
+	topKRows(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

@@ -47,8 +47,8 @@ type DeviceStats struct {
 	// PairDistanceRows measured.
 	Trimmed, Averaged, Clipped, Pairs int
 	// Quantized counts the rows QuantizeRows wrote, Masked those
-	// MaskRows wrote.
-	Quantized, Masked int
+	// MaskRows wrote, TopK those TopKRows wrote.
+	Quantized, Masked, TopK int
 }
 
 // NewDevice returns an emulated device over a CPU backend (one thread, the
@@ -403,6 +403,14 @@ func (d *Device) MaskRows(dst, src compute.Tensor, n int, rows, start, from, kee
 	d.st.Masked += len(rows)
 	d.mu.Unlock()
 	d.cpu.MaskRows(d.at(dst), d.at(src), n, rows, start, from, keep)
+}
+
+// TopKRows implements compute.Rows.
+func (d *Device) TopKRows(dst, src compute.Tensor, n int, rows, from []int32, k int, bytes []int32) {
+	d.mu.Lock()
+	d.st.TopK += len(rows)
+	d.mu.Unlock()
+	d.cpu.TopKRows(d.at(dst), d.at(src), n, rows, from, k, bytes)
 }
 
 // SumSquaresRows implements compute.Rows.

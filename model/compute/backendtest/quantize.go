@@ -145,3 +145,64 @@ func maskRows(t T, be compute.Backend, rng *rand.Rand) {
 		}
 	}
 }
+
+// topKRows checks compute.Rows' TopKRows on host and device tensors
+// against what a receiver of each row sent by gossip/compress as top-k
+// decompresses, bit for bit, NaNs too, and its byte counts against the
+// payload's encoding: rows of 1, 300 and 1,100 values, on values that
+// hold −0, infinities, NaNs and many ties (values of a few levels), one
+// row in place, keeping one value, some and all of a row.
+func topKRows(t T, be compute.Backend, rng *rand.Rand) {
+	t.Helper()
+	name := be.Name()
+	specials := []float32{float32(math.Copysign(0, -1)), 0, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0x7fc00123), 0.5, -0.5}
+	for _, n := range []int{1, 300, 1100} {
+		const m = 6
+		x := randSlice(rng, m*n)
+		for i := range x {
+			if rng.IntN(3) == 0 {
+				x[i] = specials[rng.IntN(len(specials))]
+			}
+		}
+		row := func(v []float32, r int32) []float32 { return v[int(r)*n:][:n] }
+		if n >= 300 { // row 0's largest at 127 and 255: gaps of 127, one byte each (128 would take two)
+			r := row(x, 0)
+			for j := range r {
+				r[j] = float32(rng.NormFloat64())
+			}
+			r[127], r[255] = 1e30, -1e30
+		}
+		for _, frac := range []float64{1e-9, 2.0 / float64(n), 0.1, 0.3, 1} {
+			spec := compress.Spec{Kind: compress.TopK, Fraction: frac}
+			k := spec.Keep(n)
+			// 1 ← 0, 3 ← 3 in place, 5 ← 2.
+			rows, from := []int32{1, 3, 5}, []int32{0, 3, 2}
+			want, wantBytes := slices.Clone(x), make([]int32, len(rows))
+			for i, d := range rows {
+				var p compress.Payload
+				compress.Compress(&p, row(x, from[i]), spec, nil)
+				wantBytes[i] = int32(compress.EncodedSize(&p) - 9 - 4*len(p.Values))
+				compress.Decompress(row(want, d), &p)
+			}
+			for _, onDevice := range []bool{false, true} {
+				got, bytes := slices.Clone(x), make([]int32, len(rows))
+				if onDevice {
+					d := be.Load(got)
+					be.TopKRows(d, d, n, rows, from, k, bytes)
+					be.Store(got, d)
+					be.Free(d)
+				} else {
+					be.TopKRows(compute.Host(got), compute.Host(got), n, rows, from, k, bytes)
+				}
+				if j := firstDiff(got, want); j >= 0 {
+					t.Errorf("%s: TopKRows of %d (device %v, rows of %d): value %d (row %d) = %v (%#x), want %v (%#x)", name, k, onDevice, n, j, j/n, got[j], math.Float32bits(got[j]), want[j], math.Float32bits(want[j]))
+					return
+				}
+				if !slices.Equal(bytes, wantBytes) {
+					t.Errorf("%s: TopKRows of %d (device %v, rows of %d): index bytes %v, the encodings' %v", name, k, onDevice, n, bytes, wantBytes)
+					return
+				}
+			}
+		}
+	}
+}

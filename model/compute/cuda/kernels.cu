@@ -639,6 +639,100 @@ extern "C" __global__ void mask_rows(float *dst, const float *src, const int *id
     dst[(long)idx[i] * n + j] = (lo < start[i + 1] && keep[lo] == j) ? v : 0.0f;
 }
 
+// uvarint_len is the length of v's uvarint encoding.
+__device__ int uvarint_len(unsigned v) {
+    int n = 1;
+    while (v >= 0x80u) { v >>= 7; n++; }
+    return n;
+}
+
+// block_scan sets sh[t] to the sum (op 0) or the largest (op 1) of the
+// block's values v up to thread t, itself included, and returns it
+// (Hillis-Steele over ROW_THREADS, a power of two).
+__device__ int block_scan(int v, int *sh, int op) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = 1; s < blockDim.x; s <<= 1) {
+        int o = threadIdx.x >= s ? sh[threadIdx.x - s] : (op ? -1 : 0);
+        __syncthreads();
+        int c = sh[threadIdx.x];
+        sh[threadIdx.x] = op ? (o > c ? o : c) : c + o;
+        __syncthreads();
+    }
+    int r = sh[threadIdx.x];
+    __syncthreads();
+    return r;
+}
+
+// top_k_rows: one block per listed row; row rows[i] of dst = row from[i]
+// of src at its k largest magnitudes, ties to the lower index, 0
+// elsewhere (compute.TopKInto: magnitudes by the bits of |x|, a NaN
+// above +Inf), and bytes[i] = the uvarint bytes of the kept indices'
+// gaps. The k-th largest key by a radix select, a byte a pass from the
+// highest (a histogram in shared memory), then the row in tiles of a
+// block's values in index order: kept above the key, or at it among the
+// first ties (a prefix sum), each kept index's gap from the last kept
+// before it (a prefix maximum). In place too: every read of the row
+// comes before its writes, each value written by the thread that read it.
+extern "C" __global__ void top_k_rows(float *dst, const float *src, const int *idx, int count, int n, int k, int *bytes) {
+    __shared__ int hist[256];
+    __shared__ int shi[ROW_THREADS];
+    __shared__ unsigned sel[2];
+    __shared__ double shd[ROW_THREADS];
+    int i = blockIdx.x;
+    if (i >= count) return;
+    const float *s = src + (long)idx[count + i] * n;
+    float *d = dst + (long)idx[i] * n;
+    unsigned t = 0, mask = 0;
+    int want = k;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+        __syncthreads();
+        for (int j = threadIdx.x; j < n; j += blockDim.x) {
+            unsigned key = __float_as_uint(s[j]) & 0x7fffffffu;
+            if ((key & mask) == t) atomicAdd(&hist[(key >> shift) & 255], 1);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int dg = 255, w = want;
+            for (; dg > 0 && hist[dg] < w; dg--) w -= hist[dg];
+            sel[0] = t | ((unsigned)dg << shift);
+            sel[1] = (unsigned)w;
+        }
+        __syncthreads();
+        t = sel[0];
+        want = (int)sel[1];
+        mask |= 255u << shift;
+        __syncthreads();
+    }
+    int ties = want, last = -1;
+    double nb = 0.0;
+    for (int base = 0; base < n; base += blockDim.x) {
+        int j = base + threadIdx.x;
+        float v = 0.0f;
+        unsigned key = 0;
+        if (j < n) { v = s[j]; key = __float_as_uint(v) & 0x7fffffffu; }
+        int at = j < n && key == t;
+        int rank = block_scan(at, shi, 0);        // ties up to j, j included
+        int total = shi[blockDim.x - 1];
+        __syncthreads();
+        int kept = j < n && (key > t || (at && rank <= ties));
+        block_scan(kept ? j : -1, shi, 1); // the last kept index up to each thread's
+        int tileLast = shi[blockDim.x - 1];
+        if (kept) {
+            int before = threadIdx.x > 0 ? shi[threadIdx.x - 1] : -1;
+            int prev = before > last ? before : last;
+            nb += uvarint_len((unsigned)(j - prev - 1));
+        }
+        __syncthreads();
+        if (j < n) d[j] = kept ? v : 0.0f;
+        ties -= total < ties ? total : ties;
+        if (tileLast > last) last = tileLast;
+    }
+    nb = block_sum(nb, shd);
+    if (threadIdx.x == 0) bytes[i] = (int)nb;
+}
+
 // sum_squares_rows: one block per listed row, out[i] = Σ x² over row
 // rows[i] in double (NaN or +Inf where the row holds one).
 extern "C" __global__ void sum_squares_rows(double *out, const float *x, const int *rows, int count, int n) {

@@ -158,6 +158,22 @@ func (b *Backend) MaskRows(dst, src compute.Tensor, n int, rows, start, from, ke
 	b.listed("mask_rows", dst, src, n, len(rows), rows, start, from, keep)
 }
 
+// TopKRows implements compute.Rows: a block a row.
+func (b *Backend) TopKRows(dst, src compute.Tensor, n int, rows, from []int32, k int, bytes []int32) {
+	compute.CheckTopK(dst, src, n, rows, from, k, bytes)
+	if len(rows) == 0 {
+		return
+	}
+	defer b.enter()()
+	pd, ps, done := b.rowTensors(dst, src)
+	idx, _ := b.uploadRowArgs(nil, rows, from)
+	po := b.grow(&b.rows, uintptr(4*len(rows)))
+	cnt, nn, kk := int32(len(rows)), int32(n), int32(k)
+	b.launch("top_k_rows", len(rows), rowThreads, arg(&pd), arg(&ps), arg(&idx), arg(&cnt), arg(&nn), arg(&kk), arg(&po))
+	done()
+	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&bytes[0]), po, uintptr(4*len(rows))))
+}
+
 // SumSquaresRows implements compute.Rows.
 func (b *Backend) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []int32) {
 	if len(out) < len(rows) {
