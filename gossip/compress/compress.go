@@ -218,7 +218,6 @@ func Sparse(p *Payload) ([]uint32, []float32) {
 	return idx, vals
 }
 
-
 // RandIndices appends to dst k distinct indices below n, ascending, drawn
 // from seed (Floyd's algorithm on a PCG stream): sender and receiver of a
 // randk payload get the same ones.
