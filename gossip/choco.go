@@ -133,9 +133,9 @@ func (c *choco) keyframe(n *Core) bool {
 }
 
 // stepMixed is step where the core hands its mixes: the local step, the
-// public copy's step and its rand-k compression (the indices drawn as
-// compress.Compress draws them, the values masked by the Mixer), each a
-// new vector.
+// public copy's step and its compression (rand-k's indices drawn as
+// compress.Compress draws them, the values masked by the Mixer; top-k's
+// kept by the Mixer), each a new vector.
 func (c *choco) stepMixed(n *Core, d *dpsgd, g []float32) {
 	c.half = n.mixed([][]float32{n.params}, []float32{1}, g, -float32(d.cfg.LR))
 	if c.keyframe(n) {
@@ -145,7 +145,7 @@ func (c *choco) stepMixed(n *Core, d *dpsgd, g []float32) {
 		}
 		return
 	}
-	q, p := n.maskedStep(c.half, c.self, c.spec)
+	q, p := n.sparseStep(c.half, c.self, c.spec)
 	c.self = n.mixed([][]float32{c.self, q}, []float32{1, 1}, nil, 0)
 	for _, to := range d.order {
 		n.send(Message{Kind: KindParams, To: to, Round: n.round, Packed: p, Weight: d.degree()})

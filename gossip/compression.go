@@ -142,7 +142,7 @@ func (n *Core) unpack(m *Message) error {
 		if !n.cfg.HandsMixes() || len(d) != m.Packed.N {
 			return invalid("compression", "a deferred vector, which only a simulator's cores that hand their mixes exchange")
 		}
-		if m.Packed.Kind == compress.RandK { // already as decompressed (Mixer.Mask)
+		if m.Packed.Kind == compress.RandK || m.Packed.Kind == compress.TopK { // already as decompressed (Mixer.Mask, Mixer.Top)
 			m.Params, m.sum = d, n.laterSum(d)
 		} else {
 			x := n.cfg.Mixer.Vector(m.Packed.N)
@@ -155,6 +155,21 @@ func (n *Core) unpack(m *Message) error {
 	}
 	m.Packed = nil
 	return nil
+}
+
+// sparseStep hands the Mixer the compression of x − ref under spec:
+// rand-k's (maskedStep), or top-k's, its values kept by Mixer.Top, whose
+// payload counts its indices' bytes once the step is made.
+func (n *Core) sparseStep(x, ref []float32, spec compress.Spec) ([]float32, *compress.Payload) {
+	if spec.Kind == compress.RandK {
+		return n.maskedStep(x, ref, spec)
+	}
+	diff := n.mixed([][]float32{x, ref}, []float32{1, -1}, nil, 0)
+	size := len(diff)
+	k := spec.Keep(size)
+	q := n.cfg.Mixer.Vector(size)
+	bytes := n.cfg.Mixer.Top(q, diff, k)
+	return q, &compress.Payload{Kind: compress.TopK, N: size, Keep: k, IndexBytes: bytes, Deferred: q}
 }
 
 // maskedStep hands the Mixer the rand-k compression of x − ref (spec):

@@ -83,12 +83,12 @@ func (l *links) pack(n *Core, to PeerID, x []float32, seq uint64) (params []floa
 		l.out[to] = o
 	}
 	o.seq = seq
-	if n.cfg.HandsMixes() { // rand-k: every vector a new one, never written
+	if n.cfg.HandsMixes() { // every vector a new one, never written
 		if o.x == nil || l.every > 0 && seq%l.every == 0 {
 			o.x = x
 			return x, nil
 		}
-		q, packed := n.maskedStep(x, o.x, l.spec)
+		q, packed := n.sparseStep(x, o.x, l.spec)
 		o.x = n.mixed([][]float32{o.x, q}, []float32{1, 1}, nil, 0)
 		return nil, packed
 	}

@@ -15,8 +15,9 @@ import (
 // and of plain AD-PSGD (the pairwise average, a Blend, and the step),
 // all with no secure aggregation or outer optimizer, and of D-PSGD's and
 // push-sum's robust rules and the CHOCO steps of D-PSGD, push-sum and
-// AD-PSGD under rand-k (the steps of the public copies, their
-// compression, a Mask, and the steps towards the copies: HandsMixes).
+// AD-PSGD under rand-k and top-k (the steps of the public copies, their
+// compression, a Mask or a Top, and the steps towards the copies:
+// HandsMixes).
 // Without one
 // (Config.Mixer nil) the core mixes on the spot.
 //
@@ -56,6 +57,13 @@ type Mixer interface {
 	// the indices compress.RandIndices draws). src is read only; Mask
 	// owns keep.
 	Mask(dst, src []float32, keep []uint32)
+	// Top arranges for dst to become src at its k largest magnitudes and
+	// 0 elsewhere (compute.TopKInto), before anything reads dst: CHOCO's
+	// top-k step as its receivers decompress it. It returns a function
+	// that gives the bytes of the kept indices' encoding
+	// (compress.Payload.IndexBytes), resolving dst then if it is pending.
+	// src is read only.
+	Top(dst, src []float32, k int) func() int
 	// Resolve makes v hold its values, if it is pending.
 	Resolve(v []float32)
 	// SumLater returns a function that gives Σ v² (merge.SumSquares)
@@ -69,16 +77,14 @@ type Mixer interface {
 
 // HandsMixes reports whether a core of this config hands its mixes to
 // its Mixer: D-PSGD or push-sum with their own mixes or a robust rule
-// (merge.Checked), GoSGD, or AD-PSGD, with no sparse compression but
-// rand-k (CHOCO's steps), no secure aggregation and no outer optimizer. Its gradients then go nowhere
+// (merge.Checked), GoSGD, or AD-PSGD, under any compression (CHOCO's
+// steps for rand-k and top-k), with no secure aggregation and no outer
+// optimizer. Its gradients then go nowhere
 // but to the Mixer, which may keep them where it mixes, and it never
 // writes a model in place: each mix makes a new vector (Vector).
 func (c *Config) HandsMixes() bool {
 	if c.Mixer == nil || !MixesOf(c.Protocol) || c.Secure.Enabled || c.Outer.Enabled() {
 		return false
-	}
-	if c.Sparse.Kind != compress.None && c.Sparse.Kind != compress.RandK {
-		return false // top-k's message sizes depend on where its values lie
 	}
 	switch c.Protocol {
 	case DPSGD:

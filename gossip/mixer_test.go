@@ -9,6 +9,7 @@ import (
 	"github.com/gossipd/gossipd/gossip"
 	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // lazyMixer records each mix, its result NaN until something resolves
@@ -18,8 +19,9 @@ type lazyMixer struct {
 	pending map[*float32]func()
 	mixes   int
 	robust  int // of mixes, by Aggregate
-	// quantized counts the mixes by Quantize, masked those by Mask.
-	quantized, masked int
+	// quantized counts the mixes by Quantize, masked those by Mask,
+	// topped those by Top.
+	quantized, masked, topped int
 	// vouch makes SumLater give 0 for a pending vector and leave it
 	// pending, as a simulator does on a device while it promises: a
 	// core that reads such a vector before Resolve reads NaN.
@@ -99,6 +101,20 @@ func (m *lazyMixer) Mask(dst, src []float32, keep []uint32) {
 	}
 }
 
+func (m *lazyMixer) Top(dst, src []float32, k int) func() int {
+	m.mixes++
+	m.topped++
+	for i := range dst {
+		dst[i] = float32(math.NaN())
+	}
+	var bytes int
+	m.pending[&dst[0]] = func() {
+		m.Resolve(src)
+		bytes = compute.TopKInto(dst, src, k)
+	}
+	return func() int { m.Resolve(dst); return bytes }
+}
+
 func (m *lazyMixer) Resolve(v []float32) {
 	if len(v) == 0 {
 		return
@@ -142,8 +158,9 @@ func gradients(mx gossip.Mixer, grad func(i, k int, v float32) float32) func(int
 // every share received in a buffer overwritten unless the core kept it,
 // and a node joining (taking a member's state); with the vectors sent as
 // fp16 or int8, which the receivers' mixer rounds (Mixer.Quantize),
-// D-PSGD's too; with CHOCO's rand-k steps (D-PSGD's public copy,
-// push-sum's and AD-PSGD's links), each compressed by a Mask; and with a
+// D-PSGD's too; with CHOCO's rand-k and top-k steps (D-PSGD's public
+// copy, push-sum's and AD-PSGD's links), each compressed by a Mask or a
+// Top; and with a
 // mixer that vouches for the sums of pending
 // vectors without resolving them, as a device does, so that a core that
 // read one before resolving it would read NaN.
@@ -162,7 +179,9 @@ func TestHandedMixes(t *testing.T) {
 		}
 	}
 	for _, proto := range []string{gossip.DPSGD, gossip.PushSum, gossip.ADPSGD} { // CHOCO's steps
-		runs = append(runs, run{proto: proto, sparse: compress.Spec{Kind: compress.RandK, Fraction: 0.3}})
+		for _, kind := range []compress.Kind{compress.RandK, compress.TopK} {
+			runs = append(runs, run{proto: proto, sparse: compress.Spec{Kind: kind, Fraction: 0.3}})
+		}
 	}
 	for _, r := range runs {
 		proto := r.proto
@@ -230,8 +249,8 @@ func TestHandedMixes(t *testing.T) {
 					t.Fatalf("node %d: mixes handed to a mixer that vouches %v (weight %v), mixed on the spot %v (weight %v)", i, vouched[i], vw[i], alone[i], aw[i])
 				}
 			}
-			if mx.mixes == 0 || (mx.quantized == 0) != (r.q == compress.None) || (mx.masked == 0) != (r.sparse.Kind == compress.None) {
-				t.Fatalf("%d mixes handed to the mixer, %d roundings of vectors sent %v, %d masks of steps sent %v", mx.mixes, mx.quantized, r.q, mx.masked, r.sparse)
+			if mx.mixes == 0 || (mx.quantized == 0) != (r.q == compress.None) || (mx.masked == 0) != (r.sparse.Kind != compress.RandK) || (mx.topped == 0) != (r.sparse.Kind != compress.TopK) {
+				t.Fatalf("%d mixes handed to the mixer, %d roundings of vectors sent %v, %d masks and %d top-k of steps sent %v", mx.mixes, mx.quantized, r.q, mx.masked, mx.topped, r.sparse)
 			}
 			for i := range inits {
 				if !slices.Equal(inits[i], copies[i]) {

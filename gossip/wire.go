@@ -57,6 +57,39 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // EncodedSize returns the length of Encode(m) without encoding.
 func EncodedSize(m *Message) int {
+	n, later := EncodedSizeLater(m)
+	if later != nil {
+		n += later()
+	}
+	return n
+}
+
+// EncodedSizeLater is EncodedSize without waiting for a deferred top-k
+// vector (compress.EncodedSizeLater): the bytes known now and the
+// function that gives the rest, nil where none are to come.
+func EncodedSizeLater(m *Message) (int, func() int) {
+	n, later := unpackedSize(m), (func() int)(nil)
+	if m.Packed != nil {
+		var k int
+		k, later = compress.EncodedSizeLater(m.Packed)
+		n += k
+	}
+	return n, later
+}
+
+// UncompressedSize is EncodedSize(m) + CompressionSaved(m), m's size
+// with its packed vector as plain float32, without waiting for a
+// deferred one.
+func UncompressedSize(m *Message) int {
+	n := unpackedSize(m)
+	if m.Packed != nil {
+		n += 4 * m.Packed.N
+	}
+	return n
+}
+
+// unpackedSize is EncodedSize of m but its packed vector.
+func unpackedSize(m *Message) int {
 	n := 4 + 1 + 1 + 8 + 8 + 8 + 8 + 2 + len(m.From) + 4 + 4*len(m.Params) + 4 + 4*len(m.Indices) + 4 + 2
 	for _, f := range m.Factors {
 		n += 2 + len(f.Weight) + 12 + 4*(len(f.U)+len(f.V))
@@ -65,11 +98,7 @@ func EncodedSize(m *Message) int {
 	for _, d := range m.View {
 		n += 2 + len(d.ID) + 8
 	}
-	n += 4
-	if m.Packed != nil {
-		n += compress.EncodedSize(m.Packed)
-	}
-	return n + 4 + secureSize(m) + 4
+	return n + 4 + 4 + secureSize(m) + 4
 }
 
 // CompressionSaved is how many bytes m's encoding saves by sending its

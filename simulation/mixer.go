@@ -73,6 +73,8 @@ type lazyMix struct {
 	quant compress.Kind
 	keep  []uint32 // with mask
 	mask  bool
+	top   int     // > 0: Top's k
+	bytes int32   // Top's index bytes, once resolved
 	ss    float64 // Σ dst², once resolved
 	seq   uint64  // its order among the mixes
 	done  bool    // on a device: resolved (guarded by the mixer's mu)
@@ -88,7 +90,11 @@ type lazyMix struct {
 
 // item is p as the batches' workspace computes it.
 func (p *lazyMix) item() trainer.MixItem {
-	return trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Agg: p.agg, Ws: p.ws, Quantize: p.quant, Mask: p.mask, Keep: p.keep}
+	it := trainer.MixItem{Dst: p.dst, Xs: p.xs, W: p.w, G: p.g, A: p.a, Blend: p.blend, Agg: p.agg, Ws: p.ws, Quantize: p.quant, Mask: p.mask, Keep: p.keep, Top: p.top}
+	if p.top > 0 {
+		it.IndexBytes = &p.bytes
+	}
+	return it
 }
 
 // inputs returns the vectors p reads: xs, and g where set.
@@ -149,6 +155,17 @@ func (m *lazyMixer) Quantize(dst, src []float32, kind compress.Kind) {
 // Mask implements gossip.Mixer.
 func (m *lazyMixer) Mask(dst, src []float32, keep []uint32) {
 	m.record(&lazyMix{dst: dst, xs: [][]float32{src}, mask: true, keep: keep})
+}
+
+// Top implements gossip.Mixer: the index bytes are known once p is
+// resolved (on a device, with the flush that computes it).
+func (m *lazyMixer) Top(dst, src []float32, k int) func() int {
+	p := &lazyMix{dst: dst, xs: [][]float32{src}, top: k}
+	m.record(p)
+	return func() int {
+		m.resolve(p)
+		return int(p.bytes)
+	}
 }
 
 // record makes p a pending mix.
@@ -423,10 +440,16 @@ func poison(v []float32) {
 // vectors live from a few events to many rounds, any peer's.
 func (s *sim) vectorBlock() int {
 	c := s.cfg
-	if c.Protocol != gossip.DPSGD || c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 || strings.HasPrefix(c.Compression, "randk") {
+	if c.Protocol != gossip.DPSGD || c.Churn > 0 || len(c.ChurnTrace) > 0 || len(c.Netsplits) > 0 || c.Turnover > 0 || sparse(c.Compression) {
 		return 1
 	}
 	return vectorsPerBlock
+}
+
+// sparse reports whether a --compression is CHOCO's (rand-k, top-k),
+// whose copies of the neighbours' models may outlive a round.
+func sparse(compression string) bool {
+	return strings.HasPrefix(compression, "randk") || strings.HasPrefix(compression, "topk")
 }
 
 // vectorsPerBlock: 32 vectors an allocation (compute.UnzeroedRows) saved

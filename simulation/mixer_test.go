@@ -57,11 +57,17 @@ func TestDeferredMixes(t *testing.T) {
 			c.Aggregator, c.Topology, c.Byzantine, c.Attack = "multikrum:1", "complete", 0.2, "bitflip"
 		},
 		"clipped mlp": func(c *Config) { c.Aggregator, c.Model, c.Hidden = "clipped", "mlp", []int{16} },
+		"topk":        func(c *Config) { c.Compression = "topk:0.1" },
+		"topk churn":  func(c *Config) { c.Compression, c.Churn, c.Drop, c.Bandwidth = "topk:0.2", 0.2, 0.1, 2e5 },
+		"pushsum topk": func(c *Config) {
+			c.Protocol, c.Compression, c.Model, c.Hidden = gossip.PushSum, "topk:0.1", "mlp", []int{16}
+		},
+		"adpsgd topk": func(c *Config) { c.Protocol, c.Compression, c.Codec = gossip.ADPSGD, "topk:0.1", true },
 		"pushsum batched": func(c *Config) {
 			c.Protocol, c.PeerBatch, c.Codec, c.Drop, c.Churn = gossip.PushSum, 4, true, 0.1, 0.2
 		},
 	}
-	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late", "multikrum", "clipped mlp", "int8", "int8 codec"} {
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late", "multikrum", "clipped mlp", "int8", "int8 codec", "topk", "topk churn", "pushsum topk", "adpsgd topk"} {
 		t.Run(name, func(t *testing.T) {
 			c := base
 			c.Delta = gossip.DefaultDelta
@@ -163,6 +169,12 @@ func TestMixesOnDevice(t *testing.T) {
 		"pushsum randk":          {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "randk:0.1"}, Drop: 0.1},
 		"pushsum randk turnover": {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "randk:0.2", Model: "mlp"}, Hidden: []int{8}, Turnover: 0.25},
 		"adpsgd randk":           {Settings: job.Settings{Protocol: gossip.ADPSGD, Compression: "randk:0.1", Model: "mlp"}, Hidden: []int{8}, Drop: 0.1},
+		"topk":                   {Settings: job.Settings{Compression: "topk:0.1", Model: "mlp"}, Hidden: []int{8}},
+		"topk churn codec":       {Settings: job.Settings{Compression: "topk:0.2:0.3"}, Churn: 0.2, Drop: 0.1, Codec: true},
+		"topk bandwidth":         {Settings: job.Settings{Compression: "topk:0.1"}, Bandwidth: 2e5, Latency: "uniform:10ms:300ms"},
+		"pushsum topk":           {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "topk:0.1"}, Drop: 0.1},
+		"pushsum topk turnover":  {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "topk:0.2", Model: "mlp"}, Hidden: []int{8}, Turnover: 0.25},
+		"adpsgd topk":            {Settings: job.Settings{Protocol: gossip.ADPSGD, Compression: "topk:0.1", Model: "mlp"}, Hidden: []int{8}, Drop: 0.1},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			if c.Protocol == "" {
@@ -189,7 +201,7 @@ func TestMixesOnDevice(t *testing.T) {
 			trimmed := c.Aggregator == "median" || strings.HasPrefix(c.Aggregator, "trimmed:")
 			picks := strings.Contains(c.Aggregator, "krum") || strings.HasPrefix(c.Aggregator, "clipped")
 			switch {
-			case block != map[bool]int{true: 3, false: 1}[c.Churn == 0 && c.Protocol == gossip.DPSGD && !strings.HasPrefix(c.Compression, "randk")]:
+			case block != map[bool]int{true: 3, false: 1}[c.Churn == 0 && c.Protocol == gossip.DPSGD && !sparse(c.Compression)]:
 				t.Fatalf("%d vectors an allocation (%s, churn %v)", block, c.Protocol, c.Churn)
 			case st == nil || st.Mixed == 0:
 				t.Fatalf("resident counts %+v: no mix ran on the device", st)
@@ -208,6 +220,9 @@ func TestMixesOnDevice(t *testing.T) {
 			}
 			if masked := strings.HasPrefix(c.Compression, "randk"); (ds.Masked > 0) != masked {
 				t.Fatalf("%d steps masked under %q on the device", ds.Masked, c.Compression)
+			}
+			if topped := strings.HasPrefix(c.Compression, "topk"); (ds.TopK > 0) != topped {
+				t.Fatalf("%d steps cut to their top k under %q on the device", ds.TopK, c.Compression)
 			}
 			if (ds.Trimmed > 0) != trimmed || (ds.Pairs > 0) != picks || (ds.Averaged > 0) != multi || (ds.Clipped > 0) != clipped {
 				t.Fatalf("robust rows on the device (aggregator %q): %d trimmed means, %d distances of pairs, %d means, %d clips", c.Aggregator, ds.Trimmed, ds.Pairs, ds.Averaged, ds.Clipped)

@@ -73,7 +73,10 @@ type sim struct {
 	stopAfter  int         // > 0: end after this many rounds, unevaluated (auto.go)
 	pending    *pendingRow // the last row, being measured (record)
 	adv        *adversary  // nil without attackers
-	roster     *roster     // nil with a static roster (turnover.go)
+	// lateBytes give the bytes of the top-k steps' indices sent and not
+	// yet counted (settleBytes).
+	lateBytes []func() int
+	roster    *roster // nil with a static roster (turnover.go)
 	// What peers are built from (cores.go).
 	init     []float32
 	initSum  func() float64 // Σ init², measured once
@@ -230,6 +233,7 @@ func runOnce(ctx context.Context, cfg Config, gpu compute.Backend, choice device
 	if mc, ok := gpu.(compute.MemoryCounter); ok {
 		_, res.DevicePeakBytes = mc.DeviceMemory()
 	}
+	s.settleBytes()
 	res.Stats = s.stats
 	return res, nil
 }
@@ -367,6 +371,7 @@ func (s *sim) record(res *Result, round int) {
 	if s.roster != nil {
 		peers = s.roster.evalPeers(s.cfg.EvalPeers, s.cfg.Seed, round)
 	}
+	s.settleBytes()
 	row := Row{Round: round, Time: s.now.Seconds(), Messages: s.stats.Messages, Bytes: s.stats.Bytes}
 	s.onHost(xs, peers)
 	m := s.eval.start(xs, peers, s.eval.sub)

@@ -17,8 +17,20 @@ import (
 //	randk: seed u64 | k u32 | k f32
 //	randk-int8: seed u64 | k u32 | ⌈k/Int8Chunk⌉ scales f32 | k i8
 
-// EncodedSize is the length of p's encoding: the bytes on the wire.
+// EncodedSize is the length of p's encoding: the bytes on the wire (of
+// a deferred top-k payload, its indices' bytes once known: IndexBytes).
 func EncodedSize(p *Payload) int {
+	n, later := EncodedSizeLater(p)
+	if later != nil {
+		n += later()
+	}
+	return n
+}
+
+// EncodedSizeLater is EncodedSize without waiting for a deferred top-k
+// payload's vector: the bytes known now and, for such a payload, the
+// function that gives the rest (its indices' bytes; nil for any other).
+func EncodedSizeLater(p *Payload) (int, func() int) {
 	n := 5
 	switch p.Kind {
 	case None:
@@ -32,6 +44,9 @@ func EncodedSize(p *Payload) int {
 		}
 		n += 4*scales + p.N
 	case TopK:
+		if p.Deferred != nil {
+			return n + 4 + 4*p.Keep, p.IndexBytes
+		}
 		n += 4 + 4*len(p.Values)
 		prev := -1
 		for _, i := range p.Indices {
@@ -47,7 +62,7 @@ func EncodedSize(p *Payload) int {
 	case RandKInt8:
 		n += 12 + 4*len(p.Scales) + len(p.Bytes)
 	}
-	return n
+	return n, nil
 }
 
 func uvarintLen(v uint64) int {

@@ -127,6 +127,11 @@ type Payload struct {
 	Indices []uint32
 	Values  []float32
 	Seed    uint64
+	// Keep and IndexBytes, of a deferred TopK payload, are the number of
+	// values kept and a function that gives the bytes of their indices'
+	// encoding, known once the vector is (the Mixer's Top).
+	Keep       int
+	IndexBytes func() int
 	// Deferred, in a simulator only, is the vector the payload carries
 	// before it is compressed: the receiver's mixer rounds it as the
 	// payload would (gossip.Mixer.Quantize; FP16 and Int8), or, for
@@ -250,6 +255,10 @@ func Settle(p *Payload) {
 			vals[k] = d[i]
 		}
 		p.Values, p.Indices, p.Deferred = vals, nil, nil
+	case p.Kind == TopK: // d keeps the same coordinates as the vector it was cut from
+		k := min(len(d), max(1, p.Keep))
+		*p = Payload{Kind: TopK, N: p.N}
+		topK(p, d, k)
 	default:
 		Compress(p, d, Spec{Kind: p.Kind}, nil)
 	}

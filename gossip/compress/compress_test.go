@@ -320,3 +320,35 @@ func TestRandKInt8(t *testing.T) {
 		t.Errorf("more values than allowed: %v", err)
 	}
 }
+
+// TestSettleTopK: a deferred top-k payload, its vector already cut to
+// the kept values (compute.TopKInto), settles to the payload Compress
+// makes of the whole vector: the same indices (zeros among the kept
+// ones too), values and encoded size, which EncodedSizeLater gives as
+// its known part plus the index bytes to come.
+func TestSettleTopK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, frac := range []float64{0.01, 0.1, 0.5, 1} {
+		x := make([]float32, 1000)
+		for i := range x {
+			if rng.IntN(3) > 0 { // many zeros: some are kept where k exceeds the non-zeros
+				x[i] = float32(rng.NormFloat64())
+			}
+		}
+		spec := Spec{Kind: TopK, Fraction: frac}
+		var want Payload
+		Compress(&want, x, spec, nil)
+		k := spec.Keep(len(x))
+		d := make([]float32, len(x))
+		nb := compute.TopKInto(d, x, k)
+		p := Payload{Kind: TopK, N: len(x), Keep: k, IndexBytes: func() int { return nb }, Deferred: d}
+		known, later := EncodedSizeLater(&p)
+		if later == nil || known+later() != EncodedSize(&want) || EncodedSize(&p) != EncodedSize(&want) {
+			t.Fatalf("top %d: deferred size %d + later, want %d", k, known, EncodedSize(&want))
+		}
+		Settle(&p)
+		if p.Deferred != nil || !slices.Equal(p.Indices, want.Indices) || !slices.Equal(p.Values, want.Values) || EncodedSize(&p) != EncodedSize(&want) {
+			t.Fatalf("top %d: settled to %d indices, want %d", k, len(p.Indices), len(want.Indices))
+		}
+	}
+}

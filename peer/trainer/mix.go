@@ -35,6 +35,11 @@ import (
 // With Mask, Dst = Xs[0] at the indices Keep (ascending, distinct) and 0
 // elsewhere: CHOCO's rand-k step as its receivers decompress it
 // (compute.Rows' MaskRows on a device).
+//
+// With Top k > 0, Dst = Xs[0] at its k largest magnitudes and 0
+// elsewhere (compute.TopKInto), and *IndexBytes, where set, the bytes of
+// the kept indices' encoding: CHOCO's top-k step as its receivers
+// decompress it (compute.Rows' TopKRows on a device).
 type MixItem struct {
 	Dst      []float32
 	Xs       [][]float32
@@ -47,6 +52,9 @@ type MixItem struct {
 	Quantize compress.Kind
 	Mask     bool
 	Keep     []uint32
+	Top      int
+	// IndexBytes is written once the item is computed (Top).
+	IndexBytes *int32
 }
 
 // Mix computes the items' sums where the workspace keeps its models, and
@@ -129,6 +137,11 @@ func (it MixItem) OnHost() float64 {
 	switch {
 	case it.Quantize != compress.None: // as compress.Compress and Decompress round it
 		compute.RoundTrip(it.Dst, it.Xs[0], quantization(it.Quantize), compress.Int8Chunk)
+	case it.Top > 0:
+		b := compute.TopKInto(it.Dst, it.Xs[0], it.Top)
+		if it.IndexBytes != nil {
+			*it.IndexBytes = int32(b)
+		}
 	case it.Mask:
 		clear(it.Dst)
 		for _, i := range it.Keep {

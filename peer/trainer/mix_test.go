@@ -17,8 +17,9 @@ import (
 // fetched, for weighted sums with and without a gradient term, for
 // blends, for trimmed means and medians with and without one, and for
 // clipped gossip, Krum and multi-Krum, and vectors sent as int8 and
-// fp16, a rand-k step (InterpolateRows, TrimmedRows, PairDistanceRows,
-// AverageRows, ClipRows, QuantizeRows and MaskRows beside CombineRows; a
+// fp16, a rand-k step and a top-k step with its index bytes
+// (InterpolateRows, TrimmedRows, PairDistanceRows, AverageRows,
+// ClipRows, QuantizeRows, MaskRows and TopKRows beside CombineRows; a
 // median of more than compute.MaxTrimmedInputs on the host), over two
 // generations (the second mixing the first's results,
 // which only the device holds): with room for all, and with an arena so
@@ -42,7 +43,7 @@ func TestMixOnDevice(t *testing.T) {
 	P := st.NumParams()
 	st.Close()
 	var base, grads [][]float32
-	const k = 15 // mixes a generation
+	const k = 16 // mixes a generation
 	for range k {
 		base, grads = append(base, vec(P)), append(grads, vec(P))
 		base[len(base)-1][1] = float32(math.Copysign(0, -1)) // a copy keeps it, a sum makes it +0
@@ -50,7 +51,8 @@ func TestMixOnDevice(t *testing.T) {
 	const onHost = 1 // of both: the median of too many
 	w, _ := merge.Normalized(nil, []float64{0.5, 0.25, 0.25})
 	// Two generations of k mixes: the second mixes the first's results.
-	run := func(onDev bool, slots int) ([][]float32, []float64, ResidentStats) {
+	run := func(onDev bool, slots int) ([][]float32, []float64, ResidentStats, []int32) {
+		tops := make([]int32, 0, 2) // pointers into it are kept: no growing
 		var opts []model.Option
 		if onDev {
 			opts = append(opts, model.WithBackend(backendtest.NewDevice()))
@@ -108,6 +110,9 @@ func TestMixOnDevice(t *testing.T) {
 				case 14: // CHOCO's rand-k step, a tenth of the values kept
 					keep := compress.RandIndices(nil, P, compress.Spec{Kind: compress.RandK, Fraction: 0.1}.Keep(P), uint64(gen+1))
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[(i+2)%k]}, Mask: true, Keep: keep}
+				case 15: // CHOCO's top-k step, a tenth of the values kept, with its index bytes
+					tops = append(tops, -1)
+					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[(i+3)%k]}, Top: compress.Spec{Kind: compress.TopK, Fraction: 0.1}.Keep(P), IndexBytes: &tops[len(tops)-1]}
 				case 13: // and its own again: no window to set τ
 					items[i] = MixItem{Dst: make([]float32, P), Xs: [][]float32{src[i], src[(i+3)%k], src[(i+4)%k]}, Agg: merge.ClippedWindow{Pulls: 2}, Ws: []float64{1, 0.5, 0.5}}
 				default:
@@ -136,11 +141,14 @@ func TestMixOnDevice(t *testing.T) {
 			}
 		}
 		stats, _ := ws.Resident()
-		return out, sums, stats
+		return out, sums, stats, tops
 	}
-	want, wantSums, _ := run(false, 0)
+	want, wantSums, _, wantTops := run(false, 0)
 	for _, slots := range []int{0, 3} {
-		got, gotSums, stats := run(true, slots)
+		got, gotSums, stats, gotTops := run(true, slots)
+		if !slices.Equal(gotTops, wantTops) || slices.Contains(wantTops, -1) {
+			t.Fatalf("arena of %d slots: top-k index bytes %v, the host's %v", slots, gotTops, wantTops)
+		}
 		for i := range want {
 			if !slices.EqualFunc(got[i], want[i], func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) || gotSums[i] != wantSums[i] {
 				t.Fatalf("arena of %d slots: mix %d differs from the host's (Σx² %v, want %v)", slots, i, gotSums[i], wantSums[i])

@@ -26,11 +26,20 @@ type mixCalls struct {
 	// MaskRows's: each row mrows[i] from mfrom[i] at the indices
 	// mkeep[mstart[i]:mstart[i+1]].
 	mrows, mfrom, mstart, mkeep []int32
+	tops                        []topCall // TopKRows's, by k
 	// pa and pb are the pairs whose distances Krum and clipped gossip
 	// choose by (PairDistanceRows); picks are their items, completed once
 	// the distances are known.
 	pa, pb []int32
 	picks  []pick
+}
+
+// topCall is a TopKRows call's lists: rows from from, each keeping the
+// top k, its index bytes to out (nil: not asked for).
+type topCall struct {
+	k          int
+	rows, from []int32
+	out        []*int32
 }
 
 // rowLists are the lists of a Rows call that writes each row rows[i]
@@ -96,6 +105,18 @@ func trimOf(a merge.Aggregator) (trim int, ok bool) {
 
 // add places it, whose result is row d (placed said yes).
 func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
+	if it.Top > 0 {
+		i := 0
+		for i < len(c.tops) && c.tops[i].k != it.Top {
+			i++
+		}
+		if i == len(c.tops) {
+			c.tops = append(c.tops, topCall{k: it.Top})
+		}
+		t := &c.tops[i]
+		t.rows, t.from, t.out = append(t.rows, d), append(t.from, slots[0]), append(t.out, it.IndexBytes)
+		return
+	}
 	if it.Mask {
 		if len(c.mstart) == 0 {
 			c.mstart = append(c.mstart, 0)
@@ -200,6 +221,15 @@ func (c *mixCalls) run(be compute.Backend, arena compute.Tensor, n int) {
 	}
 	if len(c.mrows) > 0 {
 		be.MaskRows(arena, arena, n, c.mrows, c.mstart, c.mfrom, c.mkeep)
+	}
+	for _, t := range c.tops {
+		bytes := make([]int32, len(t.rows))
+		be.TopKRows(arena, arena, n, t.rows, t.from, t.k, bytes)
+		for i, p := range t.out {
+			if p != nil {
+				*p = bytes[i]
+			}
+		}
 	}
 }
 
