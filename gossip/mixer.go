@@ -60,10 +60,10 @@ type Mixer interface {
 	// Top arranges for dst to become src at its k largest magnitudes and
 	// 0 elsewhere (compute.TopKInto), before anything reads dst: CHOCO's
 	// top-k step as its receivers decompress it. It returns a function
-	// that gives the bytes of the kept indices' encoding
-	// (compress.Payload.IndexBytes), resolving dst then if it is pending.
-	// src is read only.
-	Top(dst, src []float32, k int) func() int
+	// that gives the bytes of the kept indices' encoding and true once
+	// dst is made, or, with wait, after making it
+	// (compress.Payload.IndexBytes). src is read only.
+	Top(dst, src []float32, k int) func(wait bool) (int, bool)
 	// Resolve makes v hold its values, if it is pending.
 	Resolve(v []float32)
 	// SumLater returns a function that gives Σ v² (merge.SumSquares)

@@ -101,7 +101,7 @@ func (m *lazyMixer) Mask(dst, src []float32, keep []uint32) {
 	}
 }
 
-func (m *lazyMixer) Top(dst, src []float32, k int) func() int {
+func (m *lazyMixer) Top(dst, src []float32, k int) func(wait bool) (int, bool) {
 	m.mixes++
 	m.topped++
 	for i := range dst {
@@ -112,7 +112,13 @@ func (m *lazyMixer) Top(dst, src []float32, k int) func() int {
 		m.Resolve(src)
 		bytes = compute.TopKInto(dst, src, k)
 	}
-	return func() int { m.Resolve(dst); return bytes }
+	return func(wait bool) (int, bool) {
+		if _, pending := m.pending[&dst[0]]; pending && !wait {
+			return 0, false
+		}
+		m.Resolve(dst)
+		return bytes, true
+	}
 }
 
 func (m *lazyMixer) Resolve(v []float32) {

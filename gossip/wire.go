@@ -59,7 +59,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func EncodedSize(m *Message) int {
 	n, later := EncodedSizeLater(m)
 	if later != nil {
-		n += later()
+		b, _ := later(true)
+		n += b
 	}
 	return n
 }
@@ -67,8 +68,8 @@ func EncodedSize(m *Message) int {
 // EncodedSizeLater is EncodedSize without waiting for a deferred top-k
 // vector (compress.EncodedSizeLater): the bytes known now and the
 // function that gives the rest, nil where none are to come.
-func EncodedSizeLater(m *Message) (int, func() int) {
-	n, later := unpackedSize(m), (func() int)(nil)
+func EncodedSizeLater(m *Message) (int, func(wait bool) (int, bool)) {
+	n, later := unpackedSize(m), (func(bool) (int, bool))(nil)
 	if m.Packed != nil {
 		var k int
 		k, later = compress.EncodedSizeLater(m.Packed)

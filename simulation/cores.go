@@ -164,7 +164,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 		if err := s.runUntil(time.Duration(r) * cfg.Delta); err != nil {
 			return err
 		}
-		s.settleBytes()
+		s.settleBytes(false)
 		if r%cfg.EvalEvery == 0 || r == cfg.Rounds {
 			s.record(res, r)
 		}

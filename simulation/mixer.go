@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gossipd/gossipd/gossip"
@@ -73,11 +74,12 @@ type lazyMix struct {
 	quant compress.Kind
 	keep  []uint32 // with mask
 	mask  bool
-	top   int     // > 0: Top's k
-	bytes int32   // Top's index bytes, once resolved
-	ss    float64 // Σ dst², once resolved
-	seq   uint64  // its order among the mixes
-	done  bool    // on a device: resolved (guarded by the mixer's mu)
+	top   int         // > 0: Top's k
+	bytes int32       // Top's index bytes, once made
+	made  atomic.Bool // Top's: bytes is set
+	ss    float64     // Σ dst², once resolved
+	seq   uint64      // its order among the mixes
+	done  bool        // on a device: resolved (guarded by the mixer's mu)
 	// after is the number of the last batch whose results it reads,
 	// directly or through the mixes it reads, not yet run when it was
 	// recorded (sent or still gathered): it runs only once that batch has
@@ -158,13 +160,18 @@ func (m *lazyMixer) Mask(dst, src []float32, keep []uint32) {
 }
 
 // Top implements gossip.Mixer: the index bytes are known once p is
-// resolved (on a device, with the flush that computes it).
-func (m *lazyMixer) Top(dst, src []float32, k int) func() int {
+// made (on a device, by the flush that computes it).
+func (m *lazyMixer) Top(dst, src []float32, k int) func(wait bool) (int, bool) {
 	p := &lazyMix{dst: dst, xs: [][]float32{src}, top: k}
 	m.record(p)
-	return func() int {
-		m.resolve(p)
-		return int(p.bytes)
+	return func(wait bool) (int, bool) {
+		if !p.made.Load() {
+			if !wait {
+				return 0, false
+			}
+			m.resolve(p)
+		}
+		return int(p.bytes), true
 	}
 }
 
@@ -239,6 +246,7 @@ func (m *lazyMixer) resolve(p *lazyMix) {
 			}
 		}
 		p.ss = p.item().OnHost()
+		p.made.Store(true)
 		m.mu.Lock()
 		delete(m.pending, &p.dst[0])
 		m.mu.Unlock()
@@ -306,6 +314,7 @@ func (m *lazyMixer) flushOn(ws *trainer.BatchWorkspace, next uint64) {
 		ws.Mix(items[k], sums)
 		for i, p := range of[k] {
 			p.ss = sums[i]
+			p.made.Store(true)
 		}
 	}
 	m.mu.Lock()

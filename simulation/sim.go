@@ -75,7 +75,7 @@ type sim struct {
 	adv        *adversary  // nil without attackers
 	// lateBytes give the bytes of the top-k steps' indices sent and not
 	// yet counted (settleBytes).
-	lateBytes []func() int
+	lateBytes []func(wait bool) (int, bool)
 	roster    *roster // nil with a static roster (turnover.go)
 	// What peers are built from (cores.go).
 	init     []float32
@@ -233,7 +233,7 @@ func runOnce(ctx context.Context, cfg Config, gpu compute.Backend, choice device
 	if mc, ok := gpu.(compute.MemoryCounter); ok {
 		_, res.DevicePeakBytes = mc.DeviceMemory()
 	}
-	s.settleBytes()
+	s.settleBytes(true)
 	res.Stats = s.stats
 	return res, nil
 }
@@ -371,7 +371,7 @@ func (s *sim) record(res *Result, round int) {
 	if s.roster != nil {
 		peers = s.roster.evalPeers(s.cfg.EvalPeers, s.cfg.Seed, round)
 	}
-	s.settleBytes()
+	s.settleBytes(true)
 	row := Row{Round: round, Time: s.now.Seconds(), Messages: s.stats.Messages, Bytes: s.stats.Bytes}
 	s.onHost(xs, peers)
 	m := s.eval.start(xs, peers, s.eval.sub)

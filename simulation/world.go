@@ -133,16 +133,25 @@ func (w *world) Halt(err error) {
 	}
 }
 
-// settleBytes counts the bytes of the top-k steps' indices sent since
-// the last time (sim.lateBytes), making the steps where they are not
-// made yet: every round, and before a row or the result reads the
-// counts.
-func (s *sim) settleBytes() {
-	for i, f := range s.lateBytes {
-		s.stats.Bytes += uint64(f())
-		s.lateBytes[i] = nil
+// settleBytes counts the bytes of the top-k steps' indices sent
+// (sim.lateBytes): with wait all of them, making the steps not made yet
+// (before a row or the result reads the counts), else those of the
+// steps made already (every round, so that the others are not held
+// long; a step in the making is not waited for).
+func (s *sim) settleBytes(wait bool) {
+	if wait && len(s.lateBytes) > 0 && s.mixer != nil {
+		s.mixer.resolvePending() // side by side, not one by one
 	}
-	s.lateBytes = s.lateBytes[:0]
+	kept := s.lateBytes[:0]
+	for _, f := range s.lateBytes {
+		if b, ok := f(wait); ok {
+			s.stats.Bytes += uint64(b)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	clear(s.lateBytes[len(kept):])
+	s.lateBytes = kept
 }
 
 // send accounts a message and schedules its delivery: encoded, through
@@ -169,7 +178,8 @@ func (s *sim) send(from int, m *gossip.Message) error {
 	// (settleBytes), unless a delay needs them now.
 	size, later := gossip.EncodedSizeLater(m)
 	if later != nil && s.cfg.Bandwidth > 0 {
-		size, later = size+later(), nil
+		b, _ := later(true)
+		size, later = size+b, nil
 	}
 	if later != nil {
 		s.lateBytes = append(s.lateBytes, later)

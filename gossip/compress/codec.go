@@ -22,7 +22,8 @@ import (
 func EncodedSize(p *Payload) int {
 	n, later := EncodedSizeLater(p)
 	if later != nil {
-		n += later()
+		b, _ := later(true)
+		n += b
 	}
 	return n
 }
@@ -30,7 +31,7 @@ func EncodedSize(p *Payload) int {
 // EncodedSizeLater is EncodedSize without waiting for a deferred top-k
 // payload's vector: the bytes known now and, for such a payload, the
 // function that gives the rest (its indices' bytes; nil for any other).
-func EncodedSizeLater(p *Payload) (int, func() int) {
+func EncodedSizeLater(p *Payload) (int, func(wait bool) (int, bool)) {
 	n := 5
 	switch p.Kind {
 	case None:

@@ -129,9 +129,10 @@ type Payload struct {
 	Seed    uint64
 	// Keep and IndexBytes, of a deferred TopK payload, are the number of
 	// values kept and a function that gives the bytes of their indices'
-	// encoding, known once the vector is (the Mixer's Top).
+	// encoding and true once the vector is made, or, with wait, after
+	// making it (gossip.Mixer.Top).
 	Keep       int
-	IndexBytes func() int
+	IndexBytes func(wait bool) (int, bool)
 	// Deferred, in a simulator only, is the vector the payload carries
 	// before it is compressed: the receiver's mixer rounds it as the
 	// payload would (gossip.Mixer.Quantize; FP16 and Int8), or, for

@@ -341,9 +341,9 @@ func TestSettleTopK(t *testing.T) {
 		k := spec.Keep(len(x))
 		d := make([]float32, len(x))
 		nb := compute.TopKInto(d, x, k)
-		p := Payload{Kind: TopK, N: len(x), Keep: k, IndexBytes: func() int { return nb }, Deferred: d}
+		p := Payload{Kind: TopK, N: len(x), Keep: k, IndexBytes: func(bool) (int, bool) { return nb, true }, Deferred: d}
 		known, later := EncodedSizeLater(&p)
-		if later == nil || known+later() != EncodedSize(&want) || EncodedSize(&p) != EncodedSize(&want) {
+		if b, ok := later(false); !ok || known+b != EncodedSize(&want) || EncodedSize(&p) != EncodedSize(&want) {
 			t.Fatalf("top %d: deferred size %d + later, want %d", k, known, EncodedSize(&want))
 		}
 		Settle(&p)
