@@ -15,6 +15,7 @@
 # sim42-mlp-dpsgd-cpu, sim42-mlp-pushsum-gpu, sim42-mlp-pushsum-cpu,
 # sim42-mlp-adpsgd-gpu, sim42-mlp-adpsgd-cpu, sim42-mlp-median-gpu,
 # sim42-mlp-median-cpu, sim42-mlp-randk-gpu, sim42-mlp-randk-cpu,
+# sim42-mlp-topk-gpu, sim42-mlp-topk-cpu,
 # sim42-mlp-clipped-gpu, sim42-mlp-clipped-cpu,
 # sim42-mlp-pushsum-clipped-gpu, sim42-mlp-pushsum-clipped-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
 # sim42-cnn-cpu, sim42-auto, sim42-auto-dpsgd, sim42-mlp-calls,
@@ -133,8 +134,12 @@ limit=240 step sim42-mlp-median-cpu sim sim42-mlp-median-cpu --model mlp --proto
 # And by D-PSGD with CHOCO's rand-k steps, compressed on the device too.
 limit=240 step sim42-mlp-randk-gpu sim sim42-mlp-randk-gpu --model mlp --protocol dpsgd --compression randk:0.1 --peers 10000 --rounds 20 --eval-every 20 --device cuda
 limit=240 step sim42-mlp-randk-cpu sim sim42-mlp-randk-cpu --model mlp --protocol dpsgd --compression randk:0.1 --peers 10000 --rounds 20 --eval-every 20 --device cpu
-# And by random walk and push-sum with clipped gossip, with no attackers
-# (whose models are made on the host), merged on the device too: 5,000
+# And with top-k's, cut on the device (TopKRows), their index bytes
+# counted once made.
+limit=240 step sim42-mlp-topk-gpu sim sim42-mlp-topk-gpu --model mlp --protocol dpsgd --compression topk:0.1 --peers 10000 --rounds 20 --eval-every 20 --device cuda
+limit=240 step sim42-mlp-topk-cpu sim sim42-mlp-topk-cpu --model mlp --protocol dpsgd --compression topk:0.1 --peers 10000 --rounds 20 --eval-every 20 --device cpu
+# And by random walk and push-sum with clipped gossip, with no attackers,
+# merged on the device too: 5,000
 # peers, whose caches of 10 models each fit the arena (a quarter of the
 # device).
 limit=240 step sim42-mlp-clipped-gpu sim sim42-mlp-clipped-gpu --model mlp --aggregator clipped --peers 5000 --rounds 20 --eval-every 20 --device cuda
