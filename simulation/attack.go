@@ -79,7 +79,7 @@ func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 	}
 	switch a.attack {
 	case "bitflip":
-		m.SetParams(s.negated(m.Params)) // the message owns its slice; the sender's model stays
+		m.SetParams(s.negated(from, m.Params)) // the message owns its slice; the sender's model stays
 	case "gaussian":
 		m.SetParams(a.noise.get(len(m.Params)))
 	case "ipm", "alie":
@@ -102,13 +102,17 @@ func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 }
 
 // negated returns a new vector −v and its Σ x² later: made by the mixer,
-// where it keeps v (−1·v rounds to −v exactly, the sign of a zero too),
-// else here (measured by its receivers).
-func (s *sim) negated(v []float32) ([]float32, func() float64) {
+// where peer from's core hands it its mixes, and so do its receivers'
+// (−1·v rounds to −v exactly, the sign of a zero too), else here
+// (measured by its receivers), v's values fetched from the mixer first.
+func (s *sim) negated(from int, v []float32) ([]float32, func() float64) {
 	if s.mixer != nil {
-		x := s.mixer.Vector(len(v))
-		s.mixer.Mix(x, [][]float32{v}, []float32{-1}, nil, 0)
-		return x, s.mixer.SumLater(x)
+		if cfg := s.peers[from].Core().Config(); cfg.HandsMixes() {
+			x := s.mixer.Vector(len(v))
+			s.mixer.Mix(x, [][]float32{v}, []float32{-1}, nil, 0)
+			return x, s.mixer.SumLater(x)
+		}
+		s.mixer.hostValues(v)
 	}
 	x := make([]float32, len(v))
 	for i, f := range v {

@@ -5,7 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gossipd/gossipd/gossip"
+	"github.com/gossipd/gossipd/job"
 	"github.com/gossipd/gossipd/merge"
+	"github.com/gossipd/gossipd/model/compute/backendtest"
 )
 
 // TestNoiseMaker: the gaussian attack's k-th vector is the k-th PCG
@@ -41,6 +44,29 @@ func TestNoiseMaker(t *testing.T) {
 		}
 		if ss != nil && ss() != merge.SumSquares(x) {
 			t.Fatalf("vector %d: sum %v, want %v", k, ss(), merge.SumSquares(x))
+		}
+	}
+}
+
+// TestBitflipCoresThatMix: where the cores mix their models themselves
+// (an outer optimizer) though the run has a mixer, a bitflip attacker's
+// −x is made on the host from the values of what it sent, so a run on a
+// device gives the CPU's numbers; and through the wire codec, which
+// encodes the attacker's vector, too.
+func TestBitflipCoresThatMix(t *testing.T) {
+	for _, c := range []Config{
+		{Settings: job.Settings{Protocol: gossip.DPSGD, LocalSteps: 3}},
+		{Settings: job.Settings{Protocol: gossip.DPSGD}, Codec: true},
+	} {
+		c.Peers, c.Rounds, c.Seed, c.EvalPeers, c.EvalExamples, c.FinalEvalPeers, c.PeerBatch = 10, 4, 3, 4, 200, 10, 4
+		c.Byzantine, c.Attack, c.Device = 0.2, "bitflip", "cpu"
+		want, _ := csvOf(t, c)
+		testDevice = backendtest.NewDevice()
+		c.Device = "cuda"
+		got, _ := csvOf(t, c)
+		testDevice = nil
+		if got != want {
+			t.Fatalf("local steps %d, codec %v: on the device\n%s\non the CPU\n%s", c.LocalSteps, c.Codec, got, want)
 		}
 	}
 }

@@ -158,6 +158,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 			return err
 		}
 		if s.stopAfter > 0 && r > s.stopAfter {
+			s.settleBytes(true)
 			s.settle()
 			return s.err // a trial of --device auto: no final evaluation
 		}
@@ -174,6 +175,7 @@ func (s *sim) runCores(ctx context.Context, res *Result) (err error) {
 	if s.err != nil {
 		return s.err
 	}
+	s.settleBytes(true) // while the device runs
 	if s.batch != nil {
 		s.batch.close() // the batches started are done: their counts are final
 		res.Batches, res.BatchedUpdates = s.batch.batches, s.batch.updates

@@ -165,11 +165,11 @@ func (m *lazyMixer) Top(dst, src []float32, k int) func(wait bool) (int, bool) {
 	p := &lazyMix{dst: dst, xs: [][]float32{src}, top: k}
 	m.record(p)
 	return func(wait bool) (int, bool) {
+		if !p.made.Load() && wait {
+			m.resolve(p) // not made where the device failed or closed
+		}
 		if !p.made.Load() {
-			if !wait {
-				return 0, false
-			}
-			m.resolve(p)
+			return 0, false
 		}
 		return int(p.bytes), true
 	}

@@ -62,12 +62,13 @@ func TestDeferredMixes(t *testing.T) {
 		"pushsum topk": func(c *Config) {
 			c.Protocol, c.Compression, c.Model, c.Hidden = gossip.PushSum, "topk:0.1", "mlp", []int{16}
 		},
-		"adpsgd topk": func(c *Config) { c.Protocol, c.Compression, c.Codec = gossip.ADPSGD, "topk:0.1", true },
+		"adpsgd topk":   func(c *Config) { c.Protocol, c.Compression, c.Codec = gossip.ADPSGD, "topk:0.1", true },
+		"bitflip codec": func(c *Config) { c.Byzantine, c.Attack, c.Codec = 0.2, "bitflip", true },
 		"pushsum batched": func(c *Config) {
 			c.Protocol, c.PeerBatch, c.Codec, c.Drop, c.Churn = gossip.PushSum, 4, true, 0.1, 0.2
 		},
 	}
-	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late", "multikrum", "clipped mlp", "int8", "int8 codec", "topk", "topk churn", "pushsum topk", "adpsgd topk"} {
+	for _, name := range []string{"plain", "mlp", "batched", "alone", "codec", "fp16", "attack", "hyparview", "late rounds", "pushsum", "gosgd", "pushsum batched", "adpsgd", "adpsgd codec", "adpsgd fp16", "pushsum fp16", "median attack", "trimmed late", "multikrum", "clipped mlp", "int8", "int8 codec", "topk", "topk churn", "pushsum topk", "adpsgd topk", "bitflip codec"} {
 		t.Run(name, func(t *testing.T) {
 			c := base
 			c.Delta = gossip.DefaultDelta
@@ -170,6 +171,7 @@ func TestMixesOnDevice(t *testing.T) {
 		"pushsum randk turnover": {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "randk:0.2", Model: "mlp"}, Hidden: []int{8}, Turnover: 0.25},
 		"adpsgd randk":           {Settings: job.Settings{Protocol: gossip.ADPSGD, Compression: "randk:0.1", Model: "mlp"}, Hidden: []int{8}, Drop: 0.1},
 		"topk":                   {Settings: job.Settings{Compression: "topk:0.1", Model: "mlp"}, Hidden: []int{8}},
+		"bitflip codec":          {Byzantine: 0.2, Attack: "bitflip", Codec: true},
 		"topk churn codec":       {Settings: job.Settings{Compression: "topk:0.2:0.3"}, Churn: 0.2, Drop: 0.1, Codec: true},
 		"topk bandwidth":         {Settings: job.Settings{Compression: "topk:0.1"}, Bandwidth: 2e5, Latency: "uniform:10ms:300ms"},
 		"pushsum topk":           {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "topk:0.1"}, Drop: 0.1},

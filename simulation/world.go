@@ -157,6 +157,9 @@ func (s *sim) settleBytes(wait bool) {
 // send accounts a message and schedules its delivery: encoded, through
 // the wire codec, when Config.Codec is set.
 func (s *sim) send(from int, m *gossip.Message) error {
+	if s.adv != nil {
+		s.adv.tamper(s, from, m) // first: its vector is encoded too
+	}
 	if s.mixer != nil && s.cfg.Codec {
 		s.mixer.hostValues(m.Params) // encoded here
 		if p := m.Packed; p != nil && p.Deferred != nil {
@@ -166,9 +169,6 @@ func (s *sim) send(from int, m *gossip.Message) error {
 			s.mixer.hostValues(p.Deferred)
 			compress.Settle(p)
 		}
-	}
-	if s.adv != nil {
-		s.adv.tamper(s, from, m)
 	}
 	to, ok := s.index(m.To)
 	if !ok {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -229,17 +230,25 @@ func Sparse(p *Payload) ([]uint32, []float32) {
 // randk payload get the same ones.
 func RandIndices(dst []uint32, n, k int, seed uint64) []uint32 {
 	rng := rand.New(rand.NewPCG(seed, 0x72616e646b))
-	chosen := make(map[uint32]struct{}, k)
-	start := len(dst)
+	// The chosen set as a bitmap (n bits), read out in order: no map
+	// and no sort (a CHOCO step of 10,000 indices drawn many times a
+	// round).
+	chosen := make([]uint64, (n+63)/64)
 	for j := n - k; j < n; j++ {
-		t := uint32(rng.IntN(j + 1))
-		if _, ok := chosen[t]; ok {
-			t = uint32(j)
+		t := rng.IntN(j + 1)
+		if chosen[t/64]&(1<<(t%64)) != 0 {
+			t = j
 		}
-		chosen[t] = struct{}{}
-		dst = append(dst, t)
+		chosen[t/64] |= 1 << (t % 64)
 	}
-	slices.Sort(dst[start:])
+	dst = slices.Grow(dst, k)
+	for w, bitsOf := range chosen {
+		for bitsOf != 0 {
+			b := bits.TrailingZeros64(bitsOf)
+			dst = append(dst, uint32(w*64+b))
+			bitsOf &= bitsOf - 1
+		}
+	}
 	return dst
 }
 

@@ -17,7 +17,9 @@ import (
 // runs on one goroutine at a time.
 type BatchWorkspace struct {
 	stack *model.Stack
-	bound boundData
+	// keepBuf holds the indices of a Mix's masks (mixCalls), reused.
+	keepBuf []int32
+	bound   boundData
 	// per call: each slot's rows, labels and rate for one step, the
 	// step's losses, and the slots' parameter vectors
 	rows   []int

@@ -76,7 +76,7 @@ func (w *BatchWorkspace) Mix(items []MixItem, sums []float64) {
 		compute.ForEachRow(len(items), w.stack.NumParams(), func(i int) { sums[i] = items[i].OnHost() })
 		return
 	}
-	var c mixCalls
+	c := mixCalls{keepBuf: &w.keepBuf}
 	var kept, host []int
 	var keptRows []int32
 	for i, it := range items {

@@ -3,6 +3,7 @@ package trainer
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gossipd/gossipd/gossip/compress"
 	"github.com/gossipd/gossipd/merge"
@@ -24,8 +25,12 @@ type mixCalls struct {
 	cscale        []float64
 	qrows, qfrom  [2][]int32 // QuantizeRows's, by kind (fp16, int8)
 	// MaskRows's: each row mrows[i] from mfrom[i] at the indices
-	// mkeep[mstart[i]:mstart[i+1]].
+	// keeps[i], laid end to end in mkeep (in the buffer keepBuf points
+	// to, the workspace's, reused) when the calls run: thousands of lists
+	// of thousands of indices a round, copied once.
 	mrows, mfrom, mstart, mkeep []int32
+	keeps                       [][]uint32
+	keepBuf                     *[]int32
 	tops                        []topCall // TopKRows's, by k
 	// pa and pb are the pairs whose distances Krum and clipped gossip
 	// choose by (PairDistanceRows); picks are their items, completed once
@@ -121,11 +126,8 @@ func (c *mixCalls) add(it MixItem, d int32, slots []int32, g int32) {
 		if len(c.mstart) == 0 {
 			c.mstart = append(c.mstart, 0)
 		}
-		c.mrows, c.mfrom = append(c.mrows, d), append(c.mfrom, slots[0])
-		for _, k := range it.Keep {
-			c.mkeep = append(c.mkeep, int32(k))
-		}
-		c.mstart = append(c.mstart, int32(len(c.mkeep)))
+		c.mrows, c.mfrom, c.keeps = append(c.mrows, d), append(c.mfrom, slots[0]), append(c.keeps, it.Keep)
+		c.mstart = append(c.mstart, c.mstart[len(c.mstart)-1]+int32(len(it.Keep)))
 		return
 	}
 	if it.Quantize != compress.None {
@@ -220,6 +222,19 @@ func (c *mixCalls) run(be compute.Backend, arena compute.Tensor, n int) {
 		}
 	}
 	if len(c.mrows) > 0 {
+		var buf []int32
+		if c.keepBuf != nil {
+			buf = *c.keepBuf
+		}
+		c.mkeep = slices.Grow(buf[:0], int(c.mstart[len(c.mstart)-1]))
+		for _, keep := range c.keeps {
+			for _, k := range keep {
+				c.mkeep = append(c.mkeep, int32(k))
+			}
+		}
+		if c.keepBuf != nil {
+			*c.keepBuf = c.mkeep
+		}
 		be.MaskRows(arena, arena, n, c.mrows, c.mstart, c.mfrom, c.mkeep)
 	}
 	for _, t := range c.tops {
