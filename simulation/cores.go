@@ -448,50 +448,6 @@ func (s *sim) runEvents(t time.Duration) error {
 	return nil
 }
 
-// deliver hands a message to its receiver, unless the receiver is offline
-// or cut off from the sender. An encoded message goes through the driver's
-// decoding and checks; once the core says it did not keep the encoding,
-// it is overwritten with NaNs, as a recycled receive buffer would be.
-func (s *sim) deliver(p *simPeer, e *event) {
-	if !p.online || s.split(e.from, e.peer) {
-		s.stats.Dropped++
-		// The sender finds out, as a daemon's failed send does (a lossy
-		// link, Drop, is silent).
-		if from := s.peers[e.from]; from.online && e.orig != nil {
-			from.Undelivered(e.orig)
-			s.schedule(e.from)
-		}
-		return
-	}
-	from := s.peers[e.from].ID()
-	if e.buf == nil {
-		if stepped, _ := p.Deliver(from, e.msg); stepped && e.msg.Kind.CarriesModel() {
-			p.modelsIn++
-		}
-		return
-	}
-	stepped, kept := p.Receive(peer.Envelope{From: from, Kind: e.msgKind, Payload: e.buf})
-	if stepped && e.msgKind.CarriesModel() {
-		p.modelsIn++
-	}
-	if !kept {
-		for i := range e.buf {
-			e.buf[i] = 0xFF // a NaN in every float
-		}
-	}
-}
-
-// split reports whether a netsplit separates peers a and b now.
-func (s *sim) split(a, b int) bool {
-	r := int(s.now / s.cfg.Delta)
-	for _, ns := range s.cfg.Netsplits {
-		if r >= ns.From && r < ns.To && a%ns.Groups != b%ns.Groups {
-			return true
-		}
-	}
-	return false
-}
-
 // initial is every peer's starting model: --init-from's weights, else
 // m's (drawn from the seed).
 func (s *sim) initial(m *model.Model) ([]float32, error) {
