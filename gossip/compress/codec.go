@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/gossipd/gossipd/model/compute"
 )
 
 // The encoding, little-endian:
@@ -51,7 +53,7 @@ func EncodedSizeLater(p *Payload) (int, func(wait bool) (int, bool)) {
 		n += 4 + 4*len(p.Values)
 		prev := -1
 		for _, i := range p.Indices {
-			n += uvarintLen(uint64(int(i) - prev - 1))
+			n += compute.UvarintLen(uint64(int(i) - prev - 1))
 			prev = int(i)
 		}
 	case RandK:
@@ -66,14 +68,6 @@ func EncodedSizeLater(p *Payload) (int, func(wait bool) (int, bool)) {
 	return n, nil
 }
 
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
 
 // AppendEncode appends p's encoding to dst.
 func AppendEncode(dst []byte, p *Payload) []byte {
@@ -213,7 +207,7 @@ func Decode(b []byte, maxN int) (*Payload, error) {
 		next := 0
 		for j := range k {
 			gap, n := binary.Uvarint(r)
-			if n <= 0 || n != uvarintLen(gap) {
+			if n <= 0 || n != compute.UvarintLen(gap) {
 				return bad("topk: index %d is not a minimal varint", j)
 			}
 			r = r[n:]
