@@ -68,7 +68,6 @@ func EncodedSizeLater(p *Payload) (int, func(wait bool) (int, bool)) {
 	return n, nil
 }
 
-
 // AppendEncode appends p's encoding to dst.
 func AppendEncode(dst []byte, p *Payload) []byte {
 	if p.Deferred != nil {
