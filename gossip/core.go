@@ -147,6 +147,10 @@ func (n *Core) ID() PeerID { return n.cfg.ID }
 // Config returns the node's validated config.
 func (n *Core) Config() Config { return n.cfg }
 
+// HandsMixes reports whether the core hands its mixes to its Mixer
+// (Config.HandsMixes), without copying its Config.
+func (n *Core) HandsMixes() bool { return n.cfg.HandsMixes() }
+
 // TrainedModelsUnread reports whether the core never reads, on its own
 // goroutine, the values of the models its training returns: it checks
 // them by the sums measured where they trained, leaves their merges to

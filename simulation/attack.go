@@ -107,7 +107,7 @@ func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 // (measured by its receivers), v's values fetched from the mixer first.
 func (s *sim) negated(from int, v []float32) ([]float32, func() float64) {
 	if s.mixer != nil {
-		if cfg := s.peers[from].Core().Config(); cfg.HandsMixes() {
+		if s.peers[from].Core().HandsMixes() {
 			x := s.mixer.Vector(len(v))
 			s.mixer.Mix(x, [][]float32{v}, []float32{-1}, nil, 0)
 			return x, s.mixer.SumLater(x)

@@ -175,20 +175,11 @@ func Compress(p *Payload, x []float32, spec Spec, rng *rand.Rand) {
 }
 
 // topK keeps x's k largest magnitudes, ties to the lower index
-// (compute.TopKThreshold: magnitudes by their bits, a NaN above +Inf).
+// (compute.TopK: magnitudes by their bits, a NaN above +Inf).
 func topK(p *Payload, x []float32, k int) {
-	if k == 0 {
-		return
-	}
-	t, ties := compute.TopKThreshold(x, k)
-	for i, v := range x {
-		if key := compute.TopKey(v); key > t || key == t && ties > 0 {
-			if key == t {
-				ties--
-			}
-			p.Indices = append(p.Indices, uint32(i))
-			p.Values = append(p.Values, v)
-		}
+	for i := range compute.TopK(x, k) {
+		p.Indices = append(p.Indices, uint32(i))
+		p.Values = append(p.Values, x[i])
 	}
 }
 

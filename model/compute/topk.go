@@ -2,6 +2,7 @@ package compute
 
 import (
 	"fmt"
+	"iter"
 	"math"
 )
 
@@ -43,29 +44,43 @@ func TopKThreshold(x []float32, k int) (t uint32, ties int) {
 	return t, want
 }
 
-// TopKInto sets dst to src at its k largest magnitudes (TopKThreshold)
-// and to 0 elsewhere, and returns the bytes of the kept indices as
-// compress encodes them: each gap from the previous kept index (from −1)
-// less one, as a uvarint. dst may be src.
+// TopK yields the indices of x's k largest magnitudes (TopKThreshold's
+// keys, ties to the lower index), in increasing order. k may be 0.
+func TopK(x []float32, k int) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		if k == 0 {
+			return
+		}
+		t, ties := TopKThreshold(x, k)
+		for j, v := range x {
+			if key := TopKey(v); key > t || key == t && ties > 0 {
+				if key == t {
+					ties--
+				}
+				if !yield(j) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// TopKInto sets dst to src at its k largest magnitudes (TopK) and to 0
+// elsewhere, and returns the bytes of the kept indices as compress
+// encodes them: each gap from the previous kept index (from −1) less
+// one, as a uvarint. dst may be src.
 func TopKInto(dst, src []float32, k int) int {
 	if len(dst) != len(src) {
 		panic(fmt.Sprintf("compute: TopKInto of %d values into %d", len(src), len(dst)))
 	}
-	t, ties := TopKThreshold(src, k)
 	prev, bytes := -1, 0
-	for j, v := range src {
-		key := TopKey(v)
-		if key > t || key == t && ties > 0 {
-			if key == t {
-				ties--
-			}
-			bytes += UvarintLen(uint64(j - prev - 1))
-			prev = j
-			dst[j] = v
-			continue
-		}
-		dst[j] = 0
+	for j := range TopK(src, k) {
+		clear(dst[prev+1 : j]) // src below j is read already
+		dst[j] = src[j]
+		bytes += UvarintLen(uint64(j - prev - 1))
+		prev = j
 	}
+	clear(dst[prev+1:])
 	return bytes
 }
 
