@@ -140,29 +140,47 @@ func (a *adversary) moments(s *sim, m *gossip.Message) (mu, sd []float64) {
 }
 
 // honestMoments returns the per-coordinate mean and standard deviation of
-// the honest peers' current parameters.
+// the honest peers' current parameters. The models are read at once
+// (fetched together from where a device keeps them), and the
+// coordinates are split among the cores in blocks, each summing its
+// coordinates over the peers in order: the same numbers as one loop.
 func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
-	n := len(s.peers[honest[0]].Core().Params())
+	all := s.models()
+	s.onHost(all, honest)
+	xs := make([][]float32, len(honest))
+	for k, h := range honest {
+		xs[k] = all[h]
+	}
+	n := len(xs[0])
 	mu, sd = make([]float64, n), make([]float64, n)
-	for _, h := range honest {
-		for i, v := range s.peers[h].Core().Params() {
-			mu[i] += float64(v)
+	blocks := (n + momentBlock - 1) / momentBlock
+	compute.ForEach(blocks, runtime.GOMAXPROCS(0), func(b int) {
+		lo, hi := b*momentBlock, min(n, (b+1)*momentBlock)
+		m, d := mu[lo:hi], sd[lo:hi]
+		for _, x := range xs {
+			for i, v := range x[lo:hi] {
+				m[i] += float64(v)
+			}
 		}
-	}
-	for i := range mu {
-		mu[i] /= float64(len(honest))
-	}
-	for _, h := range honest {
-		for i, v := range s.peers[h].Core().Params() {
-			d := float64(v) - mu[i]
-			sd[i] += d * d
+		for i := range m {
+			m[i] /= float64(len(xs))
 		}
-	}
-	for i := range sd {
-		sd[i] = math.Sqrt(sd[i] / float64(len(honest)))
-	}
+		for _, x := range xs {
+			for i, v := range x[lo:hi] {
+				e := float64(v) - m[i]
+				d[i] += e * e
+			}
+		}
+		for i := range d {
+			d[i] = math.Sqrt(d[i] / float64(len(xs)))
+		}
+	})
 	return mu, sd
 }
+
+// momentBlock is how many coordinates honestMoments sums at a time:
+// their sums stay in the core's cache while every peer's are added.
+const momentBlock = 2048
 
 // validateAttack checks the Byzantine settings.
 func (c *Config) validateAttack() error {

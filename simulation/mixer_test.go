@@ -172,6 +172,8 @@ func TestMixesOnDevice(t *testing.T) {
 		"adpsgd randk":           {Settings: job.Settings{Protocol: gossip.ADPSGD, Compression: "randk:0.1", Model: "mlp"}, Hidden: []int{8}, Drop: 0.1},
 		"topk":                   {Settings: job.Settings{Compression: "topk:0.1", Model: "mlp"}, Hidden: []int{8}},
 		"bitflip codec":          {Byzantine: 0.2, Attack: "bitflip", Codec: true},
+		"ipm":                    {Byzantine: 0.2, Attack: "ipm"},
+		"alie pushsum":           {Settings: job.Settings{Protocol: gossip.PushSum}, Byzantine: 0.2, Attack: "alie"},
 		"topk churn codec":       {Settings: job.Settings{Compression: "topk:0.2:0.3"}, Churn: 0.2, Drop: 0.1, Codec: true},
 		"topk bandwidth":         {Settings: job.Settings{Compression: "topk:0.1"}, Bandwidth: 2e5, Latency: "uniform:10ms:300ms"},
 		"pushsum topk":           {Settings: job.Settings{Protocol: gossip.PushSum, Compression: "topk:0.1"}, Drop: 0.1},
