@@ -70,3 +70,19 @@ func TestBitflipCoresThatMix(t *testing.T) {
 		}
 	}
 }
+
+// TestMomentsPerPeriod: ipm's and alie's honest moments are taken once
+// per period Δ, shared by the period's other attacking messages, and
+// every period that attacks takes its own (at most rounds + 1 of them).
+func TestMomentsPerPeriod(t *testing.T) {
+	for _, proto := range []string{gossip.RandomWalk, gossip.DPSGD} {
+		c := Config{Settings: job.Settings{Protocol: proto}, Peers: 20, Rounds: 6, Seed: 3, EvalPeers: 4, EvalExamples: 100, Byzantine: 0.2, Attack: "alie"}
+		var asked, taken int
+		afterRun = func(s *sim) { asked, taken = s.adv.asked, s.adv.taken }
+		csvOf(t, c)
+		afterRun = nil
+		if taken < c.Rounds || taken > c.Rounds+1 || asked < 3*taken {
+			t.Errorf("%s: %d attacking messages took the moments %d times, want once in each of %d or %d periods", proto, asked, taken, c.Rounds, c.Rounds+1)
+		}
+	}
+}

@@ -155,7 +155,7 @@ every message: **bitflip** −x; **gaussian** N(0, 1) noise; **ipm** −0.1·μ
 (μ the honest peers' mean); **alie** μ − z·σ per coordinate (z from the
 numbers of peers and attackers); **labelflip** peers send honestly but train
 on labels 9 − y. ipm and alie are omniscient (the simulator gives them the
-honest parameters). Aggregators (merge/, ` + "`--aggregator`" + `): the
+honest parameters' moments, taken once per period Δ). Aggregators (merge/, ` + "`--aggregator`" + `): the
 Metropolis–Hastings weighted **mean**; coordinate-wise **median**;
 **trimmed** mean dropping f largest and f smallest per coordinate; **krum**
 (f); **clipped** gossip with τ the median neighbour distance. The whole
