@@ -95,7 +95,7 @@ func (a *adversary) tamper(s *sim, from int, m *gossip.Message) {
 			if a.attack == "ipm" {
 				x[i] = float32(-0.1 * mu[i])
 			} else {
-				x[i] = float32(mu[i] - a.z*sd[i])
+				x[i] = float32(mu[i] - float64(a.z*sd[i])) // unfused everywhere
 			}
 		}
 		if m.Kind == gossip.KindPushSum { // push-sum shares carry x·share: keep the scale
@@ -177,7 +177,7 @@ func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
 		for _, x := range xs {
 			for i, v := range x[lo:hi] {
 				e := float64(v) - m[i]
-				d[i] += e * e
+				d[i] += float64(e * e) // rounded: fused into one step on no machine
 			}
 		}
 		for i := range d {
