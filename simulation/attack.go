@@ -152,7 +152,8 @@ func (a *adversary) moments(s *sim, m *gossip.Message) (mu, sd []float64) {
 // the honest peers' current parameters. The models are read at once
 // (fetched together from where a device keeps them), and the
 // coordinates are split among the cores in blocks, each summing its
-// coordinates over the peers in order: the same numbers as one loop.
+// coordinates over the peers in order: the same numbers as one loop
+// (TestMoments).
 func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
 	all := s.models()
 	s.onHost(all, honest)
@@ -160,6 +161,12 @@ func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
 	for k, h := range honest {
 		xs[k] = all[h]
 	}
+	return moments(xs)
+}
+
+// moments returns the per-coordinate mean and standard deviation of xs
+// (at least one vector, all of one length), split among the cores.
+func moments(xs [][]float32) (mu, sd []float64) {
 	n := len(xs[0])
 	mu, sd = make([]float64, n), make([]float64, n)
 	blocks := (n + momentBlock - 1) / momentBlock
