@@ -15,7 +15,7 @@
 # sim42-mlp-dpsgd-cpu, sim42-mlp-pushsum-gpu, sim42-mlp-pushsum-cpu,
 # sim42-mlp-adpsgd-gpu, sim42-mlp-adpsgd-cpu, sim42-mlp-median-gpu,
 # sim42-mlp-median-cpu, sim42-mlp-randk-gpu, sim42-mlp-randk-cpu,
-# sim42-mlp-topk-gpu, sim42-mlp-topk-cpu,
+# sim42-mlp-topk-gpu, sim42-mlp-topk-cpu, sim42-mlp-alie-gpu, sim42-mlp-alie-cpu,
 # sim42-mlp-clipped-gpu, sim42-mlp-clipped-cpu,
 # sim42-mlp-pushsum-clipped-gpu, sim42-mlp-pushsum-clipped-cpu, sim42-1m-gpu, sim42-1m-cpu, sim42-cnn-gpu,
 # sim42-cnn-cpu, sim42-auto, sim42-auto-dpsgd, sim42-mlp-calls,
@@ -138,6 +138,10 @@ limit=240 step sim42-mlp-randk-cpu sim sim42-mlp-randk-cpu --model mlp --protoco
 # counted once made.
 limit=240 step sim42-mlp-topk-gpu sim sim42-mlp-topk-gpu --model mlp --protocol dpsgd --compression topk:0.1 --peers 10000 --rounds 20 --eval-every 20 --device cuda
 limit=240 step sim42-mlp-topk-cpu sim sim42-mlp-topk-cpu --model mlp --protocol dpsgd --compression topk:0.1 --peers 10000 --rounds 20 --eval-every 20 --device cpu
+# And against a tenth of peers sending alie's μ − z·σ, the honest
+# moments taken on the device once a period (MomentsRows).
+limit=240 step sim42-mlp-alie-gpu sim sim42-mlp-alie-gpu --model mlp --protocol dpsgd --aggregator median --byzantine 0.1 --attack alie --peers 10000 --rounds 20 --eval-every 20 --device cuda
+limit=240 step sim42-mlp-alie-cpu sim sim42-mlp-alie-cpu --model mlp --protocol dpsgd --aggregator median --byzantine 0.1 --attack alie --peers 10000 --rounds 20 --eval-every 20 --device cpu
 # And by random walk and push-sum with clipped gossip, with no attackers,
 # merged on the device too: 5,000
 # peers, whose caches of 10 models each fit the arena (a quarter of the

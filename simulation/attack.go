@@ -149,54 +149,28 @@ func (a *adversary) moments(s *sim, m *gossip.Message) (mu, sd []float64) {
 }
 
 // honestMoments returns the per-coordinate mean and standard deviation of
-// the honest peers' current parameters. The models are read at once
-// (fetched together from where a device keeps them), and the
-// coordinates are split among the cores in blocks, each summing its
-// coordinates over the peers in order: the same numbers as one loop
-// (TestMoments).
+// the honest peers' current parameters (compute.Moments): on the device
+// where the models are mixed there (MomentsRows), else on every core
+// from the models read at once (fetched together where a device keeps
+// them), the same numbers either way.
 func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
 	all := s.models()
-	s.onHost(all, honest)
 	xs := make([][]float32, len(honest))
 	for k, h := range honest {
 		xs[k] = all[h]
 	}
-	return moments(xs)
-}
-
-// moments returns the per-coordinate mean and standard deviation of xs
-// (at least one vector, all of one length), split among the cores.
-func moments(xs [][]float32) (mu, sd []float64) {
-	n := len(xs[0])
-	mu, sd = make([]float64, n), make([]float64, n)
-	blocks := (n + momentBlock - 1) / momentBlock
-	compute.ForEach(blocks, runtime.GOMAXPROCS(0), func(b int) {
-		lo, hi := b*momentBlock, min(n, (b+1)*momentBlock)
-		m, d := mu[lo:hi], sd[lo:hi]
-		for _, x := range xs {
-			for i, v := range x[lo:hi] {
-				m[i] += float64(v)
-			}
+	if s.batch != nil && s.batch.mixes() {
+		// The models live where they are mixed: take the moments there.
+		if out, ok := s.batch.moments(xs); ok {
+			n := len(out) / 2
+			return out[:n:n], out[n:]
 		}
-		for i := range m {
-			m[i] /= float64(len(xs))
-		}
-		for _, x := range xs {
-			for i, v := range x[lo:hi] {
-				e := float64(v) - m[i]
-				d[i] += float64(e * e) // rounded: fused into one step on no machine
-			}
-		}
-		for i := range d {
-			d[i] = math.Sqrt(d[i] / float64(len(xs)))
-		}
-	})
+	}
+	s.onHost(all, honest)
+	mu, sd = make([]float64, len(xs[0])), make([]float64, len(xs[0]))
+	compute.Moments(mu, sd, xs, runtime.GOMAXPROCS(0))
 	return mu, sd
 }
-
-// momentBlock is how many coordinates honestMoments sums at a time:
-// their sums stay in the core's cache while every peer's are added.
-const momentBlock = 2048
 
 // validateAttack checks the Byzantine settings.
 func (c *Config) validateAttack() error {

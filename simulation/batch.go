@@ -179,12 +179,15 @@ type batchWork struct {
 	err     *error
 }
 
-// consensusWork is a consensus distance to measure on the device: of
-// vs, into dist, ok set if it was.
+// consensusWork is a measure of vs to take on the device: their
+// consensus distance into dist, or (moments) their per-coordinate means
+// and deviations into out; ok set if it was taken.
 type consensusWork struct {
-	vs   [][]float32
-	dist float64
-	ok   bool
+	vs      [][]float32
+	moments bool
+	dist    float64
+	out     []float64
+	ok      bool
 }
 
 // leaveOnDevice reports whether a run may leave the models its batches
@@ -243,6 +246,11 @@ func (b *batcher) serve(wk batchWork, gpu compute.Backend) {
 	case wk.measure != nil:
 		m := wk.measure
 		func() {
+			if m.moments {
+				defer deviceFailure(gpu, fmt.Sprintf("taking the moments of %d models on the device", len(m.vs)), wk.err)
+				m.out, m.ok = ws.Moments(m.vs)
+				return
+			}
 			defer deviceFailure(gpu, fmt.Sprintf("measuring the consensus distance of %d models on the device", len(m.vs)), wk.err)
 			m.dist, m.ok = ws.Consensus(m.vs)
 		}()
@@ -366,6 +374,19 @@ func (b *batcher) consensus(vs [][]float32) (float64, bool) {
 	err := b.call(batchWork{measure: m})
 	b.failed(err)
 	return m.dist, m.ok && err == nil
+}
+
+// moments takes the per-coordinate means (out[:n]) and deviations
+// (out[n:]) of vs on the device, after the batches started before it
+// (false: it could not, for want of room, or the run failed).
+func (b *batcher) moments(vs [][]float32) ([]float64, bool) {
+	if b.closed || b.failure != nil {
+		return nil, false
+	}
+	m := &consensusWork{vs: vs, moments: true}
+	err := b.call(batchWork{measure: m})
+	b.failed(err)
+	return m.out, m.ok && err == nil
 }
 
 // mixes reports whether the mixes run on the batches' device.

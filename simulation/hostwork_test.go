@@ -149,6 +149,7 @@ func (nullDevice) ReLU(x compute.Tensor)                                        
 func (nullDevice) ReLUBackward(g, z compute.Tensor)                               {}
 func (nullDevice) Axpby(y compute.Tensor, a float32, x compute.Tensor, b float32) {}
 func (nullDevice) MeanRows(dst, src compute.Tensor, n int, rows []int32)          {}
+func (nullDevice) MomentsRows([]float64, compute.Tensor, int, []int32)            {}
 func (nullDevice) DistanceRows(out []float64, x compute.Tensor, n int, rows []int32, ref compute.Tensor, chunk int) {
 }
 func (nullDevice) TallyRows(logits compute.Tensor, y []int32, k, m, n int, hinge bool, loss []float64, correct []int) {

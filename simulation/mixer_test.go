@@ -225,6 +225,9 @@ func TestMixesOnDevice(t *testing.T) {
 			if masked := strings.HasPrefix(c.Compression, "randk"); (ds.Masked > 0) != masked {
 				t.Fatalf("%d steps masked under %q on the device", ds.Masked, c.Compression)
 			}
+			if omniscient := c.Attack == "ipm" || c.Attack == "alie"; (ds.Moments > 0) != omniscient {
+				t.Fatalf("the honest moments taken %d times on the device under attack %q", ds.Moments, c.Attack)
+			}
 			if topped := strings.HasPrefix(c.Compression, "topk"); (ds.TopK > 0) != topped {
 				t.Fatalf("%d steps cut to their top k under %q on the device", ds.TopK, c.Compression)
 			}

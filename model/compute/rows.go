@@ -51,6 +51,11 @@ type Rows interface {
 	// distances of many peers' models from their mean (MeanRows), chunk
 	// by chunk as merge.ConsensusDistanceN adds them, in one call.
 	DistanceRows(out []float64, x Tensor, n int, rows []int32, ref Tensor, chunk int)
+	// MomentsRows sets out[j] to the mean and out[n+j] to the standard
+	// deviation of value j over the rows rows of src (at least one; a row
+	// may repeat), as Moments computes them from those rows, with its bits
+	// on every backend; out has 2·n values.
+	MomentsRows(out []float64, src Tensor, n int, rows []int32)
 	// TrimmedRows sets value j of row rows[i] of dst to Trimmed of value
 	// j of the rows from[k] of src, k in [start[i], start[i+1]), with
 	// trim[i] (Median: the median): the coordinate-wise median or trimmed

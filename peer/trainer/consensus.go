@@ -22,9 +22,56 @@ func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
 	if len(vs) == 0 {
 		return 0, true
 	}
-	rows := make([]int32, len(vs)) // a slot, or −1−k for missing[k] until it has one
-	var missing [][]float32        // the vectors to copy in, each once
-	at := map[*float32]int{}       // their places in missing
+	rows, release, ok := w.slotsOf(vs)
+	if !ok {
+		return 0, false
+	}
+	defer release()
+	be := w.stack.Backend()
+	mean := be.Alloc(r.size)
+	be.MeanRows(mean, r.arena, r.size, rows)
+	c := (r.size + merge.ConsensusChunk - 1) / merge.ConsensusChunk
+	d := make([]float64, len(vs)*c)
+	be.DistanceRows(d, r.arena, r.size, rows, mean, merge.ConsensusChunk)
+	be.Free(mean) // not on a failure: a failed device's free fails too
+	r.mu.Lock()
+	r.measured++
+	r.mu.Unlock()
+	return merge.ConsensusOfChunks(d, len(vs), c), true
+}
+
+// Moments returns the per-coordinate means (out[:n]) and standard
+// deviations (out[n:]) of vs, compute.Moments bit for bit, computed on
+// the workspace's device (compute.Rows' MomentsRows over the arena),
+// the vectors it lacks copied into free slots for the call as Consensus
+// does. It reports false, having computed nothing, where the workspace
+// has no device, vs is empty or the arena has no room. It must not run
+// beside RunBatch.
+func (w *BatchWorkspace) Moments(vs [][]float32) ([]float64, bool) {
+	r := w.res
+	if r == nil || len(vs) == 0 {
+		return nil, false
+	}
+	rows, release, ok := w.slotsOf(vs)
+	if !ok {
+		return nil, false
+	}
+	defer release()
+	out := make([]float64, 2*r.size)
+	w.stack.Backend().MomentsRows(out, r.arena, r.size, rows)
+	return out, true
+}
+
+// slotsOf returns the arena slot of each of vs: the one that holds it,
+// or, for the others, a free slot each (one however many entries share
+// a vector) into which it is copied, a stack's capacity at a time;
+// release gives those slots back, unnamed. It reports false, having
+// taken nothing, where the arena lacks the room.
+func (w *BatchWorkspace) slotsOf(vs [][]float32) (rows []int32, release func(), ok bool) {
+	r := w.res
+	rows = make([]int32, len(vs)) // a slot, or −1−k for missing[k] until it has one
+	var missing [][]float32       // the vectors to copy in, each once
+	at := map[*float32]int{}      // their places in missing
 	for i, v := range vs {
 		if s, ok := r.find(v); ok {
 			rows[i] = s
@@ -39,14 +86,14 @@ func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
 		rows[i] = int32(-1 - k)
 	}
 	if !r.room(len(missing)) {
-		return 0, false
+		return nil, nil, false
 	}
 	temp := make([]int32, 0, len(missing))
-	defer func() { // the borrowed slots go back, unnamed
+	release = func() {
 		r.mu.Lock()
 		r.free = append(r.free, temp...)
 		r.mu.Unlock()
-	}()
+	}
 	for range missing {
 		s, _ := r.alloc() // room said yes
 		temp = append(temp, s)
@@ -78,16 +125,5 @@ func (w *BatchWorkspace) Consensus(vs [][]float32) (float64, bool) {
 		}
 	}
 	flush()
-
-	be := w.stack.Backend()
-	mean := be.Alloc(r.size)
-	be.MeanRows(mean, r.arena, r.size, rows)
-	c := (r.size + merge.ConsensusChunk - 1) / merge.ConsensusChunk
-	d := make([]float64, len(vs)*c)
-	be.DistanceRows(d, r.arena, r.size, rows, mean, merge.ConsensusChunk)
-	be.Free(mean) // not on a failure: a failed device's free fails too
-	r.mu.Lock()
-	r.measured++
-	r.mu.Unlock()
-	return merge.ConsensusOfChunks(d, len(vs), c), true
+	return rows, release, true
 }

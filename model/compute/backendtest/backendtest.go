@@ -162,6 +162,7 @@ func Kernels(t T, be compute.Backend) {
 	quantizeRows(t, be, rng)
 	maskRows(t, be, rng)
 	topKRows(t, be, rng)
+	momentsRows(t, be, rng)
 }
 
 func gather(t T, be compute.Backend, rng *rand.Rand) {

@@ -49,6 +49,8 @@ type DeviceStats struct {
 	// Quantized counts the rows QuantizeRows wrote, Masked those
 	// MaskRows wrote, TopK those TopKRows wrote.
 	Quantized, Masked, TopK int
+	// Moments counts the MomentsRows calls.
+	Moments int
 }
 
 // NewDevice returns an emulated device over a CPU backend (one thread, the
@@ -422,6 +424,15 @@ func (d *Device) SumSquaresRows(out []float64, x compute.Tensor, n int, rows []i
 // MeanRows implements compute.Rows.
 func (d *Device) MeanRows(dst, src compute.Tensor, n int, rows []int32) {
 	d.cpu.MeanRows(d.at(dst), d.at(src), n, rows)
+}
+
+// MomentsRows implements compute.Rows.
+func (d *Device) MomentsRows(out []float64, src compute.Tensor, n int, rows []int32) {
+	d.wait()
+	d.mu.Lock()
+	d.st.Moments++
+	d.mu.Unlock()
+	d.cpu.MomentsRows(out, d.at(src), n, rows)
 }
 
 // DistanceRows implements compute.Rows.

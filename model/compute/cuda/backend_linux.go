@@ -21,7 +21,7 @@ var kernelNames = []string{"broadcast_rows", "relu", "relu_into", "relu_backward
 	"axpby", "sgd_update", "adam_update", "sum_squares", "row_sum_squares", "scale_rows", "softmax",
 	"im2col", "col2im", "channel_bias", "channel_sums", "pool", "pool_backward", "activate", "activate_backward",
 	"norm_forward", "norm_input_grad", "norm_param_grads", "mul", "zero",
-	"interpolate_rows", "combine_rows", "sum_squares_rows", "mean_rows", "distance_rows", "tally_rows", "trimmed_rows", "pair_distance_rows", "average_rows", "clip_rows", "quantize_rows", "mask_rows", "top_k_rows"}
+	"interpolate_rows", "combine_rows", "sum_squares_rows", "mean_rows", "moments_rows", "distance_rows", "tally_rows", "trimmed_rows", "pair_distance_rows", "average_rows", "clip_rows", "quantize_rows", "mask_rows", "top_k_rows"}
 
 const (
 	threads    = 256 // block size of the element-wise kernels

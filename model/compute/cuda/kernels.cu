@@ -759,6 +759,26 @@ extern "C" __global__ void mean_rows(float *dst, const float *src, const int *ro
     dst[j] = (float)__dmul_rn(s, 1.0 / (double)count);
 }
 
+// moments_rows: out[j] and out[n + j] = the mean and the standard
+// deviation of value j over the rows rows of src, one thread a value, as
+// compute.Moments: Σ x in double in the order of i, divided by count;
+// Σ (x − mean)², each square rounded on its own, in the same order,
+// divided by count, and its square root (all rounded to nearest).
+extern "C" __global__ void moments_rows(double *out, const float *src, const int *rows, int count, int n) {
+    long j = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    double m = 0.0;
+    for (int i = 0; i < count; i++) m = __dadd_rn(m, (double)src[(long)rows[i] * n + j]);
+    m = __ddiv_rn(m, (double)count);
+    double d = 0.0;
+    for (int i = 0; i < count; i++) {
+        double e = __dsub_rn((double)src[(long)rows[i] * n + j], m);
+        d = __dadd_rn(d, __dmul_rn(e, e));
+    }
+    out[j] = m;
+    out[n + j] = __dsqrt_rn(__ddiv_rn(d, (double)count));
+}
+
 // squared_distance4: Σ (r − ref)² over values [lo, hi), each difference
 // rounded to float, then squared and summed in double with four running
 // sums, as compute.SquaredDistance4.

@@ -204,6 +204,19 @@ func (b *Backend) MeanRows(dst, src compute.Tensor, n int, rows []int32) {
 	done()
 }
 
+// MomentsRows implements compute.Rows: a thread a value, the means and
+// deviations copied back together.
+func (b *Backend) MomentsRows(out []float64, src compute.Tensor, n int, rows []int32) {
+	compute.CheckMoments(out, src, n, rows)
+	defer b.enter()()
+	ps, _ := b.ptr(src, 0, true, false)
+	idx, _ := b.uploadRowArgs(nil, rows)
+	po := b.grow(&b.rows, uintptr(8*2*n))
+	count, nn := int32(len(rows)), int32(n)
+	b.launch("moments_rows", blocks(n, threads), threads, arg(&po), arg(&ps), arg(&idx), arg(&count), arg(&nn))
+	b.must("cuMemcpyDtoH", b.a.dtoh(unsafe.Pointer(&out[0]), po, uintptr(8*2*n)))
+}
+
 // DistanceRows implements compute.Rows.
 func (b *Backend) DistanceRows(out []float64, x compute.Tensor, n int, rows []int32, ref compute.Tensor, chunk int) {
 	c := compute.CheckDistance(out, x, n, rows, ref, chunk)

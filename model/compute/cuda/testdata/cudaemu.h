@@ -224,6 +224,7 @@ static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
 static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __dsqrt_rn(double a) { return std::sqrt(a); }
 static inline double atomicAdd(double *a, double v) { double o = *a; *a += v; return o; }
 static inline int atomicAdd(int *a, int v) { int o = *a; *a += v; return o; }
 using std::exp;
