@@ -150,7 +150,7 @@ func (a *adversary) moments(s *sim, m *gossip.Message) (mu, sd []float64) {
 
 // honestMoments returns the per-coordinate mean and standard deviation of
 // the honest peers' current parameters (compute.Moments): on the device
-// where the models are mixed there (MomentsRows), else on every core
+// where the models live there (MomentsRows), else on every core
 // from the models read at once (fetched together where a device keeps
 // them), the same numbers either way.
 func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
@@ -159,8 +159,9 @@ func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
 	for k, h := range honest {
 		xs[k] = all[h]
 	}
-	if s.batch != nil && s.batch.mixes() {
-		// The models live where they are mixed: take the moments there.
+	if s.batch != nil && s.batch.onDevice() {
+		// The models live there (mixed there, or trained and left there):
+		// take the moments there.
 		if out, ok := s.batch.moments(xs); ok {
 			n := len(out) / 2
 			return out[:n:n], out[n:]

@@ -194,13 +194,15 @@ type consensusWork struct {
 // train on the device until it reads them (trainer.LeaveOnDevice): where
 // nothing but the evaluation reads a model on the host. Its peers' cores
 // must not read them (gossip.Core.TrainedModelsUnread: a random walk
-// that merges by age or by a robust rule), nor may the simulation: no codec, attack, voting, DP-SGD (whose
-// unrecorded steps are skipped on the host), churn (a paused peer's
-// request too), netsplit or turnover.
+// that merges by age or by a robust rule), nor may the simulation: no
+// codec, bitflip attack (which negates the model sent: the other attacks
+// send new vectors, and ipm's and alie's moments are taken where the
+// models are), voting, DP-SGD (whose unrecorded steps are skipped on the
+// host), churn (a paused peer's request too), netsplit or turnover.
 func (s *sim) leaveOnDevice() bool {
 	cfg := &s.cfg
 	return len(s.peers) > 0 && s.peers[0].Core().TrainedModelsUnread() &&
-		!cfg.Codec && cfg.Byzantine == 0 && cfg.Attack == "" && !cfg.Voting && !cfg.DP.Enabled() &&
+		!cfg.Codec && cfg.Attack != "bitflip" && !cfg.Voting && !cfg.DP.Enabled() &&
 		cfg.Churn == 0 && len(cfg.ChurnTrace) == 0 && len(cfg.Netsplits) == 0 && cfg.Turnover == 0
 }
 

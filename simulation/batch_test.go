@@ -185,10 +185,17 @@ func TestPeersOnDevice(t *testing.T) {
 		"randomwalk multikrum": {Settings: job.Settings{Aggregator: "multikrum:1"}},
 		"randomwalk clipped":   {Settings: job.Settings{Model: "mlp", Aggregator: "clipped"}, Hidden: []int{8}},
 		"randomwalk clipped:1": {Settings: job.Settings{Aggregator: "clipped:1"}},
-		"dpsgd":                {Settings: job.Settings{Protocol: "dpsgd"}},
-		"dpsgd local-steps":    {Settings: job.Settings{Protocol: "dpsgd", LocalSteps: 2}},
-		"sfb":                  {Settings: job.Settings{Protocol: "sfb", Model: "mlp"}, Hidden: []int{8}},
-		"dpsgd dp-sgd":         {Settings: job.Settings{Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
+		// Attacks that send new vectors leave the models there too; ipm's
+		// and alie's moments are taken there. Bitflip's −x reads the model.
+		"randomwalk median gaussian": {Settings: job.Settings{Model: "mlp", Aggregator: "median"}, Hidden: []int{8}, Byzantine: 0.2, Attack: "gaussian"},
+		"randomwalk alie":            {Settings: job.Settings{Model: "mlp"}, Hidden: []int{8}, Byzantine: 0.2, Attack: "alie"},
+		"randomwalk trimmed ipm":     {Settings: job.Settings{Aggregator: "trimmed:1"}, Byzantine: 0.2, Attack: "ipm"},
+		"randomwalk bitflip":         {Byzantine: 0.2, Attack: "bitflip"},
+		"randomwalk labelflip":       {Byzantine: 0.2, Attack: "labelflip"},
+		"dpsgd":                      {Settings: job.Settings{Protocol: "dpsgd"}},
+		"dpsgd local-steps":          {Settings: job.Settings{Protocol: "dpsgd", LocalSteps: 2}},
+		"sfb":                        {Settings: job.Settings{Protocol: "sfb", Model: "mlp"}, Hidden: []int{8}},
+		"dpsgd dp-sgd":               {Settings: job.Settings{Protocol: "dpsgd", DP: privacy.Config{Clip: 1, Noise: 0.5, Delta: 1e-5}}},
 		// Layered networks, each update alone and in a stack on the device.
 		"cnn randomwalk":       {Settings: job.Settings{Model: "conv:4:3:1:1,gelu,maxpool:2,groupnorm:2,dense:8,relu,dense"}, PeerBatch: 1},
 		"cnn dpsgd":            {Settings: job.Settings{Protocol: "dpsgd", Model: "conv:4:3,relu,avgpool:2,dense"}, PeerBatch: 1},
@@ -232,6 +239,9 @@ func TestPeersOnDevice(t *testing.T) {
 				t.Fatalf("%d batched updates: %+v; left on the device: %v", res.BatchedUpdates, *st, lazy)
 			case st != nil && (lazy || c.Protocol == gossip.DPSGD) != (st.Consensus == uint64(len(res.Rows))):
 				t.Fatalf("%d rows, %d consensus distances measured on the device; models left there: %v (D-PSGD's mixes: always)", len(res.Rows), st.Consensus, lazy)
+			}
+			if omniscient := c.Attack == "ipm" || c.Attack == "alie"; (dev.Stats().Moments > 0) != (omniscient && lazy) || c.Attack != "" && lazy == (c.Attack == "bitflip") {
+				t.Fatalf("attack %q: the honest moments taken %d times on the device; models left there: %v", c.Attack, dev.Stats().Moments, lazy)
 			}
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)
