@@ -240,8 +240,8 @@ func TestPeersOnDevice(t *testing.T) {
 			case st != nil && (lazy || c.Protocol == gossip.DPSGD) != (st.Consensus == uint64(len(res.Rows))):
 				t.Fatalf("%d rows, %d consensus distances measured on the device; models left there: %v (D-PSGD's mixes: always)", len(res.Rows), st.Consensus, lazy)
 			}
-			if omniscient := c.Attack == "ipm" || c.Attack == "alie"; (dev.Stats().Moments > 0) != (omniscient && lazy) || c.Attack != "" && lazy == (c.Attack == "bitflip") {
-				t.Fatalf("attack %q: the honest moments taken %d times on the device; models left there: %v", c.Attack, dev.Stats().Moments, lazy)
+			if omniscient := c.Attack == "ipm" || c.Attack == "alie"; (dev.Stats().Moments > 0) != (omniscient && lazy) || c.Attack != "" && lazy == (c.Attack == "bitflip") || res.Resident != nil && res.Resident.Moments != uint64(dev.Stats().Moments) {
+				t.Fatalf("attack %q: the honest moments taken %d times on the device (the summary's resident counts: %+v); models left there: %v", c.Attack, dev.Stats().Moments, res.Resident, lazy)
 			}
 			if live := dev.Stats().Live; live > 0 {
 				t.Fatalf("%d device buffers live after the run", live)

@@ -74,7 +74,8 @@ func (w *BatchWorkspace) Close() {
 // sums Mix left there, Merged the robust merges that updates started
 // from (gossip.TrainRequest.MixRule) computed there, Fetched those
 // copied back later (Fetch); Consensus the consensus distances measured
-// there (Consensus).
+// there (Consensus), Moments the per-coordinate moments taken there
+// (Moments).
 type ResidentStats struct {
 	Hits      uint64 `json:"hits"`
 	Uploads   uint64 `json:"uploads"`
@@ -85,6 +86,7 @@ type ResidentStats struct {
 	Merged    uint64 `json:"merged,omitempty"`
 	Fetched   uint64 `json:"fetched"`
 	Consensus uint64 `json:"consensus,omitempty"`
+	Moments   uint64 `json:"moments,omitempty"`
 }
 
 // Resident returns the counts so far, and false where the workspace
@@ -96,7 +98,7 @@ func (w *BatchWorkspace) Resident() (ResidentStats, bool) {
 	r := w.res
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.grads, r.mixed, r.merged, r.fetched, r.measured}, true
+	return ResidentStats{r.hits, r.uploads, r.full, r.left, r.grads, r.mixed, r.merged, r.fetched, r.measured, r.moments}, true
 }
 
 // Cap is how many requests one batched call takes.

@@ -59,6 +59,9 @@ func (w *BatchWorkspace) Moments(vs [][]float32) ([]float64, bool) {
 	defer release()
 	out := make([]float64, 2*r.size)
 	w.stack.Backend().MomentsRows(out, r.arena, r.size, rows)
+	r.mu.Lock()
+	r.moments++
+	r.mu.Unlock()
 	return out, true
 }
 

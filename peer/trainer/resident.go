@@ -68,8 +68,9 @@ type resident struct {
 	left, grads, mixed, fetched uint64
 	// Merged counts the robust merges computed here (loadResident).
 	merged uint64
-	// Measured counts the consensus distances measured here (Consensus).
-	measured uint64
+	// Measured counts the consensus distances measured here (Consensus),
+	// moments the moments taken here (Moments).
+	measured, moments uint64
 	// collecting: a collection asked for when the arena was full
 	// (collect) has not ended yet.
 	collecting atomic.Bool
