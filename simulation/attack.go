@@ -166,6 +166,13 @@ func (s *sim) honestMoments(honest []int) (mu, sd []float64) {
 			n := len(out) / 2
 			return out[:n:n], out[n:]
 		}
+		if s.batch.failure != nil { // the run ends with the device's failure
+			nan := make([]float64, len(xs[0]))
+			for i := range nan {
+				nan[i] = math.NaN()
+			}
+			return nan, nan
+		}
 	}
 	s.onHost(all, honest)
 	mu, sd = make([]float64, len(xs[0])), make([]float64, len(xs[0]))

@@ -97,6 +97,11 @@ func (w *BatchWorkspace) slotsOf(vs [][]float32) (rows []int32, release func(), 
 		r.free = append(r.free, temp...)
 		r.mu.Unlock()
 	}
+	defer func() { // a device that fails while the slots fill panics
+		if !ok {
+			release()
+		}
+	}()
 	for range missing {
 		s, _ := r.alloc() // room said yes
 		temp = append(temp, s)
