@@ -78,6 +78,16 @@ func EncodedSizeLater(m *Message) (int, func(wait bool) (int, bool)) {
 	return n, later
 }
 
+// LateBytesAtLeast is the least that EncodedSizeLater's function can
+// give for m: one byte for each kept index of a deferred top-k vector
+// (each gap a uvarint of at least one byte), else 0.
+func LateBytesAtLeast(m *Message) int {
+	if p := m.Packed; p != nil && p.Kind == compress.TopK && p.Deferred != nil {
+		return p.Keep
+	}
+	return 0
+}
+
 // UncompressedSize is EncodedSize(m) + CompressionSaved(m), m's size
 // with its packed vector as plain float32, without waiting for a
 // deferred one.

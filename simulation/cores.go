@@ -434,6 +434,9 @@ func (s *sim) runEvents(t time.Duration) error {
 			p.online = false
 		case evDrop:
 			s.setMembers() // the dead member timed out
+		case evSized:
+			s.sized(e)
+			continue // delivered in its place, as the next event or later
 		}
 		if s.batch != nil {
 			s.batchFailed()

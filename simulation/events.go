@@ -20,6 +20,10 @@ const (
 	evTurnover
 	evDepart
 	evDrop
+	// evSized: a message whose delivery waits on its size (a top-k
+	// step's, under a bandwidth) reaches the earliest time it could be
+	// delivered at; its size is taken and its delivery scheduled.
+	evSized
 )
 
 // event is one thing that happens at a virtual time. Events at equal times
@@ -41,6 +45,20 @@ type event struct {
 	// job, for an update that takes virtual time, is its run on the
 	// training pool; result is its result once done.
 	job *trainJob
+	// sizing, for an evSized event, is how its delivery's time is taken.
+	sizing *sizing
+}
+
+// sizing is what an evSized event needs to schedule its delivery at the
+// time a known size would have: sent at sentAt, lat the latency drawn,
+// size the bytes known at the send, late the rest (gossip.EncodedSizeLater),
+// at least atLeast of them (gossip.LateBytesAtLeast), and seq the place
+// in the queue the delivery took when it was sent.
+type sizing struct {
+	sentAt, lat   time.Duration
+	size, atLeast int
+	late          func(wait bool) (int, bool)
+	seq           uint64
 }
 
 // queued is an event in the queue, with its order kept beside it, so
@@ -70,10 +88,22 @@ type queue struct {
 }
 
 // push schedules e at e.at, which must not change while e is queued.
-func (q *queue) push(e *event) {
+func (q *queue) push(e *event) { q.pushAt(e, q.reserve()) }
+
+// reserve returns the next place in the order of scheduling, for an
+// event scheduled later in the place it would have taken now (pushAt).
+func (q *queue) reserve() uint64 {
 	q.seq++
-	x := queued{e.at, q.seq, e}
-	if e.at == q.at && (q.head == len(q.now) || q.now[len(q.now)-1].at == e.at) {
+	return q.seq
+}
+
+// pushAt schedules e at e.at in the place seq (reserve) of the order of
+// scheduling: after every event queued at e.at before seq was reserved,
+// before those queued after. The list of the moment takes it only where
+// it goes last there.
+func (q *queue) pushAt(e *event, seq uint64) {
+	x := queued{e.at, seq, e}
+	if e.at == q.at && seq == q.seq && (q.head == len(q.now) || q.now[len(q.now)-1].at == e.at) {
 		q.now = append(q.now, x)
 		return
 	}

@@ -194,8 +194,8 @@ func TestMixesOnDevice(t *testing.T) {
 			testDevice = dev
 			defer func() { testDevice = nil }()
 			c.Device = "cuda"
-			var block int
-			afterRun = func(s *sim) { block = s.vectorBlock() }
+			var block, sized, waited int
+			afterRun = func(s *sim) { block, sized, waited = s.vectorBlock(), s.sizedLate, s.waitedSize }
 			defer func() { afterRun = nil }()
 			got, res := csvOf(t, c)
 			if got != want || res.FinalAccuracy != wantRes.FinalAccuracy {
@@ -227,6 +227,9 @@ func TestMixesOnDevice(t *testing.T) {
 			}
 			if omniscient := c.Attack == "ipm" || c.Attack == "alie"; (ds.Moments > 0) != omniscient {
 				t.Fatalf("the honest moments taken %d times on the device under attack %q", ds.Moments, c.Attack)
+			}
+			if late := strings.HasPrefix(c.Compression, "topk") && c.Bandwidth > 0; (sized > 0) != late || waited > sized/2 {
+				t.Fatalf("%d deliveries sized after their sending, %d of them waiting for it (top-k under a bandwidth: %v)", sized, waited, late)
 			}
 			if topped := strings.HasPrefix(c.Compression, "topk"); (ds.TopK > 0) != topped {
 				t.Fatalf("%d steps cut to their top k under %q on the device", ds.TopK, c.Compression)

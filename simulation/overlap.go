@@ -94,6 +94,9 @@ func (s *sim) setAside(e *event) error {
 // but where their cores take e beside them (stepsBeside), and reports
 // whether it did: the queue may then hold earlier events.
 func (s *sim) takeSetAside(e *event) (bool, error) {
+	if e.kind == evSized {
+		return false, nil // it takes a size and involves no peer
+	}
 	took := false
 	involved := append(make([]int, 0, 2), e.peer) // no allocation
 	// A failed delivery tells its sender.

@@ -74,7 +74,10 @@ type sim struct {
 	// lateBytes give the bytes of the top-k steps' indices sent and not
 	// yet counted (settleBytes).
 	lateBytes []func(wait bool) (int, bool)
-	roster    *roster // nil with a static roster (turnover.go)
+	// sizedLate counts the deliveries whose size was taken after their
+	// sending (evSized), waitedSize those of them that waited for it.
+	sizedLate, waitedSize int
+	roster                *roster // nil with a static roster (turnover.go)
 	// What peers are built from (cores.go).
 	init     []float32
 	initSum  func() float64 // Σ init², measured once

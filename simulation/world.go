@@ -175,11 +175,14 @@ func (s *sim) send(from int, m *gossip.Message) error {
 		return fmt.Errorf("peer %s sent to unknown peer %q", m.From, m.To)
 	}
 	// A top-k step's indices are counted once the step is made
-	// (settleBytes), unless a delay needs them now.
+	// (settleBytes). Under a bandwidth its delivery's time needs them:
+	// unless made already, they are taken at the earliest time it could
+	// come (an evSized event), which the step is made by, mostly.
 	size, later := gossip.EncodedSizeLater(m)
 	if later != nil && s.cfg.Bandwidth > 0 {
-		b, _ := later(true)
-		size, later = size+b, nil
+		if b, ok := later(false); ok {
+			size, later = size+b, nil
+		}
 	}
 	if later != nil {
 		s.lateBytes = append(s.lateBytes, later)
@@ -203,13 +206,46 @@ func (s *sim) send(from int, m *gossip.Message) error {
 		s.stats.Dropped++
 		return nil
 	}
-	delay := s.lat(s.rng)
-	if s.cfg.Bandwidth > 0 {
-		delay += time.Duration(float64(size) / s.cfg.Bandwidth * float64(time.Second))
+	lat := s.lat(s.rng)
+	if later != nil && s.cfg.Bandwidth > 0 {
+		z := &sizing{sentAt: s.now, lat: lat, size: size, atLeast: gossip.LateBytesAtLeast(m), late: later, seq: s.q.reserve()}
+		ev.kind, ev.sizing = evSized, z
+		ev.at = s.now + s.transfer(lat, size+z.atLeast)
+		s.q.push(ev)
+		return nil
 	}
-	ev.at = s.now + delay
+	ev.at = s.now + s.transfer(lat, size)
 	s.q.push(ev)
 	return nil
+}
+
+// transfer is the delay of a message of size bytes after the latency
+// lat: lat, plus its bytes at the bandwidth.
+func (s *sim) transfer(lat time.Duration, size int) time.Duration {
+	if s.cfg.Bandwidth > 0 {
+		lat += time.Duration(float64(size) / s.cfg.Bandwidth * float64(time.Second))
+	}
+	return lat
+}
+
+// sized schedules the delivery of the message of the evSized event e,
+// now its size is taken (made if it was not yet), at the time and in the
+// place of the order it would have taken with its size known when sent.
+// That time is no earlier than now: the size lies at or above the
+// bound that e's time was taken for.
+func (s *sim) sized(e *event) {
+	z := e.sizing
+	s.sizedLate++
+	b, ok := z.late(false)
+	if !ok {
+		s.waitedSize++
+		b, _ = z.late(true)
+	}
+	// b is at least atLeast but from a device that counts no bytes
+	// (BenchmarkHostWork's), whose delivery then comes at the bound.
+	e.kind, e.sizing = evDeliver, nil
+	e.at = z.sentAt + s.transfer(z.lat, z.size+max(b, z.atLeast))
+	s.q.pushAt(e, z.seq)
 }
 
 // deliver hands a message to its receiver, unless the receiver is offline
