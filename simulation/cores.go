@@ -435,8 +435,14 @@ func (s *sim) runEvents(t time.Duration) error {
 		case evDrop:
 			s.setMembers() // the dead member timed out
 		case evSized:
-			s.sized(e)
-			continue // delivered in its place, as the next event or later
+			s.sized(e) // delivered in its place, as the next event or later
+			if s.batch != nil {
+				s.batchFailed()
+			}
+			if s.err != nil {
+				return s.err
+			}
+			continue
 		}
 		if s.batch != nil {
 			s.batchFailed()

@@ -220,7 +220,7 @@ func massInFlight(s *sim) float64 {
 		sum += p.Core().PushSumWeight()
 	}
 	s.q.each(func(e *event) {
-		if e.kind == evDeliver && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
+		if (e.kind == evDeliver || e.kind == evSized) && e.orig != nil && e.orig.Kind == gossip.KindPushSum {
 			sum += e.orig.Weight
 		}
 	})

@@ -239,11 +239,12 @@ func (s *sim) sized(e *event) {
 	b, ok := z.late(false)
 	if !ok {
 		s.waitedSize++
-		b, _ = z.late(true)
+		b, ok = z.late(true) // not where the device failed
 	}
-	// b is at least atLeast but from a device that counts no bytes
-	// (BenchmarkHostWork's), whose delivery then comes at the bound.
-	e.kind, e.sizing = evDeliver, nil
+	if ok && b < z.atLeast && s.err == nil {
+		s.err = fmt.Errorf("simulation: a top-k message's %d kept indices counted as %d bytes", z.atLeast, b)
+	}
+	e.kind, e.sizing = evDeliver, nil // at the bound, at the earliest
 	e.at = z.sentAt + s.transfer(z.lat, z.size+max(b, z.atLeast))
 	s.q.pushAt(e, z.seq)
 }
