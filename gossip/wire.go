@@ -79,13 +79,12 @@ func EncodedSizeLater(m *Message) (int, func(wait bool) (int, bool)) {
 }
 
 // LateBytesAtLeast is the least that EncodedSizeLater's function can
-// give for m: one byte for each kept index of a deferred top-k vector
-// (each gap a uvarint of at least one byte), else 0.
+// give for m (compress.LateBytesAtLeast of its packed vector).
 func LateBytesAtLeast(m *Message) int {
-	if p := m.Packed; p != nil && p.Kind == compress.TopK && p.Deferred != nil {
-		return p.Keep
+	if m.Packed == nil {
+		return 0
 	}
-	return 0
+	return compress.LateBytesAtLeast(m.Packed)
 }
 
 // UncompressedSize is EncodedSize(m) + CompressionSaved(m), m's size

@@ -30,6 +30,16 @@ func EncodedSize(p *Payload) int {
 	return n
 }
 
+// LateBytesAtLeast is the least that EncodedSizeLater's function can
+// give for p: a byte for each kept index of a deferred top-k vector
+// (each gap a uvarint of at least one byte), else 0.
+func LateBytesAtLeast(p *Payload) int {
+	if p.Kind == TopK && p.Deferred != nil {
+		return p.Keep
+	}
+	return 0
+}
+
 // EncodedSizeLater is EncodedSize without waiting for a deferred top-k
 // payload's vector: the bytes known now and, for such a payload, the
 // function that gives the rest (its indices' bytes; nil for any other).
